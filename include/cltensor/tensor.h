@@ -1,0 +1,175 @@
+/* Tensors on devices: creation, host<->device moves, views, the caching allocator.
+ *
+ * A ct_tensor is an opaque, atomically reference-counted handle: a device, a dtype, up to
+ * CT_MAX_DIMS dims with shape and strides (in elements; a stride may be 0 for a broadcast dim),
+ * an element offset, and shared device storage. Views share storage with their base and keep it
+ * alive: releasing the base while a view lives is fine.
+ *
+ * Conventions.
+ *  - Functions that create a tensor take `ct_tensor **out` first and store a NEW reference
+ *    there, which the caller releases with ct_release(). On failure *out is NULL.
+ *  - Input tensors are borrowed: the call neither keeps nor releases them (a view retains the
+ *    storage, not the handle).
+ *  - Every call taking several tensors checks them first: different devices give
+ *    CT_ERR_DEVICE_MISMATCH naming both canonical specs; unfit dtypes CT_ERR_DTYPE_MISMATCH and
+ *    unfit shapes CT_ERR_SHAPE_MISMATCH with both shapes printed; NULL pointers, negative dims,
+ *    out-of-range dims or slices, too-small buffers CT_ERR_INVALID_ARGUMENT with the values.
+ *  - Every call may also return CT_ERR_OPENCL (the message has the OpenCL error's name),
+ *    CT_ERR_OUT_OF_MEMORY, and CT_ERR_UNSUPPORTED (f64 on a device without cl_khr_fp64).
+ *  - "Row-major" host buffers hold the elements in C order of the tensor's shape, whatever the
+ *    tensor's strides.
+ *
+ * Thread safety. Tensors may be shared between threads for reading (as operands of ops running
+ * concurrently); a tensor that one thread writes (an _out destination, ct_copy_from_host) must
+ * not be used by another thread at the same time. Reference counting is atomic. */
+#ifndef CLTENSOR_TENSOR_H
+#define CLTENSOR_TENSOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cltensor/device.h"
+#include "cltensor/dtype.h"
+#include "cltensor/export.h"
+#include "cltensor/status.h"
+
+CT_BEGIN_DECLS
+
+#define CT_MAX_DIMS 8
+
+typedef struct ct_tensor ct_tensor;
+
+/* ---- Creation (each returns a new, contiguous tensor on d) ----
+ * ndim is 0 (a scalar) ... CT_MAX_DIMS; shape may be NULL when ndim is 0; a dim may be 0
+ * (an empty tensor). */
+CT_API ct_status ct_empty(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape);
+CT_API ct_status ct_zeros(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape);
+CT_API ct_status ct_ones(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape);
+/* value is converted to t as ct_cast() converts (integers truncate toward zero). */
+CT_API ct_status ct_full(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape,
+                         double value);
+/* 1-D [start, start+step, ...) up to end exclusive, ceil((end-start)/step) elements; step != 0. */
+CT_API ct_status ct_arange(ct_tensor **out, ct_device *d, ct_dtype t, double start, double end,
+                           double step);
+/* 2-D identity-like [n, m]: ones on the main diagonal. */
+CT_API ct_status ct_eye(ct_tensor **out, ct_device *d, ct_dtype t, int64_t n, int64_t m);
+/* Copies numel * ct_dtype_size(t) bytes of row-major host data (blocking). data may be NULL
+ * only when the tensor is empty. */
+CT_API ct_status ct_from_host(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape,
+                              const void *data);
+
+/* ---- Reference counting ---- */
+/* Adds a reference and returns t (NULL stays NULL). */
+CT_API ct_tensor *ct_retain(ct_tensor *t);
+/* Drops a reference; the last one frees the handle (storage lives while views use it).
+ * NULL is a no-op. */
+CT_API void ct_release(ct_tensor *t);
+
+/* ---- Properties (t must not be NULL unless stated) ---- */
+CT_API ct_device *ct_tensor_device(const ct_tensor *t);       /* borrowed; NULL for NULL */
+CT_API ct_dtype ct_tensor_dtype(const ct_tensor *t);
+CT_API int ct_tensor_ndim(const ct_tensor *t);                 /* -1 for NULL */
+CT_API const int64_t *ct_tensor_shape(const ct_tensor *t);     /* ndim entries, owned by t */
+CT_API const int64_t *ct_tensor_strides(const ct_tensor *t);   /* in elements, owned by t */
+CT_API int64_t ct_tensor_offset(const ct_tensor *t);           /* in elements, into storage */
+CT_API int64_t ct_numel(const ct_tensor *t);                   /* 0 for NULL */
+CT_API size_t ct_tensor_nbytes(const ct_tensor *t);            /* numel * dtype size */
+CT_API bool ct_tensor_is_contiguous(const ct_tensor *t);       /* C-contiguous */
+
+/* ---- Moving data ---- */
+/* Copies the tensor's elements, row-major, into dst (blocking). Works for any strides.
+ * CT_ERR_INVALID_ARGUMENT when dst_bytes < ct_tensor_nbytes(t) (both sizes in the message). */
+CT_API ct_status ct_to_host(const ct_tensor *t, void *dst, size_t dst_bytes);
+/* Overwrites t's elements with row-major host data of ct_tensor_nbytes(t) bytes (blocking).
+ * t may be a non-contiguous view: its elements are written in place. */
+CT_API ct_status ct_copy_from_host(ct_tensor *t, const void *src, size_t src_bytes);
+
+/* A pending transfer. */
+typedef struct ct_event ct_event;
+/* Non-blocking ct_to_host: enqueues the read and returns at once with *ev to wait on.
+ * dst must stay valid and untouched until ct_event_wait() has returned. */
+CT_API ct_status ct_to_host_async(ct_event **ev, const ct_tensor *t, void *dst, size_t dst_bytes);
+/* Non-blocking ct_copy_from_host: src must stay valid and unchanged until ct_event_wait(). */
+CT_API ct_status ct_copy_from_host_async(ct_event **ev, ct_tensor *t, const void *src, size_t src_bytes);
+/* Blocks until the transfer is complete; returns its status. */
+CT_API ct_status ct_event_wait(ct_event *ev);
+/* Frees the handle (waiting first if the transfer is still running). NULL is a no-op. */
+CT_API void ct_event_release(ct_event *ev);
+
+/* OUT: *out, t's data on device d: a new reference to t itself when t is already on d (PyTorch
+ * .to() semantics), else a new contiguous copy (direct when both devices share an OpenCL
+ * context, staged through host memory otherwise). */
+CT_API ct_status ct_to_device(ct_tensor **out, ct_tensor *t, ct_device *d);
+
+/* Copies src into dst on the same device, broadcasting src to dst's shape and converting the
+ * dtype as ct_cast() does. dst may be a view. */
+CT_API ct_status ct_copy(ct_tensor *dst, const ct_tensor *src);
+
+/* ---- Pinned host memory (CL_MEM_ALLOC_HOST_PTR, mapped): faster staging ---- */
+typedef struct ct_pinned ct_pinned;
+/* OUT: *out, bytes of page-locked host memory for transfers with device d. */
+CT_API ct_status ct_pinned_alloc(ct_pinned **out, ct_device *d, size_t bytes);
+CT_API void *ct_pinned_ptr(const ct_pinned *p);   /* host pointer; NULL for NULL */
+CT_API size_t ct_pinned_size(const ct_pinned *p);
+CT_API void ct_pinned_release(ct_pinned *p);      /* NULL is a no-op */
+
+/* ---- Views (no copy; the result shares storage with t) ---- */
+/* New shape with the same numel; one dim may be -1 (inferred). ct_view fails with
+ * CT_ERR_SHAPE_MISMATCH when the strides can't express it; ct_reshape then copies instead. */
+CT_API ct_status ct_view(ct_tensor **out, const ct_tensor *t, int ndim, const int64_t *shape);
+CT_API ct_status ct_reshape(ct_tensor **out, const ct_tensor *t, int ndim, const int64_t *shape);
+/* dims is a permutation of 0..ndim-1 (negative dims count from the end). */
+CT_API ct_status ct_permute(ct_tensor **out, const ct_tensor *t, const int *dims);
+CT_API ct_status ct_transpose(ct_tensor **out, const ct_tensor *t, int dim0, int dim1);
+/* Elements start, start+step, ... < stop along dim; step > 0; start/stop are clamped to
+ * [0, size] as Python slices are, negative values count from the end. */
+CT_API ct_status ct_slice(ct_tensor **out, const ct_tensor *t, int dim, int64_t start, int64_t stop,
+                          int64_t step);
+/* Removes dim when its size is 1 (else returns a view unchanged, as PyTorch does). */
+CT_API ct_status ct_squeeze(ct_tensor **out, const ct_tensor *t, int dim);
+/* Inserts a size-1 dim at position dim (0..ndim, negative counts from the end). */
+CT_API ct_status ct_unsqueeze(ct_tensor **out, const ct_tensor *t, int dim);
+/* Broadcasts to shape (stride 0 on expanded dims); -1 keeps a dim; new dims are prepended. */
+CT_API ct_status ct_expand(ct_tensor **out, const ct_tensor *t, int ndim, const int64_t *shape);
+/* A new reference to t when already contiguous, else a contiguous copy. */
+CT_API ct_status ct_contiguous(ct_tensor **out, const ct_tensor *t);
+/* A new contiguous tensor of dtype dt (a copy even when dt == t's dtype).
+ * Rounding: float->float rounds to nearest even; float->integer truncates toward zero, and
+ * NaN, infinities and out-of-range values saturate to the target's limits (NaN gives 0);
+ * integer->integer wraps modulo 2^bits; anything->bool is (x != 0); bool->x is 0 or 1. */
+CT_API ct_status ct_cast(ct_tensor **out, const ct_tensor *t, ct_dtype dt);
+
+/* ---- Printing, like PyTorch's repr ----
+ * "tensor([[1., 2.],\n        [3., 4.]], shape=[2, 2], dtype=f32, device=cpu:0)";
+ * summarized with "..." past 1000 elements (3 at each edge). */
+CT_API ct_status ct_print(FILE *f, const ct_tensor *t);
+/* Writes the same text into buf (always NUL-terminated when size > 0); *needed (may be NULL)
+ * receives the full length without the NUL. CT_ERR_INVALID_ARGUMENT when it did not fit. */
+CT_API ct_status ct_format(char *buf, size_t size, size_t *needed, const ct_tensor *t);
+
+/* ---- Caching allocator (per device) ----
+ * Freed device blocks are kept for reuse; sizes are rounded up (512 B below 1 MiB, 2 MiB
+ * above) and large cached blocks are split. $CLTENSOR_MEMORY_LIMIT ("512MiB", "2GB", "1048576")
+ * caps each device's reserved bytes; $CLTENSOR_NO_CACHING=1 returns every block at once. */
+typedef struct ct_memory_stats {
+  uint64_t allocated_bytes;      /* held by live tensors (rounded sizes) */
+  uint64_t reserved_bytes;       /* held from OpenCL: allocated + cached */
+  uint64_t peak_allocated_bytes;
+  uint64_t peak_reserved_bytes;
+  uint64_t alloc_count;          /* allocations served */
+  uint64_t cache_hits;           /* of which served from the cache */
+  uint64_t cl_alloc_count;       /* buffers created with OpenCL */
+  uint64_t limit_bytes;          /* 0: no limit */
+} ct_memory_stats;
+
+CT_API ct_status ct_memory_stats_get(ct_memory_stats *out, ct_device *d);
+/* Sets the peaks to the current values. */
+CT_API ct_status ct_memory_reset_peak(ct_device *d);
+/* Returns every cached (unused) block to OpenCL. */
+CT_API ct_status ct_empty_cache(ct_device *d);
+
+CT_END_DECLS
+
+#endif

@@ -1,0 +1,81 @@
+/* Prepended to every libcltensor program. OpenCL C 1.2.
+ *
+ * dtype codes match enum ct_dtype. A kernel specialised for a dtype gets it as a number through
+ * a build option (e.g. -DCT_IN=5) and uses the macros below to name its storage type and to
+ * load/store elements as float (or double, or integers) whatever the storage:
+ *   CT_T(dt)              storage type of dt (f16 is `half`, storage-only; bf16 is `ushort`)
+ *   CT_LOADF(dt, p, i)    element i of p as float
+ *   CT_STOREF(dt, p, i, v) store float v as dt (rounding to nearest even; floats to integers
+ *                          truncate toward zero and saturate, NaN gives 0; bool is v != 0)
+ * f16 uses vload_half/vstore_half, so no cl_khr_fp16 is needed; bf16 is bit conversion. */
+#if defined(CT_HAS_FP64) && CT_HAS_FP64
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#endif
+
+#define CT_DT_BOOL 0
+#define CT_DT_U8 1
+#define CT_DT_I8 2
+#define CT_DT_I32 3
+#define CT_DT_I64 4
+#define CT_DT_F16 5
+#define CT_DT_BF16 6
+#define CT_DT_F32 7
+#define CT_DT_F64 8
+
+#define CT_CAT_(a, b) a##b
+#define CT_CAT(a, b) CT_CAT_(a, b)
+
+#define CT_T_0 uchar
+#define CT_T_1 uchar
+#define CT_T_2 char
+#define CT_T_3 int
+#define CT_T_4 long
+#define CT_T_5 half
+#define CT_T_6 ushort
+#define CT_T_7 float
+#define CT_T_8 double
+#define CT_T(dt) CT_CAT(CT_T_, dt)
+
+inline float ct_bf16_to_f32(ushort h) { return as_float(((uint)h) << 16); }
+
+inline ushort ct_f32_to_bf16(float f) {
+  uint u = as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)((u >> 16) | 0x40u); /* quiet NaN */
+  u += 0x7fffu + ((u >> 16) & 1u);                                          /* nearest even */
+  return (ushort)(u >> 16);
+}
+
+#define CT_LOADF_0(p, i) ((float)(p)[i])
+#define CT_LOADF_1(p, i) ((float)(p)[i])
+#define CT_LOADF_2(p, i) ((float)(p)[i])
+#define CT_LOADF_3(p, i) ((float)(p)[i])
+#define CT_LOADF_4(p, i) ((float)(p)[i])
+#define CT_LOADF_5(p, i) vload_half((i), (p))
+#define CT_LOADF_6(p, i) ct_bf16_to_f32((p)[i])
+#define CT_LOADF_7(p, i) ((p)[i])
+#define CT_LOADF_8(p, i) ((float)(p)[i])
+#define CT_LOADF(dt, p, i) CT_CAT(CT_LOADF_, dt)(p, i)
+
+/* Saturating float -> integer conversions (convert_T_sat_rtz maps NaN to 0). */
+#define CT_STOREF_0(p, i, v) ((p)[i] = (uchar)((v) != 0.0f))
+#define CT_STOREF_1(p, i, v) ((p)[i] = convert_uchar_sat_rtz(v))
+#define CT_STOREF_2(p, i, v) ((p)[i] = convert_char_sat_rtz(v))
+#define CT_STOREF_3(p, i, v) ((p)[i] = convert_int_sat_rtz(v))
+#define CT_STOREF_4(p, i, v) ((p)[i] = convert_long_sat_rtz(v))
+#define CT_STOREF_5(p, i, v) vstore_half_rte((v), (i), (p))
+#define CT_STOREF_6(p, i, v) ((p)[i] = ct_f32_to_bf16(v))
+#define CT_STOREF_7(p, i, v) ((p)[i] = (v))
+#define CT_STOREF_8(p, i, v) ((p)[i] = (double)(v))
+#define CT_STOREF(dt, p, i, v) CT_CAT(CT_STOREF_, dt)(p, i, v)
+
+/* 1 when dt is a floating dtype. */
+#define CT_ISFLOAT_0 0
+#define CT_ISFLOAT_1 0
+#define CT_ISFLOAT_2 0
+#define CT_ISFLOAT_3 0
+#define CT_ISFLOAT_4 0
+#define CT_ISFLOAT_5 1
+#define CT_ISFLOAT_6 1
+#define CT_ISFLOAT_7 1
+#define CT_ISFLOAT_8 1
+#define CT_ISFLOAT(dt) CT_CAT(CT_ISFLOAT_, dt)

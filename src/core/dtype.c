@@ -1,0 +1,97 @@
+/* dtype sizes and names, and host conversions for f16 and bf16. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cltensor/dtype.h"
+#include "core/error.h"
+
+static const struct {
+  const char *name;
+  size_t size;
+} ct__dtypes[CT_DTYPE_COUNT] = {
+    [CT_BOOL] = {"bool", 1}, [CT_U8] = {"u8", 1},     [CT_I8] = {"i8", 1},
+    [CT_I32] = {"i32", 4},   [CT_I64] = {"i64", 8},   [CT_F16] = {"f16", 2},
+    [CT_BF16] = {"bf16", 2}, [CT_F32] = {"f32", 4},   [CT_F64] = {"f64", 8},
+};
+
+size_t ct_dtype_size(ct_dtype t) {
+  return ((unsigned)t < CT_DTYPE_COUNT) ? ct__dtypes[t].size : 0;
+}
+
+const char *ct_dtype_name(ct_dtype t) {
+  return ((unsigned)t < CT_DTYPE_COUNT) ? ct__dtypes[t].name : "invalid";
+}
+
+ct_status ct_dtype_from_name(ct_dtype *out, const char *name) {
+  CT__CHECK_NOT_NULL("ct_dtype_from_name", out);
+  CT__CHECK_NOT_NULL("ct_dtype_from_name", name);
+  for (int i = 0; i < CT_DTYPE_COUNT; i++) {
+    if (strcasecmp(name, ct__dtypes[i].name) == 0) {
+      *out = (ct_dtype)i;
+      return CT_OK;
+    }
+  }
+  return ct__error(CT_ERR_INVALID_ARGUMENT,
+                   "ct_dtype_from_name: unknown dtype '%s' (expected bool, u8, i8, i32, i64, f16, "
+                   "bf16, f32 or f64)",
+                   name);
+}
+
+int ct_dtype_is_float(ct_dtype t) {
+  return t == CT_F16 || t == CT_BF16 || t == CT_F32 || t == CT_F64;
+}
+
+static uint32_t ct__f32_bits(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  return u;
+}
+
+static float ct__bits_f32(uint32_t u) {
+  float x;
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+uint16_t ct_f32_to_f16(float x) {
+  uint32_t u = ct__f32_bits(x);
+  uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+  uint32_t exp = (u >> 23) & 0xffu, mant = u & 0x7fffffu;
+  if (exp == 0xff) return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0u));
+  int e = (int)exp - 127 + 15;
+  if (e >= 0x1f) return (uint16_t)(sign | 0x7c00u);
+  if (e <= 0) {
+    /* Subnormal (or zero) half: shift the full significand into place, rounding to even. */
+    if (e < -10) return sign;
+    uint32_t m = mant | 0x800000u;
+    int shift = 14 - e;
+    uint32_t half = m >> shift, rem = m & ((1u << shift) - 1u), mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (half & 1u))) half++;
+    return (uint16_t)(sign | half);
+  }
+  uint32_t half = ((uint32_t)e << 10) | (mant >> 13), rem = mant & 0x1fffu;
+  /* A carry out of the mantissa correctly bumps the exponent, up to infinity. */
+  if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) half++;
+  return (uint16_t)(sign | half);
+}
+
+float ct_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  if (exp == 0x1f) return ct__bits_f32(sign | 0x7f800000u | (mant << 13));
+  if (exp == 0) {
+    float v = ldexpf((float)mant, -24);
+    return sign ? -v : v;
+  }
+  return ct__bits_f32(sign | ((exp - 15 + 127) << 23) | (mant << 13));
+}
+
+uint16_t ct_f32_to_bf16(float x) {
+  uint32_t u = ct__f32_bits(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+float ct_bf16_to_f32(uint16_t h) { return ct__bits_f32((uint32_t)h << 16); }

@@ -1,0 +1,86 @@
+/* Internal view of a device: its OpenCL handles and per-device state of other subsystems. */
+#ifndef CT_DEVICE_DEVICE_H
+#define CT_DEVICE_DEVICE_H
+
+#include <CL/cl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "cltensor/device.h"
+
+/* Per-device state owned by other subsystems, created lazily through ct__device_slot() and
+ * destroyed by ct_shutdown() in reverse slot order (so GEMM state goes before kernels, and
+ * kernels before the allocator that backs their buffers). */
+enum ct__slot {
+  CT__SLOT_ALLOC = 0,   /* memory/alloc.c */
+  CT__SLOT_KERNELS,     /* kernel/engine.c */
+  CT__SLOT_PROFILE,     /* profile/ */
+  CT__SLOT_RANDOM,      /* random/ */
+  CT__SLOT_GEMM,        /* linalg/ */
+  CT__SLOT_COUNT
+};
+
+struct ct__platform {
+  cl_platform_id id;
+  cl_uint ndev;
+  cl_device_id *devs;   /* all of this platform's devices, OpenCL order */
+  cl_context ctx;       /* one context for all of them, created on first open */
+};
+
+struct ct_device {
+  int index;                   /* position in the documented order */
+  char spec[32];               /* canonical spec */
+  cl_device_id id;
+  struct ct__platform *plat;
+  ct_device_props props;
+  char *strings;               /* one allocation backing the props strings */
+
+  pthread_mutex_t lock;        /* guards opening and slot creation */
+  atomic_int opened;
+  cl_command_queue queue;      /* in-order; profiling enabled only when asked */
+  int queue_profiling;
+
+  _Atomic(void *) slot[CT__SLOT_COUNT];
+  void (*slot_destroy[CT__SLOT_COUNT])(ct_device *d, void *state);
+};
+
+/* Opens the device (context + queue) if needed; thread-safe. */
+ct_status ct__device_open(ct_device *d);
+
+/* The device's context and queue; valid after a successful ct__device_open(). */
+static inline cl_context ct__device_context(const ct_device *d) { return d->plat->ctx; }
+static inline cl_command_queue ct__device_queue(const ct_device *d) { return d->queue; }
+
+/* Returns the state in slot, opening the device and creating the state once with create()
+ * (called under the device lock; on failure it returns a status with the error set).
+ * destroy() runs at ct_shutdown(), when the queue has drained. */
+ct_status ct__device_slot(void **out, ct_device *d, enum ct__slot slot,
+                          ct_status (*create)(void **state, ct_device *d),
+                          void (*destroy)(ct_device *d, void *state));
+
+/* True when both devices share one OpenCL context (same platform), so buffers copy directly. */
+static inline int ct__device_same_context(const ct_device *a, const ct_device *b) {
+  return a->plat == b->plat;
+}
+
+/* Set by the profiler before devices are opened: new queues get CL_QUEUE_PROFILING_ENABLE.
+ * $CLTENSOR_PROFILE=1 has the same effect. */
+extern atomic_int ct__want_queue_profiling;
+
+/* Canonical short spec of each device, comma-separated with names, for "available devices"
+ * messages: appends to the current error message. */
+void ct__device_append_list(void);
+
+/* ---- Device specs (spec.c): a pure parser, fuzzable without OpenCL ---- */
+enum ct__spec_kind { CT__SPEC_AUTO, CT__SPEC_TYPE, CT__SPEC_CL, CT__SPEC_NAME };
+struct ct__spec {
+  enum ct__spec_kind kind;
+  ct_device_type type;    /* CT__SPEC_TYPE */
+  long n;                 /* CT__SPEC_TYPE: ordinal */
+  long platform, device;  /* CT__SPEC_CL */
+  const char *name;       /* CT__SPEC_NAME: points into the parsed string */
+};
+/* Parses spec into *out. CT_ERR_INVALID_ARGUMENT with the quoted spec and the valid forms. */
+ct_status ct__spec_parse(struct ct__spec *out, const char *spec);
+
+#endif

@@ -1,0 +1,33 @@
+/* The per-device caching allocator (PyTorch's CUDA caching allocator is the model).
+ * A block is a byte range [offset, offset + size) of an OpenCL buffer; kernels and transfers
+ * address it through (mem, offset), so blocks can be split without sub-buffers. */
+#ifndef CT_MEMORY_ALLOC_H
+#define CT_MEMORY_ALLOC_H
+
+#include <CL/cl.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cltensor/device.h"
+
+typedef struct ct__block {
+  cl_mem mem;        /* not owned by the caller */
+  size_t offset;     /* bytes into mem; a multiple of the device's base-address alignment */
+  size_t size;       /* usable bytes (rounded up from the request) */
+  void *priv;        /* allocator bookkeeping */
+} ct__block;
+
+/* OUT: *out, a block of at least bytes on d (bytes may be 0). On failure: frees the cache, retries
+ * once, then CT_ERR_OUT_OF_MEMORY with the request, device, its total memory, and the bytes
+ * allocated and reserved. Above the device's max single allocation: CT_ERR_OUT_OF_MEMORY. */
+ct_status ct__alloc(ct__block **out, ct_device *d, size_t bytes);
+
+/* Returns b to its device's cache (or to OpenCL with $CLTENSOR_NO_CACHING=1). NULL: no-op. */
+void ct__free(ct__block *b);
+
+/* Parses a size string: "1048576", "512MiB", "2GB", "1.5 GiB", "64k"; units B, k/K/KB (1000),
+ * KiB (1024), M/MB/MiB, G/GB/GiB, T/TB/TiB, case-insensitive. CT_ERR_INVALID_ARGUMENT quoting
+ * the text otherwise (including overflow of 64 bits). Pure: fuzzable without OpenCL. */
+ct_status ct__parse_size(uint64_t *out, const char *text);
+
+#endif

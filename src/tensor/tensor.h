@@ -1,0 +1,61 @@
+/* Internal layout of tensors and their shared storage. */
+#ifndef CT_TENSOR_TENSOR_H
+#define CT_TENSOR_TENSOR_H
+
+#include <CL/cl.h>
+#include <stdatomic.h>
+
+#include "cltensor/tensor.h"
+#include "memory/alloc.h"
+
+/* Device memory shared by a tensor and its views. Either an allocator block or an external
+ * cl_mem wrapped through the interop API (retained; released with the last reference). */
+typedef struct ct__storage {
+  atomic_int refs;
+  ct_device *device;
+  cl_mem mem;          /* = block->mem, or the wrapped buffer */
+  size_t offset;       /* bytes into mem where this storage starts */
+  size_t nbytes;
+  ct__block *block;    /* NULL for wrapped buffers */
+} ct__storage;
+
+struct ct_tensor {
+  atomic_int refs;
+  ct__storage *storage;
+  ct_dtype dtype;
+  int ndim;
+  int64_t shape[CT_MAX_DIMS];
+  int64_t strides[CT_MAX_DIMS];  /* elements */
+  int64_t offset;                /* elements, from storage->offset */
+};
+
+/* Byte offset of element 0 of t inside its cl_mem (for kernel arguments and CLBlast). */
+static inline size_t ct__tensor_byte_offset(const ct_tensor *t) {
+  return t->storage->offset + (size_t)t->offset * ct_dtype_size(t->dtype);
+}
+static inline cl_mem ct__tensor_mem(const ct_tensor *t) { return t->storage->mem; }
+
+/* Allocates a new contiguous tensor (uninitialised). Checks dtype support on d (f64 needs
+ * cl_khr_fp64: CT_ERR_UNSUPPORTED naming the device), ndim/shape validity, numel overflow.
+ * fn names the public function for messages. */
+ct_status ct__tensor_new(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape,
+                         const char *fn);
+
+/* A new tensor header over t's storage with the given geometry (retains the storage). */
+ct_status ct__tensor_view(ct_tensor **out, const ct_tensor *t, int ndim, const int64_t *shape,
+                          const int64_t *strides, int64_t offset);
+
+/* Shape text "[2, 3]" into buf (for messages). Returns buf. */
+const char *ct__shape_str(char *buf, size_t size, int ndim, const int64_t *shape);
+
+/* Common checks for ops: both non-NULL, same device (CT_ERR_DEVICE_MISMATCH naming the
+ * canonical specs with the argument names). */
+ct_status ct__check_same_device(const char *fn, const char *an, const ct_tensor *a,
+                                const char *bn, const ct_tensor *b);
+
+/* Broadcasts two shapes (NumPy rules) into out (ndim in *out_ndim); CT_ERR_SHAPE_MISMATCH with
+ * both shapes otherwise. */
+ct_status ct__broadcast_shapes(int *out_ndim, int64_t *out, int an, const int64_t *a, int bn,
+                               const int64_t *b, const char *fn);
+
+#endif

@@ -1,0 +1,50 @@
+/* Shared helpers for the Check tests. Header-only so each test binary stays one file. */
+#ifndef CT_TEST_H
+#define CT_TEST_H
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cltensor/cltensor.h"
+
+/* Asserts that a call returns CT_OK, printing ct_last_error() otherwise. */
+#define ck_assert_ct_ok(expr)                                                                 \
+  do {                                                                                        \
+    ct_status st_ = (expr);                                                                   \
+    ck_assert_msg(st_ == CT_OK, "%s returned %s: %s", #expr, ct_status_name(st_), ct_last_error()); \
+  } while (0)
+
+/* Asserts that a call returns a given status. */
+#define ck_assert_ct_status(expr, want)                                                       \
+  do {                                                                                        \
+    ct_status st_ = (expr);                                                                   \
+    ck_assert_msg(st_ == (want), "%s returned %s, expected %s: %s", #expr, ct_status_name(st_), \
+                  ct_status_name(want), ct_last_error());                                     \
+  } while (0)
+
+/* Asserts that ct_last_error() contains a substring. */
+#define ck_assert_error_contains(sub)                                                  \
+  ck_assert_msg(strstr(ct_last_error(), (sub)) != NULL, "ct_last_error() = \"%s\" lacks \"%s\"", \
+                ct_last_error(), (sub))
+
+/* Runs a suite with CK_TAP output configured by the environment; returns a process exit code
+ * (EXIT_FAILURE on any failure, never a raw count). */
+static inline int ct_test_run(Suite *s) {
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_ENV);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
+/* The default device; fails the test when none. Call in the test body (the forked child). */
+static inline ct_device *ct_test_device(void) {
+  ct_device *d = NULL;
+  ct_status st = ct_device_default(&d);
+  ck_assert_msg(st == CT_OK, "no default device: %s", ct_last_error());
+  return d;
+}
+
+#endif

@@ -1,0 +1,234 @@
+/* Device layer: enumeration and order, specs, the default device, errors, shutdown.
+ * argv[1] picks the environment the runner set up: "one" (a single PoCL device), "two"
+ * (POCL_DEVICES="pthread pthread"), "noplatform" (OCL_ICD_VENDORS at an empty folder). */
+#include <pthread.h>
+
+#include "ct_test.h"
+
+START_TEST(test_status_table) {
+  ck_assert_str_eq(ct_status_name(CT_OK), "CT_OK");
+  ck_assert_str_eq(ct_status_name(CT_ERR_OUT_OF_MEMORY), "CT_ERR_OUT_OF_MEMORY");
+  ck_assert_str_eq(ct_status_name(CT_ERR_DEVICE_NOT_FOUND), "CT_ERR_DEVICE_NOT_FOUND");
+  ck_assert_str_eq(ct_status_name((ct_status)9999), "CT_ERR_UNKNOWN");
+  ck_assert_str_eq(ct_status_description(CT_ERR_NO_PLATFORM), "no OpenCL platform is installed");
+  ck_assert_str_eq(ct_status_description((ct_status)-5), "unknown status code");
+  ck_assert_int_eq(CT_OK, 0);
+}
+END_TEST
+
+static void *other_thread(void *arg) {
+  (void)arg;
+  return (void *)(ct_last_error()[0] == '\0' ? (void *)1 : NULL);
+}
+
+START_TEST(test_last_error_is_thread_local) {
+  ck_assert_ct_status(ct_device_count(NULL), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("count");
+  pthread_t th;
+  void *clean = NULL;
+  ck_assert_int_eq(pthread_create(&th, NULL, other_thread, NULL), 0);
+  pthread_join(th, &clean);
+  ck_assert_ptr_nonnull(clean);
+  ct_clear_error();
+  ck_assert_str_eq(ct_last_error(), "");
+}
+END_TEST
+
+START_TEST(test_enumeration_order) {
+  int n = 0;
+  ck_assert_ct_ok(ct_device_count(&n));
+  ck_assert_int_ge(n, 1);
+  int prev_type = -1, per_type[4] = {0, 0, 0, 0};
+  for (int i = 0; i < n; i++) {
+    ct_device *d;
+    ck_assert_ct_ok(ct_device_get(&d, i));
+    ck_assert_int_eq(ct_device_index(d), i);
+    const ct_device_props *p = ct_device_properties(d);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_int_ge((int)p->type, prev_type);
+    if ((int)p->type != prev_type) prev_type = (int)p->type;
+    char want[32];
+    snprintf(want, sizeof want, "%s:%d", ct_device_type_name(p->type), per_type[p->type]++);
+    ck_assert_str_eq(ct_device_spec(d), want);
+    ck_assert_uint_gt(p->compute_units, 0);
+    ck_assert_uint_gt(p->global_mem_bytes, 0);
+    ck_assert_uint_gt(p->max_alloc_bytes, 0);
+    ck_assert_uint_ge(p->max_work_group_size, 1);
+    ck_assert(strlen(p->name) > 0);
+    ck_assert_int_eq(p->fp64, strstr(p->extensions, "cl_khr_fp64") != NULL);
+    /* The same device through its canonical spec and through cl:P:D. */
+    ct_device *again;
+    ck_assert_ct_ok(ct_device_find(&again, want));
+    ck_assert_ptr_eq(again, d);
+    char cl[32];
+    snprintf(cl, sizeof cl, "cl:%d:%d", p->platform_index, p->device_index);
+    ck_assert_ct_ok(ct_device_find(&again, cl));
+    ck_assert_ptr_eq(again, d);
+  }
+  ct_device *d;
+  ck_assert_ct_status(ct_device_get(&d, n), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_null(d);
+  ck_assert_ct_status(ct_device_get(&d, -1), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_device_get(NULL, 0), CT_ERR_INVALID_ARGUMENT);
+}
+END_TEST
+
+START_TEST(test_valid_specs) {
+  ct_device *first, *d;
+  ck_assert_ct_ok(ct_device_get(&first, 0));
+  const char *same[] = {"auto", "AUTO", "cpu", "CPU", "cpu:0", "Cpu:0", "cl:0:0", "name:pthread", "NAME:PTHREAD"};
+  for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
+    ck_assert_ct_ok(ct_device_find(&d, same[i]));
+    ck_assert_msg(d == first, "spec %s gave %s", same[i], ct_device_spec(d));
+  }
+}
+END_TEST
+
+START_TEST(test_invalid_specs) {
+  const char *bad[] = {"", "gpux", "cpu:", "cpu:-1", "cpu:1x", "cl", "cl:0", "cl:a:b", "cl:0:0:0",
+                       "name:", "fpga", ":0", "gpu:99999999999"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    ct_device *d = (ct_device *)1;
+    ct_status st = ct_device_find(&d, bad[i]);
+    ck_assert_msg(st == CT_ERR_INVALID_ARGUMENT, "spec '%s' gave %s", bad[i], ct_status_name(st));
+    ck_assert_ptr_null(d);
+    char quoted[64];
+    snprintf(quoted, sizeof quoted, "'%s'", bad[i]);
+    ck_assert_error_contains(quoted);
+    ck_assert_error_contains("valid forms");
+    ck_assert_error_contains("cl:P:D");
+  }
+  ct_device *d;
+  ck_assert_ct_status(ct_device_find(&d, NULL), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_device_find(NULL, "cpu"), CT_ERR_INVALID_ARGUMENT);
+}
+END_TEST
+
+START_TEST(test_unmatched_specs) {
+  const char *none[] = {"gpu", "gpu:0", "accelerator", "cpu:7", "cl:9:0", "cl:0:9", "name:no-such-device"};
+  for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
+    ct_device *d = (ct_device *)1;
+    ct_status st = ct_device_find(&d, none[i]);
+    ck_assert_msg(st == CT_ERR_DEVICE_NOT_FOUND, "spec '%s' gave %s", none[i], ct_status_name(st));
+    ck_assert_ptr_null(d);
+    ck_assert_error_contains(none[i]);
+    ck_assert_error_contains("available:");
+    ck_assert_error_contains("cpu:0");
+  }
+}
+END_TEST
+
+START_TEST(test_default_device) {
+  ct_device *d, *first;
+  unsetenv("CLTENSOR_DEVICE");
+  ck_assert_ct_ok(ct_device_get(&first, 0));
+  ck_assert_ct_ok(ct_device_default(&d));
+  ck_assert_ptr_eq(d, first);
+  setenv("CLTENSOR_DEVICE", "cl:0:0", 1);
+  ck_assert_ct_ok(ct_device_default(&d));
+  ck_assert_ptr_eq(d, first);
+  setenv("CLTENSOR_DEVICE", "gpu:3", 1);
+  ck_assert_ct_status(ct_device_default(&d), CT_ERR_DEVICE_NOT_FOUND);
+  ck_assert_error_contains("CLTENSOR_DEVICE");
+  ck_assert_error_contains("gpu:3");
+  setenv("CLTENSOR_DEVICE", "warp-drive", 1);
+  ck_assert_ct_status(ct_device_default(&d), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("'warp-drive'");
+  ck_assert_ptr_null(d);
+  unsetenv("CLTENSOR_DEVICE");
+}
+END_TEST
+
+START_TEST(test_open_and_shutdown) {
+  ct_device *d;
+  ck_assert_ct_ok(ct_device_default(&d));
+  ck_assert_ct_ok(ct_device_open(d));
+  ck_assert_ct_ok(ct_device_synchronize(d));
+  ck_assert_ct_status(ct_device_open(NULL), CT_ERR_INVALID_ARGUMENT);
+  ct_shutdown();
+  ct_shutdown(); /* twice is fine */
+  int n = 0;
+  ck_assert_ct_ok(ct_device_count(&n)); /* enumerates anew */
+  ck_assert_int_ge(n, 1);
+  ck_assert_ct_ok(ct_device_default(&d));
+  ck_assert_ct_ok(ct_device_open(d));
+  ct_shutdown();
+}
+END_TEST
+
+static void *open_concurrently(void *arg) {
+  (void)arg;
+  ct_device *d;
+  if (ct_device_default(&d) != CT_OK || ct_device_open(d) != CT_OK) return NULL;
+  return d;
+}
+
+START_TEST(test_concurrent_init) {
+  pthread_t th[8];
+  void *res[8];
+  for (int i = 0; i < 8; i++) ck_assert_int_eq(pthread_create(&th[i], NULL, open_concurrently, NULL), 0);
+  for (int i = 0; i < 8; i++) pthread_join(th[i], &res[i]);
+  for (int i = 0; i < 8; i++) {
+    ck_assert_ptr_nonnull(res[i]);
+    ck_assert_ptr_eq(res[i], res[0]);
+  }
+  ct_shutdown();
+}
+END_TEST
+
+START_TEST(test_two_devices) {
+  int n = 0;
+  ck_assert_ct_ok(ct_device_count(&n));
+  ck_assert_int_eq(n, 2);
+  ct_device *a, *b;
+  ck_assert_ct_ok(ct_device_find(&a, "cpu:0"));
+  ck_assert_ct_ok(ct_device_find(&b, "cpu:1"));
+  ck_assert_ptr_ne(a, b);
+  ck_assert_str_eq(ct_device_spec(b), "cpu:1");
+  /* Equal devices tie-break by OpenCL index. */
+  ck_assert_int_lt(ct_device_properties(a)->device_index, ct_device_properties(b)->device_index);
+  ck_assert_ct_ok(ct_device_open(a));
+  ck_assert_ct_ok(ct_device_open(b));
+  ck_assert_ct_status(ct_device_find(&a, "cpu:2"), CT_ERR_DEVICE_NOT_FOUND);
+  ck_assert_error_contains("cpu:1");
+  ct_shutdown();
+}
+END_TEST
+
+START_TEST(test_no_platform) {
+  int n = 5;
+  ck_assert_ct_status(ct_device_count(&n), CT_ERR_NO_PLATFORM);
+  ck_assert_int_eq(n, 0);
+  ck_assert_error_contains("pocl-opencl-icd");
+  ck_assert_error_contains("/etc/OpenCL/vendors");
+  ct_device *d = (ct_device *)1;
+  ck_assert_ct_status(ct_device_default(&d), CT_ERR_NO_PLATFORM);
+  ck_assert_ptr_null(d);
+  ck_assert_ct_status(ct_device_find(&d, "cpu"), CT_ERR_NO_PLATFORM);
+  ck_assert_ct_status(ct_device_get(&d, 0), CT_ERR_NO_PLATFORM);
+  ct_shutdown();
+}
+END_TEST
+
+int main(int argc, char **argv) {
+  const char *mode = argc > 1 ? argv[1] : "one";
+  Suite *s = suite_create("device");
+  TCase *tc = tcase_create(mode);
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_status_table);
+  tcase_add_test(tc, test_last_error_is_thread_local);
+  if (strcmp(mode, "noplatform") == 0) {
+    tcase_add_test(tc, test_no_platform);
+  } else {
+    tcase_add_test(tc, test_enumeration_order);
+    tcase_add_test(tc, test_valid_specs);
+    tcase_add_test(tc, test_invalid_specs);
+    tcase_add_test(tc, test_unmatched_specs);
+    tcase_add_test(tc, test_default_device);
+    tcase_add_test(tc, test_open_and_shutdown);
+    tcase_add_test(tc, test_concurrent_init);
+    if (strcmp(mode, "two") == 0) tcase_add_test(tc, test_two_devices);
+  }
+  suite_add_tcase(s, tc);
+  return ct_test_run(s);
+}
