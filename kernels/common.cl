@@ -79,3 +79,19 @@ inline ushort ct_f32_to_bf16(float f) {
 #define CT_ISFLOAT_7 1
 #define CT_ISFLOAT_8 1
 #define CT_ISFLOAT(dt) CT_CAT(CT_ISFLOAT_, dt)
+
+/* Strided addressing. Host code passes a tensor's geometry as two long8 arguments (shape and
+ * strides in elements; unused trailing dims have shape 1, stride 0) plus ndim. ct_offset gives
+ * the element offset of the i-th element in row-major order of shape. */
+inline long ct_offset(long i, int ndim, long8 shape, long8 strides) {
+  long sh[8], st[8];
+  vstore8(shape, 0, sh);
+  vstore8(strides, 0, st);
+  long off = 0;
+  for (int d = ndim - 1; d >= 0; d--) {
+    long q = i / sh[d];
+    off += (i - q * sh[d]) * st[d];
+    i = q;
+  }
+  return off;
+}
