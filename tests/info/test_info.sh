@@ -1,0 +1,57 @@
+#!/bin/sh
+# cltensor-info as a user sees it: the table, --json (valid JSON), --device, --help,
+# --version, two PoCL devices, and no ICD at all (nonzero exit with the install hint).
+set -u
+info=$1
+fail=0
+n=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+no() { n=$((n + 1)); echo "not ok $n - $1"; fail=1; }
+check() { if eval "$2"; then ok "$1"; else no "$1"; fi; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+POCL_DEVICES=pthread "$info" >"$tmp/one" 2>&1
+check "table exits 0" "[ $? -eq 0 ]"
+check "table lists cpu:0 as default" "grep -q '^\* cpu:0' '$tmp/one'"
+check "table has one device" "[ \$(grep -c 'cpu:' '$tmp/one') -eq 1 ]"
+
+POCL_DEVICES="pthread pthread" "$info" >"$tmp/two" 2>&1
+check "two PoCL devices listed" "grep -q 'cpu:0' '$tmp/two' && grep -q 'cpu:1' '$tmp/two'"
+
+POCL_DEVICES="pthread pthread" "$info" --json >"$tmp/json" 2>&1
+check "--json exits 0" "[ $? -eq 0 ]"
+check "--json is valid JSON with two devices" \
+  "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d)==2 and d[0][\"spec\"]==\"cpu:0\" and d[0][\"default\"] and \"extensions\" in d[0]' '$tmp/json'"
+
+POCL_DEVICES="pthread pthread" "$info" --device cpu:1 >"$tmp/dev" 2>&1
+check "--device cpu:1 lists only cpu:1" "grep -q 'cpu:1' '$tmp/dev' && ! grep -q 'cpu:0' '$tmp/dev'"
+
+"$info" --device bogus >"$tmp/bad" 2>&1
+check "--device with a malformed spec fails" "[ $? -ne 0 ]"
+check "  and quotes the spec" "grep -q \"'bogus'\" '$tmp/bad'"
+
+"$info" --device gpu:0 >"$tmp/nf" 2>&1
+check "--device gpu:0 fails with the device list" "[ $? -ne 0 ] && grep -q 'available' '$tmp/nf'"
+
+"$info" --verbose >"$tmp/verbose" 2>&1
+check "--verbose shows extensions" "grep -q 'extensions:' '$tmp/verbose'"
+
+"$info" --help >"$tmp/help" 2>&1
+check "--help" "[ $? -eq 0 ] && grep -q 'Usage' '$tmp/help'"
+
+"$info" --version >"$tmp/ver" 2>&1
+check "--version" "[ $? -eq 0 ] && grep -q 'cltensor-info [0-9]' '$tmp/ver'"
+
+CLTENSOR_DEVICE=nonsense "$info" >"$tmp/envbad" 2>&1
+check "an invalid CLTENSOR_DEVICE is an error" "[ $? -ne 0 ] && grep -q 'CLTENSOR_DEVICE' '$tmp/envbad'"
+
+mkdir "$tmp/empty"
+OCL_ICD_VENDORS="$tmp/empty" "$info" >"$tmp/none.out" 2>"$tmp/none.err"
+rc=$?
+check "no ICD: nonzero exit" "[ $rc -ne 0 ]"
+check "no ICD: install hint on stderr" "grep -q 'pocl-opencl-icd' '$tmp/none.err'"
+check "no ICD: nothing on stdout" "[ ! -s '$tmp/none.out' ]"
+
+echo "1..$n"
+exit $fail
