@@ -217,7 +217,13 @@ static ct_status ct__enumerate_locked(void) {
         break;
       }
       g.devs[g.count++] = d;
-      pthread_mutex_init(&d->lock, NULL);
+      /* Recursive: a slot's create() may itself need another slot of the same device (GEMM
+       * state building kernels, say), which takes this lock again on the same thread. */
+      pthread_mutexattr_t attr;
+      pthread_mutexattr_init(&attr);
+      pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+      pthread_mutex_init(&d->lock, &attr);
+      pthread_mutexattr_destroy(&attr);
       d->id = pl->devs[i];
       d->plat = pl;
       d->props.platform_index = (int)p;
