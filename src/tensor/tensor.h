@@ -58,4 +58,20 @@ ct_status ct__check_same_device(const char *fn, const char *an, const ct_tensor 
 ct_status ct__broadcast_shapes(int *out_ndim, int64_t *out, int an, const int64_t *a, int bn,
                                const int64_t *b, const char *fn);
 
+/* Storage reference counting (a view retains its base's storage). */
+void ct__storage_retain(ct__storage *s);
+void ct__storage_release(ct__storage *s);
+
+/* Row-major contiguous strides for shape into strides. */
+void ct__contiguous_strides(int64_t *strides, int ndim, const int64_t *shape);
+
+/* Host element conversions with exactly ct_cast()'s semantics (round to nearest even once;
+ * floats to integers truncate and saturate, NaN gives 0; integers wrap; bool is x != 0).
+ * ct__host_cast converts one element of dtype st at src into dtype dt at dst. */
+void ct__host_cast(ct_dtype dt, void *dst, ct_dtype st, const void *src);
+int64_t ct__host_load_int(ct_dtype t, const void *p);
+double ct__host_load_double(ct_dtype t, const void *p);
+void ct__host_store_int(ct_dtype t, void *p, int64_t v);
+void ct__host_store_double(ct_dtype t, void *p, double x);
+
 #endif

@@ -1,0 +1,273 @@
+/* The tensor handle and its shared storage: creation, reference counting, properties, and the
+ * argument checks every multi-tensor operation shares. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "device/device.h"
+#include "tensor/tensor.h"
+
+/* ---- storage ---- */
+
+void ct__storage_retain(ct__storage *s) { atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed); }
+
+void ct__storage_release(ct__storage *s) {
+  if (!s) return;
+  if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1) return;
+  if (s->block)
+    ct__free(s->block);
+  else if (s->mem)
+    clReleaseMemObject(s->mem);
+  free(s);
+}
+
+/* ---- shapes ---- */
+
+const char *ct__shape_str(char *buf, size_t size, int ndim, const int64_t *shape) {
+  if (size == 0) return buf;
+  size_t n = 0;
+  buf[0] = '\0';
+#define CT__PUT(...)                                                  \
+  do {                                                                \
+    int w_ = snprintf(buf + n, n < size ? size - n : 0, __VA_ARGS__); \
+    if (w_ > 0) n += (size_t)w_;                                      \
+    if (n >= size) n = size - 1;                                      \
+  } while (0)
+  CT__PUT("[");
+  for (int i = 0; i < ndim && shape; i++) CT__PUT(i ? ", %" PRId64 : "%" PRId64, shape[i]);
+  CT__PUT("]");
+#undef CT__PUT
+  return buf;
+}
+
+void ct__contiguous_strides(int64_t *strides, int ndim, const int64_t *shape) {
+  int64_t s = 1;
+  for (int i = ndim - 1; i >= 0; i--) {
+    strides[i] = s;
+    s *= shape[i] > 0 ? shape[i] : 1;
+  }
+}
+
+/* Checks ndim and shape; *numel receives the element count (overflow-checked against both
+ * int64 and the byte size of dtype t). */
+static ct_status ct__check_shape(int64_t *numel, int ndim, const int64_t *shape, ct_dtype t,
+                                 const char *fn) {
+  if (ndim < 0 || ndim > CT_MAX_DIMS)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: ndim %d out of range [0, %d]", fn, ndim, CT_MAX_DIMS);
+  if (ndim > 0 && !shape) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: argument 'shape' is NULL with ndim %d", fn, ndim);
+  char sb[200];
+  for (int i = 0; i < ndim; i++)
+    if (shape[i] < 0)
+      return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: shape %s has a negative dim (%" PRId64 " at dim %d)", fn,
+                       ct__shape_str(sb, sizeof sb, ndim, shape), shape[i], i);
+  int64_t n = 1;
+  int zero = 0;
+  for (int i = 0; i < ndim; i++) zero |= shape[i] == 0;
+  if (!zero) {
+    uint64_t limit = (uint64_t)(SIZE_MAX / ct_dtype_size(t));
+    if (limit > (uint64_t)INT64_MAX) limit = (uint64_t)INT64_MAX;
+    for (int i = 0; i < ndim; i++) {
+      if ((uint64_t)n > limit / (uint64_t)shape[i])
+        return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: shape %s has too many elements (numel overflows %s bytes)", fn,
+                         ct__shape_str(sb, sizeof sb, ndim, shape), ct_dtype_name(t));
+      n *= shape[i];
+    }
+  } else {
+    n = 0;
+  }
+  *numel = n;
+  return CT_OK;
+}
+
+static ct_status ct__check_dtype(ct_device *d, ct_dtype t, const char *fn) {
+  if ((unsigned)t >= CT_DTYPE_COUNT)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: invalid dtype %d", fn, (int)t);
+  if (t == CT_F64 && !d->props.fp64)
+    return ct__error(CT_ERR_UNSUPPORTED, "%s: dtype f64 needs cl_khr_fp64, which device %s (%s) does not support", fn,
+                     d->spec, d->props.name);
+  return CT_OK;
+}
+
+ct_status ct__tensor_new(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape,
+                         const char *fn) {
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL(fn, d);
+  CT__TRY(ct__check_dtype(d, t, fn));
+  int64_t numel = 0;
+  CT__TRY(ct__check_shape(&numel, ndim, shape, t, fn));
+  ct_tensor *x = calloc(1, sizeof *x);
+  ct__storage *s = calloc(1, sizeof *s);
+  if (!x || !s) {
+    free(x);
+    free(s);
+    return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+  }
+  size_t nbytes = (size_t)numel * ct_dtype_size(t);
+  ct_status st = ct__alloc(&s->block, d, nbytes);
+  if (st != CT_OK) {
+    free(x);
+    free(s);
+    char sb[200];
+    ct__error_append(" (%s of shape %s, dtype %s)", fn, ct__shape_str(sb, sizeof sb, ndim, shape), ct_dtype_name(t));
+    return st;
+  }
+  atomic_init(&s->refs, 1);
+  s->device = d;
+  s->mem = s->block->mem;
+  s->offset = s->block->offset;
+  s->nbytes = nbytes;
+  atomic_init(&x->refs, 1);
+  x->storage = s;
+  x->dtype = t;
+  x->ndim = ndim;
+  if (ndim) memcpy(x->shape, shape, (size_t)ndim * sizeof *shape);
+  ct__contiguous_strides(x->strides, ndim, x->shape);
+  x->offset = 0;
+  *out = x;
+  return CT_OK;
+}
+
+ct_status ct__tensor_view(ct_tensor **out, const ct_tensor *t, int ndim, const int64_t *shape,
+                          const int64_t *strides, int64_t offset) {
+  *out = NULL;
+  if (ndim < 0 || ndim > CT_MAX_DIMS)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "view: ndim %d out of range [0, %d]", ndim, CT_MAX_DIMS);
+  ct_tensor *x = calloc(1, sizeof *x);
+  if (!x) return ct__error(CT_ERR_OUT_OF_MEMORY, "view: out of host memory");
+  atomic_init(&x->refs, 1);
+  ct__storage_retain(t->storage);
+  x->storage = t->storage;
+  x->dtype = t->dtype;
+  x->ndim = ndim;
+  if (ndim) {
+    memcpy(x->shape, shape, (size_t)ndim * sizeof *shape);
+    memcpy(x->strides, strides, (size_t)ndim * sizeof *strides);
+  }
+  x->offset = offset;
+  *out = x;
+  return CT_OK;
+}
+
+ct_status ct__check_same_device(const char *fn, const char *an, const ct_tensor *a,
+                                const char *bn, const ct_tensor *b) {
+  if (!a) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: argument '%s' is NULL", fn, an);
+  if (!b) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: argument '%s' is NULL", fn, bn);
+  if (a->storage->device != b->storage->device)
+    return ct__error(CT_ERR_DEVICE_MISMATCH,
+                     "%s: expected all tensors on the same device, but %s is on %s and %s is on %s", fn, an,
+                     a->storage->device->spec, bn, b->storage->device->spec);
+  return CT_OK;
+}
+
+ct_status ct__broadcast_shapes(int *out_ndim, int64_t *out, int an, const int64_t *a, int bn,
+                               const int64_t *b, const char *fn) {
+  int n = an > bn ? an : bn;
+  int64_t r[CT_MAX_DIMS];
+  for (int i = 0; i < n; i++) {
+    int ia = an - n + i, ib = bn - n + i;
+    int64_t x = ia >= 0 ? a[ia] : 1, y = ib >= 0 ? b[ib] : 1;
+    if (x == y || y == 1) {
+      r[i] = x;
+    } else if (x == 1) {
+      r[i] = y;
+    } else {
+      char sa[200], sb[200];
+      return ct__error(CT_ERR_SHAPE_MISMATCH,
+                       "%s: shapes %s and %s cannot be broadcast together (dim %d: %" PRId64 " vs %" PRId64 ")", fn,
+                       ct__shape_str(sa, sizeof sa, an, a), ct__shape_str(sb, sizeof sb, bn, b), i - n, x, y);
+    }
+  }
+  if (n) memcpy(out, r, (size_t)n * sizeof *r);
+  *out_ndim = n;
+  return CT_OK;
+}
+
+/* ---- reference counting and properties ---- */
+
+ct_tensor *ct_retain(ct_tensor *t) {
+  if (t) atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
+  return t;
+}
+
+void ct_release(ct_tensor *t) {
+  if (!t) return;
+  if (atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) != 1) return;
+  ct__storage_release(t->storage);
+  free(t);
+}
+
+ct_device *ct_tensor_device(const ct_tensor *t) { return t ? t->storage->device : NULL; }
+ct_dtype ct_tensor_dtype(const ct_tensor *t) { return t ? t->dtype : (ct_dtype)-1; }
+int ct_tensor_ndim(const ct_tensor *t) { return t ? t->ndim : -1; }
+const int64_t *ct_tensor_shape(const ct_tensor *t) { return t ? t->shape : NULL; }
+const int64_t *ct_tensor_strides(const ct_tensor *t) { return t ? t->strides : NULL; }
+int64_t ct_tensor_offset(const ct_tensor *t) { return t ? t->offset : 0; }
+
+int64_t ct_numel(const ct_tensor *t) {
+  if (!t) return 0;
+  int64_t n = 1;
+  for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+  return n;
+}
+
+size_t ct_tensor_nbytes(const ct_tensor *t) { return t ? (size_t)ct_numel(t) * ct_dtype_size(t->dtype) : 0; }
+
+bool ct_tensor_is_contiguous(const ct_tensor *t) {
+  if (!t) return false;
+  int64_t expect = 1;
+  for (int i = t->ndim - 1; i >= 0; i--) {
+    if (t->shape[i] == 0) return true;
+    if (t->shape[i] != 1 && t->strides[i] != expect) return false;
+    expect *= t->shape[i];
+  }
+  return true;
+}
+
+/* ---- creation ---- */
+
+ct_status ct_empty(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape) {
+  return ct__tensor_new(out, d, t, ndim, shape, "ct_empty");
+}
+
+/* Fills t (contiguous, fresh) with the element pattern. The pattern is one element, so
+ * clEnqueueFillBuffer needs no kernel; block offsets are aligned, hence multiples of it. */
+static ct_status ct__fill_pattern(ct_tensor *t, const void *pattern, const char *fn) {
+  size_t nbytes = ct_tensor_nbytes(t);
+  if (nbytes == 0) return CT_OK;
+  ct_device *d = t->storage->device;
+  size_t es = ct_dtype_size(t->dtype);
+  cl_int err = clEnqueueFillBuffer(ct__device_queue(d), t->storage->mem, pattern, es, ct__tensor_byte_offset(t), nbytes,
+                                   0, NULL, NULL);
+  if (err != CL_SUCCESS)
+    return ct__cl_error(err, "%s: clEnqueueFillBuffer of %zu bytes on %s failed", fn, nbytes, d->spec);
+  return CT_OK;
+}
+
+static ct_status ct__full(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape,
+                          double value, const char *fn) {
+  CT__TRY(ct__tensor_new(out, d, t, ndim, shape, fn));
+  uint64_t pattern = 0;
+  ct__host_store_double(t, &pattern, value);
+  ct_status st = ct__fill_pattern(*out, &pattern, fn);
+  if (st != CT_OK) {
+    ct_release(*out);
+    *out = NULL;
+  }
+  return st;
+}
+
+ct_status ct_zeros(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape) {
+  return ct__full(out, d, t, ndim, shape, 0.0, "ct_zeros");
+}
+
+ct_status ct_ones(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape) {
+  return ct__full(out, d, t, ndim, shape, 1.0, "ct_ones");
+}
+
+ct_status ct_full(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape,
+                  double value) {
+  return ct__full(out, d, t, ndim, shape, value, "ct_full");
+}
