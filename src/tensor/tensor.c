@@ -232,26 +232,10 @@ ct_status ct_empty(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const in
   return ct__tensor_new(out, d, t, ndim, shape, "ct_empty");
 }
 
-/* Fills t (contiguous, fresh) with the element pattern. The pattern is one element, so
- * clEnqueueFillBuffer needs no kernel; block offsets are aligned, hence multiples of it. */
-static ct_status ct__fill_pattern(ct_tensor *t, const void *pattern, const char *fn) {
-  size_t nbytes = ct_tensor_nbytes(t);
-  if (nbytes == 0) return CT_OK;
-  ct_device *d = t->storage->device;
-  size_t es = ct_dtype_size(t->dtype);
-  cl_int err = clEnqueueFillBuffer(ct__device_queue(d), t->storage->mem, pattern, es, ct__tensor_byte_offset(t), nbytes,
-                                   0, NULL, NULL);
-  if (err != CL_SUCCESS)
-    return ct__cl_error(err, "%s: clEnqueueFillBuffer of %zu bytes on %s failed", fn, nbytes, d->spec);
-  return CT_OK;
-}
-
 static ct_status ct__full(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape,
                           double value, const char *fn) {
   CT__TRY(ct__tensor_new(out, d, t, ndim, shape, fn));
-  uint64_t pattern = 0;
-  ct__host_store_double(t, &pattern, value);
-  ct_status st = ct__fill_pattern(*out, &pattern, fn);
+  ct_status st = ct__fill_value(*out, value, fn);
   if (st != CT_OK) {
     ct_release(*out);
     *out = NULL;

@@ -73,5 +73,19 @@ int64_t ct__host_load_int(ct_dtype t, const void *p);
 double ct__host_load_double(ct_dtype t, const void *p);
 void ct__host_store_int(ct_dtype t, void *p, int64_t v);
 void ct__host_store_double(ct_dtype t, void *p, double x);
+/* Device copies (copy.c). ct__copy is ct_copy with fn for messages. ct__contiguous returns a
+ * contiguous tensor of dtype dt with t's values: t itself (retained) when it already is one and
+ * force is 0, else a new copy. */
+ct_status ct__copy(ct_tensor *dst, const ct_tensor *src, const char *fn);
+ct_status ct__contiguous(ct_tensor **out, const ct_tensor *t, ct_dtype dt, int force, const char *fn);
+
+/* Sets every element of t (any strides) to one element's bits (ct_dtype_size(t) bytes), or to
+ * value converted as ct_cast() converts. */
+ct_status ct__fill_bits(ct_tensor *t, const void *elem, const char *fn);
+ct_status ct__fill_value(ct_tensor *t, double value, const char *fn);
+/* Copies src's elements into the contiguous dst of the same shape and dtype on another device:
+ * directly when both share an OpenCL context (unless staged is set), else through pinned host
+ * memory. Blocking. */
+ct_status ct__copy_between(ct_tensor *dst, const ct_tensor *src, int staged, const char *fn);
 
 #endif

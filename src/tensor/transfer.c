@@ -1,10 +1,20 @@
-/* Host <-> device transfers. Contiguous tensors move with one enqueued read or write. */
+/* Host <-> device transfers, transfer events, pinned host memory, and copies between devices.
+ * Contiguous tensors move with one enqueued read or write; other layouts are gathered into (or
+ * scattered from) a contiguous temporary by the copy kernel on the device. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "device/device.h"
 #include "tensor/tensor.h"
+
+struct ct_event {
+  cl_event ev;       /* NULL: nothing was enqueued (empty transfer) */
+  ct_device *device;
+  const char *what;  /* "ct_to_host_async" ... for messages */
+  int done;
+  ct_status status;
+};
 
 ct_status ct_from_host(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape,
                        const void *data) {
@@ -27,20 +37,266 @@ ct_status ct_from_host(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, cons
   return st;
 }
 
-ct_status ct_to_host(const ct_tensor *t, void *dst, size_t dst_bytes) {
-  CT__CHECK_NOT_NULL("ct_to_host", t);
+static ct_status ct__check_host_buffer(const ct_tensor *t, const void *p, size_t bytes, const char *fn,
+                                       const char *pname) {
+  if (!t) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: argument 't' is NULL", fn);
   size_t nbytes = ct_tensor_nbytes(t);
   if (nbytes == 0) return CT_OK;
-  CT__CHECK_NOT_NULL("ct_to_host", dst);
-  if (dst_bytes < nbytes)
-    return ct__error(CT_ERR_INVALID_ARGUMENT, "ct_to_host: destination buffer of %zu bytes is too small for %zu bytes",
-                     dst_bytes, nbytes);
-  if (!ct_tensor_is_contiguous(t))
-    return ct__error(CT_ERR_UNSUPPORTED, "ct_to_host: non-contiguous tensors land in the next step");
+  if (!p) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: argument '%s' is NULL for %zu bytes", fn, pname, nbytes);
+  if (bytes < nbytes)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: %s buffer of %zu bytes is too small for the tensor's %zu bytes", fn,
+                     strcmp(pname, "dst") == 0 ? "destination" : "source", bytes, nbytes);
+  return CT_OK;
+}
+
+/* Enqueues the read of t's elements (row-major) into dst; blocking or with *ev. */
+static ct_status ct__read(const ct_tensor *t, void *dst, int blocking, cl_event *ev, const char *fn) {
+  size_t nbytes = ct_tensor_nbytes(t);
   ct_device *d = t->storage->device;
-  cl_int err = clEnqueueReadBuffer(ct__device_queue(d), ct__tensor_mem(t), CL_TRUE, ct__tensor_byte_offset(t), nbytes,
-                                   dst, 0, NULL, NULL);
+  ct_tensor *c;
+  CT__TRY(ct__contiguous(&c, t, t->dtype, 0, fn));
+  cl_int err = clEnqueueReadBuffer(ct__device_queue(d), ct__tensor_mem(c), blocking ? CL_TRUE : CL_FALSE,
+                                   ct__tensor_byte_offset(c), nbytes, dst, 0, NULL, ev);
+  /* Releasing a temporary right after enqueueing is safe: its block is only reused by commands
+   * later in the same in-order queue. */
+  ct_release(c);
   if (err != CL_SUCCESS)
-    return ct__cl_error(err, "ct_to_host: clEnqueueReadBuffer of %zu bytes from %s failed", nbytes, d->spec);
+    return ct__cl_error(err, "%s: clEnqueueReadBuffer of %zu bytes from %s failed", fn, nbytes, d->spec);
+  return CT_OK;
+}
+
+/* Enqueues the write of row-major src into t's elements; blocking or with *ev. */
+static ct_status ct__write(ct_tensor *t, const void *src, int blocking, cl_event *ev, const char *fn) {
+  size_t nbytes = ct_tensor_nbytes(t);
+  ct_device *d = t->storage->device;
+  cl_command_queue q = ct__device_queue(d);
+  if (ct_tensor_is_contiguous(t)) {
+    cl_int err = clEnqueueWriteBuffer(q, ct__tensor_mem(t), blocking ? CL_TRUE : CL_FALSE, ct__tensor_byte_offset(t),
+                                      nbytes, src, 0, NULL, ev);
+    if (err != CL_SUCCESS)
+      return ct__cl_error(err, "%s: clEnqueueWriteBuffer of %zu bytes to %s failed", fn, nbytes, d->spec);
+    return CT_OK;
+  }
+  ct_tensor *tmp;
+  CT__TRY(ct__tensor_new(&tmp, d, t->dtype, t->ndim, t->shape, fn));
+  cl_int err = clEnqueueWriteBuffer(q, ct__tensor_mem(tmp), blocking ? CL_TRUE : CL_FALSE, ct__tensor_byte_offset(tmp),
+                                    nbytes, src, 0, NULL, NULL);
+  ct_status st = CT_OK;
+  if (err != CL_SUCCESS)
+    st = ct__cl_error(err, "%s: clEnqueueWriteBuffer of %zu bytes to %s failed", fn, nbytes, d->spec);
+  if (st == CT_OK) st = ct__copy(t, tmp, fn);
+  ct_release(tmp);
+  if (st == CT_OK && ev) {
+    /* The event must cover the scatter kernel too; in an in-order queue a marker does. */
+    err = clEnqueueMarkerWithWaitList(q, 0, NULL, ev);
+    if (err != CL_SUCCESS) st = ct__cl_error(err, "%s: clEnqueueMarkerWithWaitList on %s failed", fn, d->spec);
+  }
+  return st;
+}
+
+ct_status ct_to_host(const ct_tensor *t, void *dst, size_t dst_bytes) {
+  CT__TRY(ct__check_host_buffer(t, dst, dst_bytes, "ct_to_host", "dst"));
+  if (ct_tensor_nbytes(t) == 0) return CT_OK;
+  return ct__read(t, dst, 1, NULL, "ct_to_host");
+}
+
+ct_status ct_copy_from_host(ct_tensor *t, const void *src, size_t src_bytes) {
+  CT__TRY(ct__check_host_buffer(t, src, src_bytes, "ct_copy_from_host", "src"));
+  if (ct_tensor_nbytes(t) == 0) return CT_OK;
+  return ct__write(t, src, 1, NULL, "ct_copy_from_host");
+}
+
+static ct_status ct__event_new(ct_event **ev, ct_device *d, const char *what) {
+  ct_event *e = calloc(1, sizeof *e);
+  if (!e) return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", what);
+  e->device = d;
+  e->what = what;
+  *ev = e;
+  return CT_OK;
+}
+
+ct_status ct_to_host_async(ct_event **ev, const ct_tensor *t, void *dst, size_t dst_bytes) {
+  CT__CHECK_NOT_NULL("ct_to_host_async", ev);
+  *ev = NULL;
+  CT__TRY(ct__check_host_buffer(t, dst, dst_bytes, "ct_to_host_async", "dst"));
+  ct_event *e = NULL;
+  CT__TRY(ct__event_new(&e, t->storage->device, "ct_to_host_async"));
+  if (ct_tensor_nbytes(t) > 0) {
+    ct_status st = ct__read(t, dst, 0, &e->ev, "ct_to_host_async");
+    if (st != CT_OK) {
+      free(e);
+      return st;
+    }
+  }
+  *ev = e;
+  return CT_OK;
+}
+
+ct_status ct_copy_from_host_async(ct_event **ev, ct_tensor *t, const void *src, size_t src_bytes) {
+  CT__CHECK_NOT_NULL("ct_copy_from_host_async", ev);
+  *ev = NULL;
+  CT__TRY(ct__check_host_buffer(t, src, src_bytes, "ct_copy_from_host_async", "src"));
+  ct_event *e = NULL;
+  CT__TRY(ct__event_new(&e, t->storage->device, "ct_copy_from_host_async"));
+  if (ct_tensor_nbytes(t) > 0) {
+    ct_status st = ct__write(t, src, 0, &e->ev, "ct_copy_from_host_async");
+    if (st != CT_OK) {
+      free(e);
+      return st;
+    }
+    /* Non-blocking enqueues may sit in the queue until something flushes it. */
+    clFlush(ct__device_queue(t->storage->device));
+  }
+  *ev = e;
+  return CT_OK;
+}
+
+ct_status ct_event_wait(ct_event *ev) {
+  CT__CHECK_NOT_NULL("ct_event_wait", ev);
+  if (ev->done) {
+    if (ev->status != CT_OK)
+      return ct__error(ev->status, "ct_event_wait: the transfer (%s on %s) failed earlier", ev->what, ev->device->spec);
+    return CT_OK;
+  }
+  ev->done = 1;
+  ev->status = CT_OK;
+  if (!ev->ev) return CT_OK;
+  cl_int err = clWaitForEvents(1, &ev->ev);
+  cl_int exec = CL_COMPLETE;
+  if (err == CL_SUCCESS || err == CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)
+    clGetEventInfo(ev->ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof exec, &exec, NULL);
+  if (exec < 0) err = exec;
+  if (err != CL_SUCCESS)
+    ev->status = ct__cl_error(err, "ct_event_wait: the transfer (%s on %s) failed", ev->what, ev->device->spec);
+  return ev->status;
+}
+
+void ct_event_release(ct_event *ev) {
+  if (!ev) return;
+  /* Waits without touching the thread's error message: releasing is not a failing call. */
+  if (!ev->done && ev->ev) clWaitForEvents(1, &ev->ev);
+  if (ev->ev) clReleaseEvent(ev->ev);
+  free(ev);
+}
+
+/* ---- pinned host memory ---- */
+
+struct ct_pinned {
+  ct_device *device;
+  cl_mem mem;
+  void *ptr;
+  size_t size;
+};
+
+ct_status ct_pinned_alloc(ct_pinned **out, ct_device *d, size_t bytes) {
+  CT__CHECK_NOT_NULL("ct_pinned_alloc", out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL("ct_pinned_alloc", d);
+  CT__TRY(ct__device_open(d));
+  ct_pinned *p = calloc(1, sizeof *p);
+  if (!p) return ct__error(CT_ERR_OUT_OF_MEMORY, "ct_pinned_alloc: out of host memory");
+  /* OpenCL refuses 0-byte buffers; a 0-byte request still gets a valid, usable pointer. */
+  size_t real = bytes ? bytes : 1;
+  cl_int err;
+  p->mem = clCreateBuffer(ct__device_context(d), CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, real, NULL, &err);
+  if (!p->mem) {
+    free(p);
+    return ct__cl_error(err, "ct_pinned_alloc: clCreateBuffer(CL_MEM_ALLOC_HOST_PTR) of %zu bytes on %s failed", real,
+                        d->spec);
+  }
+  p->ptr = clEnqueueMapBuffer(ct__device_queue(d), p->mem, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, real, 0, NULL, NULL,
+                              &err);
+  if (!p->ptr) {
+    clReleaseMemObject(p->mem);
+    free(p);
+    return ct__cl_error(err, "ct_pinned_alloc: clEnqueueMapBuffer of %zu bytes on %s failed", real, d->spec);
+  }
+  p->device = d;
+  p->size = bytes;
+  *out = p;
+  return CT_OK;
+}
+
+void *ct_pinned_ptr(const ct_pinned *p) { return p ? p->ptr : NULL; }
+size_t ct_pinned_size(const ct_pinned *p) { return p ? p->size : 0; }
+
+void ct_pinned_release(ct_pinned *p) {
+  if (!p) return;
+  cl_event ev = NULL;
+  if (clEnqueueUnmapMemObject(ct__device_queue(p->device), p->mem, p->ptr, 0, NULL, &ev) == CL_SUCCESS && ev) {
+    clWaitForEvents(1, &ev);
+    clReleaseEvent(ev);
+  }
+  clReleaseMemObject(p->mem);
+  free(p);
+}
+
+/* ---- between devices ---- */
+
+ct_status ct__copy_between(ct_tensor *dst, const ct_tensor *src, int staged, const char *fn) {
+  ct_device *sd = src->storage->device, *dd = dst->storage->device;
+  size_t nbytes = ct_tensor_nbytes(src);
+  if (nbytes == 0) return CT_OK;
+  ct_tensor *c;
+  CT__TRY(ct__contiguous(&c, src, src->dtype, 0, fn));
+  ct_status st = CT_OK;
+  cl_int err;
+  if (!staged && ct__device_same_context(sd, dd)) {
+    /* Two queues share the buffers but not their order: the source queue must have finished
+     * writing c before the destination queue reads it, and the copy must finish before c's
+     * block may be reused by the source device (which knows nothing of the other queue). */
+    err = clFinish(ct__device_queue(sd));
+    if (err != CL_SUCCESS) {
+      st = ct__cl_error(err, "%s: clFinish on %s failed", fn, sd->spec);
+    } else {
+      cl_event ev = NULL;
+      err = clEnqueueCopyBuffer(ct__device_queue(dd), ct__tensor_mem(c), ct__tensor_mem(dst), ct__tensor_byte_offset(c),
+                                ct__tensor_byte_offset(dst), nbytes, 0, NULL, &ev);
+      if (err == CL_SUCCESS) {
+        err = clWaitForEvents(1, &ev);
+        clReleaseEvent(ev);
+      }
+      if (err != CL_SUCCESS)
+        st = ct__cl_error(err, "%s: copying %zu bytes from %s to %s failed", fn, nbytes, sd->spec, dd->spec);
+    }
+  } else {
+    /* Different contexts share no buffers: stage through page-locked host memory. */
+    ct_pinned *p;
+    st = ct_pinned_alloc(&p, sd, nbytes);
+    if (st == CT_OK) {
+      err = clEnqueueReadBuffer(ct__device_queue(sd), ct__tensor_mem(c), CL_TRUE, ct__tensor_byte_offset(c), nbytes,
+                                p->ptr, 0, NULL, NULL);
+      if (err != CL_SUCCESS)
+        st = ct__cl_error(err, "%s: reading %zu bytes from %s failed", fn, nbytes, sd->spec);
+      if (st == CT_OK) {
+        err = clEnqueueWriteBuffer(ct__device_queue(dd), ct__tensor_mem(dst), CL_TRUE, ct__tensor_byte_offset(dst),
+                                   nbytes, p->ptr, 0, NULL, NULL);
+        if (err != CL_SUCCESS)
+          st = ct__cl_error(err, "%s: writing %zu bytes to %s failed", fn, nbytes, dd->spec);
+      }
+      ct_pinned_release(p);
+    }
+  }
+  ct_release(c);
+  return st;
+}
+
+ct_status ct_to_device(ct_tensor **out, ct_tensor *t, ct_device *d) {
+  CT__CHECK_NOT_NULL("ct_to_device", out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL("ct_to_device", t);
+  CT__CHECK_NOT_NULL("ct_to_device", d);
+  if (t->storage->device == d) {
+    *out = ct_retain(t);
+    return CT_OK;
+  }
+  ct_tensor *r;
+  CT__TRY(ct__tensor_new(&r, d, t->dtype, t->ndim, t->shape, "ct_to_device"));
+  ct_status st = ct__copy_between(r, t, 0, "ct_to_device");
+  if (st != CT_OK) {
+    ct_release(r);
+    return st;
+  }
+  *out = r;
   return CT_OK;
 }

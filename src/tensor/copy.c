@@ -1,0 +1,265 @@
+/* Device-side copies: ct_copy (broadcast + cast into any strided destination), ct_contiguous,
+ * ct_cast, and strided fills. All of them launch kernels/copy.cl. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "device/device.h"
+#include "kernel/engine.h"
+#include "tensor/tensor.h"
+
+/* Work-items per launch at most; the kernels loop over the rest (fewer, fatter items are cheaper
+ * on CPU devices and lose nothing on GPUs at this size). */
+#define CT__COPY_MAX_ITEMS ((size_t)1 << 20)
+
+static const char *ct__bits_type(size_t es) {
+  switch (es) {
+    case 1: return "uchar";
+    case 2: return "ushort";
+    case 4: return "uint";
+    default: return "ulong";
+  }
+}
+
+/* A copy's geometry after dropping size-1 dims and merging dims that are contiguous with their
+ * inner neighbour in both tensors. */
+struct ct__geom {
+  int ndim;
+  int64_t shape[CT_MAX_DIMS];
+  int64_t dst[CT_MAX_DIMS];
+  int64_t src[CT_MAX_DIMS];
+};
+
+static void ct__collapse(struct ct__geom *g, int ndim, const int64_t *shape, const int64_t *dst,
+                         const int64_t *src) {
+  int n = 0;
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] == 1) continue;
+    if (n > 0 && g->dst[n - 1] == dst[i] * shape[i] && g->src[n - 1] == src[i] * shape[i]) {
+      g->shape[n - 1] *= shape[i];
+      g->dst[n - 1] = dst[i];
+      g->src[n - 1] = src[i];
+      continue;
+    }
+    g->shape[n] = shape[i];
+    g->dst[n] = dst[i];
+    g->src[n] = src[i];
+    n++;
+  }
+  g->ndim = n;
+}
+
+static cl_long8 ct__long8(int n, const int64_t *v, int64_t pad) {
+  cl_long8 r;
+  for (int i = 0; i < 8; i++) r.s[i] = i < n ? v[i] : pad;
+  return r;
+}
+
+static size_t ct__items(int64_t n) { return (size_t)n < CT__COPY_MAX_ITEMS ? (size_t)n : CT__COPY_MAX_ITEMS; }
+
+/* Element offset of t's element 0 in its cl_mem. Storage offsets are aligned, so this divides. */
+static cl_long ct__elem_off(const ct_tensor *t) {
+  return (cl_long)(ct__tensor_byte_offset(t) / ct_dtype_size(t->dtype));
+}
+
+/* dst[...] = convert(src broadcast to dst's shape). src_strides has dst->ndim entries (0 on
+ * broadcast dims). No checks: callers validated devices, shapes and overlap. */
+static ct_status ct__copy_launch(ct_tensor *dst, const ct_tensor *src, const int64_t *src_strides,
+                                 const char *fn) {
+  int64_t n = ct_numel(dst);
+  if (n == 0) return CT_OK;
+  ct_device *d = dst->storage->device;
+  struct ct__geom g;
+  ct__collapse(&g, dst->ndim, dst->shape, dst->strides, src_strides);
+  int contig = g.ndim == 0 || (g.ndim == 1 && g.dst[0] == 1 && g.src[0] == 1);
+  size_t es = ct_dtype_size(dst->dtype);
+  int same = dst->dtype == src->dtype;
+
+  /* Callers route overlapping ranges through a temporary, so this is a legal copy even when
+   * both blocks lie in one cached OpenCL buffer. */
+  if (same && contig) {
+    cl_int err = clEnqueueCopyBuffer(ct__device_queue(d), src->storage->mem, dst->storage->mem,
+                                     ct__tensor_byte_offset(src), ct__tensor_byte_offset(dst), (size_t)n * es, 0,
+                                     NULL, NULL);
+    if (err != CL_SUCCESS)
+      return ct__cl_error(err, "%s: clEnqueueCopyBuffer of %zu bytes on %s failed", fn, (size_t)n * es, d->spec);
+    return CT_OK;
+  }
+
+  char opts[64];
+  if (same)
+    snprintf(opts, sizeof opts, "-DCT_BITS=%s", ct__bits_type(es));
+  else
+    snprintf(opts, sizeof opts, "-DCT_SRC=%d -DCT_DST=%d", (int)src->dtype, (int)dst->dtype);
+  ct__kernel *k;
+  CT__TRY(ct__kernel_get(&k, d, "copy.cl", contig ? "copy_contig" : "copy_strided", opts));
+  cl_mem dm = dst->storage->mem, sm = src->storage->mem;
+  cl_long doff = ct__elem_off(dst), soff = ct__elem_off(src), cn = n;
+  cl_kernel ck = ct__kernel_lock(k);
+  cl_int err = CL_SUCCESS;
+  if (contig) {
+    err |= clSetKernelArg(ck, 0, sizeof dm, &dm);
+    err |= clSetKernelArg(ck, 1, sizeof doff, &doff);
+    err |= clSetKernelArg(ck, 2, sizeof sm, &sm);
+    err |= clSetKernelArg(ck, 3, sizeof soff, &soff);
+    err |= clSetKernelArg(ck, 4, sizeof cn, &cn);
+  } else {
+    cl_long8 sh = ct__long8(g.ndim, g.shape, 1), ds = ct__long8(g.ndim, g.dst, 0), ss = ct__long8(g.ndim, g.src, 0);
+    cl_int nd = g.ndim;
+    err |= clSetKernelArg(ck, 0, sizeof dm, &dm);
+    err |= clSetKernelArg(ck, 1, sizeof doff, &doff);
+    err |= clSetKernelArg(ck, 2, sizeof sh, &sh);
+    err |= clSetKernelArg(ck, 3, sizeof ds, &ds);
+    err |= clSetKernelArg(ck, 4, sizeof sm, &sm);
+    err |= clSetKernelArg(ck, 5, sizeof soff, &soff);
+    err |= clSetKernelArg(ck, 6, sizeof ss, &ss);
+    err |= clSetKernelArg(ck, 7, sizeof nd, &nd);
+    err |= clSetKernelArg(ck, 8, sizeof cn, &cn);
+  }
+  ct_status st;
+  if (err != CL_SUCCESS) {
+    st = ct__error(CT_ERR_INTERNAL, "%s: setting the arguments of %s failed", fn, ct__kernel_name(k));
+  } else {
+    size_t global = ct__items(n);
+    st = ct__kernel_launch(k, d, 1, &global, NULL);
+  }
+  ct__kernel_unlock(k);
+  return st;
+}
+
+ct_status ct__fill_bits(ct_tensor *t, const void *elem, const char *fn) {
+  int64_t n = ct_numel(t);
+  if (n == 0) return CT_OK;
+  ct_device *d = t->storage->device;
+  size_t es = ct_dtype_size(t->dtype);
+  if (ct_tensor_is_contiguous(t)) {
+    cl_int err = clEnqueueFillBuffer(ct__device_queue(d), t->storage->mem, elem, es, ct__tensor_byte_offset(t),
+                                     (size_t)n * es, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+      return ct__cl_error(err, "%s: clEnqueueFillBuffer of %zu bytes on %s failed", fn, (size_t)n * es, d->spec);
+    return CT_OK;
+  }
+  struct ct__geom g;
+  ct__collapse(&g, t->ndim, t->shape, t->strides, t->strides);
+  char opts[64];
+  snprintf(opts, sizeof opts, "-DCT_BITS=%s", ct__bits_type(es));
+  ct__kernel *k;
+  CT__TRY(ct__kernel_get(&k, d, "copy.cl", "fill_strided", opts));
+  cl_mem dm = t->storage->mem;
+  cl_long doff = ct__elem_off(t), cn = n;
+  cl_long8 sh = ct__long8(g.ndim, g.shape, 1), ds = ct__long8(g.ndim, g.dst, 0);
+  cl_int nd = g.ndim;
+  cl_kernel ck = ct__kernel_lock(k);
+  cl_int err = CL_SUCCESS;
+  err |= clSetKernelArg(ck, 0, sizeof dm, &dm);
+  err |= clSetKernelArg(ck, 1, sizeof doff, &doff);
+  err |= clSetKernelArg(ck, 2, sizeof sh, &sh);
+  err |= clSetKernelArg(ck, 3, sizeof ds, &ds);
+  err |= clSetKernelArg(ck, 4, sizeof nd, &nd);
+  err |= clSetKernelArg(ck, 5, sizeof cn, &cn);
+  err |= clSetKernelArg(ck, 6, es, elem);
+  ct_status st;
+  if (err != CL_SUCCESS) {
+    st = ct__error(CT_ERR_INTERNAL, "%s: setting the arguments of fill_strided failed", fn);
+  } else {
+    size_t global = ct__items(n);
+    st = ct__kernel_launch(k, d, 1, &global, NULL);
+  }
+  ct__kernel_unlock(k);
+  return st;
+}
+
+ct_status ct__fill_value(ct_tensor *t, double value, const char *fn) {
+  uint64_t pattern = 0;
+  ct__host_store_double(t->dtype, &pattern, value);
+  return ct__fill_bits(t, &pattern, fn);
+}
+
+/* Byte range [lo, hi) that t's elements span inside its cl_mem. */
+static void ct__span(const ct_tensor *t, size_t *lo, size_t *hi) {
+  int64_t mn = 0, mx = 0;
+  for (int i = 0; i < t->ndim; i++) {
+    int64_t e = (t->shape[i] - 1) * t->strides[i];
+    if (e < 0) mn += e; else mx += e;
+  }
+  size_t es = ct_dtype_size(t->dtype), base = ct__tensor_byte_offset(t);
+  *lo = base + (size_t)(mn * (int64_t)es);
+  *hi = base + (size_t)((mx + 1) * (int64_t)es);
+}
+
+static int ct__overlap(const ct_tensor *a, const ct_tensor *b) {
+  if (a->storage->mem != b->storage->mem || ct_numel(a) == 0 || ct_numel(b) == 0) return 0;
+  size_t alo, ahi, blo, bhi;
+  ct__span(a, &alo, &ahi);
+  ct__span(b, &blo, &bhi);
+  return alo < bhi && blo < ahi;
+}
+
+ct_status ct__copy(ct_tensor *dst, const ct_tensor *src, const char *fn) {
+  CT__TRY(ct__check_same_device(fn, "dst", dst, "src", src));
+  int bn;
+  int64_t bshape[CT_MAX_DIMS];
+  char sa[200], sb[200];
+  ct_status st = ct__broadcast_shapes(&bn, bshape, dst->ndim, dst->shape, src->ndim, src->shape, fn);
+  if (st != CT_OK || bn != dst->ndim || memcmp(bshape, dst->shape, (size_t)bn * sizeof *bshape) != 0)
+    return ct__error(CT_ERR_SHAPE_MISMATCH, "%s: src of shape %s cannot be broadcast to dst of shape %s", fn,
+                     ct__shape_str(sa, sizeof sa, src->ndim, src->shape),
+                     ct__shape_str(sb, sizeof sb, dst->ndim, dst->shape));
+  int64_t sstr[CT_MAX_DIMS];
+  for (int i = 0; i < dst->ndim; i++) {
+    int j = i - (dst->ndim - src->ndim);
+    sstr[i] = (j < 0 || src->shape[j] == 1) ? 0 : src->strides[j];
+  }
+  if (ct__overlap(dst, src)) {
+    /* A parallel kernel reading and writing the same elements would race: go through a copy. */
+    ct_tensor *tmp;
+    CT__TRY(ct__tensor_new(&tmp, src->storage->device, src->dtype, src->ndim, src->shape, fn));
+    int64_t cstr[CT_MAX_DIMS];
+    memcpy(cstr, src->strides, sizeof cstr);
+    st = ct__copy_launch(tmp, src, cstr, fn);
+    if (st == CT_OK) {
+      for (int i = 0; i < dst->ndim; i++) {
+        int j = i - (dst->ndim - src->ndim);
+        sstr[i] = (j < 0 || src->shape[j] == 1) ? 0 : tmp->strides[j];
+      }
+      st = ct__copy_launch(dst, tmp, sstr, fn);
+    }
+    ct_release(tmp);
+    return st;
+  }
+  return ct__copy_launch(dst, src, sstr, fn);
+}
+
+ct_status ct_copy(ct_tensor *dst, const ct_tensor *src) { return ct__copy(dst, src, "ct_copy"); }
+
+ct_status ct__contiguous(ct_tensor **out, const ct_tensor *t, ct_dtype dt, int force, const char *fn) {
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL(fn, t);
+  if (!force && dt == t->dtype && ct_tensor_is_contiguous(t)) {
+    *out = ct_retain((ct_tensor *)t);
+    return CT_OK;
+  }
+  ct_tensor *r;
+  CT__TRY(ct__tensor_new(&r, t->storage->device, dt, t->ndim, t->shape, fn));
+  ct_status st = ct__copy_launch(r, t, t->strides, fn);
+  if (st != CT_OK) {
+    ct_release(r);
+    return st;
+  }
+  *out = r;
+  return CT_OK;
+}
+
+ct_status ct_contiguous(ct_tensor **out, const ct_tensor *t) {
+  CT__CHECK_NOT_NULL("ct_contiguous", t);
+  return ct__contiguous(out, t, t->dtype, 0, "ct_contiguous");
+}
+
+ct_status ct_cast(ct_tensor **out, const ct_tensor *t, ct_dtype dt) {
+  CT__CHECK_NOT_NULL("ct_cast", out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL("ct_cast", t);
+  return ct__contiguous(out, t, dt, 1, "ct_cast");
+}

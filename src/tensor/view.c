@@ -1,0 +1,264 @@
+/* Views: new geometry over the same storage, never a copy (except ct_reshape's fallback). */
+#include <inttypes.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "tensor/tensor.h"
+
+/* Normalises a dim index in [-n, n) (negative counts from the end). */
+static ct_status ct__dim(int *out, int dim, int n, const char *fn) {
+  if (dim < -n || dim >= n)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: dim %d out of range for a tensor of %d dims (expected %d..%d)", fn,
+                     dim, n, -n, n - 1);
+  *out = dim < 0 ? dim + n : dim;
+  return CT_OK;
+}
+
+/* Resolves a -1 in shape against numel into out. */
+static ct_status ct__infer_shape(int64_t *out, const ct_tensor *t, int ndim, const int64_t *shape, const char *fn) {
+  if (ndim < 0 || ndim > CT_MAX_DIMS)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: ndim %d out of range [0, %d]", fn, ndim, CT_MAX_DIMS);
+  if (ndim > 0 && !shape) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: argument 'shape' is NULL with ndim %d", fn, ndim);
+  char sa[200], sb[200];
+  int infer = -1;
+  int64_t known = 1;
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] == -1) {
+      if (infer >= 0)
+        return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: shape %s has more than one -1", fn,
+                         ct__shape_str(sa, sizeof sa, ndim, shape));
+      infer = i;
+    } else if (shape[i] < 0) {
+      return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: shape %s has a negative dim (%" PRId64 " at dim %d)", fn,
+                       ct__shape_str(sa, sizeof sa, ndim, shape), shape[i], i);
+    } else {
+      if (shape[i] != 0 && known > INT64_MAX / shape[i])
+        return ct__error(CT_ERR_SHAPE_MISMATCH, "%s: shape %s is invalid for input of shape %s", fn,
+                         ct__shape_str(sa, sizeof sa, ndim, shape), ct__shape_str(sb, sizeof sb, t->ndim, t->shape));
+      known *= shape[i];
+    }
+    out[i] = shape[i];
+  }
+  int64_t numel = ct_numel(t);
+  if (infer >= 0) {
+    if (known == 0 || numel % known != 0)
+      return ct__error(CT_ERR_SHAPE_MISMATCH, "%s: shape %s is invalid for input of shape %s (%" PRId64 " elements)", fn,
+                       ct__shape_str(sa, sizeof sa, ndim, shape), ct__shape_str(sb, sizeof sb, t->ndim, t->shape), numel);
+    out[infer] = numel / known;
+  } else if (known != numel) {
+    return ct__error(CT_ERR_SHAPE_MISMATCH, "%s: shape %s is invalid for input of shape %s (%" PRId64 " elements)", fn,
+                     ct__shape_str(sa, sizeof sa, ndim, shape), ct__shape_str(sb, sizeof sb, t->ndim, t->shape), numel);
+  }
+  return CT_OK;
+}
+
+/* Strides expressing new_shape over t's memory without a copy (PyTorch's computeStride): each
+ * run of t's dims that is contiguous within itself must map onto whole dims of the new shape.
+ * Returns 0 when impossible. */
+static int ct__view_strides(int64_t *out, const ct_tensor *t, int ndim, const int64_t *shape) {
+  int64_t numel = ct_numel(t);
+  if (numel == 0) {
+    ct__contiguous_strides(out, ndim, shape);
+    return 1;
+  }
+  int on = t->ndim;
+  int64_t osh[CT_MAX_DIMS], ost[CT_MAX_DIMS];
+  if (on == 0) {
+    on = 1;
+    osh[0] = 1;
+    ost[0] = 1;
+  } else {
+    memcpy(osh, t->shape, sizeof osh);
+    memcpy(ost, t->strides, sizeof ost);
+  }
+  int view_d = ndim - 1;
+  int64_t chunk_base = ost[on - 1], tensor_numel = 1, view_numel = 1;
+  for (int td = on - 1; td >= 0; td--) {
+    tensor_numel *= osh[td];
+    if (td == 0 || (osh[td - 1] != 1 && ost[td - 1] != tensor_numel * chunk_base)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
+        out[view_d] = view_numel * chunk_base;
+        view_numel *= shape[view_d];
+        view_d--;
+      }
+      if (view_numel != tensor_numel) return 0;
+      if (td > 0) {
+        chunk_base = ost[td - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  return view_d == -1;
+}
+
+ct_status ct_view(ct_tensor **out, const ct_tensor *t, int ndim, const int64_t *shape) {
+  CT__CHECK_NOT_NULL("ct_view", out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL("ct_view", t);
+  int64_t sh[CT_MAX_DIMS], st[CT_MAX_DIMS];
+  CT__TRY(ct__infer_shape(sh, t, ndim, shape, "ct_view"));
+  if (!ct__view_strides(st, t, ndim, sh)) {
+    char sa[200], sb[200], sc[200];
+    return ct__error(CT_ERR_SHAPE_MISMATCH,
+                     "ct_view: shape %s cannot view a tensor of shape %s with strides %s without a copy; use "
+                     "ct_reshape (which copies) or ct_contiguous first",
+                     ct__shape_str(sa, sizeof sa, ndim, sh), ct__shape_str(sb, sizeof sb, t->ndim, t->shape),
+                     ct__shape_str(sc, sizeof sc, t->ndim, t->strides));
+  }
+  return ct__tensor_view(out, t, ndim, sh, st, t->offset);
+}
+
+ct_status ct_reshape(ct_tensor **out, const ct_tensor *t, int ndim, const int64_t *shape) {
+  CT__CHECK_NOT_NULL("ct_reshape", out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL("ct_reshape", t);
+  int64_t sh[CT_MAX_DIMS], st[CT_MAX_DIMS];
+  CT__TRY(ct__infer_shape(sh, t, ndim, shape, "ct_reshape"));
+  if (ct__view_strides(st, t, ndim, sh)) return ct__tensor_view(out, t, ndim, sh, st, t->offset);
+  ct_tensor *c;
+  CT__TRY(ct__contiguous(&c, t, t->dtype, 1, "ct_reshape"));
+  ct__contiguous_strides(st, ndim, sh);
+  ct_status s = ct__tensor_view(out, c, ndim, sh, st, c->offset);
+  ct_release(c);
+  return s;
+}
+
+ct_status ct_permute(ct_tensor **out, const ct_tensor *t, const int *dims) {
+  CT__CHECK_NOT_NULL("ct_permute", out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL("ct_permute", t);
+  if (t->ndim > 0) CT__CHECK_NOT_NULL("ct_permute", dims);
+  int64_t sh[CT_MAX_DIMS], st[CT_MAX_DIMS];
+  int seen[CT_MAX_DIMS] = {0};
+  for (int i = 0; i < t->ndim; i++) {
+    int d = 0;
+    CT__TRY(ct__dim(&d, dims[i], t->ndim, "ct_permute"));
+    if (seen[d])
+      return ct__error(CT_ERR_INVALID_ARGUMENT, "ct_permute: dim %d appears twice in the permutation of %d dims", d,
+                       t->ndim);
+    seen[d] = 1;
+    sh[i] = t->shape[d];
+    st[i] = t->strides[d];
+  }
+  return ct__tensor_view(out, t, t->ndim, sh, st, t->offset);
+}
+
+ct_status ct_transpose(ct_tensor **out, const ct_tensor *t, int dim0, int dim1) {
+  CT__CHECK_NOT_NULL("ct_transpose", out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL("ct_transpose", t);
+  int a = 0, b = 0;
+  CT__TRY(ct__dim(&a, dim0, t->ndim, "ct_transpose"));
+  CT__TRY(ct__dim(&b, dim1, t->ndim, "ct_transpose"));
+  int64_t sh[CT_MAX_DIMS], st[CT_MAX_DIMS];
+  memcpy(sh, t->shape, sizeof sh);
+  memcpy(st, t->strides, sizeof st);
+  sh[a] = t->shape[b];
+  st[a] = t->strides[b];
+  sh[b] = t->shape[a];
+  st[b] = t->strides[a];
+  return ct__tensor_view(out, t, t->ndim, sh, st, t->offset);
+}
+
+ct_status ct_slice(ct_tensor **out, const ct_tensor *t, int dim, int64_t start, int64_t stop, int64_t step) {
+  CT__CHECK_NOT_NULL("ct_slice", out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL("ct_slice", t);
+  int d = 0;
+  CT__TRY(ct__dim(&d, dim, t->ndim, "ct_slice"));
+  if (step <= 0)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "ct_slice: step must be positive, got %" PRId64, step);
+  int64_t n = t->shape[d];
+  if (start < 0) start = start < -n ? 0 : start + n;
+  if (stop < 0) stop = stop < -n ? 0 : stop + n;
+  if (start > n) start = n;
+  if (stop > n) stop = n;
+  int64_t len = stop > start ? (stop - start + step - 1) / step : 0;
+  int64_t sh[CT_MAX_DIMS], st[CT_MAX_DIMS];
+  memcpy(sh, t->shape, sizeof sh);
+  memcpy(st, t->strides, sizeof st);
+  sh[d] = len;
+  st[d] = t->strides[d] * step;
+  return ct__tensor_view(out, t, t->ndim, sh, st, t->offset + (len > 0 ? start * t->strides[d] : 0));
+}
+
+ct_status ct_squeeze(ct_tensor **out, const ct_tensor *t, int dim) {
+  CT__CHECK_NOT_NULL("ct_squeeze", out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL("ct_squeeze", t);
+  if (t->ndim == 0) {
+    /* As in PyTorch, a scalar accepts dim 0 or -1. */
+    if (dim != 0 && dim != -1)
+      return ct__error(CT_ERR_INVALID_ARGUMENT, "ct_squeeze: dim %d out of range for a 0-d tensor (expected -1..0)", dim);
+    return ct__tensor_view(out, t, 0, NULL, NULL, t->offset);
+  }
+  int d = 0;
+  CT__TRY(ct__dim(&d, dim, t->ndim, "ct_squeeze"));
+  if (t->shape[d] != 1) return ct__tensor_view(out, t, t->ndim, t->shape, t->strides, t->offset);
+  int64_t sh[CT_MAX_DIMS], st[CT_MAX_DIMS];
+  int n = 0;
+  for (int i = 0; i < t->ndim; i++) {
+    if (i == d) continue;
+    sh[n] = t->shape[i];
+    st[n++] = t->strides[i];
+  }
+  return ct__tensor_view(out, t, n, sh, st, t->offset);
+}
+
+ct_status ct_unsqueeze(ct_tensor **out, const ct_tensor *t, int dim) {
+  CT__CHECK_NOT_NULL("ct_unsqueeze", out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL("ct_unsqueeze", t);
+  if (t->ndim >= CT_MAX_DIMS)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "ct_unsqueeze: tensor already has the maximum of %d dims", CT_MAX_DIMS);
+  int d = 0;
+  CT__TRY(ct__dim(&d, dim, t->ndim + 1, "ct_unsqueeze"));
+  int64_t sh[CT_MAX_DIMS], st[CT_MAX_DIMS];
+  int n = 0;
+  for (int i = 0; i <= t->ndim; i++) {
+    if (i == d) {
+      sh[n] = 1;
+      st[n++] = i < t->ndim ? t->shape[i] * t->strides[i] : 1;
+    }
+    if (i < t->ndim) {
+      sh[n] = t->shape[i];
+      st[n++] = t->strides[i];
+    }
+  }
+  return ct__tensor_view(out, t, n, sh, st, t->offset);
+}
+
+ct_status ct_expand(ct_tensor **out, const ct_tensor *t, int ndim, const int64_t *shape) {
+  CT__CHECK_NOT_NULL("ct_expand", out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL("ct_expand", t);
+  char sa[200], sb[200];
+  if (ndim < t->ndim || ndim > CT_MAX_DIMS)
+    return ct__error(CT_ERR_INVALID_ARGUMENT,
+                     "ct_expand: ndim %d must be between the tensor's %d dims and %d", ndim, t->ndim, CT_MAX_DIMS);
+  if (ndim > 0) CT__CHECK_NOT_NULL("ct_expand", shape);
+  int64_t sh[CT_MAX_DIMS], st[CT_MAX_DIMS];
+  int lead = ndim - t->ndim;
+  for (int i = 0; i < ndim; i++) {
+    int j = i - lead;
+    if (j < 0) {
+      if (shape[i] < 0)
+        return ct__error(CT_ERR_INVALID_ARGUMENT, "ct_expand: new leading dim %d of shape %s must be >= 0", i,
+                         ct__shape_str(sa, sizeof sa, ndim, shape));
+      sh[i] = shape[i];
+      st[i] = 0;
+    } else if (shape[i] == -1 || shape[i] == t->shape[j]) {
+      sh[i] = t->shape[j];
+      st[i] = t->strides[j];
+    } else if (t->shape[j] == 1 && shape[i] >= 0) {
+      sh[i] = shape[i];
+      st[i] = 0;
+    } else {
+      return ct__error(CT_ERR_SHAPE_MISMATCH, "ct_expand: a tensor of shape %s cannot be expanded to %s (dim %d: %" PRId64
+                       " to %" PRId64 ")", ct__shape_str(sa, sizeof sa, t->ndim, t->shape),
+                       ct__shape_str(sb, sizeof sb, ndim, shape), i, t->shape[j], shape[i]);
+    }
+  }
+  return ct__tensor_view(out, t, ndim, sh, st, t->offset);
+}

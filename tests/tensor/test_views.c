@@ -1,0 +1,310 @@
+/* Views (view/reshape, permute/transpose, slice, squeeze/unsqueeze, expand), contiguous copies
+ * and non-contiguous transfers, each against a host reference on every dtype. */
+#include "ct_test.h"
+#include "tensor/tensor.h"
+#include "tensor_util.h"
+
+/* A contiguous base of shape [4, 5, 6] holding random bytes; returns the host copy. */
+static ct_tensor *make_base(ct_device *d, ct_dtype t, void **host) {
+  int64_t shape[3] = {4, 5, 6};
+  size_t n = 120 * ct_dtype_size(t);
+  *host = malloc(n);
+  fill_bytes(*host, n, t, (uint64_t)t + 7);
+  ct_tensor *x;
+  ck_assert_ct_ok(ct_from_host(&x, d, t, 3, shape, *host));
+  return x;
+}
+
+static void expect_view(const ct_tensor *v, const void *base, size_t es, const int64_t *coef, int64_t offset,
+                        const char *what, ct_dtype t) {
+  void *want = malloc(ct_tensor_nbytes(v) + 1);
+  ref_gather(want, base, es, ct_tensor_ndim(v), ct_tensor_shape(v), coef, offset);
+  void *got = read_all(v);
+  ck_assert_msg(got != NULL, "%s: ct_to_host failed: %s", what, ct_last_error());
+  ck_assert_msg(memcmp(want, got, ct_tensor_nbytes(v)) == 0, "%s on %s differs from the reference", what,
+                ct_dtype_name(t));
+  free(want);
+  free(got);
+}
+
+START_TEST(test_views_every_dtype) {
+  ct_device *d = ct_test_device();
+  for (int k = 0; k < CT_DTYPE_COUNT; k++) {
+    ct_dtype t = all_dtypes[k];
+    if (!dtype_ok(d, t)) continue;
+    size_t es = ct_dtype_size(t);
+    void *host;
+    ct_tensor *x = make_base(d, t, &host), *v, *w;
+    /* transpose(0, 2): shape [6, 5, 4], element (i,j,k) = base(k,j,i) */
+    ck_assert_ct_ok(ct_transpose(&v, x, 0, -1));
+    ck_assert(!ct_tensor_is_contiguous(v));
+    expect_view(v, host, es, (int64_t[]){1, 6, 30}, 0, "transpose", t);
+    /* slice on the transposed view: dim 1 [1:5:2] */
+    ck_assert_ct_ok(ct_slice(&w, v, 1, 1, 5, 2));
+    ck_assert_int_eq(ct_tensor_shape(w)[1], 2);
+    expect_view(w, host, es, (int64_t[]){1, 12, 30}, 6, "slice of transpose", t);
+    ct_release(w);
+    /* contiguous copy of the transpose */
+    ck_assert_ct_ok(ct_contiguous(&w, v));
+    ck_assert(ct_tensor_is_contiguous(w));
+    expect_view(w, host, es, (int64_t[]){1, 6, 30}, 0, "contiguous(transpose)", t);
+    ct_release(w);
+    ct_release(v);
+    /* permute [1, 2, 0]: shape [5, 6, 4] */
+    ck_assert_ct_ok(ct_permute(&v, x, (int[]){1, 2, 0}));
+    expect_view(v, host, es, (int64_t[]){6, 1, 30}, 0, "permute", t);
+    /* reshape of a non-viewable permutation copies */
+    ck_assert_ct_status(ct_view(&w, v, 1, (int64_t[]){-1}), CT_ERR_SHAPE_MISMATCH);
+    ck_assert_error_contains("ct_reshape");
+    ck_assert_ct_ok(ct_reshape(&w, v, 2, (int64_t[]){30, -1}));
+    ck_assert_int_eq(ct_tensor_shape(w)[1], 4);
+    expect_view(w, host, es, (int64_t[]){1, 30}, 0, "reshape(permute)", t);
+    ct_release(w);
+    ct_release(v);
+    /* expand a [1, 5, 1] slice to [3, 4, 5, 6] */
+    ck_assert_ct_ok(ct_slice(&v, x, 0, 2, 3, 1));
+    ck_assert_ct_ok(ct_slice(&w, v, 2, -1, 100, 1));
+    ct_release(v);
+    ck_assert_int_eq(ct_tensor_shape(w)[2], 1);
+    ck_assert_ct_ok(ct_expand(&v, w, 4, (int64_t[]){3, 4, -1, 6}));
+    ct_release(w);
+    ck_assert_int_eq(ct_tensor_strides(v)[0], 0);
+    ck_assert_int_eq(ct_tensor_strides(v)[3], 0);
+    expect_view(v, host, es, (int64_t[]){0, 0, 6, 0}, 2 * 30 + 5, "expand", t);
+    ct_release(v);
+    ct_release(x);
+    free(host);
+  }
+}
+END_TEST
+
+START_TEST(test_view_reshape_rules) {
+  ct_device *d = ct_test_device();
+  int32_t host[24];
+  for (int i = 0; i < 24; i++) host[i] = i;
+  ct_tensor *x, *v, *w;
+  ck_assert_ct_ok(ct_from_host(&x, d, CT_I32, 2, (int64_t[]){4, 6}, host));
+  ck_assert_ct_ok(ct_view(&v, x, 3, (int64_t[]){2, -1, 3}));
+  ck_assert_int_eq(ct_tensor_shape(v)[1], 4);
+  ck_assert(ct_tensor_is_contiguous(v));
+  expect_view(v, host, 4, (int64_t[]){12, 3, 1}, 0, "view", CT_I32);
+  ct_release(v);
+  /* A column slice [:, 2:4] can be viewed as [4, 2, 1] and [2, 2, 2] splits only the leading dim. */
+  ck_assert_ct_ok(ct_slice(&v, x, 1, 2, 4, 1));
+  ck_assert_ct_ok(ct_view(&w, v, 3, (int64_t[]){2, 2, 2}));
+  expect_view(w, host, 4, (int64_t[]){12, 6, 1}, 2, "view of a slice", CT_I32);
+  ct_release(w);
+  ck_assert_ct_status(ct_view(&w, v, 1, (int64_t[]){8}), CT_ERR_SHAPE_MISMATCH);
+  ck_assert_ptr_null(w);
+  ck_assert_ct_ok(ct_reshape(&w, v, 1, (int64_t[]){8}));
+  ck_assert(ct_tensor_is_contiguous(w));
+  ct_tensor *w2;
+  ck_assert_ct_ok(ct_view(&w2, w, 2, (int64_t[]){4, 2}));
+  expect_view(w2, host, 4, (int64_t[]){6, 1}, 2, "reshape of a slice", CT_I32);
+  ct_release(w2);
+  ct_release(w);
+  ct_release(v);
+  /* Errors */
+  ck_assert_ct_status(ct_view(&v, x, 2, (int64_t[]){5, 5}), CT_ERR_SHAPE_MISMATCH);
+  ck_assert_error_contains("[5, 5]");
+  ck_assert_error_contains("[4, 6]");
+  ck_assert_ct_status(ct_view(&v, x, 2, (int64_t[]){-1, -1}), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_view(&v, x, 2, (int64_t[]){-1, 7}), CT_ERR_SHAPE_MISMATCH);
+  ck_assert_ct_status(ct_view(&v, x, 2, (int64_t[]){-2, -12}), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_view(&v, x, 9, (int64_t[]){1, 1, 1, 1, 1, 1, 1, 1, 24}), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_view(NULL, x, 1, (int64_t[]){24}), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_view(&v, NULL, 1, (int64_t[]){24}), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_reshape(&v, x, 1, NULL), CT_ERR_INVALID_ARGUMENT);
+  /* Scalars and empty tensors */
+  ck_assert_ct_ok(ct_view(&v, x, 1, (int64_t[]){24}));
+  ck_assert_ct_ok(ct_slice(&w, v, 0, 5, 6, 1));
+  ct_release(v);
+  ck_assert_ct_ok(ct_view(&v, w, 0, NULL));
+  ck_assert_int_eq(ct_tensor_ndim(v), 0);
+  int32_t s = -1;
+  ck_assert_ct_ok(ct_to_host(v, &s, 4));
+  ck_assert_int_eq(s, 5);
+  ct_release(w);
+  ck_assert_ct_ok(ct_view(&w, v, 3, (int64_t[]){1, 1, -1}));
+  ck_assert_ct_ok(ct_to_host(w, &s, 4));
+  ck_assert_int_eq(s, 5);
+  ct_release(w);
+  ct_release(v);
+  ck_assert_ct_ok(ct_slice(&v, x, 0, 3, 1, 1));
+  ck_assert_int_eq(ct_numel(v), 0);
+  ck_assert_ct_ok(ct_reshape(&w, v, 3, (int64_t[]){0, 3, 2}));
+  ck_assert_int_eq(ct_numel(w), 0);
+  ct_release(w);
+  /* -1 next to a 0 dim is ambiguous, as in PyTorch */
+  ck_assert_ct_status(ct_reshape(&w, v, 2, (int64_t[]){0, -1}), CT_ERR_SHAPE_MISMATCH);
+  ct_release(v);
+  ct_release(x);
+}
+END_TEST
+
+START_TEST(test_slice_semantics) {
+  ct_device *d = ct_test_device();
+  int32_t host[10];
+  for (int i = 0; i < 10; i++) host[i] = i * 10;
+  ct_tensor *x, *v;
+  ck_assert_ct_ok(ct_from_host(&x, d, CT_I32, 1, (int64_t[]){10}, host));
+  /* Python semantics: {start, stop, step} -> expected elements */
+  struct { int64_t a, b, s; int n; int first; } cases[] = {
+      {0, 10, 1, 10, 0}, {2, 8, 3, 2, 2},   {-3, 10, 1, 3, 7},  {-100, 3, 1, 3, 0}, {5, 100, 2, 3, 5},
+      {8, 2, 1, 0, 0},   {-1, -100, 1, 0, 0}, {9, 10, 5, 1, 9}, {10, 20, 1, 0, 0},  {0, -1, 4, 3, 0},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    ck_assert_ct_ok(ct_slice(&v, x, 0, cases[c].a, cases[c].b, cases[c].s));
+    ck_assert_msg(ct_numel(v) == cases[c].n, "slice %zu: %lld elements", c, (long long)ct_numel(v));
+    int32_t got[10];
+    ck_assert_ct_ok(ct_to_host(v, got, sizeof got));
+    for (int i = 0; i < cases[c].n; i++) ck_assert_int_eq(got[i], (cases[c].first + i * (int)cases[c].s) * 10);
+    ct_release(v);
+  }
+  ck_assert_ct_status(ct_slice(&v, x, 0, 0, 5, 0), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("step must be positive, got 0");
+  ck_assert_ct_status(ct_slice(&v, x, 0, 0, 5, -1), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_slice(&v, x, 1, 0, 5, 1), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("dim 1 out of range");
+  ck_assert_ct_status(ct_slice(&v, x, -2, 0, 5, 1), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_slice(NULL, x, 0, 0, 5, 1), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_slice(&v, NULL, 0, 0, 5, 1), CT_ERR_INVALID_ARGUMENT);
+  ct_release(x);
+}
+END_TEST
+
+START_TEST(test_squeeze_unsqueeze_permute_expand) {
+  ct_device *d = ct_test_device();
+  float host[6] = {1, 2, 3, 4, 5, 6};
+  ct_tensor *x, *v, *w;
+  ck_assert_ct_ok(ct_from_host(&x, d, CT_F32, 3, (int64_t[]){2, 1, 3}, host));
+  ck_assert_ct_ok(ct_squeeze(&v, x, 1));
+  ck_assert_int_eq(ct_tensor_ndim(v), 2);
+  ck_assert_int_eq(ct_tensor_shape(v)[1], 3);
+  ck_assert_ct_ok(ct_squeeze(&w, v, 0));  /* size 2: unchanged */
+  ck_assert_int_eq(ct_tensor_ndim(w), 2);
+  ct_release(w);
+  ck_assert_ct_ok(ct_unsqueeze(&w, v, -1));
+  ck_assert_int_eq(ct_tensor_ndim(w), 3);
+  ck_assert_int_eq(ct_tensor_shape(w)[2], 1);
+  ck_assert_int_eq(ct_tensor_strides(w)[2], 1);
+  ck_assert(ct_tensor_is_contiguous(w));
+  ct_release(w);
+  ck_assert_ct_ok(ct_unsqueeze(&w, v, 0));
+  ck_assert_int_eq(ct_tensor_shape(w)[0], 1);
+  ct_release(w);
+  ck_assert_ct_status(ct_unsqueeze(&w, v, 3), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_unsqueeze(&w, v, -4), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_squeeze(&w, v, 2), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_squeeze(NULL, v, 0), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_unsqueeze(&w, NULL, 0), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_permute(&w, v, (int[]){0, 0}), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("twice");
+  ck_assert_ct_status(ct_permute(&w, v, (int[]){0, 2}), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_permute(&w, v, NULL), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_transpose(&w, v, 0, 2), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_transpose(&w, NULL, 0, 1), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_expand(&w, v, 2, (int64_t[]){3, 3}), CT_ERR_SHAPE_MISMATCH);
+  ck_assert_error_contains("[2, 3]");
+  ck_assert_error_contains("[3, 3]");
+  ck_assert_ct_status(ct_expand(&w, v, 1, (int64_t[]){3}), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_expand(&w, v, 3, (int64_t[]){-1, 2, 3}), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_expand(&w, v, 2, NULL), CT_ERR_INVALID_ARGUMENT);
+  ct_release(v);
+  /* Unsqueeze to the limit of 8 dims, then one more is an error. */
+  ck_assert_ct_ok(ct_view(&v, x, 8, (int64_t[]){1, 1, 1, 2, 1, 1, 3, 1}));
+  ck_assert_ct_status(ct_unsqueeze(&w, v, 0), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("8");
+  ct_release(v);
+  /* 0-d: squeeze accepts 0 / -1, unsqueeze makes [1], permute takes no dims */
+  ct_tensor *s;
+  ck_assert_ct_ok(ct_full(&s, d, CT_F32, 0, NULL, 2.5));
+  ck_assert_ct_ok(ct_squeeze(&v, s, -1));
+  ck_assert_int_eq(ct_tensor_ndim(v), 0);
+  ct_release(v);
+  ck_assert_ct_status(ct_squeeze(&v, s, 1), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_ok(ct_unsqueeze(&v, s, 0));
+  ck_assert_int_eq(ct_tensor_ndim(v), 1);
+  ct_release(v);
+  ck_assert_ct_ok(ct_permute(&v, s, NULL));
+  ct_release(v);
+  ck_assert_ct_ok(ct_expand(&v, s, 2, (int64_t[]){2, 2}));
+  float got[4];
+  ck_assert_ct_ok(ct_to_host(v, got, sizeof got));
+  for (int i = 0; i < 4; i++) ck_assert_float_eq(got[i], 2.5f);
+  ct_release(v);
+  ct_release(s);
+  ct_release(x);
+}
+END_TEST
+
+START_TEST(test_views_keep_storage_alive) {
+  ct_device *d = ct_test_device();
+  int32_t host[12];
+  for (int i = 0; i < 12; i++) host[i] = i + 100;
+  ct_tensor *x, *v;
+  ck_assert_ct_ok(ct_from_host(&x, d, CT_I32, 2, (int64_t[]){3, 4}, host));
+  ck_assert_ct_ok(ct_transpose(&v, x, 0, 1));
+  ct_release(x);
+  /* Allocate and fill other tensors: if the storage had been freed, they would reuse it. */
+  ct_tensor *junk[4];
+  for (int i = 0; i < 4; i++) ck_assert_ct_ok(ct_full(&junk[i], d, CT_I32, 2, (int64_t[]){3, 4}, -7));
+  int32_t got[12];
+  ck_assert_ct_ok(ct_to_host(v, got, sizeof got));
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 3; j++) ck_assert_int_eq(got[i * 3 + j], host[j * 4 + i]);
+  for (int i = 0; i < 4; i++) ct_release(junk[i]);
+  ct_release(v);
+}
+END_TEST
+
+START_TEST(test_copy_from_host_strided) {
+  ct_device *d = ct_test_device();
+  for (int k = 0; k < CT_DTYPE_COUNT; k++) {
+    ct_dtype t = all_dtypes[k];
+    if (!dtype_ok(d, t)) continue;
+    size_t es = ct_dtype_size(t);
+    void *host;
+    ct_tensor *x = make_base(d, t, &host), *v;
+    /* Write into the [4, 6] column-major-like view x[:, 1:5:2, :].T(0, 2) */
+    ck_assert_ct_ok(ct_slice(&v, x, 1, 1, 5, 2));
+    ct_tensor *w;
+    ck_assert_ct_ok(ct_transpose(&w, v, 0, 2));
+    ct_release(v);
+    size_t nb = ct_tensor_nbytes(w);
+    unsigned char *src = malloc(nb);
+    fill_bytes(src, nb, t, 99 + (uint64_t)k);
+    ck_assert_ct_status(ct_copy_from_host(w, src, nb - 1), CT_ERR_INVALID_ARGUMENT);
+    ck_assert_ct_status(ct_copy_from_host(w, NULL, nb), CT_ERR_INVALID_ARGUMENT);
+    ck_assert_ct_ok(ct_copy_from_host(w, src, nb));
+    /* Reference: scatter src into host through the same geometry. w shape [6, 2, 4], element
+     * (i, j, l) lives at base (l, 1 + 2j, i). */
+    for (int i = 0; i < 6; i++)
+      for (int j = 0; j < 2; j++)
+        for (int l = 0; l < 4; l++)
+          memcpy((char *)host + ((size_t)l * 30 + (size_t)(1 + 2 * j) * 6 + (size_t)i) * es,
+                 src + ((size_t)i * 8 + (size_t)j * 4 + (size_t)l) * es, es);
+    void *got = read_all(x);
+    ck_assert_msg(memcmp(got, host, 120 * es) == 0, "strided copy_from_host on %s", ct_dtype_name(t));
+    free(got);
+    free(src);
+    ct_release(w);
+    ct_release(x);
+    free(host);
+  }
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("tensor-views");
+  TCase *tc = tcase_create("views");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, test_views_every_dtype);
+  tcase_add_test(tc, test_view_reshape_rules);
+  tcase_add_test(tc, test_slice_semantics);
+  tcase_add_test(tc, test_squeeze_unsqueeze_permute_expand);
+  tcase_add_test(tc, test_views_keep_storage_alive);
+  tcase_add_test(tc, test_copy_from_host_strided);
+  suite_add_tcase(s, tc);
+  return ct_test_run(s);
+}
