@@ -1,41 +1,101 @@
-/* Program building and the in-memory program/kernel cache of each device. */
+/* Program building (from source or from the disk cache), the per-device program and kernel
+ * caches, and kernel launches.
+ *
+ * Two levels of caching per device:
+ *  - a lookup table from what a caller asks for (file or generated source, kernel name,
+ *    options as passed) to the ct__kernel. Ops ask on every call, so hits are lock-free: a
+ *    fixed array of buckets whose chains only ever grow at the head, published with release
+ *    stores and freed only at ct_shutdown();
+ *  - the programs themselves, keyed by source text and full build options, consulted under the
+ *    engine lock on a lookup miss. One cl_kernel exists per (program, kernel name), so two
+ *    spellings of the same request (NULL or "" options, equal generated texts in different
+ *    buffers) share the kernel and its lock. */
+#include <errno.h>
+#include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cltensor/version.h"
 #include "core/error.h"
 #include "device/device.h"
+#include "kernel/cache.h"
 #include "kernel/engine.h"
+#include "kernel/kernel_config.h"
+#include "profile/profile.h"
 
 struct ct__kernel {
   cl_kernel k;
   pthread_mutex_t lock;
-  char name[64];
-  struct ct__kernel *next;
+  struct ct__kernel *next; /* in its program */
+  char name[];
 };
 
 struct ct__program {
-  uint64_t hash;         /* of the source text */
-  char *options;         /* full build options */
+  uint64_t hash;        /* FNV-1a of source */
+  const char *source;   /* the text after common.cl: embedded, loaded or owned */
+  char *owned_source;   /* the copy of a generated source */
+  char *options;        /* full build options */
   cl_program prog;
   ct__kernel *kernels;
   struct ct__program *next;
 };
 
-struct ct__engine {
-  pthread_mutex_t lock;
-  struct ct__program *programs;
-  char base_options[256];
+/* One lookup-table entry: immutable once published. */
+struct ct__entry {
+  uint64_t hash;
+  struct ct__entry *next;
+  ct__kernel *kernel;
+  const char *file;     /* NULL for a generated source */
+  const char *source;   /* generated: the program's copy */
+  const char *name;
+  const char *options;  /* as passed, "" for NULL */
+  char strings[];
 };
 
-/* FNV-1a, 64 bits: a cheap, stable hash of source text for cache keys. */
-static uint64_t ct__hash(const char *s, uint64_t h) {
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return h;
+/* A kernels/ file read from the developer kernel folder. */
+struct ct__loaded {
+  char *text;
+  struct ct__loaded *next;
+  char name[];
+};
+
+#define CT__BUCKETS 4096 /* a power of two; a few thousand dtype specialisations fit */
+
+struct ct__engine {
+  pthread_mutex_t lock; /* programs, loaded sources, inserting entries, building */
+  _Atomic(struct ct__entry *) buckets[CT__BUCKETS];
+  struct ct__program *programs;
+  struct ct__loaded *loaded;
+  char *kernel_dir;     /* NULL: the embedded sources */
+  char base_options[128];
+};
+
+static struct {
+  atomic_ulong builds_from_source, loads_from_binary, cache_rejected, binary_refused,
+      cache_writes, build_failures;
+} ct__stats;
+
+void ct__engine_stats(struct ct__engine_stats *out) {
+  out->builds_from_source = atomic_load(&ct__stats.builds_from_source);
+  out->loads_from_binary = atomic_load(&ct__stats.loads_from_binary);
+  out->cache_rejected = atomic_load(&ct__stats.cache_rejected);
+  out->binary_refused = atomic_load(&ct__stats.binary_refused);
+  out->cache_writes = atomic_load(&ct__stats.cache_writes);
+  out->build_failures = atomic_load(&ct__stats.build_failures);
 }
-#define CT__HASH_SEED 14695981039346656037ull
+
+/* FNV-1a, 64 bits, including the terminating NUL so concatenated keys stay unambiguous. */
+#define CT__FNV_SEED 14695981039346656037ull
+static inline uint64_t ct__fnv(uint64_t h, const char *s) {
+  for (;; s++) {
+    h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    if (!*s) return h;
+  }
+}
 
 const struct ct__embedded_source *ct__embedded_find(const char *name) {
   for (int i = 0; i < ct__embedded_source_count; i++)
@@ -43,9 +103,21 @@ const struct ct__embedded_source *ct__embedded_find(const char *name) {
   return NULL;
 }
 
+const char *ct__kernel_dir(void) {
+  const char *env = getenv("CLTENSOR_KERNEL_DIR");
+  if (env && *env) return env;
+  return CT_KERNEL_DIR[0] ? CT_KERNEL_DIR : NULL;
+}
+
 static void ct__engine_destroy(ct_device *d, void *state) {
   (void)d;
   struct ct__engine *e = state;
+  for (int b = 0; b < CT__BUCKETS; b++) {
+    for (struct ct__entry *x = atomic_load(&e->buckets[b]), *xn; x; x = xn) {
+      xn = x->next;
+      free(x);
+    }
+  }
   for (struct ct__program *p = e->programs, *pn; p; p = pn) {
     pn = p->next;
     for (ct__kernel *k = p->kernels, *kn; k; k = kn) {
@@ -55,124 +127,356 @@ static void ct__engine_destroy(ct_device *d, void *state) {
       free(k);
     }
     clReleaseProgram(p->prog);
+    free(p->owned_source);
     free(p->options);
     free(p);
   }
+  for (struct ct__loaded *l = e->loaded, *ln; l; l = ln) {
+    ln = l->next;
+    free(l->text);
+    free(l);
+  }
+  free(e->kernel_dir);
   pthread_mutex_destroy(&e->lock);
   free(e);
+}
+
+/* The OpenCL C version the device's compiler accepts, as major * 10 + minor; 0 if unknown. */
+static int ct__opencl_c_version(const ct_device *d) {
+  int major = 0, minor = 0;
+  if (sscanf(d->props.opencl_c_version, "OpenCL C %d.%d", &major, &minor) != 2) return 0;
+  return major * 10 + minor;
 }
 
 static ct_status ct__engine_create(void **state, ct_device *d) {
   struct ct__engine *e = calloc(1, sizeof *e);
   if (!e) return ct__error(CT_ERR_OUT_OF_MEMORY, "kernel engine: out of host memory");
+  const char *dir = ct__kernel_dir();
+  if (dir && !(e->kernel_dir = strdup(dir))) {
+    free(e);
+    return ct__error(CT_ERR_OUT_OF_MEMORY, "kernel engine: out of host memory");
+  }
   pthread_mutex_init(&e->lock, NULL);
-  snprintf(e->base_options, sizeof e->base_options, "-cl-std=CL1.2 -DCT_HAS_FP64=%d",
-           d->props.fp64 ? 1 : 0);
+  /* Only options that keep IEEE float semantics: no -cl-fast-relaxed-math, -cl-mad-enable or
+   * -cl-denorms-are-zero, so results agree across devices. -cl-std=CL1.2 is asked only where
+   * the compiler accepts it (an OpenCL C 1.1 compiler would reject the option itself; the
+   * kernels' 1.2 features then show up as a readable build log instead). */
+  snprintf(e->base_options, sizeof e->base_options, "%s-DCT_HAS_FP64=%d",
+           ct__opencl_c_version(d) >= 12 ? "-cl-std=CL1.2 " : "", d->props.fp64 ? 1 : 0);
   *state = e;
   return CT_OK;
 }
 
-static ct_status ct__build(cl_program *out, ct_device *d, const char *label, const char *source,
-                           const char *options) {
-  const struct ct__embedded_source *common = ct__embedded_find("common.cl");
-  const char *texts[2] = {common ? common->text : "", source};
+/* The text of a kernels/ file: embedded, or read once from the developer kernel folder.
+ * Called under the engine lock. */
+static ct_status ct__source_text(const char **out, struct ct__engine *e, const char *file) {
+  if (!e->kernel_dir) {
+    const struct ct__embedded_source *src = ct__embedded_find(file);
+    if (!src) return ct__error(CT_ERR_INTERNAL, "kernel engine: no embedded source '%s'", file);
+    *out = src->text;
+    return CT_OK;
+  }
+  for (struct ct__loaded *l = e->loaded; l; l = l->next) {
+    if (strcmp(l->name, file) == 0) {
+      *out = l->text;
+      return CT_OK;
+    }
+  }
+  if (strchr(file, '/') || strcmp(file, "..") == 0)
+    return ct__error(CT_ERR_INTERNAL, "kernel engine: '%s' is not a plain kernels/ file name", file);
+  char path[PATH_MAX];
+  int n = snprintf(path, sizeof path, "%s/%s", e->kernel_dir, file);
+  if (n < 0 || (size_t)n >= sizeof path)
+    return ct__error(CT_ERR_IO, "kernel engine: kernel folder path too long: %s", e->kernel_dir);
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return ct__error(CT_ERR_IO, "kernel engine: cannot read %s (kernel folder from %s): %s", path,
+                     getenv("CLTENSOR_KERNEL_DIR") ? "$CLTENSOR_KERNEL_DIR" : "-Dkernel_dir",
+                     strerror(errno));
+  size_t cap = 1 << 16, len = 0;
+  char *text = malloc(cap);
+  struct ct__loaded *l = malloc(sizeof *l + strlen(file) + 1);
+  ct_status st = CT_OK;
+  while (text && l) {
+    if (len + 1 >= cap) {
+      char *grown = realloc(text, cap *= 2);
+      if (!grown) {
+        free(text);
+        text = NULL;
+        break;
+      }
+      text = grown;
+    }
+    size_t r = fread(text + len, 1, cap - len - 1, f);
+    len += r;
+    if (r == 0) break;
+  }
+  if (!text || !l) {
+    st = ct__error(CT_ERR_OUT_OF_MEMORY, "kernel engine: out of host memory reading %s", path);
+  } else if (ferror(f)) {
+    st = ct__error(CT_ERR_IO, "kernel engine: error reading %s", path);
+  } else if (memchr(text, '\0', len)) {
+    st = ct__error(CT_ERR_IO, "kernel engine: %s contains a NUL byte", path);
+  }
+  fclose(f);
+  if (st != CT_OK) {
+    free(text);
+    free(l);
+    return st;
+  }
+  text[len] = '\0';
+  l->text = text;
+  strcpy(l->name, file);
+  l->next = e->loaded;
+  e->loaded = l;
+  *out = text;
+  return CT_OK;
+}
+
+static ct_status ct__build_failed(cl_program prog, ct_device *d, const char *label,
+                                  const char *options, cl_int err) {
+  size_t log_size = 0;
+  clGetProgramBuildInfo(prog, d->id, CL_PROGRAM_BUILD_LOG, 0, NULL, &log_size);
+  char *log = malloc(log_size + 1);
+  if (log) {
+    log[0] = '\0';
+    if (clGetProgramBuildInfo(prog, d->id, CL_PROGRAM_BUILD_LOG, log_size, log, NULL) != CL_SUCCESS)
+      log[0] = '\0';
+    log[log_size] = '\0';
+  }
+  atomic_fetch_add(&ct__stats.build_failures, 1);
+  ct__error(CT_ERR_KERNEL_BUILD,
+            "kernel engine: building %s for %s (%s) with options \"%s\" failed: %s (%d); build log:\n%s",
+            label, d->spec, d->props.name, options, ct__cl_error_name(err), (int)err,
+            log && log[0] ? log : "(empty)");
+  free(log);
+  return CT_ERR_KERNEL_BUILD;
+}
+
+/* The binary of prog for d (malloc()ed), or NULL. */
+static unsigned char *ct__program_binary(cl_program prog, cl_device_id dev, size_t *len) {
+  cl_uint ndev = 0;
+  if (clGetProgramInfo(prog, CL_PROGRAM_NUM_DEVICES, sizeof ndev, &ndev, NULL) != CL_SUCCESS || ndev == 0)
+    return NULL;
+  cl_device_id *devs = calloc(ndev, sizeof *devs);
+  size_t *sizes = calloc(ndev, sizeof *sizes);
+  unsigned char **bins = calloc(ndev, sizeof *bins);
+  unsigned char *out = NULL;
+  if (!devs || !sizes || !bins ||
+      clGetProgramInfo(prog, CL_PROGRAM_DEVICES, ndev * sizeof *devs, devs, NULL) != CL_SUCCESS ||
+      clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, ndev * sizeof *sizes, sizes, NULL) != CL_SUCCESS)
+    goto done;
+  cl_uint i = 0;
+  while (i < ndev && devs[i] != dev) i++;
+  if (i == ndev || sizes[i] == 0 || !(bins[i] = malloc(sizes[i]))) goto done;
+  /* Entries left NULL are skipped by the implementation (OpenCL 1.2, 5.6.7). */
+  if (clGetProgramInfo(prog, CL_PROGRAM_BINARIES, ndev * sizeof *bins, bins, NULL) != CL_SUCCESS) {
+    free(bins[i]);
+    goto done;
+  }
+  out = bins[i];
+  *len = sizes[i];
+done:
+  free(devs);
+  free(sizes);
+  free(bins);
+  return out;
+}
+
+/* Builds (or loads from the disk cache) the program common + source for d. */
+static ct_status ct__build(cl_program *out, ct_device *d, const char *label, const char *common,
+                           const char *source, const char *options) {
+  struct ct__cache_key key = {
+      .device_name = d->props.name,
+      .device_vendor = d->props.vendor,
+      .device_version = d->props.device_version,
+      .driver_version = d->props.driver_version,
+      .platform_name = d->props.platform_name,
+      .platform_version = d->props.platform_version,
+      .library_version = CT_VERSION_STRING,
+      .options = options,
+  };
+  struct ct__sha256 sha;
+  unsigned char digest[32];
+  ct__sha256_init(&sha);
+  ct__sha256_update(&sha, common, strlen(common));
+  ct__sha256_update(&sha, source, strlen(source));
+  ct__sha256_final(&sha, digest);
+  ct__hex(key.source_sha256, digest, 32);
+
   cl_int err;
+  unsigned char *bin = NULL;
+  size_t len = 0;
+  enum ct__cache_result cached = ct__cache_load(&key, &bin, &len);
+  if (cached == CT__CACHE_HIT) {
+    cl_int bin_status = CL_SUCCESS;
+    const unsigned char *bins[1] = {bin};
+    cl_program prog = clCreateProgramWithBinary(ct__device_context(d), 1, &d->id, &len, bins,
+                                                &bin_status, &err);
+    free(bin);
+    if (prog && err == CL_SUCCESS && bin_status == CL_SUCCESS &&
+        clBuildProgram(prog, 1, &d->id, options, NULL, NULL) == CL_SUCCESS) {
+      atomic_fetch_add(&ct__stats.loads_from_binary, 1);
+      *out = prog;
+      return CT_OK;
+    }
+    /* A binary the driver refuses (another driver build behind an unchanged version string,
+     * say): compile from source and overwrite it. */
+    if (prog) clReleaseProgram(prog);
+    atomic_fetch_add(&ct__stats.binary_refused, 1);
+  } else if (cached == CT__CACHE_REJECTED) {
+    atomic_fetch_add(&ct__stats.cache_rejected, 1);
+  }
+
+  const char *texts[2] = {common, source};
   cl_program prog = clCreateProgramWithSource(ct__device_context(d), 2, texts, NULL, &err);
-  if (!prog) return ct__cl_error(err, "kernel engine: clCreateProgramWithSource(%s) on %s failed", label, d->spec);
+  if (!prog)
+    return ct__cl_error(err, "kernel engine: clCreateProgramWithSource(%s) on %s failed", label, d->spec);
   err = clBuildProgram(prog, 1, &d->id, options, NULL, NULL);
   if (err != CL_SUCCESS) {
-    size_t log_size = 0;
-    clGetProgramBuildInfo(prog, d->id, CL_PROGRAM_BUILD_LOG, 0, NULL, &log_size);
-    char *log = malloc(log_size + 1);
-    if (log) {
-      log[0] = '\0';
-      clGetProgramBuildInfo(prog, d->id, CL_PROGRAM_BUILD_LOG, log_size, log, NULL);
-      log[log_size] = '\0';
-    }
+    ct_status st = ct__build_failed(prog, d, label, options, err);
     clReleaseProgram(prog);
-    ct__error(CT_ERR_KERNEL_BUILD, "kernel engine: building %s for %s (%s) with options \"%s\" failed: %s (%d); build log:\n%s",
-              label, d->spec, d->props.name, options, ct__cl_error_name(err), (int)err, log ? log : "(unavailable)");
-    free(log);
-    return CT_ERR_KERNEL_BUILD;
+    return st;
+  }
+  atomic_fetch_add(&ct__stats.builds_from_source, 1);
+  if (cached != CT__CACHE_OFF) {
+    bin = ct__program_binary(prog, d->id, &len);
+    if (bin && ct__cache_store(&key, bin, len)) atomic_fetch_add(&ct__stats.cache_writes, 1);
+    free(bin);
   }
   *out = prog;
   return CT_OK;
 }
 
-static ct_status ct__get(ct__kernel **out, ct_device *d, const char *label, const char *source,
-                         const char *name, const char *options) {
-  *out = NULL;
-  struct ct__engine *e;
-  CT__TRY(ct__device_slot((void **)&e, d, CT__SLOT_KERNELS, ct__engine_create, ct__engine_destroy));
-  char opts[1024];
-  int n = snprintf(opts, sizeof opts, "%s %s", e->base_options, options ? options : "");
-  if (n < 0 || (size_t)n >= sizeof opts)
-    return ct__error(CT_ERR_INTERNAL, "kernel engine: build options too long for %s", label);
-  uint64_t hash = ct__hash(source, CT__HASH_SEED);
-  ct_status st = CT_OK;
-  pthread_mutex_lock(&e->lock);
+static inline uint64_t ct__request_hash(const char *file, const char *source, const char *name,
+                                        const char *options) {
+  uint64_t h = file ? ct__fnv(CT__FNV_SEED, file) : ct__fnv(CT__FNV_SEED ^ 1, source);
+  return ct__fnv(ct__fnv(h, name), options);
+}
+
+static inline ct__kernel *ct__lookup(struct ct__engine *e, uint64_t h, const char *file,
+                                     const char *source, const char *name, const char *options) {
+  struct ct__entry *x = atomic_load_explicit(&e->buckets[h & (CT__BUCKETS - 1)], memory_order_acquire);
+  for (; x; x = x->next) {
+    if (x->hash != h || strcmp(x->name, name) != 0 || strcmp(x->options, options) != 0) continue;
+    if (file ? x->file && strcmp(x->file, file) == 0 : !x->file && strcmp(x->source, source) == 0)
+      return x->kernel;
+  }
+  return NULL;
+}
+
+/* The miss path, under the engine lock. */
+static ct_status ct__get_locked(ct__kernel **out, struct ct__engine *e, ct_device *d, uint64_t h,
+                                const char *file, const char *source, const char *name,
+                                const char *options) {
+  if ((*out = ct__lookup(e, h, file, source, name, options))) return CT_OK;
+  const char *label = file ? file : "<generated>";
+  const char *common;
+  CT__TRY(ct__source_text(&common, e, "common.cl"));
+  if (file) CT__TRY(ct__source_text(&source, e, file));
+  if (source == common) common = ""; /* common.cl itself, e.g. to check that it compiles */
+  size_t olen = strlen(e->base_options) + 1 + strlen(options) + 1;
+  char *full = malloc(olen);
+  if (!full) return ct__error(CT_ERR_OUT_OF_MEMORY, "kernel engine: out of host memory");
+  snprintf(full, olen, "%s%s%s", e->base_options, options[0] ? " " : "", options);
+
+  uint64_t sh = ct__fnv(CT__FNV_SEED, source);
   struct ct__program *p = e->programs;
   for (; p; p = p->next)
-    if (p->hash == hash && strcmp(p->options, opts) == 0) break;
-  if (!p) {
+    if (p->hash == sh && strcmp(p->options, full) == 0 && strcmp(p->source, source) == 0) break;
+  if (p) {
+    free(full);
+  } else {
     p = calloc(1, sizeof *p);
-    char *o = strdup(opts);
-    if (!p || !o) {
+    if (!p || (!file && !(p->owned_source = strdup(source)))) {
       free(p);
-      free(o);
-      st = ct__error(CT_ERR_OUT_OF_MEMORY, "kernel engine: out of host memory");
-      goto done;
+      free(full);
+      return ct__error(CT_ERR_OUT_OF_MEMORY, "kernel engine: out of host memory");
     }
-    st = ct__build(&p->prog, d, label, source, opts);
+    ct_status st = ct__build(&p->prog, d, label, common, source, full);
     if (st != CT_OK) {
+      free(p->owned_source);
       free(p);
-      free(o);
-      goto done;
+      free(full);
+      return st;
     }
-    p->hash = hash;
-    p->options = o;
+    p->hash = sh;
+    p->source = file ? source : p->owned_source;
+    p->options = full;
     p->next = e->programs;
     e->programs = p;
   }
+
   ct__kernel *k = p->kernels;
-  for (; k; k = k->next)
-    if (strcmp(k->name, name) == 0) break;
+  while (k && strcmp(k->name, name) != 0) k = k->next;
   if (!k) {
     cl_int err;
     cl_kernel ck = clCreateKernel(p->prog, name, &err);
     if (!ck) {
-      st = ct__cl_error(err, "kernel engine: no kernel '%s' in %s on %s", name, label, d->spec);
-      if (st == CT_ERR_OPENCL) st = CT_ERR_INTERNAL;
-      goto done;
+      ct_status st = ct__cl_error(err, "kernel engine: no kernel '%s' in %s on %s", name, label, d->spec);
+      return st == CT_ERR_OPENCL ? CT_ERR_INTERNAL : st;
     }
-    k = calloc(1, sizeof *k);
+    k = malloc(sizeof *k + strlen(name) + 1);
     if (!k) {
       clReleaseKernel(ck);
-      st = ct__error(CT_ERR_OUT_OF_MEMORY, "kernel engine: out of host memory");
-      goto done;
+      return ct__error(CT_ERR_OUT_OF_MEMORY, "kernel engine: out of host memory");
     }
     k->k = ck;
     pthread_mutex_init(&k->lock, NULL);
-    snprintf(k->name, sizeof k->name, "%s", name);
+    strcpy(k->name, name);
     k->next = p->kernels;
     p->kernels = k;
   }
+
+  size_t fl = file ? strlen(file) + 1 : 0, nl = strlen(name) + 1, ol = strlen(options) + 1;
+  struct ct__entry *x = malloc(sizeof *x + fl + nl + ol);
+  if (!x) return ct__error(CT_ERR_OUT_OF_MEMORY, "kernel engine: out of host memory");
+  char *s = x->strings;
+  x->file = file ? memcpy(s, file, fl) : NULL;
+  x->name = memcpy(s + fl, name, nl);
+  x->options = memcpy(s + fl + nl, options, ol);
+  x->source = p->source;
+  x->hash = h;
+  x->kernel = k;
+  _Atomic(struct ct__entry *) *bucket = &e->buckets[h & (CT__BUCKETS - 1)];
+  x->next = atomic_load_explicit(bucket, memory_order_relaxed);
+  atomic_store_explicit(bucket, x, memory_order_release);
   *out = k;
-done:
+  return CT_OK;
+}
+
+static ct_status ct__get(ct__kernel **out, ct_device *d, const char *file, const char *source,
+                         const char *name, const char *options) {
+  *out = NULL;
+  if (!options) options = "";
+  struct ct__engine *e;
+  CT__TRY(ct__device_slot((void **)&e, d, CT__SLOT_KERNELS, ct__engine_create, ct__engine_destroy));
+  uint64_t h = ct__request_hash(file, source, name, options);
+  if ((*out = ct__lookup(e, h, file, source, name, options))) return CT_OK;
+  pthread_mutex_lock(&e->lock);
+  ct_status st = ct__get_locked(out, e, d, h, file, source, name, options);
   pthread_mutex_unlock(&e->lock);
   return st;
 }
 
 ct_status ct__kernel_get(ct__kernel **out, ct_device *d, const char *file, const char *name,
                          const char *options) {
-  const struct ct__embedded_source *src = ct__embedded_find(file);
-  if (!src) return ct__error(CT_ERR_INTERNAL, "kernel engine: no embedded source '%s'", file);
-  return ct__get(out, d, file, src->text, name, options);
+  CT__CHECK_NOT_NULL("ct__kernel_get", out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL("ct__kernel_get", d);
+  CT__CHECK_NOT_NULL("ct__kernel_get", file);
+  CT__CHECK_NOT_NULL("ct__kernel_get", name);
+  return ct__get(out, d, file, NULL, name, options);
 }
 
 ct_status ct__kernel_get_source(ct__kernel **out, ct_device *d, const char *source,
                                 const char *name, const char *options) {
-  return ct__get(out, d, "<generated>", source, name, options);
+  CT__CHECK_NOT_NULL("ct__kernel_get_source", out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL("ct__kernel_get_source", d);
+  CT__CHECK_NOT_NULL("ct__kernel_get_source", source);
+  CT__CHECK_NOT_NULL("ct__kernel_get_source", name);
+  return ct__get(out, d, NULL, source, name, options);
 }
 
 cl_kernel ct__kernel_lock(ct__kernel *k) {
@@ -188,8 +492,12 @@ ct_status ct__kernel_launch(ct__kernel *k, ct_device *d, cl_uint dims, const siz
                             const size_t *local) {
   for (cl_uint i = 0; i < dims; i++)
     if (global[i] == 0) return CT_OK;
-  cl_int err = clEnqueueNDRangeKernel(ct__device_queue(d), k->k, dims, NULL, global, local, 0, NULL, NULL);
+  int profiling = ct__profile_active();
+  cl_event ev = NULL;
+  cl_int err = clEnqueueNDRangeKernel(ct__device_queue(d), k->k, dims, NULL, global, local, 0, NULL,
+                                      profiling && d->queue_profiling ? &ev : NULL);
   if (err != CL_SUCCESS)
     return ct__cl_error(err, "kernel %s on %s: clEnqueueNDRangeKernel failed", k->name, d->spec);
+  if (profiling) ct__profile_record(d, k->name, ev);
   return CT_OK;
 }

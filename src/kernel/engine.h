@@ -1,5 +1,6 @@
-/* The kernel engine: builds OpenCL programs per device on first use (from the embedded
- * kernels/ .cl files or from generated source strings), keeps them in memory, and hands out kernels.
+/* The kernel engine: builds OpenCL programs per device on first use (from the kernels/ .cl
+ * files embedded at build time, or from generated source strings), keeps them in memory and
+ * on disk, and hands out kernels.
  *
  * A cl_kernel's arguments are shared state, so a ct__kernel carries a lock: set the arguments
  * and enqueue while holding it, e.g.
@@ -11,9 +12,18 @@
  *   ct_status st = ct__kernel_launch(k, d, 1, &global, NULL);
  *   ct__kernel_unlock(k);
  *
+ * Calling ct__kernel_get() on every op invocation is intended: after the first call for a
+ * (file, kernel, options) triple it is a lock-free hash lookup (no allocation, no formatting).
+ *
  * Every program is built with kernels/common.cl prepended (dtype codes, 16-bit float loads
- * and stores) and with options that fit the device ("-cl-std=CL1.2", "-DCT_HAS_FP64=1" where
- * cl_khr_fp64 exists). */
+ * and stores) and with options that fit the device ("-cl-std=CL1.2" where the compiler speaks
+ * OpenCL C >= 1.2, "-DCT_HAS_FP64=0|1" from cl_khr_fp64), then the caller's options; never an
+ * option that relaxes float semantics.
+ *
+ * Compiled binaries persist in a disk cache (src/kernel/cache.h: location, format, checks);
+ * $CLTENSOR_CACHE=0 turns it off. Developer switch: $CLTENSOR_KERNEL_DIR, or the meson option
+ * kernel_dir, names a folder from which kernels/ files (common.cl included) are read at run
+ * time instead of the embedded copies; read once per device, when the device's engine starts. */
 #ifndef CT_KERNEL_ENGINE_H
 #define CT_KERNEL_ENGINE_H
 
@@ -24,13 +34,17 @@
 typedef struct ct__kernel ct__kernel;
 
 /* OUT: *out, kernel `name` from embedded source `file` ("elementwise.cl") built with extra
- * `options` (may be NULL). Owned by the device; valid until ct_shutdown().
- * CT_ERR_KERNEL_BUILD with the build log; CT_ERR_INTERNAL for an unknown file or kernel. */
+ * `options` (may be NULL, same as ""). Owned by the device; valid until ct_shutdown().
+ * Thread-safe. CT_ERR_KERNEL_BUILD with the build log; CT_ERR_INTERNAL for an unknown file or
+ * kernel; CT_ERR_IO when the developer kernel folder lacks the file; the statuses of
+ * ct__device_open(). Builds of one device are serialised; lookups of built kernels never wait. */
 ct_status ct__kernel_get(ct__kernel **out, ct_device *d, const char *file, const char *name,
                          const char *options);
 
-/* As ct__kernel_get() for a generated source string; programs are keyed by the source's hash
- * and the options, so the same source builds once per device. */
+/* As ct__kernel_get() for a generated source string (common.cl is prepended as well). The
+ * whole text is hashed and compared on each call, so equal texts share one program and one
+ * kernel per device whatever buffer they are in; callers on a hot path should keep the
+ * ct__kernel they got rather than regenerate the text. */
 ct_status ct__kernel_get_source(ct__kernel **out, ct_device *d, const char *source,
                                 const char *name, const char *options);
 
@@ -38,7 +52,8 @@ cl_kernel ct__kernel_lock(ct__kernel *k);
 void ct__kernel_unlock(ct__kernel *k);
 
 /* Enqueues k (locked by the caller) on d's queue. local may be NULL. Zero-sized launches are
- * skipped and return CT_OK. */
+ * skipped and return CT_OK. When the profiler is on, the launch's event is recorded under the
+ * kernel's name; when it is off, no event is created. */
 ct_status ct__kernel_launch(ct__kernel *k, ct_device *d, cl_uint dims, const size_t *global,
                             const size_t *local);
 
@@ -56,5 +71,20 @@ extern const int ct__embedded_source_count;
 
 /* The embedded source called name, or NULL. */
 const struct ct__embedded_source *ct__embedded_find(const char *name);
+
+/* The developer kernel folder ($CLTENSOR_KERNEL_DIR, else -Dkernel_dir), or NULL when the
+ * embedded sources are used. */
+const char *ct__kernel_dir(void);
+
+/* Process-wide counters, for tests and diagnostics. */
+struct ct__engine_stats {
+  unsigned long builds_from_source; /* successful compilations from source */
+  unsigned long loads_from_binary;  /* programs created from a disk-cache binary */
+  unsigned long cache_rejected;     /* cache files ignored: corrupt, truncated or mismatched */
+  unsigned long binary_refused;     /* valid cache files the driver would not load */
+  unsigned long cache_writes;       /* cache files written */
+  unsigned long build_failures;     /* builds that returned CT_ERR_KERNEL_BUILD */
+};
+void ct__engine_stats(struct ct__engine_stats *out);
 
 #endif

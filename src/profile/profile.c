@@ -1,0 +1,436 @@
+/* Event-based device timing per op and device: recording, lazy resolution, the table. */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cltensor/profile.h"
+#include "core/error.h"
+#include "profile/profile.h"
+
+atomic_int ct__profile_on = -1;
+
+/* Pending events are resolved once this many have accumulated (without waiting for the ones
+ * still running), and the oldest are waited for beyond the hard cap, which bounds memory and
+ * the driver's live event objects when the host runs far ahead of the device. */
+#define CT__PROF_BATCH 512
+#define CT__PROF_CAP 65536
+
+struct ct__prof_op {
+  char *name;
+  uint64_t hash;
+  uint64_t calls, timed, ns;
+};
+
+struct ct__prof_pending {
+  cl_event ev;
+  uint32_t op;
+};
+
+struct ct__prof_dev {
+  pthread_mutex_t lock;
+  int device_index;
+  int queue_profiling;
+  const ct_device *device;   /* NULL once the device is shut down */
+  char spec[32];
+  char name[128];
+  struct ct__prof_op *ops;
+  uint32_t nops, opcap;
+  uint32_t *index;           /* open addressing: op number + 1, 0 when free */
+  uint32_t icap;             /* a power of two, at least twice nops */
+  struct ct__prof_pending *pending;
+  size_t npending, pcap;
+  uint64_t dropped;          /* commands not recorded for lack of host memory */
+  struct ct__prof_dev *next;
+};
+
+static struct {
+  pthread_mutex_t lock;         /* the lists; taken before any device's lock */
+  struct ct__prof_dev *live;    /* devices in use */
+  struct ct__prof_dev *retired; /* shut down, kept for the CLTENSOR_PROFILE table */
+} G = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static int ct__profile_env(void) {
+  const char *env = getenv("CLTENSOR_PROFILE");
+  return env && *env && strcmp(env, "0") != 0; /* the device layer's rule, src/device/device.c */
+}
+
+int ct__profile_env_init(void) {
+  int expected = -1;
+  atomic_compare_exchange_strong(&ct__profile_on, &expected, ct__profile_env());
+  return atomic_load(&ct__profile_on);
+}
+
+ct_status ct_profile_start(void) {
+  atomic_store(&ct__want_queue_profiling, 1);
+  atomic_store(&ct__profile_on, 1);
+  return CT_OK;
+}
+
+void ct_profile_stop(void) { atomic_store(&ct__profile_on, 0); }
+
+bool ct_profile_enabled(void) { return ct__profile_active() != 0; }
+
+static uint64_t ct__prof_hash(const char *s) {
+  uint64_t h = 14695981039346656037ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+/* Resolves pending events: completed ones give their time, failed ones count untimed, running
+ * ones are kept, or waited for when wait is set. Called with p->lock held. */
+static void ct__prof_resolve(struct ct__prof_dev *p, size_t wait_count) {
+  size_t keep = 0;
+  for (size_t i = 0; i < p->npending; i++) {
+    struct ct__prof_pending *x = &p->pending[i];
+    cl_int status = -1;
+    if (clGetEventInfo(x->ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL) != CL_SUCCESS)
+      status = -1;
+    if (status > CL_COMPLETE) {
+      if (i >= wait_count) {
+        p->pending[keep++] = *x;
+        continue;
+      }
+      status = clWaitForEvents(1, &x->ev) == CL_SUCCESS ? CL_COMPLETE : -1;
+    }
+    cl_ulong t0 = 0, t1 = 0;
+    if (status == CL_COMPLETE &&
+        clGetEventProfilingInfo(x->ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) == CL_SUCCESS &&
+        clGetEventProfilingInfo(x->ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) == CL_SUCCESS &&
+        t1 >= t0) {
+      p->ops[x->op].timed++;
+      p->ops[x->op].ns += t1 - t0;
+    }
+    clReleaseEvent(x->ev);
+  }
+  p->npending = keep;
+}
+
+/* The number of op, inserting it; UINT32_MAX when out of memory. Called with p->lock held. */
+static uint32_t ct__prof_op(struct ct__prof_dev *p, const char *name) {
+  uint64_t h = ct__prof_hash(name);
+  if (p->icap) {
+    for (uint32_t i = (uint32_t)h & (p->icap - 1);; i = (i + 1) & (p->icap - 1)) {
+      uint32_t o = p->index[i];
+      if (o == 0) break;
+      if (p->ops[o - 1].hash == h && strcmp(p->ops[o - 1].name, name) == 0) return o - 1;
+    }
+  }
+  if (p->nops == p->opcap) {
+    uint32_t cap = p->opcap ? p->opcap * 2 : 32;
+    struct ct__prof_op *grown = realloc(p->ops, cap * sizeof *grown);
+    if (!grown) return UINT32_MAX;
+    p->ops = grown;
+    p->opcap = cap;
+  }
+  if (2 * (p->nops + 1) > p->icap) {
+    uint32_t cap = p->icap ? p->icap * 2 : 64;
+    uint32_t *idx = calloc(cap, sizeof *idx);
+    if (!idx) return UINT32_MAX;
+    for (uint32_t o = 0; o < p->nops; o++) {
+      uint32_t i = (uint32_t)p->ops[o].hash & (cap - 1);
+      while (idx[i]) i = (i + 1) & (cap - 1);
+      idx[i] = o + 1;
+    }
+    free(p->index);
+    p->index = idx;
+    p->icap = cap;
+  }
+  char *copy = strdup(name);
+  if (!copy) return UINT32_MAX;
+  uint32_t o = p->nops++;
+  p->ops[o] = (struct ct__prof_op){.name = copy, .hash = h};
+  uint32_t i = (uint32_t)h & (p->icap - 1);
+  while (p->index[i]) i = (i + 1) & (p->icap - 1);
+  p->index[i] = o + 1;
+  return o;
+}
+
+static void ct__prof_clear(struct ct__prof_dev *p) {
+  for (size_t i = 0; i < p->npending; i++) clReleaseEvent(p->pending[i].ev);
+  p->npending = 0;
+  for (uint32_t o = 0; o < p->nops; o++) free(p->ops[o].name);
+  p->nops = 0;
+  if (p->index) memset(p->index, 0, p->icap * sizeof *p->index);
+  p->dropped = 0;
+}
+
+static void ct__prof_free(struct ct__prof_dev *p) {
+  ct__prof_clear(p);
+  free(p->ops);
+  free(p->index);
+  free(p->pending);
+  pthread_mutex_destroy(&p->lock);
+  free(p);
+}
+
+static void ct__prof_print_all(struct ct__prof_dev *list);
+
+static void ct__prof_destroy(ct_device *d, void *state) {
+  (void)d;
+  struct ct__prof_dev *p = state;
+  pthread_mutex_lock(&G.lock);
+  struct ct__prof_dev **pp = &G.live;
+  while (*pp && *pp != p) pp = &(*pp)->next;
+  if (*pp) *pp = p->next;
+  pthread_mutex_lock(&p->lock);
+  ct__prof_resolve(p, SIZE_MAX); /* the queue has drained: nothing actually waits */
+  p->device = NULL;
+  pthread_mutex_unlock(&p->lock);
+  if (ct__profile_env()) {
+    /* Keep it for the table printed once the last device is gone. */
+    struct ct__prof_dev **tail = &G.retired;
+    while (*tail) tail = &(*tail)->next;
+    p->next = NULL;
+    *tail = p;
+  } else {
+    ct__prof_free(p);
+  }
+  if (!G.live && G.retired) {
+    ct__prof_print_all(G.retired);
+    for (struct ct__prof_dev *r = G.retired, *rn; r; r = rn) {
+      rn = r->next;
+      ct__prof_free(r);
+    }
+    G.retired = NULL;
+  }
+  pthread_mutex_unlock(&G.lock);
+}
+
+static ct_status ct__prof_create(void **state, ct_device *d) {
+  struct ct__prof_dev *p = calloc(1, sizeof *p);
+  if (!p) return ct__error(CT_ERR_OUT_OF_MEMORY, "profiler: out of host memory");
+  pthread_mutex_init(&p->lock, NULL);
+  p->device = d;
+  p->device_index = d->index;
+  p->queue_profiling = d->queue_profiling;
+  snprintf(p->spec, sizeof p->spec, "%s", d->spec);
+  snprintf(p->name, sizeof p->name, "%s", d->props.name);
+  pthread_mutex_lock(&G.lock);
+  p->next = G.live;
+  G.live = p;
+  pthread_mutex_unlock(&G.lock);
+  *state = p;
+  return CT_OK;
+}
+
+void ct__profile_record(ct_device *d, const char *op, cl_event ev) {
+  if (!ct__profile_active()) {
+    if (ev) clReleaseEvent(ev);
+    return;
+  }
+  struct ct__prof_dev *p;
+  if (ct__device_slot((void **)&p, d, CT__SLOT_PROFILE, ct__prof_create, ct__prof_destroy) != CT_OK) {
+    if (ev) clReleaseEvent(ev);
+    return;
+  }
+  pthread_mutex_lock(&p->lock);
+  uint32_t o = ct__prof_op(p, op ? op : "(unnamed)");
+  if (o == UINT32_MAX) {
+    p->dropped++;
+    if (ev) clReleaseEvent(ev);
+    pthread_mutex_unlock(&p->lock);
+    return;
+  }
+  p->ops[o].calls++;
+  if (ev) {
+    if (p->npending >= CT__PROF_BATCH) {
+      size_t wait = 0;
+      if (p->npending >= CT__PROF_CAP) {
+        clFlush(ct__device_queue(d)); /* waiting on commands never submitted would hang */
+        wait = CT__PROF_CAP / 2;
+      }
+      ct__prof_resolve(p, wait);
+    }
+    if (p->npending == p->pcap) {
+      size_t cap = p->pcap ? p->pcap * 2 : CT__PROF_BATCH * 2;
+      struct ct__prof_pending *grown = realloc(p->pending, cap * sizeof *grown);
+      if (grown) {
+        p->pending = grown;
+        p->pcap = cap;
+      }
+    }
+    if (p->npending < p->pcap) {
+      p->pending[p->npending++] = (struct ct__prof_pending){ev, o};
+    } else {
+      clReleaseEvent(ev); /* counted, untimed */
+    }
+  }
+  pthread_mutex_unlock(&p->lock);
+}
+
+void ct_profile_reset(void) {
+  pthread_mutex_lock(&G.lock);
+  for (struct ct__prof_dev *p = G.live; p; p = p->next) {
+    pthread_mutex_lock(&p->lock);
+    ct__prof_clear(p);
+    pthread_mutex_unlock(&p->lock);
+  }
+  pthread_mutex_unlock(&G.lock);
+}
+
+/* ---- Reporting ---- */
+
+static int ct__prof_cmp_ops(const void *a, const void *b) {
+  const struct ct__prof_op *x = a, *y = b;
+  if (x->ns != y->ns) return x->ns > y->ns ? -1 : 1;
+  if (x->calls != y->calls) return x->calls > y->calls ? -1 : 1;
+  return strcmp(x->name, y->name);
+}
+
+static int ct__prof_cmp_devs(const void *a, const void *b) {
+  const struct ct__prof_dev *x = *(struct ct__prof_dev *const *)a, *y = *(struct ct__prof_dev *const *)b;
+  return (x->device_index > y->device_index) - (x->device_index < y->device_index);
+}
+
+/* The devices of list in device order, each resolved (waiting) and with its ops sorted by time.
+ * Called with G.lock held; returns NULL with *n = 0 when empty or out of memory. */
+static struct ct__prof_dev **ct__prof_collect(struct ct__prof_dev *list, size_t *n) {
+  *n = 0;
+  for (struct ct__prof_dev *p = list; p; p = p->next) (*n)++;
+  struct ct__prof_dev **v = *n ? malloc(*n * sizeof *v) : NULL;
+  if (!v) {
+    *n = 0;
+    return NULL;
+  }
+  size_t i = 0;
+  for (struct ct__prof_dev *p = list; p; p = p->next) {
+    pthread_mutex_lock(&p->lock);
+    if (p->npending && p->device) clFlush(ct__device_queue(p->device));
+    ct__prof_resolve(p, SIZE_MAX);
+    /* Sorting reorders ops, so the hash index is rebuilt from the new positions. */
+    qsort(p->ops, p->nops, sizeof *p->ops, ct__prof_cmp_ops);
+    if (p->index) {
+      memset(p->index, 0, p->icap * sizeof *p->index);
+      for (uint32_t o = 0; o < p->nops; o++) {
+        uint32_t k = (uint32_t)p->ops[o].hash & (p->icap - 1);
+        while (p->index[k]) k = (k + 1) & (p->icap - 1);
+        p->index[k] = o + 1;
+      }
+    }
+    pthread_mutex_unlock(&p->lock);
+    v[i++] = p;
+  }
+  qsort(v, *n, sizeof *v, ct__prof_cmp_devs);
+  return v;
+}
+
+static void ct__prof_write(FILE *f, struct ct__prof_dev **v, size_t n) {
+  int any = 0;
+  for (size_t i = 0; i < n; i++) {
+    struct ct__prof_dev *p = v[i];
+    pthread_mutex_lock(&p->lock);
+    if (p->nops == 0 && p->dropped == 0) {
+      pthread_mutex_unlock(&p->lock);
+      continue;
+    }
+    any = 1;
+    uint64_t calls = 0, ns = 0, untimed = 0;
+    for (uint32_t o = 0; o < p->nops; o++) {
+      calls += p->ops[o].calls;
+      ns += p->ops[o].ns;
+      untimed += p->ops[o].calls - p->ops[o].timed;
+    }
+    fprintf(f, "cltensor profile: %s (%s)\n", p->spec, p->name);
+    if (!p->queue_profiling)
+      fprintf(f, "  (this device's queue was created before profiling was asked for: calls are "
+                 "counted but not timed; set CLTENSOR_PROFILE=1 or call ct_profile_start() "
+                 "before the device's first use)\n");
+    fprintf(f, "%-40s %10s %12s %12s %8s\n", "op", "calls", "total ms", "mean us", "share %");
+    for (uint32_t o = 0; o < p->nops; o++) {
+      const struct ct__prof_op *x = &p->ops[o];
+      fprintf(f, "%-40s %10" PRIu64 " %12.3f ", x->name, x->calls, (double)x->ns / 1e6);
+      if (x->timed)
+        fprintf(f, "%12.3f %8.1f\n", (double)x->ns / (double)x->timed / 1e3,
+                ns ? 100.0 * (double)x->ns / (double)ns : 0.0);
+      else
+        fprintf(f, "%12s %8s\n", "-", "-");
+    }
+    fprintf(f, "%-40s %10" PRIu64 " %12.3f %12s %8.1f\n", "total", calls, (double)ns / 1e6, "",
+            ns ? 100.0 : 0.0);
+    if (p->queue_profiling && untimed)
+      fprintf(f, "  (%" PRIu64 " call%s without a device time: recorded while the profiler was "
+                 "being switched, or the driver gave no times)\n", untimed, untimed == 1 ? "" : "s");
+    if (p->dropped)
+      fprintf(f, "  (%" PRIu64 " command%s not recorded: out of host memory)\n", p->dropped,
+              p->dropped == 1 ? "" : "s");
+    pthread_mutex_unlock(&p->lock);
+  }
+  if (!any) fprintf(f, "cltensor profile: no commands recorded\n");
+}
+
+/* The CLTENSOR_PROFILE table at shutdown, to $CLTENSOR_PROFILE_FILE or stderr: the one place
+ * the library writes on its own, because the user asked for it. Called with G.lock held. */
+static void ct__prof_print_all(struct ct__prof_dev *list) {
+  size_t n;
+  struct ct__prof_dev **v = ct__prof_collect(list, &n);
+  const char *path = getenv("CLTENSOR_PROFILE_FILE");
+  FILE *f = stderr;
+  if (path && *path) {
+    f = fopen(path, "w");
+    if (!f) {
+      fprintf(stderr, "cltensor profile: cannot write %s (%s); the table follows here\n", path,
+              strerror(errno));
+      f = stderr;
+    }
+  }
+  ct__prof_write(f, v, n);
+  if (f != stderr) fclose(f);
+  else fflush(f);
+  free(v);
+}
+
+ct_status ct_profile_dump(FILE *f) {
+  CT__CHECK_NOT_NULL("ct_profile_dump", f);
+  pthread_mutex_lock(&G.lock);
+  size_t n;
+  struct ct__prof_dev **v = ct__prof_collect(G.live, &n);
+  clearerr(f);
+  ct__prof_write(f, v, n);
+  free(v);
+  pthread_mutex_unlock(&G.lock);
+  if (fflush(f) != 0 || ferror(f))
+    return ct__error(CT_ERR_IO, "ct_profile_dump: writing the table failed: %s", strerror(errno));
+  return CT_OK;
+}
+
+ct_status ct_profile_dump_to_file(const char *path) {
+  CT__CHECK_NOT_NULL("ct_profile_dump_to_file", path);
+  FILE *f = fopen(path, "w");
+  if (!f) return ct__error(CT_ERR_IO, "ct_profile_dump_to_file: cannot open '%s': %s", path, strerror(errno));
+  ct_status st = ct_profile_dump(f);
+  if (fclose(f) != 0 && st == CT_OK)
+    st = ct__error(CT_ERR_IO, "ct_profile_dump_to_file: writing '%s' failed: %s", path, strerror(errno));
+  else if (st == CT_ERR_IO)
+    st = ct__error(CT_ERR_IO, "ct_profile_dump_to_file: writing '%s' failed", path);
+  return st;
+}
+
+ct_status ct_profile_entries(ct_profile_entry *out, size_t capacity, size_t *count) {
+  CT__CHECK_NOT_NULL("ct_profile_entries", count);
+  *count = 0;
+  if (!out && capacity > 0)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "ct_profile_entries: out is NULL with capacity %zu", capacity);
+  pthread_mutex_lock(&G.lock);
+  size_t n, rows = 0;
+  struct ct__prof_dev **v = ct__prof_collect(G.live, &n);
+  for (size_t i = 0; i < n; i++) {
+    struct ct__prof_dev *p = v[i];
+    pthread_mutex_lock(&p->lock);
+    for (uint32_t o = 0; o < p->nops; o++, rows++) {
+      if (rows >= capacity) continue;
+      ct_profile_entry *e = &out[rows];
+      e->device = p->device;
+      snprintf(e->op, sizeof e->op, "%s", p->ops[o].name);
+      e->calls = p->ops[o].calls;
+      e->timed_calls = p->ops[o].timed;
+      e->total_ms = (double)p->ops[o].ns / 1e6;
+    }
+    pthread_mutex_unlock(&p->lock);
+  }
+  free(v);
+  pthread_mutex_unlock(&G.lock);
+  *count = rows;
+  return CT_OK;
+}

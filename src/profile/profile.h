@@ -1,0 +1,45 @@
+/* The profiler's internal hooks (the public API is include/cltensor/profile.h).
+ *
+ * Anything that enqueues a command itself (transfers, CLBlast calls) records it like this:
+ *
+ *   cl_event ev;
+ *   cl_int err = clEnqueueWriteBuffer(q, buf, CL_FALSE, off, n, host, 0, NULL,
+ *                                     ct__profile_event(d, &ev));
+ *   if (err == CL_SUCCESS) ct__profile_record(d, "h2d", ev);
+ *
+ * ct__profile_event() asks for an event only when recording is on and d's queue can time
+ * commands, so nothing is created when the profiler is off. ct__kernel_launch() does this for
+ * every kernel. */
+#ifndef CT_PROFILE_PROFILE_H
+#define CT_PROFILE_PROFILE_H
+
+#include <CL/cl.h>
+#include <stdatomic.h>
+
+#include "device/device.h"
+
+/* -1 until $CLTENSOR_PROFILE has been read, then 0 (off) or 1 (recording). */
+extern atomic_int ct__profile_on;
+int ct__profile_env_init(void);
+
+/* True while recording; one relaxed atomic load once the environment has been read. */
+static inline int ct__profile_active(void) {
+  int on = atomic_load_explicit(&ct__profile_on, memory_order_relaxed);
+  return on >= 0 ? on : ct__profile_env_init();
+}
+
+/* Sets *slot to NULL and returns slot when the command should produce an event for the
+ * profiler, else NULL (pass the result as the enqueue call's event argument). */
+static inline cl_event *ct__profile_event(const ct_device *d, cl_event *slot) {
+  *slot = NULL;
+  return d->queue_profiling && ct__profile_active() ? slot : NULL;
+}
+
+/* Records one command named op (copied; a kernel name, "h2d", "gemm" ...) on d. Takes over ev
+ * (released once its times are read); ev may be NULL, then the call is counted without a time.
+ * Never blocks on the device except to bound memory when tens of thousands of commands are
+ * still pending; never fails (a command that cannot be recorded for lack of memory is counted
+ * as dropped). When the profiler is off it only releases ev. */
+void ct__profile_record(ct_device *d, const char *op, cl_event ev);
+
+#endif

@@ -1,0 +1,376 @@
+/* Profiler: recording kernels and other commands, the table and the entries, start/stop/reset,
+ * a device opened before profiling, CLTENSOR_PROFILE=1 at shutdown, concurrency, no events
+ * when off. Kernels are tiny generated sources, so nothing here depends on the ops.
+ *
+ * Each test runs in its own forked process and sets the environment it needs first. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "ct_test.h"
+#include "device/device.h"
+#include "kernel/engine.h"
+#include "profile/profile.h"
+
+static const char *SRC =
+    "__kernel void prof_inc(__global int *x) { x[get_global_id(0)] += 1; }\n"
+    "__kernel void prof_dbl(__global int *x) { x[get_global_id(0)] *= 2; }\n";
+
+struct buf {
+  ct_device *d;
+  cl_mem mem;
+  int n;
+};
+
+static struct buf make_buf(ct_device *d, int n) {
+  cl_int err;
+  struct buf b = {d, NULL, n};
+  ck_assert_ct_ok(ct_device_open(d));
+  int *host = calloc((size_t)n, sizeof *host);
+  b.mem = clCreateBuffer(ct__device_context(d), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                         (size_t)n * sizeof *host, host, &err);
+  ck_assert_int_eq(err, CL_SUCCESS);
+  free(host);
+  return b;
+}
+
+static void launch(struct buf *b, const char *kernel, int times) {
+  ct__kernel *k;
+  ck_assert_ct_ok(ct__kernel_get_source(&k, b->d, SRC, kernel, NULL));
+  for (int i = 0; i < times; i++) {
+    cl_kernel ck = ct__kernel_lock(k);
+    clSetKernelArg(ck, 0, sizeof b->mem, &b->mem);
+    size_t g = (size_t)b->n;
+    ct_status st = ct__kernel_launch(k, b->d, 1, &g, NULL);
+    ct__kernel_unlock(k);
+    ck_assert_msg(st == CT_OK, "%s", ct_last_error());
+  }
+}
+
+static const ct_profile_entry *find(const ct_profile_entry *e, size_t n, const char *op) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(e[i].op, op) == 0) return &e[i];
+  return NULL;
+}
+
+static size_t entries(ct_profile_entry *out, size_t cap) {
+  size_t n = 0;
+  ck_assert_ct_ok(ct_profile_entries(out, cap, &n));
+  return n;
+}
+
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "r");
+  ck_assert_ptr_nonnull(f);
+  char *text = calloc(1, 1 << 16);
+  size_t n = fread(text, 1, (1 << 16) - 1, f);
+  text[n] = '\0';
+  fclose(f);
+  return text;
+}
+
+/* The calls column of op's row in a dumped table; -1 when the row is missing. */
+static long calls_in_table(const char *table, const char *op) {
+  size_t n = strlen(op);
+  for (const char *line = table; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+    if (strncmp(line, op, n) == 0 && line[n] == ' ') return strtol(line + n, NULL, 10);
+  }
+  return -1;
+}
+
+static char *tmp_path(const char *name) {
+  const char *base = getenv("TMPDIR");
+  char *p = malloc(4096);
+  snprintf(p, 4096, "%s/ct-profile-%ld-%s", base && *base ? base : "/tmp", (long)getpid(), name);
+  return p;
+}
+
+static void clean_env(void) {
+  fflush(stdout);
+  dup2(STDERR_FILENO, STDOUT_FILENO); /* keep driver chatter out of the parent's TAP stream */
+  unsetenv("CLTENSOR_PROFILE");
+  unsetenv("CLTENSOR_PROFILE_FILE");
+  setenv("CLTENSOR_CACHE", "0", 1);
+}
+
+START_TEST(test_records_kernels_and_transfers) {
+  ck_assert(!ct_profile_enabled());
+  ck_assert_ct_ok(ct_profile_start());
+  ck_assert(ct_profile_enabled());
+  ct_device *d = ct_test_device();
+  struct buf b = make_buf(d, 1024);
+  ck_assert_int_eq(d->queue_profiling, 1);
+  launch(&b, "prof_inc", 10);
+  launch(&b, "prof_dbl", 5);
+  /* A transfer, recorded the way the tensor layer does it. */
+  int host[1024];
+  cl_event ev;
+  cl_event *evp = ct__profile_event(d, &ev);
+  ck_assert_ptr_eq(evp, &ev);
+  ck_assert_int_eq(clEnqueueReadBuffer(ct__device_queue(d), b.mem, CL_TRUE, 0, sizeof host, host, 0, NULL, evp),
+                   CL_SUCCESS);
+  ct__profile_record(d, "d2h", ev);
+  ck_assert_int_eq(host[0], 320); /* (0 + 10) * 2^5 */
+
+  ct_profile_entry e[16];
+  size_t n = entries(e, 16);
+  ck_assert_uint_eq(n, 3);
+  const ct_profile_entry *inc = find(e, n, "prof_inc"), *dbl = find(e, n, "prof_dbl"), *xfer = find(e, n, "d2h");
+  ck_assert_ptr_nonnull(inc);
+  ck_assert_ptr_nonnull(dbl);
+  ck_assert_ptr_nonnull(xfer);
+  ck_assert_uint_eq(inc->calls, 10);
+  ck_assert_uint_eq(inc->timed_calls, 10);
+  ck_assert_uint_eq(dbl->calls, 5);
+  ck_assert_uint_eq(dbl->timed_calls, 5);
+  ck_assert_uint_eq(xfer->calls, 1);
+  ck_assert_uint_eq(xfer->timed_calls, 1);
+  ck_assert_ptr_eq(inc->device, d);
+  ck_assert(inc->total_ms > 0.0 && dbl->total_ms > 0.0);
+  for (size_t i = 1; i < n; i++) ck_assert(e[i - 1].total_ms >= e[i].total_ms); /* largest first */
+  /* Asking with a small array gives the full count. */
+  size_t count = 0;
+  ck_assert_ct_ok(ct_profile_entries(NULL, 0, &count));
+  ck_assert_uint_eq(count, 3);
+  ck_assert_ct_ok(ct_profile_entries(e, 1, &count));
+  ck_assert_uint_eq(count, 3);
+
+  char *path = tmp_path("table.txt");
+  ck_assert_ct_ok(ct_profile_dump_to_file(path));
+  char *table = slurp(path);
+  char head[64];
+  snprintf(head, sizeof head, "cltensor profile: %s (", ct_device_spec(d));
+  ck_assert_msg(strncmp(table, head, strlen(head)) == 0, "%s", table);
+  ck_assert_ptr_nonnull(strstr(table, "share %"));
+  ck_assert_ptr_nonnull(strstr(table, "mean us"));
+  ck_assert_int_eq(calls_in_table(table, "prof_inc"), 10);
+  ck_assert_int_eq(calls_in_table(table, "prof_dbl"), 5);
+  ck_assert_int_eq(calls_in_table(table, "d2h"), 1);
+  ck_assert_int_eq(calls_in_table(table, "total"), 16);
+  ck_assert_ptr_null(strstr(table, "before profiling"));
+  free(table);
+  unlink(path);
+  free(path);
+  clReleaseMemObject(b.mem);
+  ct_shutdown();
+}
+END_TEST
+
+START_TEST(test_stop_and_reset) {
+  ck_assert_ct_ok(ct_profile_start());
+  ct_device *d = ct_test_device();
+  struct buf b = make_buf(d, 64);
+  launch(&b, "prof_inc", 3);
+  ct_profile_stop();
+  ck_assert(!ct_profile_enabled());
+  launch(&b, "prof_inc", 4); /* not recorded */
+  cl_event ev;
+  ck_assert_ptr_null(ct__profile_event(d, &ev));
+  ct_profile_entry e[4];
+  ck_assert_uint_eq(entries(e, 4), 1);
+  ck_assert_uint_eq(e[0].calls, 3);
+  /* Data survives stop; restart adds to it. */
+  ck_assert_ct_ok(ct_profile_start());
+  launch(&b, "prof_inc", 2);
+  ck_assert_uint_eq(entries(e, 4), 1);
+  ck_assert_uint_eq(e[0].calls, 5);
+  ct_profile_reset();
+  ck_assert(ct_profile_enabled());
+  ck_assert_uint_eq(entries(e, 4), 0);
+  char *path = tmp_path("empty.txt");
+  ck_assert_ct_ok(ct_profile_dump_to_file(path));
+  char *table = slurp(path);
+  ck_assert_str_eq(table, "cltensor profile: no commands recorded\n");
+  free(table);
+  unlink(path);
+  free(path);
+  launch(&b, "prof_dbl", 1);
+  ck_assert_uint_eq(entries(e, 4), 1);
+  ck_assert_str_eq(e[0].op, "prof_dbl");
+  clReleaseMemObject(b.mem);
+  ct_shutdown();
+}
+END_TEST
+
+START_TEST(test_off_creates_no_events) {
+  ct_device *d = ct_test_device();
+  struct buf b = make_buf(d, 64);
+  ck_assert_int_eq(d->queue_profiling, 0);
+  launch(&b, "prof_inc", 5);
+  cl_event ev = (cl_event)1;
+  ck_assert_ptr_null(ct__profile_event(d, &ev));
+  ck_assert_ptr_null(ev);
+  ct__profile_record(d, "ignored", NULL);
+  ck_assert_ptr_null(atomic_load(&d->slot[CT__SLOT_PROFILE])); /* no state was even created */
+  ct_profile_entry e[4];
+  ck_assert_uint_eq(entries(e, 4), 0);
+  clReleaseMemObject(b.mem);
+  ct_shutdown();
+}
+END_TEST
+
+START_TEST(test_device_opened_before_start) {
+  ct_device *d = ct_test_device();
+  ck_assert_ct_ok(ct_device_open(d));
+  ck_assert_int_eq(d->queue_profiling, 0);
+  ck_assert_ct_ok(ct_profile_start());
+  struct buf b = make_buf(d, 64);
+  launch(&b, "prof_inc", 3);
+  ct_profile_entry e[4];
+  ck_assert_uint_eq(entries(e, 4), 1);
+  ck_assert_uint_eq(e[0].calls, 3);
+  ck_assert_uint_eq(e[0].timed_calls, 0);
+  char *path = tmp_path("unprofiled.txt");
+  ck_assert_ct_ok(ct_profile_dump_to_file(path));
+  char *table = slurp(path);
+  ck_assert_msg(strstr(table, "created before profiling was asked for"), "%s", table);
+  ck_assert_int_eq(calls_in_table(table, "prof_inc"), 3);
+  free(table);
+  unlink(path);
+  free(path);
+  clReleaseMemObject(b.mem);
+  ct_shutdown();
+  /* After shutdown the device reopens with a profiling queue (ct_profile_start() is sticky). */
+  d = ct_test_device();
+  ck_assert_ct_ok(ct_device_open(d));
+  ck_assert_int_eq(d->queue_profiling, 1);
+  ct_shutdown();
+}
+END_TEST
+
+START_TEST(test_env_prints_table_at_shutdown) {
+  char *path = tmp_path("shutdown.txt");
+  setenv("CLTENSOR_PROFILE", "1", 1);
+  setenv("CLTENSOR_PROFILE_FILE", path, 1);
+  ck_assert(ct_profile_enabled());
+  ct_device *d = ct_test_device();
+  struct buf b = make_buf(d, 256);
+  ck_assert_int_eq(d->queue_profiling, 1);
+  launch(&b, "prof_inc", 7);
+  launch(&b, "prof_dbl", 2);
+  clReleaseMemObject(b.mem);
+  ct_shutdown();
+  char *table = slurp(path);
+  ck_assert_int_eq(calls_in_table(table, "prof_inc"), 7);
+  ck_assert_int_eq(calls_in_table(table, "prof_dbl"), 2);
+  ck_assert_int_eq(calls_in_table(table, "total"), 9);
+  free(table);
+  unlink(path);
+  free(path);
+}
+END_TEST
+
+START_TEST(test_env_zero_is_off) {
+  setenv("CLTENSOR_PROFILE", "0", 1);
+  ck_assert(!ct_profile_enabled());
+  ct_device *d = ct_test_device();
+  ck_assert_ct_ok(ct_device_open(d));
+  ck_assert_int_eq(d->queue_profiling, 0);
+  ct_shutdown();
+}
+END_TEST
+
+START_TEST(test_many_launches_resolve_in_batches) {
+  ck_assert_ct_ok(ct_profile_start());
+  ct_device *d = ct_test_device();
+  struct buf b = make_buf(d, 16);
+  launch(&b, "prof_inc", 3000); /* several batches of pending events */
+  ct_profile_entry e[2];
+  ck_assert_uint_eq(entries(e, 2), 1);
+  ck_assert_uint_eq(e[0].calls, 3000);
+  ck_assert_uint_eq(e[0].timed_calls, 3000);
+  clReleaseMemObject(b.mem);
+  ct_shutdown();
+}
+END_TEST
+
+#define NTHREADS 8
+#define PER_THREAD 200
+
+static void *worker(void *arg) {
+  struct buf *b = arg;
+  ct__kernel *k;
+  if (ct__kernel_get_source(&k, b->d, SRC, "prof_inc", NULL) != CT_OK) return (void *)1;
+  char op[32];
+  snprintf(op, sizeof op, "thread_op_%d", b->n % NTHREADS);
+  for (int i = 0; i < PER_THREAD; i++) {
+    cl_kernel ck = ct__kernel_lock(k);
+    clSetKernelArg(ck, 0, sizeof b->mem, &b->mem);
+    size_t g = 16;
+    ct_status st = ct__kernel_launch(k, b->d, 1, &g, NULL);
+    ct__kernel_unlock(k);
+    if (st != CT_OK) return (void *)1;
+    ct__profile_record(b->d, op, NULL); /* counted, untimed */
+    if (i % 50 == 0) {
+      ct_profile_entry e[32];
+      size_t n;
+      if (ct_profile_entries(e, 32, &n) != CT_OK) return (void *)1;
+    }
+  }
+  return NULL;
+}
+
+START_TEST(test_concurrent_recording_is_exact) {
+  ck_assert_ct_ok(ct_profile_start());
+  ct_device *d = ct_test_device();
+  struct buf bufs[NTHREADS];
+  pthread_t th[NTHREADS];
+  for (int i = 0; i < NTHREADS; i++) {
+    bufs[i] = make_buf(d, 16);
+    bufs[i].n = 16 * NTHREADS + i; /* n % NTHREADS names the thread's op; 16 elements launched */
+  }
+  for (int i = 0; i < NTHREADS; i++) ck_assert_int_eq(pthread_create(&th[i], NULL, worker, &bufs[i]), 0);
+  for (int i = 0; i < NTHREADS; i++) {
+    void *r;
+    pthread_join(th[i], &r);
+    ck_assert_ptr_null(r);
+  }
+  ct_profile_entry e[32];
+  size_t n = entries(e, 32);
+  ck_assert_uint_eq(n, 1 + NTHREADS);
+  const ct_profile_entry *inc = find(e, n, "prof_inc");
+  ck_assert_ptr_nonnull(inc);
+  ck_assert_uint_eq(inc->calls, NTHREADS * PER_THREAD);
+  ck_assert_uint_eq(inc->timed_calls, NTHREADS * PER_THREAD);
+  for (int i = 0; i < NTHREADS; i++) {
+    char op[32];
+    snprintf(op, sizeof op, "thread_op_%d", i);
+    const ct_profile_entry *x = find(e, n, op);
+    ck_assert_ptr_nonnull(x);
+    ck_assert_uint_eq(x->calls, PER_THREAD);
+    ck_assert_uint_eq(x->timed_calls, 0);
+  }
+  for (int i = 0; i < NTHREADS; i++) clReleaseMemObject(bufs[i].mem);
+  ct_shutdown();
+}
+END_TEST
+
+START_TEST(test_argument_errors) {
+  ck_assert_ct_status(ct_profile_dump(NULL), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_profile_dump_to_file(NULL), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_profile_dump_to_file("/nonexistent-dir/x/profile.txt"), CT_ERR_IO);
+  ck_assert_error_contains("/nonexistent-dir/x/profile.txt");
+  ct_profile_entry e;
+  size_t n;
+  ck_assert_ct_status(ct_profile_entries(NULL, 1, &n), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_profile_entries(&e, 1, NULL), CT_ERR_INVALID_ARGUMENT);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("profile");
+  TCase *tc = tcase_create("profile");
+  tcase_set_timeout(tc, 300);
+  tcase_add_checked_fixture(tc, clean_env, NULL);
+  tcase_add_test(tc, test_records_kernels_and_transfers);
+  tcase_add_test(tc, test_stop_and_reset);
+  tcase_add_test(tc, test_off_creates_no_events);
+  tcase_add_test(tc, test_device_opened_before_start);
+  tcase_add_test(tc, test_env_prints_table_at_shutdown);
+  tcase_add_test(tc, test_env_zero_is_off);
+  tcase_add_test(tc, test_many_launches_resolve_in_batches);
+  tcase_add_test(tc, test_concurrent_recording_is_exact);
+  tcase_add_test(tc, test_argument_errors);
+  suite_add_tcase(s, tc);
+  return ct_test_run(s);
+}
