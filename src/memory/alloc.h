@@ -17,7 +17,12 @@ typedef struct ct__block {
   void *priv;        /* allocator bookkeeping */
 } ct__block;
 
-/* OUT: *out, a block of at least bytes on d (bytes may be 0). On failure: frees the cache, retries
+/* OUT: *out, a block of at least bytes on d (bytes may be 0: the block is then a real minimal
+ * one, so every tensor has a valid cl_mem). b->offset is a multiple of the device's base-address
+ * alignment (at least 128 bytes); b->size is the rounded size counted in the statistics.
+ * $CLTENSOR_MEMORY_LIMIT / $CLTENSOR_NO_CACHING are read when the device's allocator is created;
+ * a malformed value makes every allocation on the device fail with CT_ERR_INVALID_ARGUMENT.
+ * Thread-safe. On failure: frees the cache, retries
  * once, then CT_ERR_OUT_OF_MEMORY with the request, device, its total memory, and the bytes
  * allocated and reserved. Above the device's max single allocation: CT_ERR_OUT_OF_MEMORY. */
 ct_status ct__alloc(ct__block **out, ct_device *d, size_t bytes);
