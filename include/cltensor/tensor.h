@@ -144,6 +144,8 @@ CT_API ct_status ct_cast(ct_tensor **out, const ct_tensor *t, ct_dtype dt);
 /* ---- Printing, like PyTorch's repr ----
  * "tensor([[1., 2.],\n        [3., 4.]], shape=[2, 2], dtype=f32, device=cpu:0)";
  * summarized with "..." past 1000 elements (3 at each edge). */
+/* Writes the text and a newline to f (CT_ERR_IO when writing fails). Only the shown elements
+ * are read from the device. */
 CT_API ct_status ct_print(FILE *f, const ct_tensor *t);
 /* Writes the same text into buf (always NUL-terminated when size > 0); *needed (may be NULL)
  * receives the full length without the NUL. CT_ERR_INVALID_ARGUMENT when it did not fit. */

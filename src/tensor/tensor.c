@@ -1,6 +1,7 @@
 /* The tensor handle and its shared storage: creation, reference counting, properties, and the
  * argument checks every multi-tensor operation shares. */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -254,4 +255,70 @@ ct_status ct_ones(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int
 ct_status ct_full(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape,
                   double value) {
   return ct__full(out, d, t, ndim, shape, value, "ct_full");
+}
+
+ct_status ct_arange(ct_tensor **out, ct_device *d, ct_dtype t, double start, double end, double step) {
+  CT__CHECK_NOT_NULL("ct_arange", out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL("ct_arange", d);
+  if (!isfinite(start) || !isfinite(end) || !isfinite(step) || step == 0.0)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "ct_arange: start %g, end %g and step %g must be finite, step nonzero",
+                     start, end, step);
+  double count = ceil((end - start) / step);
+  if (count < 0)
+    return ct__error(CT_ERR_INVALID_ARGUMENT,
+                     "ct_arange: step %g goes away from end (start %g, end %g): the range would be empty backwards",
+                     step, start, end);
+  if (count > 9e15)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "ct_arange: %g elements (start %g, end %g, step %g) is too many", count,
+                     start, end, step);
+  int64_t n = (int64_t)count;
+  CT__TRY(ct__tensor_new(out, d, t, 1, &n, "ct_arange"));
+  size_t es = ct_dtype_size(t);
+  unsigned char *h = malloc((size_t)n * es + 1);
+  if (!h) {
+    ct_release(*out);
+    *out = NULL;
+    return ct__error(CT_ERR_OUT_OF_MEMORY, "ct_arange: out of host memory for %" PRId64 " elements", n);
+  }
+  /* Integral ranges into integer dtypes are computed in 64-bit integers, so values past 2^53
+   * stay exact; everything else as start + i * step in double, as PyTorch does. */
+  int integral = !ct_dtype_is_float(t) && start == trunc(start) && step == trunc(step) && fabs(start) < 9.2e18 &&
+                 fabs(step) < 9.2e18;
+  for (int64_t i = 0; i < n; i++) {
+    if (integral)
+      ct__host_store_int(t, h + (size_t)i * es,
+                         (int64_t)((uint64_t)(int64_t)start + (uint64_t)i * (uint64_t)(int64_t)step));
+    else
+      ct__host_store_double(t, h + (size_t)i * es, start + (double)i * step);
+  }
+  ct_status st = ct_copy_from_host(*out, h, (size_t)n * es);
+  free(h);
+  if (st != CT_OK) {
+    ct_release(*out);
+    *out = NULL;
+  }
+  return st;
+}
+
+ct_status ct_eye(ct_tensor **out, ct_device *d, ct_dtype t, int64_t n, int64_t m) {
+  CT__CHECK_NOT_NULL("ct_eye", out);
+  *out = NULL;
+  if (n < 0 || m < 0)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "ct_eye: n %" PRId64 " and m %" PRId64 " must be >= 0", n, m);
+  int64_t shape[2] = {n, m};
+  CT__TRY(ct__full(out, d, t, 2, shape, 0.0, "ct_eye"));
+  /* The diagonal is a strided view with stride m + 1. */
+  int64_t k = n < m ? n : m, stride = m + 1;
+  ct_tensor *diag;
+  ct_status st = ct__tensor_view(&diag, *out, 1, &k, &stride, 0);
+  if (st == CT_OK) {
+    st = ct__fill_value(diag, 1.0, "ct_eye");
+    ct_release(diag);
+  }
+  if (st != CT_OK) {
+    ct_release(*out);
+    *out = NULL;
+  }
+  return st;
 }

@@ -1,0 +1,250 @@
+/* Printing like PyTorch's repr: "tensor([[1., 2.],\n        [3., 4.]], shape=[2, 2], dtype=f32,
+ * device=cpu:0)". Past 1000 elements every dim longer than 6 shows its first and last 3 entries
+ * around "...", and only those elements are brought to the host. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "device/device.h"
+#include "tensor/tensor.h"
+
+#define CT__SUMMARY_THRESHOLD 1000
+#define CT__EDGE 3
+
+typedef struct {
+  char *buf;
+  size_t len, cap;
+  int oom;
+} ct__str;
+
+static void ct__puts(ct__str *s, const char *fmt, ...) CT__PRINTF(2, 3);
+static void ct__puts(ct__str *s, const char *fmt, ...) {
+  if (s->oom) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  if (s->len + (size_t)n + 1 > s->cap) {
+    size_t cap = (s->cap ? s->cap * 2 : 256);
+    while (cap < s->len + (size_t)n + 1) cap *= 2;
+    char *b = realloc(s->buf, cap);
+    if (!b) {
+      s->oom = 1;
+      return;
+    }
+    s->buf = b;
+    s->cap = cap;
+  }
+  va_start(ap, fmt);
+  vsnprintf(s->buf + s->len, s->cap - s->len, fmt, ap);
+  va_end(ap);
+  s->len += (size_t)n;
+}
+
+/* How floats print, chosen from all shown finite values as PyTorch does. */
+enum ct__fmode { CT__FINT, CT__FFIXED, CT__FSCI };
+
+typedef struct {
+  ct_dtype dtype;
+  enum ct__fmode mode;
+  int width;
+  int ndim;
+  const int64_t *shown;   /* shape of the gathered host block */
+  int summarized[CT_MAX_DIMS];
+  const unsigned char *data;
+} ct__fmt;
+
+static int ct__elem_text(char *out, size_t n, const ct__fmt *f, const unsigned char *p) {
+  ct_dtype t = f->dtype;
+  if (t == CT_BOOL) return snprintf(out, n, "%s", *p ? "True" : "False");
+  if (!ct_dtype_is_float(t)) return snprintf(out, n, "%" PRId64, ct__host_load_int(t, p));
+  double v = ct__host_load_double(t, p);
+  if (isnan(v)) return snprintf(out, n, "nan");
+  if (isinf(v)) return snprintf(out, n, v < 0 ? "-inf" : "inf");
+  switch (f->mode) {
+    case CT__FINT: return snprintf(out, n, "%.0f.", v);
+    case CT__FFIXED: return snprintf(out, n, "%.4f", v);
+    default: return snprintf(out, n, "%.4e", v);
+  }
+}
+
+static void ct__emit(ct__str *s, const ct__fmt *f, int dim, int64_t *flat, int indent) {
+  size_t es = ct_dtype_size(f->dtype);
+  if (dim == f->ndim) {
+    char e[64];
+    ct__elem_text(e, sizeof e, f, f->data + (size_t)(*flat) * es);
+    ct__puts(s, "%*s", f->width, e);
+    (*flat)++;
+    return;
+  }
+  ct__puts(s, "[");
+  int64_t n = f->shown[dim];
+  for (int64_t i = 0; i < n; i++) {
+    if (i > 0) {
+      if (dim == f->ndim - 1) {
+        ct__puts(s, ", ");
+      } else {
+        ct__puts(s, ",");
+        for (int k = 0; k < f->ndim - 1 - dim; k++) ct__puts(s, "\n");
+        ct__puts(s, "%*s", indent + dim + 1, "");
+      }
+    }
+    if (f->summarized[dim] && i == CT__EDGE) {
+      /* PyTorch's ellipsis: " ..." among elements, "..." among rows. */
+      ct__puts(s, dim == f->ndim - 1 ? " ..." : "...");
+      if (dim == f->ndim - 1) {
+        ct__puts(s, ", ");
+      } else {
+        ct__puts(s, ",");
+        for (int k = 0; k < f->ndim - 1 - dim; k++) ct__puts(s, "\n");
+        ct__puts(s, "%*s", indent + dim + 1, "");
+      }
+    }
+    ct__emit(s, f, dim + 1, flat, indent);
+  }
+  ct__puts(s, "]");
+}
+
+/* Copies the shown part of t (edges of summarized dims) into a new contiguous tensor. */
+static ct_status ct__gather_shown(ct_tensor **out, const ct_tensor *t, const int *summ, int64_t *shown) {
+  for (int i = 0; i < t->ndim; i++) shown[i] = summ[i] ? 2 * CT__EDGE : t->shape[i];
+  ct_tensor *r;
+  CT__TRY(ct__tensor_new(&r, t->storage->device, t->dtype, t->ndim, shown, "ct_format"));
+  int k = 0, which[CT_MAX_DIMS];
+  for (int i = 0; i < t->ndim; i++) k += summ[i];
+  ct_status st = CT_OK;
+  /* One copy per combination of leading/trailing edges over the summarized dims. */
+  for (int combo = 0; combo < (1 << k) && st == CT_OK; combo++) {
+    for (int i = 0, b = 0; i < t->ndim; i++) which[i] = summ[i] ? (combo >> b++) & 1 : 0;
+    ct_tensor *sv = NULL, *dv = NULL;
+    sv = ct_retain((ct_tensor *)t);
+    dv = ct_retain(r);
+    for (int i = 0; i < t->ndim && st == CT_OK; i++) {
+      if (!summ[i]) continue;
+      ct_tensor *a = NULL, *b = NULL;
+      int64_t s0 = which[i] ? t->shape[i] - CT__EDGE : 0;
+      st = ct_slice(&a, sv, i, s0, s0 + CT__EDGE, 1);
+      if (st == CT_OK) st = ct_slice(&b, dv, i, which[i] ? CT__EDGE : 0, which[i] ? 2 * CT__EDGE : CT__EDGE, 1);
+      ct_release(sv);
+      ct_release(dv);
+      sv = a;
+      dv = b;
+    }
+    if (st == CT_OK) st = ct__copy(dv, sv, "ct_format");
+    ct_release(sv);
+    ct_release(dv);
+  }
+  if (st != CT_OK) {
+    ct_release(r);
+    return st;
+  }
+  *out = r;
+  return CT_OK;
+}
+
+/* Builds the whole text into s. */
+static ct_status ct__repr(ct__str *s, const ct_tensor *t) {
+  char shape[200];
+  ct__shape_str(shape, sizeof shape, t->ndim, t->shape);
+  int64_t numel = ct_numel(t);
+  const char *suffix_fmt = ", shape=%s, dtype=%s, device=%s)";
+  if (numel == 0) {
+    ct__puts(s, "tensor([]");
+    ct__puts(s, suffix_fmt, shape, ct_dtype_name(t->dtype), t->storage->device->spec);
+    return CT_OK;
+  }
+  int summ[CT_MAX_DIMS] = {0};
+  int64_t shown[CT_MAX_DIMS];
+  ct_tensor *h = NULL;
+  if (numel > CT__SUMMARY_THRESHOLD) {
+    int any = 0;
+    for (int i = 0; i < t->ndim; i++) any |= summ[i] = t->shape[i] > 2 * CT__EDGE;
+    if (any) CT__TRY(ct__gather_shown(&h, t, summ, shown));
+  }
+  if (!h) {
+    for (int i = 0; i < t->ndim; i++) shown[i] = t->shape[i];
+    h = ct_retain((ct_tensor *)t);
+  }
+  size_t nb = ct_tensor_nbytes(h);
+  unsigned char *data = malloc(nb);
+  if (!data) {
+    ct_release(h);
+    return ct__error(CT_ERR_OUT_OF_MEMORY, "ct_format: out of host memory for %zu bytes", nb);
+  }
+  ct_status st = ct_to_host(h, data, nb);
+  int64_t n = ct_numel(h);
+  ct_release(h);
+  if (st != CT_OK) {
+    free(data);
+    return st;
+  }
+  ct__fmt f = {.dtype = t->dtype, .mode = CT__FINT, .width = 0, .ndim = t->ndim, .shown = shown, .data = data};
+  memcpy(f.summarized, summ, sizeof summ);
+  size_t es = ct_dtype_size(t->dtype);
+  if (ct_dtype_is_float(t->dtype)) {
+    double mx = 0, mn = INFINITY;
+    int all_int = 1, any = 0;
+    for (int64_t i = 0; i < n; i++) {
+      double v = ct__host_load_double(t->dtype, data + (size_t)i * es);
+      if (!isfinite(v)) continue;
+      any = 1;
+      if (v != nearbyint(v)) all_int = 0;
+      double a = fabs(v);
+      if (a > mx) mx = a;
+      if (a > 0 && a < mn) mn = a;
+    }
+    /* PyTorch's rules, over the nonzero finite magnitudes shown. */
+    int wide = mn != INFINITY && (mx / mn > 1000.0 || mx > 1e8);
+    if (!any || all_int) f.mode = wide ? CT__FSCI : CT__FINT;
+    else f.mode = wide || mn < 1e-4 ? CT__FSCI : CT__FFIXED;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    char e[64];
+    int w = ct__elem_text(e, sizeof e, &f, data + (size_t)i * es);
+    if (w > f.width) f.width = w;
+  }
+  ct__puts(s, "tensor(");
+  int64_t flat = 0;
+  ct__emit(s, &f, 0, &flat, (int)strlen("tensor("));
+  ct__puts(s, suffix_fmt, shape, ct_dtype_name(t->dtype), t->storage->device->spec);
+  free(data);
+  return CT_OK;
+}
+
+ct_status ct_format(char *buf, size_t size, size_t *needed, const ct_tensor *t) {
+  CT__CHECK_NOT_NULL("ct_format", t);
+  if (!buf && size > 0) return ct__error(CT_ERR_INVALID_ARGUMENT, "ct_format: argument 'buf' is NULL with size %zu", size);
+  ct__str s = {0};
+  ct_status st = ct__repr(&s, t);
+  if (st == CT_OK && s.oom) st = ct__error(CT_ERR_OUT_OF_MEMORY, "ct_format: out of host memory");
+  if (st != CT_OK) {
+    free(s.buf);
+    return st;
+  }
+  if (needed) *needed = s.len;
+  if (size > 0) {
+    size_t c = s.len < size - 1 ? s.len : size - 1;
+    memcpy(buf, s.buf, c);
+    buf[c] = '\0';
+  }
+  if (s.len + 1 > size) st = ct__error(CT_ERR_INVALID_ARGUMENT, "ct_format: buffer of %zu bytes is too small for %zu bytes of text (and the NUL)", size, s.len);
+  free(s.buf);
+  return st;
+}
+
+ct_status ct_print(FILE *f, const ct_tensor *t) {
+  CT__CHECK_NOT_NULL("ct_print", f);
+  CT__CHECK_NOT_NULL("ct_print", t);
+  ct__str s = {0};
+  ct_status st = ct__repr(&s, t);
+  if (st == CT_OK && s.oom) st = ct__error(CT_ERR_OUT_OF_MEMORY, "ct_print: out of host memory");
+  if (st == CT_OK && (fwrite(s.buf, 1, s.len, f) != s.len || fputc('\n', f) == EOF))
+    st = ct__error(CT_ERR_IO, "ct_print: writing %zu bytes failed", s.len + 1);
+  free(s.buf);
+  return st;
+}
