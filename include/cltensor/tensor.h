@@ -69,14 +69,14 @@ CT_API void ct_release(ct_tensor *t);
 
 /* ---- Properties (t must not be NULL unless stated) ---- */
 CT_API ct_device *ct_tensor_device(const ct_tensor *t);       /* borrowed; NULL for NULL */
-CT_API ct_dtype ct_tensor_dtype(const ct_tensor *t);
+CT_API ct_dtype ct_tensor_dtype(const ct_tensor *t);            /* (ct_dtype)-1 for NULL */
 CT_API int ct_tensor_ndim(const ct_tensor *t);                 /* -1 for NULL */
-CT_API const int64_t *ct_tensor_shape(const ct_tensor *t);     /* ndim entries, owned by t */
-CT_API const int64_t *ct_tensor_strides(const ct_tensor *t);   /* in elements, owned by t */
-CT_API int64_t ct_tensor_offset(const ct_tensor *t);           /* in elements, into storage */
+CT_API const int64_t *ct_tensor_shape(const ct_tensor *t);     /* ndim entries, owned by t; NULL for NULL */
+CT_API const int64_t *ct_tensor_strides(const ct_tensor *t);   /* in elements, owned by t; NULL for NULL */
+CT_API int64_t ct_tensor_offset(const ct_tensor *t);           /* in elements, into storage; 0 for NULL */
 CT_API int64_t ct_numel(const ct_tensor *t);                   /* 0 for NULL */
-CT_API size_t ct_tensor_nbytes(const ct_tensor *t);            /* numel * dtype size */
-CT_API bool ct_tensor_is_contiguous(const ct_tensor *t);       /* C-contiguous */
+CT_API size_t ct_tensor_nbytes(const ct_tensor *t);            /* numel * dtype size; 0 for NULL */
+CT_API bool ct_tensor_is_contiguous(const ct_tensor *t);       /* C-contiguous; false for NULL */
 
 /* ---- Moving data ---- */
 /* Copies the tensor's elements, row-major, into dst (blocking). Works for any strides.

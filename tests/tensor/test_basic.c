@@ -3,6 +3,7 @@
 #include <stdint.h>
 
 #include "ct_test.h"
+#include "device/device.h"
 #include "tensor/tensor.h"
 
 static const ct_dtype all_dtypes[CT_DTYPE_COUNT] = {CT_BOOL, CT_U8, CT_I8, CT_I32, CT_I64,
@@ -199,6 +200,65 @@ START_TEST(test_same_device_two) {
 }
 END_TEST
 
+
+START_TEST(test_f64_unsupported) {
+  ct_device *d = ct_test_device();
+  /* Pretend the device lacks cl_khr_fp64 (this forked test process owns its device table). */
+  d->props.fp64 = false;
+  ct_tensor *x = (ct_tensor *)1;
+  int64_t shape[1] = {3};
+  ck_assert_ct_status(ct_zeros(&x, d, CT_F64, 1, shape), CT_ERR_UNSUPPORTED);
+  ck_assert_ptr_null(x);
+  ck_assert_error_contains("cl_khr_fp64");
+  ck_assert_error_contains(ct_device_spec(d));
+  ck_assert_error_contains(ct_device_properties(d)->name);
+  ck_assert_ct_status(ct_arange(&x, d, CT_F64, 0, 3, 1), CT_ERR_UNSUPPORTED);
+  ct_tensor *f;
+  ck_assert_ct_ok(ct_zeros(&f, d, CT_F32, 1, shape));
+  ck_assert_ct_status(ct_cast(&x, f, CT_F64), CT_ERR_UNSUPPORTED);
+  ct_release(f);
+}
+END_TEST
+
+START_TEST(test_null_arguments) {
+  ct_device *d = ct_test_device();
+  int64_t shape[1] = {3};
+  ct_tensor *x = (ct_tensor *)1;
+  ck_assert_ct_status(ct_zeros(NULL, d, CT_F32, 1, shape), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_zeros(&x, NULL, CT_F32, 1, shape), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_null(x);
+  ck_assert_ct_status(ct_ones(NULL, d, CT_F32, 1, shape), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_ones(&x, d, CT_F32, 1, NULL), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_full(NULL, d, CT_F32, 1, shape, 1.0), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_full(&x, d, CT_F32, -2, shape, 1.0), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_from_host(NULL, d, CT_F32, 1, shape, shape), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_from_host(&x, NULL, CT_F32, 1, shape, shape), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_from_host(&x, d, (ct_dtype)-1, 1, shape, shape), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_empty(&x, d, CT_F32, 1, (int64_t[]){-1}), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_copy_from_host(NULL, shape, 8), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_to_host(NULL, shape, 8), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_copy(NULL, NULL), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_contiguous(NULL, NULL), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_view(NULL, NULL, 0, NULL), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_reshape(NULL, NULL, 0, NULL), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_permute(NULL, NULL, NULL), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_transpose(NULL, NULL, 0, 1), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_slice(NULL, NULL, 0, 0, 1, 1), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_squeeze(NULL, NULL, 0), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_unsqueeze(NULL, NULL, 0), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_expand(NULL, NULL, 0, NULL), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_cast(NULL, NULL, CT_F32), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_to_device(NULL, NULL, NULL), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_format(NULL, 0, NULL, NULL), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_print(NULL, NULL), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_eye(&x, NULL, CT_F32, 2, 2), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(ct_tensor_offset(NULL), 0);
+  ck_assert_ptr_null(ct_tensor_strides(NULL));
+  ck_assert_uint_eq(ct_tensor_nbytes(NULL), 0);
+  ck_assert_int_eq((int)ct_tensor_dtype(NULL), -1);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("tensor-basic");
   TCase *tc = tcase_create("basic");
@@ -210,6 +270,8 @@ int main(void) {
   tcase_add_test(tc, test_argument_errors);
   tcase_add_test(tc, test_shape_helpers);
   tcase_add_test(tc, test_same_device_two);
+  tcase_add_test(tc, test_f64_unsupported);
+  tcase_add_test(tc, test_null_arguments);
   suite_add_tcase(s, tc);
   return ct_test_run(s);
 }
