@@ -4,7 +4,8 @@
  *
  *   - Without code changes: run the program with CLTENSOR_PROFILE=1. Recording is on from the
  *     start, and ct_shutdown() prints the summary table to stderr, or writes it to the file
- *     named by CLTENSOR_PROFILE_FILE (created or truncated).
+ *     named by CLTENSOR_PROFILE_FILE (created or truncated by each ct_shutdown(); stderr, with
+ *     a note, when it cannot be written). Nothing is printed when no command was recorded.
  *
  *   - From code:
  *       ct_profile_start();            // before the device's first use, see below

@@ -151,6 +151,14 @@ static int ct__mkdirs(const char *path) {
   return stat(buf, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* A folder others can write to could be fed binaries the driver would run: the cache is only
+ * used in a folder owned by this user and not writable by group or others. */
+static int ct__dir_trusted(const char *dir) {
+  struct stat st;
+  return stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+         (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
+}
+
 static void ct__put_u32(struct ct__sha256 *s, uint32_t v) {
   unsigned char b[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
                         (unsigned char)(v >> 24)};
@@ -239,8 +247,11 @@ enum ct__cache_result ct__cache_load(const struct ct__cache_key *key, unsigned c
                                      size_t *len) {
   *bin = NULL;
   *len = 0;
-  char path[PATH_MAX];
-  if (!ct__cache_path(path, sizeof path, key)) return CT__CACHE_OFF;
+  char dir[PATH_MAX], path[PATH_MAX];
+  if (!ct__cache_dir(dir, sizeof dir) || !ct__cache_path(path, sizeof path, key)) return CT__CACHE_OFF;
+  struct stat st;
+  if (stat(dir, &st) != 0) return CT__CACHE_MISS; /* created by the first store */
+  if (!ct__dir_trusted(dir)) return CT__CACHE_OFF;
   size_t size;
   int missing;
   unsigned char *buf = ct__read_file(path, &size, &missing);
@@ -306,7 +317,7 @@ int ct__cache_store(const struct ct__cache_key *key, const unsigned char *bin, s
   if (!bin || len == 0 || !ct__cache_dir(dir, sizeof dir) ||
       !ct__cache_path(path, sizeof path, key))
     return 0;
-  if (!ct__mkdirs(dir)) return 0;
+  if (!ct__mkdirs(dir) || !ct__dir_trusted(dir)) return 0;
   int n = snprintf(tmp, sizeof tmp, "%s/.tmp-%ld-%u.clbin", dir, (long)getpid(),
                    atomic_fetch_add(&counter, 1));
   if (n <= 0 || (size_t)n >= sizeof tmp) return 0;

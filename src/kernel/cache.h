@@ -1,7 +1,9 @@
 /* The on-disk cache of compiled program binaries, and the SHA-256 used for its keys.
  *
  * Location: $CLTENSOR_CACHE_DIR, else $XDG_CACHE_HOME/cltensor, else $HOME/.cache/cltensor;
- * $CLTENSOR_CACHE=0 turns the cache off. Missing folders are created with mode 0700.
+ * $CLTENSOR_CACHE=0 turns the cache off. Missing folders are created with mode 0700, files with
+ * 0600. A folder that is not owned by the user, or that group or others may write to, is not
+ * used at all (someone else could plant binaries there).
  *
  * One file per program, named by a digest of its key, "<32 hex digits>.clbin":
  *
@@ -60,7 +62,7 @@ void ct__hex(char *out, const unsigned char *digest, size_t n);
 
 /* ---- The cache ---- */
 enum ct__cache_result {
-  CT__CACHE_OFF,       /* $CLTENSOR_CACHE=0 or no usable location */
+  CT__CACHE_OFF,       /* $CLTENSOR_CACHE=0, no location, or an untrusted folder */
   CT__CACHE_MISS,      /* no file */
   CT__CACHE_REJECTED,  /* a file was there but failed a check; it will be overwritten */
   CT__CACHE_HIT

@@ -456,6 +456,40 @@ START_TEST(test_unwritable_cache_is_harmless) {
 }
 END_TEST
 
+START_TEST(test_shared_folder_is_not_used) {
+  char *dir = use_fresh_cache();
+  char file[4096];
+  ct_device *d = ct_test_device();
+  run_scale(d, get_scale(d, NULL), 2.0f, 0.0f);
+  ct_shutdown();
+  only_cache_file(dir, file, sizeof file);
+  /* Group-writable: the file there is neither loaded nor rewritten. */
+  ck_assert_int_eq(chmod(dir, 0770), 0);
+  struct stat before, after;
+  ck_assert_int_eq(stat(file, &before), 0);
+  struct ct__engine_stats s0 = stats();
+  d = ct_test_device();
+  run_scale(d, get_scale(d, NULL), 2.0f, 0.0f);
+  run_scale(d, get_scale(d, "-DCT_ADD=4"), 2.0f, 4.0f);
+  ct_shutdown();
+  struct ct__engine_stats s1 = stats();
+  ck_assert_uint_eq(s1.loads_from_binary - s0.loads_from_binary, 0);
+  ck_assert_uint_eq(s1.builds_from_source - s0.builds_from_source, 2);
+  ck_assert_uint_eq(s1.cache_writes - s0.cache_writes, 0);
+  ck_assert_int_eq(count_files(dir, ".clbin"), 1);
+  ck_assert_int_eq(stat(file, &after), 0);
+  ck_assert_int_eq(before.st_mtime, after.st_mtime);
+  /* Private again: used again. */
+  ck_assert_int_eq(chmod(dir, 0700), 0);
+  d = ct_test_device();
+  run_scale(d, get_scale(d, NULL), 2.0f, 0.0f);
+  ct_shutdown();
+  ck_assert_uint_eq(stats().loads_from_binary - s1.loads_from_binary, 1);
+  rm_rf(dir);
+  free(dir);
+}
+END_TEST
+
 /* Builds scale(-DCT_ADD=add) in a fresh cache and returns the cache file's path. */
 static void fill_one(const char *options, float add, char *file, size_t cap) {
   ct_device *d = ct_test_device();
@@ -838,6 +872,7 @@ int main(int argc, char **argv) {
   tcase_add_test(cache, test_cache_folder_created_private);
   tcase_add_test(cache, test_cache_off_writes_nothing);
   tcase_add_test(cache, test_unwritable_cache_is_harmless);
+  tcase_add_test(cache, test_shared_folder_is_not_used);
   tcase_add_test(cache, test_corrupt_cache_file_is_rebuilt);
   tcase_add_test(cache, test_truncated_cache_file_is_rebuilt);
   tcase_add_test(cache, test_mismatched_cache_file_is_rebuilt);

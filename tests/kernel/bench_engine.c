@@ -1,0 +1,303 @@
+/* Kernel engine figures (run with `meson test -C build --benchmark --suite kernel -v`, or the
+ * binary itself; nothing here asserts a speed):
+ *
+ *   first_result   a new process, from exec to the first result back on the host (ct_from_host,
+ *                  ct_cast f32 -> f16, ct_to_host: one real library kernel), with the
+ *                  cltensor disk cache empty or filled, and PoCL's own kernel cache (which
+ *                  holds the code generated per work-group size) empty or filled;
+ *   lookup         ct__kernel_get() hit for an embedded file with typical options;
+ *   launch         per-launch cost of back-to-back 1024-element launches: a raw
+ *                  clEnqueueNDRangeKernel (what ../shared/peers/run calls cl_launch) against the
+ *                  engine path an op takes (ct__kernel_get + lock + 5 arguments +
+ *                  ct__kernel_launch + unlock), with the profiler off and on.
+ *
+ * Each figure is the median of several runs after a warm-up. One JSON object per line. */
+#define _GNU_SOURCE
+#include <ftw.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cltensor/cltensor.h"
+#include "device/device.h"
+#include "kernel/engine.h"
+
+extern char **environ;
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp);
+  return v[n / 2];
+}
+
+static void emit(const char *name, const char *variant, double value, const char *unit) {
+  printf("{\"name\": \"%s\", \"variant\": \"%s\", \"value\": %.3f, \"unit\": \"%s\"}\n", name, variant, value, unit);
+  fflush(stdout);
+}
+
+#define FAIL(...)                       \
+  do {                                  \
+    fprintf(stderr, __VA_ARGS__);       \
+    fprintf(stderr, "\n");              \
+    exit(1);                            \
+  } while (0)
+#define CT_OK_OR_DIE(x)                                                             \
+  do {                                                                              \
+    ct_status s_ = (x);                                                             \
+    if (s_ != CT_OK) FAIL("%s: %s: %s", #x, ct_status_name(s_), ct_last_error()); \
+  } while (0)
+
+/* ---- child: the first result of a fresh process ---- */
+static int first_result(void) {
+  double t0 = now();
+  ct_device *d;
+  CT_OK_OR_DIE(ct_device_default(&d));
+  float host[1024];
+  uint16_t half[1024];
+  for (int i = 0; i < 1024; i++) host[i] = (float)i * 0.5f;
+  int64_t shape[1] = {1024};
+  ct_tensor *a = NULL, *b = NULL;
+  CT_OK_OR_DIE(ct_from_host(&a, d, CT_F32, 1, shape, host));
+  CT_OK_OR_DIE(ct_cast(&b, a, CT_F16));
+  CT_OK_OR_DIE(ct_to_host(b, half, sizeof half));
+  double t1 = now();
+  if (half[2] != 0x3c00) FAIL("wrong result %#x", half[2]); /* 1.0 in f16 */
+  struct ct__engine_stats s;
+  ct__engine_stats(&s);
+  printf("%.3f %lu %lu\n", (t1 - t0) * 1e3, s.builds_from_source, s.loads_from_binary);
+  ct_release(b);
+  ct_release(a);
+  ct_shutdown();
+  return 0;
+}
+
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+  (void)sb;
+  (void)flag;
+  (void)ftw;
+  return remove(p);
+}
+
+/* Runs `self first` with the given cache folders; returns the wall time of the whole process
+ * in ms and the in-process time to the result in *inner. */
+static double spawn_first(const char *self, const char *ct_cache, const char *pocl_cache, double *inner,
+                          unsigned long *builds, unsigned long *loads) {
+  setenv("CLTENSOR_CACHE_DIR", ct_cache, 1);
+  setenv("POCL_CACHE_DIR", pocl_cache, 1);
+  int fds[2];
+  if (pipe(fds) != 0) FAIL("pipe");
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addclose(&fa, fds[0]);
+  char *args[] = {(char *)self, "first", NULL};
+  pid_t pid;
+  double t0 = now();
+  if (posix_spawn(&pid, self, &fa, NULL, args, environ) != 0) FAIL("spawn");
+  close(fds[1]);
+  char buf[256] = {0};
+  ssize_t n = read(fds[0], buf, sizeof buf - 1);
+  int status;
+  waitpid(pid, &status, 0);
+  double wall = (now() - t0) * 1e3;
+  close(fds[0]);
+  posix_spawn_file_actions_destroy(&fa);
+  if (n <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) FAIL("child failed (%d)", status);
+  if (sscanf(buf, "%lf %lu %lu", inner, builds, loads) != 3) FAIL("child said '%s'", buf);
+  return wall;
+}
+
+static void bench_first_result(const char *self) {
+  const char *base = getenv("TMPDIR");
+  char root[4096], ct_cache[4200], pocl_cache[4200];
+  snprintf(root, sizeof root, "%s/ct-bench-XXXXXX", base && *base ? base : "/tmp");
+  if (!mkdtemp(root)) FAIL("mkdtemp");
+  enum { RUNS = 5 };
+  struct {
+    const char *variant;
+    int keep_ct, keep_pocl;
+  } cases[] = {
+      {"cold: both caches empty", 0, 0},
+      {"cltensor cache filled, PoCL cache empty", 1, 0},
+      {"cltensor cache empty, PoCL cache filled", 0, 1},
+      {"warm: both caches filled", 1, 1},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    double wall[RUNS], inner[RUNS];
+    unsigned long builds = 0, loads = 0;
+    for (int r = 0; r < RUNS; r++) {
+      snprintf(ct_cache, sizeof ct_cache, "%s/ct", root);
+      snprintf(pocl_cache, sizeof pocl_cache, "%s/pocl", root);
+      /* Fill both, then empty what this case wants empty. */
+      double ignore;
+      unsigned long b0, l0;
+      spawn_first(self, ct_cache, pocl_cache, &ignore, &b0, &l0);
+      if (!cases[c].keep_ct) nftw(ct_cache, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+      if (!cases[c].keep_pocl) nftw(pocl_cache, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+      mkdir(pocl_cache, 0700);
+      wall[r] = spawn_first(self, ct_cache, pocl_cache, &inner[r], &builds, &loads);
+    }
+    char v[160];
+    snprintf(v, sizeof v, "%s (process wall; built %lu, loaded %lu)", cases[c].variant, builds, loads);
+    emit("first_result", v, median(wall, RUNS), "ms");
+    snprintf(v, sizeof v, "%s (in process, device lookup to result)", cases[c].variant);
+    emit("first_result", v, median(inner, RUNS), "ms");
+  }
+  nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+  unsetenv("POCL_CACHE_DIR");
+}
+
+/* ---- child: launch overhead ---- */
+static int launch_cost(void) {
+  ct_device *d;
+  CT_OK_OR_DIE(ct_device_default(&d));
+  CT_OK_OR_DIE(ct_device_open(d));
+  const char *variant = getenv("CLTENSOR_PROFILE") ? "profiler on" : "profiler off";
+  enum { N = 1024, LAUNCHES = 20000, RUNS = 7 };
+  cl_int err;
+  cl_mem src = clCreateBuffer(ct__device_context(d), CL_MEM_READ_WRITE, N * 4, NULL, &err);
+  cl_mem dst = clCreateBuffer(ct__device_context(d), CL_MEM_READ_WRITE, N * 2, NULL, &err);
+  if (err != CL_SUCCESS) FAIL("buffers");
+  ct__kernel *k;
+  CT_OK_OR_DIE(ct__kernel_get(&k, d, "copy.cl", "copy_contig", "-DCT_SRC=7 -DCT_DST=5"));
+  cl_long off = 0, n = N;
+  size_t global = N;
+  double t[RUNS];
+  (void)err;
+
+  /* Lookup alone: the options string built each time, as an op does. */
+  for (int r = -1; r < RUNS; r++) {
+    double t0 = now();
+    for (int i = 0; i < 100000; i++) {
+      char opts[64];
+      snprintf(opts, sizeof opts, "-DCT_SRC=%d -DCT_DST=%d", 7, 5);
+      ct__kernel *k2;
+      if (ct__kernel_get(&k2, d, "copy.cl", "copy_contig", opts) != CT_OK || k2 != k) FAIL("lookup");
+    }
+    if (r >= 0) t[r] = (now() - t0) / 100000 * 1e9;
+  }
+  emit("lookup", "ct__kernel_get hit incl. snprintf of options", median(t, RUNS), "ns");
+  for (int r = -1; r < RUNS; r++) {
+    double t0 = now();
+    for (int i = 0; i < 100000; i++) {
+      ct__kernel *k2;
+      if (ct__kernel_get(&k2, d, "copy.cl", "copy_contig", "-DCT_SRC=7 -DCT_DST=5") != CT_OK || k2 != k)
+        FAIL("lookup");
+    }
+    if (r >= 0) t[r] = (now() - t0) / 100000 * 1e9;
+  }
+  emit("lookup", "ct__kernel_get hit", median(t, RUNS), "ns");
+
+  /* Three ways to issue the same launches, interleaved run by run so that drift in a shared
+   * machine's load hits all three alike:
+   *   raw         arguments set once, back-to-back enqueues (peers' cl_launch);
+   *   raw+args    the five clSetKernelArg calls an op must make, then the enqueue;
+   *   engine      the path an op takes: options formatted, ct__kernel_get, lock, five
+   *               arguments, ct__kernel_launch, unlock. */
+  double traw[RUNS], targs[RUNS], teng[RUNS];
+  cl_command_queue q = ct__device_queue(d);
+  for (int r = -1; r < RUNS; r++) {
+    cl_kernel ck = ct__kernel_lock(k);
+    clSetKernelArg(ck, 0, sizeof dst, &dst);
+    clSetKernelArg(ck, 1, sizeof off, &off);
+    clSetKernelArg(ck, 2, sizeof src, &src);
+    clSetKernelArg(ck, 3, sizeof off, &off);
+    clSetKernelArg(ck, 4, sizeof n, &n);
+    double t0 = now();
+    for (int i = 0; i < LAUNCHES; i++)
+      if (clEnqueueNDRangeKernel(q, ck, 1, NULL, &global, NULL, 0, NULL, NULL) != CL_SUCCESS) FAIL("enqueue");
+    clFinish(q);
+    double t1 = now();
+    for (int i = 0; i < LAUNCHES; i++) {
+      clSetKernelArg(ck, 0, sizeof dst, &dst);
+      clSetKernelArg(ck, 1, sizeof off, &off);
+      clSetKernelArg(ck, 2, sizeof src, &src);
+      clSetKernelArg(ck, 3, sizeof off, &off);
+      clSetKernelArg(ck, 4, sizeof n, &n);
+      if (clEnqueueNDRangeKernel(q, ck, 1, NULL, &global, NULL, 0, NULL, NULL) != CL_SUCCESS) FAIL("enqueue");
+    }
+    clFinish(q);
+    ct__kernel_unlock(k);
+    double t2 = now();
+    for (int i = 0; i < LAUNCHES; i++) {
+      char opts[64];
+      snprintf(opts, sizeof opts, "-DCT_SRC=%d -DCT_DST=%d", 7, 5);
+      ct__kernel *kk;
+      if (ct__kernel_get(&kk, d, "copy.cl", "copy_contig", opts) != CT_OK) FAIL("get");
+      cl_kernel c = ct__kernel_lock(kk);
+      clSetKernelArg(c, 0, sizeof dst, &dst);
+      clSetKernelArg(c, 1, sizeof off, &off);
+      clSetKernelArg(c, 2, sizeof src, &src);
+      clSetKernelArg(c, 3, sizeof off, &off);
+      clSetKernelArg(c, 4, sizeof n, &n);
+      ct_status st = ct__kernel_launch(kk, d, 1, &global, NULL);
+      ct__kernel_unlock(kk);
+      if (st != CT_OK) FAIL("launch: %s", ct_last_error());
+    }
+    clFinish(q);
+    double t3 = now();
+    if (r < 0) continue;
+    traw[r] = (t1 - t0) / LAUNCHES * 1e6;
+    targs[r] = (t2 - t1) / LAUNCHES * 1e6;
+    teng[r] = (t3 - t2) / LAUNCHES * 1e6;
+  }
+  double raw = median(traw, RUNS), args = median(targs, RUNS), eng = median(teng, RUNS);
+  char v[128];
+  snprintf(v, sizeof v, "raw clEnqueueNDRangeKernel, %s", variant);
+  emit("launch", v, raw, "us");
+  snprintf(v, sizeof v, "raw with 5 clSetKernelArg per launch, %s", variant);
+  emit("launch", v, args, "us");
+  snprintf(v, sizeof v, "engine path (get, lock, 5 args, launch, unlock), %s", variant);
+  emit("launch", v, eng, "us");
+  snprintf(v, sizeof v, "engine path / raw, %s", variant);
+  emit("launch_ratio", v, eng / raw, "x");
+  snprintf(v, sizeof v, "engine path / raw with args, %s", variant);
+  emit("launch_ratio", v, eng / args, "x");
+  clReleaseMemObject(src);
+  clReleaseMemObject(dst);
+  ct_shutdown();
+  return 0;
+}
+
+static void spawn_wait(const char *self, const char *mode) {
+  char *args[] = {(char *)self, (char *)mode, NULL};
+  pid_t pid;
+  if (posix_spawn(&pid, self, NULL, NULL, args, environ) != 0) FAIL("spawn");
+  int status;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) FAIL("%s child failed", mode);
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "first") == 0) return first_result();
+  if (argc > 1 && strcmp(argv[1], "launch") == 0) return launch_cost();
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) FAIL("readlink");
+  self[n] = '\0';
+  unsetenv("CLTENSOR_CACHE");
+  unsetenv("CLTENSOR_PROFILE");
+  spawn_wait(self, "launch");
+  setenv("CLTENSOR_PROFILE", "1", 1);
+  setenv("CLTENSOR_PROFILE_FILE", "/dev/null", 1);
+  spawn_wait(self, "launch");
+  unsetenv("CLTENSOR_PROFILE");
+  unsetenv("CLTENSOR_PROFILE_FILE");
+  bench_first_result(self);
+  return 0;
+}
