@@ -21,6 +21,7 @@ void ct__storage_release(ct__storage *s) {
     ct__free(s->block);
   else if (s->mem)
     clReleaseMemObject(s->mem);
+  if (s->release) s->release(s->release_ctx);
   free(s);
 }
 

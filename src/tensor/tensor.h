@@ -17,6 +17,9 @@ typedef struct ct__storage {
   size_t offset;       /* bytes into mem where this storage starts */
   size_t nbytes;
   ct__block *block;    /* NULL for wrapped buffers */
+  /* Wrapped buffers only: called once after mem is released (a DLPack producer's deleter). */
+  void (*release)(void *ctx);
+  void *release_ctx;
 } ct__storage;
 
 struct ct_tensor {
