@@ -86,7 +86,7 @@ ct_status ct_to_dlpack(struct DLManagedTensor **out, const ct_tensor *t) {
   static const char fn[] = "ct_to_dlpack";
   CT__CHECK_NOT_NULL(fn, out);
   *out = NULL;
-  struct ct__dl_export *e;
+  struct ct__dl_export *e = NULL;
   DLTensor dl;
   CT__TRY(ct__dl_export(&e, &dl, t, fn));
   e->managed.dl_tensor = dl;
@@ -121,7 +121,7 @@ static ct_status ct__dl_import(ct_tensor **out, const DLTensor *dl, ct_device *d
                      CT_MAX_DIMS);
   int ndim = (int)dl->ndim;
   if (ndim > 0 && !dl->shape) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the DLTensor has no shape", fn);
-  ct_dtype t;
+  ct_dtype t = CT_BOOL;
   CT__TRY(ct__dl_to_ct(&t, dl->dtype, fn));
   size_t esize = ct_dtype_size(t);
   uint64_t numel = 1;
@@ -197,7 +197,7 @@ ct_status ct_to_dlpack_versioned(struct DLManagedTensorVersioned **out, const ct
   static const char fn[] = "ct_to_dlpack_versioned";
   CT__CHECK_NOT_NULL(fn, out);
   *out = NULL;
-  struct ct__dl_export *e;
+  struct ct__dl_export *e = NULL;
   DLTensor dl;
   CT__TRY(ct__dl_export(&e, &dl, t, fn));
   e->versioned.version.major = DLPACK_MAJOR_VERSION;

@@ -41,7 +41,7 @@ ct_status ct__npy_header_size(uint64_t *header_end, const void *buf, size_t len,
                      path, have);
   if (memcmp(p, ct__npy_magic, sizeof ct__npy_magic) != 0)
     return ct__error(CT_ERR_FORMAT,
-                     CT__NPY_LOAD ": '%s' is not an .npy file: it starts with bytes "
+                     CT__NPY_LOAD ": '%s' is not an .npy file (bad magic): it starts with bytes "
                                   "%02x %02x %02x %02x %02x %02x, not the magic 93 4e 55 4d 50 59 "
                                   "(\"\\x93NUMPY\")",
                      path, p[0], p[1], p[2], p[3], p[4], p[5]);

@@ -6,7 +6,7 @@
  * optional "__metadata__" object of strings, padded with spaces; then the byte buffer, where
  * each tensor's little-endian C-order data sits at [begin, end) and the tensors tile the buffer
  * exactly. */
-#include <cjson/cJSON.h>
+#include <cJSON.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -203,14 +203,15 @@ static ct_status ct__st_entry(struct ct__st_entry *e, const cJSON *item, uint64_
   }
   if (empty) numel = 0;
   size_t size = ct_dtype_size(e->dtype);
-  if (numel > (uint64_t)INT64_MAX / size || numel * size != e->end - e->begin)
+  if (numel > (uint64_t)INT64_MAX / size)
+    return ct__error(CT_ERR_FORMAT, CT__ST_LOAD ": '%s': tensor '%s': shape %s of %s is more than 2^63 bytes",
+                     path, name, ct__shape_str(sb, sizeof sb, e->ndim, e->shape), ct__st_names[e->dtype]);
+  if (numel * size != e->end - e->begin)
     return ct__error(CT_ERR_FORMAT,
                      CT__ST_LOAD ": '%s': tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64
-                                 "] hold %" PRIu64 " bytes, shape %s of %s needs %" PRIu64 "%s",
+                                 "] hold %" PRIu64 " bytes, shape %s of %s needs %" PRIu64,
                      path, name, e->begin, e->end, e->end - e->begin,
-                     ct__shape_str(sb, sizeof sb, e->ndim, e->shape), ct__st_names[e->dtype],
-                     numel > (uint64_t)INT64_MAX / size ? UINT64_MAX : numel * size,
-                     numel > (uint64_t)INT64_MAX / size ? " (more than 2^63)" : "");
+                     ct__shape_str(sb, sizeof sb, e->ndim, e->shape), ct__st_names[e->dtype], numel * size);
   e->name = strdup(item->string);
   if (!e->name) return ct__st_oom(path);
   return CT_OK;
