@@ -90,6 +90,15 @@ ct_status ct__wrap_cl_mem(ct_tensor **out, ct_device *d, cl_mem mem, size_t byte
       st[i] = st[i + 1] * next;
     }
   }
+  uint64_t numel = 1;
+  for (int i = 0; i < ndim; i++) {
+    if (numel && shape[i] && numel > (uint64_t)INT64_MAX / (uint64_t)shape[i]) {
+      char sb[256];
+      return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: shape %s has more than 2^63 elements", fn,
+                       ct__shape_str(sb, sizeof sb, ndim, shape));
+    }
+    numel *= (uint64_t)shape[i];
+  }
   if (byte_offset % esize != 0)
     return ct__error(CT_ERR_INVALID_ARGUMENT,
                      "%s: byte_offset %zu is not a multiple of the %zu-byte %s element", fn, byte_offset,
@@ -117,10 +126,10 @@ ct_status ct__wrap_cl_mem(ct_tensor **out, ct_device *d, cl_mem mem, size_t byte
   if (extent > (uint64_t)size || byte_offset > (uint64_t)size - extent) {
     char sb[256];
     return ct__error(CT_ERR_INVALID_ARGUMENT,
-                     "%s: the buffer has %zu bytes; shape %s of %s from byte_offset %zu needs %s%" PRIu64
-                     " more",
-                     fn, size, ct__shape_str(sb, sizeof sb, ndim, shape), ct_dtype_name(t), byte_offset,
-                     extent == UINT64_MAX ? "over " : "", extent);
+                     "%s: the buffer has %zu bytes, too few for shape %s of %s: %s%" PRIu64
+                     " bytes from byte_offset %zu",
+                     fn, size, ct__shape_str(sb, sizeof sb, ndim, shape), ct_dtype_name(t),
+                     extent == UINT64_MAX ? "more than " : "", extent, byte_offset);
   }
 
   ct_tensor *x = calloc(1, sizeof *x);
