@@ -1,0 +1,286 @@
+/* The CLBlast route: one GEMM description (linalg.h) to CLBlast calls. */
+#include <clblast_c.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "core/error.h"
+#include "cltensor/dtype.h"
+#include "linalg/linalg.h"
+
+const char *ct__clblast_status_name(int status) {
+  switch (status) {
+#define CT__CLB(name) \
+  case CLBlast##name: return "CLBlast" #name;
+    CT__CLB(Success)
+    CT__CLB(OpenCLCompilerNotAvailable)
+    CT__CLB(TempBufferAllocFailure)
+    CT__CLB(OpenCLOutOfResources)
+    CT__CLB(OpenCLOutOfHostMemory)
+    CT__CLB(OpenCLBuildProgramFailure)
+    CT__CLB(InvalidValue)
+    CT__CLB(InvalidCommandQueue)
+    CT__CLB(InvalidMemObject)
+    CT__CLB(InvalidBinary)
+    CT__CLB(InvalidBuildOptions)
+    CT__CLB(InvalidProgram)
+    CT__CLB(InvalidProgramExecutable)
+    CT__CLB(InvalidKernelName)
+    CT__CLB(InvalidKernelDefinition)
+    CT__CLB(InvalidKernel)
+    CT__CLB(InvalidArgIndex)
+    CT__CLB(InvalidArgValue)
+    CT__CLB(InvalidArgSize)
+    CT__CLB(InvalidKernelArgs)
+    CT__CLB(InvalidLocalNumDimensions)
+    CT__CLB(InvalidLocalThreadsTotal)
+    CT__CLB(InvalidLocalThreadsDim)
+    CT__CLB(InvalidGlobalOffset)
+    CT__CLB(InvalidEventWaitList)
+    CT__CLB(InvalidEvent)
+    CT__CLB(InvalidOperation)
+    CT__CLB(InvalidBufferSize)
+    CT__CLB(InvalidGlobalWorkSize)
+    CT__CLB(NotImplemented)
+    CT__CLB(InvalidMatrixA)
+    CT__CLB(InvalidMatrixB)
+    CT__CLB(InvalidMatrixC)
+    CT__CLB(InvalidVectorX)
+    CT__CLB(InvalidVectorY)
+    CT__CLB(InvalidDimension)
+    CT__CLB(InvalidLeadDimA)
+    CT__CLB(InvalidLeadDimB)
+    CT__CLB(InvalidLeadDimC)
+    CT__CLB(InvalidIncrementX)
+    CT__CLB(InvalidIncrementY)
+    CT__CLB(InsufficientMemoryA)
+    CT__CLB(InsufficientMemoryB)
+    CT__CLB(InsufficientMemoryC)
+    CT__CLB(InsufficientMemoryX)
+    CT__CLB(InsufficientMemoryY)
+    CT__CLB(InsufficientMemoryTemp)
+    CT__CLB(InvalidBatchCount)
+    CT__CLB(InvalidOverrideKernel)
+    CT__CLB(MissingOverrideParameter)
+    CT__CLB(InvalidLocalMemUsage)
+    CT__CLB(NoHalfPrecision)
+    CT__CLB(NoDoublePrecision)
+    CT__CLB(InvalidVectorScalar)
+    CT__CLB(InsufficientMemoryScalar)
+    CT__CLB(DatabaseError)
+    CT__CLB(UnknownError)
+    CT__CLB(UnexpectedError)
+#undef CT__CLB
+    default: return "CLBlastUnknownStatus";
+  }
+}
+
+ct_status ct__clblast_error(int status, const char *fmt, ...) {
+  char text[768];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof text, fmt, ap);
+  va_end(ap);
+  ct_status st;
+  switch (status) {
+    case CLBlastTempBufferAllocFailure:
+    case CLBlastOpenCLOutOfResources:
+    case CLBlastOpenCLOutOfHostMemory: st = CT_ERR_OUT_OF_MEMORY; break;
+    case CLBlastOpenCLBuildProgramFailure:
+    case CLBlastOpenCLCompilerNotAvailable: st = CT_ERR_KERNEL_BUILD; break;
+    case CLBlastNoHalfPrecision:
+    case CLBlastNoDoublePrecision:
+    case CLBlastNotImplemented: st = CT_ERR_UNSUPPORTED; break;
+    default:
+      /* Argument errors (-1024 and below) mean this library called CLBlast wrongly. */
+      st = status <= CLBlastNotImplemented ? CT_ERR_INTERNAL : CT_ERR_OPENCL;
+      break;
+  }
+  return ct__error(st, "%s: %s (%d)", text, ct__clblast_status_name(status), status);
+}
+
+/* ---- How CLBlast 1.5 will treat a call ----
+ * Its "indirect" GEMM copies (and transposes/pads) any matrix that is not already in the
+ * kernel's preferred layout; GEMMK selects the kernel and so the layout. A row-major product
+ * C = A B is the same memory as the column-major C^T = B^T A^T, so each call is issued in the
+ * layout that needs fewer of those copies. */
+
+struct ct__call {
+  CLBlastLayout layout;
+  bool ta, tb;                        /* CLBlast's A and B transposed */
+  size_t m, n, k;
+  const struct ct__gemm_mat *a, *b;   /* CLBlast's A and B */
+};
+
+static struct ct__call ct__make_call(const struct ct__gemm_op *op, bool col) {
+  struct ct__call c;
+  if (!col) {
+    c = (struct ct__call){CLBlastLayoutRowMajor, op->a.trans, op->b.trans, (size_t)op->m, (size_t)op->n,
+                          (size_t)op->k, &op->a, &op->b};
+  } else {
+    c = (struct ct__call){CLBlastLayoutColMajor, op->b.trans, op->a.trans, (size_t)op->n, (size_t)op->m,
+                          (size_t)op->k, &op->b, &op->a};
+  }
+  return c;
+}
+
+/* CLBlast's ProcessArguments(): which matrices its indirect kernel GEMMK must copy-transpose,
+ * and their first/second dimensions in memory. */
+struct ct__plan {
+  bool a_do, b_do, c_do;
+  size_t a_one, a_two, b_one, b_two, c_one, c_two;
+};
+
+static struct ct__plan ct__plan_of(const struct ct__call *c, size_t gemmk) {
+  bool col = c->layout == CLBlastLayoutColMajor;
+  bool a_rot = col ? c->ta : !c->ta;
+  bool b_rot = col ? c->tb : !c->tb;
+  bool c_rot = !col;
+  struct ct__plan p;
+  p.a_do = a_rot != (gemmk == 1);
+  p.b_do = b_rot != true;
+  p.c_do = c_rot != (gemmk == 1);
+  p.a_one = a_rot ? c->k : c->m;
+  p.a_two = a_rot ? c->m : c->k;
+  p.b_one = b_rot ? c->n : c->k;
+  p.b_two = b_rot ? c->k : c->n;
+  p.c_one = c_rot ? c->n : c->m;
+  p.c_two = c_rot ? c->m : c->n;
+  return p;
+}
+
+static size_t ct__ceil(size_t v, size_t m) { return (v + m - 1) / m * m; }
+
+/* CLBlast 1.5's strided-batched indirect GEMM leaves a matrix in place when it needs no copy,
+ * and then ignores that matrix's offset and batch stride (it assumes offset 0 and packed
+ * batches). This says whether a matrix could hit that path with a wrong result. With the
+ * parameters known (p != NULL) it follows CLBlast's test exactly; otherwise it relies on every
+ * CLBlast tile size (MWG, NWG) being a multiple of 8, as in all of CLBlast's tuner spaces. */
+static bool ct__batched_unsafe(const struct ct__gemm_mat *x, size_t one, size_t two, bool do_tr,
+                               size_t one_i, size_t two_i, size_t tile_dim, int64_t bstride, bool known) {
+  bool packed_ok = x->off == 0 && bstride == (int64_t)(one * two) && (size_t)x->ld == one;
+  if (packed_ok) return false;
+  if (known) return one == one_i && two == two_i && (size_t)x->ld == one && !do_tr;
+  return (size_t)x->ld == one && tile_dim % 8 == 0;
+}
+
+/* One CLBlast call: plain (batch == 1) or strided batched. */
+static CLBlastStatusCode ct__clblast_call(cl_command_queue *q, ct_dtype dt, const struct ct__call *c,
+                                          double alpha, double beta, size_t a_off, size_t b_off,
+                                          cl_mem cmem, size_t c_off, size_t ldc, size_t batch,
+                                          size_t sa, size_t sb, size_t sc) {
+  CLBlastTranspose ta = c->ta ? CLBlastTransposeYes : CLBlastTransposeNo;
+  CLBlastTranspose tb = c->tb ? CLBlastTransposeYes : CLBlastTransposeNo;
+  cl_mem am = c->a->mem, bm = c->b->mem;
+  size_t lda = (size_t)c->a->ld, ldb = (size_t)c->b->ld;
+  if (dt == CT_F32) {
+    if (batch == 1)
+      return CLBlastSgemm(c->layout, ta, tb, c->m, c->n, c->k, (float)alpha, am, a_off, lda, bm, b_off, ldb,
+                          (float)beta, cmem, c_off, ldc, q, NULL);
+    return CLBlastSgemmStridedBatched(c->layout, ta, tb, c->m, c->n, c->k, (float)alpha, am, a_off, lda, sa,
+                                      bm, b_off, ldb, sb, (float)beta, cmem, c_off, ldc, sc, batch, q, NULL);
+  }
+  if (dt == CT_F64) {
+    if (batch == 1)
+      return CLBlastDgemm(c->layout, ta, tb, c->m, c->n, c->k, alpha, am, a_off, lda, bm, b_off, ldb, beta,
+                          cmem, c_off, ldc, q, NULL);
+    return CLBlastDgemmStridedBatched(c->layout, ta, tb, c->m, c->n, c->k, alpha, am, a_off, lda, sa, bm, b_off,
+                                      ldb, sb, beta, cmem, c_off, ldc, sc, batch, q, NULL);
+  }
+  cl_half ha = ct_f32_to_f16((float)alpha), hb = ct_f32_to_f16((float)beta);
+  if (batch == 1)
+    return CLBlastHgemm(c->layout, ta, tb, c->m, c->n, c->k, ha, am, a_off, lda, bm, b_off, ldb, hb, cmem,
+                        c_off, ldc, q, NULL);
+  return CLBlastHgemmStridedBatched(c->layout, ta, tb, c->m, c->n, c->k, ha, am, a_off, lda, sa, bm, b_off, ldb,
+                                    sb, hb, cmem, c_off, ldc, sc, batch, q, NULL);
+}
+
+/* Highest element index a matrix reaches (all strides are non-negative). */
+static int64_t ct__last_index(const struct ct__gemm_mat *x, int64_t rows, int64_t cols, const struct ct__gemm_op *op) {
+  int64_t r = x->trans ? cols : rows, c = x->trans ? rows : cols;
+  int64_t last = x->off + (r - 1) * x->ld + (c - 1);
+  for (int i = 0; i < op->nbatch; i++) last += (op->bshape[i] - 1) * x->bstride[i];
+  return last;
+}
+
+ct_status ct__gemm_clblast(ct_device *d, const struct ct__gemm_state *s, const struct ct__gemm_op *op) {
+  /* CLBlast passes offsets, leading dimensions and batch strides to its kernels as int. */
+  int64_t reach = ct__last_index(&op->a, op->m, op->k, op);
+  int64_t rb = ct__last_index(&op->b, op->k, op->n, op), rc = ct__last_index(&op->c, op->m, op->n, op);
+  if (rb > reach) reach = rb;
+  if (rc > reach) reach = rc;
+  if (reach > INT_MAX)
+    return ct__error(CT_ERR_UNSUPPORTED, "%s: CLBlast addresses elements with 32-bit ints; this GEMM reaches "
+                     "element %lld of its buffers on %s", op->fn, (long long)reach, d->spec);
+
+  enum ct__prec pr = op->dtype == CT_F16 ? CT__PREC_F16 : op->dtype == CT_F32 ? CT__PREC_F32 : CT__PREC_F64;
+  bool known = s->tuned[pr];
+  const ct__gemm_params *p = &s->params[pr];
+  size_t gemmk = known ? p->xgemm[CT__X_GEMMK] : 0;
+  struct ct__call row = ct__make_call(op, false), col = ct__make_call(op, true);
+  struct ct__plan pr_row = ct__plan_of(&row, gemmk), pr_col = ct__plan_of(&col, gemmk);
+  int copies_row = pr_row.a_do + pr_row.b_do + pr_row.c_do;
+  int copies_col = pr_col.a_do + pr_col.b_do + pr_col.c_do;
+  bool use_col = copies_col < copies_row;
+  const struct ct__call *call = use_col ? &col : &row;
+  const struct ct__plan *plan = use_col ? &pr_col : &pr_row;
+
+  /* The innermost batch dim goes to one strided-batched call when that is safe (see above). */
+  int inner = op->nbatch - 1;
+  size_t batch = inner >= 0 ? (size_t)op->bshape[inner] : 1;
+  bool batched = batch > 1;
+  if (batched) {
+    unsigned long long mnk = (unsigned long long)op->m * (unsigned long long)op->n * (unsigned long long)op->k;
+    unsigned long long mi = known ? p->min_indirect : 0;
+    bool indirect = !known || mnk >= mi * mi * mi;
+    if (indirect) {
+      size_t mwg = known ? p->xgemm[CT__X_MWG] : 8, nwg = known ? p->xgemm[CT__X_NWG] : 8;
+      size_t kwg = known ? p->xgemm[CT__X_KWG] : 1;
+      size_t mc = ct__ceil(call->m, mwg), nc = ct__ceil(call->n, nwg), kc = ct__ceil(call->k, kwg);
+      bool want_ac = gemmk == 1;
+      size_t a_one_i = want_ac ? kc : mc, a_two_i = want_ac ? mc : kc;
+      size_t c_one_i = want_ac ? nc : mc, c_two_i = want_ac ? mc : nc;
+      bool unsafe =
+          ct__batched_unsafe(call->a, plan->a_one, plan->a_two, plan->a_do, a_one_i, a_two_i, call->m,
+                             call->a->bstride[inner], known) ||
+          ct__batched_unsafe(call->b, plan->b_one, plan->b_two, plan->b_do, nc, kc, call->n,
+                             call->b->bstride[inner], known) ||
+          ct__batched_unsafe(&op->c, plan->c_one, plan->c_two, plan->c_do, c_one_i, c_two_i,
+                             call->m % 8 ? call->m : call->n, op->c.bstride[inner], known);
+      if (unsafe) batched = false;
+    }
+  }
+
+  cl_command_queue q = ct__device_queue(d);
+  int outer = batched ? op->nbatch - 1 : op->nbatch;
+  int64_t idx[CT_MAX_DIMS] = {0};
+  for (;;) {
+    int64_t ao = call->a->off, bo = call->b->off, co = op->c.off;
+    for (int i = 0; i < outer; i++) {
+      ao += idx[i] * call->a->bstride[i];
+      bo += idx[i] * call->b->bstride[i];
+      co += idx[i] * op->c.bstride[i];
+    }
+    CLBlastStatusCode st;
+    if (batched) {
+      st = ct__clblast_call(&q, op->dtype, call, op->alpha, op->beta, (size_t)ao, (size_t)bo, op->c.mem,
+                            (size_t)co, (size_t)op->c.ld, batch, (size_t)call->a->bstride[inner],
+                            (size_t)call->b->bstride[inner], (size_t)op->c.bstride[inner]);
+    } else {
+      st = ct__clblast_call(&q, op->dtype, call, op->alpha, op->beta, (size_t)ao, (size_t)bo, op->c.mem,
+                            (size_t)co, (size_t)op->c.ld, 1, 0, 0, 0);
+    }
+    if (st != CLBlastSuccess) {
+      char tc = op->dtype == CT_F32 ? 'S' : op->dtype == CT_F64 ? 'D' : 'H';
+      return ct__clblast_error(st, "%s: CLBlast%cgemm%s (m=%zu n=%zu k=%zu, batch %zu) on %s failed", op->fn, tc,
+                               batched ? "StridedBatched" : "", call->m, call->n, call->k, batch, d->spec);
+    }
+    int i = outer - 1;
+    for (; i >= 0; i--) {
+      if (++idx[i] < op->bshape[i]) break;
+      idx[i] = 0;
+    }
+    if (i < 0) break;
+  }
+  return CT_OK;
+}

@@ -1,0 +1,130 @@
+/* GEMM internals shared by the matmul front end, the two routes (CLBlast, host BLAS), the
+ * tuning layer and cltensor-tune. docs/GEMM.md describes the design. */
+#ifndef CT_LINALG_LINALG_H
+#define CT_LINALG_LINALG_H
+
+#include <CL/cl.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cltensor/linalg.h"
+#include "core/error.h"
+#include "device/device.h"
+
+/* ---- Tuning parameters (tuning.c) ----
+ * CLBlast's GEMM is driven by three parameter sets per device and precision, named as in
+ * CLBlast 1.5's database: the indirect kernel "Xgemm", the single-kernel "XgemmDirect", and the
+ * "GemmRoutine" crossover (sizes with m*n*k < XGEMM_MIN_INDIRECT_SIZE^3 use the direct kernel).
+ * The name lists are in CLBlast's order, which CLBlastOverrideParameters() does not need but
+ * makes files diffable. */
+#define CT__XGEMM_NPARAMS 16
+#define CT__XDIRECT_NPARAMS 10
+extern const char *const ct__xgemm_names[CT__XGEMM_NPARAMS];
+extern const char *const ct__xdirect_names[CT__XDIRECT_NPARAMS];
+enum {
+  CT__X_GEMMK, CT__X_KREG, CT__X_KWG, CT__X_KWI, CT__X_MDIMA, CT__X_MDIMC, CT__X_MWG, CT__X_NDIMB,
+  CT__X_NDIMC, CT__X_NWG, CT__X_SA, CT__X_SB, CT__X_STRM, CT__X_STRN, CT__X_VWM, CT__X_VWN
+};
+enum {
+  CT__D_KWID, CT__D_MDIMAD, CT__D_MDIMCD, CT__D_NDIMBD, CT__D_NDIMCD, CT__D_PADA, CT__D_PADB,
+  CT__D_VWMD, CT__D_VWND, CT__D_WGD
+};
+
+typedef struct ct__gemm_params {
+  size_t xgemm[CT__XGEMM_NPARAMS];
+  size_t direct[CT__XDIRECT_NPARAMS];
+  size_t min_indirect;   /* GemmRoutine XGEMM_MIN_INDIRECT_SIZE */
+} ct__gemm_params;
+
+/* Precisions a tuning file may hold, in file order. */
+enum ct__prec { CT__PREC_F16, CT__PREC_F32, CT__PREC_F64, CT__PREC_COUNT };
+extern const char *const ct__prec_names[CT__PREC_COUNT];   /* "f16", "f32", "f64" */
+int ct__prec_bits(enum ct__prec p);                          /* 16, 32, 64 */
+
+typedef struct ct__gemm_tuning {
+  bool has[CT__PREC_COUNT];
+  ct__gemm_params p[CT__PREC_COUNT];
+} ct__gemm_tuning;
+
+/* Checks a parameter set against the kernels' constraints (those of CLBlast's own tuner) and
+ * the device's limits (work-group size, local memory for elem_size-byte elements). On failure
+ * writes the reason into why and returns false. */
+bool ct__gemm_params_valid(const ct__gemm_params *p, const ct_device_props *props, size_t elem_size,
+                           char *why, size_t why_size);
+
+/* Installs p for precision bits on d through CLBlastOverrideParameters (process-wide in
+ * CLBlast, per device and precision). CT_ERR_UNSUPPORTED naming the CLBlast status when CLBlast
+ * refuses (e.g. a CLBlast whose kernels take other parameters). */
+ct_status ct__gemm_params_apply(ct_device *d, int bits, const ct__gemm_params *p);
+
+/* The shipped defaults for d's kind of device, or NULL (currently: PoCL CPU devices, f32). */
+const ct__gemm_tuning *ct__gemm_shipped_tuning(const ct_device *d);
+
+/* The tuning file's path for d: <cache dir>/gemm-<hash>.txt, the hash over the device name,
+ * vendor, driver version and library version (as the kernel cache keys its binaries).
+ * The cache dir is $CLTENSOR_CACHE_DIR, else $XDG_CACHE_HOME/cltensor, else
+ * $HOME/.cache/cltensor. CT_ERR_IO when none of these is set. */
+ct_status ct__gemm_tuning_path(char *buf, size_t size, const ct_device *d);
+
+/* Parses a tuning file's text for device props. Returns CT_OK, or CT_ERR_FORMAT (malformed,
+ * including parameter sets that fail ct__gemm_params_valid) or CT_ERR_DEVICE_MISMATCH (written
+ * for another device, driver or library version), the reason in why. */
+ct_status ct__gemm_tuning_parse(ct__gemm_tuning *out, const char *text, const ct_device_props *props,
+                                char *why, size_t why_size);
+
+/* Writes t for d to path atomically (a temporary file in the same folder, then rename), creating
+ * the cache folder if needed. comment (may be NULL) is added as '#' lines. CT_ERR_IO. */
+ct_status ct__gemm_tuning_save(const char *path, const ct_device *d, const ct__gemm_tuning *t,
+                               const char *comment);
+
+/* ---- Per-device GEMM state (matmul.c) ---- */
+enum ct__gemm_route { CT__ROUTE_CLBLAST = CT_GEMM_ROUTE_CLBLAST, CT__ROUTE_HOST = CT_GEMM_ROUTE_HOST };
+
+struct ct__gemm_state {
+  ct_status route_status;        /* CT_OK, or why $CLTENSOR_GEMM can't be honoured */
+  char route_error[512];
+  enum ct__gemm_route route;
+  ct_gemm_tuning_source tuning_source;
+  bool tuned[CT__PREC_COUNT];    /* parameters this library installed, per precision */
+  ct__gemm_params params[CT__PREC_COUNT];
+  char tuning_message[1024];
+};
+
+/* OUT: *out, d's GEMM state, created on first use: resolves $CLTENSOR_GEMM and applies the
+ * stored tuning (or the shipped defaults). */
+ct_status ct__gemm_state(struct ct__gemm_state **out, ct_device *d);
+
+/* ---- One GEMM as the routes see it ----
+ * Row-major view: C[m x n] = alpha * op(A)[m x k] * op(B)[k x n] + beta * C, repeated over
+ * nbatch batch dims. Each matrix is (mem, element offset, leading dimension, transposed) with
+ * one element stride per batch dim (0 for a broadcast dim). C is never transposed. */
+struct ct__gemm_mat {
+  cl_mem mem;
+  int64_t off;
+  int64_t ld;
+  bool trans;
+  int64_t bstride[CT_MAX_DIMS];
+};
+
+struct ct__gemm_op {
+  ct_dtype dtype;                /* CT_F32, CT_F64, or CT_F16 on devices with cl_khr_fp16 */
+  int64_t m, n, k;               /* all > 0 */
+  double alpha, beta;
+  int nbatch;
+  int64_t bshape[CT_MAX_DIMS];
+  struct ct__gemm_mat a, b, c;
+  const char *fn;                /* public function, for messages */
+};
+
+ct_status ct__gemm_clblast(ct_device *d, const struct ct__gemm_state *s, const struct ct__gemm_op *op);
+ct_status ct__gemm_host(ct_device *d, const struct ct__gemm_op *op);
+/* Whether the library was built with a host CBLAS. */
+bool ct__gemm_host_available(void);
+
+/* "CLBlastInvalidLeadDimA" etc.; "CLBlastUnknownStatus" for codes outside 1.5's table. */
+const char *ct__clblast_status_name(int status);
+/* Maps a failed CLBlast call to a status and sets the message "<text>: <name> (<code>)". */
+ct_status ct__clblast_error(int status, const char *fmt, ...) CT__PRINTF(2, 3);
+
+#endif

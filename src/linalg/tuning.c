@@ -1,0 +1,422 @@
+/* CLBlast GEMM parameter sets: constraints, installation, and the per-device tuning file. */
+#include <clblast_c.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cltensor/version.h"
+#include "core/error.h"
+#include "linalg/linalg.h"
+
+const char *const ct__xgemm_names[CT__XGEMM_NPARAMS] = {
+    "GEMMK", "KREG", "KWG", "KWI", "MDIMA", "MDIMC", "MWG", "NDIMB",
+    "NDIMC", "NWG", "SA", "SB", "STRM", "STRN", "VWM", "VWN"};
+const char *const ct__xdirect_names[CT__XDIRECT_NPARAMS] = {
+    "KWID", "MDIMAD", "MDIMCD", "NDIMBD", "NDIMCD", "PADA", "PADB", "VWMD", "VWND", "WGD"};
+static const char *const ct__routine_name = "XGEMM_MIN_INDIRECT_SIZE";
+
+const char *const ct__prec_names[CT__PREC_COUNT] = {"f16", "f32", "f64"};
+
+int ct__prec_bits(enum ct__prec p) { return p == CT__PREC_F16 ? 16 : p == CT__PREC_F32 ? 32 : 64; }
+
+/* ---- Constraints ---- */
+
+static bool ct__fail(char *why, size_t n, const char *fmt, ...) CT__PRINTF(3, 4);
+static bool ct__fail(char *why, size_t n, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, n, fmt, ap);
+  va_end(ap);
+  return false;
+}
+
+static bool ct__pow2(size_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+/* The largest value any parameter may take: bounds the products below far from overflow. */
+#define CT__PARAM_MAX 4096u
+/* m*n*k is compared with XGEMM_MIN_INDIRECT_SIZE^3 in 64 bits. */
+#define CT__MIN_INDIRECT_MAX (1u << 20)
+
+bool ct__gemm_params_valid(const ct__gemm_params *p, const ct_device_props *props, size_t elem_size,
+                           char *why, size_t n) {
+  const size_t *x = p->xgemm, *d = p->direct;
+  for (int i = 0; i < CT__XGEMM_NPARAMS; i++) {
+    bool flag = i == CT__X_GEMMK || i == CT__X_SA || i == CT__X_SB || i == CT__X_STRM || i == CT__X_STRN;
+    if (flag ? x[i] > 1 : (x[i] == 0 || x[i] > CT__PARAM_MAX))
+      return ct__fail(why, n, "Xgemm %s=%zu is out of range (%s)", ct__xgemm_names[i], x[i],
+                      flag ? "0 or 1" : "1..4096");
+  }
+  for (int i = 0; i < CT__XDIRECT_NPARAMS; i++) {
+    bool flag = i == CT__D_PADA || i == CT__D_PADB;
+    if (flag ? d[i] > 1 : (d[i] == 0 || d[i] > CT__PARAM_MAX))
+      return ct__fail(why, n, "XgemmDirect %s=%zu is out of range (%s)", ct__xdirect_names[i], d[i],
+                      flag ? "0 or 1" : "1..4096");
+  }
+  if (p->min_indirect > CT__MIN_INDIRECT_MAX)
+    return ct__fail(why, n, "GemmRoutine %s=%zu is above %u", ct__routine_name, p->min_indirect,
+                    CT__MIN_INDIRECT_MAX);
+
+  /* Xgemm, as CLBlast's tuner constrains it (src/tuning/kernels/xgemm.hpp). */
+  size_t mdimc = x[CT__X_MDIMC], ndimc = x[CT__X_NDIMC], mwg = x[CT__X_MWG], nwg = x[CT__X_NWG];
+  size_t kwg = x[CT__X_KWG], vwm = x[CT__X_VWM], vwn = x[CT__X_VWN];
+  if (!ct__pow2(vwm) || vwm > 16 || !ct__pow2(vwn) || vwn > 16)
+    return ct__fail(why, n, "Xgemm VWM=%zu and VWN=%zu must be OpenCL vector widths (1, 2, 4, 8, 16)", vwm, vwn);
+  if (kwg % x[CT__X_KWI])
+    return ct__fail(why, n, "Xgemm KWG=%zu is not a multiple of KWI=%zu", kwg, x[CT__X_KWI]);
+  if (mwg % (mdimc * vwm))
+    return ct__fail(why, n, "Xgemm MWG=%zu is not a multiple of MDIMC*VWM = %zu", mwg, mdimc * vwm);
+  if (nwg % (ndimc * vwn))
+    return ct__fail(why, n, "Xgemm NWG=%zu is not a multiple of NDIMC*VWN = %zu", nwg, ndimc * vwn);
+  if (mwg % (x[CT__X_MDIMA] * vwm))
+    return ct__fail(why, n, "Xgemm MWG=%zu is not a multiple of MDIMA*VWM = %zu", mwg, x[CT__X_MDIMA] * vwm);
+  if (nwg % (x[CT__X_NDIMB] * vwn))
+    return ct__fail(why, n, "Xgemm NWG=%zu is not a multiple of NDIMB*VWN = %zu", nwg, x[CT__X_NDIMB] * vwn);
+  if (x[CT__X_GEMMK] == 0) {
+    size_t threads = mdimc * ndimc;
+    if (threads % x[CT__X_MDIMA] || threads % x[CT__X_NDIMB])
+      return ct__fail(why, n, "Xgemm MDIMC*NDIMC = %zu is not a multiple of MDIMA=%zu and NDIMB=%zu",
+                      threads, x[CT__X_MDIMA], x[CT__X_NDIMB]);
+    size_t kdima = threads / x[CT__X_MDIMA], kdimb = threads / x[CT__X_NDIMB];
+    if (kwg % kdima || kwg % kdimb)
+      return ct__fail(why, n, "Xgemm KWG=%zu is not a multiple of MDIMC*NDIMC/MDIMA = %zu and of "
+                      "MDIMC*NDIMC/NDIMB = %zu", kwg, kdima, kdimb);
+  } else {
+    if (x[CT__X_KREG] % vwn)
+      return ct__fail(why, n, "Xgemm KREG=%zu is not a multiple of VWN=%zu (GEMMK=1)", x[CT__X_KREG], vwn);
+    if (x[CT__X_SA] || x[CT__X_SB] || x[CT__X_STRM] || x[CT__X_STRN] || x[CT__X_MDIMA] != mdimc ||
+        x[CT__X_NDIMB] != ndimc)
+      return ct__fail(why, n, "Xgemm with GEMMK=1 needs SA=SB=STRM=STRN=0, MDIMA=MDIMC and NDIMB=NDIMC");
+  }
+  if (mdimc * ndimc > props->max_work_group_size)
+    return ct__fail(why, n, "Xgemm MDIMC*NDIMC = %zu exceeds the device's work-group limit %zu",
+                    mdimc * ndimc, props->max_work_group_size);
+  size_t local = elem_size * (x[CT__X_SA] * kwg * mwg + x[CT__X_SB] * kwg * nwg);
+  if (local > props->local_mem_bytes)
+    return ct__fail(why, n, "Xgemm needs %zu bytes of local memory; the device has %llu", local,
+                    (unsigned long long)props->local_mem_bytes);
+
+  /* XgemmDirect (src/tuning/kernels/xgemm_direct.hpp). */
+  size_t wgd = d[CT__D_WGD], mdimcd = d[CT__D_MDIMCD], ndimcd = d[CT__D_NDIMCD];
+  size_t vwmd = d[CT__D_VWMD], vwnd = d[CT__D_VWND];
+  if (!ct__pow2(vwmd) || vwmd > 16 || !ct__pow2(vwnd) || vwnd > 16)
+    return ct__fail(why, n, "XgemmDirect VWMD=%zu and VWND=%zu must be OpenCL vector widths", vwmd, vwnd);
+  if (wgd % d[CT__D_KWID])
+    return ct__fail(why, n, "XgemmDirect WGD=%zu is not a multiple of KWID=%zu", wgd, d[CT__D_KWID]);
+  if (wgd % (mdimcd * vwmd) || wgd % (ndimcd * vwnd) || wgd % (d[CT__D_MDIMAD] * vwmd) ||
+      wgd % (d[CT__D_NDIMBD] * vwnd))
+    return ct__fail(why, n, "XgemmDirect WGD=%zu is not a multiple of MDIMCD*VWMD, NDIMCD*VWND, "
+                    "MDIMAD*VWMD and NDIMBD*VWND", wgd);
+  size_t threads_d = mdimcd * ndimcd;
+  if (threads_d % d[CT__D_MDIMAD] || threads_d % d[CT__D_NDIMBD] ||
+      wgd % (threads_d / d[CT__D_MDIMAD]) || wgd % (threads_d / d[CT__D_NDIMBD]))
+    return ct__fail(why, n, "XgemmDirect WGD=%zu is not a multiple of MDIMCD*NDIMCD/MDIMAD and "
+                    "MDIMCD*NDIMCD/NDIMBD", wgd);
+  if (threads_d > props->max_work_group_size)
+    return ct__fail(why, n, "XgemmDirect MDIMCD*NDIMCD = %zu exceeds the device's work-group limit %zu",
+                    threads_d, props->max_work_group_size);
+  size_t local_d = elem_size * (wgd * (wgd + d[CT__D_PADA]) + wgd * (wgd + d[CT__D_PADB]));
+  if (local_d > props->local_mem_bytes)
+    return ct__fail(why, n, "XgemmDirect needs %zu bytes of local memory; the device has %llu", local_d,
+                    (unsigned long long)props->local_mem_bytes);
+  return true;
+}
+
+ct_status ct__gemm_params_apply(ct_device *d, int bits, const ct__gemm_params *p) {
+  CLBlastPrecision prec = bits == 16 ? CLBlastPrecisionHalf : bits == 32 ? CLBlastPrecisionSingle
+                                                                         : CLBlastPrecisionDouble;
+  const char *rn[1] = {ct__routine_name};
+  size_t rv[1] = {p->min_indirect};
+  struct { const char *kernel; size_t n; const char *const *names; const size_t *values; } sets[3] = {
+      {"Xgemm", CT__XGEMM_NPARAMS, ct__xgemm_names, p->xgemm},
+      {"XgemmDirect", CT__XDIRECT_NPARAMS, ct__xdirect_names, p->direct},
+      {"GemmRoutine", 1, rn, rv}};
+  for (int i = 0; i < 3; i++) {
+    /* CLBlast's C API takes non-const arrays it only reads. */
+    CLBlastStatusCode st = CLBlastOverrideParameters(d->id, sets[i].kernel, prec, sets[i].n,
+                                                     (const char **)(uintptr_t)sets[i].names,
+                                                     sets[i].values);
+    if (st != CLBlastSuccess) {
+      ct__clblast_error(st, "GEMM tuning: CLBlastOverrideParameters(%s, f%d) on %s refused the parameters",
+                        sets[i].kernel, bits, d->spec);
+      return CT_ERR_UNSUPPORTED;
+    }
+  }
+  return CT_OK;
+}
+
+/* ---- File location ---- */
+
+static uint64_t ct__fnv(const char *s, uint64_t h) {
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return (h ^ '\n') * 1099511628211ull;
+}
+
+ct_status ct__gemm_tuning_path(char *buf, size_t size, const ct_device *d) {
+  const char *dir = getenv("CLTENSOR_CACHE_DIR");
+  const char *sub = "";
+  if (!dir || !*dir) {
+    dir = getenv("XDG_CACHE_HOME");
+    sub = "/cltensor";
+    if (!dir || !*dir) {
+      dir = getenv("HOME");
+      sub = "/.cache/cltensor";
+    }
+  }
+  if (!dir || !*dir)
+    return ct__error(CT_ERR_IO, "GEMM tuning: no cache folder: none of $CLTENSOR_CACHE_DIR, "
+                     "$XDG_CACHE_HOME and $HOME is set");
+  uint64_t h = 14695981039346656037ull;
+  h = ct__fnv(d->props.name, h);
+  h = ct__fnv(d->props.vendor, h);
+  h = ct__fnv(d->props.driver_version, h);
+  h = ct__fnv(CT_VERSION_STRING, h);
+  int n = snprintf(buf, size, "%s%s/gemm-%016llx.txt", dir, sub, (unsigned long long)h);
+  if (n < 0 || (size_t)n >= size)
+    return ct__error(CT_ERR_IO, "GEMM tuning: cache folder path too long: %s%s", dir, sub);
+  return CT_OK;
+}
+
+/* ---- File format ----
+ *   # comments and blank lines anywhere
+ *   cltensor-gemm-tuning 1
+ *   device <CL_DEVICE_NAME>
+ *   vendor <CL_DEVICE_VENDOR>
+ *   driver <CL_DRIVER_VERSION>
+ *   library <libcltensor version>
+ *   <f16|f32|f64> Xgemm NAME=VALUE ... (all 16 parameters)
+ *   <f16|f32|f64> XgemmDirect NAME=VALUE ... (all 10)
+ *   <f16|f32|f64> GemmRoutine XGEMM_MIN_INDIRECT_SIZE=VALUE
+ * A precision present must have all three lines. */
+
+#define CT__TUNING_MAGIC "cltensor-gemm-tuning 1"
+
+static int ct__index_of(const char *const *names, int n, const char *name, size_t len) {
+  for (int i = 0; i < n; i++)
+    if (strlen(names[i]) == len && strncmp(names[i], name, len) == 0) return i;
+  return -1;
+}
+
+/* Parses "NAME=VALUE NAME=VALUE ..." into values (indexed like names); every name exactly once. */
+static bool ct__parse_assignments(const char *s, const char *const *names, int count, size_t *values,
+                                  char *why, size_t n, int line, const char *kernel) {
+  bool seen[CT__XGEMM_NPARAMS] = {false};
+  while (*s) {
+    while (*s == ' ' || *s == '\t') s++;
+    if (!*s) break;
+    const char *eq = s;
+    while (*eq && *eq != '=' && *eq != ' ' && *eq != '\t') eq++;
+    if (*eq != '=')
+      return ct__fail(why, n, "line %d: expected NAME=VALUE in the %s line, found \"%.*s\"", line, kernel,
+                      (int)(eq - s), s);
+    int i = ct__index_of(names, count, s, (size_t)(eq - s));
+    if (i < 0)
+      return ct__fail(why, n, "line %d: %s has no parameter '%.*s'", line, kernel, (int)(eq - s), s);
+    if (seen[i]) return ct__fail(why, n, "line %d: %s parameter %s given twice", line, kernel, names[i]);
+    const char *v = eq + 1;
+    if (*v < '0' || *v > '9')
+      return ct__fail(why, n, "line %d: %s %s needs a non-negative integer value", line, kernel, names[i]);
+    errno = 0;
+    char *end;
+    unsigned long long val = strtoull(v, &end, 10);
+    if (errno || (*end && *end != ' ' && *end != '\t') || val > SIZE_MAX)
+      return ct__fail(why, n, "line %d: %s %s has a malformed value \"%.*s\"", line, kernel, names[i],
+                      (int)strcspn(v, " \t"), v);
+    values[i] = (size_t)val;
+    seen[i] = true;
+    s = end;
+  }
+  for (int i = 0; i < count; i++)
+    if (!seen[i]) return ct__fail(why, n, "line %d: %s lacks parameter %s", line, kernel, names[i]);
+  return true;
+}
+
+ct_status ct__gemm_tuning_parse(ct__gemm_tuning *out, const char *text, const ct_device_props *props,
+                                char *why, size_t why_size) {
+  memset(out, 0, sizeof *out);
+  enum { K_DEVICE, K_VENDOR, K_DRIVER, K_LIBRARY, K_COUNT };
+  static const char *const keys[K_COUNT] = {"device", "vendor", "driver", "library"};
+  const char *want[K_COUNT] = {props->name, props->vendor, props->driver_version, CT_VERSION_STRING};
+  bool have_key[K_COUNT] = {false};
+  bool mismatch = false;
+  char mismatch_why[512] = "";
+  bool magic = false;
+  bool seen[CT__PREC_COUNT][3] = {{false}};
+  int line = 0;
+  const char *p = text;
+  char buf[1024];
+  while (*p) {
+    line++;
+    size_t len = strcspn(p, "\n");
+    if (len >= sizeof buf) {
+      ct__fail(why, why_size, "line %d: longer than %zu characters", line, sizeof buf - 1);
+      return CT_ERR_FORMAT;
+    }
+    memcpy(buf, p, len);
+    buf[len] = '\0';
+    p += len + (p[len] == '\n');
+    while (len > 0 && (buf[len - 1] == '\r' || buf[len - 1] == ' ' || buf[len - 1] == '\t')) buf[--len] = '\0';
+    if (len == 0 || buf[0] == '#') continue;
+    if (!magic) {
+      if (strcmp(buf, CT__TUNING_MAGIC) != 0) {
+        ct__fail(why, why_size, "line %d: expected \"%s\", found \"%s\"", line, CT__TUNING_MAGIC, buf);
+        return CT_ERR_FORMAT;
+      }
+      magic = true;
+      continue;
+    }
+    size_t wl = strcspn(buf, " \t");
+    const char *rest = buf + wl;
+    while (*rest == ' ' || *rest == '\t') rest++;
+    int key = ct__index_of(keys, K_COUNT, buf, wl);
+    if (key >= 0) {
+      if (have_key[key]) {
+        ct__fail(why, why_size, "line %d: '%s' given twice", line, keys[key]);
+        return CT_ERR_FORMAT;
+      }
+      have_key[key] = true;
+      if (strcmp(rest, want[key]) != 0 && !mismatch) {
+        mismatch = true;
+        snprintf(mismatch_why, sizeof mismatch_why, "written for %s \"%s\", this is \"%s\"",
+                 key == K_LIBRARY ? "libcltensor" : keys[key], rest, want[key]);
+      }
+      continue;
+    }
+    int prec = ct__index_of(ct__prec_names, CT__PREC_COUNT, buf, wl);
+    if (prec < 0) {
+      ct__fail(why, why_size, "line %d: unknown keyword '%.*s'", line, (int)wl, buf);
+      return CT_ERR_FORMAT;
+    }
+    size_t kl = strcspn(rest, " \t");
+    const char *assign = rest + kl;
+    static const char *const kernels[3] = {"Xgemm", "XgemmDirect", "GemmRoutine"};
+    int kernel = ct__index_of(kernels, 3, rest, kl);
+    if (kernel < 0) {
+      ct__fail(why, why_size, "line %d: unknown kernel '%.*s' (Xgemm, XgemmDirect or GemmRoutine)", line,
+               (int)kl, rest);
+      return CT_ERR_FORMAT;
+    }
+    if (seen[prec][kernel]) {
+      ct__fail(why, why_size, "line %d: %s %s given twice", line, ct__prec_names[prec], kernels[kernel]);
+      return CT_ERR_FORMAT;
+    }
+    seen[prec][kernel] = true;
+    ct__gemm_params *pp = &out->p[prec];
+    bool ok = kernel == 0 ? ct__parse_assignments(assign, ct__xgemm_names, CT__XGEMM_NPARAMS, pp->xgemm,
+                                                  why, why_size, line, kernels[0])
+              : kernel == 1 ? ct__parse_assignments(assign, ct__xdirect_names, CT__XDIRECT_NPARAMS,
+                                                    pp->direct, why, why_size, line, kernels[1])
+                            : ct__parse_assignments(assign, &ct__routine_name, 1, &pp->min_indirect,
+                                                    why, why_size, line, kernels[2]);
+    if (!ok) return CT_ERR_FORMAT;
+  }
+  if (!magic) {
+    ct__fail(why, why_size, "empty: no \"%s\" line", CT__TUNING_MAGIC);
+    return CT_ERR_FORMAT;
+  }
+  for (int k = 0; k < K_COUNT; k++)
+    if (!have_key[k]) {
+      ct__fail(why, why_size, "no '%s' line", keys[k]);
+      return CT_ERR_FORMAT;
+    }
+  for (int pr = 0; pr < CT__PREC_COUNT; pr++) {
+    int count = seen[pr][0] + seen[pr][1] + seen[pr][2];
+    if (count != 0 && count != 3) {
+      ct__fail(why, why_size, "%s needs all of Xgemm, XgemmDirect and GemmRoutine", ct__prec_names[pr]);
+      return CT_ERR_FORMAT;
+    }
+  }
+  /* Another device's limits may differ: its file is "not ours" rather than malformed. */
+  if (mismatch) {
+    snprintf(why, why_size, "%s", mismatch_why);
+    return CT_ERR_DEVICE_MISMATCH;
+  }
+  bool any = false;
+  for (int pr = 0; pr < CT__PREC_COUNT; pr++) {
+    if (!seen[pr][0]) continue;
+    char reason[400];
+    size_t elem = (size_t)ct__prec_bits(pr) / 8;
+    if (!ct__gemm_params_valid(&out->p[pr], props, elem, reason, sizeof reason)) {
+      ct__fail(why, why_size, "%s: %s", ct__prec_names[pr], reason);
+      return CT_ERR_FORMAT;
+    }
+    out->has[pr] = true;
+    any = true;
+  }
+  if (!any) {
+    ct__fail(why, why_size, "no parameter sets");
+    return CT_ERR_FORMAT;
+  }
+  return CT_OK;
+}
+
+static void ct__write_set(FILE *f, const char *prec, const char *kernel, const char *const *names,
+                          const size_t *values, int n) {
+  fprintf(f, "%s %s", prec, kernel);
+  for (int i = 0; i < n; i++) fprintf(f, " %s=%zu", names[i], values[i]);
+  fputc('\n', f);
+}
+
+/* mkdir -p for the folder part of path. */
+static ct_status ct__make_parents(const char *path) {
+  char dir[4096];
+  int n = snprintf(dir, sizeof dir, "%s", path);
+  if (n < 0 || (size_t)n >= sizeof dir) return ct__error(CT_ERR_IO, "GEMM tuning: path too long: %s", path);
+  char *slash = strrchr(dir, '/');
+  if (!slash || slash == dir) return CT_OK;
+  *slash = '\0';
+  for (char *q = dir + 1; ; q++) {
+    if (*q == '/' || *q == '\0') {
+      char c = *q;
+      *q = '\0';
+      if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return ct__error(CT_ERR_IO, "GEMM tuning: cannot create folder %s: %s", dir, strerror(errno));
+      *q = c;
+      if (c == '\0') break;
+    }
+  }
+  return CT_OK;
+}
+
+ct_status ct__gemm_tuning_save(const char *path, const ct_device *d, const ct__gemm_tuning *t,
+                               const char *comment) {
+  CT__TRY(ct__make_parents(path));
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+  FILE *f = fopen(tmp, "w");
+  if (!f) return ct__error(CT_ERR_IO, "GEMM tuning: cannot write %s: %s", tmp, strerror(errno));
+  fprintf(f, "# CLBlast GEMM parameters for one OpenCL device, written by cltensor-tune.\n"
+             "# Format: docs/GEMM.md. A file whose device, vendor, driver or library differs is ignored.\n");
+  if (comment) {
+    for (const char *c = comment; *c;) {
+      size_t len = strcspn(c, "\n");
+      fprintf(f, "# %.*s\n", (int)len, c);
+      c += len + (c[len] == '\n');
+    }
+  }
+  fprintf(f, "%s\ndevice %s\nvendor %s\ndriver %s\nlibrary %s\n", CT__TUNING_MAGIC, d->props.name,
+          d->props.vendor, d->props.driver_version, CT_VERSION_STRING);
+  for (int pr = 0; pr < CT__PREC_COUNT; pr++) {
+    if (!t->has[pr]) continue;
+    ct__write_set(f, ct__prec_names[pr], "Xgemm", ct__xgemm_names, t->p[pr].xgemm, CT__XGEMM_NPARAMS);
+    ct__write_set(f, ct__prec_names[pr], "XgemmDirect", ct__xdirect_names, t->p[pr].direct, CT__XDIRECT_NPARAMS);
+    ct__write_set(f, ct__prec_names[pr], "GemmRoutine", &ct__routine_name, &t->p[pr].min_indirect, 1);
+  }
+  bool bad = ferror(f) != 0;
+  if (fclose(f) != 0) bad = true;
+  if (bad) {
+    int e = errno;
+    unlink(tmp);
+    return ct__error(CT_ERR_IO, "GEMM tuning: writing %s failed: %s", tmp, strerror(e));
+  }
+  if (rename(tmp, path) != 0) {
+    int e = errno;
+    unlink(tmp);
+    return ct__error(CT_ERR_IO, "GEMM tuning: cannot rename %s to %s: %s", tmp, path, strerror(e));
+  }
+  return CT_OK;
+}
