@@ -1,6 +1,7 @@
 /* The matmul front end: PyTorch shape rules, dtype handling, operand layouts for BLAS, the
  * per-device GEMM state (route and tuning), and the public ct_matmul/ct_linear/ct_addmm. */
 #include <errno.h>
+#include <stdarg.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,15 @@
 #include "tensor/tensor.h"
 
 /* ---- Per-device state ---- */
+
+/* snprintf for messages that may be cut at the buffer's end (paths can be long). */
+static void ct__note(char *buf, size_t size, const char *fmt, ...) CT__PRINTF(3, 4);
+static void ct__note(char *buf, size_t size, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, size, fmt, ap);
+  va_end(ap);
+}
 
 static void ct__gemm_state_destroy(ct_device *d, void *state) {
   (void)d;
@@ -36,12 +46,12 @@ static void ct__resolve_route(struct ct__gemm_state *s, const ct_device *d) {
   } else if (strcasecmp(env, "host") == 0) {
     if (!host_ok) {
       s->route_status = CT_ERR_UNSUPPORTED;
-      snprintf(s->route_error, sizeof s->route_error,
+      ct__note(s->route_error, sizeof s->route_error,
                "CLTENSOR_GEMM=host, but libcltensor was built without a host BLAS (configure with "
                "-Dhost_blas=enabled and OpenBLAS installed)");
     } else if (!d->props.host_unified_memory) {
       s->route_status = CT_ERR_UNSUPPORTED;
-      snprintf(s->route_error, sizeof s->route_error,
+      ct__note(s->route_error, sizeof s->route_error,
                "CLTENSOR_GEMM=host, but %s (%s) has no host-unified memory; use auto or clblast", d->spec,
                d->props.name);
     } else {
@@ -49,7 +59,7 @@ static void ct__resolve_route(struct ct__gemm_state *s, const ct_device *d) {
     }
   } else {
     s->route_status = CT_ERR_INVALID_ARGUMENT;
-    snprintf(s->route_error, sizeof s->route_error,
+    ct__note(s->route_error, sizeof s->route_error,
              "CLTENSOR_GEMM='%.64s' is not valid: use auto, clblast or host", env);
   }
 }
@@ -72,19 +82,19 @@ static ct_status ct__apply_tuning(struct ct__gemm_state *s, ct_device *d, const 
 static bool ct__load_tuning_file(struct ct__gemm_state *s, ct_device *d, char *note, size_t note_size) {
   char path[4096];
   if (ct__gemm_tuning_path(path, sizeof path, d) != CT_OK) {
-    snprintf(note, note_size, "%s", ct_last_error());
+    ct__note(note, note_size, "%s", ct_last_error());
     return false;
   }
   FILE *f = fopen(path, "rb");
   if (!f) {
-    if (errno == ENOENT) snprintf(note, note_size, "no tuning file %s", path);
-    else snprintf(note, note_size, "tuning file %s ignored: cannot read it: %s", path, strerror(errno));
+    if (errno == ENOENT) ct__note(note, note_size, "no tuning file %s", path);
+    else ct__note(note, note_size, "tuning file %s ignored: cannot read it: %s", path, strerror(errno));
     return false;
   }
   char *text = malloc(CT__TUNING_FILE_MAX + 1);
   if (!text) {
     fclose(f);
-    snprintf(note, note_size, "tuning file %s ignored: out of host memory", path);
+    ct__note(note, note_size, "tuning file %s ignored: out of host memory", path);
     return false;
   }
   size_t len = fread(text, 1, CT__TUNING_FILE_MAX + 1, f);
@@ -92,25 +102,25 @@ static bool ct__load_tuning_file(struct ct__gemm_state *s, ct_device *d, char *n
   fclose(f);
   bool ok = false;
   if (read_error) {
-    snprintf(note, note_size, "tuning file %s ignored: read error", path);
+    ct__note(note, note_size, "tuning file %s ignored: read error", path);
   } else if (len > CT__TUNING_FILE_MAX) {
-    snprintf(note, note_size, "tuning file %s ignored: larger than %d bytes", path, CT__TUNING_FILE_MAX);
+    ct__note(note, note_size, "tuning file %s ignored: larger than %d bytes", path, CT__TUNING_FILE_MAX);
   } else if (memchr(text, '\0', len)) {
-    snprintf(note, note_size, "tuning file %s ignored: malformed: it contains NUL bytes", path);
+    ct__note(note, note_size, "tuning file %s ignored: malformed: it contains NUL bytes", path);
   } else {
     text[len] = '\0';
     ct__gemm_tuning t;
     char why[512];
     ct_status st = ct__gemm_tuning_parse(&t, text, &d->props, why, sizeof why);
     if (st == CT_ERR_DEVICE_MISMATCH) {
-      snprintf(note, note_size, "tuning file %s ignored: it is for another device: %s", path, why);
+      ct__note(note, note_size, "tuning file %s ignored: it is for another device: %s", path, why);
     } else if (st != CT_OK) {
-      snprintf(note, note_size, "tuning file %s ignored: malformed: %s", path, why);
+      ct__note(note, note_size, "tuning file %s ignored: malformed: %s", path, why);
     } else if (ct__apply_tuning(s, d, &t) != CT_OK) {
-      snprintf(note, note_size, "tuning file %s ignored: %s", path, ct_last_error());
+      ct__note(note, note_size, "tuning file %s ignored: %s", path, ct_last_error());
       memset(s->tuned, 0, sizeof s->tuned);
     } else {
-      snprintf(note, note_size, "tuning file %s applied", path);
+      ct__note(note, note_size, "tuning file %s applied", path);
       ok = true;
     }
   }
@@ -122,22 +132,22 @@ static void ct__load_tuning(struct ct__gemm_state *s, ct_device *d) {
   char note[900];
   if (ct__load_tuning_file(s, d, note, sizeof note)) {
     s->tuning_source = CT_GEMM_TUNING_FILE;
-    snprintf(s->tuning_message, sizeof s->tuning_message, "%s", note);
+    ct__note(s->tuning_message, sizeof s->tuning_message, "%s", note);
     return;
   }
   const ct__gemm_tuning *shipped = ct__gemm_shipped_tuning(d);
   if (shipped && ct__apply_tuning(s, d, shipped) == CT_OK) {
     s->tuning_source = CT_GEMM_TUNING_SHIPPED;
-    snprintf(s->tuning_message, sizeof s->tuning_message, "%s; libcltensor's shipped parameters for PoCL CPU "
+    ct__note(s->tuning_message, sizeof s->tuning_message, "%s; libcltensor's shipped parameters for PoCL CPU "
              "devices in use", note);
     return;
   }
   if (shipped) {
     memset(s->tuned, 0, sizeof s->tuned);
-    snprintf(s->tuning_message, sizeof s->tuning_message, "%s; the shipped parameters were refused (%s); "
+    ct__note(s->tuning_message, sizeof s->tuning_message, "%s; the shipped parameters were refused (%s); "
              "CLBlast's built-in parameters in use", note, ct_last_error());
   } else {
-    snprintf(s->tuning_message, sizeof s->tuning_message, "%s; CLBlast's built-in parameters in use", note);
+    ct__note(s->tuning_message, sizeof s->tuning_message, "%s; CLBlast's built-in parameters in use", note);
   }
   s->tuning_source = CT_GEMM_TUNING_BUILTIN;
 }
@@ -346,7 +356,7 @@ static ct_status ct__init_c(ct_device *d, const char *fn, ct_tensor *target, con
     if (err != CL_SUCCESS) return ct__cl_error(err, "%s: clearing the result on %s", fn, d->spec);
     return CT_OK;
   }
-  int64_t coff;
+  int64_t coff = 0;
   ct_tensor *cc = NULL;
   if (!ct__elem_offset(c, &coff)) {
     CT__TRY(ct_contiguous(&cc, c));
@@ -490,7 +500,7 @@ static ct_status ct__mm_int(struct ct__mm *mm, ct_tensor *target) {
   const char *fn = mm->fn;
   ct_tensor *ac = NULL, *bc = NULL;
   const ct_tensor *a = mm->a, *b = mm->b, *c = mm->c;
-  int64_t aoff, boff, coff = 0, toff;
+  int64_t aoff = 0, boff = 0, coff = 0, toff = 0;
   if (!ct__elem_offset(a, &aoff)) {
     CT__TRY(ct_contiguous(&ac, a));
     a = ac;

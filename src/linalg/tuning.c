@@ -11,6 +11,7 @@
 
 #include "cltensor/version.h"
 #include "core/error.h"
+#include "kernel/cache.h"
 #include "linalg/linalg.h"
 
 const char *const ct__xgemm_names[CT__XGEMM_NPARAMS] = {
@@ -151,33 +152,23 @@ ct_status ct__gemm_params_apply(ct_device *d, int bits, const ct__gemm_params *p
 
 /* ---- File location ---- */
 
-static uint64_t ct__fnv(const char *s, uint64_t h) {
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return (h ^ '\n') * 1099511628211ull;
-}
-
 ct_status ct__gemm_tuning_path(char *buf, size_t size, const ct_device *d) {
-  const char *dir = getenv("CLTENSOR_CACHE_DIR");
-  const char *sub = "";
-  if (!dir || !*dir) {
-    dir = getenv("XDG_CACHE_HOME");
-    sub = "/cltensor";
-    if (!dir || !*dir) {
-      dir = getenv("HOME");
-      sub = "/.cache/cltensor";
-    }
-  }
-  if (!dir || !*dir)
-    return ct__error(CT_ERR_IO, "GEMM tuning: no cache folder: none of $CLTENSOR_CACHE_DIR, "
-                     "$XDG_CACHE_HOME and $HOME is set");
-  uint64_t h = 14695981039346656037ull;
-  h = ct__fnv(d->props.name, h);
-  h = ct__fnv(d->props.vendor, h);
-  h = ct__fnv(d->props.driver_version, h);
-  h = ct__fnv(CT_VERSION_STRING, h);
-  int n = snprintf(buf, size, "%s%s/gemm-%016llx.txt", dir, sub, (unsigned long long)h);
-  if (n < 0 || (size_t)n >= size)
-    return ct__error(CT_ERR_IO, "GEMM tuning: cache folder path too long: %s%s", dir, sub);
+  char dir[4096];
+  if (!ct__cache_dir(dir, sizeof dir))
+    return ct__error(CT_ERR_IO, "GEMM tuning: no cache folder ($CLTENSOR_CACHE=0, or none of "
+                     "$CLTENSOR_CACHE_DIR, $XDG_CACHE_HOME and $HOME is usable)");
+  /* Named by a digest of what the parameters depend on, as the kernel cache names binaries;
+   * the file repeats the fields in clear, and those are what a reader checks. */
+  const char *fields[4] = {d->props.name, d->props.vendor, d->props.driver_version, CT_VERSION_STRING};
+  struct ct__sha256 sh;
+  ct__sha256_init(&sh);
+  for (int i = 0; i < 4; i++) ct__sha256_update(&sh, fields[i], strlen(fields[i]) + 1);
+  unsigned char digest[32];
+  ct__sha256_final(&sh, digest);
+  char hex[33];
+  ct__hex(hex, digest, 16);
+  int n = snprintf(buf, size, "%s/gemm-%s.txt", dir, hex);
+  if (n < 0 || (size_t)n >= size) return ct__error(CT_ERR_IO, "GEMM tuning: cache folder path too long: %s", dir);
   return CT_OK;
 }
 
@@ -373,7 +364,7 @@ static ct_status ct__make_parents(const char *path) {
     if (*q == '/' || *q == '\0') {
       char c = *q;
       *q = '\0';
-      if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+      if (mkdir(dir, 0700) != 0 && errno != EEXIST)
         return ct__error(CT_ERR_IO, "GEMM tuning: cannot create folder %s: %s", dir, strerror(errno));
       *q = c;
       if (c == '\0') break;
