@@ -325,6 +325,7 @@ static void ct__prof_write(FILE *f, struct ct__prof_dev **v, size_t n) {
       pthread_mutex_unlock(&p->lock);
       continue;
     }
+    if (any) fputc('\n', f);
     any = 1;
     uint64_t calls = 0, ns = 0, untimed = 0;
     for (uint32_t o = 0; o < p->nops; o++) {

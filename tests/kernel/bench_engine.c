@@ -7,9 +7,10 @@
  *                  holds the code generated per work-group size) empty or filled;
  *   lookup         ct__kernel_get() hit for an embedded file with typical options;
  *   launch         per-launch cost of back-to-back 1024-element launches: a raw
- *                  clEnqueueNDRangeKernel (what ../shared/peers/run calls cl_launch) against the
- *                  engine path an op takes (ct__kernel_get + lock + 5 arguments +
- *                  ct__kernel_launch + unlock), with the profiler off and on.
+ *                  clEnqueueNDRangeKernel (for peers.c's own add kernel, exactly what
+ *                  ../shared/peers/run calls cl_launch) against the engine path an op takes
+ *                  (ct__kernel_get + lock + arguments + ct__kernel_launch + unlock), for that
+ *                  kernel and for a real library kernel, with the profiler off and on.
  *
  * Each figure is the median of several runs after a warm-up. One JSON object per line. */
 #define _GNU_SOURCE
@@ -163,88 +164,67 @@ static void bench_first_result(const char *self) {
 }
 
 /* ---- child: launch overhead ---- */
-static int launch_cost(void) {
-  ct_device *d;
-  CT_OK_OR_DIE(ct_device_default(&d));
-  CT_OK_OR_DIE(ct_device_open(d));
-  const char *variant = getenv("CLTENSOR_PROFILE") ? "profiler on" : "profiler off";
-  enum { N = 1024, LAUNCHES = 20000, RUNS = 7 };
-  cl_int err;
-  cl_mem src = clCreateBuffer(ct__device_context(d), CL_MEM_READ_WRITE, N * 4, NULL, &err);
-  cl_mem dst = clCreateBuffer(ct__device_context(d), CL_MEM_READ_WRITE, N * 2, NULL, &err);
-  if (err != CL_SUCCESS) FAIL("buffers");
+
+/* peers.c's kernel, byte for byte, so the raw figure is its cl_launch. */
+static const char *PEERS_ADD =
+    "__kernel void add(__global const float *a, __global const float *b, __global float *c)\n"
+    "{ size_t i = get_global_id(0); c[i] = a[i] + b[i]; }\n";
+
+struct launch_case {
+  const char *label;
+  const char *file;    /* embedded file, or NULL for source */
+  const char *source;
+  const char *kernel;
+  int src_dt, dst_dt;  /* formatted into the options each call when >= 0, as an op does */
+  int nargs;
+  size_t arg_size[5];
+  const void *arg[5];
+};
+
+static ct__kernel *case_get(ct_device *d, const struct launch_case *c) {
+  char opts[64] = "";
+  if (c->src_dt >= 0) snprintf(opts, sizeof opts, "-DCT_SRC=%d -DCT_DST=%d", c->src_dt, c->dst_dt);
   ct__kernel *k;
-  CT_OK_OR_DIE(ct__kernel_get(&k, d, "copy.cl", "copy_contig", "-DCT_SRC=7 -DCT_DST=5"));
-  cl_long off = 0, n = N;
-  size_t global = N;
-  double t[RUNS];
-  (void)err;
+  ct_status st = c->file ? ct__kernel_get(&k, d, c->file, c->kernel, opts)
+                         : ct__kernel_get_source(&k, d, c->source, c->kernel, opts);
+  if (st != CT_OK) FAIL("get: %s", ct_last_error());
+  return k;
+}
 
-  /* Lookup alone: the options string built each time, as an op does. */
-  for (int r = -1; r < RUNS; r++) {
-    double t0 = now();
-    for (int i = 0; i < 100000; i++) {
-      char opts[64];
-      snprintf(opts, sizeof opts, "-DCT_SRC=%d -DCT_DST=%d", 7, 5);
-      ct__kernel *k2;
-      if (ct__kernel_get(&k2, d, "copy.cl", "copy_contig", opts) != CT_OK || k2 != k) FAIL("lookup");
-    }
-    if (r >= 0) t[r] = (now() - t0) / 100000 * 1e9;
-  }
-  emit("lookup", "ct__kernel_get hit incl. snprintf of options", median(t, RUNS), "ns");
-  for (int r = -1; r < RUNS; r++) {
-    double t0 = now();
-    for (int i = 0; i < 100000; i++) {
-      ct__kernel *k2;
-      if (ct__kernel_get(&k2, d, "copy.cl", "copy_contig", "-DCT_SRC=7 -DCT_DST=5") != CT_OK || k2 != k)
-        FAIL("lookup");
-    }
-    if (r >= 0) t[r] = (now() - t0) / 100000 * 1e9;
-  }
-  emit("lookup", "ct__kernel_get hit", median(t, RUNS), "ns");
+static void set_args(cl_kernel ck, const struct launch_case *c) {
+  for (int i = 0; i < c->nargs; i++) clSetKernelArg(ck, (cl_uint)i, c->arg_size[i], c->arg[i]);
+}
 
-  /* Three ways to issue the same launches, interleaved run by run so that drift in a shared
-   * machine's load hits all three alike:
-   *   raw         arguments set once, back-to-back enqueues (peers' cl_launch);
-   *   raw+args    the five clSetKernelArg calls an op must make, then the enqueue;
-   *   engine      the path an op takes: options formatted, ct__kernel_get, lock, five
-   *               arguments, ct__kernel_launch, unlock. */
-  double traw[RUNS], targs[RUNS], teng[RUNS];
+/* Three ways to issue the same launches, interleaved run by run so that drift in a shared
+ * machine's load hits all three alike:
+ *   raw         arguments set once, back-to-back enqueues (peers' cl_launch);
+ *   raw+args    the clSetKernelArg calls an op must make, then the enqueue;
+ *   engine      the path an op takes: options formatted, ct__kernel_get(_source), lock,
+ *               arguments, ct__kernel_launch, unlock. */
+static void launch_case(ct_device *d, const struct launch_case *c, const char *variant) {
+  enum { LAUNCHES = 20000, RUNS = 7 };
+  size_t global = 1024;
   cl_command_queue q = ct__device_queue(d);
+  ct__kernel *k = case_get(d, c);
+  double traw[RUNS], targs[RUNS], teng[RUNS];
   for (int r = -1; r < RUNS; r++) {
     cl_kernel ck = ct__kernel_lock(k);
-    clSetKernelArg(ck, 0, sizeof dst, &dst);
-    clSetKernelArg(ck, 1, sizeof off, &off);
-    clSetKernelArg(ck, 2, sizeof src, &src);
-    clSetKernelArg(ck, 3, sizeof off, &off);
-    clSetKernelArg(ck, 4, sizeof n, &n);
+    set_args(ck, c);
     double t0 = now();
     for (int i = 0; i < LAUNCHES; i++)
       if (clEnqueueNDRangeKernel(q, ck, 1, NULL, &global, NULL, 0, NULL, NULL) != CL_SUCCESS) FAIL("enqueue");
     clFinish(q);
     double t1 = now();
     for (int i = 0; i < LAUNCHES; i++) {
-      clSetKernelArg(ck, 0, sizeof dst, &dst);
-      clSetKernelArg(ck, 1, sizeof off, &off);
-      clSetKernelArg(ck, 2, sizeof src, &src);
-      clSetKernelArg(ck, 3, sizeof off, &off);
-      clSetKernelArg(ck, 4, sizeof n, &n);
+      set_args(ck, c);
       if (clEnqueueNDRangeKernel(q, ck, 1, NULL, &global, NULL, 0, NULL, NULL) != CL_SUCCESS) FAIL("enqueue");
     }
     clFinish(q);
     ct__kernel_unlock(k);
     double t2 = now();
     for (int i = 0; i < LAUNCHES; i++) {
-      char opts[64];
-      snprintf(opts, sizeof opts, "-DCT_SRC=%d -DCT_DST=%d", 7, 5);
-      ct__kernel *kk;
-      if (ct__kernel_get(&kk, d, "copy.cl", "copy_contig", opts) != CT_OK) FAIL("get");
-      cl_kernel c = ct__kernel_lock(kk);
-      clSetKernelArg(c, 0, sizeof dst, &dst);
-      clSetKernelArg(c, 1, sizeof off, &off);
-      clSetKernelArg(c, 2, sizeof src, &src);
-      clSetKernelArg(c, 3, sizeof off, &off);
-      clSetKernelArg(c, 4, sizeof n, &n);
+      ct__kernel *kk = case_get(d, c);
+      set_args(ct__kernel_lock(kk), c);
       ct_status st = ct__kernel_launch(kk, d, 1, &global, NULL);
       ct__kernel_unlock(kk);
       if (st != CT_OK) FAIL("launch: %s", ct_last_error());
@@ -257,19 +237,62 @@ static int launch_cost(void) {
     teng[r] = (t3 - t2) / LAUNCHES * 1e6;
   }
   double raw = median(traw, RUNS), args = median(targs, RUNS), eng = median(teng, RUNS);
-  char v[128];
-  snprintf(v, sizeof v, "raw clEnqueueNDRangeKernel, %s", variant);
+  char v[160];
+  snprintf(v, sizeof v, "%s: raw clEnqueueNDRangeKernel, %s", c->label, variant);
   emit("launch", v, raw, "us");
-  snprintf(v, sizeof v, "raw with 5 clSetKernelArg per launch, %s", variant);
+  snprintf(v, sizeof v, "%s: raw with clSetKernelArg per launch, %s", c->label, variant);
   emit("launch", v, args, "us");
-  snprintf(v, sizeof v, "engine path (get, lock, 5 args, launch, unlock), %s", variant);
+  snprintf(v, sizeof v, "%s: engine path, %s", c->label, variant);
   emit("launch", v, eng, "us");
-  snprintf(v, sizeof v, "engine path / raw, %s", variant);
+  snprintf(v, sizeof v, "%s: engine path / raw, %s", c->label, variant);
   emit("launch_ratio", v, eng / raw, "x");
-  snprintf(v, sizeof v, "engine path / raw with args, %s", variant);
-  emit("launch_ratio", v, eng / args, "x");
-  clReleaseMemObject(src);
-  clReleaseMemObject(dst);
+}
+
+static int launch_cost(void) {
+  ct_device *d;
+  CT_OK_OR_DIE(ct_device_default(&d));
+  CT_OK_OR_DIE(ct_device_open(d));
+  const char *variant = getenv("CLTENSOR_PROFILE") ? "profiler on" : "profiler off";
+  cl_int err;
+  cl_mem a = clCreateBuffer(ct__device_context(d), CL_MEM_READ_WRITE, 1024 * 4, NULL, &err);
+  cl_mem b = clCreateBuffer(ct__device_context(d), CL_MEM_READ_WRITE, 1024 * 4, NULL, &err);
+  cl_mem c = clCreateBuffer(ct__device_context(d), CL_MEM_READ_WRITE, 1024 * 4, NULL, &err);
+  if (err != CL_SUCCESS) FAIL("buffers");
+  cl_long off = 0, n = 1024;
+
+  struct launch_case copy = {"copy_contig f32->f16 (copy.cl)", "copy.cl", NULL, "copy_contig", 7, 5, 5,
+                             {sizeof c, sizeof off, sizeof a, sizeof off, sizeof n},
+                             {&c, &off, &a, &off, &n}};
+  struct launch_case add = {"peers add (generated source)", NULL, PEERS_ADD, "add", -1, -1, 3,
+                            {sizeof a, sizeof b, sizeof c}, {&a, &b, &c}};
+
+  /* Lookup alone, with the options formatted each time as an op does, and without. */
+  enum { RUNS = 7, LOOKUPS = 100000 };
+  double t[RUNS];
+  ct__kernel *k = case_get(d, &copy);
+  for (int r = -1; r < RUNS; r++) {
+    double t0 = now();
+    for (int i = 0; i < LOOKUPS; i++)
+      if (case_get(d, &copy) != k) FAIL("lookup");
+    if (r >= 0) t[r] = (now() - t0) / LOOKUPS * 1e9;
+  }
+  emit("lookup", "ct__kernel_get hit incl. snprintf of options", median(t, RUNS), "ns");
+  for (int r = -1; r < RUNS; r++) {
+    double t0 = now();
+    for (int i = 0; i < LOOKUPS; i++) {
+      ct__kernel *k2;
+      if (ct__kernel_get(&k2, d, "copy.cl", "copy_contig", "-DCT_SRC=7 -DCT_DST=5") != CT_OK || k2 != k)
+        FAIL("lookup");
+    }
+    if (r >= 0) t[r] = (now() - t0) / LOOKUPS * 1e9;
+  }
+  emit("lookup", "ct__kernel_get hit", median(t, RUNS), "ns");
+
+  launch_case(d, &add, variant);
+  launch_case(d, &copy, variant);
+  clReleaseMemObject(a);
+  clReleaseMemObject(b);
+  clReleaseMemObject(c);
   ct_shutdown();
   return 0;
 }
