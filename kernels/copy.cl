@@ -2,9 +2,9 @@
  *
  * Host code collapses the geometry first, then picks one of:
  *   copy_contig   both sides contiguous: dst[i] = convert(src[i])
- *   copy_strided  dst[off_d(i)] = convert(src[off_s(i)]), i in row-major order of the (shared)
- *                 shape; a broadcast src dim has stride 0
- *   fill_strided  dst[off_d(i)] = a bit pattern (any dtype of that size)
+ *   copy_strided  dst[off_d(i)] = convert(src[off_s(i)]) over the (shared) shape, at least 2
+ *                 dims (host pads with a leading size-1 dim); a broadcast src dim has stride 0
+ *   fill_strided  the same addressing, storing a bit pattern (any dtype of that size)
  * Options: -DCT_SRC=<dtype> -DCT_DST=<dtype> for the converting kernels, -DCT_BITS=<uint type>
  * for same-dtype copies and fills (bits are moved, so NaN payloads and -0 survive).
  *
@@ -120,43 +120,40 @@ inline float ct_f64_to_f32_odd(double v) {
 #endif
 
 kernel void copy_contig(global DT *dst, long dst_off, global const ST *src, long src_off, long n) {
-  for (long i = get_global_id(0); i < n; i += get_global_size(0)) STORE(dst + dst_off, i, CONV(src + src_off, i));
+  for (long i = get_global_id(0); i < n; i += (long)get_global_size(0)) STORE(dst + dst_off, i, CONV(src + src_off, i));
 }
 
-/* Both offsets in one pass over the dims (innermost first). */
-kernel void copy_strided(global DT *dst, long dst_off, long8 shape8, long8 dstr8, global const ST *src,
-                         long src_off, long8 sstr8, int ndim, long n) {
+/* The NDRange carries the two innermost dims (ids 0 and 1, strides as scalars), so most copies
+ * need no division and vectorize; id 2 enumerates the nouter outer dims (shapes and strides in
+ * the long8s, outermost first), decomposed innermost first. */
+inline void ct_outer_offsets(long i, int nouter, long8 shape8, long8 dstr8, long8 sstr8, long *od, long *os) {
   long sh[8], ds[8], ss[8];
   vstore8(shape8, 0, sh);
   vstore8(dstr8, 0, ds);
   vstore8(sstr8, 0, ss);
-  for (long i = get_global_id(0); i < n; i += get_global_size(0)) {
-    long rest = i, od = dst_off, os = src_off;
-    for (int d = ndim - 1; d >= 0; d--) {
-      long q = rest / sh[d];
-      long r = rest - q * sh[d];
-      od += r * ds[d];
-      os += r * ss[d];
-      rest = q;
-    }
-    STORE(dst, od, CONV(src, os));
+  for (int d = nouter - 1; d >= 0; d--) {
+    long q = i / sh[d];
+    long r = i - q * sh[d];
+    *od += r * ds[d];
+    *os += r * ss[d];
+    i = q;
   }
 }
 
+kernel void copy_strided(global DT *dst, long dst_off, long ds0, long ds1, global const ST *src, long src_off,
+                         long ss0, long ss1, long8 shape8, long8 dstr8, long8 sstr8, int nouter) {
+  long i0 = get_global_id(0), i1 = get_global_id(1);
+  long od = dst_off + i0 * ds0 + i1 * ds1;
+  long os = src_off + i0 * ss0 + i1 * ss1;
+  if (nouter > 0) ct_outer_offsets(get_global_id(2), nouter, shape8, dstr8, sstr8, &od, &os);
+  STORE(dst, od, CONV(src, os));
+}
+
 #ifdef CT_BITS
-kernel void fill_strided(global CT_BITS *dst, long dst_off, long8 shape8, long8 dstr8, int ndim, long n,
+kernel void fill_strided(global CT_BITS *dst, long dst_off, long ds0, long ds1, long8 shape8, long8 dstr8, int nouter,
                          CT_BITS value) {
-  long sh[8], ds[8];
-  vstore8(shape8, 0, sh);
-  vstore8(dstr8, 0, ds);
-  for (long i = get_global_id(0); i < n; i += get_global_size(0)) {
-    long rest = i, od = dst_off;
-    for (int d = ndim - 1; d >= 0; d--) {
-      long q = rest / sh[d];
-      od += (rest - q * sh[d]) * ds[d];
-      rest = q;
-    }
-    dst[od] = value;
-  }
+  long od = dst_off + (long)get_global_id(0) * ds0 + (long)get_global_id(1) * ds1, unused = 0;
+  if (nouter > 0) ct_outer_offsets(get_global_id(2), nouter, shape8, dstr8, dstr8, &od, &unused);
+  dst[od] = value;
 }
 #endif

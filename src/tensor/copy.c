@@ -11,7 +11,7 @@
 
 /* Work-items per launch at most; the kernels loop over the rest (fewer, fatter items are cheaper
  * on CPU devices and lose nothing on GPUs at this size). */
-#define CT__COPY_MAX_ITEMS ((size_t)1 << 20)
+#define CT__COPY_MAX_ITEMS ((size_t)1 << 30)
 
 static const char *ct__bits_type(size_t es) {
   switch (es) {
@@ -56,6 +56,23 @@ static cl_long8 ct__long8(int n, const int64_t *v, int64_t pad) {
   return r;
 }
 
+/* Pads g to at least 2 dims (a leading size-1 dim) and sets the NDRange: the innermost dim,
+ * the next one, and the product of the rest. */
+static void ct__nd_range(struct ct__geom *g, size_t *global) {
+  while (g->ndim < 2) {
+    memmove(g->shape + 1, g->shape, (size_t)g->ndim * sizeof g->shape[0]);
+    memmove(g->dst + 1, g->dst, (size_t)g->ndim * sizeof g->dst[0]);
+    memmove(g->src + 1, g->src, (size_t)g->ndim * sizeof g->src[0]);
+    g->shape[0] = 1;
+    g->dst[0] = g->src[0] = 0;
+    g->ndim++;
+  }
+  global[0] = (size_t)g->shape[g->ndim - 1];
+  global[1] = (size_t)g->shape[g->ndim - 2];
+  global[2] = 1;
+  for (int i = 0; i < g->ndim - 2; i++) global[2] *= (size_t)g->shape[i];
+}
+
 static size_t ct__items(int64_t n) { return (size_t)n < CT__COPY_MAX_ITEMS ? (size_t)n : CT__COPY_MAX_ITEMS; }
 
 /* Element offset of t's element 0 in its cl_mem. Storage offsets are aligned, so this divides. */
@@ -96,6 +113,7 @@ static ct_status ct__copy_launch(ct_tensor *dst, const ct_tensor *src, const int
   CT__TRY(ct__kernel_get(&k, d, "copy.cl", contig ? "copy_contig" : "copy_strided", opts));
   cl_mem dm = dst->storage->mem, sm = src->storage->mem;
   cl_long doff = ct__elem_off(dst), soff = ct__elem_off(src), cn = n;
+  size_t global[3] = {ct__items(n), 1, 1};
   cl_kernel ck = ct__kernel_lock(k);
   cl_int err = CL_SUCCESS;
   if (contig) {
@@ -105,24 +123,29 @@ static ct_status ct__copy_launch(ct_tensor *dst, const ct_tensor *src, const int
     err |= clSetKernelArg(ck, 3, sizeof soff, &soff);
     err |= clSetKernelArg(ck, 4, sizeof cn, &cn);
   } else {
-    cl_long8 sh = ct__long8(g.ndim, g.shape, 1), ds = ct__long8(g.ndim, g.dst, 0), ss = ct__long8(g.ndim, g.src, 0);
-    cl_int nd = g.ndim;
+    ct__nd_range(&g, global);
+    int no = g.ndim - 2;
+    cl_long ds0 = g.dst[no + 1], ds1 = g.dst[no], ss0 = g.src[no + 1], ss1 = g.src[no];
+    cl_long8 sh = ct__long8(no, g.shape, 1), ds = ct__long8(no, g.dst, 0), ss = ct__long8(no, g.src, 0);
+    cl_int nd = no;
     err |= clSetKernelArg(ck, 0, sizeof dm, &dm);
     err |= clSetKernelArg(ck, 1, sizeof doff, &doff);
-    err |= clSetKernelArg(ck, 2, sizeof sh, &sh);
-    err |= clSetKernelArg(ck, 3, sizeof ds, &ds);
+    err |= clSetKernelArg(ck, 2, sizeof ds0, &ds0);
+    err |= clSetKernelArg(ck, 3, sizeof ds1, &ds1);
     err |= clSetKernelArg(ck, 4, sizeof sm, &sm);
     err |= clSetKernelArg(ck, 5, sizeof soff, &soff);
-    err |= clSetKernelArg(ck, 6, sizeof ss, &ss);
-    err |= clSetKernelArg(ck, 7, sizeof nd, &nd);
-    err |= clSetKernelArg(ck, 8, sizeof cn, &cn);
+    err |= clSetKernelArg(ck, 6, sizeof ss0, &ss0);
+    err |= clSetKernelArg(ck, 7, sizeof ss1, &ss1);
+    err |= clSetKernelArg(ck, 8, sizeof sh, &sh);
+    err |= clSetKernelArg(ck, 9, sizeof ds, &ds);
+    err |= clSetKernelArg(ck, 10, sizeof ss, &ss);
+    err |= clSetKernelArg(ck, 11, sizeof nd, &nd);
   }
   ct_status st;
   if (err != CL_SUCCESS) {
     st = ct__error(CT_ERR_INTERNAL, "%s: setting the arguments of %s failed", fn, ct__kernel_name(k));
   } else {
-    size_t global = ct__items(n);
-    st = ct__kernel_launch(k, d, 1, &global, NULL);
+    st = ct__kernel_launch(k, d, contig ? 1 : 3, global, NULL);
   }
   ct__kernel_unlock(k);
   return st;
@@ -147,25 +170,28 @@ ct_status ct__fill_bits(ct_tensor *t, const void *elem, const char *fn) {
   ct__kernel *k;
   CT__TRY(ct__kernel_get(&k, d, "copy.cl", "fill_strided", opts));
   cl_mem dm = t->storage->mem;
-  cl_long doff = ct__elem_off(t), cn = n;
-  cl_long8 sh = ct__long8(g.ndim, g.shape, 1), ds = ct__long8(g.ndim, g.dst, 0);
-  cl_int nd = g.ndim;
+  cl_long doff = ct__elem_off(t);
+  size_t global[3];
+  ct__nd_range(&g, global);
+  int no = g.ndim - 2;
+  cl_long ds0 = g.dst[no + 1], ds1 = g.dst[no];
+  cl_long8 sh = ct__long8(no, g.shape, 1), ds = ct__long8(no, g.dst, 0);
+  cl_int nd = no;
   cl_kernel ck = ct__kernel_lock(k);
   cl_int err = CL_SUCCESS;
   err |= clSetKernelArg(ck, 0, sizeof dm, &dm);
   err |= clSetKernelArg(ck, 1, sizeof doff, &doff);
-  err |= clSetKernelArg(ck, 2, sizeof sh, &sh);
-  err |= clSetKernelArg(ck, 3, sizeof ds, &ds);
-  err |= clSetKernelArg(ck, 4, sizeof nd, &nd);
-  err |= clSetKernelArg(ck, 5, sizeof cn, &cn);
-  err |= clSetKernelArg(ck, 6, es, elem);
+  err |= clSetKernelArg(ck, 2, sizeof ds0, &ds0);
+  err |= clSetKernelArg(ck, 3, sizeof ds1, &ds1);
+  err |= clSetKernelArg(ck, 4, sizeof sh, &sh);
+  err |= clSetKernelArg(ck, 5, sizeof ds, &ds);
+  err |= clSetKernelArg(ck, 6, sizeof nd, &nd);
+  err |= clSetKernelArg(ck, 7, es, elem);
   ct_status st;
-  if (err != CL_SUCCESS) {
+  if (err != CL_SUCCESS)
     st = ct__error(CT_ERR_INTERNAL, "%s: setting the arguments of fill_strided failed", fn);
-  } else {
-    size_t global = ct__items(n);
-    st = ct__kernel_launch(k, d, 1, &global, NULL);
-  }
+  else
+    st = ct__kernel_launch(k, d, 3, global, NULL);
   ct__kernel_unlock(k);
   return st;
 }
