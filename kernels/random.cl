@@ -1,0 +1,107 @@
+/* Philox4x32-10 (Salmon et al., SC'11; constants and round function as in Random123) and the
+ * rand/randn conversions documented in include/cltensor/random.h.
+ *
+ * The bits use integer arithmetic only (mul_hi and 32-bit wrapping products), so they are the
+ * same on every OpenCL implementation; the uniform conversions are exact (a k-bit integer times
+ * 2^-k fits the target's significand). Work-item b computes 128-bit block b of the stream
+ * (seed, offset): counter (b, offset) as four 32-bit words, low word first, key (seed lo, hi). */
+
+#define CT_PHILOX_M0 0xD2511F53u
+#define CT_PHILOX_M1 0xCD9E8D57u
+#define CT_PHILOX_W0 0x9E3779B9u
+#define CT_PHILOX_W1 0xBB67AE85u
+
+inline uint4 ct_philox4x32_10(uint4 c, uint2 k) {
+  for (int r = 0; r < 10; r++) {
+    if (r > 0) {
+      k.x += CT_PHILOX_W0;
+      k.y += CT_PHILOX_W1;
+    }
+    uint hi0 = mul_hi(CT_PHILOX_M0, c.x), lo0 = CT_PHILOX_M0 * c.x;
+    uint hi1 = mul_hi(CT_PHILOX_M1, c.z), lo1 = CT_PHILOX_M1 * c.z;
+    c = (uint4)(hi1 ^ c.y ^ k.x, lo1, hi0 ^ c.w ^ k.y, lo0);
+  }
+  return c;
+}
+
+inline uint4 ct_philox_block(ulong b, ulong seed, ulong offset) {
+  uint4 c = (uint4)((uint)b, (uint)(b >> 32), (uint)offset, (uint)(offset >> 32));
+  return ct_philox4x32_10(c, (uint2)((uint)seed, (uint)(seed >> 32)));
+}
+
+/* Raw blocks first, first + 1, ... (for known-answer tests). */
+__kernel void philox_bits(__global uint *out, long out_off, long nblocks, ulong first, ulong seed,
+                          ulong offset) {
+  long i = get_global_id(0);
+  if (i >= nblocks) return;
+  vstore4(ct_philox_block(first + (ulong)i, seed, offset), 0, out + out_off + 4 * i);
+}
+
+/* Uniform [0, 1) with 24 bits, and (0, 1] for the Box-Muller radius (log never sees 0). */
+inline float ct_u24(uint w) { return (float)(w >> 8) * 0x1.0p-24f; }
+inline float ct_u24_open0(uint w) { return (float)((w >> 8) + 1u) * 0x1.0p-24f; }
+
+inline void ct_store_f(__global void *out, long i, int dt, float v) {
+  if (dt == CT_DT_F16)
+    vstore_half_rte(v, (size_t)i, (__global half *)out);
+  else if (dt == CT_DT_BF16)
+    ((__global ushort *)out)[i] = ct_f32_to_bf16(v);
+  else
+    ((__global float *)out)[i] = v;
+}
+
+/* n elements of dtype dt (f16, bf16, f32, f64) from blocks 0, 1, ...: uniform, or normal when
+ * `normal` is set. f64 uses two words per element, the others one. */
+__kernel void rand_fill(__global void *out, long out_off, long n, int dt, int normal, ulong seed,
+                        ulong offset) {
+  long b = get_global_id(0);
+  uint4 w = ct_philox_block((ulong)b, seed, offset);
+#if defined(CT_HAS_FP64) && CT_HAS_FP64
+  if (dt == CT_DT_F64) {
+    long e = out_off + 2 * b, left = n - 2 * b;
+    if (left <= 0) return;
+    ulong k0 = ((((ulong)w.y) << 32) | w.x) >> 11, k1 = ((((ulong)w.w) << 32) | w.z) >> 11;
+    double v0, v1;
+    if (normal) {
+      double r = sqrt(-2.0 * log((double)(k0 + 1ul) * 0x1.0p-53));
+      double t = 2.0 * (double)k1 * 0x1.0p-53;
+      v0 = r * cospi(t);
+      v1 = r * sinpi(t);
+    } else {
+      v0 = (double)k0 * 0x1.0p-53;
+      v1 = (double)k1 * 0x1.0p-53;
+    }
+    __global double *o = (__global double *)out;
+    o[e] = v0;
+    if (left > 1) o[e + 1] = v1;
+    return;
+  }
+#endif
+  long e = out_off + 4 * b, left = n - 4 * b;
+  if (left <= 0) return;
+  float v[4];
+  if (normal) {
+    float r0 = sqrt(-2.0f * log(ct_u24_open0(w.x))), t0 = 2.0f * ct_u24(w.y);
+    float r1 = sqrt(-2.0f * log(ct_u24_open0(w.z))), t1 = 2.0f * ct_u24(w.w);
+    v[0] = r0 * cospi(t0);
+    v[1] = r0 * sinpi(t0);
+    v[2] = r1 * cospi(t1);
+    v[3] = r1 * sinpi(t1);
+  } else if (dt == CT_DT_F16) {
+    v[0] = (float)(w.x >> 21) * 0x1.0p-11f;
+    v[1] = (float)(w.y >> 21) * 0x1.0p-11f;
+    v[2] = (float)(w.z >> 21) * 0x1.0p-11f;
+    v[3] = (float)(w.w >> 21) * 0x1.0p-11f;
+  } else if (dt == CT_DT_BF16) {
+    v[0] = (float)(w.x >> 24) * 0x1.0p-8f;
+    v[1] = (float)(w.y >> 24) * 0x1.0p-8f;
+    v[2] = (float)(w.z >> 24) * 0x1.0p-8f;
+    v[3] = (float)(w.w >> 24) * 0x1.0p-8f;
+  } else {
+    v[0] = ct_u24(w.x);
+    v[1] = ct_u24(w.y);
+    v[2] = ct_u24(w.z);
+    v[3] = ct_u24(w.w);
+  }
+  for (int k = 0; k < 4 && k < left; k++) ct_store_f(out, e + k, dt, v[k]);
+}

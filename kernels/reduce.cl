@@ -1,0 +1,469 @@
+/* Reductions: sum, prod, max, min, argmax, argmin, with the mean/var/std epilogues.
+ *
+ * Build options: CT_IN, the input's storage dtype; CT_CHUNKED, 1 on CPU devices. One program per
+ * input dtype holds every op (reduce_rows_<op>, reduce_cols_<op>): each kernel calls an inline
+ * body with a constant op, which the compiler folds, so the op costs nothing at run time and
+ * the number of programs built stays small. Everything else (the output dtype, whether this
+ * pass writes final values or partials, the epilogue) is a run-time argument: it is only read
+ * once per output.
+ *
+ * Geometry. The host splits the input's dims into kept dims (the outputs, row-major) and
+ * reduced dims, each passed as long8 shape/strides plus a count: output o starts at element
+ * in_off + ct_offset(o, kept...) and its j-th reduced element lies ct_offset(j, red...) further.
+ * A reduction may run in parts: part p of `parts` covers reduced indices
+ * [p * chunk, min(nred, (p + 1) * chunk)), and the partials (acc type, plus i64 indices for
+ * argmax/argmin) are laid out [output][part] for the next pass, which reads them with
+ * idx_in set.
+ *
+ * Two shapes of parallelism:
+ *  reduce_rows  one work-group per (output, part); the group's work-items share the elements and
+ *               combine in a local-memory tree. For long reduced extents of small stride.
+ *  reduce_cols  one work-item per 8 consecutive outputs (and part), looping over the reduced
+ *               extent. For reductions over outer dims (the 8 outputs are then usually adjacent
+ *               in memory and load as one vector) and for short reduced extents.
+ *
+ * Accuracy. Float sums (including the squared deviations of var) add at most CT_BLOCK elements
+ * per lane serially, then merge block sums in a binary cascade: the k-th block sum is pushed
+ * onto a stack whose level l holds the sum of 2^l blocks, merging equal levels like a binary
+ * counter. That is pairwise summation with blocks, so a work-item's error grows with
+ * log2(blocks), not with the number of elements. Lanes, work-items and partials then combine in
+ * trees. f16/bf16 accumulate in float, f64 in double, integers in long (exact). */
+
+#define CT_OP_SUM 0
+#define CT_OP_PROD 1
+#define CT_OP_MAX 2
+#define CT_OP_MIN 3
+#define CT_OP_ARGMAX 4
+#define CT_OP_ARGMIN 5
+
+#define CT_EPI_NONE 0
+#define CT_EPI_MEAN 1
+#define CT_EPI_VAR 2
+#define CT_EPI_STD 3
+
+#define CT_BLOCK 16
+/* 2^34 blocks of CT_BLOCK elements per work-item: more than any buffer holds. */
+#define CT_LEVELS 34
+#define CT_LANES 8
+
+/* Accumulator type of the input dtype: long for bool/integers, double for f64, else float. */
+#if CT_IN == CT_DT_F64
+#define CT_ACC_DOUBLE 1
+typedef double acc_t;
+typedef double2 acc2_t;
+typedef double4 acc4_t;
+typedef double8 acc8_t;
+#elif CT_ISFLOAT(CT_IN)
+#define CT_ACC_FLOAT 1
+typedef float acc_t;
+typedef float2 acc2_t;
+typedef float4 acc4_t;
+typedef float8 acc8_t;
+#else
+#define CT_ACC_LONG 1
+typedef long acc_t;
+typedef long2 acc2_t;
+typedef long4 acc4_t;
+typedef long8 acc8_t;
+#endif
+
+typedef CT_T(CT_IN) in_t;
+
+/* One element / 8 consecutive elements as the accumulator type. */
+#if CT_IN == CT_DT_F16
+#define LOAD1(p, i) vload_half((size_t)(i), (p))
+#define LOAD8(p, i) vload_half8(0, (p) + (i))
+#elif CT_IN == CT_DT_BF16
+#define LOAD1(p, i) ct_bf16_to_f32((p)[i])
+#define LOAD8(p, i) as_float8(convert_uint8(vload8(0, (p) + (i))) << 16)
+#elif defined(CT_ACC_LONG)
+#define LOAD1(p, i) ((long)(p)[i])
+#define LOAD8(p, i) convert_long8(vload8(0, (p) + (i)))
+#else
+#define LOAD1(p, i) ((p)[i])
+#define LOAD8(p, i) vload8(0, (p) + (i))
+#endif
+
+#if defined(CT_ACC_LONG)
+#define CT_ACC_MIN ((acc_t)LONG_MIN)
+#define CT_ACC_MAX ((acc_t)LONG_MAX)
+#define ISNAN(x) 0
+/* Max/min for integer vectors and scalars. */
+#define MAXV(a, b) max((a), (b))
+#define MINV(a, b) min((a), (b))
+#else
+#define CT_ACC_MIN ((acc_t)(-INFINITY))
+#define CT_ACC_MAX ((acc_t)INFINITY)
+#define ISNAN(x) isnan(x)
+/* NaN-propagating max/min, for scalars and vectors alike: keep a when it is NaN or wins;
+ * otherwise b (which carries b's NaN). */
+#define MAXV(a, b) select((b), (a), ((a) > (b)) | isnan(a))
+#define MINV(a, b) select((b), (a), ((a) < (b)) | isnan(a))
+#endif
+#if defined(CT_ACC_LONG)
+#define MAXS(a, b) max((a), (b))
+#define MINS(a, b) min((a), (b))
+#else
+#define MAXS(a, b) (((a) > (b) || isnan(a)) ? (a) : (b))
+#define MINS(a, b) (((a) < (b) || isnan(a)) ? (a) : (b))
+#endif
+
+inline acc_t ct_identity(int op) {
+  if (op == CT_OP_SUM) return (acc_t)0;
+  if (op == CT_OP_PROD) return (acc_t)1;
+  if (op == CT_OP_MAX || op == CT_OP_ARGMAX) return CT_ACC_MIN;
+  return CT_ACC_MAX;
+}
+
+/* True when (va, ia) should be chosen over (vb, ib) for argmax (dir 1) or argmin (dir -1):
+ * NaN beats everything, then the larger (smaller) value, then the lower index. The relation
+ * is a total order, so the result doesn't depend on the order of combination. */
+inline bool ct_arg_better(int op, acc_t va, long ia, acc_t vb, long ib) {
+  bool na = ISNAN(va), nb = ISNAN(vb);
+  if (na || nb) return na && (!nb || ia < ib);
+  if (va == vb) return ia < ib;
+  return op == CT_OP_ARGMAX ? va > vb : va < vb;
+}
+
+#define COMB_S(op, a, b)                          \
+  ((op) == CT_OP_SUM    ? (a) + (b)               \
+   : (op) == CT_OP_PROD ? (a) * (b)               \
+   : (op) == CT_OP_MAX  ? MAXS(a, b)              \
+                        : MINS(a, b))
+#define COMB_V(op, a, b)                          \
+  ((op) == CT_OP_SUM    ? (a) + (b)               \
+   : (op) == CT_OP_PROD ? (a) * (b)               \
+   : (op) == CT_OP_MAX  ? MAXV(a, b)              \
+                        : MINV(a, b))
+
+/* Pairwise cascade only where it matters: float sums. */
+#if defined(CT_ACC_LONG)
+#define CT_CASCADE(op) 0
+#else
+#define CT_CASCADE(op) ((op) == CT_OP_SUM)
+#endif
+
+/* Pushes block sum b onto the cascade stack (levels st, count *cnt). */
+inline void ct_push8(acc8_t *st, ulong *cnt, acc8_t b) {
+  int l = 0;
+  for (ulong c = *cnt; c & 1ul; c >>= 1, l++) b = st[l] + b;
+  st[l] = b;
+  *cnt += 1ul;
+}
+
+/* Sum of the stack's occupied levels, smallest first. */
+inline acc8_t ct_pop8(acc8_t *st, ulong cnt) {
+  acc8_t s = (acc8_t)0;
+  for (int l = 0; cnt; cnt >>= 1, l++)
+    if (cnt & 1ul) s = st[l] + s;
+  return s;
+}
+
+/* Tree combination of a vector's lanes. */
+inline acc_t ct_hcomb8(int op, acc8_t v) {
+  acc4_t a = COMB_V(op, v.lo, v.hi);
+  acc2_t b = COMB_V(op, a.lo, a.hi);
+  return COMB_S(op, b.x, b.y);
+}
+
+/* Final value of an output: the epilogue, then the store as dtype out_dt. */
+inline acc_t ct_epilogue(int epi, acc_t v, long count, long corr) {
+#if defined(CT_ACC_LONG)
+  (void)epi; (void)count; (void)corr;
+  return v;
+#else
+  if (epi == CT_EPI_MEAN) return v / (acc_t)count;
+  if (epi == CT_EPI_VAR || epi == CT_EPI_STD) {
+    acc_t r = v / (acc_t)max(0l, count - corr);
+    return epi == CT_EPI_STD ? sqrt(r) : r;
+  }
+  return v;
+#endif
+}
+
+inline void ct_store_out(__global void *out, long i, int out_dt, acc_t v) {
+  switch (out_dt) {
+    case CT_DT_BOOL: ((__global uchar *)out)[i] = (uchar)(v != (acc_t)0); break;
+    case CT_DT_U8: ((__global uchar *)out)[i] = (uchar)v; break;
+    case CT_DT_I8: ((__global char *)out)[i] = (char)v; break;
+    case CT_DT_I32: ((__global int *)out)[i] = (int)v; break;
+    case CT_DT_I64: ((__global long *)out)[i] = (long)v; break;
+    case CT_DT_F16: vstore_half_rte((float)v, (size_t)i, (__global half *)out); break;
+    case CT_DT_BF16: ((__global ushort *)out)[i] = ct_f32_to_bf16((float)v); break;
+    case CT_DT_F32: ((__global float *)out)[i] = (float)v; break;
+#if defined(CT_HAS_FP64) && CT_HAS_FP64
+    case CT_DT_F64: ((__global double *)out)[i] = (double)v; break;
+#endif
+    default: break;
+  }
+}
+
+/* Writes output o's result: final (epilogue + store, or the index for argmax/argmin) or the
+ * partial for part p. */
+inline void ct_write(int op, int final_, __global void *out, long out_off, __global long *idx_out,
+                     long idx_off, int out_dt, int epi, long count, long corr, long parts, long o,
+                     long p, acc_t v, long vi) {
+  bool arg = op == CT_OP_ARGMAX || op == CT_OP_ARGMIN;
+  if (final_) {
+    if (arg)
+      idx_out[idx_off + o] = vi;
+    else
+      ct_store_out(out, out_off + o, out_dt, ct_epilogue(epi, v, count, corr));
+  } else {
+    long k = o * parts + p;
+    ((__global acc_t *)out)[out_off + k] = v;
+    if (arg) idx_out[idx_off + k] = vi;
+  }
+}
+
+/* Element j's value, squared deviation from center when pre is set. */
+#define CT_PRE_LOAD(pre, p, i, c) \
+  ((pre) ? (LOAD1(p, i) - (c)) * (LOAD1(p, i) - (c)) : LOAD1(p, i))
+
+inline long ct_red_offset(long j, int rndim, long8 rshape, long8 rstride) {
+  return rndim == 1 ? j * rstride.s0 : ct_offset(j, rndim, rshape, rstride);
+}
+
+/* ---- reduce_rows: one work-group per (output, part) ---- */
+inline void ct_rows(int op, __global const in_t *in, long in_off, __global const long *idx_in,
+                    long idx_in_off, int has_idx_in, __global const acc_t *center,
+                    long center_off, int pre,
+                    __global void *out, long out_off, __global long *idx_out, long idx_out_off,
+                    int final_, int out_dt, int epi, long count, long corr, long parts,
+                    long chunk, long nred, int kndim, long8 kshape, long8 kstride, int rndim,
+                    long8 rshape, long8 rstride, __local acc_t *lv, __local long *li) {
+  bool arg = op == CT_OP_ARGMAX || op == CT_OP_ARGMIN;
+  long g = get_group_id(0);
+  long o = g / parts, p = g - o * parts;
+  int lid = (int)get_local_id(0), L = (int)get_local_size(0);
+  long lo = p * chunk, hi = min(nred, lo + chunk);
+  long base = in_off + ct_offset(o, kndim, kshape, kstride);
+  acc_t c = pre ? center[center_off + o] : (acc_t)0;
+  acc_t v = ct_identity(op);
+  long vi = LONG_MAX;
+
+  if (!arg && rndim == 1 && rstride.s0 == 1) {
+    /* Contiguous extent: 8-wide loads. Work-item lid takes vectors [v0, v1) of the extent
+     * (a contiguous run on CPUs, where each work-item streams its own memory; interleaved on
+     * GPUs, where neighbouring work-items must read neighbouring addresses). */
+    __global const in_t *q = in + base + lo;
+    long n = hi - lo, nv = n / CT_LANES;
+#if CT_CHUNKED
+    long per = (nv + L - 1) / L, v0 = min(nv, lid * per), v1 = min(nv, v0 + per), step = 1;
+#else
+    long v0 = lid, v1 = nv, step = L;
+#endif
+    acc8_t c8 = (acc8_t)c;
+    acc8_t acc = (acc8_t)ct_identity(op);
+    if (CT_CASCADE(op)) {
+      acc8_t st[CT_LEVELS];
+      ulong cnt = 0;
+      long k = v0;
+      while (k < v1) {
+        acc8_t b = (acc8_t)0;
+        long kend = min(v1, k + (long)CT_BLOCK * step);
+        for (; k < kend; k += step) {
+          acc8_t x = LOAD8(q, k * CT_LANES);
+          if (pre) x = (x - c8) * (x - c8);
+          b += x;
+        }
+        ct_push8(st, &cnt, b);
+      }
+      acc = ct_pop8(st, cnt);
+    } else {
+      for (long k = v0; k < v1; k += step) acc = COMB_V(op, acc, LOAD8(q, k * CT_LANES));
+    }
+    v = ct_hcomb8(op, acc);
+    /* The n % 8 leftover elements. */
+    for (long t = nv * CT_LANES + lid; t < n; t += L) {
+      acc_t x = CT_PRE_LOAD(pre, q, t, c);
+      v = COMB_S(op, v, x);
+    }
+  } else {
+    /* General extent: each element's offset from the reduced geometry. */
+    long n = hi - lo;
+#if CT_CHUNKED
+    long per = (n + L - 1) / L, j0 = lo + min(n, lid * per), j1 = lo + min(n, (lid + 1) * per),
+         step = 1;
+#else
+    long j0 = lo + lid, j1 = hi, step = L;
+#endif
+    if (arg) {
+      for (long j = j0; j < j1; j += step) {
+        long e = base + ct_red_offset(j, rndim, rshape, rstride);
+        acc_t x = LOAD1(in, e);
+        long xi = has_idx_in ? idx_in[idx_in_off + (e - in_off)] : j;
+        if (ct_arg_better(op, x, xi, v, vi)) {
+          v = x;
+          vi = xi;
+        }
+      }
+    } else if (CT_CASCADE(op)) {
+      acc8_t st[CT_LEVELS];
+      ulong cnt = 0;
+      long j = j0;
+      /* Blocks of 8 x CT_BLOCK elements through the vector cascade, lane by lane. */
+      while (j < j1) {
+        acc_t b[CT_LANES];
+        for (int l = 0; l < CT_LANES; l++) b[l] = (acc_t)0;
+        for (int s = 0; s < CT_BLOCK && j < j1; s++)
+          for (int l = 0; l < CT_LANES && j < j1; l++, j += step) {
+            long e = base + ct_red_offset(j, rndim, rshape, rstride);
+            b[l] += CT_PRE_LOAD(pre, in, e, c);
+          }
+        ct_push8(st, &cnt, vload8(0, b));
+      }
+      v = ct_hcomb8(op, ct_pop8(st, cnt));
+    } else {
+      for (long j = j0; j < j1; j += step) {
+        long e = base + ct_red_offset(j, rndim, rshape, rstride);
+        v = COMB_S(op, v, LOAD1(in, e));
+      }
+    }
+  }
+
+  /* Work-group tree (L is a power of two). */
+  lv[lid] = v;
+  if (arg) li[lid] = vi;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = L / 2; s > 0; s >>= 1) {
+    if (lid < s) {
+      if (arg) {
+        if (ct_arg_better(op, lv[lid + s], li[lid + s], lv[lid], li[lid])) {
+          lv[lid] = lv[lid + s];
+          li[lid] = li[lid + s];
+        }
+      } else {
+        lv[lid] = COMB_S(op, lv[lid], lv[lid + s]);
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (lid == 0)
+    ct_write(op, final_, out, out_off, idx_out, idx_out_off, out_dt, epi, count, corr, parts, o, p,
+             lv[0], arg ? li[0] : 0);
+}
+
+/* ---- reduce_cols: one work-item per 8 consecutive outputs and part ---- */
+inline void ct_cols(int op, __global const in_t *in, long in_off, __global const long *idx_in,
+                    long idx_in_off, int has_idx_in, __global const acc_t *center,
+                    long center_off, int pre,
+                    __global void *out, long out_off, __global long *idx_out, long idx_out_off,
+                    int final_, int out_dt, int epi, long count, long corr, long parts,
+                    long chunk, long nred, long nout, int kndim, long8 kshape, long8 kstride,
+                    int rndim, long8 rshape, long8 rstride) {
+  bool arg = op == CT_OP_ARGMAX || op == CT_OP_ARGMIN;
+  long o0 = (long)get_global_id(0) * CT_LANES;
+  long p = get_global_id(1);
+  if (o0 >= nout || p >= parts) return;
+  int nl = (int)min((long)CT_LANES, nout - o0);
+  long lo = p * chunk, hi = min(nred, lo + chunk);
+  long koff[CT_LANES];
+  acc_t cen[CT_LANES];
+  for (int l = 0; l < CT_LANES; l++) {
+    koff[l] = in_off + ct_offset(o0 + min(l, nl - 1), kndim, kshape, kstride);
+    cen[l] = pre ? center[center_off + o0 + min(l, nl - 1)] : (acc_t)0;
+  }
+  /* The 8 outputs' elements are adjacent in memory: one vector load per reduced index. */
+  bool vec = nl == CT_LANES;
+  for (int l = 1; vec && l < CT_LANES; l++) vec = koff[l] - koff[l - 1] == 1;
+
+  if (arg) {
+    acc_t v[CT_LANES];
+    long vi[CT_LANES];
+    for (int l = 0; l < CT_LANES; l++) {
+      v[l] = ct_identity(op);
+      vi[l] = LONG_MAX;
+    }
+    for (long j = lo; j < hi; j++) {
+      long r = ct_red_offset(j, rndim, rshape, rstride);
+      for (int l = 0; l < nl; l++) {
+        long e = koff[l] + r;
+        acc_t x = LOAD1(in, e);
+        long xi = has_idx_in ? idx_in[idx_in_off + (e - in_off)] : j;
+        /* j only grows here, so a strictly better element replaces the current one. */
+        if (ct_arg_better(op, x, xi, v[l], vi[l])) {
+          v[l] = x;
+          vi[l] = xi;
+        }
+      }
+    }
+    for (int l = 0; l < nl; l++)
+      ct_write(op, final_, out, out_off, idx_out, idx_out_off, out_dt, epi, count, corr, parts,
+               o0 + l, p, v[l], vi[l]);
+    return;
+  }
+
+  acc8_t c8 = vload8(0, cen);
+  acc8_t acc;
+  if (CT_CASCADE(op)) {
+    acc8_t st[CT_LEVELS];
+    ulong cnt = 0;
+    long j = lo;
+    while (j < hi) {
+      acc8_t b = (acc8_t)0;
+      long jend = min(hi, j + CT_BLOCK);
+      for (; j < jend; j++) {
+        long r = ct_red_offset(j, rndim, rshape, rstride);
+        acc8_t x;
+        if (vec) {
+          x = LOAD8(in, koff[0] + r);
+        } else {
+          acc_t t[CT_LANES];
+          for (int l = 0; l < CT_LANES; l++) t[l] = LOAD1(in, koff[l] + r);
+          x = vload8(0, t);
+        }
+        if (pre) x = (x - c8) * (x - c8);
+        b += x;
+      }
+      ct_push8(st, &cnt, b);
+    }
+    acc = ct_pop8(st, cnt);
+  } else {
+    acc = (acc8_t)ct_identity(op);
+    for (long j = lo; j < hi; j++) {
+      long r = ct_red_offset(j, rndim, rshape, rstride);
+      acc8_t x;
+      if (vec) {
+        x = LOAD8(in, koff[0] + r);
+      } else {
+        acc_t t[CT_LANES];
+        for (int l = 0; l < CT_LANES; l++) t[l] = LOAD1(in, koff[l] + r);
+        x = vload8(0, t);
+      }
+      acc = COMB_V(op, acc, x);
+    }
+  }
+  acc_t res[CT_LANES];
+  vstore8(acc, 0, res);
+  for (int l = 0; l < nl; l++)
+    ct_write(op, final_, out, out_off, idx_out, idx_out_off, out_dt, epi, count, corr, parts,
+             o0 + l, p, res[l], 0);
+}
+
+#define CT_ROWS_ARGS                                                                        \
+  __global const in_t *in, long in_off, __global const long *idx_in, long idx_in_off,       \
+      int has_idx_in, __global const acc_t *center, long center_off, int pre,               \
+      __global void *out, long out_off, __global long *idx_out, long idx_out_off,           \
+      int final_, int out_dt, int epi, long count, long corr, long parts, long chunk,       \
+      long nred, long nout, int kndim, long8 kshape, long8 kstride, int rndim,              \
+      long8 rshape, long8 rstride
+#define CT_PASS_ARGS                                                                        \
+  in, in_off, idx_in, idx_in_off, has_idx_in, center, center_off, pre, out, out_off,        \
+      idx_out, idx_out_off, final_, out_dt, epi, count, corr, parts, chunk, nred
+
+#define CT_DEFINE_KERNELS(name, op)                                                             \
+  __kernel void reduce_rows_##name(CT_ROWS_ARGS, __local acc_t *lv, __local long *li) {         \
+    (void)nout;                                                                                 \
+    ct_rows(op, CT_PASS_ARGS, kndim, kshape, kstride, rndim, rshape, rstride, lv, li);          \
+  }                                                                                             \
+  __kernel void reduce_cols_##name(CT_ROWS_ARGS) {                                              \
+    ct_cols(op, CT_PASS_ARGS, nout, kndim, kshape, kstride, rndim, rshape, rstride);            \
+  }
+
+CT_DEFINE_KERNELS(sum, CT_OP_SUM)
+CT_DEFINE_KERNELS(prod, CT_OP_PROD)
+CT_DEFINE_KERNELS(max, CT_OP_MAX)
+CT_DEFINE_KERNELS(min, CT_OP_MIN)
+CT_DEFINE_KERNELS(argmax, CT_OP_ARGMAX)
+CT_DEFINE_KERNELS(argmin, CT_OP_ARGMIN)

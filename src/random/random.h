@@ -1,0 +1,15 @@
+/* Internal: raw Philox4x32-10 output, for known-answer tests and tools. */
+#ifndef CT_RANDOM_RANDOM_H
+#define CT_RANDOM_RANDOM_H
+
+#include <stdint.h>
+
+#include "cltensor/random.h"
+
+/* OUT: *out, a new i32 tensor of 4 * nblocks words: blocks first, first + 1, ... (wrapping
+ * modulo 2^64) of the stream (seed, offset), each block's words w0..w3 in order, as the bits
+ * ct_rand()/ct_randn() convert. */
+ct_status ct__random_bits(ct_tensor **out, ct_device *d, int64_t nblocks, uint64_t first,
+                          uint64_t seed, uint64_t offset);
+
+#endif

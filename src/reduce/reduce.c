@@ -1,0 +1,398 @@
+/* Reductions: argument checks, result dtypes, planning (which kernel, how many parts, what
+ * work-group size) and launches of kernels/reduce.cl. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "device/device.h"
+#include "kernel/engine.h"
+#include "reduce/reduce.h"
+#include "tensor/tensor.h"
+
+/* Must match kernels/reduce.cl. */
+enum { OP_SUM, OP_PROD, OP_MAX, OP_MIN, OP_ARGMAX, OP_ARGMIN };
+enum { EPI_NONE, EPI_MEAN, EPI_VAR, EPI_STD };
+static const char *const op_names[] = {"sum", "prod", "max", "min", "argmax", "argmin"};
+#define LANES 8
+
+static bool is_arg(int op) { return op == OP_ARGMAX || op == OP_ARGMIN; }
+
+/* The kernels' accumulator dtype for an input dtype. */
+static ct_dtype acc_dtype(ct_dtype t) {
+  if (t == CT_F64) return CT_F64;
+  if (ct_dtype_is_float(t)) return CT_F32;
+  return CT_I64;
+}
+
+/* One pass's input: a buffer of dtype `dt` (the tensor's, or the accumulator's for partials)
+ * plus, for argmax/argmin partials, their indices in the same layout. */
+struct red_in {
+  ct_dtype dt;
+  cl_mem mem;
+  int64_t off;
+  cl_mem idx;      /* NULL unless partials of argmax/argmin */
+  int64_t idx_off;
+};
+
+/* Where the final values go and how they are finished. */
+struct red_out {
+  cl_mem mem;      /* values (not used by argmax/argmin) */
+  int64_t off;
+  ct_dtype dt;
+  cl_mem idx;      /* argmax/argmin indices (i64) */
+  int64_t idx_off;
+  int epi;
+  int64_t count, corr;
+  cl_mem center;   /* var/std: the means, accumulator dtype, one per output */
+  int64_t center_off;
+};
+
+/* Launch plan of one pass. */
+struct red_plan {
+  bool rows;
+  int64_t parts, chunk;
+  size_t local;   /* rows: work-group size; cols: work-items per group along the outputs */
+};
+
+static ct_status set_arg(cl_kernel ck, cl_uint i, size_t size, const void *v, const char *fn) {
+  cl_int err = clSetKernelArg(ck, i, size, v);
+  if (err != CL_SUCCESS) return ct__cl_error(err, "%s: clSetKernelArg(%u) failed", fn, i);
+  return CT_OK;
+}
+
+/* Chooses the kernel and the split. Heuristics, by device type:
+ *  - rows (a work-group per output) when the reduced extent is the innermost in memory and
+ *    long enough to share among work-items, or when there are too few outputs to spread;
+ *    otherwise cols (a work-item per 8 outputs);
+ *  - enough parts per output to give every compute unit several work-groups, but never parts
+ *    so small that the second pass costs more than it saves;
+ *  - rows' work-group size from the elements per part (CPUs want long runs per work-item, GPUs
+ *    many work-items), bounded by the kernel's limit. */
+static void plan_pass(struct red_plan *p, const struct ct__red_geom *g, ct_device *d, size_t lmax_rows,
+                      size_t lmax_cols) {
+  bool cpu = d->props.type == CT_DEVICE_CPU;
+  int64_t cu = d->props.compute_units ? d->props.compute_units : 1;
+  int64_t target = cu * (cpu ? 4 : 8);
+  int64_t red_inner = g->rndim ? g->rstride[g->rndim - 1] : 0;
+  int64_t kept_inner = g->kndim ? g->kstride[g->kndim - 1] : INT64_MAX;
+  int64_t rows_min = cpu ? 128 : 32;
+  p->rows = g->nout == 1 || (red_inner < kept_inner && g->nred >= rows_min) ||
+            (g->nout < target && g->nred >= 64 * rows_min);
+  int64_t min_part = cpu ? 16384 : 4096;
+  int64_t parts = 1;
+  if (p->rows) {
+    if (g->nout < target) parts = (target + g->nout - 1) / g->nout;
+  } else {
+    int64_t nblocks = (g->nout + LANES - 1) / LANES;
+    int64_t l0 = (int64_t)ct__pow2_ceil((size_t)nblocks);
+    if (l0 > (int64_t)lmax_cols) l0 = (int64_t)lmax_cols;
+    int64_t gx = (nblocks + l0 - 1) / l0;
+    if (gx < target) parts = (target + gx - 1) / gx;
+    p->local = (size_t)l0;
+    min_part = cpu ? 1024 : 256;
+  }
+  int64_t most = g->nred / min_part;
+  if (parts > most) parts = most;
+  if (parts < 1) parts = 1;
+  int64_t chunk = (g->nred + parts - 1) / parts;
+  /* Parts start on 128-element boundaries (whole cache lines for contiguous rows). */
+  if (parts > 1) chunk = (chunk + 127) / 128 * 128;
+  if (chunk < 1) chunk = 1;
+  p->parts = (g->nred + chunk - 1) / chunk;
+  if (p->parts < 1) p->parts = 1;
+  p->chunk = chunk;
+  if (p->rows) {
+    int64_t per_item = cpu ? 512 : 32;
+    int64_t want = chunk / per_item;
+    p->local = want < 1 ? 1 : ct__pow2_floor((size_t)want);
+    if (p->local > lmax_rows) p->local = lmax_rows;
+  }
+}
+
+static ct_status reduce_kernel(ct__kernel **k, ct_device *d, ct_dtype in_dt, bool rows, int op,
+                               const char *fn) {
+  char name[64], opts[96];
+  snprintf(name, sizeof name, "reduce_%s_%s", rows ? "rows" : "cols", op_names[op]);
+  snprintf(opts, sizeof opts, "-DCT_IN=%d -DCT_CHUNKED=%d", (int)in_dt,
+           d->props.type == CT_DEVICE_CPU ? 1 : 0);
+  ct_status st = ct__kernel_get(k, d, "reduce.cl", name, opts);
+  if (st != CT_OK) ct__error_append(" (in %s)", fn);
+  return st;
+}
+
+static ct_status launch(ct_device *d, int op, const struct red_in *in, const struct ct__red_geom *g,
+                        const struct red_plan *p, bool final_, const struct red_out *fo,
+                        cl_mem pout, int64_t pout_off, cl_mem pidx, int64_t pidx_off, bool pre,
+                        const char *fn) {
+  ct__kernel *k;
+  CT__TRY(reduce_kernel(&k, d, in->dt, p->rows, op, fn));
+  size_t accsz = ct_dtype_size(acc_dtype(in->dt));
+  cl_mem nul = NULL;
+  cl_long in_off = in->off, idx_in_off = in->idx_off, center_off = pre ? fo->center_off : 0;
+  cl_int has_idx = in->idx != NULL, pre_i = pre, final_i = final_, out_dt = (cl_int)fo->dt,
+         epi = fo->epi;
+  cl_mem out_mem = final_ ? fo->mem : pout, idx_mem = final_ ? fo->idx : pidx;
+  cl_long out_off = final_ ? fo->off : pout_off, idx_off = final_ ? fo->idx_off : pidx_off;
+  cl_long count = fo->count, corr = fo->corr, parts = p->parts, chunk = p->chunk, nred = g->nred,
+          nout = g->nout;
+  cl_int kndim = g->kndim, rndim = g->rndim;
+  cl_long8 ks, kst, rs, rst;
+  ct__long8(&ks, &kst, g->kndim, g->kshape, g->kstride);
+  ct__long8(&rs, &rst, g->rndim, g->rshape, g->rstride);
+  cl_kernel ck = ct__kernel_lock(k);
+  ct_status st = CT_OK;
+  cl_uint a = 0;
+#define ARG(v)                                                  \
+  do {                                                          \
+    if (st == CT_OK) st = set_arg(ck, a, sizeof(v), &(v), fn);  \
+    a++;                                                        \
+  } while (0)
+  ARG(in->mem);
+  ARG(in_off);
+  if (in->idx) ARG(in->idx); else ARG(nul);
+  ARG(idx_in_off);
+  ARG(has_idx);
+  if (pre) ARG(fo->center); else ARG(nul);
+  ARG(center_off);
+  ARG(pre_i);
+  if (out_mem) ARG(out_mem); else ARG(nul);
+  ARG(out_off);
+  if (idx_mem) ARG(idx_mem); else ARG(nul);
+  ARG(idx_off);
+  ARG(final_i);
+  ARG(out_dt);
+  ARG(epi);
+  ARG(count);
+  ARG(corr);
+  ARG(parts);
+  ARG(chunk);
+  ARG(nred);
+  ARG(nout);
+  ARG(kndim);
+  ARG(ks);
+  ARG(kst);
+  ARG(rndim);
+  ARG(rs);
+  ARG(rst);
+#undef ARG
+  if (st == CT_OK && p->rows) {
+    st = set_arg(ck, a++, p->local * accsz, NULL, fn);
+    if (st == CT_OK) st = set_arg(ck, a++, p->local * sizeof(cl_long), NULL, fn);
+  }
+  if (st == CT_OK) {
+    if (p->rows) {
+      size_t global = (size_t)(g->nout * p->parts) * p->local, local = p->local;
+      st = ct__kernel_launch(k, d, 1, &global, &local);
+    } else {
+      int64_t nblocks = (g->nout + LANES - 1) / LANES;
+      size_t local[2] = {p->local, 1};
+      size_t global[2] = {(size_t)((nblocks + (int64_t)p->local - 1) / (int64_t)p->local) * p->local,
+                          (size_t)p->parts};
+      st = ct__kernel_launch(k, d, 2, global, local);
+    }
+  }
+  ct__kernel_unlock(k);
+  return st;
+}
+
+/* The work-group size limits of both kernels for this input dtype and op. */
+static ct_status limits(size_t *lrows, size_t *lcols, ct_device *d, ct_dtype in_dt, int op,
+                        const char *fn) {
+  ct__kernel *k;
+  size_t per = ct_dtype_size(acc_dtype(in_dt)) + sizeof(cl_long);
+  CT__TRY(reduce_kernel(&k, d, in_dt, true, op, fn));
+  cl_kernel ck = ct__kernel_lock(k);
+  ct_status st = ct__group_limit(lrows, k, ck, d, 256, per);
+  ct__kernel_unlock(k);
+  CT__TRY(st);
+  CT__TRY(reduce_kernel(&k, d, in_dt, false, op, fn));
+  ck = ct__kernel_lock(k);
+  st = ct__group_limit(lcols, k, ck, d, 64, 0);
+  ct__kernel_unlock(k);
+  return st;
+}
+
+/* Reduces `in` (geometry g) into the final outputs fo, in one pass or, when the plan splits
+ * the reduced extent, through partials [nout][parts] and a further reduction of those. */
+static ct_status run(ct_device *d, int op, const struct red_in *in, const struct ct__red_geom *g,
+                     bool pre, const struct red_out *fo, const char *fn) {
+  size_t lrows, lcols;
+  CT__TRY(limits(&lrows, &lcols, d, in->dt, op, fn));
+  struct red_plan p;
+  plan_pass(&p, g, d, lrows, lcols);
+  if (p.parts == 1) return launch(d, op, in, g, &p, true, fo, NULL, 0, NULL, 0, pre, fn);
+
+  ct_dtype adt = acc_dtype(in->dt);
+  int64_t pshape[1] = {g->nout * p.parts};
+  ct_tensor *pv = NULL, *pi = NULL;
+  ct_status st = ct__tensor_new(&pv, d, adt, 1, pshape, fn);
+  if (st == CT_OK && is_arg(op)) st = ct__tensor_new(&pi, d, CT_I64, 1, pshape, fn);
+  if (st == CT_OK)
+    st = launch(d, op, in, g, &p, false, fo, ct__tensor_mem(pv), ct__elem_offset(pv),
+                pi ? ct__tensor_mem(pi) : NULL, pi ? ct__elem_offset(pi) : 0, pre, fn);
+  if (st == CT_OK) {
+    struct red_in pin = {adt, ct__tensor_mem(pv), ct__elem_offset(pv), pi ? ct__tensor_mem(pi) : NULL,
+                         pi ? ct__elem_offset(pi) : 0};
+    struct ct__red_geom pg;
+    memset(&pg, 0, sizeof pg);
+    pg.nout = g->nout;
+    pg.nred = p.parts;
+    if (g->nout > 1) {
+      pg.kndim = 1;
+      pg.kshape[0] = g->nout;
+      pg.kstride[0] = p.parts;
+    }
+    pg.rndim = 1;
+    pg.rshape[0] = p.parts;
+    pg.rstride[0] = 1;
+    st = run(d, op, &pin, &pg, false, fo, fn);
+  }
+  /* The queue is in order: whoever gets these blocks next is queued after our kernels. */
+  ct_release(pv);
+  ct_release(pi);
+  return st;
+}
+
+/* The result dtype of op on dt, or CT_ERR_DTYPE_MISMATCH for float-only ops on integers. */
+static ct_status result_dtype(ct_dtype *out, ct_dtype dt, int op, int epi, const char *fn) {
+  if ((unsigned)dt >= CT_DTYPE_COUNT)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: tensor has an invalid dtype %d", fn, (int)dt);
+  if (epi != EPI_NONE && !ct_dtype_is_float(dt))
+    return ct__error(CT_ERR_DTYPE_MISMATCH,
+                     "%s: input dtype %s is not a float dtype (f16, bf16, f32, f64); cast it first "
+                     "with ct_cast()",
+                     fn, ct_dtype_name(dt));
+  if (is_arg(op))
+    *out = CT_I64;
+  else if ((op == OP_SUM || op == OP_PROD) && !ct_dtype_is_float(dt))
+    *out = CT_I64;
+  else
+    *out = dt;
+  return CT_OK;
+}
+
+static ct_status reduce_api(ct_tensor **out, const ct_tensor *x, const bool *mask, bool keepdim,
+                            int op, int epi, int64_t corr, const char *fn) {
+  ct_dtype odt = x->dtype;
+  CT__TRY(result_dtype(&odt, x->dtype, op, epi, fn));
+  int64_t nred = 1;
+  for (int i = 0; i < x->ndim; i++)
+    if (mask[i]) nred *= x->shape[i];
+  if (nred == 0 && (op == OP_MAX || op == OP_MIN || is_arg(op))) {
+    char sh[256];
+    return ct__error(CT_ERR_INVALID_ARGUMENT,
+                     "%s: the reduced extent of a tensor of shape %s is empty (a zero-size dim is "
+                     "reduced), and %s of no elements is undefined",
+                     fn, ct__shape_str(sh, sizeof sh, x->ndim, x->shape), fn);
+  }
+  int64_t oshape[CT_MAX_DIMS];
+  int ondim = ct__reduce_out_shape(oshape, x->ndim, x->shape, mask, keepdim);
+  ct_device *d = x->storage->device;
+  ct_tensor *o = NULL;
+  CT__TRY(ct__tensor_new(&o, d, odt, ondim, oshape, fn));
+  struct ct__red_geom g;
+  /* argmax/argmin indices are row-major positions, so they walk the dims in order. */
+  ct__reduce_geom(&g, x->ndim, x->shape, x->strides, mask, !is_arg(op));
+  if (g.nout == 0) {
+    *out = o;
+    return CT_OK;
+  }
+  struct red_in in = {x->dtype, ct__tensor_mem(x), ct__elem_offset(x), NULL, 0};
+  struct red_out fo = {ct__tensor_mem(o), ct__elem_offset(o), odt, NULL, 0, epi, nred, corr, NULL, 0};
+  if (is_arg(op)) {
+    fo.mem = NULL;
+    fo.idx = ct__tensor_mem(o);
+    fo.idx_off = ct__elem_offset(o);
+  }
+  ct_status st;
+  if (epi == EPI_VAR || epi == EPI_STD) {
+    /* Two passes: the means (accumulator dtype), then the squared deviations from them. */
+    ct_tensor *mean = NULL;
+    ct_dtype adt = acc_dtype(x->dtype);
+    int64_t mshape[1] = {g.nout};
+    st = ct__tensor_new(&mean, d, adt, 1, mshape, fn);
+    if (st == CT_OK) {
+      struct red_out mo = {ct__tensor_mem(mean), ct__elem_offset(mean), adt, NULL, 0, EPI_MEAN, nred, 0,
+                           NULL, 0};
+      st = run(d, OP_SUM, &in, &g, false, &mo, fn);
+    }
+    if (st == CT_OK) {
+      fo.center = ct__tensor_mem(mean);
+      fo.center_off = ct__elem_offset(mean);
+      st = run(d, OP_SUM, &in, &g, true, &fo, fn);
+    }
+    ct_release(mean);
+  } else {
+    st = run(d, op, &in, &g, false, &fo, fn);
+  }
+  if (st != CT_OK) {
+    ct_release(o);
+    return st;
+  }
+  *out = o;
+  return CT_OK;
+}
+
+static ct_status reduce_dims_api(ct_tensor **out, const ct_tensor *x, int ndims, const int *dims,
+                                 bool keepdim, int op, int epi, int64_t corr, const char *fn) {
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL(fn, x);
+  bool mask[CT_MAX_DIMS];
+  CT__TRY(ct__reduce_dims(mask, x->ndim, x->shape, ndims, dims, fn));
+  return reduce_api(out, x, mask, keepdim, op, epi, corr, fn);
+}
+
+ct_status ct_sum(ct_tensor **out, const ct_tensor *x, int ndims, const int *dims, bool keepdim) {
+  return reduce_dims_api(out, x, ndims, dims, keepdim, OP_SUM, EPI_NONE, 0, "ct_sum");
+}
+
+ct_status ct_mean(ct_tensor **out, const ct_tensor *x, int ndims, const int *dims, bool keepdim) {
+  return reduce_dims_api(out, x, ndims, dims, keepdim, OP_SUM, EPI_MEAN, 0, "ct_mean");
+}
+
+ct_status ct_prod(ct_tensor **out, const ct_tensor *x, int ndims, const int *dims, bool keepdim) {
+  return reduce_dims_api(out, x, ndims, dims, keepdim, OP_PROD, EPI_NONE, 0, "ct_prod");
+}
+
+ct_status ct_max(ct_tensor **out, const ct_tensor *x, int ndims, const int *dims, bool keepdim) {
+  return reduce_dims_api(out, x, ndims, dims, keepdim, OP_MAX, EPI_NONE, 0, "ct_max");
+}
+
+ct_status ct_min(ct_tensor **out, const ct_tensor *x, int ndims, const int *dims, bool keepdim) {
+  return reduce_dims_api(out, x, ndims, dims, keepdim, OP_MIN, EPI_NONE, 0, "ct_min");
+}
+
+ct_status ct_var(ct_tensor **out, const ct_tensor *x, int ndims, const int *dims, int correction,
+                 bool keepdim) {
+  return reduce_dims_api(out, x, ndims, dims, keepdim, OP_SUM, EPI_VAR, correction, "ct_var");
+}
+
+ct_status ct_std(ct_tensor **out, const ct_tensor *x, int ndims, const int *dims, int correction,
+                 bool keepdim) {
+  return reduce_dims_api(out, x, ndims, dims, keepdim, OP_SUM, EPI_STD, correction, "ct_std");
+}
+
+static ct_status arg_api(ct_tensor **out, const ct_tensor *x, int dim, bool keepdim, int op,
+                         const char *fn) {
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL(fn, x);
+  bool mask[CT_MAX_DIMS];
+  if (dim == CT_DIM_NONE) {
+    for (int i = 0; i < x->ndim; i++) mask[i] = true;
+  } else {
+    int dd;
+    CT__TRY(ct__reduce_dim(&dd, x->ndim, x->shape, dim, fn));
+    for (int i = 0; i < x->ndim; i++) mask[i] = i == dd;
+  }
+  return reduce_api(out, x, mask, keepdim, op, EPI_NONE, 0, fn);
+}
+
+ct_status ct_argmax(ct_tensor **out, const ct_tensor *x, int dim, bool keepdim) {
+  return arg_api(out, x, dim, keepdim, OP_ARGMAX, "ct_argmax");
+}
+
+ct_status ct_argmin(ct_tensor **out, const ct_tensor *x, int dim, bool keepdim) {
+  return arg_api(out, x, dim, keepdim, OP_ARGMIN, "ct_argmin");
+}

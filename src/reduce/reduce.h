@@ -1,0 +1,67 @@
+/* Internal: reduction geometry (dims lists, output shapes, the kept/reduced split that the
+ * kernels walk) and launch sizing shared by reductions and softmax. */
+#ifndef CT_REDUCE_REDUCE_H
+#define CT_REDUCE_REDUCE_H
+
+#include <CL/cl.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cltensor/reduce.h"
+#include "cltensor/tensor.h"
+#include "kernel/engine.h"
+
+/* A tensor's elements split into kept dims (one output per index, row-major) and reduced dims
+ * (walked by index j, row-major over the list). Size-1 dims are dropped and neighbouring dims
+ * that address memory like one dim are merged, so most layouts end up with one reduced dim of
+ * stride 1 and at most one kept dim. */
+struct ct__red_geom {
+  int kndim, rndim;
+  int64_t kshape[CT_MAX_DIMS], kstride[CT_MAX_DIMS];
+  int64_t rshape[CT_MAX_DIMS], rstride[CT_MAX_DIMS];
+  int64_t nout, nred;   /* products of the kept / reduced sizes (a size-0 dim makes them 0) */
+};
+
+/* Marks the dims named by (ndims, dims) in mask[0..ndim) for a tensor of ndim dims;
+ * ndims == 0 marks every dim. Negative dims count from the end; a 0-dim tensor accepts 0 and -1
+ * (and marks nothing). CT_ERR_INVALID_ARGUMENT for a negative ndims, NULL dims with ndims > 0,
+ * a dim out of range or named twice; fn and shape go into the message. Pure. */
+ct_status ct__reduce_dims(bool *mask, int ndim, const int64_t *shape, int ndims, const int *dims,
+                          const char *fn);
+
+/* One dim (negative counts from the end; 0-dim tensors accept 0 and -1, giving *out = -1):
+ * CT_ERR_INVALID_ARGUMENT when out of range. Pure. */
+ct_status ct__reduce_dim(int *out, int ndim, const int64_t *shape, int dim, const char *fn);
+
+/* The result shape: reduced dims become 1 with keepdim, else are removed. Returns its ndim. */
+int ct__reduce_out_shape(int64_t *oshape, int ndim, const int64_t *shape, const bool *mask,
+                         bool keepdim);
+
+/* Splits (shape, strides) by mask. With sort_reduced the reduced dims are ordered by
+ * decreasing stride first (only for ops whose result doesn't depend on the walking order), so
+ * the innermost reduced dim has the smallest stride. Pure. */
+void ct__reduce_geom(struct ct__red_geom *g, int ndim, const int64_t *shape,
+                     const int64_t *strides, const bool *mask, bool sort_reduced);
+
+/* Merges neighbouring dims (outer a, inner b) wherever, in every one of the nst stride arrays,
+ * stride[a] == shape[b] * stride[b]; drops size-1 dims first. Returns the new ndim. Pure. */
+int ct__coalesce(int ndim, int64_t *shape, int nst, int64_t *const *strides);
+
+/* (shape, strides, ndim) as the kernels' long8 arguments: unused dims get shape 1, stride 0. */
+void ct__long8(cl_long8 *shape8, cl_long8 *stride8, int ndim, const int64_t *shape,
+               const int64_t *strides);
+
+/* The largest power of two <= n (n >= 1), and the smallest >= n. */
+size_t ct__pow2_floor(size_t n);
+size_t ct__pow2_ceil(size_t n);
+
+/* The largest power-of-two work-group size usable for k on d, at most cap, with per_item bytes
+ * of local memory each: the device's and the kernel's limits (CL_KERNEL_WORK_GROUP_SIZE) and
+ * local memory. Call with k locked. */
+ct_status ct__group_limit(size_t *out, ct__kernel *k, cl_kernel ck, ct_device *d, size_t cap,
+                          size_t per_item);
+
+/* Element offset of t's first element from the start of its cl_mem. */
+int64_t ct__elem_offset(const ct_tensor *t);
+
+#endif

@@ -1,0 +1,132 @@
+/* softmax and log_softmax along a dim (kernels/softmax.cl). */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "device/device.h"
+#include "kernel/engine.h"
+#include "reduce/reduce.h"
+#include "tensor/tensor.h"
+
+static ct_status set_arg(cl_kernel ck, cl_uint i, size_t size, const void *v, const char *fn) {
+  cl_int err = clSetKernelArg(ck, i, size, v);
+  if (err != CL_SUCCESS) return ct__cl_error(err, "%s: clSetKernelArg(%u) failed", fn, i);
+  return CT_OK;
+}
+
+static ct_status softmax_api(ct_tensor **out, const ct_tensor *x, int dim, int logsm, const char *fn) {
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL(fn, x);
+  if (!ct_dtype_is_float(x->dtype))
+    return ct__error(CT_ERR_DTYPE_MISMATCH,
+                     "%s: input dtype %s is not a float dtype (f16, bf16, f32, f64); cast it first "
+                     "with ct_cast()",
+                     fn, ct_dtype_name(x->dtype));
+  int dd;
+  CT__TRY(ct__reduce_dim(&dd, x->ndim, x->shape, dim, fn));
+  ct_device *d = x->storage->device;
+  ct_tensor *o = NULL;
+  CT__TRY(ct__tensor_new(&o, d, x->dtype, x->ndim, x->shape, fn));
+  if (ct_numel(x) == 0) {
+    *out = o;
+    return CT_OK;
+  }
+  /* The other dims, with the input's and the output's strides, merged where both allow. */
+  int64_t kshape[CT_MAX_DIMS], kin[CT_MAX_DIMS], kout[CT_MAX_DIMS];
+  int kndim = 0;
+  int64_t n = 1, in_step = 0, out_step = 0;
+  for (int i = 0; i < x->ndim; i++) {
+    if (i == dd) {
+      n = x->shape[i];
+      in_step = x->strides[i];
+      out_step = o->strides[i];
+    } else {
+      kshape[kndim] = x->shape[i];
+      kin[kndim] = x->strides[i];
+      kout[kndim++] = o->strides[i];
+    }
+  }
+  int64_t *sts[2] = {kin, kout};
+  kndim = ct__coalesce(kndim, kshape, 2, sts);
+  int64_t nrows = 1;
+  for (int i = 0; i < kndim; i++) nrows *= kshape[i];
+
+  bool cpu = d->props.type == CT_DEVICE_CPU;
+  int64_t cu = d->props.compute_units ? d->props.compute_units : 1;
+  int64_t kept_inner = kndim ? kin[kndim - 1] : INT64_MAX;
+  /* Work-group per row when the dim is the innermost in memory and long enough, or when rows
+   * are too few to keep the device busy one work-item each; else a work-item per row. */
+  bool rows = (n > 1 && in_step < kept_inner && n >= (cpu ? 128 : 32)) ||
+              (nrows < cu * (cpu ? 4 : 64) && n >= 1024);
+
+  char name[32], opts[64];
+  snprintf(name, sizeof name, "softmax_%s", rows ? "rows" : "cols");
+  snprintf(opts, sizeof opts, "-DCT_IN=%d -DCT_CHUNKED=%d", (int)x->dtype, cpu ? 1 : 0);
+  ct__kernel *k;
+  ct_status st = ct__kernel_get(&k, d, "softmax.cl", name, opts);
+  if (st != CT_OK) {
+    ct__error_append(" (in %s)", fn);
+    ct_release(o);
+    return st;
+  }
+  cl_mem in_mem = ct__tensor_mem(x), out_mem = ct__tensor_mem(o);
+  cl_long in_off = ct__elem_offset(x), out_off = ct__elem_offset(o), cn = n, cis = in_step,
+          cos_ = out_step, cnrows = nrows;
+  cl_int ckndim = kndim, clog = logsm;
+  cl_long8 ks, ki, ko;
+  ct__long8(&ks, &ki, kndim, kshape, kin);
+  ct__long8(&ks, &ko, kndim, kshape, kout);
+  size_t accsz = x->dtype == CT_F64 ? sizeof(cl_double) : sizeof(cl_float);
+  cl_kernel ck = ct__kernel_lock(k);
+  size_t lmax = 1;
+  st = ct__group_limit(&lmax, k, ck, d, rows ? 256 : 64, rows ? accsz : 0);
+  cl_uint a = 0;
+#define ARG(v)                                                  \
+  do {                                                          \
+    if (st == CT_OK) st = set_arg(ck, a, sizeof(v), &(v), fn);  \
+    a++;                                                        \
+  } while (0)
+  ARG(in_mem);
+  ARG(in_off);
+  ARG(out_mem);
+  ARG(out_off);
+  ARG(cn);
+  ARG(cis);
+  ARG(cos_);
+  ARG(ckndim);
+  ARG(ks);
+  ARG(ki);
+  ARG(ko);
+  ARG(clog);
+#undef ARG
+  if (rows) {
+    int64_t want = n / (cpu ? 512 : 32);
+    size_t local = want < 1 ? 1 : ct__pow2_floor((size_t)want);
+    if (local > lmax) local = lmax;
+    if (st == CT_OK) st = set_arg(ck, a, local * accsz, NULL, fn);
+    size_t global = (size_t)nrows * local;
+    if (st == CT_OK) st = ct__kernel_launch(k, d, 1, &global, &local);
+  } else {
+    if (st == CT_OK) st = set_arg(ck, a, sizeof cnrows, &cnrows, fn);
+    size_t local = ct__pow2_ceil((size_t)nrows);
+    if (local > lmax) local = lmax;
+    size_t global = ((size_t)nrows + local - 1) / local * local;
+    if (st == CT_OK) st = ct__kernel_launch(k, d, 1, &global, &local);
+  }
+  ct__kernel_unlock(k);
+  if (st != CT_OK) {
+    ct_release(o);
+    return st;
+  }
+  *out = o;
+  return CT_OK;
+}
+
+ct_status ct_softmax(ct_tensor **out, const ct_tensor *x, int dim) {
+  return softmax_api(out, x, dim, 0, "ct_softmax");
+}
+
+ct_status ct_log_softmax(ct_tensor **out, const ct_tensor *x, int dim) {
+  return softmax_api(out, x, dim, 1, "ct_log_softmax");
+}
