@@ -50,20 +50,14 @@
 #if CT_IN == CT_DT_F64
 #define CT_ACC_DOUBLE 1
 typedef double acc_t;
-typedef double2 acc2_t;
-typedef double4 acc4_t;
 typedef double8 acc8_t;
 #elif CT_ISFLOAT(CT_IN)
 #define CT_ACC_FLOAT 1
 typedef float acc_t;
-typedef float2 acc2_t;
-typedef float4 acc4_t;
 typedef float8 acc8_t;
 #else
 #define CT_ACC_LONG 1
 typedef long acc_t;
-typedef long2 acc2_t;
-typedef long4 acc4_t;
 typedef long8 acc8_t;
 #endif
 
@@ -125,14 +119,29 @@ inline bool ct_arg_better(int op, acc_t va, long ia, acc_t vb, long ib) {
   return op == CT_OP_ARGMAX ? va > vb : va < vb;
 }
 
+/* Integer sums and products wrap modulo 2^64 (as PyTorch's): computed unsigned, where
+ * wrapping is defined. */
+#if defined(CT_ACC_LONG)
+#define ADD_S(a, b) ((long)((ulong)(a) + (ulong)(b)))
+#define MUL_S(a, b) ((long)((ulong)(a) * (ulong)(b)))
+#define ADD_V(a, b) as_long8(as_ulong8(a) + as_ulong8(b))
+#define MUL_V(a, b) as_long8(as_ulong8(a) * as_ulong8(b))
+#else
+#define ADD_S(a, b) ((a) + (b))
+#define MUL_S(a, b) ((a) * (b))
+#define ADD_V(a, b) ((a) + (b))
+#define MUL_V(a, b) ((a) * (b))
+#endif
+
+/* Combination of two scalars / two acc8_t vectors. */
 #define COMB_S(op, a, b)                          \
-  ((op) == CT_OP_SUM    ? (a) + (b)               \
-   : (op) == CT_OP_PROD ? (a) * (b)               \
+  ((op) == CT_OP_SUM    ? ADD_S(a, b)             \
+   : (op) == CT_OP_PROD ? MUL_S(a, b)             \
    : (op) == CT_OP_MAX  ? MAXS(a, b)              \
                         : MINS(a, b))
 #define COMB_V(op, a, b)                          \
-  ((op) == CT_OP_SUM    ? (a) + (b)               \
-   : (op) == CT_OP_PROD ? (a) * (b)               \
+  ((op) == CT_OP_SUM    ? ADD_V(a, b)             \
+   : (op) == CT_OP_PROD ? MUL_V(a, b)             \
    : (op) == CT_OP_MAX  ? MAXV(a, b)              \
                         : MINV(a, b))
 
@@ -161,9 +170,11 @@ inline acc8_t ct_pop8(acc8_t *st, ulong cnt) {
 
 /* Tree combination of a vector's lanes. */
 inline acc_t ct_hcomb8(int op, acc8_t v) {
-  acc4_t a = COMB_V(op, v.lo, v.hi);
-  acc2_t b = COMB_V(op, a.lo, a.hi);
-  return COMB_S(op, b.x, b.y);
+  acc_t t[CT_LANES];
+  vstore8(v, 0, t);
+  for (int s = CT_LANES / 2; s > 0; s >>= 1)
+    for (int l = 0; l < s; l++) t[l] = COMB_S(op, t[l], t[l + s]);
+  return t[0];
 }
 
 /* Final value of an output: the epilogue, then the store as dtype out_dt. */
