@@ -55,11 +55,11 @@ inline void ct_store_f(__global void *out, long i, int dt, float v) {
 __kernel void rand_fill(__global void *out, long out_off, long n, int dt, int normal, ulong seed,
                         ulong offset) {
   long b = get_global_id(0);
+  if (b * (dt == CT_DT_F64 ? 2 : 4) >= n) return;
   uint4 w = ct_philox_block((ulong)b, seed, offset);
 #if defined(CT_HAS_FP64) && CT_HAS_FP64
   if (dt == CT_DT_F64) {
     long e = out_off + 2 * b, left = n - 2 * b;
-    if (left <= 0) return;
     ulong k0 = ((((ulong)w.y) << 32) | w.x) >> 11, k1 = ((((ulong)w.w) << 32) | w.z) >> 11;
     double v0, v1;
     if (normal) {
@@ -78,7 +78,6 @@ __kernel void rand_fill(__global void *out, long out_off, long n, int dt, int no
   }
 #endif
   long e = out_off + 4 * b, left = n - 4 * b;
-  if (left <= 0) return;
   float v[4];
   if (normal) {
     float r0 = sqrt(-2.0f * log(ct_u24_open0(w.x))), t0 = 2.0f * ct_u24(w.y);

@@ -1,7 +1,6 @@
 /* Reductions: argument checks, result dtypes, planning (which kernel, how many parts, what
  * work-group size) and launches of kernels/reduce.cl. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -107,9 +106,7 @@ static void plan_pass(struct red_plan *p, const struct ct__red_geom *g, ct_devic
     int64_t want = chunk / per_item;
     p->local = want < 1 ? 1 : ct__pow2_floor((size_t)want);
     if (p->local > lmax_rows) p->local = lmax_rows;
-    if (getenv("DBG_L")) p->local = (size_t)atoi(getenv("DBG_L"));
   }
-  if (getenv("DBG_P") && g->nout == 1 && g->nred > 100000) { p->parts = atoi(getenv("DBG_P")); p->chunk = (g->nred + p->parts - 1) / p->parts; }
 }
 
 static ct_status reduce_kernel(ct__kernel **k, ct_device *d, ct_dtype in_dt, bool rows, int op,
