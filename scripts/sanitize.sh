@@ -1,0 +1,38 @@
+#!/bin/sh
+# Builds the library and tests with a sanitizer in a build folder of their own and runs
+# `meson test` under the matching setup (see docs/RELIABILITY.md).
+#
+#   scripts/sanitize.sh asan [MESON-TEST-ARGS...]   AddressSanitizer + UndefinedBehaviorSanitizer
+#                                                   + LeakSanitizer, in build-asan
+#   scripts/sanitize.sh tsan [MESON-TEST-ARGS...]   ThreadSanitizer, in build-tsan
+#
+# Without test arguments, asan runs the suites CI runs (every suite but 'soak'), and tsan the
+# suites with threads ('stress' and 'device'). Extra arguments go to `meson test`, e.g.
+# `scripts/sanitize.sh asan --suite tensor`. CC picks the compiler (gcc by default; with clang
+# the build also needs -Db_lundef=false, which is always set here because ASan's runtime is
+# linked into executables only).
+set -eu
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+kind=${1:-asan}
+[ $# -gt 0 ] && shift
+
+case "$kind" in
+  asan) sanitize=address,undefined; default_args="" ;;
+  tsan) sanitize=thread; default_args="--suite stress --suite device" ;;
+  *) echo "usage: scripts/sanitize.sh asan|tsan [meson test arguments]" >&2; exit 2 ;;
+esac
+build="$root/build-$kind"
+
+if [ ! -f "$build/build.ninja" ]; then
+  # Frame pointers make the fast unwinder's stacks (leak reports, TSan's) complete.
+  meson setup "$build" "$root" -Dwerror=true -Db_sanitize="$sanitize" -Db_lundef=false \
+    -Dc_args=-fno-omit-frame-pointer
+fi
+ninja -C "$build" -j "${NINJA_JOBS:-2}"
+
+if [ $# -eq 0 ]; then
+  # shellcheck disable=SC2086
+  set -- $default_args
+fi
+exec meson test -C "$build" --setup="$kind" --print-errorlogs --num-processes "${MESON_TEST_PROCESSES:-2}" "$@"
