@@ -1,0 +1,165 @@
+/* ct_shutdown() leaves nothing behind: after a full program's worth of work on every device
+ * (tensors, views, copies, casts, failing calls), ct_shutdown() must have released every OpenCL
+ * object the library created (counted by clcount.c), and repeating the whole cycle must not grow
+ * the process. Under the asan and valgrind setups this binary is also the leak-checked program:
+ * meson test --setup=valgrind --suite leak. */
+#include "clcount.h"
+#include "ct_test.h"
+#include "stress.h"
+
+static void assert_all_released(const char *when) {
+  char counts[256];
+  ck_assert_msg(clcount_all_released(), "OpenCL objects still held %s: %s", when,
+                clcount_format(counts, sizeof counts));
+}
+
+/* A program's worth of work on every device. */
+static void work_on_every_device(uint32_t seed) {
+  int n = 0;
+  ck_assert_ct_ok(ct_device_count(&n));
+  for (int i = 0; i < n; i++) {
+    ct_device *d;
+    ck_assert_ct_ok(ct_device_get(&d, i));
+    stress_why why = {{0}};
+    long ops = 0;
+    ck_assert_msg(stress_workload(d, 13, 21, seed + (uint32_t)i, NULL, 0, &ops, &why), "%s: %s",
+                  ct_device_spec(d), why.text);
+    ck_assert_msg(stress_workload(d, 1, 1, seed, NULL, 0, &ops, &why), "%s: %s", ct_device_spec(d), why.text);
+  }
+  if (n >= 2) {
+    /* A tensor moved between devices, and the classic mistake: operands on two devices. */
+    ct_device *a, *b;
+    ck_assert_ct_ok(ct_device_get(&a, 0));
+    ck_assert_ct_ok(ct_device_get(&b, 1));
+    ct_tensor *x = NULL, *y = NULL, *z = NULL;
+    int64_t shape[1] = {100};
+    ck_assert_ct_ok(ct_full(&x, a, CT_F32, 1, shape, 3.0));
+    ck_assert_ct_ok(ct_to_device(&y, x, b));
+    ck_assert_ct_ok(ct_empty(&z, a, CT_F32, 1, shape));
+    ck_assert_ct_status(ct_copy(z, y), CT_ERR_DEVICE_MISMATCH);
+    float back[100];
+    ck_assert_ct_ok(ct_to_host(y, back, sizeof back));
+    for (int i = 0; i < 100; i++) ck_assert_float_eq(back[i], 3.0f);
+    ct_release(z);
+    ct_release(y);
+    ct_release(x);
+  }
+}
+
+START_TEST(test_shutdown_releases_everything) {
+  work_on_every_device(1);
+  ct_shutdown();
+  assert_all_released("after the first ct_shutdown()");
+}
+END_TEST
+
+/* Views outliving their base, extra references, async transfers, pinned memory, then
+ * shutdown. */
+START_TEST(test_lifetimes) {
+  ct_device *d = ct_test_device();
+  int64_t shape[2] = {8, 16};
+  ct_tensor *base = NULL, *view = NULL, *view2 = NULL;
+  ck_assert_ct_ok(ct_full(&base, d, CT_F32, 2, shape, 1.5));
+  ck_assert_ct_ok(ct_transpose(&view, base, 0, 1));
+  ck_assert_ct_ok(ct_slice(&view2, view, 0, 2, 10, 3));
+  ct_retain(base);
+  ct_release(base);
+  ct_release(base); /* the views keep the storage alive */
+  float back[16 * 8];
+  ck_assert_ct_ok(ct_to_host(view2, back, sizeof back));
+  ck_assert_float_eq(back[0], 1.5f);
+  ct_release(view);
+  ct_release(view2);
+  ct_release(NULL);
+
+  ct_tensor *t = NULL;
+  ck_assert_ct_ok(ct_zeros(&t, d, CT_F32, 2, shape));
+  ct_event *ev = NULL;
+  float src[128];
+  for (int i = 0; i < 128; i++) src[i] = (float)i;
+  ck_assert_ct_ok(ct_copy_from_host_async(&ev, t, src, sizeof src));
+  ck_assert_ct_ok(ct_event_wait(ev));
+  ct_event_release(ev);
+  ck_assert_ct_ok(ct_to_host_async(&ev, t, back, sizeof back));
+  ct_event_release(ev); /* waits first */
+  for (int i = 0; i < 128; i++) ck_assert_float_eq(back[i], (float)i);
+  ct_event_release(NULL);
+
+  ct_pinned *p = NULL;
+  ck_assert_ct_ok(ct_pinned_alloc(&p, d, 4096));
+  ck_assert_ptr_nonnull(ct_pinned_ptr(p));
+  ct_pinned_release(p);
+  ct_pinned_release(NULL);
+  ct_release(t);
+  ct_shutdown();
+  assert_all_released("after views, events and pinned memory");
+}
+END_TEST
+
+/* Failing calls must not leak what they created before failing. */
+START_TEST(test_failures_release) {
+  ct_device *d = ct_test_device();
+  int64_t a_shape[2] = {4, 5}, b_shape[2] = {3, 5}, bad[2] = {-1, 5};
+  ct_tensor *a = NULL, *b = NULL, *out = NULL;
+  ck_assert_ct_ok(ct_zeros(&a, d, CT_F32, 2, a_shape));
+  ck_assert_ct_ok(ct_ones(&b, d, CT_I32, 2, b_shape));
+  ck_assert_ct_status(ct_copy(a, b), CT_ERR_SHAPE_MISMATCH);
+  ck_assert_ct_status(ct_empty(&out, d, CT_F32, 2, bad), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_null(out);
+  ck_assert_ct_status(ct_transpose(&out, a, 0, 5), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_view(&out, a, 2, b_shape), CT_ERR_SHAPE_MISMATCH);
+  float small[2];
+  ck_assert_ct_status(ct_to_host(a, small, sizeof small), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_copy_from_host(a, small, sizeof small), CT_ERR_INVALID_ARGUMENT);
+  ct_release(a);
+  ct_release(b);
+  ct_shutdown();
+  assert_all_released("after failing calls");
+}
+END_TEST
+
+/* The whole cycle again and again: after the first two (which pay for the OpenCL
+ * implementation's one-time setup and its caches), the host heap and RSS must stay flat. */
+START_TEST(test_repeated_cycles_flat) {
+  enum { CYCLES = 8 };
+  uint64_t rss[CYCLES] = {0}, heap[CYCLES] = {0};
+  for (int c = 0; c < CYCLES; c++) {
+    work_on_every_device((uint32_t)c);
+    ct_shutdown();
+    assert_all_released("after a cycle");
+    rss[c] = stress_rss_bytes();
+    heap[c] = stress_heap_bytes();
+  }
+  /* PoCL frees some of a released context's memory on its own worker threads a moment later,
+   * so one reading may be high: take the lower of the last two. */
+  uint64_t heap_end = heap[CYCLES - 1] < heap[CYCLES - 2] ? heap[CYCLES - 1] : heap[CYCLES - 2];
+  uint64_t rss_end = rss[CYCLES - 1] < rss[CYCLES - 2] ? rss[CYCLES - 1] : rss[CYCLES - 2];
+  int64_t heap_growth = (int64_t)heap_end - (int64_t)heap[1];
+  int64_t rss_growth = (int64_t)rss_end - (int64_t)rss[1];
+  /* Bounds over six cycles: 64 KiB of heap (a cycle leaking a context, a queue, a program or a
+   * few dozen tensor headers exceeds it; LeakSanitizer and valgrind catch smaller leaks), and
+   * 8 MiB of RSS, which also moves with thread stacks and fragmentation. */
+  const int64_t heap_bound = 64 << 10, rss_bound = 8 << 20;
+  printf("# after cycle 2 / cycle %d: heap %llu / %llu bytes (growth %lld, bound %lld), "
+         "RSS %llu / %llu bytes (growth %lld, bound %lld)\n",
+         CYCLES, (unsigned long long)heap[1], (unsigned long long)heap_end, (long long)heap_growth,
+         (long long)heap_bound, (unsigned long long)rss[1], (unsigned long long)rss_end,
+         (long long)rss_growth, (long long)rss_bound);
+  ck_assert_msg(heap_growth <= heap_bound, "host heap grew by %lld bytes over %d shutdown cycles (bound %lld)",
+                (long long)heap_growth, CYCLES - 2, (long long)heap_bound);
+  ck_assert_msg(rss_growth <= rss_bound, "host RSS grew by %lld bytes over %d shutdown cycles (bound %lld)",
+                (long long)rss_growth, CYCLES - 2, (long long)rss_bound);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("leak");
+  TCase *tc = tcase_create("shutdown");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, test_shutdown_releases_everything);
+  tcase_add_test(tc, test_lifetimes);
+  tcase_add_test(tc, test_failures_release);
+  tcase_add_test(tc, test_repeated_cycles_flat);
+  suite_add_tcase(s, tc);
+  return ct_test_run(s);
+}
