@@ -27,8 +27,7 @@ fi
 
 if [ ! -f "$build/build.ninja" ]; then
   CC=${CC_FUZZ:-clang} meson setup "$build" "$root" -Dfuzz=true -Db_sanitize=address,undefined \
-    -Db_lundef=false -Dc_args="-fsanitize=fuzzer-no-link -fno-omit-frame-pointer" \
-    -Dtools=false -Dexamples=false
+    -Db_lundef=false -Dc_args="-fsanitize=fuzzer-no-link -fno-omit-frame-pointer"
 fi
 targets=""
 for t in "$@"; do targets="$targets tests/fuzz/fuzz_$t"; done
