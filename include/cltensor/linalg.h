@@ -36,7 +36,10 @@
  * applies them when a device does its first GEMM. Without a stored file, shipped defaults apply
  * where the library has some (PoCL CPU devices). A malformed file, or one written for another
  * device, driver or library version, is ignored, never applied: ct_gemm_tuning_status() tells
- * which set is in use and why. docs/GEMM.md has the file format.
+ * which set is in use and why. $CLTENSOR_GEMM_TUNING=builtin skips both (CLBlast's own
+ * parameters; any value but auto and builtin fails GEMMs as an invalid $CLTENSOR_GEMM does), and
+ * $CLTENSOR_CACHE=0 skips the file. Parameters are installed in CLBlast process-wide and stay
+ * installed after ct_shutdown(). docs/GEMM.md has the file format.
  *
  * Every function here returns CT_OK or: CT_ERR_INVALID_ARGUMENT (NULL arguments, 0-d operands,
  * an invalid $CLTENSOR_GEMM), CT_ERR_DEVICE_MISMATCH, CT_ERR_DTYPE_MISMATCH, CT_ERR_SHAPE_MISMATCH

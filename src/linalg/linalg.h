@@ -95,6 +95,10 @@ struct ct__gemm_state {
  * stored tuning (or the shipped defaults). */
 ct_status ct__gemm_state(struct ct__gemm_state **out, ct_device *d);
 
+/* Installs p for precision pr on d and records it in d's GEMM state, so that GEMMs plan their
+ * CLBlast calls for it. For cltensor-tune's candidates; not safe while other threads use d. */
+ct_status ct__gemm_use_params(ct_device *d, enum ct__prec pr, const ct__gemm_params *p);
+
 /* ---- One GEMM as the routes see it ----
  * Row-major view: C[m x n] = alpha * op(A)[m x k] * op(B)[k x n] + beta * C, repeated over
  * nbatch batch dims. Each matrix is (mem, element offset, leading dimension, transposed) with

@@ -160,7 +160,20 @@ static ct_status ct__gemm_state_create(void **out, ct_device *d) {
   char saved[512];
   snprintf(saved, sizeof saved, "%s", ct_last_error());
   ct__resolve_route(s, d);
-  ct__load_tuning(s, d);
+  const char *tenv = getenv("CLTENSOR_GEMM_TUNING");
+  if (tenv && *tenv && strcasecmp(tenv, "auto") != 0 && strcasecmp(tenv, "builtin") != 0) {
+    if (s->route_status == CT_OK) {
+      s->route_status = CT_ERR_INVALID_ARGUMENT;
+      ct__note(s->route_error, sizeof s->route_error,
+               "CLTENSOR_GEMM_TUNING='%.64s' is not valid: use auto or builtin", tenv);
+    }
+    ct__note(s->tuning_message, sizeof s->tuning_message, "CLTENSOR_GEMM_TUNING='%.64s' is not valid", tenv);
+  } else if (tenv && strcasecmp(tenv, "builtin") == 0) {
+    ct__note(s->tuning_message, sizeof s->tuning_message,
+             "CLTENSOR_GEMM_TUNING=builtin: CLBlast's built-in parameters in use, no tuning file read");
+  } else {
+    ct__load_tuning(s, d);
+  }
   if (saved[0]) ct__error(CT_OK, "%s", saved);
   else ct_clear_error();
   *out = s;
@@ -169,6 +182,15 @@ static ct_status ct__gemm_state_create(void **out, ct_device *d) {
 
 ct_status ct__gemm_state(struct ct__gemm_state **out, ct_device *d) {
   return ct__device_slot((void **)out, d, CT__SLOT_GEMM, ct__gemm_state_create, ct__gemm_state_destroy);
+}
+
+ct_status ct__gemm_use_params(ct_device *d, enum ct__prec pr, const ct__gemm_params *p) {
+  struct ct__gemm_state *s;
+  CT__TRY(ct__gemm_state(&s, d));
+  CT__TRY(ct__gemm_params_apply(d, ct__prec_bits(pr), p));
+  s->tuned[pr] = true;
+  s->params[pr] = *p;
+  return CT_OK;
 }
 
 ct_status ct_gemm_route_get(ct_gemm_route *route, ct_device *d) {
