@@ -1,7 +1,7 @@
 /* Strided copies with broadcasting and dtype conversion, and fills.
  *
  * Host code collapses the geometry first, then picks one of:
- *   copy_contig   both sides contiguous: dst[i] = convert(src[i])
+ *   copy_contig   both sides contiguous: dst[i] = convert(src[i]), one work-item each
  *   copy_strided  dst[off_d(i)] = convert(src[off_s(i)]) over the (shared) shape, at least 2
  *                 dims (host pads with a leading size-1 dim); a broadcast src dim has stride 0
  *   fill_strided  the same addressing, storing a bit pattern (any dtype of that size)
@@ -58,6 +58,17 @@ inline float ct_f64_to_f32_odd(double v) {
 }
 #endif
 
+/* Float to integer: truncation toward zero, saturating, NaN to 0. Written as compares and a plain
+ * conversion (defined once the value is in range) rather than convert_T_sat_rtz, which some
+ * compilers (PoCL's) leave scalar. Below LO every value truncates to TMIN or less, at or above
+ * HI (TMAX + 1, exact in float and double) to more than TMAX. */
+#define CT_F2I(T, v, LO, HI, TMIN, TMAX) \
+  (isnan(v) ? (T)0 : (v) < (LO) ? (T)(TMIN) : (v) >= (HI) ? (T)(TMAX) : (T)(v))
+#define CT_F2U8(v) CT_F2I(uchar, v, 0.0f, 256.0f, 0, 255)
+#define CT_F2I8(v) CT_F2I(char, v, -128.0f, 128.0f, -128, 127)
+#define CT_F2I32(v) CT_F2I(int, v, -2147483648.0f, 2147483648.0f, INT_MIN, INT_MAX)
+#define CT_F2I64(v) CT_F2I(long, v, -9223372036854775808.0f, 9223372036854775808.0f, LONG_MIN, LONG_MAX)
+
 /* ---- narrowing stores ---- */
 #if CT_DST == CT_DT_BOOL
 #define STORE(p, i, v) ((p)[i] = (uchar)((v) != 0))
@@ -82,13 +93,13 @@ inline float ct_f64_to_f32_odd(double v) {
 #endif
 #elif CT_WKIND == 1
 #if CT_DST == CT_DT_U8
-#define STORE(p, i, v) ((p)[i] = convert_uchar_sat_rtz(v))
+#define STORE(p, i, v) ((p)[i] = CT_F2U8(v))
 #elif CT_DST == CT_DT_I8
-#define STORE(p, i, v) ((p)[i] = convert_char_sat_rtz(v))
+#define STORE(p, i, v) ((p)[i] = CT_F2I8(v))
 #elif CT_DST == CT_DT_I32
-#define STORE(p, i, v) ((p)[i] = convert_int_sat_rtz(v))
+#define STORE(p, i, v) ((p)[i] = CT_F2I32(v))
 #elif CT_DST == CT_DT_I64
-#define STORE(p, i, v) ((p)[i] = convert_long_sat_rtz(v))
+#define STORE(p, i, v) ((p)[i] = CT_F2I64(v))
 #elif CT_DST == CT_DT_F16
 #define STORE(p, i, v) vstore_half_rte((v), (i), (p))
 #elif CT_DST == CT_DT_BF16
@@ -100,13 +111,13 @@ inline float ct_f64_to_f32_odd(double v) {
 #endif
 #else
 #if CT_DST == CT_DT_U8
-#define STORE(p, i, v) ((p)[i] = convert_uchar_sat_rtz(v))
+#define STORE(p, i, v) ((p)[i] = CT_F2U8(v))
 #elif CT_DST == CT_DT_I8
-#define STORE(p, i, v) ((p)[i] = convert_char_sat_rtz(v))
+#define STORE(p, i, v) ((p)[i] = CT_F2I8(v))
 #elif CT_DST == CT_DT_I32
-#define STORE(p, i, v) ((p)[i] = convert_int_sat_rtz(v))
+#define STORE(p, i, v) ((p)[i] = CT_F2I32(v))
 #elif CT_DST == CT_DT_I64
-#define STORE(p, i, v) ((p)[i] = convert_long_sat_rtz(v))
+#define STORE(p, i, v) ((p)[i] = CT_F2I64(v))
 #elif CT_DST == CT_DT_F16
 #define STORE(p, i, v) vstore_half_rte((v), (i), (p))
 #elif CT_DST == CT_DT_BF16
@@ -119,8 +130,9 @@ inline float ct_f64_to_f32_odd(double v) {
 #define CONV(p, i) LOADW(p, i)
 #endif
 
-kernel void copy_contig(global DT *dst, long dst_off, global const ST *src, long src_off, long n) {
-  for (long i = get_global_id(0); i < n; i += (long)get_global_size(0)) STORE(dst + dst_off, i, CONV(src + src_off, i));
+kernel void copy_contig(global DT *dst, long dst_off, global const ST *src, long src_off) {
+  long i = get_global_id(0);
+  STORE(dst + dst_off, i, CONV(src + src_off, i));
 }
 
 /* The NDRange carries the two innermost dims (ids 0 and 1, strides as scalars), so most copies

@@ -9,10 +9,6 @@
 #include "kernel/engine.h"
 #include "tensor/tensor.h"
 
-/* Work-items per launch at most; the kernels loop over the rest (fewer, fatter items are cheaper
- * on CPU devices and lose nothing on GPUs at this size). */
-#define CT__COPY_MAX_ITEMS ((size_t)1 << 30)
-
 static const char *ct__bits_type(size_t es) {
   switch (es) {
     case 1: return "uchar";
@@ -73,8 +69,6 @@ static void ct__nd_range(struct ct__geom *g, size_t *global) {
   for (int i = 0; i < g->ndim - 2; i++) global[2] *= (size_t)g->shape[i];
 }
 
-static size_t ct__items(int64_t n) { return (size_t)n < CT__COPY_MAX_ITEMS ? (size_t)n : CT__COPY_MAX_ITEMS; }
-
 /* Element offset of t's element 0 in its cl_mem. Storage offsets are aligned, so this divides. */
 static cl_long ct__elem_off(const ct_tensor *t) {
   return (cl_long)(ct__tensor_byte_offset(t) / ct_dtype_size(t->dtype));
@@ -112,16 +106,29 @@ static ct_status ct__copy_launch(ct_tensor *dst, const ct_tensor *src, const int
   ct__kernel *k;
   CT__TRY(ct__kernel_get(&k, d, "copy.cl", contig ? "copy_contig" : "copy_strided", opts));
   cl_mem dm = dst->storage->mem, sm = src->storage->mem;
-  cl_long doff = ct__elem_off(dst), soff = ct__elem_off(src), cn = n;
-  size_t global[3] = {ct__items(n), 1, 1};
+  cl_long doff = ct__elem_off(dst), soff = ct__elem_off(src);
+  size_t global[3];
   cl_kernel ck = ct__kernel_lock(k);
   cl_int err = CL_SUCCESS;
   if (contig) {
-    err |= clSetKernelArg(ck, 0, sizeof dm, &dm);
-    err |= clSetKernelArg(ck, 1, sizeof doff, &doff);
-    err |= clSetKernelArg(ck, 2, sizeof sm, &sm);
-    err |= clSetKernelArg(ck, 3, sizeof soff, &soff);
-    err |= clSetKernelArg(ck, 4, sizeof cn, &cn);
+    /* One work-item per element (what CPU compilers vectorize best), in launches of at most
+     * 2^30 items, since some drivers cap a dimension's global size at 32 bits. */
+    ct_status st = CT_OK;
+    const int64_t chunk = INT64_C(1) << 30;
+    for (int64_t start = 0; start < n && st == CT_OK; start += chunk) {
+      cl_long dso = doff + start, sso = soff + start;
+      size_t items = (size_t)(n - start < chunk ? n - start : chunk);
+      err = clSetKernelArg(ck, 0, sizeof dm, &dm);
+      err |= clSetKernelArg(ck, 1, sizeof dso, &dso);
+      err |= clSetKernelArg(ck, 2, sizeof sm, &sm);
+      err |= clSetKernelArg(ck, 3, sizeof sso, &sso);
+      if (err != CL_SUCCESS)
+        st = ct__error(CT_ERR_INTERNAL, "%s: setting the arguments of %s failed", fn, ct__kernel_name(k));
+      else
+        st = ct__kernel_launch(k, d, 1, &items, NULL);
+    }
+    ct__kernel_unlock(k);
+    return st;
   } else {
     ct__nd_range(&g, global);
     int no = g.ndim - 2;
@@ -145,7 +152,7 @@ static ct_status ct__copy_launch(ct_tensor *dst, const ct_tensor *src, const int
   if (err != CL_SUCCESS) {
     st = ct__error(CT_ERR_INTERNAL, "%s: setting the arguments of %s failed", fn, ct__kernel_name(k));
   } else {
-    st = ct__kernel_launch(k, d, contig ? 1 : 3, global, NULL);
+    st = ct__kernel_launch(k, d, 3, global, NULL);
   }
   ct__kernel_unlock(k);
   return st;
