@@ -153,8 +153,20 @@ CT_API ct_status ct_format(char *buf, size_t size, size_t *needed, const ct_tens
 
 /* ---- Caching allocator (per device) ----
  * Freed device blocks are kept for reuse; sizes are rounded up (512 B below 1 MiB, 2 MiB
- * above) and large cached blocks are split. $CLTENSOR_MEMORY_LIMIT ("512MiB", "2GB", "1048576")
- * caps each device's reserved bytes; $CLTENSOR_NO_CACHING=1 returns every block at once. */
+ * above; an empty tensor holds one minimal block) and large cached blocks are split.
+ * Allocations are made real when OpenCL buffers are created, so an out-of-memory condition is
+ * reported by the call that allocates: the allocator first returns its cache to OpenCL and
+ * retries, then fails with CT_ERR_OUT_OF_MEMORY and a message giving the request, the device,
+ * its total memory and the bytes allocated and reserved. A request above the device's maximum
+ * single allocation (ct_device_props.max_alloc_bytes) is CT_ERR_OUT_OF_MEMORY too.
+ * Environment, read when a device first allocates:
+ *   $CLTENSOR_MEMORY_LIMIT  caps each device's reserved bytes: "512MiB", "2GB", "1.5 GiB",
+ *                           "1048576" (units B, k/kB, KiB, M/MB, MiB, G/GB, GiB, T/TB, TiB,
+ *                           case-insensitive; 0 means no limit);
+ *   $CLTENSOR_NO_CACHING=1  returns every block to OpenCL as soon as it is freed (for leak
+ *                           checkers);
+ * a malformed value makes every allocation on the device (and the calls below) fail with
+ * CT_ERR_INVALID_ARGUMENT quoting it: it is never ignored. */
 typedef struct ct_memory_stats {
   uint64_t allocated_bytes;      /* held by live tensors (rounded sizes) */
   uint64_t reserved_bytes;       /* held from OpenCL: allocated + cached */
