@@ -83,7 +83,7 @@ CT_API bool ct_tensor_is_contiguous(const ct_tensor *t);       /* C-contiguous; 
  * CT_ERR_INVALID_ARGUMENT when dst_bytes < ct_tensor_nbytes(t) (both sizes in the message). */
 CT_API ct_status ct_to_host(const ct_tensor *t, void *dst, size_t dst_bytes);
 /* Overwrites t's elements with row-major host data of ct_tensor_nbytes(t) bytes (blocking).
- * t may be a non-contiguous view: its elements are written in place. */
+ * t may be a non-contiguous view (not an expanded one): its elements are written in place. */
 CT_API ct_status ct_copy_from_host(ct_tensor *t, const void *src, size_t src_bytes);
 
 /* A pending transfer. */
@@ -104,7 +104,8 @@ CT_API void ct_event_release(ct_event *ev);
 CT_API ct_status ct_to_device(ct_tensor **out, ct_tensor *t, ct_device *d);
 
 /* Copies src into dst on the same device, broadcasting src to dst's shape and converting the
- * dtype as ct_cast() does. dst may be a view. */
+ * dtype as ct_cast() does. dst may be a view, but not an expanded one (a stride-0 dim of size
+ * > 1: CT_ERR_INVALID_ARGUMENT); src and dst may overlap (the copy goes through a temporary). */
 CT_API ct_status ct_copy(ct_tensor *dst, const ct_tensor *src);
 
 /* ---- Pinned host memory (CL_MEM_ALLOC_HOST_PTR, mapped): faster staging ---- */

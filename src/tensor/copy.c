@@ -239,6 +239,14 @@ ct_status ct__copy(ct_tensor *dst, const ct_tensor *src, const char *fn) {
     return ct__error(CT_ERR_SHAPE_MISMATCH, "%s: src of shape %s cannot be broadcast to dst of shape %s", fn,
                      ct__shape_str(sa, sizeof sa, src->ndim, src->shape),
                      ct__shape_str(sb, sizeof sb, dst->ndim, dst->shape));
+  /* Several destination elements in one memory location (an expanded view) would receive
+   * different values in an unspecified order: refuse, as PyTorch does. */
+  for (int i = 0; i < dst->ndim; i++)
+    if (dst->shape[i] > 1 && dst->strides[i] == 0)
+      return ct__error(CT_ERR_INVALID_ARGUMENT,
+                       "%s: dst of shape %s has stride 0 at dim %d (an expanded view), so several of its elements "
+                       "share one memory location; write into a contiguous tensor instead",
+                       fn, ct__shape_str(sb, sizeof sb, dst->ndim, dst->shape), i);
   int64_t sstr[CT_MAX_DIMS];
   for (int i = 0; i < dst->ndim; i++) {
     int j = i - (dst->ndim - src->ndim);

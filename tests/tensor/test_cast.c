@@ -268,6 +268,13 @@ START_TEST(test_copy_broadcast_cast) {
     ck_assert_ct_ok(ct_zeros(&src, d, t, 3, (int64_t[]){2, 3, 4}));
     ck_assert_ct_status(ct_copy(dst, src), CT_ERR_SHAPE_MISMATCH);
     ct_release(src);
+    ct_tensor *row, *wide;
+    ck_assert_ct_ok(ct_zeros(&row, d, t, 2, (int64_t[]){1, 4}));
+    ck_assert_ct_ok(ct_expand(&wide, row, 2, (int64_t[]){3, 4}));
+    ck_assert_ct_status(ct_copy(wide, dst), CT_ERR_INVALID_ARGUMENT);
+    ck_assert_error_contains("stride 0 at dim 0");
+    ct_release(wide);
+    ct_release(row);
     ck_assert_ct_status(ct_copy(NULL, dst), CT_ERR_INVALID_ARGUMENT);
     ck_assert_error_contains("'dst'");
     ck_assert_ct_status(ct_copy(dst, NULL), CT_ERR_INVALID_ARGUMENT);
