@@ -14,6 +14,7 @@
 
 #define CT__SUMMARY_THRESHOLD 1000
 #define CT__EDGE 3
+#define CT__LINE_WIDTH 80
 
 typedef struct {
   char *buf;
@@ -84,26 +85,44 @@ static void ct__emit(ct__str *s, const ct__fmt *f, int dim, int64_t *flat, int i
   }
   ct__puts(s, "[");
   int64_t n = f->shown[dim];
-  for (int64_t i = 0; i < n; i++) {
-    if (i > 0) {
-      if (dim == f->ndim - 1) {
-        ct__puts(s, ", ");
-      } else {
-        ct__puts(s, ",");
-        for (int k = 0; k < f->ndim - 1 - dim; k++) ct__puts(s, "\n");
-        ct__puts(s, "%*s", indent + dim + 1, "");
+  if (dim == f->ndim - 1) {
+    /* The innermost dim wraps at 80 columns as PyTorch's does: as many items per line as fit
+     * after this depth's indent, the ellipsis counting as one item. */
+    int depth_indent = indent + dim;
+    int64_t per_line = (CT__LINE_WIDTH - depth_indent) / (f->width + 2);
+    if (per_line < 1) per_line = 1;
+    int64_t item = 0;
+    char e[64];
+    for (int64_t i = 0; i < n; i++) {
+      int ellipsis = f->summarized[dim] && i == CT__EDGE;
+      for (int k = ellipsis ? 0 : 1; k < 2; k++) {
+        if (item > 0) {
+          if (item % per_line == 0) ct__puts(s, ",\n%*s", depth_indent + 1, "");
+          else ct__puts(s, ", ");
+        }
+        item++;
+        if (k == 0) {
+          ct__puts(s, " ...");
+        } else {
+          ct__elem_text(e, sizeof e, f, f->data + (size_t)(*flat) * es);
+          ct__puts(s, "%*s", f->width, e);
+          (*flat)++;
+        }
       }
     }
+    ct__puts(s, "]");
+    return;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    if (i > 0) {
+      ct__puts(s, ",");
+      for (int k = 0; k < f->ndim - 1 - dim; k++) ct__puts(s, "\n");
+      ct__puts(s, "%*s", indent + dim + 1, "");
+    }
     if (f->summarized[dim] && i == CT__EDGE) {
-      /* PyTorch's ellipsis: " ..." among elements, "..." among rows. */
-      ct__puts(s, dim == f->ndim - 1 ? " ..." : "...");
-      if (dim == f->ndim - 1) {
-        ct__puts(s, ", ");
-      } else {
-        ct__puts(s, ",");
-        for (int k = 0; k < f->ndim - 1 - dim; k++) ct__puts(s, "\n");
-        ct__puts(s, "%*s", indent + dim + 1, "");
-      }
+      ct__puts(s, "...,");
+      for (int k = 0; k < f->ndim - 1 - dim; k++) ct__puts(s, "\n");
+      ct__puts(s, "%*s", indent + dim + 1, "");
     }
     ct__emit(s, f, dim + 1, flat, indent);
   }

@@ -80,6 +80,16 @@ START_TEST(test_repr_summarized_and_views) {
   ct_release(t);
   ct_release(v);
   ct_release(x);
+  /* Rows wrap at 80 columns, as torch.arange(30.) prints. */
+  ck_assert_ct_ok(ct_arange(&x, d, CT_F32, 0, 30, 1));
+  got = fmt(x);
+  snprintf(want, sizeof want,
+           "tensor([ 0.,  1.,  2.,  3.,  4.,  5.,  6.,  7.,  8.,  9., 10., 11., 12., 13.,\n"
+           "        14., 15., 16., 17., 18., 19., 20., 21., 22., 23., 24., 25., 26., 27.,\n"
+           "        28., 29.], shape=[30], dtype=f32, device=%s)", ct_device_spec(d));
+  ck_assert_str_eq(got, want);
+  free(got);
+  ct_release(x);
   /* Empty */
   ck_assert_ct_ok(ct_zeros(&x, d, CT_F32, 2, (int64_t[]){0, 3}));
   got = fmt(x);
