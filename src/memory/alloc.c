@@ -217,27 +217,29 @@ static void ct__fl_remove(ct__allocator *a, ct__ablock *b) {
   b->fprev = b->fnext = NULL;
 }
 
-/* Releases every segment that holds nothing but one free block. Called with the lock held. */
+/* Returns b's segment to OpenCL when b, a free block, covers all of it (neighbours always
+ * merge, so a wholly free segment is exactly one such block). Lock held. Returns 1 if released. */
+static int ct__release_if_whole(ct__allocator *a, ct__ablock *b) {
+  ct__segment *s = b->seg;
+  if (b->pub.offset != 0 || b->pub.size != s->size) return 0;
+  ct__fl_remove(a, b);
+  free(b);
+  if (s->prev) s->prev->next = s->next;
+  else a->segments = s->next;
+  if (s->next) s->next->prev = s->prev;
+  a->stats.reserved_bytes -= s->size;
+  clReleaseMemObject(s->mem);
+  free(s);
+  return 1;
+}
+
+/* Releases every segment that holds nothing but one free block. Lock held. */
 static void ct__release_cached(ct__allocator *a) {
-  for (ct__segment *s = a->segments, *sn; s; s = sn) {
-    sn = s->next;
-    /* A wholly free segment is one free block covering it (neighbours always merge). */
-    ct__ablock *b = NULL;
-    for (ct__ablock *f = a->free_list[s->small]; f; f = f->fnext)
-      if (f->seg == s && f->pub.offset == 0 && f->pub.size == s->size) {
-        b = f;
-        break;
-      }
-    if (!b) continue;
-    ct__fl_remove(a, b);
-    free(b);
-    if (s->prev) s->prev->next = s->next;
-    else a->segments = s->next;
-    if (s->next) s->next->prev = s->prev;
-    a->stats.reserved_bytes -= s->size;
-    clReleaseMemObject(s->mem);
-    free(s);
-  }
+  for (int p = 0; p < 2; p++)
+    for (ct__ablock *b = a->free_list[p], *bn; b; b = bn) {
+      bn = b->fnext;
+      ct__release_if_whole(a, b);
+    }
 }
 
 /* Cuts b down to size, returning the rest to the free list. */
@@ -350,6 +352,8 @@ ct_status ct__alloc(ct__block **out, ct_device *d, size_t bytes) {
     if (want > SIZE_MAX - CT__LARGE_ROUND) return ct__oom(a, bytes, " (above the maximum single allocation)");
     size = (want + CT__LARGE_ROUND - 1) / CT__LARGE_ROUND * CT__LARGE_ROUND;
   }
+  /* Rounding must not push a request that fits over the device's single-allocation limit. */
+  if (size > d->props.max_alloc_bytes && want <= d->props.max_alloc_bytes) size = want;
   int small = size <= CT__SMALL_LIMIT;
   if (size > d->props.max_alloc_bytes) {
     pthread_mutex_lock(&a->lock);
@@ -434,7 +438,7 @@ void ct__free(ct__block *pb) {
     free(n);
   }
   ct__fl_insert(a, b);
-  if (a->no_caching) ct__release_cached(a);
+  if (a->no_caching) ct__release_if_whole(a, b);
   pthread_mutex_unlock(&a->lock);
 }
 
