@@ -16,11 +16,12 @@
  * idx_in set.
  *
  * Two shapes of parallelism:
- *  reduce_rows  one work-group per (output, part); the group's work-items share the elements and
- *               combine in a local-memory tree. For long reduced extents of small stride.
- *  reduce_cols  one work-item per 8 consecutive outputs (and part), looping over the reduced
- *               extent. For reductions over outer dims (the 8 outputs are then usually adjacent
- *               in memory and load as one vector) and for short reduced extents.
+ *  reduce_rows  for reduced extents of small stride: per (output, part), a work-group whose
+ *               work-items share the elements and combine in a local-memory tree (GPUs), or
+ *               one work-item (CPUs).
+ *  reduce_cols  for reductions over outer dims: one work-item per 8 (GPUs) or 64 (CPUs)
+ *               consecutive outputs and part, looping over the reduced extent; the outputs are
+ *               then usually adjacent in memory and load as vectors.
  *
  * Accuracy. Float sums (including the squared deviations of var) add at most CT_BLOCK elements
  * per lane serially, then merge block sums in a binary cascade: the k-th block sum is pushed
@@ -235,18 +236,32 @@ inline long ct_red_offset(long j, int rndim, long8 rshape, long8 rstride) {
   return rndim == 1 ? j * rstride.s0 : ct_offset(j, rndim, rshape, rstride);
 }
 
-/* ---- reduce_rows: one work-group per (output, part) ---- */
+/* ---- reduce_rows ----
+ * GPUs: one work-group per (output, part); its work-items take interleaved vectors (so that
+ * neighbours read neighbouring addresses) and combine in a local-memory tree.
+ * CPUs (CT_CHUNKED): one work-item per (output, part), streaming its extent alone: a CPU runs
+ * a work-group's items one after another on one core, so sharing an extent among them buys
+ * nothing, and no barriers or local memory are needed. */
 inline void ct_rows(int op, __global const in_t *in, long in_off, __global const long *idx_in,
                     long idx_in_off, int has_idx_in, __global const acc_t *center,
                     long center_off, int pre,
                     __global void *out, long out_off, __global long *idx_out, long idx_out_off,
                     int final_, int out_dt, int epi, long count, long corr, long parts,
-                    long chunk, long nred, int kndim, long8 kshape, long8 kstride, int rndim,
-                    long8 rshape, long8 rstride, __local acc_t *lv, __local long *li) {
+                    long chunk, long nred, long nout, int kndim, long8 kshape, long8 kstride,
+                    int rndim, long8 rshape, long8 rstride, __local acc_t *lv, __local long *li) {
   bool arg = op == CT_OP_ARGMAX || op == CT_OP_ARGMIN;
+#if CT_CHUNKED
+  long g = get_global_id(0);
+  if (g >= nout * parts) return;
+  const int lid = 0, L = 1;
+  (void)lv;
+  (void)li;
+#else
   long g = get_group_id(0);
-  long o = g / parts, p = g - o * parts;
   int lid = (int)get_local_id(0), L = (int)get_local_size(0);
+  (void)nout;
+#endif
+  long o = g / parts, p = g - o * parts;
   long lo = p * chunk, hi = min(nred, lo + chunk);
   long base = in_off + ct_offset(o, kndim, kshape, kstride);
   acc_t c = pre ? center[center_off + o] : (acc_t)0;
@@ -254,22 +269,42 @@ inline void ct_rows(int op, __global const in_t *in, long in_off, __global const
   long vi = LONG_MAX;
 
   if (!arg && rndim == 1 && rstride.s0 == 1) {
-    /* Contiguous extent: 8-wide loads. Work-item lid takes vectors [v0, v1) of the extent
-     * (a contiguous run on CPUs, where each work-item streams its own memory; interleaved on
-     * GPUs, where neighbouring work-items must read neighbouring addresses). */
+    /* Contiguous extent: 8-wide loads of vectors v0, v0 + step, ... < v1. */
     __global const in_t *q = in + base + lo;
     long n = hi - lo, nv = n / CT_LANES;
-#if CT_CHUNKED
-    long per = (nv + L - 1) / L, v0 = min(nv, lid * per), v1 = min(nv, v0 + per), step = 1;
-#else
     long v0 = lid, v1 = nv, step = L;
-#endif
     acc8_t c8 = (acc8_t)c;
-    acc8_t acc = (acc8_t)ct_identity(op);
+    acc8_t acc;
+    long k = v0;
+    /* Four independent accumulators: one chain of dependent adds can't keep up with memory. */
     if (CT_CASCADE(op)) {
       acc8_t st[CT_LEVELS];
       ulong cnt = 0;
-      long k = v0;
+      /* Full blocks of 4 x CT_BLOCK vectors: each accumulator adds CT_BLOCK of them, and the
+       * block's sum goes through the cascade. */
+      for (; k + 4 * CT_BLOCK * step <= v1;) {
+        acc8_t a0 = (acc8_t)0, a1 = (acc8_t)0, a2 = (acc8_t)0, a3 = (acc8_t)0;
+        if (pre) {
+          for (int t = 0; t < CT_BLOCK; t++, k += 4 * step) {
+            acc8_t x0 = LOAD8(q, k * CT_LANES) - c8, x1 = LOAD8(q, (k + step) * CT_LANES) - c8;
+            acc8_t x2 = LOAD8(q, (k + 2 * step) * CT_LANES) - c8;
+            acc8_t x3 = LOAD8(q, (k + 3 * step) * CT_LANES) - c8;
+            a0 += x0 * x0;
+            a1 += x1 * x1;
+            a2 += x2 * x2;
+            a3 += x3 * x3;
+          }
+        } else {
+          for (int t = 0; t < CT_BLOCK; t++, k += 4 * step) {
+            a0 += LOAD8(q, k * CT_LANES);
+            a1 += LOAD8(q, (k + step) * CT_LANES);
+            a2 += LOAD8(q, (k + 2 * step) * CT_LANES);
+            a3 += LOAD8(q, (k + 3 * step) * CT_LANES);
+          }
+        }
+        ct_push8(st, &cnt, (a0 + a1) + (a2 + a3));
+      }
+      /* The rest in blocks of CT_BLOCK. */
       while (k < v1) {
         acc8_t b = (acc8_t)0;
         long kend = min(v1, k + (long)CT_BLOCK * step);
@@ -282,7 +317,15 @@ inline void ct_rows(int op, __global const in_t *in, long in_off, __global const
       }
       acc = ct_pop8(st, cnt);
     } else {
-      for (long k = v0; k < v1; k += step) acc = COMB_V(op, acc, LOAD8(q, k * CT_LANES));
+      acc8_t a0 = (acc8_t)ct_identity(op), a1 = a0, a2 = a0, a3 = a0;
+      for (; k + 4 * step <= v1; k += 4 * step) {
+        a0 = COMB_V(op, a0, LOAD8(q, k * CT_LANES));
+        a1 = COMB_V(op, a1, LOAD8(q, (k + step) * CT_LANES));
+        a2 = COMB_V(op, a2, LOAD8(q, (k + 2 * step) * CT_LANES));
+        a3 = COMB_V(op, a3, LOAD8(q, (k + 3 * step) * CT_LANES));
+      }
+      for (; k < v1; k += step) a0 = COMB_V(op, a0, LOAD8(q, k * CT_LANES));
+      acc = COMB_V(op, COMB_V(op, a0, a1), COMB_V(op, a2, a3));
     }
     v = ct_hcomb8(op, acc);
     /* The n % 8 leftover elements. */
@@ -292,13 +335,7 @@ inline void ct_rows(int op, __global const in_t *in, long in_off, __global const
     }
   } else {
     /* General extent: each element's offset from the reduced geometry. */
-    long n = hi - lo;
-#if CT_CHUNKED
-    long per = (n + L - 1) / L, j0 = lo + min(n, lid * per), j1 = lo + min(n, (lid + 1) * per),
-         step = 1;
-#else
     long j0 = lo + lid, j1 = hi, step = L;
-#endif
     if (arg) {
       for (long j = j0; j < j1; j += step) {
         long e = base + ct_red_offset(j, rndim, rshape, rstride);
@@ -333,6 +370,10 @@ inline void ct_rows(int op, __global const in_t *in, long in_off, __global const
     }
   }
 
+#if CT_CHUNKED
+  ct_write(op, final_, out, out_off, idx_out, idx_out_off, out_dt, epi, count, corr, parts, o, p, v,
+           vi);
+#else
   /* Work-group tree (L is a power of two). */
   lv[lid] = v;
   if (arg) li[lid] = vi;
@@ -353,9 +394,30 @@ inline void ct_rows(int op, __global const in_t *in, long in_off, __global const
   if (lid == 0)
     ct_write(op, final_, out, out_off, idx_out, idx_out_off, out_dt, epi, count, corr, parts, o, p,
              lv[0], arg ? li[0] : 0);
+#endif
 }
 
-/* ---- reduce_cols: one work-item per 8 consecutive outputs and part ---- */
+/* ---- reduce_cols: one work-item per CT_COLS_OUT consecutive outputs and part ----
+ * The work-item walks the reduced extent, loading its outputs' elements at each reduced index:
+ * one 8-wide load per vector when the outputs are adjacent in memory (reductions over an outer
+ * dim), a gather otherwise. CPUs take 8 vectors (64 outputs, 256 bytes of f32 per row) per
+ * work-item, so each row visit reads whole cache lines and pages are visited 8 times less
+ * often; GPUs one vector, for more work-items. */
+#if CT_CHUNKED
+#define CT_COLV 8
+#else
+#define CT_COLV 1
+#endif
+#define CT_COLS_OUT (CT_LANES * CT_COLV)
+
+inline void ct_push_n(acc8_t (*st)[CT_COLV], ulong *cnt, acc8_t *b) {
+  int l = 0;
+  for (ulong c = *cnt; c & 1ul; c >>= 1, l++)
+    for (int w = 0; w < CT_COLV; w++) b[w] = st[l][w] + b[w];
+  for (int w = 0; w < CT_COLV; w++) st[l][w] = b[w];
+  *cnt += 1ul;
+}
+
 inline void ct_cols(int op, __global const in_t *in, long in_off, __global const long *idx_in,
                     long idx_in_off, int has_idx_in, __global const acc_t *center,
                     long center_off, int pre,
@@ -364,25 +426,34 @@ inline void ct_cols(int op, __global const in_t *in, long in_off, __global const
                     long chunk, long nred, long nout, int kndim, long8 kshape, long8 kstride,
                     int rndim, long8 rshape, long8 rstride) {
   bool arg = op == CT_OP_ARGMAX || op == CT_OP_ARGMIN;
-  long o0 = (long)get_global_id(0) * CT_LANES;
+  long o0 = (long)get_global_id(0) * CT_COLS_OUT;
   long p = get_global_id(1);
   if (o0 >= nout || p >= parts) return;
-  int nl = (int)min((long)CT_LANES, nout - o0);
+  int nl = (int)min((long)CT_COLS_OUT, nout - o0);
   long lo = p * chunk, hi = min(nred, lo + chunk);
-  long koff[CT_LANES];
-  acc_t cen[CT_LANES];
-  for (int l = 0; l < CT_LANES; l++) {
-    koff[l] = in_off + ct_offset(o0 + min(l, nl - 1), kndim, kshape, kstride);
-    cen[l] = pre ? center[center_off + o0 + min(l, nl - 1)] : (acc_t)0;
-  }
-  /* The 8 outputs' elements are adjacent in memory: one vector load per reduced index. */
-  bool vec = nl == CT_LANES;
-  for (int l = 1; vec && l < CT_LANES; l++) vec = koff[l] - koff[l - 1] == 1;
+  /* The outputs are adjacent in memory when they lie in one run of the innermost kept dim,
+   * and that dim has stride 1. */
+  long ks[8], kt[8];
+  vstore8(kshape, 0, ks);
+  vstore8(kstride, 0, kt);
+  bool adj = kndim >= 1 && kt[kndim - 1] == 1 && o0 % ks[kndim - 1] + nl <= ks[kndim - 1];
+  long koff[CT_COLS_OUT];
+  long k0 = in_off + ct_offset(o0, kndim, kshape, kstride);
+  for (int l = 0; l < CT_COLS_OUT; l++)
+    koff[l] = adj && l < nl ? k0 + l
+                            : in_off + ct_offset(o0 + min(l, nl - 1), kndim, kshape, kstride);
+  /* Vectors in use, and how many of them load whole (the rest gather, lanes past nl
+   * repeating the last output, whose results are dropped). */
+  int nw = (nl + CT_LANES - 1) / CT_LANES, nfull = adj ? nl / CT_LANES : 0;
+  /* Every vector whole and one reduced dim: a loop the compiler unrolls into registers. */
+  bool fast = nfull == CT_COLV && rndim == 1;
+  long rs = rstride.s0;
+  __global const in_t *q = in + k0;
 
   if (arg) {
-    acc_t v[CT_LANES];
-    long vi[CT_LANES];
-    for (int l = 0; l < CT_LANES; l++) {
+    acc_t v[CT_COLS_OUT];
+    long vi[CT_COLS_OUT];
+    for (int l = 0; l < CT_COLS_OUT; l++) {
       v[l] = ct_identity(op);
       vi[l] = LONG_MAX;
     }
@@ -392,7 +463,6 @@ inline void ct_cols(int op, __global const in_t *in, long in_off, __global const
         long e = koff[l] + r;
         acc_t x = LOAD1(in, e);
         long xi = has_idx_in ? idx_in[idx_in_off + (e - in_off)] : j;
-        /* j only grows here, so a strictly better element replaces the current one. */
         if (ct_arg_better(op, x, xi, v[l], vi[l])) {
           v[l] = x;
           vi[l] = xi;
@@ -405,48 +475,77 @@ inline void ct_cols(int op, __global const in_t *in, long in_off, __global const
     return;
   }
 
-  acc8_t c8 = vload8(0, cen);
-  acc8_t acc;
+  acc8_t c8[CT_COLV], acc[CT_COLV];
+  for (int w = 0; w < CT_COLV; w++) {
+    acc_t t[CT_LANES];
+    for (int l = 0; l < CT_LANES; l++)
+      t[l] = pre ? center[center_off + o0 + min(w * CT_LANES + l, nl - 1)] : (acc_t)0;
+    c8[w] = vload8(0, t);
+  }
+/* The 8 elements of vector w at reduced offset r. */
+#define CT_COLS_LOAD(x, w, r)                                             \
+  do {                                                                    \
+    if ((w) < nfull) {                                                    \
+      x = LOAD8(in, k0 + (r) + (w) * CT_LANES);                           \
+    } else {                                                              \
+      acc_t t_[CT_LANES];                                                 \
+      for (int l_ = 0; l_ < CT_LANES; l_++)                               \
+        t_[l_] = LOAD1(in, koff[(w) * CT_LANES + l_] + (r));              \
+      x = vload8(0, t_);                                                  \
+    }                                                                     \
+  } while (0)
   if (CT_CASCADE(op)) {
-    acc8_t st[CT_LEVELS];
+    acc8_t st[CT_LEVELS][CT_COLV];
     ulong cnt = 0;
     long j = lo;
     while (j < hi) {
-      acc8_t b = (acc8_t)0;
+      acc8_t b[CT_COLV];
+      for (int w = 0; w < CT_COLV; w++) b[w] = (acc8_t)0;
       long jend = min(hi, j + CT_BLOCK);
-      for (; j < jend; j++) {
-        long r = ct_red_offset(j, rndim, rshape, rstride);
-        acc8_t x;
-        if (vec) {
-          x = LOAD8(in, koff[0] + r);
-        } else {
-          acc_t t[CT_LANES];
-          for (int l = 0; l < CT_LANES; l++) t[l] = LOAD1(in, koff[l] + r);
-          x = vload8(0, t);
+      if (fast) {
+        for (; j < jend; j++) {
+          for (int w = 0; w < CT_COLV; w++) {
+            acc8_t x = LOAD8(q, j * rs + w * CT_LANES);
+            if (pre) x = (x - c8[w]) * (x - c8[w]);
+            b[w] += x;
+          }
         }
-        if (pre) x = (x - c8) * (x - c8);
-        b += x;
-      }
-      ct_push8(st, &cnt, b);
-    }
-    acc = ct_pop8(st, cnt);
-  } else {
-    acc = (acc8_t)ct_identity(op);
-    for (long j = lo; j < hi; j++) {
-      long r = ct_red_offset(j, rndim, rshape, rstride);
-      acc8_t x;
-      if (vec) {
-        x = LOAD8(in, koff[0] + r);
       } else {
-        acc_t t[CT_LANES];
-        for (int l = 0; l < CT_LANES; l++) t[l] = LOAD1(in, koff[l] + r);
-        x = vload8(0, t);
+        for (; j < jend; j++) {
+          long r = ct_red_offset(j, rndim, rshape, rstride);
+          for (int w = 0; w < nw; w++) {
+            acc8_t x;
+            CT_COLS_LOAD(x, w, r);
+            if (pre) x = (x - c8[w]) * (x - c8[w]);
+            b[w] += x;
+          }
+        }
       }
-      acc = COMB_V(op, acc, x);
+      ct_push_n(st, &cnt, b);
+    }
+    for (int w = 0; w < CT_COLV; w++) acc[w] = (acc8_t)0;
+    for (int l = 0; cnt; cnt >>= 1, l++)
+      if (cnt & 1ul)
+        for (int w = 0; w < CT_COLV; w++) acc[w] = st[l][w] + acc[w];
+  } else {
+    for (int w = 0; w < CT_COLV; w++) acc[w] = (acc8_t)ct_identity(op);
+    if (fast) {
+      for (long j = lo; j < hi; j++)
+        for (int w = 0; w < CT_COLV; w++) acc[w] = COMB_V(op, acc[w], LOAD8(q, j * rs + w * CT_LANES));
+    } else {
+      for (long j = lo; j < hi; j++) {
+        long r = ct_red_offset(j, rndim, rshape, rstride);
+        for (int w = 0; w < nw; w++) {
+          acc8_t x;
+          CT_COLS_LOAD(x, w, r);
+          acc[w] = COMB_V(op, acc[w], x);
+        }
+      }
     }
   }
-  acc_t res[CT_LANES];
-  vstore8(acc, 0, res);
+#undef CT_COLS_LOAD
+  acc_t res[CT_COLS_OUT];
+  for (int w = 0; w < CT_COLV; w++) vstore8(acc[w], w, res);
   for (int l = 0; l < nl; l++)
     ct_write(op, final_, out, out_off, idx_out, idx_out_off, out_dt, epi, count, corr, parts,
              o0 + l, p, res[l], 0);
@@ -465,8 +564,7 @@ inline void ct_cols(int op, __global const in_t *in, long in_off, __global const
 
 #define CT_DEFINE_KERNELS(name, op)                                                             \
   __kernel void reduce_rows_##name(CT_ROWS_ARGS, __local acc_t *lv, __local long *li) {         \
-    (void)nout;                                                                                 \
-    ct_rows(op, CT_PASS_ARGS, kndim, kshape, kstride, rndim, rshape, rstride, lv, li);          \
+    ct_rows(op, CT_PASS_ARGS, nout, kndim, kshape, kstride, rndim, rshape, rstride, lv, li);    \
   }                                                                                             \
   __kernel void reduce_cols_##name(CT_ROWS_ARGS) {                                              \
     ct_cols(op, CT_PASS_ARGS, nout, kndim, kshape, kstride, rndim, rshape, rstride);            \

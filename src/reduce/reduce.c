@@ -13,7 +13,6 @@
 enum { OP_SUM, OP_PROD, OP_MAX, OP_MIN, OP_ARGMAX, OP_ARGMIN };
 enum { EPI_NONE, EPI_MEAN, EPI_VAR, EPI_STD };
 static const char *const op_names[] = {"sum", "prod", "max", "min", "argmax", "argmin"};
-#define LANES 8
 
 static bool is_arg(int op) { return op == OP_ARGMAX || op == OP_ARGMIN; }
 
@@ -60,14 +59,19 @@ static ct_status set_arg(cl_kernel ck, cl_uint i, size_t size, const void *v, co
   return CT_OK;
 }
 
+/* Outputs per work-item of reduce_cols (CT_COLS_OUT in kernels/reduce.cl). */
+static int64_t cols_out(const ct_device *d) { return d->props.type == CT_DEVICE_CPU ? 64 : 8; }
+
 /* Chooses the kernel and the split. Heuristics, by device type:
- *  - rows (a work-group per output) when the reduced extent is the innermost in memory and
- *    long enough to share among work-items, or when there are too few outputs to spread;
- *    otherwise cols (a work-item per 8 outputs);
+ *  - rows when the reduced extent is the innermost in memory (on GPUs only when long enough
+ *    to share among a work-group) or when there is a single output; cols (outputs adjacent in
+ *    memory, walked together down the reduced extent) otherwise;
  *  - enough parts per output to give every compute unit several work-groups, but never parts
  *    so small that the second pass costs more than it saves;
- *  - rows' work-group size from the elements per part (CPUs want long runs per work-item, GPUs
- *    many work-items), bounded by the kernel's limit. */
+ *  - work-group sizes from a small fixed set, since some implementations (PoCL) compile a
+ *    kernel anew for each work-group size: CPUs run rows with 1 or 64 work-items per group
+ *    (each owning an extent), cols with 16; GPUs share an extent among up to lmax_rows
+ *    work-items. */
 static void plan_pass(struct red_plan *p, const struct ct__red_geom *g, ct_device *d, size_t lmax_rows,
                       size_t lmax_cols) {
   bool cpu = d->props.type == CT_DEVICE_CPU;
@@ -75,20 +79,19 @@ static void plan_pass(struct red_plan *p, const struct ct__red_geom *g, ct_devic
   int64_t target = cu * (cpu ? 4 : 8);
   int64_t red_inner = g->rndim ? g->rstride[g->rndim - 1] : 0;
   int64_t kept_inner = g->kndim ? g->kstride[g->kndim - 1] : INT64_MAX;
-  int64_t rows_min = cpu ? 128 : 32;
+  int64_t rows_min = cpu ? 1 : 32;
   p->rows = g->nout == 1 || (red_inner < kept_inner && g->nred >= rows_min) ||
-            (g->nout < target && g->nred >= 64 * rows_min);
+            (g->nout < target && g->nred >= 64 * 32);
   int64_t min_part = cpu ? 16384 : 4096;
   int64_t parts = 1;
   if (p->rows) {
     if (g->nout < target) parts = (target + g->nout - 1) / g->nout;
   } else {
-    int64_t nblocks = (g->nout + LANES - 1) / LANES;
-    int64_t l0 = (int64_t)ct__pow2_ceil((size_t)nblocks);
-    if (l0 > (int64_t)lmax_cols) l0 = (int64_t)lmax_cols;
-    int64_t gx = (nblocks + l0 - 1) / l0;
+    int64_t items = (g->nout + cols_out(d) - 1) / cols_out(d);
+    p->local = cpu ? 16 : 64;
+    if (p->local > lmax_cols) p->local = lmax_cols;
+    int64_t gx = (items + (int64_t)p->local - 1) / (int64_t)p->local;
     if (gx < target) parts = (target + gx - 1) / gx;
-    p->local = (size_t)l0;
     min_part = cpu ? 1024 : 256;
   }
   int64_t most = g->nred / min_part;
@@ -102,9 +105,12 @@ static void plan_pass(struct red_plan *p, const struct ct__red_geom *g, ct_devic
   if (p->parts < 1) p->parts = 1;
   p->chunk = chunk;
   if (p->rows) {
-    int64_t per_item = cpu ? 512 : 32;
-    int64_t want = chunk / per_item;
-    p->local = want < 1 ? 1 : ct__pow2_floor((size_t)want);
+    if (cpu) {
+      p->local = g->nout * p->parts >= 64 * target ? 64 : 1;
+    } else {
+      int64_t want = chunk / 32;
+      p->local = want < 1 ? 1 : ct__pow2_floor((size_t)want);
+    }
     if (p->local > lmax_rows) p->local = lmax_rows;
   }
 }
@@ -181,10 +187,12 @@ static ct_status launch(ct_device *d, int op, const struct red_in *in, const str
   }
   if (st == CT_OK) {
     if (p->rows) {
-      size_t global = (size_t)(g->nout * p->parts) * p->local, local = p->local;
+      /* A work-group per (output, part), or on CPUs a work-item. */
+      size_t items = (size_t)(g->nout * p->parts), local = p->local;
+      size_t global = d->props.type == CT_DEVICE_CPU ? (items + local - 1) / local * local : items * local;
       st = ct__kernel_launch(k, d, 1, &global, &local);
     } else {
-      int64_t nblocks = (g->nout + LANES - 1) / LANES;
+      int64_t nblocks = (g->nout + cols_out(d) - 1) / cols_out(d);
       size_t local[2] = {p->local, 1};
       size_t global[2] = {(size_t)((nblocks + (int64_t)p->local - 1) / (int64_t)p->local) * p->local,
                           (size_t)p->parts};

@@ -100,16 +100,18 @@ static ct_status softmax_api(ct_tensor **out, const ct_tensor *x, int dim, int l
   ARG(ko);
   ARG(clog);
 #undef ARG
+  /* CPUs run a work-group's items one after another on one core: a row per work-item is as
+   * fast as sharing it, and fixed work-group sizes spare PoCL a compile per size. */
   if (rows) {
-    int64_t want = n / (cpu ? 512 : 32);
-    size_t local = want < 1 ? 1 : ct__pow2_floor((size_t)want);
+    int64_t want = n / 32;
+    size_t local = cpu || want < 1 ? 1 : ct__pow2_floor((size_t)want);
     if (local > lmax) local = lmax;
     if (st == CT_OK) st = set_arg(ck, a, local * accsz, NULL, fn);
     size_t global = (size_t)nrows * local;
     if (st == CT_OK) st = ct__kernel_launch(k, d, 1, &global, &local);
   } else {
     if (st == CT_OK) st = set_arg(ck, a, sizeof cnrows, &cnrows, fn);
-    size_t local = ct__pow2_ceil((size_t)nrows);
+    size_t local = cpu ? 16 : ct__pow2_ceil((size_t)nrows);
     if (local > lmax) local = lmax;
     size_t global = ((size_t)nrows + local - 1) / local * local;
     if (st == CT_OK) st = ct__kernel_launch(k, d, 1, &global, &local);
