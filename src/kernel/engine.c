@@ -35,7 +35,7 @@ struct ct__kernel {
 };
 
 struct ct__program {
-  uint64_t hash;        /* FNV-1a of source */
+  uint64_t hash;        /* ct__hash of source */
   const char *source;   /* the text after common.cl: embedded, loaded or owned */
   char *owned_source;   /* the copy of a generated source */
   char *options;        /* full build options */
@@ -44,15 +44,26 @@ struct ct__program {
   struct ct__program *next;
 };
 
+/* What a caller asks for, with the lengths and hash computed once per call. */
+struct ct__request {
+  const char *key;      /* the file name, or the generated source text */
+  const char *name;
+  const char *options;  /* as passed, "" for NULL */
+  size_t key_len, name_len, options_len;
+  int generated;
+  uint64_t hash;
+};
+
 /* One lookup-table entry: immutable once published. */
 struct ct__entry {
   uint64_t hash;
   struct ct__entry *next;
   ct__kernel *kernel;
-  const char *file;     /* NULL for a generated source */
-  const char *source;   /* generated: the program's copy */
+  const char *key;      /* a copy of the file name, or the program's copy of the source */
   const char *name;
-  const char *options;  /* as passed, "" for NULL */
+  const char *options;
+  size_t key_len, name_len, options_len;
+  int generated;
   char strings[];
 };
 
@@ -88,13 +99,21 @@ void ct__engine_stats(struct ct__engine_stats *out) {
   out->build_failures = atomic_load(&ct__stats.build_failures);
 }
 
-/* FNV-1a, 64 bits, including the terminating NUL so concatenated keys stay unambiguous. */
-#define CT__FNV_SEED 14695981039346656037ull
-static inline uint64_t ct__fnv(uint64_t h, const char *s) {
-  for (;; s++) {
-    h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    if (!*s) return h;
+/* A fast multiplicative hash taking 8 bytes per step, so a long generated source costs little
+ * to look up. Only a hint: every hit is confirmed by comparing the strings themselves. */
+#define CT__HASH_K 0x9e3779b97f4a7c15ull
+static inline uint64_t ct__hash(uint64_t h, const char *s, size_t n) {
+  h = (h ^ n) * CT__HASH_K;
+  for (; n >= 8; s += 8, n -= 8) {
+    uint64_t w;
+    memcpy(&w, s, 8);
+    h = (h ^ w) * CT__HASH_K;
+    h ^= h >> 29;
   }
+  uint64_t w = 0;
+  memcpy(&w, s, n);
+  h = (h ^ w) * CT__HASH_K;
+  return h ^ (h >> 32);
 }
 
 const struct ct__embedded_source *ct__embedded_find(const char *name) {
@@ -348,28 +367,24 @@ static ct_status ct__build(cl_program *out, ct_device *d, const char *label, con
   return CT_OK;
 }
 
-static inline uint64_t ct__request_hash(const char *file, const char *source, const char *name,
-                                        const char *options) {
-  uint64_t h = file ? ct__fnv(CT__FNV_SEED, file) : ct__fnv(CT__FNV_SEED ^ 1, source);
-  return ct__fnv(ct__fnv(h, name), options);
-}
-
-static inline ct__kernel *ct__lookup(struct ct__engine *e, uint64_t h, const char *file,
-                                     const char *source, const char *name, const char *options) {
-  struct ct__entry *x = atomic_load_explicit(&e->buckets[h & (CT__BUCKETS - 1)], memory_order_acquire);
+static inline ct__kernel *ct__lookup(struct ct__engine *e, const struct ct__request *r) {
+  struct ct__entry *x = atomic_load_explicit(&e->buckets[r->hash & (CT__BUCKETS - 1)], memory_order_acquire);
   for (; x; x = x->next) {
-    if (x->hash != h || strcmp(x->name, name) != 0 || strcmp(x->options, options) != 0) continue;
-    if (file ? x->file && strcmp(x->file, file) == 0 : !x->file && strcmp(x->source, source) == 0)
+    if (x->hash == r->hash && x->generated == r->generated && x->key_len == r->key_len &&
+        x->name_len == r->name_len && x->options_len == r->options_len &&
+        memcmp(x->name, r->name, r->name_len) == 0 && memcmp(x->options, r->options, r->options_len) == 0 &&
+        memcmp(x->key, r->key, r->key_len) == 0)
       return x->kernel;
   }
   return NULL;
 }
 
 /* The miss path, under the engine lock. */
-static ct_status ct__get_locked(ct__kernel **out, struct ct__engine *e, ct_device *d, uint64_t h,
-                                const char *file, const char *source, const char *name,
-                                const char *options) {
-  if ((*out = ct__lookup(e, h, file, source, name, options))) return CT_OK;
+static ct_status ct__get_locked(ct__kernel **out, struct ct__engine *e, ct_device *d,
+                                const struct ct__request *r) {
+  if ((*out = ct__lookup(e, r))) return CT_OK;
+  const char *file = r->generated ? NULL : r->key, *name = r->name, *options = r->options;
+  const char *source = r->generated ? r->key : NULL;
   const char *label = file ? file : "<generated>";
   const char *common;
   CT__TRY(ct__source_text(&common, e, "common.cl"));
@@ -380,7 +395,7 @@ static ct_status ct__get_locked(ct__kernel **out, struct ct__engine *e, ct_devic
   if (!full) return ct__error(CT_ERR_OUT_OF_MEMORY, "kernel engine: out of host memory");
   snprintf(full, olen, "%s%s%s", e->base_options, options[0] ? " " : "", options);
 
-  uint64_t sh = ct__fnv(CT__FNV_SEED, source);
+  uint64_t sh = ct__hash(0, source, strlen(source));
   struct ct__program *p = e->programs;
   for (; p; p = p->next)
     if (p->hash == sh && strcmp(p->options, full) == 0 && strcmp(p->source, source) == 0) break;
@@ -428,17 +443,21 @@ static ct_status ct__get_locked(ct__kernel **out, struct ct__engine *e, ct_devic
     p->kernels = k;
   }
 
-  size_t fl = file ? strlen(file) + 1 : 0, nl = strlen(name) + 1, ol = strlen(options) + 1;
+  /* The entry's own copies (the source of a generated program is the program's copy). */
+  size_t fl = file ? r->key_len + 1 : 0, nl = r->name_len + 1, ol = r->options_len + 1;
   struct ct__entry *x = malloc(sizeof *x + fl + nl + ol);
   if (!x) return ct__error(CT_ERR_OUT_OF_MEMORY, "kernel engine: out of host memory");
   char *s = x->strings;
-  x->file = file ? memcpy(s, file, fl) : NULL;
+  x->key = file ? memcpy(s, file, fl) : p->source;
   x->name = memcpy(s + fl, name, nl);
   x->options = memcpy(s + fl + nl, options, ol);
-  x->source = p->source;
-  x->hash = h;
+  x->key_len = r->key_len;
+  x->name_len = r->name_len;
+  x->options_len = r->options_len;
+  x->generated = r->generated;
+  x->hash = r->hash;
   x->kernel = k;
-  _Atomic(struct ct__entry *) *bucket = &e->buckets[h & (CT__BUCKETS - 1)];
+  _Atomic(struct ct__entry *) *bucket = &e->buckets[r->hash & (CT__BUCKETS - 1)];
   x->next = atomic_load_explicit(bucket, memory_order_relaxed);
   atomic_store_explicit(bucket, x, memory_order_release);
   *out = k;
@@ -451,10 +470,16 @@ static ct_status ct__get(ct__kernel **out, ct_device *d, const char *file, const
   if (!options) options = "";
   struct ct__engine *e;
   CT__TRY(ct__device_slot((void **)&e, d, CT__SLOT_KERNELS, ct__engine_create, ct__engine_destroy));
-  uint64_t h = ct__request_hash(file, source, name, options);
-  if ((*out = ct__lookup(e, h, file, source, name, options))) return CT_OK;
+  struct ct__request r = {.key = file ? file : source, .name = name, .options = options,
+                          .generated = file == NULL};
+  r.key_len = strlen(r.key);
+  r.name_len = strlen(name);
+  r.options_len = strlen(options);
+  r.hash = ct__hash(ct__hash(ct__hash((uint64_t)r.generated, r.key, r.key_len), name, r.name_len),
+                    options, r.options_len);
+  if ((*out = ct__lookup(e, &r))) return CT_OK;
   pthread_mutex_lock(&e->lock);
-  ct_status st = ct__get_locked(out, e, d, h, file, source, name, options);
+  ct_status st = ct__get_locked(out, e, d, &r);
   pthread_mutex_unlock(&e->lock);
   return st;
 }
