@@ -41,6 +41,7 @@ struct ct__prof_dev {
   uint32_t icap;             /* a power of two, at least twice nops */
   struct ct__prof_pending *pending;
   size_t npending, pcap;
+  size_t resolve_at;         /* npending at which the next non-blocking resolve runs */
   uint64_t dropped;          /* commands not recorded for lack of host memory */
   struct ct__prof_dev *next;
 };
@@ -150,6 +151,7 @@ static uint32_t ct__prof_op(struct ct__prof_dev *p, const char *name) {
 static void ct__prof_clear(struct ct__prof_dev *p) {
   for (size_t i = 0; i < p->npending; i++) clReleaseEvent(p->pending[i].ev);
   p->npending = 0;
+  p->resolve_at = CT__PROF_BATCH;
   for (uint32_t o = 0; o < p->nops; o++) free(p->ops[o].name);
   p->nops = 0;
   if (p->index) memset(p->index, 0, p->icap * sizeof *p->index);
@@ -205,6 +207,7 @@ static ct_status ct__prof_create(void **state, ct_device *d) {
   p->device = d;
   p->device_index = d->index;
   p->queue_profiling = d->queue_profiling;
+  p->resolve_at = CT__PROF_BATCH;
   snprintf(p->spec, sizeof p->spec, "%s", d->spec);
   snprintf(p->name, sizeof p->name, "%s", d->props.name);
   pthread_mutex_lock(&G.lock);
@@ -235,13 +238,16 @@ void ct__profile_record(ct_device *d, const char *op, cl_event ev) {
   }
   p->ops[o].calls++;
   if (ev) {
-    if (p->npending >= CT__PROF_BATCH) {
+    /* Resolving scans every pending event, so it runs once per CT__PROF_BATCH new ones, not on
+     * each record while the device lags behind. */
+    if (p->npending >= p->resolve_at) {
       size_t wait = 0;
       if (p->npending >= CT__PROF_CAP) {
         clFlush(ct__device_queue(d)); /* waiting on commands never submitted would hang */
         wait = CT__PROF_CAP / 2;
       }
       ct__prof_resolve(p, wait);
+      p->resolve_at = p->npending + CT__PROF_BATCH;
     }
     if (p->npending == p->pcap) {
       size_t cap = p->pcap ? p->pcap * 2 : CT__PROF_BATCH * 2;
@@ -299,6 +305,7 @@ static struct ct__prof_dev **ct__prof_collect(struct ct__prof_dev *list, size_t 
     pthread_mutex_lock(&p->lock);
     if (p->npending && p->device) clFlush(ct__device_queue(p->device));
     ct__prof_resolve(p, SIZE_MAX);
+    p->resolve_at = CT__PROF_BATCH;
     /* Sorting reorders ops, so the hash index is rebuilt from the new positions. */
     qsort(p->ops, p->nops, sizeof *p->ops, ct__prof_cmp_ops);
     if (p->index) {
