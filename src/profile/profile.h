@@ -42,4 +42,13 @@ static inline cl_event *ct__profile_event(const ct_device *d, cl_event *slot) {
  * as dropped). When the profiler is off it only releases ev. */
 void ct__profile_record(ct_device *d, const char *op, cl_event ev);
 
+/* For a command whose event the caller keeps (an async transfer handed to the user): the
+ * profiler takes its own reference, so both may release independently. */
+static inline void ct__profile_record_shared(ct_device *d, const char *op, cl_event ev) {
+  if (ev && d->queue_profiling && ct__profile_active()) {
+    clRetainEvent(ev);
+    ct__profile_record(d, op, ev);
+  }
+}
+
 #endif

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "device/device.h"
 #include "kernel/engine.h"
+#include "profile/profile.h"
 #include "tensor/tensor.h"
 
 static const char *ct__bits_type(size_t es) {
@@ -90,9 +91,11 @@ static ct_status ct__copy_launch(ct_tensor *dst, const ct_tensor *src, const int
   /* Callers route overlapping ranges through a temporary, so this is a legal copy even when
    * both blocks lie in one cached OpenCL buffer. */
   if (same && contig) {
+    cl_event pev;
     cl_int err = clEnqueueCopyBuffer(ct__device_queue(d), src->storage->mem, dst->storage->mem,
                                      ct__tensor_byte_offset(src), ct__tensor_byte_offset(dst), (size_t)n * es, 0,
-                                     NULL, NULL);
+                                     NULL, ct__profile_event(d, &pev));
+    if (err == CL_SUCCESS) ct__profile_record(d, "copy", pev);
     if (err != CL_SUCCESS)
       return ct__cl_error(err, "%s: clEnqueueCopyBuffer of %zu bytes on %s failed", fn, (size_t)n * es, d->spec);
     return CT_OK;
@@ -164,8 +167,10 @@ ct_status ct__fill_bits(ct_tensor *t, const void *elem, const char *fn) {
   ct_device *d = t->storage->device;
   size_t es = ct_dtype_size(t->dtype);
   if (ct_tensor_is_contiguous(t)) {
+    cl_event pev;
     cl_int err = clEnqueueFillBuffer(ct__device_queue(d), t->storage->mem, elem, es, ct__tensor_byte_offset(t),
-                                     (size_t)n * es, 0, NULL, NULL);
+                                     (size_t)n * es, 0, NULL, ct__profile_event(d, &pev));
+    if (err == CL_SUCCESS) ct__profile_record(d, "fill", pev);
     if (err != CL_SUCCESS)
       return ct__cl_error(err, "%s: clEnqueueFillBuffer of %zu bytes on %s failed", fn, (size_t)n * es, d->spec);
     return CT_OK;

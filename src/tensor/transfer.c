@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "device/device.h"
+#include "profile/profile.h"
 #include "tensor/tensor.h"
 
 struct ct_event {
@@ -25,8 +26,10 @@ ct_status ct_from_host(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, cons
   if (!data) {
     st = ct__error(CT_ERR_INVALID_ARGUMENT, "ct_from_host: argument 'data' is NULL for %zu bytes", nbytes);
   } else {
+    cl_event pev;
     cl_int err = clEnqueueWriteBuffer(ct__device_queue(d), ct__tensor_mem(*out), CL_TRUE, ct__tensor_byte_offset(*out),
-                                      nbytes, data, 0, NULL, NULL);
+                                      nbytes, data, 0, NULL, ct__profile_event(d, &pev));
+    if (err == CL_SUCCESS) ct__profile_record(d, "h2d", pev);
     if (err != CL_SUCCESS)
       st = ct__cl_error(err, "ct_from_host: clEnqueueWriteBuffer of %zu bytes to %s failed", nbytes, d->spec);
   }
@@ -55,8 +58,14 @@ static ct_status ct__read(const ct_tensor *t, void *dst, int blocking, cl_event 
   ct_device *d = t->storage->device;
   ct_tensor *c;
   CT__TRY(ct__contiguous(&c, t, t->dtype, 0, fn));
+  cl_event pev;
   cl_int err = clEnqueueReadBuffer(ct__device_queue(d), ct__tensor_mem(c), blocking ? CL_TRUE : CL_FALSE,
-                                   ct__tensor_byte_offset(c), nbytes, dst, 0, NULL, ev);
+                                   ct__tensor_byte_offset(c), nbytes, dst, 0, NULL,
+                                   ev ? ev : ct__profile_event(d, &pev));
+  if (err == CL_SUCCESS) {
+    if (ev) ct__profile_record_shared(d, "d2h", *ev);
+    else ct__profile_record(d, "d2h", pev);
+  }
   /* Releasing a temporary right after enqueueing is safe: its block is only reused by commands
    * later in the same in-order queue. */
   ct_release(c);
@@ -71,16 +80,23 @@ static ct_status ct__write(ct_tensor *t, const void *src, int blocking, cl_event
   ct_device *d = t->storage->device;
   cl_command_queue q = ct__device_queue(d);
   if (ct_tensor_is_contiguous(t)) {
+    cl_event pev;
     cl_int err = clEnqueueWriteBuffer(q, ct__tensor_mem(t), blocking ? CL_TRUE : CL_FALSE, ct__tensor_byte_offset(t),
-                                      nbytes, src, 0, NULL, ev);
+                                      nbytes, src, 0, NULL, ev ? ev : ct__profile_event(d, &pev));
+    if (err == CL_SUCCESS) {
+      if (ev) ct__profile_record_shared(d, "h2d", *ev);
+      else ct__profile_record(d, "h2d", pev);
+    }
     if (err != CL_SUCCESS)
       return ct__cl_error(err, "%s: clEnqueueWriteBuffer of %zu bytes to %s failed", fn, nbytes, d->spec);
     return CT_OK;
   }
   ct_tensor *tmp;
   CT__TRY(ct__tensor_new(&tmp, d, t->dtype, t->ndim, t->shape, fn));
+  cl_event pev;
   cl_int err = clEnqueueWriteBuffer(q, ct__tensor_mem(tmp), blocking ? CL_TRUE : CL_FALSE, ct__tensor_byte_offset(tmp),
-                                    nbytes, src, 0, NULL, NULL);
+                                    nbytes, src, 0, NULL, ct__profile_event(d, &pev));
+  if (err == CL_SUCCESS) ct__profile_record(d, "h2d", pev);
   ct_status st = CT_OK;
   if (err != CL_SUCCESS)
     st = ct__cl_error(err, "%s: clEnqueueWriteBuffer of %zu bytes to %s failed", fn, nbytes, d->spec);
@@ -254,6 +270,7 @@ ct_status ct__copy_between(ct_tensor *dst, const ct_tensor *src, int staged, con
                                 ct__tensor_byte_offset(dst), nbytes, 0, NULL, &ev);
       if (err == CL_SUCCESS) {
         err = clWaitForEvents(1, &ev);
+        ct__profile_record_shared(dd, "d2d", ev);
         clReleaseEvent(ev);
       }
       if (err != CL_SUCCESS)
@@ -264,13 +281,16 @@ ct_status ct__copy_between(ct_tensor *dst, const ct_tensor *src, int staged, con
     ct_pinned *p;
     st = ct_pinned_alloc(&p, sd, nbytes);
     if (st == CT_OK) {
+      cl_event pev;
       err = clEnqueueReadBuffer(ct__device_queue(sd), ct__tensor_mem(c), CL_TRUE, ct__tensor_byte_offset(c), nbytes,
-                                p->ptr, 0, NULL, NULL);
+                                p->ptr, 0, NULL, ct__profile_event(sd, &pev));
+      if (err == CL_SUCCESS) ct__profile_record(sd, "d2h", pev);
       if (err != CL_SUCCESS)
         st = ct__cl_error(err, "%s: reading %zu bytes from %s failed", fn, nbytes, sd->spec);
       if (st == CT_OK) {
         err = clEnqueueWriteBuffer(ct__device_queue(dd), ct__tensor_mem(dst), CL_TRUE, ct__tensor_byte_offset(dst),
-                                   nbytes, p->ptr, 0, NULL, NULL);
+                                   nbytes, p->ptr, 0, NULL, ct__profile_event(dd, &pev));
+        if (err == CL_SUCCESS) ct__profile_record(dd, "h2d", pev);
         if (err != CL_SUCCESS)
           st = ct__cl_error(err, "%s: writing %zu bytes to %s failed", fn, nbytes, dd->spec);
       }

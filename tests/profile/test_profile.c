@@ -357,6 +357,38 @@ START_TEST(test_argument_errors) {
 }
 END_TEST
 
+START_TEST(test_tensor_transfers_are_recorded) {
+  ck_assert_ct_ok(ct_profile_start());
+  ct_device *d = ct_test_device();
+  float host[256], back[256];
+  for (int i = 0; i < 256; i++) host[i] = (float)i;
+  int64_t shape[1] = {256};
+  ct_tensor *t = NULL, *z = NULL;
+  ck_assert_ct_ok(ct_from_host(&t, d, CT_F32, 1, shape, host));      /* h2d */
+  ck_assert_ct_ok(ct_to_host(t, back, sizeof back));                 /* d2h */
+  ct_event *ev = NULL;
+  ck_assert_ct_ok(ct_to_host_async(&ev, t, back, sizeof back));       /* d2h, the user's event */
+  ck_assert_ct_ok(ct_event_wait(ev));
+  ct_event_release(ev);
+  ck_assert_ct_ok(ct_copy_from_host(t, host, sizeof host));           /* h2d */
+  ck_assert_ct_ok(ct_zeros(&z, d, CT_F32, 1, shape));                 /* fill */
+  ck_assert_int_eq(memcmp(host, back, sizeof host), 0);
+  ct_profile_entry e[16];
+  size_t n = entries(e, 16);
+  const ct_profile_entry *h2d = find(e, n, "h2d"), *d2h = find(e, n, "d2h"), *fill = find(e, n, "fill");
+  ck_assert_ptr_nonnull(h2d);
+  ck_assert_ptr_nonnull(d2h);
+  ck_assert_ptr_nonnull(fill);
+  ck_assert_uint_eq(h2d->calls, 2);
+  ck_assert_uint_eq(d2h->calls, 2);
+  ck_assert_uint_eq(d2h->timed_calls, 2);
+  ck_assert_uint_eq(fill->calls, 1);
+  ct_release(z);
+  ct_release(t);
+  ct_shutdown();
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("profile");
   TCase *tc = tcase_create("profile");
@@ -371,6 +403,7 @@ int main(void) {
   tcase_add_test(tc, test_many_launches_resolve_in_batches);
   tcase_add_test(tc, test_concurrent_recording_is_exact);
   tcase_add_test(tc, test_argument_errors);
+  tcase_add_test(tc, test_tensor_transfers_are_recorded);
   suite_add_tcase(s, tc);
   return ct_test_run(s);
 }
