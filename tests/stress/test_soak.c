@@ -118,9 +118,11 @@ START_TEST(test_soak) {
   ck_assert_msg(s1.reserved_bytes <= s0.reserved_bytes, "reserved device memory grew: %llu -> %llu",
                 (unsigned long long)s0.reserved_bytes, (unsigned long long)s1.reserved_bytes);
   ck_assert_msg(mem1 <= mem0, "OpenCL buffers grew: %ld -> %ld", mem0, mem1);
-  ck_assert_msg((int64_t)heap1 - (int64_t)heap0 <= (256 << 10), "host heap grew: %llu -> %llu",
+  const char *skip = stress_host_memory_unmeasurable();
+  if (skip) printf("# heap and RSS bounds not checked under %s\n", skip);
+  ck_assert_msg(skip || (int64_t)heap1 - (int64_t)heap0 <= (256 << 10), "host heap grew: %llu -> %llu",
                 (unsigned long long)heap0, (unsigned long long)heap1);
-  ck_assert_msg((int64_t)rss1 - (int64_t)rss0 <= (8 << 20), "host RSS grew: %llu -> %llu", (unsigned long long)rss0,
+  ck_assert_msg(skip || (int64_t)rss1 - (int64_t)rss0 <= (8 << 20), "host RSS grew: %llu -> %llu", (unsigned long long)rss0,
                 (unsigned long long)rss1);
   for (int i = 0; i < WINDOW; i++) ct_release(window[i]);
   for (int s = 0; s < SHAPES; s++) {
