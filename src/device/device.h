@@ -17,6 +17,7 @@ enum ct__slot {
   CT__SLOT_PROFILE,     /* profile/ */
   CT__SLOT_RANDOM,      /* random/ */
   CT__SLOT_GEMM,        /* linalg/ */
+  CT__SLOT_ELEMENTWISE, /* elementwise/: kernel lookup table */
   CT__SLOT_COUNT
 };
 

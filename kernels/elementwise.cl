@@ -1,0 +1,730 @@
+/* Elementwise kernels: one small program per (op, dtypes), selected by build options.
+ *
+ *   -DEW_OP_<NAME>      the op (EW_OP_ADD, EW_OP_EXP, EW_OP_WHERE, ...; see ew_f below)
+ *   -DEW_NIN=n          tensor inputs: 1 (unary, tensor-scalar, clamp), 2 (binary), 3 (where)
+ *   -DEW_A/B/C=dt       input dtypes (where: A is the condition, B and C the values)
+ *   -DEW_K=dt           common dtype: value inputs are converted to it first, as PyTorch casts
+ *                       operands to the promoted dtype; f16 and bf16 then compute in float
+ *   -DEW_O=dt           output dtype: EW_K, or bool for comparisons and logical ops
+ *   -DEW_SPOS=p         tensor-scalar ops: 2 for "a op s", 1 for "s op a" (s is s0)
+ *   -DEW_LO/EW_HI=0|1   clamp: which bound (s0 = lo, s1 = hi) is present
+ *   -DEW_BA/BB/BC=0|1   contiguous kernel: that input is one element broadcast to all
+ *   -DEW_VEC=0|1        contiguous kernel: 8 elements per work-item in vector types (CPUs),
+ *                       or one element per work-item (GPUs: neighbouring work-items touch
+ *                       neighbouring elements)
+ *   -DEW_SPER=n         strided kernel: elements of the innermost dim per work-item
+ *
+ * ew_contig serves dense, identically laid out operands (the host collapses dims first);
+ * ew_strided reads any layout in place (views, transposes, stride-0 broadcasts).
+ *
+ * The op bodies are written once for scalars and 8-wide vectors (W is "" or 8) and without
+ * branches: select() on masks. Compilers that vectorise across work-items (PoCL) turn a
+ * data-dependent branch into very slow code, and vector loads of f16 are several times faster
+ * than scalar ones there. Masks follow OpenCL: a scalar comparison gives 0/1, a vector one 0/-1;
+ * select() accepts both, and "& 1" turns either into 0/1. */
+
+/* Results must not depend on the compiler's choice to fuse a*b+c: host references and other
+ * devices round each operation. */
+#pragma OPENCL FP_CONTRACT OFF
+
+#ifndef EW_NIN
+#define EW_NIN 1
+#endif
+#ifndef EW_SPOS
+#define EW_SPOS 0
+#endif
+#ifndef EW_BA
+#define EW_BA 0
+#endif
+#ifndef EW_BB
+#define EW_BB 0
+#endif
+#ifndef EW_BC
+#define EW_BC 0
+#endif
+#ifndef EW_VEC
+#define EW_VEC 0
+#endif
+#ifndef EW_SPER
+#define EW_SPER 1
+#endif
+#ifndef EW_LO
+#define EW_LO 0
+#endif
+#ifndef EW_HI
+#define EW_HI 0
+#endif
+
+/* ---- compute types of the common dtype: element type EW_WB, its unsigned twin EW_UB (for
+ * wrapping integer arithmetic), the mask element type EW_MB ---- */
+#if EW_K == CT_DT_F16 || EW_K == CT_DT_BF16 || EW_K == CT_DT_F32
+#define EW_FLT 1
+#define EW_WB float
+#define EW_MB int
+#define EW_LIT(v) v##f /* unsuffixed constants are double, which needs cl_khr_fp64 */
+#elif EW_K == CT_DT_F64
+#define EW_FLT 1
+#define EW_WB double
+#define EW_MB long
+#define EW_LIT(v) v
+#else
+#define EW_FLT 0
+#if EW_K == CT_DT_BOOL || EW_K == CT_DT_U8
+#define EW_WB uchar
+#define EW_UB uchar
+#define EW_MB char
+#define EW_SIGNED 0
+#define EW_BITS 8
+#elif EW_K == CT_DT_I8
+#define EW_WB char
+#define EW_UB uchar
+#define EW_MB char
+#define EW_SIGNED 1
+#define EW_BITS 8
+#elif EW_K == CT_DT_I32
+#define EW_WB int
+#define EW_UB uint
+#define EW_MB int
+#define EW_SIGNED 1
+#define EW_BITS 32
+#else
+#define EW_WB long
+#define EW_UB ulong
+#define EW_MB long
+#define EW_SIGNED 1
+#define EW_BITS 64
+#endif
+#endif
+
+#define EW_WT(W) CT_CAT(EW_WB, W)
+#define EW_MT(W) CT_CAT(EW_MB, W)
+#define EW_UT(W) CT_CAT(EW_UB, W)
+/* A constant of the compute type, broadcast for vectors. */
+#define EW_CST(W, v) ((EW_WT(W))((EW_WB)(v)))
+/* A condition as a mask of the compute type's size (scalar comparisons give int). */
+#define EW_M(W, c) ((EW_MT(W))(c))
+/* select() with the values in the compute type (scalar char arithmetic promotes to int). */
+#define EW_SEL(W, a, b, c) select((EW_WT(W))(a), (EW_WT(W))(b), EW_M(W, c))
+#define EW_ANY_(m) (m)
+#define EW_ANY_8(m) any(m)
+#define EW_ANY(W, m) CT_CAT(EW_ANY_, W)(m)
+/* Integers wrap modulo 2^bits (two's complement), as in PyTorch: the arithmetic is done on the
+ * unsigned type of the same size, where overflow is defined. */
+#define EW_AS_U(W, x) CT_CAT(as_, EW_UT(W))(x)
+#define EW_AS_W(W, x) CT_CAT(as_, EW_WT(W))(x)
+#define EW_WRAP(W, x, op, y) EW_AS_W(W, (EW_UT(W))(EW_AS_U(W, x) op EW_AS_U(W, y)))
+
+/* Math builtins in the vector path are applied lane by lane: PoCL 3.1's vector versions give
+ * wrong lanes depending on their neighbours (float8 sin/cos: a lane holding 1e30 turns
+ * sin(1e-3) into 0.008; double8 pow: pow(0.0117, 3) = inf; double8 fmod), while its scalar
+ * builtins are right. Only arithmetic, comparisons, select and the exact rounding builtins
+ * (sqrt, floor, ceil, rint, fabs, copysign) stay vector. The tests compare every lane against
+ * the host. */
+#define EW_LANES8(f, x) \
+  ((EW_WT(8))(f((x).s0), f((x).s1), f((x).s2), f((x).s3), f((x).s4), f((x).s5), f((x).s6), f((x).s7)))
+#define EW_LANES8_2(f, x, y)                                                                      \
+  ((EW_WT(8))(f((x).s0, (y).s0), f((x).s1, (y).s1), f((x).s2, (y).s2), f((x).s3, (y).s3),         \
+              f((x).s4, (y).s4), f((x).s5, (y).s5), f((x).s6, (y).s6), f((x).s7, (y).s7)))
+#define EW_FN_(f, x) f(x)
+#define EW_FN_8(f, x) EW_LANES8(f, x)
+#define EW_FN(W, f, x) CT_CAT(EW_FN_, W)(f, x)
+#define EW_FN2_(f, x, y) f(x, y)
+#define EW_FN2_8(f, x, y) EW_LANES8_2(f, x, y)
+#define EW_FN2(W, f, x, y) CT_CAT(EW_FN2_, W)(f, x, y)
+#define EW_FMOD(W, x, y) EW_FN2(W, fmod, x, y)
+
+/* ---- the ops: ew_f(x, y, s0, s1) on values of the common dtype ---- */
+#if defined(EW_OP_EQ) || defined(EW_OP_NE) || defined(EW_OP_LT) || defined(EW_OP_LE) || \
+    defined(EW_OP_GT) || defined(EW_OP_GE) || defined(EW_OP_LOGICAL_AND) ||              \
+    defined(EW_OP_LOGICAL_OR) || defined(EW_OP_LOGICAL_NOT)
+#define EW_RT(W) EW_MT(W) /* a mask; stored as bool 0/1 */
+#else
+#define EW_RT(W) EW_WT(W)
+#endif
+
+#if defined(EW_OP_ADD)
+#if EW_K == CT_DT_BOOL
+#define EW_BODY(W) return x | y;
+#elif EW_FLT
+#define EW_BODY(W) return x + y;
+#else
+#define EW_BODY(W) return EW_WRAP(W, x, +, y);
+#endif
+
+#elif defined(EW_OP_SUB)
+#if EW_FLT
+#define EW_BODY(W) return x - y;
+#else
+#define EW_BODY(W) return EW_WRAP(W, x, -, y);
+#endif
+
+#elif defined(EW_OP_MUL)
+#if EW_K == CT_DT_BOOL
+#define EW_BODY(W) return x & y;
+#elif EW_FLT
+#define EW_BODY(W) return x * y;
+#else
+#define EW_BODY(W) return EW_WRAP(W, x, *, y);
+#endif
+
+#elif defined(EW_OP_DIV)
+#define EW_BODY(W) return x / y;
+
+#elif defined(EW_OP_POW)
+#if EW_FLT
+#define EW_BODY(W) return EW_FN2(W, pow, x, y);
+#elif EW_K == CT_DT_BOOL
+#define EW_BODY(W) return x | (y ^ EW_CST(W, 1));
+#else
+/* Square-and-multiply with wrapping. A negative exponent follows PyTorch's powi: 1 and -1 keep
+ * their magnitude, everything else gives 0 (no division, so nothing can trap). */
+#if EW_SIGNED
+#define EW_POW_NEG(W)                                                                         \
+  EW_WT(W) neg = EW_SEL(W, EW_CST(W, 0), EW_CST(W, 1), x == EW_CST(W, 1));                          \
+  neg = EW_SEL(W, neg, EW_SEL(W, EW_CST(W, 1), EW_CST(W, -1), (y & EW_CST(W, 1)) != EW_CST(W, 0)),   \
+               x == EW_CST(W, -1));                                                             \
+  res = EW_SEL(W, res, neg, y < EW_CST(W, 0));
+#else
+#define EW_POW_NEG(W)
+#endif
+#define EW_BODY(W)                                                                 \
+  EW_UT(W) r = (EW_UT(W))((EW_UB)1), base = EW_AS_U(W, x), e = EW_AS_U(W, y);      \
+  for (int k = 0; k < EW_BITS; k++) {                                              \
+    if (!EW_ANY(W, e != (EW_UT(W))((EW_UB)0))) break;                              \
+    r = select(r, (EW_UT(W))(r * base), EW_M(W, (e & (EW_UT(W))((EW_UB)1)) != (EW_UT(W))((EW_UB)0))); \
+    e >>= (EW_UT(W))((EW_UB)1);                                                    \
+    base = (EW_UT(W))(base * base);                                                \
+  }                                                                                \
+  EW_WT(W) res = EW_AS_W(W, r);                                                    \
+  EW_POW_NEG(W)                                                                    \
+  return res;
+#endif
+
+#elif defined(EW_OP_MAXIMUM) || defined(EW_OP_MINIMUM)
+/* NaN propagates; otherwise std::max(x, y) / std::min(x, y), so between equal values (-0.0 and
+ * +0.0) x is returned, as PyTorch on the CPU. */
+#if defined(EW_OP_MAXIMUM)
+#define EW_PICK_Y(x, y) ((x) < (y))
+#else
+#define EW_PICK_Y(x, y) ((y) < (x))
+#endif
+#if EW_FLT
+#define EW_BODY(W)                            \
+  EW_WT(W) r = EW_SEL(W, x, y, EW_PICK_Y(x, y)); \
+  r = EW_SEL(W, r, y, isnan(y));              \
+  return EW_SEL(W, r, x, isnan(x));
+#else
+#define EW_BODY(W) return EW_SEL(W, x, y, EW_PICK_Y(x, y));
+#endif
+
+#elif defined(EW_OP_FLOOR_DIVIDE)
+#if EW_FLT
+/* PyTorch's div_floor for floats: fmod-based, exact for representable quotients. */
+#define EW_BODY(W)                                                                        \
+  EW_WT(W) q0 = x / y, mod = EW_FMOD(W, x, y);                                                  \
+  EW_WT(W) div = (x - mod) / y;                                                           \
+  div = EW_SEL(W, div, div - EW_CST(W, 1), (mod != EW_CST(W, 0)) & ((y < EW_CST(W, 0)) != (mod < EW_CST(W, 0)))); \
+  EW_WT(W) fl = floor(div);                                                               \
+  fl = EW_SEL(W, fl, fl + EW_CST(W, 1), (div - fl) > EW_CST(W, EW_LIT(0.5)));                 \
+  fl = EW_SEL(W, fl, copysign(EW_CST(W, 0), q0), div == EW_CST(W, 0));                        \
+  return EW_SEL(W, fl, q0, y == EW_CST(W, 0));
+#elif EW_SIGNED
+/* x // 0 is 0 (as NumPy) and MIN // -1 wraps to MIN; the divider only ever sees other
+ * divisors, so nothing traps. */
+#define EW_BODY(W)                                                                        \
+  EW_MT(W) z = EW_M(W, y == EW_CST(W, 0)), m1 = EW_M(W, y == EW_CST(W, -1));                 \
+  EW_WT(W) ys = EW_SEL(W, y, EW_CST(W, 1), z | m1);                                        \
+  EW_WT(W) q = x / ys, rr = x - q * ys;                                                   \
+  q = EW_SEL(W, q, q - EW_CST(W, 1), (rr != EW_CST(W, 0)) & ((rr < EW_CST(W, 0)) != (ys < EW_CST(W, 0)))); \
+  q = select(q, EW_WRAP(W, EW_CST(W, 0), -, x), m1);                                       \
+  return select(q, EW_CST(W, 0), z);
+#else
+#define EW_BODY(W)                                \
+  EW_MT(W) z = EW_M(W, y == EW_CST(W, 0));         \
+  EW_WT(W) ys = select(y, EW_CST(W, 1), z);         \
+  return select((EW_WT(W))(x / ys), EW_CST(W, 0), z);
+#endif
+
+#elif defined(EW_OP_REMAINDER)
+#if EW_FLT
+/* Python-style modulus with the sign of the divisor, as torch.remainder. */
+#define EW_BODY(W)              \
+  EW_WT(W) mod = EW_FMOD(W, x, y); \
+  return EW_SEL(W, mod, mod + y, (mod != EW_CST(W, 0)) & ((y < EW_CST(W, 0)) != (mod < EW_CST(W, 0))));
+#elif EW_SIGNED
+#define EW_BODY(W)                                                                        \
+  EW_MT(W) z = EW_M(W, y == EW_CST(W, 0)) | EW_M(W, y == EW_CST(W, -1));                     \
+  EW_WT(W) ys = select(y, EW_CST(W, 1), z);                                                 \
+  EW_WT(W) rr = x % ys;                                                                   \
+  rr = EW_SEL(W, rr, rr + ys, (rr != EW_CST(W, 0)) & ((rr < EW_CST(W, 0)) != (ys < EW_CST(W, 0)))); \
+  return select(rr, EW_CST(W, 0), z);
+#else
+#define EW_BODY(W)                                \
+  EW_MT(W) z = EW_M(W, y == EW_CST(W, 0));         \
+  EW_WT(W) ys = select(y, EW_CST(W, 1), z);         \
+  return select((EW_WT(W))(x % ys), EW_CST(W, 0), z);
+#endif
+
+#elif defined(EW_OP_EQ)
+#define EW_BODY(W) return EW_M(W, x == y);
+#elif defined(EW_OP_NE)
+#define EW_BODY(W) return EW_M(W, x != y);
+#elif defined(EW_OP_LT)
+#define EW_BODY(W) return EW_M(W, x < y);
+#elif defined(EW_OP_LE)
+#define EW_BODY(W) return EW_M(W, x <= y);
+#elif defined(EW_OP_GT)
+#define EW_BODY(W) return EW_M(W, x > y);
+#elif defined(EW_OP_GE)
+#define EW_BODY(W) return EW_M(W, x >= y);
+#elif defined(EW_OP_LOGICAL_AND)
+#define EW_BODY(W) return EW_M(W, (x != EW_CST(W, 0)) & (y != EW_CST(W, 0)));
+#elif defined(EW_OP_LOGICAL_OR)
+#define EW_BODY(W) return EW_M(W, (x != EW_CST(W, 0)) | (y != EW_CST(W, 0)));
+#elif defined(EW_OP_LOGICAL_NOT)
+#define EW_BODY(W) return EW_M(W, x == EW_CST(W, 0));
+
+#elif defined(EW_OP_NEG)
+#if EW_FLT
+#define EW_BODY(W) return -x;
+#else
+#define EW_BODY(W) return EW_WRAP(W, EW_CST(W, 0), -, x);
+#endif
+
+#elif defined(EW_OP_ABS)
+#if EW_FLT
+#define EW_BODY(W) return fabs(x);
+#elif EW_SIGNED
+#define EW_BODY(W) return EW_SEL(W, x, EW_WRAP(W, EW_CST(W, 0), -, x), x < EW_CST(W, 0));
+#else
+#define EW_BODY(W) return x;
+#endif
+
+#elif defined(EW_OP_RELU)
+#if EW_FLT
+#define EW_BODY(W) return EW_SEL(W, EW_CST(W, 0), x, (x > EW_CST(W, 0)) | isnan(x));
+#elif EW_SIGNED
+#define EW_BODY(W) return EW_SEL(W, x, EW_CST(W, 0), x < EW_CST(W, 0));
+#else
+#define EW_BODY(W) return x;
+#endif
+
+#elif defined(EW_OP_EXP)
+#define EW_BODY(W) return EW_FN(W, exp, x);
+#elif defined(EW_OP_LOG)
+#define EW_BODY(W) return EW_FN(W, log, x);
+#elif defined(EW_OP_SQRT)
+#define EW_BODY(W) return sqrt(x);
+#elif defined(EW_OP_RSQRT)
+#define EW_BODY(W) return EW_FN(W, rsqrt, x);
+#elif defined(EW_OP_SIN)
+#define EW_BODY(W) return EW_FN(W, sin, x);
+#elif defined(EW_OP_COS)
+#define EW_BODY(W) return EW_FN(W, cos, x);
+#elif defined(EW_OP_TANH)
+#define EW_BODY(W) return EW_FN(W, tanh, x);
+
+#elif defined(EW_OP_SIGMOID)
+/* exp(-|x|) never overflows, and e / (1 + e) keeps the tiny values of large negative x that
+ * 1 / (1 + exp(-x)) would flush to 0. */
+#define EW_BODY(W)                         \
+  EW_WT(W) e = EW_FN(W, exp, -fabs(x));   \
+  EW_WT(W) d = EW_CST(W, 1) + e;             \
+  return EW_SEL(W, e / d, EW_CST(W, 1) / d, x >= EW_CST(W, 0));
+
+#elif defined(EW_OP_GELU)
+/* The exact (erf) form, written with erfc: 1 + erf(x/sqrt2) = erfc(-x/sqrt2), which keeps its
+ * relative accuracy for negative x where 1 + erf cancels. */
+#define EW_BODY(W) return EW_LIT(0.5) * x * EW_FN(W, erfc, -x * EW_LIT(0.70710678118654752440));
+
+#elif defined(EW_OP_FLOOR)
+#if EW_FLT
+#define EW_BODY(W) return floor(x);
+#else
+#define EW_BODY(W) return x;
+#endif
+#elif defined(EW_OP_CEIL)
+#if EW_FLT
+#define EW_BODY(W) return ceil(x);
+#else
+#define EW_BODY(W) return x;
+#endif
+#elif defined(EW_OP_ROUND)
+#if EW_FLT
+#define EW_BODY(W) return rint(x); /* half to even in the default rounding mode, as torch.round */
+#else
+#define EW_BODY(W) return x;
+#endif
+
+#elif defined(EW_OP_CLAMP)
+/* min(max(x, lo), hi): a NaN x stays NaN (its comparisons are false); lo > hi gives hi. */
+#if EW_LO
+#define EW_CLAMP_LO(W) r = EW_SEL(W, r, s0, r < s0);
+#else
+#define EW_CLAMP_LO(W)
+#endif
+#if EW_HI
+#define EW_CLAMP_HI(W) r = EW_SEL(W, r, s1, r > s1);
+#else
+#define EW_CLAMP_HI(W)
+#endif
+#define EW_BODY(W) \
+  EW_WT(W) r = x;  \
+  EW_CLAMP_LO(W)   \
+  EW_CLAMP_HI(W)   \
+  return r;
+
+#elif defined(EW_OP_WHERE)
+#define EW_BODY(W) return x; /* where selects in the kernel body */
+#else
+#error "elementwise.cl: no EW_OP_<NAME> given"
+#endif
+
+inline EW_RT() ew_f(EW_WT() x, EW_WT() y, EW_WT() s0, EW_WT() s1) {
+  (void)y;
+  (void)s0;
+  (void)s1;
+  EW_BODY()
+}
+#if EW_VEC
+inline EW_RT(8) ew_f8(EW_WT(8) x, EW_WT(8) y, EW_WT(8) s0, EW_WT(8) s1) {
+  (void)y;
+  (void)s0;
+  (void)s1;
+  EW_BODY(8)
+}
+#endif
+
+/* ---- conversions between storage and the compute type ---- */
+inline float ew_round_f16(float v) {
+  ushort h;
+  vstore_half_rte(v, 0, (__private half *)&h);
+  return vload_half(0, (__private const half *)&h);
+}
+inline float ew_round_bf16(float v) { return ct_bf16_to_f32(ct_f32_to_bf16(v)); }
+inline float8 ew_bf16_to_f32_8(ushort8 h) { return as_float8(convert_uint8(h) << 16); }
+inline ushort8 ew_f32_to_bf16_8(float8 f) {
+  uint8 u = as_uint8(f);
+  uint8 r = (u + (uint8)0x7fffu + ((u >> 16) & (uint8)1u)) >> 16; /* nearest even */
+  r = select(r, (u >> 16) | (uint8)0x40u, (u & (uint8)0x7fffffffu) > (uint8)0x7f800000u); /* quiet NaN */
+  return convert_ushort8(r);
+}
+inline float8 ew_round_f16_8(float8 v) {
+  ushort h[8];
+  vstore_half8_rte(v, 0, (__private half *)h);
+  return vload_half8(0, (__private const half *)h);
+}
+inline float8 ew_round_bf16_8(float8 v) { return ew_bf16_to_f32_8(ew_f32_to_bf16_8(v)); }
+
+/* EW_LOAD(dt, p, i): element i of p (dtype dt) converted to the common dtype, as a scalar of the
+ * compute type. EW_LOAD8: elements i..i+7, as a vector. Integers reach f16 and bf16 through
+ * float, as c10::Half(float(x)) does. */
+#if EW_K == CT_DT_F32
+#define EW_LOAD(dt, p, i) CT_LOADF(dt, p, i)
+#define EW_V_0(p, i) convert_float8(vload8(0, (p) + (i)))
+#define EW_V_1 EW_V_0
+#define EW_V_2 EW_V_0
+#define EW_V_3 EW_V_0
+#define EW_V_4 EW_V_0
+#define EW_V_5(p, i) vload_half8(0, (p) + (i))
+#define EW_V_6(p, i) ew_bf16_to_f32_8(vload8(0, (p) + (i)))
+#define EW_V_7(p, i) vload8(0, (p) + (i))
+#elif EW_K == CT_DT_F16
+#define EW_RK_0(v) ew_round_f16(v)
+#define EW_RK_1 EW_RK_0
+#define EW_RK_2 EW_RK_0
+#define EW_RK_3 EW_RK_0
+#define EW_RK_4 EW_RK_0
+#define EW_RK_5(v) (v)
+#define EW_LOAD(dt, p, i) CT_CAT(EW_RK_, dt)(CT_LOADF(dt, p, i))
+#define EW_V_0(p, i) ew_round_f16_8(convert_float8(vload8(0, (p) + (i))))
+#define EW_V_1 EW_V_0
+#define EW_V_2 EW_V_0
+#define EW_V_3 EW_V_0
+#define EW_V_4 EW_V_0
+#define EW_V_5(p, i) vload_half8(0, (p) + (i))
+#elif EW_K == CT_DT_BF16
+#define EW_RK_0(v) ew_round_bf16(v)
+#define EW_RK_1 EW_RK_0
+#define EW_RK_2 EW_RK_0
+#define EW_RK_3 EW_RK_0
+#define EW_RK_4 EW_RK_0
+#define EW_RK_6(v) (v)
+#define EW_LOAD(dt, p, i) CT_CAT(EW_RK_, dt)(CT_LOADF(dt, p, i))
+#define EW_V_0(p, i) ew_round_bf16_8(convert_float8(vload8(0, (p) + (i))))
+#define EW_V_1 EW_V_0
+#define EW_V_2 EW_V_0
+#define EW_V_3 EW_V_0
+#define EW_V_4 EW_V_0
+#define EW_V_6(p, i) ew_bf16_to_f32_8(vload8(0, (p) + (i)))
+#elif EW_K == CT_DT_F64
+#define EW_LD64_0(p, i) ((double)(p)[i])
+#define EW_LD64_1 EW_LD64_0
+#define EW_LD64_2 EW_LD64_0
+#define EW_LD64_3 EW_LD64_0
+#define EW_LD64_4 EW_LD64_0
+#define EW_LD64_5(p, i) ((double)vload_half((i), (p)))
+#define EW_LD64_6(p, i) ((double)ct_bf16_to_f32((p)[i]))
+#define EW_LD64_7 EW_LD64_0
+#define EW_LD64_8(p, i) ((p)[i])
+#define EW_LOAD(dt, p, i) CT_CAT(EW_LD64_, dt)(p, i)
+#define EW_V_0(p, i) convert_double8(vload8(0, (p) + (i)))
+#define EW_V_1 EW_V_0
+#define EW_V_2 EW_V_0
+#define EW_V_3 EW_V_0
+#define EW_V_4 EW_V_0
+#define EW_V_5(p, i) convert_double8(vload_half8(0, (p) + (i)))
+#define EW_V_6(p, i) convert_double8(ew_bf16_to_f32_8(vload8(0, (p) + (i))))
+#define EW_V_7 EW_V_0
+#define EW_V_8(p, i) vload8(0, (p) + (i))
+#else
+#define EW_LOAD(dt, p, i) ((EW_WB)(p)[i])
+#define EW_V_0(p, i) CT_CAT(convert_, EW_WT(8))(vload8(0, (p) + (i)))
+#define EW_V_1 EW_V_0
+#define EW_V_2 EW_V_0
+#define EW_V_3 EW_V_0
+#define EW_V_4 EW_V_0
+#endif
+#define EW_LOAD8(dt, p, i) CT_CAT(EW_V_, dt)(p, i)
+
+/* Nonzero test of a where() condition in its own dtype (NaN is true, -0.0 false), as a mask of
+ * the compute type's size. */
+#define EW_NZ_5(p, i) (vload_half((i), (p)) != 0.0f)
+#define EW_NZ_6(p, i) (((p)[i] & 0x7fff) != 0)
+#define EW_NZX(p, i) ((p)[i] != 0)
+#define EW_NZ_0 EW_NZX
+#define EW_NZ_1 EW_NZX
+#define EW_NZ_2 EW_NZX
+#define EW_NZ_3 EW_NZX
+#define EW_NZ_4 EW_NZX
+#define EW_NZ_7 EW_NZX
+#define EW_NZ_8 EW_NZX
+#define EW_NZ(dt, p, i) EW_M(, CT_CAT(EW_NZ_, dt)(p, i))
+#define EW_NZ8_5(p, i) (vload_half8(0, (p) + (i)) != (float8)0.0f)
+#define EW_NZ8_6(p, i) ((vload8(0, (p) + (i)) & (ushort8)0x7fff) != (ushort8)0)
+#define EW_NZ8X(p, i, T) (vload8(0, (p) + (i)) != (T)0)
+#define EW_NZ8_0(p, i) EW_NZ8X(p, i, uchar8)
+#define EW_NZ8_1(p, i) EW_NZ8X(p, i, uchar8)
+#define EW_NZ8_2(p, i) EW_NZ8X(p, i, char8)
+#define EW_NZ8_3(p, i) EW_NZ8X(p, i, int8)
+#define EW_NZ8_4(p, i) EW_NZ8X(p, i, long8)
+#define EW_NZ8_7(p, i) EW_NZ8X(p, i, float8)
+#define EW_NZ8_8(p, i) EW_NZ8X(p, i, double8)
+#define EW_NZ8(dt, p, i) CT_CAT(convert_, EW_MT(8))(CT_CAT(EW_NZ8_, dt)(p, i))
+
+/* EW_STORE: a result (compute type, or a mask for bool outputs) into element i of p (EW_O);
+ * EW_STORE8: eight of them into elements i..i+7. */
+#if EW_O == CT_DT_BOOL
+#define EW_STORE(p, i, v) ((p)[i] = (uchar)((v) & 1))
+#define EW_STORE8(p, i, v) vstore8(convert_uchar8((v) & (EW_RT(8))1), 0, (p) + (i))
+#elif EW_O == CT_DT_F16
+#define EW_STORE(p, i, v) vstore_half_rte((v), (i), (p))
+#define EW_STORE8(p, i, v) vstore_half8_rte((v), 0, (p) + (i))
+#elif EW_O == CT_DT_BF16
+#define EW_STORE(p, i, v) ((p)[i] = ct_f32_to_bf16(v))
+#define EW_STORE8(p, i, v) vstore8(ew_f32_to_bf16_8(v), 0, (p) + (i))
+#else
+#define EW_STORE(p, i, v) ((p)[i] = (v))
+#define EW_STORE8(p, i, v) vstore8((v), 0, (p) + (i))
+#endif
+
+/* ---- operands ---- */
+#if EW_SPOS == 1
+#define EW_X(ai, bi) s0
+#define EW_Y(ai, bi) EW_LOAD(EW_A, a, ai)
+#elif EW_SPOS == 2
+#define EW_X(ai, bi) EW_LOAD(EW_A, a, ai)
+#define EW_Y(ai, bi) s0
+#elif EW_NIN == 2
+#define EW_X(ai, bi) EW_LOAD(EW_A, a, ai)
+#define EW_Y(ai, bi) EW_LOAD(EW_B, b, bi)
+#else
+#define EW_X(ai, bi) EW_LOAD(EW_A, a, ai)
+#define EW_Y(ai, bi) EW_CST(, 0)
+#endif
+
+#if EW_NIN == 3
+#define EW_DO(oi, ai, bi, ci) \
+  EW_STORE(o, oi, select(EW_LOAD(EW_C, c, ci), EW_LOAD(EW_B, b, bi), EW_NZ(EW_A, a, ai)))
+#else
+#define EW_DO(oi, ai, bi, ci) EW_STORE(o, oi, ew_f(EW_X(ai, bi), EW_Y(ai, bi), s0, s1))
+#endif
+
+/* Vector operands of the contiguous kernel: 8 elements from i, or one broadcast element. */
+#if EW_BA
+#define EW_VA(i) ((EW_WT(8))(EW_LOAD(EW_A, a, a_off)))
+#else
+#define EW_VA(i) EW_LOAD8(EW_A, a, a_off + (i))
+#endif
+#if EW_BB
+#define EW_VB(i) ((EW_WT(8))(EW_LOAD(EW_B, b, b_off)))
+#else
+#define EW_VB(i) EW_LOAD8(EW_B, b, b_off + (i))
+#endif
+#if EW_BC
+#define EW_VC(i) ((EW_WT(8))(EW_LOAD(EW_C, c, c_off)))
+#else
+#define EW_VC(i) EW_LOAD8(EW_C, c, c_off + (i))
+#endif
+#if EW_BA
+#define EW_VCOND(i) ((EW_MT(8))((EW_MB)(-EW_NZ(EW_A, a, a_off)))) /* vector masks are 0/-1 */
+#else
+#define EW_VCOND(i) EW_NZ8(EW_A, a, a_off + (i))
+#endif
+
+#if EW_SPOS == 1
+#define EW_VX(i) s0v
+#define EW_VY(i) EW_VA(i)
+#elif EW_SPOS == 2
+#define EW_VX(i) EW_VA(i)
+#define EW_VY(i) s0v
+#elif EW_NIN == 2
+#define EW_VX(i) EW_VA(i)
+#define EW_VY(i) EW_VB(i)
+#else
+#define EW_VX(i) EW_VA(i)
+#define EW_VY(i) EW_CST(8, 0)
+#endif
+
+#if EW_NIN == 3
+#define EW_DO8(i) EW_STORE8(o, o_off + (i), select(EW_VC(i), EW_VB(i), EW_VCOND(i)))
+#else
+#define EW_DO8(i) EW_STORE8(o, o_off + (i), ew_f8(EW_VX(i), EW_VY(i), s0v, s1v))
+#endif
+
+/* ---- kernel parameters ---- */
+#if EW_NIN >= 2
+#define EW_PB , __global const CT_T(EW_B) *b, long b_off
+#else
+#define EW_PB
+#endif
+#if EW_NIN >= 3
+#define EW_PC , __global const CT_T(EW_C) *c, long c_off
+#else
+#define EW_PC
+#endif
+#if EW_SPOS || defined(EW_OP_CLAMP)
+#define EW_HAS_S0 1
+#define EW_PS0 , EW_WB s0_arg
+#else
+#define EW_HAS_S0 0
+#define EW_PS0
+#endif
+#if defined(EW_OP_CLAMP)
+#define EW_HAS_S1 1
+#define EW_PS1 , EW_WB s1_arg
+#else
+#define EW_HAS_S1 0
+#define EW_PS1
+#endif
+#define EW_PARAMS \
+  __global CT_T(EW_O) *o, long o_off, __global const CT_T(EW_A) *a, long a_off EW_PB EW_PC EW_PS0 EW_PS1
+
+#if EW_HAS_S0
+#define EW_S0 s0_arg
+#else
+#define EW_S0 0
+#endif
+#if EW_HAS_S1
+#define EW_S1 s1_arg
+#else
+#define EW_S1 0
+#endif
+
+/* Dense operands: element i of every operand at its offset + i (a broadcast input at its
+ * offset). */
+__kernel void ew_contig(EW_PARAMS, long n) {
+  const EW_WB s0 = EW_S0, s1 = EW_S1;
+#if EW_NIN < 2
+  const long b_off = 0;
+#endif
+#if EW_NIN < 3
+  const long c_off = 0;
+#endif
+  (void)s0;
+  (void)s1;
+  (void)b_off;
+  (void)c_off;
+#if EW_VEC
+  const EW_WT(8) s0v = (EW_WT(8))(s0), s1v = (EW_WT(8))(s1);
+  (void)s0v;
+  (void)s1v;
+  long base = (long)get_global_id(0) * 8;
+  if (base + 8 <= n) {
+    EW_DO8(base);
+  } else {
+    for (long i = base; i < n; i++)
+      EW_DO(o_off + i, a_off + (EW_BA ? 0 : i), b_off + (EW_BB ? 0 : i), c_off + (EW_BC ? 0 : i));
+  }
+#else
+  long i = get_global_id(0);
+  if (i < n) EW_DO(o_off + i, a_off + (EW_BA ? 0 : i), b_off + (EW_BB ? 0 : i), c_off + (EW_BC ? 0 : i));
+#endif
+}
+
+/* Any layout, as a 2-D range: dim 0 walks the innermost dim (n0 elements, EW_SPER per
+ * work-item, strides ist = (out, a, b, c)), dim 1 the flattened outer dims (ond dims of shape
+ * oshape, strides so/sa/sb/sc), decomposed once per work-item, in 32-bit arithmetic when the
+ * count allows (64-bit division is several times slower on most devices). */
+#define EW_DIM(k, T)                          \
+  if (ond > k) {                              \
+    T q = r / (T)oshape.s##k;                 \
+    long c_ = (long)(r - q * (T)oshape.s##k); \
+    oo += c_ * so.s##k;                       \
+    ao += c_ * sa.s##k;                       \
+    bo += c_ * sb.s##k;                       \
+    co += c_ * sc.s##k;                       \
+    r = q;                                    \
+  }
+#define EW_DIMS(T) \
+  EW_DIM(6, T) EW_DIM(5, T) EW_DIM(4, T) EW_DIM(3, T) EW_DIM(2, T) EW_DIM(1, T) EW_DIM(0, T)
+
+#if EW_NIN >= 2
+#define EW_SB , long8 sb
+#else
+#define EW_SB
+#endif
+#if EW_NIN >= 3
+#define EW_SC , long8 sc
+#else
+#define EW_SC
+#endif
+
+__kernel void ew_strided(EW_PARAMS, long n0, long4 ist, long nouter, int ond, long8 oshape, long8 so,
+                         long8 sa EW_SB EW_SC) {
+  const EW_WB s0 = EW_S0, s1 = EW_S1;
+  (void)s0;
+  (void)s1;
+#if EW_NIN < 2
+  const long8 sb = (long8)(0);
+  const long b_off = 0;
+#endif
+#if EW_NIN < 3
+  const long8 sc = (long8)(0);
+  const long c_off = 0;
+#endif
+  long j = (long)get_global_id(0) * EW_SPER;
+  long k = get_global_id(1);
+  if (j >= n0 || k >= nouter) return;
+  long oo = o_off + j * ist.s0, ao = a_off + j * ist.s1, bo = b_off + j * ist.s2, co = c_off + j * ist.s3;
+  if (nouter <= (long)UINT_MAX) {
+    uint r = (uint)k;
+    EW_DIMS(uint)
+  } else {
+    long r = k;
+    EW_DIMS(long)
+  }
+  (void)bo;
+  (void)co;
+#if EW_SPER > 1
+  if (j + EW_SPER <= n0) {
+    for (int t = 0; t < EW_SPER; t++)
+      EW_DO(oo + t * ist.s0, ao + t * ist.s1, bo + t * ist.s2, co + t * ist.s3);
+  } else {
+    for (long t = 0; t < n0 - j; t++)
+      EW_DO(oo + t * ist.s0, ao + t * ist.s1, bo + t * ist.s2, co + t * ist.s3);
+  }
+#else
+  EW_DO(oo, ao, bo, co);
+#endif
+}

@@ -1,0 +1,109 @@
+/* Elementwise internals: the op list, type promotion, and the launcher other areas may reuse. */
+#ifndef CT_ELEMENTWISE_ELEMENTWISE_H
+#define CT_ELEMENTWISE_ELEMENTWISE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cltensor/elementwise.h"
+
+/* The ops. The kernel selects each with -DEW_OP_<macro name> (ct__ew_op_macro()). */
+enum ct__ew_op {
+  CT__EW_ADD,
+  CT__EW_SUB,
+  CT__EW_MUL,
+  CT__EW_DIV,
+  CT__EW_POW,
+  CT__EW_MAXIMUM,
+  CT__EW_MINIMUM,
+  CT__EW_FLOOR_DIVIDE,
+  CT__EW_REMAINDER,
+  CT__EW_EQ,
+  CT__EW_NE,
+  CT__EW_LT,
+  CT__EW_LE,
+  CT__EW_GT,
+  CT__EW_GE,
+  CT__EW_LOGICAL_AND,
+  CT__EW_LOGICAL_OR,
+  CT__EW_LOGICAL_NOT,
+  CT__EW_NEG,
+  CT__EW_ABS,
+  CT__EW_RELU,
+  CT__EW_FLOOR,
+  CT__EW_CEIL,
+  CT__EW_ROUND,
+  CT__EW_EXP,
+  CT__EW_LOG,
+  CT__EW_SQRT,
+  CT__EW_RSQRT,
+  CT__EW_SIN,
+  CT__EW_COS,
+  CT__EW_TANH,
+  CT__EW_SIGMOID,
+  CT__EW_GELU,
+  CT__EW_WHERE,
+  CT__EW_CLAMP,
+  CT__EW_OP_COUNT
+};
+
+/* "ADD", "FLOOR_DIVIDE", ... */
+const char *ct__ew_op_macro(enum ct__ew_op op);
+
+/* ---- Type promotion (promote.c; pure, no OpenCL) ---- */
+
+/* torch.promote_types for valid dtypes (u8 + i8 -> i32, f16 + bf16 -> f32). */
+ct_dtype ct__ew_promote(ct_dtype a, ct_dtype b);
+
+/* True when s counts as an integer scalar: finite, integral, within [-2^63, 2^63). */
+bool ct__ew_scalar_is_int(double s);
+
+/* The dtype of "tensor of dtype t op scalar s": t unless s is of a higher category (integer
+ * scalar with bool: i64; float scalar with bool or integer: f32). */
+ct_dtype ct__ew_promote_scalar(ct_dtype t, double s);
+
+/* t itself when floating, else f32 (true division, unary float functions). */
+ct_dtype ct__ew_float_of(ct_dtype t);
+
+/* Range of an integer (or bool) dtype. */
+void ct__ew_int_range(ct_dtype t, int64_t *lo, int64_t *hi);
+
+/* ---- Launching (launch.c) ---- */
+
+/* A scalar already converted to the compute type of the common dtype. */
+typedef union ct__ew_scalar {
+  uint8_t u8;
+  int8_t i8;
+  int32_t i32;
+  int64_t i64;
+  float f32;
+  double f64;
+} ct__ew_scalar;
+
+/* Converts s to the compute type of common dtype k (f16 and bf16 compute in f32; integers
+ * must have been range-checked). */
+ct__ew_scalar ct__ew_make_scalar(ct_dtype k, double s);
+
+/* One elementwise launch: out[i] = op(in[0][i], in[1][i], ...) over out's shape, each input
+ * broadcast to it. in[] are nin tensors (3 for where: cond, a, b); k is the common dtype the
+ * value inputs are converted to, out must have the result dtype. spos: 0 for none, 2 when the
+ * second operand is scalar s[0], 1 when the first is. Clamp: has_lo/has_hi with s[0]/s[1].
+ * Shapes, devices and dtypes must have been checked; this collapses the geometry, fetches the
+ * cached kernel and enqueues it (no wait). */
+struct ct__ew_launch {
+  enum ct__ew_op op;
+  int nin;
+  const ct_tensor *in[3];
+  ct_dtype k;
+  int spos;
+  bool has_lo, has_hi;
+  ct__ew_scalar s[2];
+};
+ct_status ct__ew_run(const char *fn, const struct ct__ew_launch *l, ct_tensor *out);
+
+/* Checks an _out destination against the inputs before writing: no stride-0 dims of size > 1,
+ * and no partial overlap with an input (exact element-for-element aliasing is fine). */
+ct_status ct__ew_check_out_overlap(const char *fn, const ct_tensor *out, int nin, const ct_tensor *const *in,
+                                   const char *const *names);
+
+#endif

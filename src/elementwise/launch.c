@@ -1,0 +1,441 @@
+/* Launching elementwise kernels: geometry collapsing, the per-device kernel table, arguments.
+ *
+ * Per op the host does little: collapse the operands' dims, find the kernel in a small hash
+ * table keyed by (op, dtypes, layout), set its arguments and enqueue it. The table sits in front
+ * of ct__kernel_get() (which formats options and hashes the program source) so that a chain of
+ * small _out ops costs close to the bare clEnqueueNDRangeKernel. */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "device/device.h"
+#include "elementwise/elementwise.h"
+#include "kernel/engine.h"
+#include "tensor/tensor.h"
+
+static const char *const ct__ew_macros[CT__EW_OP_COUNT] = {
+    [CT__EW_ADD] = "ADD",         [CT__EW_SUB] = "SUB",
+    [CT__EW_MUL] = "MUL",         [CT__EW_DIV] = "DIV",
+    [CT__EW_POW] = "POW",         [CT__EW_MAXIMUM] = "MAXIMUM",
+    [CT__EW_MINIMUM] = "MINIMUM", [CT__EW_FLOOR_DIVIDE] = "FLOOR_DIVIDE",
+    [CT__EW_REMAINDER] = "REMAINDER", [CT__EW_EQ] = "EQ",
+    [CT__EW_NE] = "NE",           [CT__EW_LT] = "LT",
+    [CT__EW_LE] = "LE",           [CT__EW_GT] = "GT",
+    [CT__EW_GE] = "GE",           [CT__EW_LOGICAL_AND] = "LOGICAL_AND",
+    [CT__EW_LOGICAL_OR] = "LOGICAL_OR", [CT__EW_LOGICAL_NOT] = "LOGICAL_NOT",
+    [CT__EW_NEG] = "NEG",         [CT__EW_ABS] = "ABS",
+    [CT__EW_RELU] = "RELU",       [CT__EW_FLOOR] = "FLOOR",
+    [CT__EW_CEIL] = "CEIL",       [CT__EW_ROUND] = "ROUND",
+    [CT__EW_EXP] = "EXP",         [CT__EW_LOG] = "LOG",
+    [CT__EW_SQRT] = "SQRT",       [CT__EW_RSQRT] = "RSQRT",
+    [CT__EW_SIN] = "SIN",         [CT__EW_COS] = "COS",
+    [CT__EW_TANH] = "TANH",       [CT__EW_SIGMOID] = "SIGMOID",
+    [CT__EW_GELU] = "GELU",       [CT__EW_WHERE] = "WHERE",
+    [CT__EW_CLAMP] = "CLAMP",
+};
+
+const char *ct__ew_op_macro(enum ct__ew_op op) {
+  return (unsigned)op < CT__EW_OP_COUNT ? ct__ew_macros[op] : "INVALID";
+}
+
+/* ---- per-device kernel table ---- */
+
+struct ct__ew_entry {
+  uint64_t key;     /* 0: empty (every real key has nin >= 1) */
+  ct__kernel *k;
+  size_t local;     /* 0: let the driver choose */
+};
+
+struct ct__ew_state {
+  pthread_mutex_t lock;
+  struct ct__ew_entry *tab;
+  size_t cap, count;  /* cap is a power of two */
+  int per;            /* elements per work-item: 8 (vector path) or 1 */
+  bool cpu;
+  char opts[96];      /* options common to every elementwise program on this device */
+};
+
+static void ct__ew_state_destroy(ct_device *d, void *state) {
+  (void)d;
+  struct ct__ew_state *s = state;
+  pthread_mutex_destroy(&s->lock);
+  free(s->tab);
+  free(s);
+}
+
+static ct_status ct__ew_state_create(void **state, ct_device *d) {
+  struct ct__ew_state *s = calloc(1, sizeof *s);
+  if (!s) return ct__error(CT_ERR_OUT_OF_MEMORY, "elementwise: out of host memory");
+  s->cap = 256;
+  s->tab = calloc(s->cap, sizeof *s->tab);
+  if (!s->tab) {
+    free(s);
+    return ct__error(CT_ERR_OUT_OF_MEMORY, "elementwise: out of host memory");
+  }
+  pthread_mutex_init(&s->lock, NULL);
+  /* CPU compilers (PoCL) vectorise a straight run of consecutive elements per work-item well
+   * and pay per work-item overhead; GPUs want neighbouring work-items on neighbouring elements. */
+  s->cpu = d->props.type == CT_DEVICE_CPU;
+  s->per = s->cpu ? 8 : 1;
+  /* Division and sqrt are correctly rounded only on request, and the request is only valid
+   * where the device says it can. */
+  cl_device_fp_config fp = 0;
+  clGetDeviceInfo(d->id, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL);
+  snprintf(s->opts, sizeof s->opts, "-DEW_VEC=%d -DEW_SPER=%d%s", s->per > 1, s->per,
+           (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) ? " -cl-fp32-correctly-rounded-divide-sqrt" : "");
+  *state = s;
+  return CT_OK;
+}
+
+static uint64_t ct__ew_hash(uint64_t k) {
+  k ^= k >> 33;
+  k *= 0xff51afd7ed558ccdull;
+  k ^= k >> 33;
+  return k;
+}
+
+static ct_status ct__ew_grow(struct ct__ew_state *s) {
+  size_t cap = s->cap * 2;
+  struct ct__ew_entry *tab = calloc(cap, sizeof *tab);
+  if (!tab) return ct__error(CT_ERR_OUT_OF_MEMORY, "elementwise: out of host memory");
+  for (size_t i = 0; i < s->cap; i++) {
+    if (!s->tab[i].key) continue;
+    size_t j = ct__ew_hash(s->tab[i].key) & (cap - 1);
+    while (tab[j].key) j = (j + 1) & (cap - 1);
+    tab[j] = s->tab[i];
+  }
+  free(s->tab);
+  s->tab = tab;
+  s->cap = cap;
+  return CT_OK;
+}
+
+/* Picks the work-group size for a non-CPU device: up to 256, a multiple of the kernel's
+ * preferred multiple (warp/wavefront), within the kernel's limit. */
+static size_t ct__ew_gpu_local(ct_device *d, ct__kernel *k) {
+  cl_kernel ck = ct__kernel_lock(k);
+  size_t wg = 0, mult = 0;
+  clGetKernelWorkGroupInfo(ck, d->id, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
+  clGetKernelWorkGroupInfo(ck, d->id, CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE, sizeof mult, &mult, NULL);
+  ct__kernel_unlock(k);
+  if (wg > d->props.max_work_group_size) wg = d->props.max_work_group_size;
+  size_t local = wg < 256 ? wg : 256;
+  if (mult > 0 && local >= mult) local -= local % mult;
+  return local;
+}
+
+/* Packs everything that selects a program and kernel into 64 bits. */
+static uint64_t ct__ew_key(const struct ct__ew_launch *l, ct_dtype o, int strided, unsigned bflags) {
+  uint64_t k = (uint64_t)l->op;
+  k |= (uint64_t)l->nin << 6;
+  for (int i = 0; i < l->nin; i++) k |= (uint64_t)l->in[i]->dtype << (8 + 4 * i);
+  k |= (uint64_t)l->k << 20;
+  k |= (uint64_t)o << 24;
+  k |= (uint64_t)l->spos << 28;
+  k |= (uint64_t)l->has_lo << 30;
+  k |= (uint64_t)l->has_hi << 31;
+  k |= (uint64_t)bflags << 32;
+  k |= (uint64_t)strided << 35;
+  return k;
+}
+
+static ct_status ct__ew_kernel(struct ct__ew_entry *out, ct_device *d, struct ct__ew_state *s,
+                               const struct ct__ew_launch *l, ct_dtype o, int strided, unsigned bflags) {
+  uint64_t key = ct__ew_key(l, o, strided, bflags);
+  ct_status st = CT_OK;
+  pthread_mutex_lock(&s->lock);
+  size_t j = ct__ew_hash(key) & (s->cap - 1);
+  while (s->tab[j].key && s->tab[j].key != key) j = (j + 1) & (s->cap - 1);
+  if (!s->tab[j].key) {
+    char opts[400];
+    int dt[3] = {0, 0, 0};
+    for (int i = 0; i < l->nin; i++) dt[i] = (int)l->in[i]->dtype;
+    snprintf(opts, sizeof opts,
+             "-DEW_OP_%s -DEW_NIN=%d -DEW_A=%d -DEW_B=%d -DEW_C=%d -DEW_K=%d -DEW_O=%d -DEW_SPOS=%d "
+             "-DEW_LO=%d -DEW_HI=%d -DEW_BA=%u -DEW_BB=%u -DEW_BC=%u %s",
+             ct__ew_op_macro(l->op), l->nin, dt[0], dt[1], dt[2], (int)l->k, (int)o, l->spos, l->has_lo ? 1 : 0,
+             l->has_hi ? 1 : 0, bflags & 1u, (bflags >> 1) & 1u, (bflags >> 2) & 1u, s->opts);
+    ct__kernel *k = NULL;
+    st = ct__kernel_get(&k, d, "elementwise.cl", strided ? "ew_strided" : "ew_contig", opts);
+    if (st == CT_OK && 2 * (s->count + 1) > s->cap) {
+      st = ct__ew_grow(s);
+      if (st == CT_OK) {
+        j = ct__ew_hash(key) & (s->cap - 1);
+        while (s->tab[j].key) j = (j + 1) & (s->cap - 1);
+      }
+    }
+    if (st == CT_OK) {
+      s->tab[j].key = key;
+      s->tab[j].k = k;
+      s->tab[j].local = s->cpu ? 0 : ct__ew_gpu_local(d, k);
+      s->count++;
+    }
+  }
+  if (st == CT_OK) *out = s->tab[j];
+  pthread_mutex_unlock(&s->lock);
+  return st;
+}
+
+/* ---- geometry ---- */
+
+#define CT__EW_MAXOPS 4 /* out + up to 3 inputs */
+
+struct ct__ew_geom {
+  int ndim;
+  int64_t shape[CT_MAX_DIMS];
+  int64_t st[CT__EW_MAXOPS][CT_MAX_DIMS]; /* [0] is out, [1 + i] input i; elements */
+};
+
+/* Input t's stride along out's dim d: 0 where t is broadcast (missing or size-1 dim). */
+static int64_t ct__ew_bstride(const ct_tensor *t, int out_ndim, int d) {
+  int td = d - (out_ndim - t->ndim);
+  return (td < 0 || t->shape[td] == 1) ? 0 : t->strides[td];
+}
+
+static int64_t ct__ew_abs(int64_t v) { return v < 0 ? -v : v; }
+
+/* Drops size-1 dims, orders dims by out's strides (largest first, so out is written in memory
+ * order whatever its layout) and merges neighbours that every operand walks as one. */
+static void ct__ew_collapse(struct ct__ew_geom *g, const ct_tensor *out, int nin, const ct_tensor *const *in) {
+  int nops = 1 + nin, n = 0;
+  for (int d = 0; d < out->ndim; d++) {
+    if (out->shape[d] == 1) continue;
+    g->shape[n] = out->shape[d];
+    g->st[0][n] = out->strides[d];
+    for (int i = 0; i < nin; i++) g->st[1 + i][n] = ct__ew_bstride(in[i], out->ndim, d);
+    n++;
+  }
+  for (int i = 1; i < n; i++) {
+    for (int j = i; j > 0 && ct__ew_abs(g->st[0][j - 1]) < ct__ew_abs(g->st[0][j]); j--) {
+      int64_t t = g->shape[j];
+      g->shape[j] = g->shape[j - 1];
+      g->shape[j - 1] = t;
+      for (int o = 0; o < nops; o++) {
+        t = g->st[o][j];
+        g->st[o][j] = g->st[o][j - 1];
+        g->st[o][j - 1] = t;
+      }
+    }
+  }
+  int m = 0;
+  for (int d = 0; d < n; d++) {
+    bool merge = m > 0;
+    for (int o = 0; o < nops && merge; o++) merge = g->st[o][m - 1] == g->st[o][d] * g->shape[d];
+    if (merge) {
+      g->shape[m - 1] *= g->shape[d];
+      for (int o = 0; o < nops; o++) g->st[o][m - 1] = g->st[o][d];
+    } else {
+      g->shape[m] = g->shape[d];
+      for (int o = 0; o < nops; o++) g->st[o][m] = g->st[o][d];
+      m++;
+    }
+  }
+  g->ndim = m;
+}
+
+/* ---- scalars ---- */
+
+ct__ew_scalar ct__ew_make_scalar(ct_dtype k, double s) {
+  ct__ew_scalar v;
+  memset(&v, 0, sizeof v);
+  switch (k) {
+  case CT_BOOL: v.u8 = s != 0; break;
+  case CT_U8: v.u8 = (uint8_t)(int64_t)s; break;
+  case CT_I8: v.i8 = (int8_t)(int64_t)s; break;
+  case CT_I32: v.i32 = (int32_t)(int64_t)s; break;
+  case CT_I64: v.i64 = (int64_t)s; break;
+  case CT_F64: v.f64 = s; break;
+  default: v.f32 = (float)s; break; /* f16, bf16, f32 compute in float */
+  }
+  return v;
+}
+
+static size_t ct__ew_scalar_size(ct_dtype k) {
+  switch (k) {
+  case CT_BOOL: case CT_U8: case CT_I8: return 1;
+  case CT_I64: case CT_F64: return 8;
+  default: return 4;
+  }
+}
+
+/* ---- launch ---- */
+
+static cl_long8 ct__ew_long8(const int64_t *v, int n, int64_t fill) {
+  cl_long8 r;
+  for (int i = 0; i < 8; i++) r.s[i] = i < n ? v[i] : fill;
+  return r;
+}
+
+static long ct__ew_elem_offset(const ct_tensor *t) {
+  return (long)(ct__tensor_byte_offset(t) / ct_dtype_size(t->dtype));
+}
+
+ct_status ct__ew_run(const char *fn, const struct ct__ew_launch *l, ct_tensor *out) {
+  int64_t n = ct_numel(out);
+  if (n == 0) return CT_OK;
+  ct_device *d = out->storage->device;
+  struct ct__ew_state *s;
+  CT__TRY(ct__device_slot((void **)&s, d, CT__SLOT_ELEMENTWISE, ct__ew_state_create, ct__ew_state_destroy));
+
+  struct ct__ew_geom g;
+  ct__ew_collapse(&g, out, l->nin, l->in);
+  int nops = 1 + l->nin;
+  bool contig = g.ndim == 0 || (g.ndim == 1 && g.st[0][0] == 1);
+  unsigned bflags = 0;
+  for (int i = 0; i < l->nin && contig && g.ndim == 1; i++) {
+    if (g.st[1 + i][0] == 0)
+      bflags |= 1u << i;
+    else if (g.st[1 + i][0] != 1)
+      contig = false;
+  }
+  if (!contig) bflags = 0;
+
+  struct ct__ew_entry e;
+  CT__TRY(ct__ew_kernel(&e, d, s, l, out->dtype, !contig, bflags));
+
+  cl_kernel ck = ct__kernel_lock(e.k);
+  cl_int err = CL_SUCCESS;
+  cl_uint ai = 0;
+#define CT__ARG(size, ptr) \
+  if (err == CL_SUCCESS) err = clSetKernelArg(ck, ai++, (size), (ptr))
+  cl_mem mem = ct__tensor_mem(out);
+  cl_long off = ct__ew_elem_offset(out);
+  CT__ARG(sizeof mem, &mem);
+  CT__ARG(sizeof off, &off);
+  cl_mem mems[3];
+  cl_long offs[3];
+  for (int i = 0; i < l->nin; i++) {
+    mems[i] = ct__tensor_mem(l->in[i]);
+    offs[i] = ct__ew_elem_offset(l->in[i]);
+    CT__ARG(sizeof mems[i], &mems[i]);
+    CT__ARG(sizeof offs[i], &offs[i]);
+  }
+  size_t ss = ct__ew_scalar_size(l->k);
+  if (l->spos || l->op == CT__EW_CLAMP) CT__ARG(ss, &l->s[0]);
+  if (l->op == CT__EW_CLAMP) CT__ARG(ss, &l->s[1]);
+  size_t global[2], local[2] = {e.local, 1};
+  cl_uint dims = 1;
+  if (contig) {
+    cl_long nn = n;
+    CT__ARG(sizeof nn, &nn);
+    size_t items = (size_t)((n + s->per - 1) / s->per);
+    /* A global size with small factors lets a driver that picks the local size pick a good
+     * one (PoCL takes a divisor of it). */
+    size_t step = e.local ? e.local : 64;
+    global[0] = (items + step - 1) / step * step;
+  } else {
+    /* The innermost dim (last after collapsing) is walked by dim 0, the rest by dim 1. */
+    int in = g.ndim - 1, ond = g.ndim - 1;
+    cl_long n0 = g.shape[in], nouter = n / g.shape[in];
+    cl_long4 ist = {{0, 0, 0, 0}};
+    for (int o = 0; o < nops; o++) ist.s[o] = g.st[o][in];
+    cl_int cond = ond;
+    cl_long8 oshape = ct__ew_long8(g.shape, ond, 1), strides[CT__EW_MAXOPS];
+    CT__ARG(sizeof n0, &n0);
+    CT__ARG(sizeof ist, &ist);
+    CT__ARG(sizeof nouter, &nouter);
+    CT__ARG(sizeof cond, &cond);
+    CT__ARG(sizeof oshape, &oshape);
+    for (int o = 0; o < nops; o++) {
+      strides[o] = ct__ew_long8(g.st[o], ond, 0);
+      CT__ARG(sizeof strides[o], &strides[o]);
+    }
+    size_t items = (size_t)((n0 + s->per - 1) / s->per);
+    size_t step = e.local ? e.local : 8;
+    global[0] = (items + step - 1) / step * step;
+    global[1] = (size_t)nouter;
+    dims = 2;
+  }
+#undef CT__ARG
+  ct_status st;
+  if (err != CL_SUCCESS) {
+    st = ct__cl_error(err, "%s: clSetKernelArg(%u) for %s on %s failed", fn, ai - 1, ct__kernel_name(e.k), d->spec);
+  } else {
+    st = ct__kernel_launch(e.k, d, dims, global, e.local ? local : NULL);
+    if (st != CT_OK) ct__error_append(" (%s)", fn);
+  }
+  ct__kernel_unlock(e.k);
+  return st;
+}
+
+/* ---- out checks ---- */
+
+/* Bytes [lo, hi) that t's elements span inside its cl_mem. */
+static void ct__ew_span(const ct_tensor *t, int64_t *lo, int64_t *hi) {
+  int64_t es = (int64_t)ct_dtype_size(t->dtype);
+  *lo = (int64_t)ct__tensor_byte_offset(t);
+  *hi = *lo + es;
+  for (int d = 0; d < t->ndim; d++) {
+    int64_t ext = (t->shape[d] - 1) * t->strides[d] * es;
+    if (ext < 0)
+      *lo += ext;
+    else
+      *hi += ext;
+  }
+}
+
+/* Non-overlapping and dense: the elements tile one range without holes or repeats. */
+static bool ct__ew_dense(const ct_tensor *t) {
+  int64_t sh[CT_MAX_DIMS], st[CT_MAX_DIMS];
+  int n = 0;
+  for (int d = 0; d < t->ndim; d++) {
+    if (t->shape[d] == 1) continue;
+    int j = n++;
+    for (; j > 0 && ct__ew_abs(st[j - 1]) > ct__ew_abs(t->strides[d]); j--) {
+      st[j] = st[j - 1];
+      sh[j] = sh[j - 1];
+    }
+    st[j] = t->strides[d];
+    sh[j] = t->shape[d];
+  }
+  int64_t expect = 1;
+  for (int i = 0; i < n; i++) {
+    if (ct__ew_abs(st[i]) != expect) return false;
+    expect *= sh[i];
+  }
+  return true;
+}
+
+/* Every element of out is the same memory as the corresponding element of t. */
+static bool ct__ew_same_elements(const ct_tensor *out, const ct_tensor *t) {
+  if (ct__tensor_byte_offset(out) != ct__tensor_byte_offset(t) || ct_dtype_size(out->dtype) != ct_dtype_size(t->dtype))
+    return false;
+  for (int d = 0; d < out->ndim; d++)
+    if (out->shape[d] != 1 && ct__ew_bstride(t, out->ndim, d) != out->strides[d]) return false;
+  return true;
+}
+
+ct_status ct__ew_check_out_overlap(const char *fn, const ct_tensor *out, int nin, const ct_tensor *const *in,
+                                   const char *const *names) {
+  if (ct_numel(out) == 0) return CT_OK;
+  char sb[200], tb[200];
+  for (int d = 0; d < out->ndim; d++)
+    if (out->shape[d] > 1 && out->strides[d] == 0)
+      return ct__error(CT_ERR_INVALID_ARGUMENT,
+                       "%s: out (shape %s, strides %s) has stride 0 on dim %d of size %" PRId64
+                       ", so several results would land on one element; write to a tensor without expanded dims",
+                       fn, ct__shape_str(sb, sizeof sb, out->ndim, out->shape),
+                       ct__shape_str(tb, sizeof tb, out->ndim, out->strides), d, out->shape[d]);
+  int64_t olo, ohi;
+  ct__ew_span(out, &olo, &ohi);
+  for (int i = 0; i < nin; i++) {
+    const ct_tensor *t = in[i];
+    if (ct__tensor_mem(t) != ct__tensor_mem(out) || ct_numel(t) == 0) continue;
+    int64_t lo, hi;
+    ct__ew_span(t, &lo, &hi);
+    if (hi <= olo || ohi <= lo || ct__ew_same_elements(out, t)) continue;
+    /* Dense tensors whose ranges meet share elements for sure; strided ones may interleave
+     * without sharing any (x[:, ::2] and x[:, 1::2]), which is fine, as in PyTorch. */
+    if (ct__ew_dense(out) && ct__ew_dense(t))
+      return ct__error(CT_ERR_INVALID_ARGUMENT,
+                       "%s: out (shape %s) partly overlaps %s (shape %s) in memory; results would depend on "
+                       "the order of writes. Write to a separate tensor, or pass the very same elements as "
+                       "out and input for an in-place op",
+                       fn, ct__shape_str(sb, sizeof sb, out->ndim, out->shape), names[i],
+                       ct__shape_str(tb, sizeof tb, t->ndim, t->shape));
+  }
+  return CT_OK;
+}
