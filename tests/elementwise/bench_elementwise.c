@@ -1,0 +1,250 @@
+/* Elementwise speed against the raw OpenCL references of /work/shared/peers (not a test).
+ *
+ * Runs in one process, on the default device, interleaving each libcltensor measurement with its
+ * raw OpenCL counterpart on the same context and queue, so both see the same machine load:
+ *   add      ct_add_out on 2^25 contiguous f32 vs peers' one-line kernel `cl_add`
+ *            (c[i] = a[i] + b[i], best of local sizes NULL/64/256), GB/s counting 3 arrays
+ *   chain    a chain of 1024-element _out ops (add, mul, sub, relu, maximum, ...) vs peers'
+ *            `cl_launch` (back-to-back launches of the 1024-element add), microseconds per op
+ * plus, for information, other dtypes and layouts of the big add. Each figure is the median of
+ * RUNS timed runs after a warm-up; each round prints both sides and their ratio, and the summary
+ * gives the median ratio and its spread over ROUNDS rounds.
+ *
+ * Usage: bench_elementwise [rounds]   (CLTENSOR_DEVICE picks the device) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cltensor/cltensor.h"
+#include "device/device.h"
+#include "tensor/tensor.h"
+
+#define RUNS 7
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+#define CHECK_CT(x)                                                                \
+  do {                                                                             \
+    ct_status s_ = (x);                                                            \
+    if (s_ != CT_OK) {                                                             \
+      fprintf(stderr, "bench: %s: %s: %s\n", #x, ct_status_name(s_), ct_last_error()); \
+      exit(1);                                                                     \
+    }                                                                              \
+  } while (0)
+#define CHECK_CL(x)                                                 \
+  do {                                                              \
+    cl_int e_ = (x);                                                \
+    if (e_ != CL_SUCCESS) {                                         \
+      fprintf(stderr, "bench: %s failed: %d\n", #x, (int)e_);       \
+      exit(1);                                                      \
+    }                                                               \
+  } while (0)
+
+static const char *peer_src =
+    "__kernel void add(__global const float *a, __global const float *b, __global float *c)\n"
+    "{ size_t i = get_global_id(0); c[i] = a[i] + b[i]; }\n";
+
+static cl_command_queue q;
+static cl_kernel peer_add;
+
+/* peers' cl_add: best median over local sizes NULL, 64, 256, in GB/s. */
+static double peer_cl_add(size_t n) {
+  const size_t locals[] = {0, 64, 256};
+  double best = 0, t[RUNS];
+  for (int li = 0; li < 3; li++) {
+    size_t g = n, l = locals[li];
+    CHECK_CL(clEnqueueNDRangeKernel(q, peer_add, 1, NULL, &g, l ? &l : NULL, 0, NULL, NULL));
+    clFinish(q);
+    for (int r = 0; r < RUNS; r++) {
+      double t0 = now();
+      CHECK_CL(clEnqueueNDRangeKernel(q, peer_add, 1, NULL, &g, l ? &l : NULL, 0, NULL, NULL));
+      clFinish(q);
+      t[r] = 3.0 * (double)n * 4 / (now() - t0) / 1e9;
+    }
+    double m = median(t, RUNS);
+    if (m > best) best = m;
+  }
+  return best;
+}
+
+/* peers' cl_launch: microseconds per launch of the 1024-element add, 2000 back to back. */
+static double peer_cl_launch(void) {
+  double t[RUNS];
+  for (int r = -1; r < RUNS; r++) {
+    size_t g = 1024;
+    int launches = 2000;
+    double t0 = now();
+    for (int k = 0; k < launches; k++) CHECK_CL(clEnqueueNDRangeKernel(q, peer_add, 1, NULL, &g, NULL, 0, NULL, NULL));
+    clFinish(q);
+    if (r >= 0) t[r] = (now() - t0) / launches * 1e6;
+  }
+  return median(t, RUNS);
+}
+
+typedef ct_status (*binop)(ct_tensor *, const ct_tensor *, const ct_tensor *);
+
+/* ct op into out, GB/s counting 2 inputs + 1 output at their own sizes. */
+static double ct_bw(binop op, ct_tensor *out, const ct_tensor *a, const ct_tensor *b, ct_device *d) {
+  double bytes = (double)(ct_tensor_nbytes(out) + ct_tensor_nbytes(a) + ct_tensor_nbytes(b)), t[RUNS];
+  CHECK_CT(op(out, a, b));
+  CHECK_CT(ct_device_synchronize(d));
+  for (int r = 0; r < RUNS; r++) {
+    double t0 = now();
+    CHECK_CT(op(out, a, b));
+    CHECK_CT(ct_device_synchronize(d));
+    t[r] = bytes / (now() - t0) / 1e9;
+  }
+  return median(t, RUNS);
+}
+
+/* Microseconds per op of a chain of 1024-element _out ops (2000 ops, one wait at the end). */
+static double ct_chain(ct_tensor *x, ct_tensor *y, ct_tensor *z, ct_device *d) {
+  double t[RUNS];
+  for (int r = -1; r < RUNS; r++) {
+    int ops = 0;
+    double t0 = now();
+    for (int k = 0; k < 250; k++) {
+      CHECK_CT(ct_add_out(z, x, y));
+      CHECK_CT(ct_mul_out(z, z, y));
+      CHECK_CT(ct_sub_out(z, z, x));
+      CHECK_CT(ct_relu_out(z, z));
+      CHECK_CT(ct_maximum_out(z, z, x));
+      CHECK_CT(ct_mul_scalar_out(z, z, 0.5));
+      CHECK_CT(ct_add_out(z, z, y));
+      CHECK_CT(ct_minimum_out(z, z, y));
+      ops += 8;
+    }
+    CHECK_CT(ct_device_synchronize(d));
+    if (r >= 0) t[r] = (now() - t0) / ops * 1e6;
+  }
+  return median(t, RUNS);
+}
+
+static void summary(const char *what, double *ratio, int n, const char *goal) {
+  double v[64];
+  memcpy(v, ratio, (size_t)n * sizeof *v);
+  qsort(v, (size_t)n, sizeof *v, cmp);
+  printf("%-8s median ratio %.3f  (min %.3f, max %.3f over %d rounds)  goal %s\n", what, median(v, n), v[0], v[n - 1], n,
+         goal);
+}
+
+int main(int argc, char **argv) {
+  int rounds = argc > 1 ? atoi(argv[1]) : 5;
+  if (rounds < 1 || rounds > 64) rounds = 5;
+  ct_device *d;
+  CHECK_CT(ct_device_default(&d));
+  CHECK_CT(ct_device_open(d));
+  printf("device %s (%s)\n", ct_device_spec(d), ct_device_properties(d)->name);
+  q = ct__device_queue(d);
+  cl_context ctx = ct__device_context(d);
+  cl_int err;
+  cl_program prog = clCreateProgramWithSource(ctx, 1, &peer_src, NULL, &err);
+  CHECK_CL(err);
+  CHECK_CL(clBuildProgram(prog, 1, &d->id, "", NULL, NULL));
+  peer_add = clCreateKernel(prog, "add", &err);
+  CHECK_CL(err);
+
+  size_t n = (size_t)1 << 25;
+  float *h = malloc(n * sizeof *h);
+  for (size_t i = 0; i < n; i++) h[i] = (float)(i % 1000) * 1e-3f;
+  int64_t shape[1] = {(int64_t)n};
+  ct_tensor *a, *b, *c;
+  CHECK_CT(ct_from_host(&a, d, CT_F32, 1, shape, h));
+  CHECK_CT(ct_from_host(&b, d, CT_F32, 1, shape, h));
+  CHECK_CT(ct_from_host(&c, d, CT_F32, 1, shape, h));
+  /* The peer kernel works on the same buffers (offset 0 of their blocks). */
+  cl_mem A = ct__tensor_mem(a), B = ct__tensor_mem(b), C = ct__tensor_mem(c);
+  if (ct__tensor_byte_offset(a) || ct__tensor_byte_offset(b) || ct__tensor_byte_offset(c)) {
+    size_t bytes = n * sizeof(float);
+    A = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bytes, h, &err);
+    B = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bytes, h, &err);
+    C = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bytes, h, &err);
+  }
+  clSetKernelArg(peer_add, 0, sizeof A, &A);
+  clSetKernelArg(peer_add, 1, sizeof B, &B);
+  clSetKernelArg(peer_add, 2, sizeof C, &C);
+
+  int64_t small[1] = {1024};
+  ct_tensor *x, *y, *z;
+  CHECK_CT(ct_from_host(&x, d, CT_F32, 1, small, h));
+  CHECK_CT(ct_from_host(&y, d, CT_F32, 1, small, h + 1024));
+  CHECK_CT(ct_empty(&z, d, CT_F32, 1, small));
+
+  double add_ratio[64], chain_ratio[64];
+  for (int r = 0; r < rounds; r++) {
+    double p1 = peer_cl_add(n), m = ct_bw(ct_add_out, c, a, b, d), p2 = peer_cl_add(n);
+    add_ratio[r] = m / (0.5 * (p1 + p2));
+    printf("round %d  add: cl_add %.2f / %.2f GB/s, ct_add_out %.2f GB/s, ratio %.3f\n", r, p1, p2, m, add_ratio[r]);
+    double l1 = peer_cl_launch(), cs = ct_chain(x, y, z, d), l2 = peer_cl_launch();
+    chain_ratio[r] = cs / (0.5 * (l1 + l2));
+    printf("round %d  chain: cl_launch %.3f / %.3f us, ct chain %.3f us/op, ratio %.3f\n", r, l1, l2, cs,
+           chain_ratio[r]);
+    fflush(stdout);
+  }
+  summary("add", add_ratio, rounds, ">= 0.9 (ct_add_out / cl_add)");
+  summary("chain", chain_ratio, rounds, "<= 2.0 (ct op / cl_launch)");
+
+  /* For information: the allocating form, other dtypes, broadcast and strided layouts. */
+  double t[RUNS];
+  for (int r = 0; r < RUNS; r++) {
+    ct_tensor *o;
+    double t0 = now();
+    CHECK_CT(ct_add(&o, a, b));
+    CHECK_CT(ct_device_synchronize(d));
+    t[r] = 3.0 * (double)n * 4 / (now() - t0) / 1e9;
+    ct_release(o);
+  }
+  printf("info  ct_add (allocating) f32 2^25: %.2f GB/s\n", median(t, RUNS));
+  const ct_dtype dts[] = {CT_F16, CT_BF16, CT_I32, CT_U8, CT_F64};
+  for (int i = 0; i < 5; i++) {
+    if (dts[i] == CT_F64 && !d->props.fp64) continue;
+    ct_tensor *p, *s, *o;
+    CHECK_CT(ct_zeros(&p, d, dts[i], 1, shape));
+    CHECK_CT(ct_zeros(&s, d, dts[i], 1, shape));
+    CHECK_CT(ct_zeros(&o, d, dts[i], 1, shape));
+    printf("info  ct_add_out %s 2^25: %.2f GB/s\n", ct_dtype_name(dts[i]), ct_bw(ct_add_out, o, p, s, d));
+    ct_release(p);
+    ct_release(s);
+    ct_release(o);
+  }
+  {
+    int64_t sq[2] = {4096, 8192}, row[2] = {1, 8192};
+    ct_tensor *m2, *r2, *o2, *tv;
+    CHECK_CT(ct__tensor_view(&m2, a, 2, sq, (int64_t[]){8192, 1}, 0));
+    CHECK_CT(ct__tensor_view(&o2, c, 2, sq, (int64_t[]){8192, 1}, 0));
+    CHECK_CT(ct__tensor_view(&r2, b, 2, row, (int64_t[]){0, 1}, 0));
+    printf("info  ct_add_out f32 [4096, 8192] + [1, 8192] (broadcast row): %.2f GB/s\n", ct_bw(ct_add_out, o2, m2, r2, d));
+    ct_release(r2);
+    CHECK_CT(ct__tensor_view(&tv, b, 2, sq, (int64_t[]){1, 4096}, 0));
+    printf("info  ct_add_out f32 [4096, 8192] + transposed view: %.2f GB/s\n", ct_bw(ct_add_out, o2, m2, tv, d));
+    ct_release(tv);
+    ct_release(m2);
+    ct_release(o2);
+  }
+  ct_release(x);
+  ct_release(y);
+  ct_release(z);
+  ct_release(a);
+  ct_release(b);
+  ct_release(c);
+  free(h);
+  clReleaseKernel(peer_add);
+  clReleaseProgram(prog);
+  ct_shutdown();
+  return 0;
+}

@@ -1,0 +1,399 @@
+/* Every elementwise op on every dtype against the host reference (ew_ref.h), contiguous
+ * operands. argv[1] picks a group, so meson runs the groups as parallel tests:
+ *   binary   the 17 tensor-tensor ops x 9 dtypes, new and _out forms
+ *   unary    the 16 unary ops x 9 dtypes, where, clamp
+ *   scalar   the 18 tensor-scalar ops x 9 dtypes with integer and float scalars
+ *   promote  the promotion table, and add/mul/lt/where on every pair of dtypes
+ * Layouts, broadcasting and errors are in test_layout.c. */
+#include "ew_util.h"
+
+typedef ct_status (*bin_fn)(ct_tensor **, const ct_tensor *, const ct_tensor *);
+typedef ct_status (*bin_out_fn)(ct_tensor *, const ct_tensor *, const ct_tensor *);
+typedef ct_status (*un_fn)(ct_tensor **, const ct_tensor *);
+typedef ct_status (*un_out_fn)(ct_tensor *, const ct_tensor *);
+typedef ct_status (*sc_fn)(ct_tensor **, const ct_tensor *, double);
+typedef ct_status (*sc_out_fn)(ct_tensor *, const ct_tensor *, double);
+
+static const struct {
+  enum ref_op op;
+  bin_fn fn;
+  bin_out_fn out;
+} binary_ops[] = {
+    {R_ADD, ct_add, ct_add_out}, {R_SUB, ct_sub, ct_sub_out}, {R_MUL, ct_mul, ct_mul_out},
+    {R_DIV, ct_div, ct_div_out}, {R_POW, ct_pow, ct_pow_out}, {R_MAXIMUM, ct_maximum, ct_maximum_out},
+    {R_MINIMUM, ct_minimum, ct_minimum_out}, {R_FLOOR_DIVIDE, ct_floor_divide, ct_floor_divide_out},
+    {R_REMAINDER, ct_remainder, ct_remainder_out}, {R_EQ, ct_eq, ct_eq_out}, {R_NE, ct_ne, ct_ne_out},
+    {R_LT, ct_lt, ct_lt_out}, {R_LE, ct_le, ct_le_out}, {R_GT, ct_gt, ct_gt_out}, {R_GE, ct_ge, ct_ge_out},
+    {R_LOGICAL_AND, ct_logical_and, ct_logical_and_out}, {R_LOGICAL_OR, ct_logical_or, ct_logical_or_out},
+};
+#define N_BINARY ((int)(sizeof binary_ops / sizeof binary_ops[0]))
+
+static const struct {
+  enum ref_op op;
+  un_fn fn;
+  un_out_fn out;
+} unary_ops[] = {
+    {R_LOGICAL_NOT, ct_logical_not, ct_logical_not_out}, {R_NEG, ct_neg, ct_neg_out},
+    {R_ABS, ct_abs, ct_abs_out}, {R_RELU, ct_relu, ct_relu_out}, {R_FLOOR, ct_floor, ct_floor_out},
+    {R_CEIL, ct_ceil, ct_ceil_out}, {R_ROUND, ct_round, ct_round_out}, {R_EXP, ct_exp, ct_exp_out},
+    {R_LOG, ct_log, ct_log_out}, {R_SQRT, ct_sqrt, ct_sqrt_out}, {R_RSQRT, ct_rsqrt, ct_rsqrt_out},
+    {R_SIN, ct_sin, ct_sin_out}, {R_COS, ct_cos, ct_cos_out}, {R_TANH, ct_tanh, ct_tanh_out},
+    {R_SIGMOID, ct_sigmoid, ct_sigmoid_out}, {R_GELU, ct_gelu, ct_gelu_out},
+};
+#define N_UNARY ((int)(sizeof unary_ops / sizeof unary_ops[0]))
+
+static const struct {
+  enum ref_op op;
+  bool reversed; /* s op a */
+  sc_fn fn;
+  sc_out_fn out;
+  const char *name;
+} scalar_ops[] = {
+    {R_ADD, false, ct_add_scalar, ct_add_scalar_out, "ct_add_scalar"},
+    {R_SUB, false, ct_sub_scalar, ct_sub_scalar_out, "ct_sub_scalar"},
+    {R_MUL, false, ct_mul_scalar, ct_mul_scalar_out, "ct_mul_scalar"},
+    {R_DIV, false, ct_div_scalar, ct_div_scalar_out, "ct_div_scalar"},
+    {R_POW, false, ct_pow_scalar, ct_pow_scalar_out, "ct_pow_scalar"},
+    {R_MAXIMUM, false, ct_maximum_scalar, ct_maximum_scalar_out, "ct_maximum_scalar"},
+    {R_MINIMUM, false, ct_minimum_scalar, ct_minimum_scalar_out, "ct_minimum_scalar"},
+    {R_FLOOR_DIVIDE, false, ct_floor_divide_scalar, ct_floor_divide_scalar_out, "ct_floor_divide_scalar"},
+    {R_REMAINDER, false, ct_remainder_scalar, ct_remainder_scalar_out, "ct_remainder_scalar"},
+    {R_EQ, false, ct_eq_scalar, ct_eq_scalar_out, "ct_eq_scalar"},
+    {R_NE, false, ct_ne_scalar, ct_ne_scalar_out, "ct_ne_scalar"},
+    {R_LT, false, ct_lt_scalar, ct_lt_scalar_out, "ct_lt_scalar"},
+    {R_LE, false, ct_le_scalar, ct_le_scalar_out, "ct_le_scalar"},
+    {R_GT, false, ct_gt_scalar, ct_gt_scalar_out, "ct_gt_scalar"},
+    {R_GE, false, ct_ge_scalar, ct_ge_scalar_out, "ct_ge_scalar"},
+    {R_SUB, true, ct_rsub_scalar, ct_rsub_scalar_out, "ct_rsub_scalar"},
+    {R_DIV, true, ct_rdiv_scalar, ct_rdiv_scalar_out, "ct_rdiv_scalar"},
+    {R_POW, true, ct_rpow_scalar, ct_rpow_scalar_out, "ct_rpow_scalar"},
+};
+#define N_SCALAR ((int)(sizeof scalar_ops / sizeof scalar_ops[0]))
+
+/* Ops PyTorch (and libcltensor) reject for bool. */
+static bool no_bool(enum ref_op op) {
+  return op == R_SUB || op == R_NEG || op == R_FLOOR_DIVIDE || op == R_REMAINDER;
+}
+
+static const ref_val ref_zero = {0, 0, 0};
+
+/* Runs a binary op on (ta, tb) pairs and checks every element, in both forms. */
+static void check_binary(const ew_dev *e, int which, ct_dtype ta, ct_dtype tb) {
+  enum ref_op op = binary_ops[which].op;
+  const char *name = ref_op_name[op];
+  ct_dtype k, o;
+  ref_types(op, ref_promote_table[ta][tb], &k, &o);
+  void *ha, *hb;
+  size_t n;
+  ew_pairs(ta, tb, e->denorm, 300, &ha, &hb, &n);
+  int64_t shape[1] = {(int64_t)n};
+  ct_tensor *a = ew_tensor(e->d, ta, 1, shape, ha), *b = ew_tensor(e->d, tb, 1, shape, hb), *c = NULL;
+  if (no_bool(op) && k == CT_BOOL) {
+    ck_assert_ct_status(binary_ops[which].fn(&c, a, b), CT_ERR_DTYPE_MISMATCH);
+    ck_assert_ptr_null(c);
+    ck_assert_error_contains("bool");
+  } else {
+    ck_assert_ct_ok(binary_ops[which].fn(&c, a, b));
+    ck_assert_msg(ct_tensor_dtype(c) == o, "%s(%s, %s) gave %s, expected %s", name, ct_dtype_name(ta),
+                  ct_dtype_name(tb), ct_dtype_name(ct_tensor_dtype(c)), ct_dtype_name(o));
+    ct_tensor *c2;
+    ck_assert_ct_ok(ct_empty(&c2, e->d, o, 1, shape));
+    ck_assert_ct_ok(binary_ops[which].out(c2, a, b));
+    char *r = ew_read(c), *r2 = ew_read(c2);
+    size_t so = ref_size(o), sa = ref_size(ta), sb = ref_size(tb);
+    for (size_t i = 0; i < n; i++) {
+      ref_val x = ref_convert(k, ta, (char *)ha + i * sa), y = ref_convert(k, tb, (char *)hb + i * sb);
+      ref_expect ex = ref_compute(op, k, o, x, y, ref_zero, ref_zero, false, false, e->cr);
+      char xa[64], xb[64];
+      EW_CHECK_ELEM(&ex, o, r + i * so, e->denorm, "%s(%s %s, %s %s) [%zu]", name, ct_dtype_name(ta),
+                    ew_fmt(xa, sizeof xa, ta, (char *)ha + i * sa), ct_dtype_name(tb),
+                    ew_fmt(xb, sizeof xb, tb, (char *)hb + i * sb), i);
+      EW_CHECK_ELEM(&ex, o, r2 + i * so, e->denorm, "%s_out(%s %s, %s %s) [%zu]", name, ct_dtype_name(ta),
+                    ew_fmt(xa, sizeof xa, ta, (char *)ha + i * sa), ct_dtype_name(tb),
+                    ew_fmt(xb, sizeof xb, tb, (char *)hb + i * sb), i);
+    }
+    free(r);
+    free(r2);
+    ct_release(c2);
+  }
+  ct_release(c);
+  ct_release(a);
+  ct_release(b);
+  free(ha);
+  free(hb);
+}
+
+START_TEST(test_binary) {
+  ew_dev e = ew_open();
+  for (int i = 0; i < 9; i++) {
+    ct_dtype t = ew_all_dtypes[i];
+    if (t == CT_F64 && !e.fp64) continue;
+    check_binary(&e, _i, t, t);
+  }
+}
+END_TEST
+
+static void check_unary(const ew_dev *e, int which, ct_dtype t) {
+  enum ref_op op = unary_ops[which].op;
+  const char *name = ref_op_name[op];
+  ct_dtype k, o;
+  ref_types(op, t, &k, &o);
+  size_t n;
+  void *hx = ew_values(t, e->denorm, 400, &n);
+  int64_t shape[2] = {1, (int64_t)n};
+  ct_tensor *x = ew_tensor(e->d, t, 2, shape, hx), *y = NULL;
+  if (no_bool(op) && k == CT_BOOL) {
+    ck_assert_ct_status(unary_ops[which].fn(&y, x), CT_ERR_DTYPE_MISMATCH);
+    ck_assert_ptr_null(y);
+  } else {
+    ck_assert_ct_ok(unary_ops[which].fn(&y, x));
+    ck_assert_msg(ct_tensor_dtype(y) == o, "%s(%s) gave %s, expected %s", name, ct_dtype_name(t),
+                  ct_dtype_name(ct_tensor_dtype(y)), ct_dtype_name(o));
+    ck_assert_int_eq(ct_tensor_ndim(y), 2);
+    ct_tensor *y2;
+    ck_assert_ct_ok(ct_empty(&y2, e->d, o, 2, shape));
+    ck_assert_ct_ok(unary_ops[which].out(y2, x));
+    char *r = ew_read(y), *r2 = ew_read(y2);
+    size_t so = ref_size(o), st = ref_size(t);
+    for (size_t i = 0; i < n; i++) {
+      ref_val v = ref_convert(k, t, (char *)hx + i * st);
+      ref_expect ex = ref_compute(op, k, o, v, ref_zero, ref_zero, ref_zero, false, false, e->cr);
+      char xa[64];
+      EW_CHECK_ELEM(&ex, o, r + i * so, e->denorm, "%s(%s %s) [%zu]", name, ct_dtype_name(t),
+                    ew_fmt(xa, sizeof xa, t, (char *)hx + i * st), i);
+      EW_CHECK_ELEM(&ex, o, r2 + i * so, e->denorm, "%s_out(%s %s) [%zu]", name, ct_dtype_name(t),
+                    ew_fmt(xa, sizeof xa, t, (char *)hx + i * st), i);
+    }
+    free(r);
+    free(r2);
+    ct_release(y2);
+  }
+  ct_release(y);
+  ct_release(x);
+  free(hx);
+}
+
+START_TEST(test_unary) {
+  ew_dev e = ew_open();
+  for (int i = 0; i < 9; i++) {
+    ct_dtype t = ew_all_dtypes[i];
+    if (t == CT_F64 && !e.fp64) continue;
+    check_unary(&e, _i, t);
+  }
+}
+END_TEST
+
+/* where(cond, a, b) for cond dtype tc and value dtypes ta, tb. */
+static void check_where(const ew_dev *e, ct_dtype tc, ct_dtype ta, ct_dtype tb) {
+  ct_dtype k = ref_promote_table[ta][tb];
+  void *ha, *hb;
+  size_t n, nc;
+  ew_pairs(ta, tb, e->denorm, 200, &ha, &hb, &n);
+  void *hc0 = ew_values(tc, e->denorm, (int)n, &nc);
+  int64_t shape[1] = {(int64_t)n};
+  ct_tensor *a = ew_tensor(e->d, ta, 1, shape, ha), *b = ew_tensor(e->d, tb, 1, shape, hb);
+  ct_tensor *c = ew_tensor(e->d, tc, 1, shape, hc0), *r = NULL;
+  ck_assert_ct_ok(ct_where(&r, c, a, b));
+  ck_assert_int_eq(ct_tensor_dtype(r), k);
+  char *got = ew_read(r);
+  for (size_t i = 0; i < n; i++) {
+    bool pick = ref_nonzero(tc, (char *)hc0 + i * ref_size(tc));
+    ref_val v = pick ? ref_convert(k, ta, (char *)ha + i * ref_size(ta)) : ref_convert(k, tb, (char *)hb + i * ref_size(tb));
+    ref_expect ex = ref_value(k, v);
+    char cb[64];
+    EW_CHECK_ELEM(&ex, k, got + i * ref_size(k), e->denorm, "where(%s %s, %s, %s) [%zu]", ct_dtype_name(tc),
+                  ew_fmt(cb, sizeof cb, tc, (char *)hc0 + i * ref_size(tc)), ct_dtype_name(ta), ct_dtype_name(tb), i);
+  }
+  free(got);
+  ct_release(r);
+  ct_release(a);
+  ct_release(b);
+  ct_release(c);
+  free(ha);
+  free(hb);
+  free(hc0);
+}
+
+START_TEST(test_where) {
+  ew_dev e = ew_open();
+  for (int i = 0; i < 9; i++) {
+    ct_dtype t = ew_all_dtypes[i];
+    if (t == CT_F64 && !e.fp64) continue;
+    check_where(&e, CT_BOOL, t, t);
+    check_where(&e, t, CT_F32, CT_I32); /* every condition dtype */
+  }
+  check_where(&e, CT_BOOL, CT_F16, CT_BF16);
+  check_where(&e, CT_BOOL, CT_U8, CT_I8);
+}
+END_TEST
+
+/* clamp on dtype t with bounds lo, hi (NaN: none). */
+static void check_clamp(const ew_dev *e, ct_dtype t, double lo, double hi) {
+  bool hl = !isnan(lo), hh = !isnan(hi);
+  ct_dtype k = t;
+  if (hl) k = ref_promote_scalar(k, lo);
+  if (hh) k = ref_promote_scalar(k, hi);
+  size_t n;
+  void *hx = ew_values(t, e->denorm, 300, &n);
+  int64_t shape[1] = {(int64_t)n};
+  ct_tensor *x = ew_tensor(e->d, t, 1, shape, hx), *y = NULL;
+  ck_assert_ct_ok(ct_clamp(&y, x, lo, hi));
+  ck_assert_int_eq(ct_tensor_dtype(y), k);
+  char *got = ew_read(y);
+  ref_val vlo = ref_scalar(k, hl ? lo : 0), vhi = ref_scalar(k, hh ? hi : 0);
+  if (!ref_is_float(k)) {
+    /* integer bounds saturate to the dtype's range */
+    int64_t mn = k == CT_U8 ? 0 : ref_kmin(k), mx = k == CT_U8 ? 255 : k == CT_I8 ? 127 : k == CT_I32 ? INT32_MAX : INT64_MAX;
+    if (hl) vlo.i = lo < (double)mn ? mn : lo > (double)mx ? mx : (int64_t)lo;
+    if (hh) vhi.i = hi < (double)mn ? mn : hi > (double)mx ? mx : (int64_t)hi;
+    if (!hl) vlo.i = mn;
+    if (!hh) vhi.i = mx;
+  }
+  for (size_t i = 0; i < n; i++) {
+    ref_val v = ref_convert(k, t, (char *)hx + i * ref_size(t));
+    ref_expect ex = ref_compute(R_CLAMP, k, k, v, ref_zero, vlo, vhi, hl, hh, e->cr);
+    char xb[64];
+    EW_CHECK_ELEM(&ex, k, got + i * ref_size(k), e->denorm, "clamp(%s %s, %g, %g) [%zu]", ct_dtype_name(t),
+                  ew_fmt(xb, sizeof xb, t, (char *)hx + i * ref_size(t)), lo, hi, i);
+  }
+  free(got);
+  ct_release(y);
+  ct_release(x);
+  free(hx);
+}
+
+START_TEST(test_clamp) {
+  ew_dev e = ew_open();
+  for (int i = 0; i < 9; i++) {
+    ct_dtype t = ew_all_dtypes[i];
+    if (t == CT_F64 && !e.fp64) continue;
+    check_clamp(&e, t, -2, 7);           /* integer bounds */
+    check_clamp(&e, t, 0, NAN);          /* clamp_min, as relu */
+    check_clamp(&e, t, NAN, 100.5);      /* float bound: integers go to f32 */
+    check_clamp(&e, t, 5, -5);           /* lo > hi gives hi */
+    check_clamp(&e, t, -1000, 1e6);      /* saturates for small integers */
+  }
+}
+END_TEST
+
+/* a op s (or s op a) on dtype t. */
+static void check_scalar(const ew_dev *e, int which, ct_dtype t, double s) {
+  enum ref_op op = scalar_ops[which].op;
+  bool rev = scalar_ops[which].reversed;
+  const char *name = scalar_ops[which].name;
+  ct_dtype k, o;
+  ref_types(op, ref_promote_scalar(t, s), &k, &o);
+  bool cmp = op >= R_EQ && op <= R_GE;
+  bool overflow = false;
+  if (!ref_is_float(k) && k != CT_BOOL) {
+    int64_t mn = k == CT_U8 ? 0 : ref_kmin(k), mx = k == CT_U8 ? 255 : k == CT_I8 ? 127 : k == CT_I32 ? INT32_MAX : INT64_MAX;
+    if (s < (double)mn || s > (double)mx) {
+      if (cmp)
+        k = CT_I64; /* comparisons stay exact */
+      else
+        overflow = true;
+    }
+  }
+  size_t n;
+  void *hx = ew_values(t, e->denorm, 300, &n);
+  int64_t shape[1] = {(int64_t)n};
+  ct_tensor *x = ew_tensor(e->d, t, 1, shape, hx), *y = NULL;
+  ct_status st = scalar_ops[which].fn(&y, x, s);
+  if (no_bool(op) && k == CT_BOOL) {
+    ck_assert_int_eq(st, CT_ERR_DTYPE_MISMATCH);
+  } else if (overflow) {
+    ck_assert_msg(st == CT_ERR_INVALID_ARGUMENT, "%s(%s, %g) returned %s, expected an overflow error", name,
+                  ct_dtype_name(t), s, ct_status_name(st));
+    ck_assert_error_contains("overflow");
+  } else {
+    ck_assert_msg(st == CT_OK, "%s(%s, %g): %s: %s", name, ct_dtype_name(t), s, ct_status_name(st), ct_last_error());
+    ck_assert_msg(ct_tensor_dtype(y) == o, "%s(%s, %g) gave %s, expected %s", name, ct_dtype_name(t), s,
+                  ct_dtype_name(ct_tensor_dtype(y)), ct_dtype_name(o));
+    ct_tensor *y2;
+    ck_assert_ct_ok(ct_empty(&y2, e->d, o, 1, shape));
+    ck_assert_ct_ok(scalar_ops[which].out(y2, x, s));
+    char *r = ew_read(y), *r2 = ew_read(y2);
+    ref_val sv = ref_scalar(k, s);
+    for (size_t i = 0; i < n; i++) {
+      ref_val v = ref_convert(k, t, (char *)hx + i * ref_size(t));
+      ref_expect ex = rev ? ref_compute(op, k, o, sv, v, ref_zero, ref_zero, false, false, e->cr)
+                          : ref_compute(op, k, o, v, sv, ref_zero, ref_zero, false, false, e->cr);
+      char xb[64];
+      EW_CHECK_ELEM(&ex, o, r + i * ref_size(o), e->denorm, "%s(%s %s, %.17g) [%zu]", name, ct_dtype_name(t),
+                    ew_fmt(xb, sizeof xb, t, (char *)hx + i * ref_size(t)), s, i);
+      EW_CHECK_ELEM(&ex, o, r2 + i * ref_size(o), e->denorm, "%s_out(%s %s, %.17g) [%zu]", name, ct_dtype_name(t),
+                    ew_fmt(xb, sizeof xb, t, (char *)hx + i * ref_size(t)), s, i);
+    }
+    free(r);
+    free(r2);
+    ct_release(y2);
+  }
+  ct_release(y);
+  ct_release(x);
+  free(hx);
+}
+
+START_TEST(test_scalar) {
+  ew_dev e = ew_open();
+  /* Integer scalars keep integer dtypes; float ones lift them to f32; 0 divides by zero;
+   * 1e10 overflows i32 and smaller (an error, but not for comparisons). */
+  const double scalars[] = {3, -2, 0, 2.5, -0.75, 1e10};
+  for (int i = 0; i < 9; i++) {
+    ct_dtype t = ew_all_dtypes[i];
+    if (t == CT_F64 && !e.fp64) continue;
+    for (size_t j = 0; j < sizeof scalars / sizeof scalars[0]; j++) check_scalar(&e, _i, t, scalars[j]);
+  }
+}
+END_TEST
+
+START_TEST(test_promote_table) {
+  for (int i = 0; i < 9; i++)
+    for (int j = 0; j < 9; j++) {
+      ct_dtype r;
+      ck_assert_ct_ok(ct_promote_types(&r, ew_all_dtypes[i], ew_all_dtypes[j]));
+      ck_assert_msg(r == ref_promote_table[i][j], "promote(%s, %s) = %s, expected %s", ct_dtype_name(ew_all_dtypes[i]),
+                    ct_dtype_name(ew_all_dtypes[j]), ct_dtype_name(r), ct_dtype_name(ref_promote_table[i][j]));
+    }
+  ct_dtype r;
+  ck_assert_ct_status(ct_promote_types(&r, (ct_dtype)42, CT_F32), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_promote_types(NULL, CT_F32, CT_F32), CT_ERR_INVALID_ARGUMENT);
+}
+END_TEST
+
+/* add, mul, lt on every ordered pair of dtypes: the conversions into the common dtype. */
+START_TEST(test_promote_pairs) {
+  ew_dev e = ew_open();
+  const int ops[] = {0 /* add */, 2 /* mul */, 11 /* lt */};
+  ct_dtype ta = ew_all_dtypes[_i];
+  if (ta == CT_F64 && !e.fp64) return;
+  for (int j = 0; j < 9; j++) {
+    ct_dtype tb = ew_all_dtypes[j];
+    if (tb == CT_F64 && !e.fp64) continue;
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+      if (o > 0 && (j + _i) % 3 != 0) continue; /* mul and lt on a third of the pairs keeps builds few */
+      check_binary(&e, ops[o], ta, tb);
+    }
+  }
+}
+END_TEST
+
+int main(int argc, char **argv) {
+  const char *group = argc > 1 ? argv[1] : "all";
+  bool all = strcmp(group, "all") == 0;
+  Suite *s = suite_create("elementwise-ops");
+  TCase *tc = tcase_create(group);
+  tcase_set_timeout(tc, 600);
+  if (all || strcmp(group, "binary") == 0) tcase_add_loop_test(tc, test_binary, 0, N_BINARY);
+  if (all || strcmp(group, "unary") == 0) {
+    tcase_add_loop_test(tc, test_unary, 0, N_UNARY);
+    tcase_add_test(tc, test_where);
+    tcase_add_test(tc, test_clamp);
+  }
+  if (all || strcmp(group, "scalar") == 0) tcase_add_loop_test(tc, test_scalar, 0, N_SCALAR);
+  if (all || strcmp(group, "promote") == 0) {
+    tcase_add_test(tc, test_promote_table);
+    tcase_add_loop_test(tc, test_promote_pairs, 0, 9);
+  }
+  suite_add_tcase(s, tc);
+  return ct_test_run(s);
+}
