@@ -166,6 +166,8 @@ ct_status ct__group_limit(size_t *out, ct__kernel *k, cl_kernel ck, ct_device *d
   return CT_OK;
 }
 
+int ct__reduce_gpu_layout = 0;
+
 int64_t ct__elem_offset(const ct_tensor *t) {
   return (int64_t)(ct__tensor_byte_offset(t) / ct_dtype_size(t->dtype));
 }

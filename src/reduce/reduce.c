@@ -60,7 +60,7 @@ static ct_status set_arg(cl_kernel ck, cl_uint i, size_t size, const void *v, co
 }
 
 /* Outputs per work-item of reduce_cols (CT_COLS_OUT in kernels/reduce.cl). */
-static int64_t cols_out(const ct_device *d) { return d->props.type == CT_DEVICE_CPU ? 64 : 8; }
+static int64_t cols_out(const ct_device *d) { return ct__cpu_layout(d) ? 64 : 8; }
 
 /* Chooses the kernel and the split. Heuristics, by device type:
  *  - rows when the reduced extent is the innermost in memory (on GPUs only when long enough
@@ -74,7 +74,7 @@ static int64_t cols_out(const ct_device *d) { return d->props.type == CT_DEVICE_
  *    work-items. */
 static void plan_pass(struct red_plan *p, const struct ct__red_geom *g, ct_device *d, size_t lmax_rows,
                       size_t lmax_cols) {
-  bool cpu = d->props.type == CT_DEVICE_CPU;
+  bool cpu = ct__cpu_layout(d);
   int64_t cu = d->props.compute_units ? d->props.compute_units : 1;
   int64_t target = cu * (cpu ? 4 : 8);
   int64_t red_inner = g->rndim ? g->rstride[g->rndim - 1] : 0;
@@ -120,7 +120,7 @@ static ct_status reduce_kernel(ct__kernel **k, ct_device *d, ct_dtype in_dt, boo
   char name[64], opts[96];
   snprintf(name, sizeof name, "reduce_%s_%s", rows ? "rows" : "cols", op_names[op]);
   snprintf(opts, sizeof opts, "-DCT_IN=%d -DCT_CHUNKED=%d", (int)in_dt,
-           d->props.type == CT_DEVICE_CPU ? 1 : 0);
+           ct__cpu_layout(d) ? 1 : 0);
   ct_status st = ct__kernel_get(k, d, "reduce.cl", name, opts);
   if (st != CT_OK) ct__error_append(" (in %s)", fn);
   return st;
@@ -189,7 +189,7 @@ static ct_status launch(ct_device *d, int op, const struct red_in *in, const str
     if (p->rows) {
       /* A work-group per (output, part), or on CPUs a work-item. */
       size_t items = (size_t)(g->nout * p->parts), local = p->local;
-      size_t global = d->props.type == CT_DEVICE_CPU ? (items + local - 1) / local * local : items * local;
+      size_t global = ct__cpu_layout(d) ? (items + local - 1) / local * local : items * local;
       st = ct__kernel_launch(k, d, 1, &global, &local);
     } else {
       int64_t nblocks = (g->nout + cols_out(d) - 1) / cols_out(d);

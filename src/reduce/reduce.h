@@ -9,6 +9,7 @@
 
 #include "cltensor/reduce.h"
 #include "cltensor/tensor.h"
+#include "device/device.h"
 #include "kernel/engine.h"
 
 /* A tensor's elements split into kept dims (one output per index, row-major) and reduced dims
@@ -60,6 +61,16 @@ size_t ct__pow2_ceil(size_t n);
  * local memory. Call with k locked. */
 ct_status ct__group_limit(size_t *out, ct__kernel *k, cl_kernel ck, ct_device *d, size_t cap,
                           size_t per_item);
+
+/* Tests set this to 1 to run the GPU layout on a CPU device, so both layouts are exercised
+ * wherever the tests run. Read at each call; not for applications. */
+extern int ct__reduce_gpu_layout;
+
+/* Whether reductions and softmax on d use the CPU layout (a work-item owns an extent, wide
+ * column strips, -DCT_CHUNKED=1) rather than the GPU one (work-groups share an extent). */
+static inline bool ct__cpu_layout(const ct_device *d) {
+  return d->props.type == CT_DEVICE_CPU && !ct__reduce_gpu_layout;
+}
 
 /* Element offset of t's first element from the start of its cl_mem. */
 int64_t ct__elem_offset(const ct_tensor *t);

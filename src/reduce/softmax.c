@@ -52,7 +52,7 @@ static ct_status softmax_api(ct_tensor **out, const ct_tensor *x, int dim, int l
   int64_t nrows = 1;
   for (int i = 0; i < kndim; i++) nrows *= kshape[i];
 
-  bool cpu = d->props.type == CT_DEVICE_CPU;
+  bool cpu = ct__cpu_layout(d);
   int64_t cu = d->props.compute_units ? d->props.compute_units : 1;
   int64_t kept_inner = kndim ? kin[kndim - 1] : INT64_MAX;
   /* Work-group per row when the dim is the innermost in memory and long enough, or when rows

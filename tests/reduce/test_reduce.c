@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "ct_test.h"
+#include "reduce/reduce.h"
 #include "reduce_ref.h"
 
 enum view { V_NONE, V_TRANSPOSE, V_SLICE, V_EXPAND };
@@ -477,7 +478,9 @@ START_TEST(test_threads) {
 }
 END_TEST
 
-int main(void) {
+int main(int argc, char **argv) {
+  /* "gpu-layout": the GPU kernels' layout on this (CPU) device, so both layouts are tested. */
+  ct__reduce_gpu_layout = argc > 1 && strcmp(argv[1], "gpu-layout") == 0;
   Suite *s = suite_create("reduce");
   TCase *tc = tcase_create("ops");
   tcase_add_loop_test(tc, test_op_every_dtype_and_layout, 0, R_NOPS);

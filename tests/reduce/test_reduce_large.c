@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "ct_test.h"
+#include "reduce/reduce.h"
 #include "reduce_ref.h"
 
 #define BIG 12345679 /* > 10^7, and no power of two, so every remainder path runs */
@@ -145,7 +146,9 @@ START_TEST(test_prod_f64) {
 }
 END_TEST
 
-int main(void) {
+int main(int argc, char **argv) {
+  /* "gpu-layout": the GPU kernels' layout on this (CPU) device, so both layouts are tested. */
+  ct__reduce_gpu_layout = argc > 1 && strcmp(argv[1], "gpu-layout") == 0;
   Suite *s = suite_create("reduce_large");
   TCase *tc = tcase_create("large");
   tcase_add_test(tc, test_sum_f32);
