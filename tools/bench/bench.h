@@ -1,0 +1,188 @@
+/* cltensor-bench internals: options, figures, timing, references, child processes.
+ *
+ * A figure is one measured number (median, min, max over several timed runs after a warm-up)
+ * with up to BENCH_MAX_REFS references measured in the same run: plain C loops, OpenBLAS, raw
+ * OpenCL kernels and CLBlast on the same device. Each figure group is one function
+ * (bench_group_*); groups that need a process of their own (a GEMM route, a cold kernel cache)
+ * re-execute this binary in a hidden child mode and read its figures back through a pipe. */
+#ifndef CLTENSOR_BENCH_H
+#define CLTENSOR_BENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cltensor/cltensor.h"
+
+#define BENCH_MAX_RUNS 64
+#define BENCH_MAX_REFS 3
+
+typedef enum bench_group {
+  BENCH_TRANSFER = 1u << 0,
+  BENCH_ELEMENTWISE = 1u << 1,
+  BENCH_REDUCE = 1u << 2,
+  BENCH_SOFTMAX = 1u << 3,
+  BENCH_CHAIN = 1u << 4,
+  BENCH_MLP = 1u << 5,
+  BENCH_MATMUL = 1u << 6,
+  BENCH_FIRST_RESULT = 1u << 7,
+  BENCH_ALL = (1u << 8) - 1
+} bench_group;
+
+typedef struct bench_opts {
+  const char *device_spec; /* the canonical spec of the device measured */
+  const char *self;        /* this executable, for child processes */
+  bool quick;
+  bool json;
+  bool progress;           /* stderr is a terminal */
+  int runs;                /* timed runs per figure (after one warm-up) */
+  double run_seconds;      /* aim for each timed run to last about this long */
+  unsigned groups;
+  int child_fd;            /* in a child: the pipe to the parent, else -1 */
+} bench_opts;
+
+typedef struct bench_ref {
+  char name[40];
+  double median, min, max;
+} bench_ref;
+
+/* Higher is better for rates (GB/s, GFLOP/s, rows/s); lower for times (us, ms). */
+typedef struct bench_fig {
+  char name[40];
+  char shape[64];
+  int64_t size;
+  char dtype[8];
+  char unit[12];
+  bool lower_is_better;
+  double median, min, max;
+  int runs;
+  int nrefs;
+  bench_ref refs[BENCH_MAX_REFS];
+  /* Not measured: error says why. skipped marks an expected absence (a route or reference this
+   * build or device lacks) rather than a failure. */
+  char error[320];
+  bool skipped;
+} bench_fig;
+
+/* Seconds per call of each timed run. */
+typedef struct bench_samples {
+  double s[BENCH_MAX_RUNS];
+  int n;
+} bench_samples;
+
+/* ---- timing (measure.c) ---- */
+double bench_now(void);                        /* CLOCK_MONOTONIC seconds */
+/* One call of the work; returns 0, or -1 after bench_fail(). */
+typedef int (*bench_fn)(void *ctx);
+/* Waits until the work of the calls so far is complete (NULL: the calls are synchronous). */
+typedef int (*bench_sync_fn)(void *ctx);
+/* Warm-up, then o->runs timed runs; each run repeats fn enough times to last about
+ * o->run_seconds (at most max_reps, at least once) and ends with sync. Returns 0 or -1. */
+int bench_time(const bench_opts *o, bench_fn fn, bench_sync_fn sync, void *ctx, int max_reps,
+               bench_samples *out);
+/* The calling figure's failure message (printf-style); returns -1 for `return bench_fail(...)`. */
+int bench_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Fails with the library's message for a failed call. */
+int bench_ct_fail(const char *what, ct_status st);
+const char *bench_error(void);
+void bench_clear_error(void);
+
+/* ---- figures (measure.c) ---- */
+/* Starts a figure; unit is "GB/s", "GFLOP/s", "rows/s", "us" or "ms". */
+void bench_fig_init(bench_fig *f, const char *name, int64_t size, const char *shape, const char *dtype,
+                    const char *unit);
+/* Sets the value from samples: rates are work / seconds, times are seconds * scale. */
+void bench_fig_set(bench_fig *f, const bench_samples *s, double work_or_scale);
+void bench_fig_fail(bench_fig *f, bool skipped, const char *msg);
+/* Adds a reference figure measured with the same unit. */
+void bench_fig_add_ref(bench_fig *f, const bench_fig *ref);
+/* Measures fn into f, or records the failure. Returns 0 or -1. */
+int bench_measure(const bench_opts *o, bench_fig *f, bench_fn fn, bench_sync_fn sync, void *ctx,
+                  int max_reps, double work_or_scale);
+
+/* ---- output (measure.c) ---- */
+void bench_output_begin(const bench_opts *o, ct_device *d);
+/* Prints f (or, in a child, sends it to the parent) and keeps it for the summary. */
+void bench_emit(const bench_opts *o, const bench_fig *f);
+/* Checks the issue's targets against the figures emitted so far; returns how many failed
+ * figures (not skipped) were emitted. */
+int bench_output_end(const bench_opts *o);
+void bench_progress(const bench_opts *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void bench_progress_done(const bench_opts *o);
+/* A reference figure measured earlier in this run, or NULL. */
+const bench_fig *bench_find_ref(const char *name, int64_t size);
+/* Remembers a reference figure for later lookup (not printed). */
+void bench_keep_ref(const bench_fig *f);
+
+/* ---- child processes (spawn.c) ---- */
+typedef struct bench_child bench_child;
+/* Starts `self args...` with extra environment entries ("NAME=value", NULL-terminated list);
+ * its stdout is a pipe to us. Returns NULL after bench_fail(). */
+bench_child *bench_child_start(const bench_opts *o, char *const args[], char *const env_extra[]);
+/* Next message from the child: 1 with a figure in *f, 2 when the child reported a first result,
+ * 0 at the end of its output, -1 on a read error. Progress messages are shown as they come. */
+int bench_child_next(const bench_opts *o, bench_child *c, bench_fig *f);
+/* Waits for the child; returns its exit status (or -1, with bench_fail(), when it crashed). */
+int bench_child_finish(bench_child *c);
+/* In a child: sends a figure, a progress line, or "the first result is ready" to the parent. */
+void bench_child_send_fig(const bench_opts *o, const bench_fig *f);
+void bench_child_send_progress(const bench_opts *o, const char *text);
+void bench_child_ready(const bench_opts *o);
+/* Makes a fresh private folder under $TMPDIR; returns a malloc'd path or NULL. */
+char *bench_mkdtemp(void);
+void bench_rmtree(const char *path);
+
+/* ---- host references (refs_host.c) ---- */
+bool bench_have_cblas(void);
+void ref_host_add(const float *a, const float *b, float *c, size_t n);
+void ref_host_mul(const float *a, const float *b, float *c, size_t n);
+void ref_host_exp(const float *a, float *c, size_t n);
+float ref_host_sum(const float *a, size_t n);
+float ref_host_max(const float *a, size_t n);
+void ref_host_softmax(const float *x, float *y, size_t rows, size_t cols);
+/* C[m,n] = A[m,k] @ B[k,n] (row-major) through CBLAS; false when not built with it. */
+bool ref_host_sgemm(const float *a, const float *b, float *c, int m, int n, int k);
+/* y[m,n] = relu(x[m,k] @ w[n,k]^T + bias[n]) through CBLAS. */
+bool ref_host_linear_relu(const float *x, const float *w, const float *bias, float *y, int m, int n, int k);
+/* Deterministic test data in [lo, hi). */
+void bench_fill(float *p, size_t n, float lo, float hi, uint32_t seed);
+
+/* ---- raw OpenCL references on the same device (refs_cl.c) ---- */
+typedef struct clref clref;
+/* A context, queue and one-line kernels on OpenCL platform p, device index di.
+ * NULL after bench_fail(). */
+clref *clref_open(int platform_index, int device_index);
+void clref_close(clref *r);
+
+/* ---- the figure groups (groups.c, child.c) ---- */
+void bench_group_transfer(const bench_opts *o, ct_device *d, clref *r);
+void bench_group_elementwise(const bench_opts *o, ct_device *d, clref *r);
+void bench_group_reduce(const bench_opts *o, ct_device *d, clref *r);
+void bench_group_softmax(const bench_opts *o, ct_device *d);
+void bench_group_chain(const bench_opts *o, ct_device *d, clref *r);
+void bench_group_mlp(const bench_opts *o, ct_device *d);
+void bench_group_matmul(const bench_opts *o, ct_device *d);
+void bench_group_first_result(const bench_opts *o, ct_device *d);
+
+/* The raw-OpenCL figures a group compares against. Each returns 0 with the figure filled, or -1
+ * with bench_fail() (the figure then carries the error). */
+int clref_binary(const bench_opts *o, clref *r, const char *op, size_t n, bench_fig *f);
+int clref_unary_exp(const bench_opts *o, clref *r, size_t n, bench_fig *f);
+int clref_reduce(const bench_opts *o, clref *r, const char *op, size_t n, bench_fig *f);
+int clref_launch(const bench_opts *o, clref *r, int launches, bench_fig *f);
+int clref_transfer(const bench_opts *o, clref *r, bool to_device, bool pinned, size_t bytes, bench_fig *f);
+/* CLBlast SGEMM (batch == 1) or strided-batched SGEMM of n x n x n products, with whatever
+ * parameters CLBlast has in this process: its built-in ones unless someone overrode them. */
+int clref_clblast_sgemm(const bench_opts *o, clref *r, size_t n, size_t batch, bench_fig *f);
+
+/* Hidden child modes (child.c); each returns the process exit status. */
+int bench_child_matmul(const bench_opts *o);
+int bench_child_first_result(const bench_opts *o);
+int bench_child_clblast_defaults(const bench_opts *o, int platform_index, int device_index);
+
+/* Sizes of the matmul group, shared by the parent and its children. */
+int bench_matmul_sizes(const bench_opts *o, const int **sizes);
+#define BENCH_BATCH 64
+#define BENCH_BATCH_N 64
+
+#endif

@@ -1,0 +1,427 @@
+/* Groups that need processes of their own, and the hidden child modes they run.
+ *
+ * matmul: the GEMM route is chosen once per process (CLTENSOR_GEMM, read when the device's
+ * GEMM state is created), so each route runs in a child with the variable set. CLBlast with its
+ * built-in parameters runs in yet another child that never opens the device through the
+ * library, so no tuned parameters the library applies can leak into the reference.
+ * first_result: a new process with an empty, then a filled kernel cache. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "bench.h"
+
+int bench_matmul_sizes(const bench_opts *o, const int **sizes) {
+  static const int full[] = {64, 128, 256, 512, 1024, 2048, 4096}, quick[] = {256, 1024};
+  *sizes = o->quick ? quick : full;
+  return o->quick ? 2 : 7;
+}
+
+/* CLBlast's built-in parameters make large products very slow on CPU devices (a 4096^3 product
+ * takes tens of seconds); the issue's comparison needs 1024 and 2048. */
+#define CLBLAST_DEFAULTS_MAX_N 2048
+
+static void child_args(const bench_opts *o, const char *mode, char *runs, size_t runs_n, char *args[8]) {
+  int k = 0;
+  snprintf(runs, runs_n, "%d", o->runs);
+  args[k++] = "--child";
+  args[k++] = (char *)mode;
+  args[k++] = "--device";
+  args[k++] = (char *)o->device_spec;
+  args[k++] = "--runs";
+  args[k++] = runs;
+  if (o->quick) args[k++] = "--quick";
+  args[k] = NULL;
+}
+
+/* ---------------------------------------------------------------- matmul, parent side */
+
+typedef struct host_gemm_ctx {
+  float *a, *b, *c;
+  int n, batch;
+} host_gemm_ctx;
+
+static int do_host_sgemm(void *p) {
+  host_gemm_ctx *g = p;
+  size_t nn = (size_t)g->n * g->n;
+  for (int i = 0; i < g->batch; i++)
+    if (!ref_host_sgemm(g->a + i * nn, g->b + i * nn, g->c + i * nn, g->n, g->n, g->n))
+      return bench_fail("not built with CBLAS");
+  return 0;
+}
+
+static void host_sgemm_ref(const bench_opts *o, int n, int batch) {
+  size_t count = (size_t)n * n * batch;
+  char shape[64];
+  bench_fig f;
+  if (batch > 1) snprintf(shape, sizeof shape, "%d x %dx%dx%d", batch, n, n, n);
+  else snprintf(shape, sizeof shape, "%dx%dx%d", n, n, n);
+  bench_fig_init(&f, batch > 1 ? "host_sgemm_batch" : "host_sgemm", n, shape, "f32", "GFLOP/s");
+  host_gemm_ctx g = {malloc(count * sizeof(float)), malloc(count * sizeof(float)), malloc(count * sizeof(float)),
+                     n, batch};
+  bench_progress(o, "%s %s", f.name, shape);
+  if (g.a && g.b && g.c) {
+    bench_fill(g.a, count, -1.0f, 1.0f, 91);
+    bench_fill(g.b, count, -1.0f, 1.0f, 92);
+    if (bench_measure(o, &f, do_host_sgemm, NULL, &g, 1000, 2.0 * (double)n * n * n * batch / 1e9) == 0)
+      bench_keep_ref(&f);
+  }
+  free(g.a);
+  free(g.b);
+  free(g.c);
+}
+
+/* Runs a child and hands each figure it sends to `take`. Returns 0, or -1 with bench_fail()
+ * when the child could not run or failed before sending anything. */
+static int run_child(const bench_opts *o, char *const args[], char *const env[],
+                     void (*take)(const bench_opts *, bench_fig *, void *), void *arg) {
+  bench_child *c = bench_child_start(o, args, env);
+  if (!c) return -1;
+  bench_fig f;
+  int got = 0, r;
+  while ((r = bench_child_next(o, c, &f)) > 0)
+    if (r == 1) {
+      take(o, &f, arg);
+      got++;
+    }
+  char err[sizeof f.error];
+  snprintf(err, sizeof err, "%s", r < 0 ? bench_error() : "");
+  int status = bench_child_finish(c);
+  if (r < 0) return bench_fail("%s", err);
+  if (status != 0 && got == 0)
+    return status < 0 ? -1 : bench_fail("the child process (%s) exited with status %d", args[1], status);
+  return 0;
+}
+
+static void take_ref(const bench_opts *o, bench_fig *f, void *arg) {
+  (void)o;
+  (void)arg;
+  if (!f->error[0]) bench_keep_ref(f);
+}
+
+static void take_route(const bench_opts *o, bench_fig *f, void *arg) {
+  const char *route = arg;
+  bool batch = strncmp(f->name, "matmul_batch", 12) == 0;
+  if (!f->error[0]) {
+    if (strcmp(route, "clblast") == 0)
+      bench_fig_add_ref(f, bench_find_ref(batch ? "clblast_sgemm_batch" : "clblast_sgemm", f->size));
+    bench_fig_add_ref(f, bench_find_ref(batch ? "host_sgemm_batch" : "host_sgemm", f->size));
+  }
+  bench_emit(o, f);
+}
+
+void bench_group_matmul(const bench_opts *o, ct_device *d) {
+  const int *sizes;
+  int ns = bench_matmul_sizes(o, &sizes);
+  char runs[16], *args[8];
+  if (bench_have_cblas()) {
+    for (int i = 0; i < ns; i++) host_sgemm_ref(o, sizes[i], 1);
+    host_sgemm_ref(o, BENCH_BATCH_N, BENCH_BATCH);
+  }
+  /* CLBlast's defaults on a CPU device take minutes at these sizes: left to the full run. */
+  if (!o->quick) {
+    const ct_device_props *p = ct_device_properties(d);
+    char cl[32];
+    snprintf(cl, sizeof cl, "%d:%d", p->platform_index, p->device_index);
+    child_args(o, "clblast-defaults", runs, sizeof runs, args);
+    args[2] = "--cl";
+    args[3] = cl;
+    bench_progress(o, "CLBlast with its default parameters");
+    if (run_child(o, args, NULL, take_ref, NULL) != 0)
+      fprintf(stderr, "cltensor-bench: CLBlast reference: %s\n", bench_error());
+  }
+  static const char *routes[] = {"auto", "clblast", "host"};
+  for (int i = 0; i < 3; i++) {
+    char env_route[64], name[40];
+    snprintf(env_route, sizeof env_route, "CLTENSOR_GEMM=%s", routes[i]);
+    char *env[] = {env_route, NULL};
+    child_args(o, "matmul", runs, sizeof runs, args);
+    bench_progress(o, "matmul, route %s", routes[i]);
+    if (run_child(o, args, env, take_route, (void *)routes[i]) != 0) {
+      bench_fig f;
+      snprintf(name, sizeof name, "matmul.%s", routes[i]);
+      bench_fig_init(&f, name, 0, "", "f32", "GFLOP/s");
+      bench_fig_fail(&f, false, bench_error());
+      bench_emit(o, &f);
+    }
+  }
+}
+
+/* ---------------------------------------------------------------- matmul, child side */
+
+typedef struct mm_ctx {
+  ct_device *d;
+  ct_tensor *a, *b;
+} mm_ctx;
+
+static int do_matmul(void *p) {
+  mm_ctx *c = p;
+  ct_tensor *out = NULL;
+  ct_status st = ct_matmul(&out, c->a, c->b);
+  ct_release(out);
+  if (st != CT_OK) return bench_ct_fail("ct_matmul", st);
+  st = ct_device_synchronize(c->d);
+  return st == CT_OK ? 0 : bench_ct_fail("ct_device_synchronize", st);
+}
+
+/* One figure; returns the status of the failure that ended it (CT_OK when measured). */
+static ct_status matmul_one(const bench_opts *o, ct_device *d, const char *route, int n, int batch,
+                            const char *skip_reason) {
+  char name[40], shape_s[64];
+  snprintf(name, sizeof name, "%s.%s", batch > 1 ? "matmul_batch" : "matmul", route);
+  if (batch > 1) snprintf(shape_s, sizeof shape_s, "%d x %dx%dx%d", batch, n, n, n);
+  else snprintf(shape_s, sizeof shape_s, "%dx%dx%d", n, n, n);
+  bench_fig f;
+  bench_fig_init(&f, name, n, shape_s, "f32", "GFLOP/s");
+  if (skip_reason) {
+    bench_fig_fail(&f, true, skip_reason);
+    bench_emit(o, &f);
+    return CT_ERR_UNSUPPORTED;
+  }
+  bench_progress(o, "matmul route %s %s", route, shape_s);
+  size_t count = (size_t)n * n * batch;
+  float *h = malloc(count * sizeof *h);
+  mm_ctx c = {d, NULL, NULL};
+  int64_t shape3[3] = {batch, n, n};
+  int ndim = batch > 1 ? 3 : 2;
+  const int64_t *shape = batch > 1 ? shape3 : shape3 + 1;
+  ct_status st = CT_OK;
+  if (!h) {
+    bench_fail("out of host memory");
+    bench_fig_fail(&f, false, bench_error());
+    bench_emit(o, &f);
+    return CT_ERR_OUT_OF_MEMORY;
+  }
+  bench_fill(h, count, -1.0f, 1.0f, 101);
+  if ((st = ct_from_host(&c.a, d, CT_F32, ndim, shape, h)) == CT_OK) {
+    bench_fill(h, count, -1.0f, 1.0f, 102);
+    st = ct_from_host(&c.b, d, CT_F32, ndim, shape, h);
+  }
+  free(h);
+  if (st != CT_OK) {
+    bench_ct_fail("ct_from_host", st);
+    bench_fig_fail(&f, false, bench_error());
+  } else {
+    bench_clear_error();
+    bench_samples s;
+    if (bench_time(o, do_matmul, NULL, &c, 1000, &s) == 0) {
+      bench_fig_set(&f, &s, 2.0 * (double)n * n * n * batch / 1e9);
+    } else {
+      /* A route this build or device does not have (no host BLAS, no unified memory) is a
+       * skipped figure, not a failure. */
+      st = strstr(bench_error(), "CT_ERR_UNSUPPORTED") ? CT_ERR_UNSUPPORTED : CT_ERR_INTERNAL;
+      bench_fig_fail(&f, st == CT_ERR_UNSUPPORTED, bench_error());
+    }
+  }
+  bench_emit(o, &f);
+  ct_release(c.a);
+  ct_release(c.b);
+  ct_empty_cache(d);
+  return st;
+}
+
+int bench_child_matmul(const bench_opts *o) {
+  const char *route = getenv("CLTENSOR_GEMM");
+  if (!route || !*route) route = "auto";
+  ct_device *d = NULL;
+  ct_status st = ct_device_find(&d, o->device_spec);
+  if (st != CT_OK) {
+    fprintf(stderr, "cltensor-bench: %s\n", ct_last_error());
+    return 1;
+  }
+  const int *sizes;
+  int ns = bench_matmul_sizes(o, &sizes);
+  char skip[sizeof((bench_fig *)0)->error] = "";
+  for (int i = 0; i < ns; i++) {
+    if (matmul_one(o, d, route, sizes[i], 1, skip[0] ? skip : NULL) == CT_ERR_UNSUPPORTED && !skip[0])
+      snprintf(skip, sizeof skip, "%s", bench_error());
+  }
+  matmul_one(o, d, route, BENCH_BATCH_N, BENCH_BATCH, skip[0] ? skip : NULL);
+  ct_shutdown();
+  return 0;
+}
+
+int bench_child_clblast_defaults(const bench_opts *o, int platform_index, int device_index) {
+  clref *r = clref_open(platform_index, device_index);
+  const int *sizes;
+  int ns = bench_matmul_sizes(o, &sizes);
+  for (int i = 0; i <= ns; i++) {
+    int n = i < ns ? sizes[i] : BENCH_BATCH_N, batch = i < ns ? 1 : BENCH_BATCH;
+    if (n > CLBLAST_DEFAULTS_MAX_N) continue;
+    char shape[64];
+    bench_fig f;
+    if (batch > 1) snprintf(shape, sizeof shape, "%d x %dx%dx%d", batch, n, n, n);
+    else snprintf(shape, sizeof shape, "%dx%dx%d", n, n, n);
+    bench_fig_init(&f, batch > 1 ? "clblast_sgemm_batch" : "clblast_sgemm", n, shape, "f32", "GFLOP/s");
+    bench_progress(o, "%s %s", f.name, shape);
+    if (!r) bench_fig_fail(&f, false, bench_error());
+    else clref_clblast_sgemm(o, r, (size_t)n, (size_t)batch, &f);
+    bench_emit(o, &f);
+  }
+  clref_close(r);
+  return r ? 0 : 1;
+}
+
+/* ---------------------------------------------------------------- first result */
+
+#define FIRST_N 1024
+
+int bench_child_first_result(const bench_opts *o) {
+  ct_device *d = NULL;
+  ct_tensor *a = NULL, *b = NULL, *c = NULL;
+  float ha[FIRST_N], hb[FIRST_N], hc[FIRST_N];
+  int64_t shape[1] = {FIRST_N};
+  bench_fill(ha, FIRST_N, -1.0f, 1.0f, 111);
+  bench_fill(hb, FIRST_N, -1.0f, 1.0f, 112);
+  ct_status st = ct_device_find(&d, o->device_spec);
+  if (st == CT_OK) st = ct_from_host(&a, d, CT_F32, 1, shape, ha);
+  if (st == CT_OK) st = ct_from_host(&b, d, CT_F32, 1, shape, hb);
+  if (st == CT_OK) st = ct_add(&c, a, b);
+  if (st == CT_OK) st = ct_to_host(c, hc, sizeof hc);
+  if (st == CT_OK) bench_child_ready(o);
+  int rc = 0;
+  if (st != CT_OK) {
+    bench_fig f;
+    bench_fig_init(&f, "first_result", FIRST_N, "", "f32", "ms");
+    bench_ct_fail("first result", st);
+    bench_fig_fail(&f, false, bench_error());
+    bench_emit(o, &f);
+    rc = 1;
+  } else {
+    for (int i = 0; i < FIRST_N; i++)
+      if (hc[i] != ha[i] + hb[i]) {
+        fprintf(stderr, "cltensor-bench: wrong first result at %d: %g + %g gave %g\n", i, ha[i], hb[i], hc[i]);
+        rc = 1;
+        break;
+      }
+  }
+  ct_release(a);
+  ct_release(b);
+  ct_release(c);
+  ct_shutdown();
+  return rc;
+}
+
+static int make_dir(const char *path) {
+  if (mkdir(path, 0700) != 0 && errno != EEXIST) return bench_fail("mkdir %s: %s", path, strerror(errno));
+  return 0;
+}
+
+/* One new process from start to its first result on the host, with the library's kernel
+ * cache in ct_dir and the OpenCL driver's own (PoCL's) in driver_dir. */
+static int first_result_once(const bench_opts *o, const char *ct_dir, const char *driver_dir, double *secs) {
+  char runs[16], *args[8];
+  child_args(o, "first-result", runs, sizeof runs, args);
+  size_t n1 = strlen(ct_dir) + 32, n2 = strlen(driver_dir) + 32;
+  char *e1 = malloc(n1), *e2 = malloc(n2);
+  if (!e1 || !e2) {
+    free(e1);
+    free(e2);
+    return bench_fail("out of host memory");
+  }
+  snprintf(e1, n1, "CLTENSOR_CACHE_DIR=%s", ct_dir);
+  snprintf(e2, n2, "POCL_CACHE_DIR=%s", driver_dir);
+  /* CLTENSOR_CACHE (no '=') removes a user's CLTENSOR_CACHE=0, which would make warm = cold. */
+  char *env[] = {e1, e2, "CLTENSOR_CACHE", NULL};
+  double t0 = bench_now();
+  bench_child *c = bench_child_start(o, args, env);
+  free(e1);
+  free(e2);
+  if (!c) return -1;
+  bench_fig f;
+  int r;
+  while ((r = bench_child_next(o, c, &f)) == 1 && f.error[0] == '\0') {
+  }
+  double t1 = bench_now();
+  char err[sizeof f.error] = "";
+  if (r == 1) snprintf(err, sizeof err, "%s", f.error);
+  else if (r == 0) snprintf(err, sizeof err, "the child process ended without a result");
+  else if (r < 0) snprintf(err, sizeof err, "%s", bench_error());
+  while (r > 0) r = bench_child_next(o, c, &f);
+  int status = bench_child_finish(c);
+  if (err[0]) return bench_fail("%s", err);
+  if (status != 0) return bench_fail("the child process exited with status %d", status);
+  *secs = t1 - t0;
+  return 0;
+}
+
+static void first_result_fig(const bench_opts *o, const char *name, const bench_samples *s, const char *error) {
+  bench_fig f;
+  bench_fig_init(&f, name, FIRST_N, "add 1024, new process", "f32", "ms");
+  if (error) bench_fig_fail(&f, false, error);
+  else bench_fig_set(&f, s, 1e3);
+  bench_emit(o, &f);
+}
+
+void bench_group_first_result(const bench_opts *o, ct_device *d) {
+  char *root = bench_mkdtemp();
+  if (!root) {
+    first_result_fig(o, "first_result.cold", NULL, bench_error());
+    first_result_fig(o, "first_result.warm", NULL, bench_error());
+    return;
+  }
+  size_t n = strlen(root) + 64;
+  char *ct_dir = malloc(n), *drv_dir = malloc(n), *run_dir = malloc(n);
+  int cold_runs = o->quick ? 1 : 3, warm_runs = o->quick ? 2 : 5;
+  bench_samples cold = {.n = 0}, warm = {.n = 0}, ct_only = {.n = 0};
+  const char *cold_err = NULL, *warm_err = NULL, *ct_only_err = NULL;
+  bool pocl = strstr(ct_device_properties(d)->platform_name, "Portable Computing Language") != NULL;
+  char cold_buf[320], warm_buf[320], ct_only_buf[320];
+  if (!ct_dir || !drv_dir || !run_dir) {
+    cold_err = warm_err = "out of host memory";
+    goto out;
+  }
+  /* Cold: both caches empty, as on a freshly installed machine. */
+  for (int i = 0; i < cold_runs && !cold_err; i++) {
+    snprintf(run_dir, n, "%s/cold%d", root, i);
+    snprintf(ct_dir, n, "%s/ct", run_dir);
+    snprintf(drv_dir, n, "%s/driver", run_dir);
+    bench_progress(o, "first result, empty kernel cache (%d/%d)", i + 1, cold_runs);
+    if (make_dir(run_dir) || make_dir(ct_dir) || make_dir(drv_dir) ||
+        first_result_once(o, ct_dir, drv_dir, &cold.s[cold.n]) != 0) {
+      snprintf(cold_buf, sizeof cold_buf, "%s", bench_error());
+      cold_err = cold_buf;
+    } else {
+      cold.n++;
+    }
+  }
+  if (cold_err) {
+    warm_err = cold_err;
+    goto out;
+  }
+  /* Warm: the caches the last cold run filled. */
+  for (int i = 0; i < warm_runs && !warm_err; i++) {
+    bench_progress(o, "first result, filled kernel cache (%d/%d)", i + 1, warm_runs);
+    if (first_result_once(o, ct_dir, drv_dir, &warm.s[warm.n]) != 0) {
+      snprintf(warm_buf, sizeof warm_buf, "%s", bench_error());
+      warm_err = warm_buf;
+    } else {
+      warm.n++;
+    }
+  }
+  /* On PoCL, also the library's cache alone: PoCL keeps compiled kernels in a cache of its own,
+   * which hides part of what the library's cache saves. */
+  if (!o->quick && pocl) {
+    for (int i = 0; i < 3 && !ct_only_err; i++) {
+      snprintf(run_dir, n, "%s/driver-cold%d", root, i);
+      bench_progress(o, "first result, library cache only (%d/3)", i + 1);
+      if (make_dir(run_dir) || first_result_once(o, ct_dir, run_dir, &ct_only.s[ct_only.n]) != 0) {
+        snprintf(ct_only_buf, sizeof ct_only_buf, "%s", bench_error());
+        ct_only_err = ct_only_buf;
+      } else {
+        ct_only.n++;
+      }
+    }
+  }
+out:
+  first_result_fig(o, "first_result.cold", &cold, cold_err);
+  first_result_fig(o, "first_result.warm", &warm, warm_err);
+  if (!o->quick && pocl) first_result_fig(o, "first_result.warm_ct_only", &ct_only, ct_only_err ? ct_only_err : warm_err);
+  bench_rmtree(root);
+  free(root);
+  free(ct_dir);
+  free(drv_dir);
+  free(run_dir);
+}

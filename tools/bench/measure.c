@@ -1,0 +1,349 @@
+/* Timing, statistics, figure records and their output (table or JSON lines). */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench.h"
+
+double bench_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static char g_error[320];
+
+int bench_fail(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(g_error, sizeof g_error, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+int bench_ct_fail(const char *what, ct_status st) {
+  return bench_fail("%s: %s: %s", what, ct_status_name(st), ct_last_error());
+}
+
+const char *bench_error(void) { return g_error; }
+void bench_clear_error(void) { g_error[0] = '\0'; }
+
+static double g_start;
+
+void bench_progress(const bench_opts *o, const char *fmt, ...) {
+  char text[160];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof text, fmt, ap);
+  va_end(ap);
+  if (o->child_fd >= 0) {
+    bench_child_send_progress(o, text);
+    return;
+  }
+  if (!o->progress) return;
+  /* \r plus erase-line keeps one updating status line on the terminal. */
+  fprintf(stderr, "\r\033[K[%5.0fs] %s", bench_now() - g_start, text);
+  fflush(stderr);
+}
+
+void bench_progress_done(const bench_opts *o) {
+  if (o->child_fd < 0 && o->progress) {
+    fprintf(stderr, "\r\033[K");
+    fflush(stderr);
+  }
+}
+
+int bench_time(const bench_opts *o, bench_fn fn, bench_sync_fn sync, void *ctx, int max_reps,
+               bench_samples *out) {
+  out->n = 0;
+  /* The first call pays for kernel builds and first-touch allocation; the second, timed, sizes
+   * the runs so that each lasts about run_seconds and timer resolution and launch jitter stay
+   * small against it. */
+  if (fn(ctx) != 0 || (sync && sync(ctx) != 0)) return -1;
+  double t0 = bench_now();
+  if (fn(ctx) != 0 || (sync && sync(ctx) != 0)) return -1;
+  double one = bench_now() - t0;
+  int reps = 1;
+  if (one > 0 && one < o->run_seconds) {
+    double r = o->run_seconds / one;
+    reps = r > (double)max_reps ? max_reps : (int)r;
+    if (reps < 1) reps = 1;
+  }
+  int runs = o->runs < 1 ? 1 : o->runs > BENCH_MAX_RUNS ? BENCH_MAX_RUNS : o->runs;
+  for (int r = 0; r < runs; r++) {
+    t0 = bench_now();
+    for (int k = 0; k < reps; k++)
+      if (fn(ctx) != 0) return -1;
+    if (sync && sync(ctx) != 0) return -1;
+    out->s[out->n++] = (bench_now() - t0) / reps;
+  }
+  return 0;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static int is_time_unit(const char *unit) { return strcmp(unit, "us") == 0 || strcmp(unit, "ms") == 0; }
+
+void bench_fig_init(bench_fig *f, const char *name, int64_t size, const char *shape, const char *dtype,
+                    const char *unit) {
+  memset(f, 0, sizeof *f);
+  snprintf(f->name, sizeof f->name, "%s", name);
+  snprintf(f->shape, sizeof f->shape, "%s", shape);
+  snprintf(f->dtype, sizeof f->dtype, "%s", dtype);
+  snprintf(f->unit, sizeof f->unit, "%s", unit);
+  f->size = size;
+  f->lower_is_better = is_time_unit(unit);
+  f->median = f->min = f->max = NAN;
+}
+
+void bench_fig_set(bench_fig *f, const bench_samples *s, double work_or_scale) {
+  double v[BENCH_MAX_RUNS];
+  if (s->n <= 0) {
+    bench_fig_fail(f, false, "no timed run completed");
+    return;
+  }
+  for (int i = 0; i < s->n; i++)
+    v[i] = f->lower_is_better ? s->s[i] * work_or_scale : work_or_scale / s->s[i];
+  qsort(v, (size_t)s->n, sizeof *v, cmp_double);
+  f->runs = s->n;
+  f->min = v[0];
+  f->max = v[s->n - 1];
+  /* For an even count the mean of the middle two, so the median of 2 runs is not just the
+   * larger one. */
+  f->median = s->n % 2 ? v[s->n / 2] : 0.5 * (v[s->n / 2 - 1] + v[s->n / 2]);
+  f->error[0] = '\0';
+}
+
+void bench_fig_fail(bench_fig *f, bool skipped, const char *msg) {
+  snprintf(f->error, sizeof f->error, "%s", msg && *msg ? msg : "failed");
+  /* Messages travel in one-line records. */
+  for (char *p = f->error; *p; p++)
+    if (*p == '\n' || *p == '\t' || *p == '\r') *p = ' ';
+  f->skipped = skipped;
+  f->median = f->min = f->max = NAN;
+}
+
+void bench_fig_add_ref(bench_fig *f, const bench_fig *ref) {
+  if (!ref || ref->error[0] || f->nrefs >= BENCH_MAX_REFS) return;
+  bench_ref *r = &f->refs[f->nrefs++];
+  snprintf(r->name, sizeof r->name, "%s", ref->name);
+  r->median = ref->median;
+  r->min = ref->min;
+  r->max = ref->max;
+}
+
+int bench_measure(const bench_opts *o, bench_fig *f, bench_fn fn, bench_sync_fn sync, void *ctx,
+                  int max_reps, double work_or_scale) {
+  bench_samples s;
+  bench_clear_error();
+  if (bench_time(o, fn, sync, ctx, max_reps, &s) != 0) {
+    bench_fig_fail(f, false, bench_error());
+    return -1;
+  }
+  bench_fig_set(f, &s, work_or_scale);
+  return 0;
+}
+
+/* ---- kept figures ---- */
+
+typedef struct fig_list {
+  bench_fig *v;
+  size_t n, cap;
+} fig_list;
+
+static fig_list g_refs, g_emitted;
+static int g_failed;
+
+static void list_push(fig_list *l, const bench_fig *f) {
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? 2 * l->cap : 64;
+    bench_fig *v = realloc(l->v, cap * sizeof *v);
+    if (!v) return; /* the summary then lacks this figure; the figure itself was printed */
+    l->v = v;
+    l->cap = cap;
+  }
+  l->v[l->n++] = *f;
+}
+
+void bench_keep_ref(const bench_fig *f) { list_push(&g_refs, f); }
+
+const bench_fig *bench_find_ref(const char *name, int64_t size) {
+  for (size_t i = g_refs.n; i-- > 0;)
+    if (g_refs.v[i].size == size && strcmp(g_refs.v[i].name, name) == 0) return &g_refs.v[i];
+  return NULL;
+}
+
+static const bench_fig *find_emitted(const char *name, int64_t size) {
+  for (size_t i = g_emitted.n; i-- > 0;)
+    if (g_emitted.v[i].size == size && strcmp(g_emitted.v[i].name, name) == 0) return &g_emitted.v[i];
+  return NULL;
+}
+
+/* ---- output ---- */
+
+static void json_str(const char *s) {
+  putchar('"');
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') printf("\\%c", c);
+    else if (c < 0x20) printf("\\u%04x", c);
+    else putchar(c);
+  }
+  putchar('"');
+}
+
+/* JSON has no NaN or infinity. */
+static void json_num(double v) {
+  if (isfinite(v)) printf("%.6g", v);
+  else printf("null");
+}
+
+static void fmt_num(char *buf, size_t n, double v) {
+  if (!isfinite(v)) snprintf(buf, n, "-");
+  else if (fabs(v) >= 100) snprintf(buf, n, "%.0f", v);
+  else if (fabs(v) >= 10) snprintf(buf, n, "%.1f", v);
+  else if (fabs(v) >= 1) snprintf(buf, n, "%.2f", v);
+  else snprintf(buf, n, "%.3g", v);
+}
+
+static double ratio_of(const bench_fig *f, const bench_ref *r) {
+  return r->median > 0 ? f->median / r->median : NAN;
+}
+
+void bench_output_begin(const bench_opts *o, ct_device *d) {
+  g_start = bench_now();
+  if (o->json || o->child_fd >= 0) return;
+  const ct_device_props *p = ct_device_properties(d);
+  printf("cltensor-bench %s on %s: %s (%s, driver %s)%s\n", CT_VERSION_STRING, ct_device_spec(d), p->name,
+         p->platform_name, p->driver_version, o->quick ? ", --quick" : "");
+  printf("median of %d runs after a warm-up, [min, max]; ratio = cltensor / reference "
+         "(higher is better for rates, lower for us and ms)\n\n",
+         o->runs);
+  printf("%-26s %-22s %-5s %10s %21s %-8s %s\n", "figure", "shape", "dtype", "median", "[min, max]", "unit",
+         "references");
+  fflush(stdout);
+}
+
+static void print_json(const bench_fig *f) {
+  printf("{\"name\": ");
+  json_str(f->name);
+  printf(", \"size\": %lld, \"shape\": ", (long long)f->size);
+  json_str(f->shape);
+  printf(", \"dtype\": ");
+  json_str(f->dtype);
+  printf(", \"unit\": ");
+  json_str(f->unit);
+  if (f->error[0]) {
+    printf(", \"%s\": ", f->skipped ? "skipped" : "error");
+    json_str(f->error);
+  } else {
+    printf(", \"median\": ");
+    json_num(f->median);
+    printf(", \"min\": ");
+    json_num(f->min);
+    printf(", \"max\": ");
+    json_num(f->max);
+    printf(", \"runs\": %d", f->runs);
+  }
+  printf(", \"refs\": [");
+  for (int i = 0; i < f->nrefs; i++) {
+    const bench_ref *r = &f->refs[i];
+    printf("%s{\"name\": ", i ? ", " : "");
+    json_str(r->name);
+    printf(", \"median\": ");
+    json_num(r->median);
+    printf(", \"min\": ");
+    json_num(r->min);
+    printf(", \"max\": ");
+    json_num(r->max);
+    printf(", \"ratio\": ");
+    json_num(f->error[0] ? NAN : ratio_of(f, r));
+    printf("}");
+  }
+  printf("]}\n");
+}
+
+static void print_row(const bench_fig *f) {
+  char med[24], mn[24], mx[24], range[64];
+  fmt_num(med, sizeof med, f->median);
+  fmt_num(mn, sizeof mn, f->min);
+  fmt_num(mx, sizeof mx, f->max);
+  snprintf(range, sizeof range, "[%s, %s]", mn, mx);
+  printf("%-26s %-22s %-5s ", f->name, f->shape, f->dtype);
+  if (f->error[0]) {
+    printf("%s: %s\n", f->skipped ? "skipped" : "FAILED", f->error);
+  } else {
+    printf("%10s %21s %-8s", med, range, f->unit);
+    for (int i = 0; i < f->nrefs; i++) {
+      char rv[24];
+      fmt_num(rv, sizeof rv, f->refs[i].median);
+      printf(" %s %s (%.2fx)", f->refs[i].name, rv, ratio_of(f, &f->refs[i]));
+    }
+    printf("\n");
+  }
+}
+
+void bench_emit(const bench_opts *o, const bench_fig *f) {
+  if (o->child_fd >= 0) {
+    bench_child_send_fig(o, f);
+    return;
+  }
+  bench_progress_done(o);
+  if (f->error[0] && !f->skipped) g_failed++;
+  list_push(&g_emitted, f);
+  if (o->json) print_json(f);
+  else print_row(f);
+  fflush(stdout);
+}
+
+/* One target of the issues: figure (name, size) against reference ref; met when the ratio is
+ * >= want (rates) or <= want (times). */
+static void target(const char *label, const char *name, int64_t size, const char *ref, double want) {
+  const bench_fig *f = find_emitted(name, size);
+  printf("  %-52s ", label);
+  if (!f) {
+    printf("not measured in this run\n");
+    return;
+  }
+  if (f->error[0]) {
+    printf("not measured: %s\n", f->error);
+    return;
+  }
+  for (int i = 0; i < f->nrefs; i++) {
+    if (strcmp(f->refs[i].name, ref) != 0) continue;
+    double r = ratio_of(f, &f->refs[i]);
+    bool met = f->lower_is_better ? r <= want : r >= want;
+    printf("%.2fx  %s\n", r, met ? "met" : "NOT met");
+    return;
+  }
+  printf("reference %s not measured in this run\n", ref);
+}
+
+int bench_output_end(const bench_opts *o) {
+  bench_progress_done(o);
+  if (o->json || o->child_fd >= 0) return g_failed;
+  printf("\nTargets (issues 4 and 5), against the references measured above:\n");
+  target("add f32 2^25 >= 0.9x cl_add", "add", (int64_t)1 << 25, "cl_add", 0.9);
+  target("sum f32 2^25 >= 1.0x host_sum", "sum", (int64_t)1 << 25, "host_sum", 1.0);
+  target("chain of 1024-element adds <= 2x cl_launch per op", "add_chain", 1024, "cl_launch", 2.0);
+  target("matmul default route 1024 >= 0.9x host_sgemm", "matmul.auto", 1024, "host_sgemm", 0.9);
+  target("matmul default route 2048 >= 0.9x host_sgemm", "matmul.auto", 2048, "host_sgemm", 0.9);
+  target("matmul CLBlast route 1024 >= 4x clblast_sgemm", "matmul.clblast", 1024, "clblast_sgemm", 4.0);
+  target("matmul CLBlast route 2048 >= 4x clblast_sgemm", "matmul.clblast", 2048, "clblast_sgemm", 4.0);
+  const bench_fig *cold = find_emitted("first_result.cold", 1024);
+  const bench_fig *warm = find_emitted("first_result.warm", 1024);
+  printf("  %-52s ", "first result of a new process, warm vs cold cache");
+  if (cold && warm && !cold->error[0] && !warm->error[0])
+    printf("%.0f ms vs %.0f ms (%.1fx faster)\n", warm->median, cold->median, cold->median / warm->median);
+  else
+    printf("not measured in this run\n");
+  if (g_failed) printf("\n%d figure(s) FAILED (see above)\n", g_failed);
+  fflush(stdout);
+  return g_failed;
+}
