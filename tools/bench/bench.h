@@ -58,6 +58,7 @@ typedef struct bench_fig {
   int runs;
   int nrefs;
   bench_ref refs[BENCH_MAX_REFS];
+  char note[64];            /* e.g. the GEMM route and tuning actually used */
   /* Not measured: error says why. skipped marks an expected absence (a route or reference this
    * build or device lacks) rather than a failure. */
   char error[320];
@@ -179,6 +180,9 @@ int clref_clblast_sgemm(const bench_opts *o, clref *r, size_t n, size_t batch, b
 int bench_child_matmul(const bench_opts *o);
 int bench_child_first_result(const bench_opts *o);
 int bench_child_clblast_defaults(const bench_opts *o, int platform_index, int device_index);
+
+/* The GEMM route and CLBlast tuning d's GEMMs use, as a figure's note ("" when unknown). */
+void bench_gemm_note(ct_device *d, char *buf, size_t n);
 
 /* Sizes of the matmul group, shared by the parent and its children. */
 int bench_matmul_sizes(const bench_opts *o, const int **sizes);

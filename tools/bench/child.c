@@ -104,11 +104,9 @@ static void take_ref(const bench_opts *o, bench_fig *f, void *arg) {
 static void take_route(const bench_opts *o, bench_fig *f, void *arg) {
   const char *route = arg;
   bool batch = strncmp(f->name, "matmul_batch", 12) == 0;
-  if (!f->error[0]) {
-    if (strcmp(route, "clblast") == 0)
-      bench_fig_add_ref(f, bench_find_ref(batch ? "clblast_sgemm_batch" : "clblast_sgemm", f->size));
-    bench_fig_add_ref(f, bench_find_ref(batch ? "host_sgemm_batch" : "host_sgemm", f->size));
-  }
+  if (strcmp(route, "clblast") == 0)
+    bench_fig_add_ref(f, bench_find_ref(batch ? "clblast_sgemm_batch" : "clblast_sgemm", f->size));
+  bench_fig_add_ref(f, bench_find_ref(batch ? "host_sgemm_batch" : "host_sgemm", f->size));
   bench_emit(o, f);
 }
 
@@ -166,6 +164,20 @@ static int do_matmul(void *p) {
   return st == CT_OK ? 0 : bench_ct_fail("ct_device_synchronize", st);
 }
 
+/* "route host", "route clblast, shipped tuning": what the figure actually measured. */
+void bench_gemm_note(ct_device *d, char *buf, size_t n) {
+  ct_gemm_route route;
+  ct_gemm_tuning_source src;
+  buf[0] = '\0';
+  if (ct_gemm_route_get(&route, d) != CT_OK) return;
+  const char *tuning = "";
+  if (route == CT_GEMM_ROUTE_CLBLAST && ct_gemm_tuning_status(d, &src, NULL) == CT_OK)
+    tuning = src == CT_GEMM_TUNING_FILE      ? ", tuned (file)"
+             : src == CT_GEMM_TUNING_SHIPPED ? ", tuned (shipped)"
+                                             : ", CLBlast defaults";
+  snprintf(buf, n, "route %s%s", ct_gemm_route_name(route), tuning);
+}
+
 /* One figure; returns the status of the failure that ended it (CT_OK when measured). */
 static ct_status matmul_one(const bench_opts *o, ct_device *d, const char *route, int n, int batch,
                             const char *skip_reason) {
@@ -208,6 +220,7 @@ static ct_status matmul_one(const bench_opts *o, ct_device *d, const char *route
     bench_samples s;
     if (bench_time(o, do_matmul, NULL, &c, 1000, &s) == 0) {
       bench_fig_set(&f, &s, 2.0 * (double)n * n * n * batch / 1e9);
+      bench_gemm_note(d, f.note, sizeof f.note);
     } else {
       /* A route this build or device does not have (no host BLAS, no unified memory) is a
        * skipped figure, not a failure. */

@@ -539,7 +539,7 @@ void bench_group_mlp(const bench_opts *o, ct_device *d) {
     emit_failed(o, &f);
     goto done;
   }
-  bench_measure(o, &f, do_mlp, NULL, &c, 1000, 1e3);
+  if (bench_measure(o, &f, do_mlp, NULL, &c, 1000, 1e3) == 0) bench_gemm_note(d, f.note, sizeof f.note);
   if (bench_have_cblas()) {
     bench_fig_init(&ref, "host_mlp", MLP_BATCH, shape_s, "f32", "ms");
     bench_progress(o, "host_mlp (OpenBLAS)");

@@ -251,6 +251,10 @@ static void print_json(const bench_fig *f) {
     json_num(f->max);
     printf(", \"runs\": %d", f->runs);
   }
+  if (f->note[0]) {
+    printf(", \"note\": ");
+    json_str(f->note);
+  }
   printf(", \"refs\": [");
   for (int i = 0; i < f->nrefs; i++) {
     const bench_ref *r = &f->refs[i];
@@ -276,17 +280,16 @@ static void print_row(const bench_fig *f) {
   fmt_num(mx, sizeof mx, f->max);
   snprintf(range, sizeof range, "[%s, %s]", mn, mx);
   printf("%-26s %-22s %-5s ", f->name, f->shape, f->dtype);
-  if (f->error[0]) {
-    printf("%s: %s\n", f->skipped ? "skipped" : "FAILED", f->error);
-  } else {
-    printf("%10s %21s %-8s", med, range, f->unit);
-    for (int i = 0; i < f->nrefs; i++) {
-      char rv[24];
-      fmt_num(rv, sizeof rv, f->refs[i].median);
-      printf(" %s %s (%.2fx)", f->refs[i].name, rv, ratio_of(f, &f->refs[i]));
-    }
-    printf("\n");
+  if (f->error[0]) printf("%s: %s", f->skipped ? "skipped" : "FAILED", f->error);
+  else printf("%10s %21s %-8s", med, range, f->unit);
+  for (int i = 0; i < f->nrefs; i++) {
+    char rv[24];
+    fmt_num(rv, sizeof rv, f->refs[i].median);
+    if (f->error[0]) printf(" %s %s", f->refs[i].name, rv);
+    else printf(" %s %s (%.2fx)", f->refs[i].name, rv, ratio_of(f, &f->refs[i]));
   }
+  if (f->note[0]) printf("  [%s]", f->note);
+  printf("\n");
 }
 
 void bench_emit(const bench_opts *o, const bench_fig *f) {
