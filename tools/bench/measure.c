@@ -207,8 +207,6 @@ static void json_num(double v) {
 static void fmt_num(char *buf, size_t n, double v) {
   if (!isfinite(v)) snprintf(buf, n, "-");
   else if (fabs(v) >= 100) snprintf(buf, n, "%.0f", v);
-  else if (fabs(v) >= 10) snprintf(buf, n, "%.1f", v);
-  else if (fabs(v) >= 1) snprintf(buf, n, "%.2f", v);
   else snprintf(buf, n, "%.3g", v);
 }
 
