@@ -150,8 +150,11 @@ void bench_fill(float *p, size_t n, float lo, float hi, uint32_t seed);
 
 /* ---- raw OpenCL references on the same device (refs_cl.c) ---- */
 typedef struct clref clref;
-/* A context, queue and one-line kernels on OpenCL platform p, device index di.
+/* One-line kernels on the library's own context and queue for d (the interop API).
  * NULL after bench_fail(). */
+clref *clref_open_device(ct_device *d);
+/* The same in a context and queue of its own, on OpenCL platform p, device index di: for a
+ * process that must not open the device through the library. NULL after bench_fail(). */
 clref *clref_open(int platform_index, int device_index);
 void clref_close(clref *r);
 

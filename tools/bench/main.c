@@ -149,12 +149,11 @@ int main(int argc, char **argv) {
   }
   o.device_spec = ct_device_spec(d);
   o.progress = isatty(STDERR_FILENO);
-  const ct_device_props *p = ct_device_properties(d);
 
   bench_output_begin(&o, d);
   clref *r = NULL;
   if (o.groups & (BENCH_TRANSFER | BENCH_ELEMENTWISE | BENCH_REDUCE | BENCH_CHAIN)) {
-    r = clref_open(p->platform_index, p->device_index);
+    r = clref_open_device(d);
     if (!r) fprintf(stderr, "cltensor-bench: the raw OpenCL references are unavailable: %s\n", bench_error());
   }
   if (o.groups & BENCH_TRANSFER) bench_group_transfer(&o, d, r);

@@ -1,7 +1,8 @@
 /* Raw OpenCL references on the device being measured: one-line kernels, a simple two-stage
  * reduction, back-to-back launches and plain buffer transfers, written as
- * ../shared/peers/peers.c writes them. They run in a context of their own on the same
- * cl_device_id, so they share nothing with the library but the hardware. */
+ * ../shared/peers/peers.c writes them. In the main process they run on the library's own
+ * context and queue (obtained through the interop API), so both sides use the very same
+ * OpenCL objects; the CLBlast child makes a context of its own instead. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,26 @@ static const char *k_src =
     if (e_ != CL_SUCCESS) return bench_fail("raw OpenCL: %s failed (%d)", what, e_); \
   } while (0)
 
+static int build_kernels(clref *r) {
+  cl_int err;
+  CLTRY(clGetDeviceInfo(r->dev, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof r->max_wg, &r->max_wg, NULL),
+        "clGetDeviceInfo");
+  CLTRY(clGetDeviceInfo(r->dev, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof r->max_alloc, &r->max_alloc, NULL),
+        "clGetDeviceInfo");
+  r->prog = clCreateProgramWithSource(r->ctx, 1, &k_src, NULL, &err);
+  CLTRY(err, "clCreateProgramWithSource");
+  CLTRY(clBuildProgram(r->prog, 1, &r->dev, "", NULL, NULL), "clBuildProgram");
+  struct {
+    cl_kernel *k;
+    const char *name;
+  } ks[] = {{&r->add, "add"}, {&r->mul, "mul"}, {&r->ex, "ex"}, {&r->psum, "partial_sum"}, {&r->pmax, "partial_max"}};
+  for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+    *ks[i].k = clCreateKernel(r->prog, ks[i].name, &err);
+    CLTRY(err, "clCreateKernel");
+  }
+  return 0;
+}
+
 static int open_impl(clref *r, int pi, int di) {
   cl_uint np = 0, nd = 0;
   CLTRY(clGetPlatformIDs(0, NULL, &np), "clGetPlatformIDs");
@@ -61,26 +82,35 @@ static int open_impl(clref *r, int pi, int di) {
   r->dev = devs[di];
   free(devs);
   CLTRY(err, "clGetDeviceIDs");
-  CLTRY(clGetDeviceInfo(r->dev, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof r->max_wg, &r->max_wg, NULL),
-        "clGetDeviceInfo");
-  CLTRY(clGetDeviceInfo(r->dev, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof r->max_alloc, &r->max_alloc, NULL),
-        "clGetDeviceInfo");
   r->ctx = clCreateContext(NULL, 1, &r->dev, NULL, NULL, &err);
   CLTRY(err, "clCreateContext");
   r->q = clCreateCommandQueue(r->ctx, r->dev, 0, &err);
   CLTRY(err, "clCreateCommandQueue");
-  r->prog = clCreateProgramWithSource(r->ctx, 1, &k_src, NULL, &err);
-  CLTRY(err, "clCreateProgramWithSource");
-  CLTRY(clBuildProgram(r->prog, 1, &r->dev, "", NULL, NULL), "clBuildProgram");
-  struct {
-    cl_kernel *k;
-    const char *name;
-  } ks[] = {{&r->add, "add"}, {&r->mul, "mul"}, {&r->ex, "ex"}, {&r->psum, "partial_sum"}, {&r->pmax, "partial_max"}};
-  for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
-    *ks[i].k = clCreateKernel(r->prog, ks[i].name, &err);
-    CLTRY(err, "clCreateKernel");
+  return build_kernels(r);
+}
+
+/* The library's objects are borrowed: retained here so clref_close() releases uniformly. */
+static int open_device_impl(clref *r, ct_device *d) {
+  ct_status st;
+  if ((st = ct_device_cl_device_id(&r->dev, d)) != CT_OK) return bench_ct_fail("ct_device_cl_device_id", st);
+  if ((st = ct_device_cl_context(&r->ctx, d)) != CT_OK) return bench_ct_fail("ct_device_cl_context", st);
+  CLTRY(clRetainContext(r->ctx), "clRetainContext");
+  if ((st = ct_device_cl_queue(&r->q, d)) != CT_OK) return bench_ct_fail("ct_device_cl_queue", st);
+  CLTRY(clRetainCommandQueue(r->q), "clRetainCommandQueue");
+  return build_kernels(r);
+}
+
+clref *clref_open_device(ct_device *d) {
+  clref *r = calloc(1, sizeof *r);
+  if (!r) {
+    bench_fail("out of host memory");
+    return NULL;
   }
-  return 0;
+  if (open_device_impl(r, d) != 0) {
+    clref_close(r);
+    return NULL;
+  }
+  return r;
 }
 
 clref *clref_open(int platform_index, int device_index) {
