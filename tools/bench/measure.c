@@ -320,7 +320,7 @@ static void target(const char *label, const char *name, int64_t size, const char
     if (strcmp(f->refs[i].name, ref) != 0) continue;
     double r = ratio_of(f, &f->refs[i]);
     bool met = f->lower_is_better ? r <= want : r >= want;
-    printf("%.2fx  %s\n", r, met ? "met" : "NOT met");
+    printf("%.3gx  %s\n", r, met ? "met" : "NOT met");
     return;
   }
   printf("reference %s not measured in this run\n", ref);
