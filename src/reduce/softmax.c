@@ -55,9 +55,10 @@ static ct_status softmax_api(ct_tensor **out, const ct_tensor *x, int dim, int l
   bool cpu = ct__cpu_layout(d);
   int64_t cu = d->props.compute_units ? d->props.compute_units : 1;
   int64_t kept_inner = kndim ? kin[kndim - 1] : INT64_MAX;
-  /* Work-group per row when the dim is the innermost in memory and long enough, or when rows
-   * are too few to keep the device busy one work-item each; else a work-item per row. */
-  bool rows = (n > 1 && in_step < kept_inner && n >= (cpu ? 128 : 32)) ||
+  /* softmax_rows when the dim is the innermost in memory (on GPUs: and long enough to share
+   * among a work-group), or when the rows are too few to keep the device busy; softmax_cols
+   * (8 neighbouring rows per work-item) otherwise. */
+  bool rows = (n > 1 && in_step < kept_inner && n >= (cpu ? 2 : 32)) ||
               (nrows < cu * (cpu ? 4 : 64) && n >= 1024);
 
   char name[32], opts[64];
@@ -100,20 +101,32 @@ static ct_status softmax_api(ct_tensor **out, const ct_tensor *x, int dim, int l
   ARG(ko);
   ARG(clog);
 #undef ARG
-  /* CPUs run a work-group's items one after another on one core: a row per work-item is as
-   * fast as sharing it, and fixed work-group sizes spare PoCL a compile per size. */
   if (rows) {
-    int64_t want = n / 32;
-    size_t local = cpu || want < 1 ? 1 : ct__pow2_floor((size_t)want);
-    if (local > lmax) local = lmax;
+    /* GPUs: a work-group per row. CPUs: a work-item per row (a CPU runs a group's items one
+     * after another on one core, so sharing a row buys nothing), 64 rows per group when there
+     * are plenty, else 1; fixed sizes spare PoCL a compile per work-group size. */
+    size_t local, global;
+    int64_t target = cu * 4;
+    if (cpu) {
+      local = nrows >= 64 * target ? 64 : 1;
+      if (local > lmax) local = lmax;
+      global = ((size_t)nrows + local - 1) / local * local;
+    } else {
+      int64_t want = n / 32;
+      local = want < 1 ? 1 : ct__pow2_floor((size_t)want);
+      if (local > lmax) local = lmax;
+      global = (size_t)nrows * local;
+    }
+    if (st == CT_OK) st = set_arg(ck, a++, sizeof cnrows, &cnrows, fn);
     if (st == CT_OK) st = set_arg(ck, a, local * accsz, NULL, fn);
-    size_t global = (size_t)nrows * local;
     if (st == CT_OK) st = ct__kernel_launch(k, d, 1, &global, &local);
   } else {
     if (st == CT_OK) st = set_arg(ck, a, sizeof cnrows, &cnrows, fn);
-    size_t local = cpu ? 16 : ct__pow2_ceil((size_t)nrows);
+    /* A work-item per 8 consecutive rows. */
+    size_t items = ((size_t)nrows + 7) / 8;
+    size_t local = cpu ? 16 : ct__pow2_ceil(items);
     if (local > lmax) local = lmax;
-    size_t global = ((size_t)nrows + local - 1) / local * local;
+    size_t global = (items + local - 1) / local * local;
     if (st == CT_OK) st = ct__kernel_launch(k, d, 1, &global, &local);
   }
   ct__kernel_unlock(k);

@@ -37,9 +37,10 @@ static const struct scase cases[] = {
     {"sliced dim 1", 2, {3, 600}, V_SLICE, 1},
     {"expanded dim 0", 3, {1, 37, 3}, V_EXPAND, 0},
     {"expanded dim 1", 3, {1, 37, 3}, V_EXPAND, 1},
-    {"long rows", 2, {3, 1000}, V_NONE, 1},            /* work-group per row */
+    {"long rows", 2, {3, 1000}, V_NONE, 1},            /* work-group per row, vectors */
     {"long strided rows", 2, {2000, 3}, V_NONE, 0},    /* work-group per row, strided */
-    {"outer dim", 2, {40, 300}, V_NONE, 0},            /* work-item per row */
+    {"outer dim", 2, {40, 300}, V_NONE, 0},            /* work-item per 8 rows */
+    {"many short rows", 2, {600, 21}, V_NONE, 1},      /* CPUs: 64 rows per work-group */
     {"size-1 dim", 2, {4, 1}, V_NONE, 1},
     {"0-dim", 0, {0}, V_NONE, 0},
     {"0-dim dim -1", 0, {0}, V_NONE, -1},
