@@ -59,6 +59,7 @@ typedef struct bench_fig {
   int nrefs;
   bench_ref refs[BENCH_MAX_REFS];
   char note[64];            /* e.g. the GEMM route and tuning actually used */
+  bool is_ref;              /* from a child: a reference for the figures that follow */
   /* Not measured: error says why. skipped marks an expected absence (a route or reference this
    * build or device lacks) rather than a failure. */
   char error[320];

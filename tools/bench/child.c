@@ -65,8 +65,10 @@ static void host_sgemm_ref(const bench_opts *o, int n, int batch) {
   if (g.a && g.b && g.c) {
     bench_fill(g.a, count, -1.0f, 1.0f, 91);
     bench_fill(g.b, count, -1.0f, 1.0f, 92);
-    if (bench_measure(o, &f, do_host_sgemm, NULL, &g, 1000, 2.0 * (double)n * n * n * batch / 1e9) == 0)
-      bench_keep_ref(&f);
+    if (bench_measure(o, &f, do_host_sgemm, NULL, &g, 1000, 2.0 * (double)n * n * n * batch / 1e9) == 0) {
+      f.is_ref = true;
+      bench_emit(o, &f);
+    }
   }
   free(g.a);
   free(g.b);
@@ -103,6 +105,10 @@ static void take_ref(const bench_opts *o, bench_fig *f, void *arg) {
 
 static void take_route(const bench_opts *o, bench_fig *f, void *arg) {
   const char *route = arg;
+  if (f->is_ref) {
+    bench_keep_ref(f);
+    return;
+  }
   bool batch = strncmp(f->name, "matmul_batch", 12) == 0;
   if (strcmp(route, "clblast") == 0)
     bench_fig_add_ref(f, bench_find_ref(batch ? "clblast_sgemm_batch" : "clblast_sgemm", f->size));
@@ -111,13 +117,7 @@ static void take_route(const bench_opts *o, bench_fig *f, void *arg) {
 }
 
 void bench_group_matmul(const bench_opts *o, ct_device *d) {
-  const int *sizes;
-  int ns = bench_matmul_sizes(o, &sizes);
   char runs[16], *args[8];
-  if (bench_have_cblas()) {
-    for (int i = 0; i < ns; i++) host_sgemm_ref(o, sizes[i], 1);
-    host_sgemm_ref(o, BENCH_BATCH_N, BENCH_BATCH);
-  }
   /* CLBlast's defaults on a CPU device take minutes at these sizes: left to the full run. */
   if (!o->quick) {
     const ct_device_props *p = ct_device_properties(d);
@@ -247,11 +247,16 @@ int bench_child_matmul(const bench_opts *o) {
   const int *sizes;
   int ns = bench_matmul_sizes(o, &sizes);
   char skip[sizeof((bench_fig *)0)->error] = "";
-  for (int i = 0; i < ns; i++) {
-    if (matmul_one(o, d, route, sizes[i], 1, skip[0] ? skip : NULL) == CT_ERR_UNSUPPORTED && !skip[0])
+  /* OpenBLAS next to each figure, in the same process and moment, so that load on a shared
+   * machine hits both alike. The CLBlast route is compared with the last of these the parent
+   * kept, and with CLBlast's defaults. */
+  bool host_ref = bench_have_cblas() && strcmp(route, "clblast") != 0;
+  for (int i = 0; i <= ns; i++) {
+    int n = i < ns ? sizes[i] : BENCH_BATCH_N, batch = i < ns ? 1 : BENCH_BATCH;
+    if (host_ref && !skip[0]) host_sgemm_ref(o, n, batch);
+    if (matmul_one(o, d, route, n, batch, skip[0] ? skip : NULL) == CT_ERR_UNSUPPORTED && !skip[0])
       snprintf(skip, sizeof skip, "%s", bench_error());
   }
-  matmul_one(o, d, route, BENCH_BATCH_N, BENCH_BATCH, skip[0] ? skip : NULL);
   ct_shutdown();
   return 0;
 }
