@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "cltensor/cltensor.h"
 
@@ -39,6 +40,7 @@ typedef struct bench_opts {
   double run_seconds;      /* aim for each timed run to last about this long */
   unsigned groups;
   int child_fd;            /* in a child: the pipe to the parent, else -1 */
+  FILE *out;               /* where the figures go (stdout's original descriptor) */
 } bench_opts;
 
 typedef struct bench_ref {

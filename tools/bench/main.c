@@ -141,6 +141,13 @@ int main(int argc, char **argv) {
     return 2;
   }
 
+  /* OpenCL drivers may print on stdout (PoCL's compiler diagnostics do), which would break
+   * the JSON lines: the figures keep the original stdout, everything else goes to stderr. */
+  int out_fd = dup(STDOUT_FILENO);
+  if (out_fd < 0 || !(o.out = fdopen(out_fd, "w")) || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+    perror("cltensor-bench: stdout");
+    return 1;
+  }
   ct_device *d = NULL;
   ct_status st = spec ? ct_device_find(&d, spec) : ct_device_default(&d);
   if (st == CT_OK) st = ct_device_open(d);
@@ -169,5 +176,9 @@ int main(int argc, char **argv) {
   if (o.groups & BENCH_FIRST_RESULT) bench_group_first_result(&o, d);
   int failed = bench_output_end(&o);
   ct_shutdown();
+  if (fclose(o.out) != 0) {
+    perror("cltensor-bench: writing the figures");
+    return 1;
+  }
   return failed ? 1 : 0;
 }

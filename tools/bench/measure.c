@@ -32,6 +32,7 @@ const char *bench_error(void) { return g_error; }
 void bench_clear_error(void) { g_error[0] = '\0'; }
 
 static double g_start;
+static FILE *g_out;
 
 void bench_progress(const bench_opts *o, const char *fmt, ...) {
   char text[160];
@@ -188,20 +189,20 @@ static const bench_fig *find_emitted(const char *name, int64_t size) {
 /* ---- output ---- */
 
 static void json_str(const char *s) {
-  putchar('"');
+  fputc('"', g_out);
   for (; *s; s++) {
     unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') printf("\\%c", c);
-    else if (c < 0x20) printf("\\u%04x", c);
-    else putchar(c);
+    if (c == '"' || c == '\\') fprintf(g_out, "\\%c", c);
+    else if (c < 0x20) fprintf(g_out, "\\u%04x", c);
+    else fputc(c, g_out);
   }
-  putchar('"');
+  fputc('"', g_out);
 }
 
 /* JSON has no NaN or infinity. */
 static void json_num(double v) {
-  if (isfinite(v)) printf("%.6g", v);
-  else printf("null");
+  if (isfinite(v)) fprintf(g_out, "%.6g", v);
+  else fprintf(g_out, "null");
 }
 
 static void fmt_num(char *buf, size_t n, double v) {
@@ -216,59 +217,60 @@ static double ratio_of(const bench_fig *f, const bench_ref *r) {
 
 void bench_output_begin(const bench_opts *o, ct_device *d) {
   g_start = bench_now();
+  g_out = o->out ? o->out : stdout;
   if (o->json || o->child_fd >= 0) return;
   const ct_device_props *p = ct_device_properties(d);
-  printf("cltensor-bench %s on %s: %s (%s, driver %s)%s\n", CT_VERSION_STRING, ct_device_spec(d), p->name,
+  fprintf(g_out, "cltensor-bench %s on %s: %s (%s, driver %s)%s\n", CT_VERSION_STRING, ct_device_spec(d), p->name,
          p->platform_name, p->driver_version, o->quick ? ", --quick" : "");
-  printf("median of %d runs after a warm-up, [min, max]; ratio = cltensor / reference "
+  fprintf(g_out, "median of %d runs after a warm-up, [min, max]; ratio = cltensor / reference "
          "(higher is better for rates, lower for us and ms)\n\n",
          o->runs);
-  printf("%-26s %-22s %-5s %10s %21s %-8s %s\n", "figure", "shape", "dtype", "median", "[min, max]", "unit",
+  fprintf(g_out, "%-26s %-22s %-5s %10s %21s %-8s %s\n", "figure", "shape", "dtype", "median", "[min, max]", "unit",
          "references");
-  fflush(stdout);
+  fflush(g_out);
 }
 
 static void print_json(const bench_fig *f) {
-  printf("{\"name\": ");
+  fprintf(g_out, "{\"name\": ");
   json_str(f->name);
-  printf(", \"size\": %lld, \"shape\": ", (long long)f->size);
+  fprintf(g_out, ", \"size\": %lld, \"shape\": ", (long long)f->size);
   json_str(f->shape);
-  printf(", \"dtype\": ");
+  fprintf(g_out, ", \"dtype\": ");
   json_str(f->dtype);
-  printf(", \"unit\": ");
+  fprintf(g_out, ", \"unit\": ");
   json_str(f->unit);
   if (f->error[0]) {
-    printf(", \"%s\": ", f->skipped ? "skipped" : "error");
+    fprintf(g_out, ", \"%s\": ", f->skipped ? "skipped" : "error");
     json_str(f->error);
   } else {
-    printf(", \"median\": ");
+    fprintf(g_out, ", \"median\": ");
     json_num(f->median);
-    printf(", \"min\": ");
+    fprintf(g_out, ", \"min\": ");
     json_num(f->min);
-    printf(", \"max\": ");
+    fprintf(g_out, ", \"max\": ");
     json_num(f->max);
-    printf(", \"runs\": %d", f->runs);
+    fprintf(g_out, ", \"runs\": %d", f->runs);
   }
   if (f->note[0]) {
-    printf(", \"note\": ");
+    fprintf(g_out, ", \"note\": ");
     json_str(f->note);
   }
-  printf(", \"refs\": [");
+  fprintf(g_out, ", \"refs\": [");
   for (int i = 0; i < f->nrefs; i++) {
     const bench_ref *r = &f->refs[i];
-    printf("%s{\"name\": ", i ? ", " : "");
+    fprintf(g_out, "%s{\"name\": ", i ? ", " : "");
     json_str(r->name);
-    printf(", \"median\": ");
+    fprintf(g_out, ", \"median\": ");
     json_num(r->median);
-    printf(", \"min\": ");
+    fprintf(g_out, ", \"min\": ");
     json_num(r->min);
-    printf(", \"max\": ");
+    fprintf(g_out, ", \"max\": ");
     json_num(r->max);
-    printf(", \"ratio\": ");
+    fprintf(g_out, ", \"ratio\": ");
     json_num(f->error[0] ? NAN : ratio_of(f, r));
-    printf("}");
+    fprintf(g_out, "}");
   }
-  printf("]}\n");
+  fprintf(g_out, "]}\n");
 }
 
 static void print_row(const bench_fig *f) {
@@ -277,17 +279,17 @@ static void print_row(const bench_fig *f) {
   fmt_num(mn, sizeof mn, f->min);
   fmt_num(mx, sizeof mx, f->max);
   snprintf(range, sizeof range, "[%s, %s]", mn, mx);
-  printf("%-26s %-22s %-5s ", f->name, f->shape, f->dtype);
-  if (f->error[0]) printf("%s: %s", f->skipped ? "skipped" : "FAILED", f->error);
-  else printf("%10s %21s %-8s", med, range, f->unit);
+  fprintf(g_out, "%-26s %-22s %-5s ", f->name, f->shape, f->dtype);
+  if (f->error[0]) fprintf(g_out, "%s: %s", f->skipped ? "skipped" : "FAILED", f->error);
+  else fprintf(g_out, "%10s %21s %-8s", med, range, f->unit);
   for (int i = 0; i < f->nrefs; i++) {
     char rv[24];
     fmt_num(rv, sizeof rv, f->refs[i].median);
-    if (f->error[0]) printf(" %s %s", f->refs[i].name, rv);
-    else printf(" %s %s (%.2fx)", f->refs[i].name, rv, ratio_of(f, &f->refs[i]));
+    if (f->error[0]) fprintf(g_out, " %s %s", f->refs[i].name, rv);
+    else fprintf(g_out, " %s %s (%.2fx)", f->refs[i].name, rv, ratio_of(f, &f->refs[i]));
   }
-  if (f->note[0]) printf("  [%s]", f->note);
-  printf("\n");
+  if (f->note[0]) fprintf(g_out, "  [%s]", f->note);
+  fprintf(g_out, "\n");
 }
 
 void bench_emit(const bench_opts *o, const bench_fig *f) {
@@ -300,36 +302,36 @@ void bench_emit(const bench_opts *o, const bench_fig *f) {
   list_push(&g_emitted, f);
   if (o->json) print_json(f);
   else print_row(f);
-  fflush(stdout);
+  fflush(g_out);
 }
 
 /* One target of the issues: figure (name, size) against reference ref; met when the ratio is
  * >= want (rates) or <= want (times). */
 static void target(const char *label, const char *name, int64_t size, const char *ref, double want) {
   const bench_fig *f = find_emitted(name, size);
-  printf("  %-52s ", label);
+  fprintf(g_out, "  %-52s ", label);
   if (!f) {
-    printf("not measured in this run\n");
+    fprintf(g_out, "not measured in this run\n");
     return;
   }
   if (f->error[0]) {
-    printf("not measured: %s\n", f->error);
+    fprintf(g_out, "not measured: %s\n", f->error);
     return;
   }
   for (int i = 0; i < f->nrefs; i++) {
     if (strcmp(f->refs[i].name, ref) != 0) continue;
     double r = ratio_of(f, &f->refs[i]);
     bool met = f->lower_is_better ? r <= want : r >= want;
-    printf("%.3gx  %s\n", r, met ? "met" : "NOT met");
+    fprintf(g_out, "%.3gx  %s\n", r, met ? "met" : "NOT met");
     return;
   }
-  printf("reference %s not measured in this run\n", ref);
+  fprintf(g_out, "reference %s not measured in this run\n", ref);
 }
 
 int bench_output_end(const bench_opts *o) {
   bench_progress_done(o);
   if (o->json || o->child_fd >= 0) return g_failed;
-  printf("\nTargets (issues 4 and 5), against the references measured above:\n");
+  fprintf(g_out, "\nTargets (issues 4 and 5), against the references measured above:\n");
   target("add f32 2^25 >= 0.9x cl_add", "add", (int64_t)1 << 25, "cl_add", 0.9);
   target("sum f32 2^25 >= 1.0x host_sum", "sum", (int64_t)1 << 25, "host_sum", 1.0);
   target("chain of 1024-element adds <= 2x cl_launch per op", "add_chain", 1024, "cl_launch", 2.0);
@@ -339,12 +341,12 @@ int bench_output_end(const bench_opts *o) {
   target("matmul CLBlast route 2048 >= 4x clblast_sgemm", "matmul.clblast", 2048, "clblast_sgemm", 4.0);
   const bench_fig *cold = find_emitted("first_result.cold", 1024);
   const bench_fig *warm = find_emitted("first_result.warm", 1024);
-  printf("  %-52s ", "first result of a new process, warm vs cold cache");
+  fprintf(g_out, "  %-52s ", "first result of a new process, warm vs cold cache");
   if (cold && warm && !cold->error[0] && !warm->error[0])
-    printf("%.0f ms vs %.0f ms (%.1fx faster)\n", warm->median, cold->median, cold->median / warm->median);
+    fprintf(g_out, "%.0f ms vs %.0f ms (%.1fx faster)\n", warm->median, cold->median, cold->median / warm->median);
   else
-    printf("not measured in this run\n");
-  if (g_failed) printf("\n%d figure(s) FAILED (see above)\n", g_failed);
-  fflush(stdout);
+    fprintf(g_out, "not measured in this run\n");
+  if (g_failed) fprintf(g_out, "\n%d figure(s) FAILED (see above)\n", g_failed);
+  fflush(g_out);
   return g_failed;
 }
