@@ -103,6 +103,23 @@ typedef CT_T(CT_IN) in_t;
 #define MINS(a, b) (((a) < (b) || isnan(a)) ? (a) : (b))
 #endif
 
+/* Lane-wise "x beats the current best v" for a forward scan (ties keep the earlier element):
+ * NaN beats every number and no NaN beats a NaN. The mask has the comparison's type
+ * (int8 for float8); ARG_MASK_L widens it for selecting long8 indices. */
+#if defined(CT_ACC_LONG)
+#define ARG_BETTER8(op, x, v) ((op) == CT_OP_ARGMAX ? (x) > (v) : (x) < (v))
+#else
+#define ARG_BETTER8(op, x, v) \
+  (!isnan(v) & (isnan(x) | ((op) == CT_OP_ARGMAX ? (x) > (v) : (x) < (v))))
+#endif
+#if defined(CT_ACC_FLOAT)
+typedef int8 ARG_MASK_T;
+#define ARG_MASK_L(m) convert_long8(m)
+#else
+typedef long8 ARG_MASK_T;
+#define ARG_MASK_L(m) (m)
+#endif
+
 inline acc_t ct_identity(int op) {
   if (op == CT_OP_SUM) return (acc_t)0;
   if (op == CT_OP_PROD) return (acc_t)1;
@@ -268,7 +285,41 @@ inline void ct_rows(int op, __global const in_t *in, long in_off, __global const
   acc_t v = ct_identity(op);
   long vi = LONG_MAX;
 
-  if (!arg && rndim == 1 && rstride.s0 == 1) {
+  if (arg && !has_idx_in && rndim == 1 && rstride.s0 == 1) {
+    /* argmax/argmin of a contiguous extent: per lane, the best value and its index; a lane
+     * sees increasing indices, so only a strictly better element replaces its best. */
+    __global const in_t *q = in + base + lo;
+    long n = hi - lo, nv = n / CT_LANES;
+    const long8 lane = (long8)(0, 1, 2, 3, 4, 5, 6, 7);
+    acc8_t bv = (acc8_t)ct_identity(op);
+    long8 bi = (long8)LONG_MAX;
+    if (lid < nv) {
+      bv = LOAD8(q, lid * CT_LANES);
+      bi = (long8)(lo + lid * CT_LANES) + lane;
+    }
+    for (long k = lid + L; k < nv; k += L) {
+      acc8_t x = LOAD8(q, k * CT_LANES);
+      ARG_MASK_T better = ARG_BETTER8(op, x, bv);
+      bv = select(bv, x, better);
+      bi = select(bi, (long8)(lo + k * CT_LANES) + lane, ARG_MASK_L(better));
+    }
+    acc_t tv[CT_LANES];
+    long ti[CT_LANES];
+    vstore8(bv, 0, tv);
+    vstore8(bi, 0, ti);
+    for (int l = 0; l < CT_LANES; l++)
+      if (ct_arg_better(op, tv[l], ti[l], v, vi)) {
+        v = tv[l];
+        vi = ti[l];
+      }
+    for (long t = nv * CT_LANES + lid; t < n; t += L) {
+      acc_t x = LOAD1(q, t);
+      if (ct_arg_better(op, x, lo + t, v, vi)) {
+        v = x;
+        vi = lo + t;
+      }
+    }
+  } else if (!arg && rndim == 1 && rstride.s0 == 1) {
     /* Contiguous extent: 8-wide loads of vectors v0, v0 + step, ... < v1. */
     __global const in_t *q = in + base + lo;
     long n = hi - lo, nv = n / CT_LANES;

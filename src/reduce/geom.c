@@ -133,12 +133,6 @@ size_t ct__pow2_floor(size_t n) {
   return p;
 }
 
-size_t ct__pow2_ceil(size_t n) {
-  size_t p = 1;
-  while (p < n) p *= 2;
-  return p;
-}
-
 ct_status ct__group_limit(size_t *out, ct__kernel *k, cl_kernel ck, ct_device *d, size_t cap,
                           size_t per_item) {
   size_t kwg = 0;

@@ -70,8 +70,8 @@ static int64_t cols_out(const ct_device *d) { return ct__cpu_layout(d) ? 64 : 8;
  *    so small that the second pass costs more than it saves;
  *  - work-group sizes from a small fixed set, since some implementations (PoCL) compile a
  *    kernel anew for each work-group size: CPUs run rows with 1 or 64 work-items per group
- *    (each owning an extent), cols with 16; GPUs share an extent among up to lmax_rows
- *    work-items. */
+ *    (each owning an extent), cols with 16; GPUs share an extent among 64 or 256 work-items
+ *    and run cols with 64 (all capped by the kernel's and device's limits). */
 static void plan_pass(struct red_plan *p, const struct ct__red_geom *g, ct_device *d, size_t lmax_rows,
                       size_t lmax_cols) {
   bool cpu = ct__cpu_layout(d);
@@ -108,8 +108,7 @@ static void plan_pass(struct red_plan *p, const struct ct__red_geom *g, ct_devic
     if (cpu) {
       p->local = g->nout * p->parts >= 64 * target ? 64 : 1;
     } else {
-      int64_t want = chunk / 32;
-      p->local = want < 1 ? 1 : ct__pow2_floor((size_t)want);
+      p->local = chunk >= 2048 ? 256 : 64;
     }
     if (p->local > lmax_rows) p->local = lmax_rows;
   }

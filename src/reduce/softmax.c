@@ -102,9 +102,9 @@ static ct_status softmax_api(ct_tensor **out, const ct_tensor *x, int dim, int l
   ARG(clog);
 #undef ARG
   if (rows) {
-    /* GPUs: a work-group per row. CPUs: a work-item per row (a CPU runs a group's items one
-     * after another on one core, so sharing a row buys nothing), 64 rows per group when there
-     * are plenty, else 1; fixed sizes spare PoCL a compile per work-group size. */
+    /* GPUs: a work-group of 64 or 256 per row. CPUs: a work-item per row (a CPU runs a
+     * group's items one after another on one core, so sharing a row buys nothing), 64 rows
+     * per group when there are plenty, else 1. Fixed sizes spare PoCL a compile per size. */
     size_t local, global;
     int64_t target = cu * 4;
     if (cpu) {
@@ -112,8 +112,7 @@ static ct_status softmax_api(ct_tensor **out, const ct_tensor *x, int dim, int l
       if (local > lmax) local = lmax;
       global = ((size_t)nrows + local - 1) / local * local;
     } else {
-      int64_t want = n / 32;
-      local = want < 1 ? 1 : ct__pow2_floor((size_t)want);
+      local = n >= 2048 ? 256 : 64;
       if (local > lmax) local = lmax;
       global = (size_t)nrows * local;
     }
@@ -124,7 +123,7 @@ static ct_status softmax_api(ct_tensor **out, const ct_tensor *x, int dim, int l
     if (st == CT_OK) st = set_arg(ck, a, sizeof cnrows, &cnrows, fn);
     /* A work-item per 8 consecutive rows. */
     size_t items = ((size_t)nrows + 7) / 8;
-    size_t local = cpu ? 16 : ct__pow2_ceil(items);
+    size_t local = cpu ? 16 : 64;
     if (local > lmax) local = lmax;
     size_t global = (items + local - 1) / local * local;
     if (st == CT_OK) st = ct__kernel_launch(k, d, 1, &global, &local);
