@@ -210,8 +210,18 @@ int main(int argc, char **argv) {
   TCase *tc = tcase_create(mode);
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, test_storm_sequential);
-  tcase_add_test(tc, test_storm_threads);
-  if (strcmp(mode, "two") == 0) tcase_add_test(tc, test_storm_two_devices);
   suite_add_tcase(s, tc);
+  if (strcmp(mode, "two") == 0) {
+    TCase *t2 = tcase_create("two");
+    tcase_set_timeout(t2, 600);
+    tcase_set_tags(t2, "two-devices"); /* skipped under Oclgrind, a single device */
+    tcase_add_test(t2, test_storm_two_devices);
+    suite_add_tcase(s, t2);
+  }
+  TCase *tt = tcase_create("threads");
+  tcase_set_timeout(tt, 600);
+  tcase_set_tags(tt, "threads"); /* skipped under Oclgrind, which runs one kernel at a time */
+  tcase_add_test(tt, test_storm_threads);
+  suite_add_tcase(s, tt);
   return ct_test_run(s);
 }

@@ -138,9 +138,16 @@ int main(int argc, char **argv) {
   Suite *s = suite_create("threads");
   TCase *tc = tcase_create(mode);
   tcase_set_timeout(tc, 900);
+  tcase_set_tags(tc, "threads"); /* skipped under Oclgrind, which runs one kernel at a time */
   tcase_add_test(tc, test_cold_start_race);
   tcase_add_test(tc, test_threads_one_device);
-  if (strcmp(mode, "two") == 0) tcase_add_test(tc, test_threads_two_devices);
   suite_add_tcase(s, tc);
+  if (strcmp(mode, "two") == 0) {
+    TCase *t2 = tcase_create("two");
+    tcase_set_timeout(t2, 900);
+    tcase_set_tags(t2, "threads two-devices");
+    tcase_add_test(t2, test_threads_two_devices);
+    suite_add_tcase(s, t2);
+  }
   return ct_test_run(s);
 }
