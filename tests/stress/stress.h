@@ -99,8 +99,8 @@ static inline float stress_value(uint32_t seed, int64_t i) {
 }
 
 /* One round of work on device d: a [rows, cols] f32 tensor from the host, then a transposed
- * contiguous copy, casts to i32, f16 and back, a broadcasting copy of a row and a fill, each
- * result read back and compared exactly with the host. `shared`, when not NULL, is a [1, cols]
+ * contiguous copy, casts to i32, f16 and back, a broadcasting copy of a row, a fill, a row sum,
+ * a max and a matrix product, each result read back and compared exactly with the host. `shared`, when not NULL, is a [1, cols]
  * f32 tensor (values stress_value(shared_seed, j)) that other threads read at the same time.
  * Returns 1 on success; 0 with why filled. *ops counts the device operations it ran. */
 static inline int stress_workload(ct_device *d, int64_t rows, int64_t cols, uint32_t seed,
@@ -112,7 +112,8 @@ static inline int stress_workload(ct_device *d, int64_t rows, int64_t cols, uint
   float *back = malloc((size_t)n * sizeof *back);
   int32_t *ib = malloc((size_t)n * sizeof *ib);
   ct_tensor *t = NULL, *tt = NULL, *c = NULL, *i32 = NULL, *f16 = NULL, *f32 = NULL, *row = NULL,
-            *dst = NULL, *full = NULL, *sh = NULL;
+            *dst = NULL, *full = NULL, *sh = NULL, *sum = NULL, *mx = NULL, *mm = NULL;
+  float *prod = NULL;
   if (!h || !back || !ib) {
     stress_fail(why, "out of host memory for %lld elements", (long long)n);
     goto done;
@@ -167,6 +168,38 @@ static inline int stress_workload(ct_device *d, int64_t rows, int64_t cols, uint
   for (int64_t i = 0; i < n; i++)
     STRESS_CHECK(back[i] == -2.5f, "full [%lld]: %g", (long long)i, back[i]);
 
+  /* Reductions and a matrix product: every partial result is an integer below 2^24, so f32
+   * results are exact whatever the order of accumulation. */
+  int dim1 = 1;
+  STRESS_TRY(ct_sum(&sum, t, 1, &dim1, false));
+  STRESS_TRY(ct_to_host(sum, back, (size_t)rows * sizeof *back));
+  *ops += 2;
+  for (int64_t r = 0; r < rows; r++) {
+    float want = 0;
+    for (int64_t k = 0; k < cols; k++) want += h[r * cols + k];
+    STRESS_CHECK(back[r] == want, "sum row %lld: %g != %g", (long long)r, back[r], want);
+  }
+  STRESS_TRY(ct_max(&mx, t, 0, NULL, false));
+  STRESS_TRY(ct_to_host(mx, back, sizeof *back));
+  *ops += 2;
+  {
+    float want = h[0];
+    for (int64_t i = 1; i < n; i++) want = h[i] > want ? h[i] : want;
+    STRESS_CHECK(back[0] == want, "max: %g != %g", back[0], want);
+  }
+  STRESS_TRY(ct_matmul(&mm, t, c)); /* [rows, cols] x [cols, rows] */
+  prod = malloc((size_t)(rows * rows) * sizeof *prod);
+  STRESS_CHECK(prod != NULL, "out of host memory for a %lld x %lld product", (long long)rows, (long long)rows);
+  STRESS_TRY(ct_to_host(mm, prod, (size_t)(rows * rows) * sizeof *prod));
+  *ops += 2;
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t q = 0; q < rows; q++) {
+      float want = 0;
+      for (int64_t k = 0; k < cols; k++) want += h[r * cols + k] * h[q * cols + k];
+      STRESS_CHECK(prod[r * rows + q] == want, "matmul [%lld,%lld]: %g != %g", (long long)r, (long long)q,
+                   prod[r * rows + q], want);
+    }
+
   if (shared) {
     /* Read a tensor other threads read too: broadcast it into dst (same device only). */
     int64_t scols = ct_tensor_shape(shared)[1];
@@ -190,6 +223,10 @@ static inline int stress_workload(ct_device *d, int64_t rows, int64_t cols, uint
   }
   ok = 1;
 done:
+  free(prod);
+  ct_release(mm);
+  ct_release(mx);
+  ct_release(sum);
   ct_release(sh);
   ct_release(full);
   ct_release(dst);
