@@ -82,7 +82,7 @@ static void plan_pass(struct red_plan *p, const struct ct__red_geom *g, ct_devic
   int64_t rows_min = cpu ? 1 : 32;
   p->rows = g->nout == 1 || (red_inner < kept_inner && g->nred >= rows_min) ||
             (g->nout < target && g->nred >= 64 * 32);
-  int64_t min_part = cpu ? 16384 : 4096;
+  int64_t min_part = cpu ? 131072 : 4096;
   int64_t parts = 1;
   if (p->rows) {
     if (g->nout < target) parts = (target + g->nout - 1) / g->nout;

@@ -44,7 +44,7 @@ static const struct rcase cases[] = {
     {"many rows", 2, {1000, 37}, V_NONE, 1, {1}, false},          /* rows, 64 per group */
     {"cols wide", 2, {50, 200}, V_NONE, 1, {0}, false},           /* cols, whole strips */
     {"cols short runs", 3, {40, 6, 50}, V_SLICE, 1, {0}, false},  /* cols, runs of 50 */
-    {"rows two passes", 2, {2, 40000}, V_NONE, 1, {1}, false},    /* rows, partials */
+    {"rows two passes", 2, {2, 270000}, V_NONE, 1, {1}, false},   /* rows, partials */
     {"cols two passes", 2, {40000, 3}, V_NONE, 1, {0}, false},    /* cols, partials */
     {"size-1 dims", 4, {1, 7, 1, 5}, V_NONE, 2, {0, 2}, true},
     {"0-dim", 0, {0}, V_NONE, 0, {0}, false},
