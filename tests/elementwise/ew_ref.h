@@ -97,6 +97,31 @@ static inline void ref_types(enum ref_op op, ct_dtype t, ct_dtype *k, ct_dtype *
   *o = ref_is_bool_out(op) ? CT_BOOL : *k;
 }
 
+static inline void ref_int_range(ct_dtype k, int64_t *mn, int64_t *mx) {
+  switch (k) {
+  case CT_BOOL: *mn = 0; *mx = 1; break;
+  case CT_U8: *mn = 0; *mx = 255; break;
+  case CT_I8: *mn = -128; *mx = 127; break;
+  case CT_I32: *mn = INT32_MIN; *mx = INT32_MAX; break;
+  default: *mn = INT64_MIN; *mx = INT64_MAX; break;
+  }
+}
+
+/* Types of "tensor of dtype t op scalar s": *overflow when s is an integer scalar the integer
+ * result can't hold (an error), except for comparisons, which then compare in i64. */
+static inline void ref_scalar_types(enum ref_op op, ct_dtype t, double s, ct_dtype *k, ct_dtype *o, bool *overflow) {
+  ref_types(op, ref_promote_scalar(t, s), k, o);
+  *overflow = false;
+  if (ref_is_float(*k) || *k == CT_BOOL) return;
+  int64_t mn, mx;
+  ref_int_range(*k, &mn, &mx);
+  if (s >= (double)mn && s <= (double)mx) return;
+  if (op >= R_EQ && op <= R_GE)
+    *k = CT_I64;
+  else
+    *overflow = true;
+}
+
 /* ---- element access ---- */
 static inline size_t ref_size(ct_dtype t) { return ct_dtype_size(t); }
 

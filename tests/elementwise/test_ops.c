@@ -243,7 +243,8 @@ static void check_clamp(const ew_dev *e, ct_dtype t, double lo, double hi) {
   ref_val vlo = ref_scalar(k, hl ? lo : 0), vhi = ref_scalar(k, hh ? hi : 0);
   if (!ref_is_float(k)) {
     /* integer bounds saturate to the dtype's range */
-    int64_t mn = k == CT_U8 ? 0 : ref_kmin(k), mx = k == CT_U8 ? 255 : k == CT_I8 ? 127 : k == CT_I32 ? INT32_MAX : INT64_MAX;
+    int64_t mn, mx;
+    ref_int_range(k, &mn, &mx);
     if (hl) vlo.i = lo < (double)mn ? mn : lo > (double)mx ? mx : (int64_t)lo;
     if (hh) vhi.i = hi < (double)mn ? mn : hi > (double)mx ? mx : (int64_t)hi;
     if (!hl) vlo.i = mn;
@@ -282,18 +283,8 @@ static void check_scalar(const ew_dev *e, int which, ct_dtype t, double s) {
   bool rev = scalar_ops[which].reversed;
   const char *name = scalar_ops[which].name;
   ct_dtype k, o;
-  ref_types(op, ref_promote_scalar(t, s), &k, &o);
-  bool cmp = op >= R_EQ && op <= R_GE;
-  bool overflow = false;
-  if (!ref_is_float(k) && k != CT_BOOL) {
-    int64_t mn = k == CT_U8 ? 0 : ref_kmin(k), mx = k == CT_U8 ? 255 : k == CT_I8 ? 127 : k == CT_I32 ? INT32_MAX : INT64_MAX;
-    if (s < (double)mn || s > (double)mx) {
-      if (cmp)
-        k = CT_I64; /* comparisons stay exact */
-      else
-        overflow = true;
-    }
-  }
+  bool overflow;
+  ref_scalar_types(op, t, s, &k, &o, &overflow);
   size_t n;
   void *hx = ew_values(t, e->denorm, 300, &n);
   int64_t shape[1] = {(int64_t)n};
