@@ -9,19 +9,22 @@
  *   -DEW_SPOS=p         tensor-scalar ops: 2 for "a op s", 1 for "s op a" (s is s0)
  *   -DEW_LO/EW_HI=0|1   clamp: which bound (s0 = lo, s1 = hi) is present
  *   -DEW_BA/BB/BC=0|1   contiguous kernel: that input is one element broadcast to all
- *   -DEW_VEC=0|1        contiguous kernel: 8 elements per work-item in vector types (CPUs),
- *                       or one element per work-item (GPUs: neighbouring work-items touch
- *                       neighbouring elements)
+ *   -DEW_VEC=0|1        contiguous kernel: 8 elements per work-item in 8-wide vector types
+ *                       (chosen by the host for f16 arithmetic on CPUs), or one element per
+ *                       work-item in scalar code
+ *   -DEW_SOFT16=0|1     f16 converted with integer/float operations instead of the half
+ *                       builtins (CPUs; see below)
  *   -DEW_SPER=n         strided kernel: elements of the innermost dim per work-item
+ *   -DEW_IO/IA/IB/IC=k  strided kernel: innermost stride of each operand is 1 (k=1), 0 (k=2)
+ *                       or other (k=0, from the ist argument)
  *
  * ew_contig serves dense, identically laid out operands (the host collapses dims first);
  * ew_strided reads any layout in place (views, transposes, stride-0 broadcasts).
  *
  * The op bodies are written once for scalars and 8-wide vectors (W is "" or 8) and without
- * branches: select() on masks. Compilers that vectorise across work-items (PoCL) turn a
- * data-dependent branch into very slow code, and vector loads of f16 are several times faster
- * than scalar ones there. Masks follow OpenCL: a scalar comparison gives 0/1, a vector one 0/-1;
- * select() accepts both, and "& 1" turns either into 0/1. */
+ * branches: select() on masks. PoCL vectorises scalar code across work-items, and turns a
+ * data-dependent branch there into very slow code. Masks follow OpenCL: a scalar comparison
+ * gives 0/1, a vector one 0/-1; select() accepts both, and "& 1" turns either into 0/1. */
 
 /* Results must not depend on the compiler's choice to fuse a*b+c: host references and other
  * devices round each operation. */
@@ -211,8 +214,8 @@
 #if EW_FLT
 #define EW_BODY(W)                            \
   EW_WT(W) r = EW_SEL(W, x, y, EW_PICK_Y(x, y)); \
-  r = EW_SEL(W, r, y, isnan(y));              \
-  return EW_SEL(W, r, x, isnan(x));
+  r = EW_SEL(W, r, y, y != y);                \
+  return EW_SEL(W, r, x, x != x);
 #else
 #define EW_BODY(W) return EW_SEL(W, x, y, EW_PICK_Y(x, y));
 #endif
@@ -302,7 +305,7 @@
 
 #elif defined(EW_OP_RELU)
 #if EW_FLT
-#define EW_BODY(W) return EW_SEL(W, EW_CST(W, 0), x, (x > EW_CST(W, 0)) | isnan(x));
+#define EW_BODY(W) return EW_SEL(W, EW_CST(W, 0), x, (x > EW_CST(W, 0)) | (x != x));
 #elif EW_SIGNED
 #define EW_BODY(W) return EW_SEL(W, x, EW_CST(W, 0), x < EW_CST(W, 0));
 #else
@@ -395,13 +398,67 @@ inline EW_RT(8) ew_f8(EW_WT(8) x, EW_WT(8) y, EW_WT(8) s0, EW_WT(8) s1) {
 }
 #endif
 
+/* ---- 16-bit floats in scalar code ----
+ * With EW_SOFT16 (CPU devices) f16 converts with plain integer and float operations, which
+ * compilers that vectorise across work-items (PoCL) vectorise; there the vload_half and
+ * vstore_half builtins are opaque calls, several times slower. Both are exact (round to
+ * nearest even, subnormals, inf, NaN) and need no f32 denormal support; GPUs keep the builtins,
+ * which are hardware conversions there. bf16 is bit manipulation everywhere, without branches. */
+#ifndef EW_SOFT16
+#define EW_SOFT16 0
+#endif
+#if EW_SOFT16
+inline float ew_h2f(ushort hs) {
+  uint h = hs, sign = (h & 0x8000u) << 16, em = h & 0x7fffu;
+  float r = select(as_float((em << 13) + 0x38000000u), (float)em * 0x1p-24f, (int)(em < 0x400u)); /* normal, subnormal */
+  r = select(r, as_float((em << 13) | 0x7f800000u), (int)(em >= 0x7c00u));                    /* inf, NaN */
+  return as_float(as_uint(r) | sign);
+}
+inline ushort ew_f2h(float f) {
+  uint u = as_uint(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  uint hn = (a + 0x0fffu + ((a >> 13) & 1u) - 0x38000000u) >> 13; /* normal: rebias, round to even */
+  uint hs = as_uint(as_float(a) + 0.5f) - 0x3f000000u;          /* subnormal: the FPU rounds */
+  uint h = select(hn, hs, (uint)(a < 0x38800000u));
+  h = select(h, 0x7c00u, (uint)(a >= 0x47800000u)); /* overflow: inf */
+  h = select(h, 0x7e00u, (uint)(a > 0x7f800000u));  /* NaN stays NaN */
+  return (ushort)(h | sign);
+}
+#define EW_LDH(p, i) ew_h2f(((__global const ushort *)(p))[i])
+#define EW_STH(p, i, v) (((__global ushort *)(p))[i] = ew_f2h(v))
+#else
+#define EW_LDH(p, i) vload_half((i), (p))
+#define EW_STH(p, i, v) vstore_half_rte((v), (i), (p))
+#endif
+inline ushort ew_f2bf(float f) {
+  uint u = as_uint(f);
+  uint r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;                                /* nearest even */
+  return (ushort)select(r, (u >> 16) | 0x40u, (uint)((u & 0x7fffffffu) > 0x7f800000u)); /* quiet NaN */
+}
+#define EW_LDBF(p, i) as_float(((uint)(p)[i]) << 16)
+#define EW_STBF(p, i, v) ((p)[i] = ew_f2bf(v))
+
+/* Element i of p (dtype dt) as float, one rounding for i64. */
+#define EW_LF_0(p, i) ((float)(p)[i])
+#define EW_LF_1 EW_LF_0
+#define EW_LF_2 EW_LF_0
+#define EW_LF_3 EW_LF_0
+#define EW_LF_4 EW_LF_0
+#define EW_LF_5(p, i) EW_LDH(p, i)
+#define EW_LF_6(p, i) EW_LDBF(p, i)
+#define EW_LF_7(p, i) ((p)[i])
+#define EW_LF(dt, p, i) CT_CAT(EW_LF_, dt)(p, i)
+
 /* ---- conversions between storage and the compute type ---- */
+#if EW_SOFT16
+inline float ew_round_f16(float v) { return ew_h2f(ew_f2h(v)); }
+#else
 inline float ew_round_f16(float v) {
   ushort h;
   vstore_half_rte(v, 0, (__private half *)&h);
   return vload_half(0, (__private const half *)&h);
 }
-inline float ew_round_bf16(float v) { return ct_bf16_to_f32(ct_f32_to_bf16(v)); }
+#endif
+inline float ew_round_bf16(float v) { return as_float(((uint)ew_f2bf(v)) << 16); }
 inline float8 ew_bf16_to_f32_8(ushort8 h) { return as_float8(convert_uint8(h) << 16); }
 inline ushort8 ew_f32_to_bf16_8(float8 f) {
   uint8 u = as_uint8(f);
@@ -420,7 +477,7 @@ inline float8 ew_round_bf16_8(float8 v) { return ew_bf16_to_f32_8(ew_f32_to_bf16
  * compute type. EW_LOAD8: elements i..i+7, as a vector. Integers reach f16 and bf16 through
  * float, as c10::Half(float(x)) does. */
 #if EW_K == CT_DT_F32
-#define EW_LOAD(dt, p, i) CT_LOADF(dt, p, i)
+#define EW_LOAD(dt, p, i) EW_LF(dt, p, i)
 #define EW_V_0(p, i) convert_float8(vload8(0, (p) + (i)))
 #define EW_V_1 EW_V_0
 #define EW_V_2 EW_V_0
@@ -436,7 +493,7 @@ inline float8 ew_round_bf16_8(float8 v) { return ew_bf16_to_f32_8(ew_f32_to_bf16
 #define EW_RK_3 EW_RK_0
 #define EW_RK_4 EW_RK_0
 #define EW_RK_5(v) (v)
-#define EW_LOAD(dt, p, i) CT_CAT(EW_RK_, dt)(CT_LOADF(dt, p, i))
+#define EW_LOAD(dt, p, i) CT_CAT(EW_RK_, dt)(EW_LF(dt, p, i))
 #define EW_V_0(p, i) ew_round_f16_8(convert_float8(vload8(0, (p) + (i))))
 #define EW_V_1 EW_V_0
 #define EW_V_2 EW_V_0
@@ -450,7 +507,7 @@ inline float8 ew_round_bf16_8(float8 v) { return ew_bf16_to_f32_8(ew_f32_to_bf16
 #define EW_RK_3 EW_RK_0
 #define EW_RK_4 EW_RK_0
 #define EW_RK_6(v) (v)
-#define EW_LOAD(dt, p, i) CT_CAT(EW_RK_, dt)(CT_LOADF(dt, p, i))
+#define EW_LOAD(dt, p, i) CT_CAT(EW_RK_, dt)(EW_LF(dt, p, i))
 #define EW_V_0(p, i) ew_round_bf16_8(convert_float8(vload8(0, (p) + (i))))
 #define EW_V_1 EW_V_0
 #define EW_V_2 EW_V_0
@@ -463,8 +520,8 @@ inline float8 ew_round_bf16_8(float8 v) { return ew_bf16_to_f32_8(ew_f32_to_bf16
 #define EW_LD64_2 EW_LD64_0
 #define EW_LD64_3 EW_LD64_0
 #define EW_LD64_4 EW_LD64_0
-#define EW_LD64_5(p, i) ((double)vload_half((i), (p)))
-#define EW_LD64_6(p, i) ((double)ct_bf16_to_f32((p)[i]))
+#define EW_LD64_5(p, i) ((double)EW_LDH(p, i))
+#define EW_LD64_6(p, i) ((double)EW_LDBF(p, i))
 #define EW_LD64_7 EW_LD64_0
 #define EW_LD64_8(p, i) ((p)[i])
 #define EW_LOAD(dt, p, i) CT_CAT(EW_LD64_, dt)(p, i)
@@ -489,7 +546,7 @@ inline float8 ew_round_bf16_8(float8 v) { return ew_bf16_to_f32_8(ew_f32_to_bf16
 
 /* Nonzero test of a where() condition in its own dtype (NaN is true, -0.0 false), as a mask of
  * the compute type's size. */
-#define EW_NZ_5(p, i) (vload_half((i), (p)) != 0.0f)
+#define EW_NZ_5(p, i) ((((__global const ushort *)(p))[i] & 0x7fff) != 0)
 #define EW_NZ_6(p, i) (((p)[i] & 0x7fff) != 0)
 #define EW_NZX(p, i) ((p)[i] != 0)
 #define EW_NZ_0 EW_NZX
@@ -518,10 +575,10 @@ inline float8 ew_round_bf16_8(float8 v) { return ew_bf16_to_f32_8(ew_f32_to_bf16
 #define EW_STORE(p, i, v) ((p)[i] = (uchar)((v) & 1))
 #define EW_STORE8(p, i, v) vstore8(convert_uchar8((v) & (EW_RT(8))1), 0, (p) + (i))
 #elif EW_O == CT_DT_F16
-#define EW_STORE(p, i, v) vstore_half_rte((v), (i), (p))
+#define EW_STORE(p, i, v) EW_STH(p, i, v)
 #define EW_STORE8(p, i, v) vstore_half8_rte((v), 0, (p) + (i))
 #elif EW_O == CT_DT_BF16
-#define EW_STORE(p, i, v) ((p)[i] = ct_f32_to_bf16(v))
+#define EW_STORE(p, i, v) EW_STBF(p, i, v)
 #define EW_STORE8(p, i, v) vstore8(ew_f32_to_bf16_8(v), 0, (p) + (i))
 #else
 #define EW_STORE(p, i, v) ((p)[i] = (v))
@@ -679,6 +736,26 @@ __kernel void ew_contig(EW_PARAMS, long n) {
 #define EW_DIMS(T) \
   EW_DIM(6, T) EW_DIM(5, T) EW_DIM(4, T) EW_DIM(3, T) EW_DIM(2, T) EW_DIM(1, T) EW_DIM(0, T)
 
+/* Innermost strides known at build time (-DEW_IO/IA/IB/IC = 1 for unit stride, 2 for a
+ * broadcast, 0 for any other: ist), so a run of unit-stride elements compiles to plain
+ * consecutive accesses, which CPU compilers vectorise. */
+#ifndef EW_IO
+#define EW_IO 0
+#endif
+#ifndef EW_IA
+#define EW_IA 0
+#endif
+#ifndef EW_IB
+#define EW_IB 0
+#endif
+#ifndef EW_IC
+#define EW_IC 0
+#endif
+#define EW_IST_0(k, t) ((t) * ist.s##k)
+#define EW_IST_1(k, t) (t)
+#define EW_IST_2(k, t) 0
+#define EW_IST(X, k, t) CT_CAT(EW_IST_, EW_I##X)(k, t)
+
 #if EW_NIN >= 2
 #define EW_SB , long8 sb
 #else
@@ -718,11 +795,10 @@ __kernel void ew_strided(EW_PARAMS, long n0, long4 ist, long nouter, int ond, lo
   (void)co;
 #if EW_SPER > 1
   if (j + EW_SPER <= n0) {
-    for (int t = 0; t < EW_SPER; t++)
-      EW_DO(oo + t * ist.s0, ao + t * ist.s1, bo + t * ist.s2, co + t * ist.s3);
+    for (int t = 0; t < EW_SPER; t++) EW_DO(oo + EW_IST(O, 0, t), ao + EW_IST(A, 1, t), bo + EW_IST(B, 2, t), co + EW_IST(C, 3, t));
   } else {
     for (long t = 0; t < n0 - j; t++)
-      EW_DO(oo + t * ist.s0, ao + t * ist.s1, bo + t * ist.s2, co + t * ist.s3);
+      EW_DO(oo + EW_IST(O, 0, t), ao + EW_IST(A, 1, t), bo + EW_IST(B, 2, t), co + EW_IST(C, 3, t));
   }
 #else
   EW_DO(oo, ao, bo, co);

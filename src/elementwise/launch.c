@@ -47,15 +47,16 @@ struct ct__ew_entry {
   uint64_t key;     /* 0: empty (every real key has nin >= 1) */
   ct__kernel *k;
   size_t local;     /* 0: let the driver choose */
+  int per;          /* contiguous kernel: elements per work-item (8 on the vector path, else 1) */
 };
 
 struct ct__ew_state {
   pthread_mutex_t lock;
   struct ct__ew_entry *tab;
   size_t cap, count;  /* cap is a power of two */
-  int per;            /* elements per work-item: 8 (vector path) or 1 */
+  int sper;           /* strided kernel: innermost elements per work-item */
   bool cpu;
-  char opts[96];      /* options common to every elementwise program on this device */
+  char opts[128];     /* options common to every elementwise program on this device */
 };
 
 static void ct__ew_state_destroy(ct_device *d, void *state) {
@@ -76,15 +77,16 @@ static ct_status ct__ew_state_create(void **state, ct_device *d) {
     return ct__error(CT_ERR_OUT_OF_MEMORY, "elementwise: out of host memory");
   }
   pthread_mutex_init(&s->lock, NULL);
-  /* CPU compilers (PoCL) vectorise a straight run of consecutive elements per work-item well
-   * and pay per work-item overhead; GPUs want neighbouring work-items on neighbouring elements. */
+  /* CPU compilers (PoCL) vectorise scalar code across work-items, and convert f16 in software
+   * faster than through the half builtins; a strided row is walked a few elements per
+   * work-item there. GPUs want neighbouring work-items on neighbouring elements. */
   s->cpu = d->props.type == CT_DEVICE_CPU;
-  s->per = s->cpu ? 8 : 1;
+  s->sper = s->cpu ? 32 : 1;
   /* Division and sqrt are correctly rounded only on request, and the request is only valid
    * where the device says it can. */
   cl_device_fp_config fp = 0;
   clGetDeviceInfo(d->id, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL);
-  snprintf(s->opts, sizeof s->opts, "-DEW_VEC=%d -DEW_SPER=%d%s", s->per > 1, s->per,
+  snprintf(s->opts, sizeof s->opts, "-DEW_SOFT16=%d -DEW_SPER=%d%s", s->cpu ? 1 : 0, s->sper,
            (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) ? " -cl-fp32-correctly-rounded-divide-sqrt" : "");
   *state = s;
   return CT_OK;
@@ -138,8 +140,24 @@ static uint64_t ct__ew_key(const struct ct__ew_launch *l, ct_dtype o, int stride
   k |= (uint64_t)l->has_lo << 30;
   k |= (uint64_t)l->has_hi << 31;
   k |= (uint64_t)bflags << 32;
-  k |= (uint64_t)strided << 35;
+  k |= (uint64_t)(strided & 1) << 35;
+  k |= (uint64_t)(strided >> 1) << 36; /* strided kernel: innermost stride kinds */
   return k;
+}
+
+/* The contiguous kernel's 8-wide vector path, on CPUs, for plain f16 arithmetic only. Measured
+ * on PoCL 3.1: there f16 loads and stores in scalar code are not vectorised across work-items
+ * when both appear in one kernel (0.06 G elements/s for f16 + f16), while vload_half8 and
+ * vstore_half8_rte run an f16 add at ~0.9 G elements/s; for every other dtype and op scalar
+ * code is as fast or faster (up to 6x for u8, and 40x for bool results, whose vector stores
+ * PoCL handles very badly), and vector selects with f16 gain nothing. */
+static bool ct__ew_use_vector(const struct ct__ew_launch *l, ct_dtype o) {
+  bool f16 = o == CT_F16;
+  for (int i = 0; i < l->nin; i++) f16 |= l->in[i]->dtype == CT_F16;
+  switch (l->op) {
+  case CT__EW_ADD: case CT__EW_SUB: case CT__EW_MUL: case CT__EW_DIV: case CT__EW_NEG: case CT__EW_ABS: return f16;
+  default: return false;
+  }
 }
 
 static ct_status ct__ew_kernel(struct ct__ew_entry *out, ct_device *d, struct ct__ew_state *s,
@@ -153,11 +171,15 @@ static ct_status ct__ew_kernel(struct ct__ew_entry *out, ct_device *d, struct ct
     char opts[400];
     int dt[3] = {0, 0, 0};
     for (int i = 0; i < l->nin; i++) dt[i] = (int)l->in[i]->dtype;
+    bool vec = s->cpu && !strided && ct__ew_use_vector(l, o);
+    unsigned ik = (unsigned)strided >> 1;
     snprintf(opts, sizeof opts,
              "-DEW_OP_%s -DEW_NIN=%d -DEW_A=%d -DEW_B=%d -DEW_C=%d -DEW_K=%d -DEW_O=%d -DEW_SPOS=%d "
-             "-DEW_LO=%d -DEW_HI=%d -DEW_BA=%u -DEW_BB=%u -DEW_BC=%u %s",
+             "-DEW_LO=%d -DEW_HI=%d -DEW_BA=%u -DEW_BB=%u -DEW_BC=%u -DEW_VEC=%d "
+             "-DEW_IO=%u -DEW_IA=%u -DEW_IB=%u -DEW_IC=%u %s",
              ct__ew_op_macro(l->op), l->nin, dt[0], dt[1], dt[2], (int)l->k, (int)o, l->spos, l->has_lo ? 1 : 0,
-             l->has_hi ? 1 : 0, bflags & 1u, (bflags >> 1) & 1u, (bflags >> 2) & 1u, s->opts);
+             l->has_hi ? 1 : 0, bflags & 1u, (bflags >> 1) & 1u, (bflags >> 2) & 1u, vec ? 1 : 0, ik & 3u,
+             (ik >> 2) & 3u, (ik >> 4) & 3u, (ik >> 6) & 3u, s->opts);
     ct__kernel *k = NULL;
     st = ct__kernel_get(&k, d, "elementwise.cl", strided ? "ew_strided" : "ew_contig", opts);
     if (st == CT_OK && 2 * (s->count + 1) > s->cap) {
@@ -171,6 +193,7 @@ static ct_status ct__ew_kernel(struct ct__ew_entry *out, ct_device *d, struct ct
       s->tab[j].key = key;
       s->tab[j].k = k;
       s->tab[j].local = s->cpu ? 0 : ct__ew_gpu_local(d, k);
+      s->tab[j].per = vec ? 8 : 1;
       s->count++;
     }
   }
@@ -293,8 +316,18 @@ ct_status ct__ew_run(const char *fn, const struct ct__ew_launch *l, ct_tensor *o
   }
   if (!contig) bflags = 0;
 
+  /* Strided kernel: 1 | the innermost stride kind of each operand (1 unit, 2 zero, 0 other) << 1. */
+  int strided = 0;
+  if (!contig) {
+    unsigned ik = 0;
+    for (int o = 0; o < nops; o++) {
+      int64_t st = g.st[o][g.ndim - 1];
+      ik |= (st == 1 ? 1u : st == 0 ? 2u : 0u) << (2 * o);
+    }
+    strided = 1 | (int)(ik << 1);
+  }
   struct ct__ew_entry e;
-  CT__TRY(ct__ew_kernel(&e, d, s, l, out->dtype, !contig, bflags));
+  CT__TRY(ct__ew_kernel(&e, d, s, l, out->dtype, strided, bflags));
 
   cl_kernel ck = ct__kernel_lock(e.k);
   cl_int err = CL_SUCCESS;
@@ -321,7 +354,7 @@ ct_status ct__ew_run(const char *fn, const struct ct__ew_launch *l, ct_tensor *o
   if (contig) {
     cl_long nn = n;
     CT__ARG(sizeof nn, &nn);
-    size_t items = (size_t)((n + s->per - 1) / s->per);
+    size_t items = (size_t)((n + e.per - 1) / e.per);
     /* A global size with small factors lets a driver that picks the local size pick a good
      * one (PoCL takes a divisor of it). */
     size_t step = e.local ? e.local : 64;
@@ -343,7 +376,7 @@ ct_status ct__ew_run(const char *fn, const struct ct__ew_launch *l, ct_tensor *o
       strides[o] = ct__ew_long8(g.st[o], ond, 0);
       CT__ARG(sizeof strides[o], &strides[o]);
     }
-    size_t items = (size_t)((n0 + s->per - 1) / s->per);
+    size_t items = (size_t)((n0 + s->sper - 1) / s->sper);
     size_t step = e.local ? e.local : 8;
     global[0] = (items + step - 1) / step * step;
     global[1] = (size_t)nouter;

@@ -7,8 +7,8 @@
  *   chain    a chain of 1024-element _out ops (add, mul, sub, relu, maximum, ...) vs peers'
  *            `cl_launch` (back-to-back launches of the 1024-element add), microseconds per op
  * plus, for information, other dtypes and layouts of the big add. Each figure is the median of
- * RUNS timed runs after a warm-up; each round prints both sides and their ratio, and the summary
- * gives the median ratio and its spread over ROUNDS rounds.
+ * the paired runs described in main(); the summary gives the median ratio over the rounds and
+ * its spread.
  *
  * Usage: bench_elementwise [rounds]   (CLTENSOR_DEVICE picks the device) */
 #include <stdio.h>
@@ -62,77 +62,72 @@ static const char *peer_src =
 static cl_command_queue q;
 static cl_kernel peer_add;
 
-/* peers' cl_add: best median over local sizes NULL, 64, 256, in GB/s. */
-static double peer_cl_add(size_t n) {
-  const size_t locals[] = {0, 64, 256};
-  double best = 0, t[RUNS];
-  for (int li = 0; li < 3; li++) {
-    size_t g = n, l = locals[li];
-    CHECK_CL(clEnqueueNDRangeKernel(q, peer_add, 1, NULL, &g, l ? &l : NULL, 0, NULL, NULL));
-    clFinish(q);
-    for (int r = 0; r < RUNS; r++) {
-      double t0 = now();
-      CHECK_CL(clEnqueueNDRangeKernel(q, peer_add, 1, NULL, &g, l ? &l : NULL, 0, NULL, NULL));
-      clFinish(q);
-      t[r] = 3.0 * (double)n * 4 / (now() - t0) / 1e9;
-    }
-    double m = median(t, RUNS);
-    if (m > best) best = m;
-  }
-  return best;
+/* One run of peers' cl_add (local size l, 0 for NULL), in GB/s. */
+static double peer_add_once(size_t n, size_t l) {
+  size_t g = n;
+  double t0 = now();
+  CHECK_CL(clEnqueueNDRangeKernel(q, peer_add, 1, NULL, &g, l ? &l : NULL, 0, NULL, NULL));
+  clFinish(q);
+  return 3.0 * (double)n * 4 / (now() - t0) / 1e9;
 }
 
-/* peers' cl_launch: microseconds per launch of the 1024-element add, 2000 back to back. */
-static double peer_cl_launch(void) {
-  double t[RUNS];
-  for (int r = -1; r < RUNS; r++) {
-    size_t g = 1024;
-    int launches = 2000;
-    double t0 = now();
-    for (int k = 0; k < launches; k++) CHECK_CL(clEnqueueNDRangeKernel(q, peer_add, 1, NULL, &g, NULL, 0, NULL, NULL));
-    clFinish(q);
-    if (r >= 0) t[r] = (now() - t0) / launches * 1e6;
+/* peers' cl_add picks the best of local sizes NULL, 64, 256 by median; so does this, once. */
+static size_t peer_best_local(size_t n) {
+  const size_t locals[] = {0, 64, 256};
+  double best = 0, t[RUNS];
+  size_t bl = 0;
+  for (int li = 0; li < 3; li++) {
+    peer_add_once(n, locals[li]);
+    for (int r = 0; r < RUNS; r++) t[r] = peer_add_once(n, locals[li]);
+    double m = median(t, RUNS);
+    if (m > best) best = m, bl = locals[li];
   }
-  return median(t, RUNS);
+  return bl;
+}
+
+/* Microseconds per launch of peers' 1024-element add, `launches` back to back. */
+static double peer_launch_once(int launches) {
+  size_t g = 1024;
+  double t0 = now();
+  for (int k = 0; k < launches; k++) CHECK_CL(clEnqueueNDRangeKernel(q, peer_add, 1, NULL, &g, NULL, 0, NULL, NULL));
+  clFinish(q);
+  return (now() - t0) / launches * 1e6;
 }
 
 typedef ct_status (*binop)(ct_tensor *, const ct_tensor *, const ct_tensor *);
 
-/* ct op into out, GB/s counting 2 inputs + 1 output at their own sizes. */
-static double ct_bw(binop op, ct_tensor *out, const ct_tensor *a, const ct_tensor *b, ct_device *d) {
-  double bytes = (double)(ct_tensor_nbytes(out) + ct_tensor_nbytes(a) + ct_tensor_nbytes(b)), t[RUNS];
+/* One run of op into out, GB/s counting 2 inputs + 1 output at their own sizes. */
+static double ct_bw_once(binop op, ct_tensor *out, const ct_tensor *a, const ct_tensor *b, ct_device *d) {
+  double bytes = (double)(ct_tensor_nbytes(out) + ct_tensor_nbytes(a) + ct_tensor_nbytes(b));
+  double t0 = now();
   CHECK_CT(op(out, a, b));
   CHECK_CT(ct_device_synchronize(d));
-  for (int r = 0; r < RUNS; r++) {
-    double t0 = now();
-    CHECK_CT(op(out, a, b));
-    CHECK_CT(ct_device_synchronize(d));
-    t[r] = bytes / (now() - t0) / 1e9;
-  }
+  return bytes / (now() - t0) / 1e9;
+}
+
+static double ct_bw(binop op, ct_tensor *out, const ct_tensor *a, const ct_tensor *b, ct_device *d) {
+  double t[RUNS];
+  ct_bw_once(op, out, a, b, d);
+  for (int r = 0; r < RUNS; r++) t[r] = ct_bw_once(op, out, a, b, d);
   return median(t, RUNS);
 }
 
-/* Microseconds per op of a chain of 1024-element _out ops (2000 ops, one wait at the end). */
-static double ct_chain(ct_tensor *x, ct_tensor *y, ct_tensor *z, ct_device *d) {
-  double t[RUNS];
-  for (int r = -1; r < RUNS; r++) {
-    int ops = 0;
-    double t0 = now();
-    for (int k = 0; k < 250; k++) {
-      CHECK_CT(ct_add_out(z, x, y));
-      CHECK_CT(ct_mul_out(z, z, y));
-      CHECK_CT(ct_sub_out(z, z, x));
-      CHECK_CT(ct_relu_out(z, z));
-      CHECK_CT(ct_maximum_out(z, z, x));
-      CHECK_CT(ct_mul_scalar_out(z, z, 0.5));
-      CHECK_CT(ct_add_out(z, z, y));
-      CHECK_CT(ct_minimum_out(z, z, y));
-      ops += 8;
-    }
-    CHECK_CT(ct_device_synchronize(d));
-    if (r >= 0) t[r] = (now() - t0) / ops * 1e6;
+/* Microseconds per op of a chain of 1024-element _out ops (8 * reps ops, one wait at the end):
+ * add, mul, sub, relu, maximum, mul by a scalar, add, minimum. */
+static double ct_chain_once(ct_tensor *x, ct_tensor *y, ct_tensor *z, ct_device *d, int reps) {
+  double t0 = now();
+  for (int k = 0; k < reps; k++) {
+    CHECK_CT(ct_add_out(z, x, y));
+    CHECK_CT(ct_mul_out(z, z, y));
+    CHECK_CT(ct_sub_out(z, z, x));
+    CHECK_CT(ct_relu_out(z, z));
+    CHECK_CT(ct_maximum_out(z, z, x));
+    CHECK_CT(ct_mul_scalar_out(z, z, 0.5));
+    CHECK_CT(ct_add_out(z, z, y));
+    CHECK_CT(ct_minimum_out(z, z, y));
   }
-  return median(t, RUNS);
+  CHECK_CT(ct_device_synchronize(d));
+  return (now() - t0) / (8.0 * reps) * 1e6;
 }
 
 static void summary(const char *what, double *ratio, int n, const char *goal) {
@@ -185,15 +180,37 @@ int main(int argc, char **argv) {
   CHECK_CT(ct_from_host(&y, d, CT_F32, 1, small, h + 1024));
   CHECK_CT(ct_empty(&z, d, CT_F32, 1, small));
 
+  /* Each round: PAIRS alternations of (peer, ct, peer); a pair's ratio is ct over the mean of
+   * the peer runs on either side, so both see the same moment's load. The round reports the
+   * median ratio of its pairs and the medians of both sides. */
+  enum { PAIRS = 9 };
+  size_t bl = peer_best_local(n);
+  printf("cl_add best local size: %zu (0 = NULL)\n", bl);
+  ct_bw_once(ct_add_out, c, a, b, d);
+  ct_chain_once(x, y, z, d, 25);
+  peer_launch_once(200);
   double add_ratio[64], chain_ratio[64];
   for (int r = 0; r < rounds; r++) {
-    double p1 = peer_cl_add(n), m = ct_bw(ct_add_out, c, a, b, d), p2 = peer_cl_add(n);
-    add_ratio[r] = m / (0.5 * (p1 + p2));
-    printf("round %d  add: cl_add %.2f / %.2f GB/s, ct_add_out %.2f GB/s, ratio %.3f\n", r, p1, p2, m, add_ratio[r]);
-    double l1 = peer_cl_launch(), cs = ct_chain(x, y, z, d), l2 = peer_cl_launch();
-    chain_ratio[r] = cs / (0.5 * (l1 + l2));
-    printf("round %d  chain: cl_launch %.3f / %.3f us, ct chain %.3f us/op, ratio %.3f\n", r, l1, l2, cs,
-           chain_ratio[r]);
+    double pr[PAIRS], pv[PAIRS + 1], cv[PAIRS];
+    pv[0] = peer_add_once(n, bl);
+    for (int i = 0; i < PAIRS; i++) {
+      cv[i] = ct_bw_once(ct_add_out, c, a, b, d);
+      pv[i + 1] = peer_add_once(n, bl);
+      pr[i] = cv[i] / (0.5 * (pv[i] + pv[i + 1]));
+    }
+    add_ratio[r] = median(pr, PAIRS);
+    printf("round %d  add: cl_add %.2f GB/s, ct_add_out %.2f GB/s (medians), ratio %.3f\n", r, median(pv, PAIRS + 1),
+           median(cv, PAIRS), add_ratio[r]);
+    double lv[PAIRS + 1], chv[PAIRS];
+    lv[0] = peer_launch_once(400);
+    for (int i = 0; i < PAIRS; i++) {
+      chv[i] = ct_chain_once(x, y, z, d, 50);
+      lv[i + 1] = peer_launch_once(400);
+      pr[i] = chv[i] / (0.5 * (lv[i] + lv[i + 1]));
+    }
+    chain_ratio[r] = median(pr, PAIRS);
+    printf("round %d  chain: cl_launch %.3f us, ct chain %.3f us/op (medians), ratio %.3f\n", r, median(lv, PAIRS + 1),
+           median(chv, PAIRS), chain_ratio[r]);
     fflush(stdout);
   }
   summary("add", add_ratio, rounds, ">= 0.9 (ct_add_out / cl_add)");
