@@ -494,6 +494,9 @@ int main(int argc, char **argv) {
   suite_add_tcase(s, tc);
   tc = tcase_create("errors");
   tcase_add_test(tc, test_argument_errors);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("threads");
+  tcase_set_tags(tc, "threads"); /* skipped under Oclgrind, which runs one kernel at a time */
   tcase_add_test(tc, test_threads);
   suite_add_tcase(s, tc);
   return ct_test_run(s);
