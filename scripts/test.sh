@@ -1,8 +1,54 @@
 #!/bin/sh
-# README command 2: the whole test suite (what CI runs).
-# Idempotent: reuses the build folders and rebuilds only what changed.
+# README command 2: the whole test suite (what CI runs). Idempotent: reuses the build folders
+# and rebuilds only what changed.
+#
+#   1. every suite, warnings as errors          (build-test)
+#   2. the unit tests under ASan + UBSan + LSan (build-asan, scripts/sanitize.sh)
+#   3. the kernel subset on Oclgrind            (scripts/oclgrind.sh)
+#   4. each libFuzzer harness for 30 seconds    (build-fuzz, scripts/fuzz.sh)
+#
+# CT_TEST_STAGES="1 2" runs only some stages (default: all). See docs/RELIABILITY.md.
 set -eu
 cd "$(dirname "$0")/.."
 sh scripts/deps.sh --test
-[ -f build-test/build.ninja ] || meson setup build-test -Dwerror=true
-meson test -C build-test --print-errorlogs --num-processes 2
+stages=${CT_TEST_STAGES:-1 2 3 4}
+summary=""
+
+# Prints "N passed, M failed" for the last meson test run of a build folder.
+count() {
+  python3 - "$1/meson-logs/testlog.json" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+ok = sum(r['result'] in ('OK', 'EXPECTEDFAIL') for r in rows)
+skip = sum(r['result'] == 'SKIP' for r in rows)
+print(f"{ok} passed, {len(rows) - ok - skip} failed, {skip} skipped")
+PY
+}
+
+for s in $stages; do
+  case $s in
+    1)
+      echo "== 1. every suite (build-test)"
+      [ -f build-test/build.ninja ] || meson setup build-test -Dwerror=true
+      meson test -C build-test --print-errorlogs --num-processes 2
+      summary="$summary
+suites: $(count build-test)" ;;
+    2)
+      echo "== 2. ASan + UBSan + LSan (build-asan)"
+      sh scripts/sanitize.sh asan
+      summary="$summary
+asan: $(count build-asan)" ;;
+    3)
+      echo "== 3. kernels on Oclgrind"
+      BUILD_DIR=build-test sh scripts/oclgrind.sh
+      summary="$summary
+oclgrind: $(count build-test)" ;;
+    4)
+      echo "== 4. fuzzing, 30 s per harness (build-fuzz)"
+      sh scripts/fuzz.sh 30
+      summary="$summary
+fuzz: every harness ran 30 s without a finding" ;;
+    *) echo "unknown stage $s" >&2; exit 2 ;;
+  esac
+done
+echo "$summary"
