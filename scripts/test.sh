@@ -14,11 +14,13 @@ sh scripts/deps.sh --test
 stages=${CT_TEST_STAGES:-1 2 3 4}
 summary=""
 
-# Prints "N passed, M failed" for the last meson test run of a build folder.
+# Prints "N passed, M failed" for the last meson test run of a build folder (meson names the
+# log testlog-SETUP.json under a test setup).
 count() {
-  python3 - "$1/meson-logs/testlog.json" <<'PY'
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+  python3 - "$1/meson-logs" <<'PY' || echo "(no test log)"
+import glob, json, os, sys
+log = max(glob.glob(os.path.join(sys.argv[1], 'testlog*.json')), key=os.path.getmtime)
+rows = [json.loads(l) for l in open(log) if l.strip()]
 ok = sum(r['result'] in ('OK', 'EXPECTEDFAIL') for r in rows)
 skip = sum(r['result'] == 'SKIP' for r in rows)
 print(f"{ok} passed, {len(rows) - ok - skip} failed, {skip} skipped")
