@@ -100,6 +100,20 @@ void bench_fig_set(bench_fig *f, const bench_samples *s, double work_or_scale);
 void bench_fig_fail(bench_fig *f, bool skipped, const char *msg);
 /* Adds a reference figure measured with the same unit. */
 void bench_fig_add_ref(bench_fig *f, const bench_fig *ref);
+/* One of several things measured together by bench_measure_set(). */
+#define BENCH_MAX_ITEMS 8
+typedef struct bench_item {
+  bench_fig *fig;
+  bench_fn fn;
+  bench_sync_fn sync;
+  void *ctx;
+  int max_reps;
+  double work;   /* work per call for rates, the scale for times (as bench_fig_set) */
+  bool off;      /* not to be measured; set when it fails (the figure then has the error) */
+} bench_item;
+/* Warms each item up, then times them in turns (one run of each per round, o->runs rounds), so
+ * that ours and its references see the same moments of a shared machine. */
+void bench_measure_set(const bench_opts *o, bench_item *items, int n);
 /* Measures fn into f, or records the failure. Returns 0 or -1. */
 int bench_measure(const bench_opts *o, bench_fig *f, bench_fn fn, bench_sync_fn sync, void *ctx,
                   int max_reps, double work_or_scale);
@@ -171,16 +185,16 @@ void bench_group_mlp(const bench_opts *o, ct_device *d);
 void bench_group_matmul(const bench_opts *o, ct_device *d);
 void bench_group_first_result(const bench_opts *o, ct_device *d);
 
-/* The raw-OpenCL figures a group compares against. Each returns 0 with the figure filled, or -1
- * with bench_fail() (the figure then carries the error). */
-int clref_binary(const bench_opts *o, clref *r, const char *op, size_t n, bench_fig *f);
-int clref_unary_exp(const bench_opts *o, clref *r, size_t n, bench_fig *f);
-int clref_reduce(const bench_opts *o, clref *r, const char *op, size_t n, bench_fig *f);
-int clref_launch(const bench_opts *o, clref *r, int launches, bench_fig *f);
-int clref_transfer(const bench_opts *o, clref *r, bool to_device, bool pinned, size_t bytes, bench_fig *f);
-/* CLBlast SGEMM (batch == 1) or strided-batched SGEMM of n x n x n products, with whatever
- * parameters CLBlast has in this process: its built-in ones unless someone overrode them. */
-int clref_clblast_sgemm(const bench_opts *o, clref *r, size_t n, size_t batch, bench_fig *f);
+/* A raw-OpenCL reference prepared to run: what is "add", "mul", "exp" (n elements), "sum",
+ * "max" (n elements, two-stage, result read back), "launch" (n back-to-back launches of a
+ * 1024-element add and a clFinish), "h2d", "d2h", "h2d_pinned", "d2h_pinned" (n floats),
+ * "clblast_sgemm", "clblast_sgemm_batch" (n x n x n, BENCH_BATCH of them). NULL (with
+ * bench_fail(), or without a message when r is NULL) when it cannot be prepared. */
+typedef struct clref_job clref_job;
+clref_job *clref_job_new(const bench_opts *o, clref *r, const char *what, size_t n);
+int clref_job_run(void *job);  /* a bench_fn */
+int clref_job_sync(void *job); /* a bench_sync_fn */
+void clref_job_free(clref_job *j);
 
 /* Hidden child modes (child.c); each returns the process exit status. */
 int bench_child_matmul(const bench_opts *o);

@@ -52,29 +52,6 @@ static int do_host_sgemm(void *p) {
   return 0;
 }
 
-static void host_sgemm_ref(const bench_opts *o, int n, int batch) {
-  size_t count = (size_t)n * n * batch;
-  char shape[64];
-  bench_fig f;
-  if (batch > 1) snprintf(shape, sizeof shape, "%d x %dx%dx%d", batch, n, n, n);
-  else snprintf(shape, sizeof shape, "%dx%dx%d", n, n, n);
-  bench_fig_init(&f, batch > 1 ? "host_sgemm_batch" : "host_sgemm", n, shape, "f32", "GFLOP/s");
-  host_gemm_ctx g = {malloc(count * sizeof(float)), malloc(count * sizeof(float)), malloc(count * sizeof(float)),
-                     n, batch};
-  bench_progress(o, "%s %s", f.name, shape);
-  if (g.a && g.b && g.c) {
-    bench_fill(g.a, count, -1.0f, 1.0f, 91);
-    bench_fill(g.b, count, -1.0f, 1.0f, 92);
-    if (bench_measure(o, &f, do_host_sgemm, NULL, &g, 1000, 2.0 * (double)n * n * n * batch / 1e9) == 0) {
-      f.is_ref = true;
-      bench_emit(o, &f);
-    }
-  }
-  free(g.a);
-  free(g.b);
-  free(g.c);
-}
-
 /* Runs a child and hands each figure it sends to `take`. Returns 0, or -1 with bench_fail()
  * when the child could not run or failed before sending anything. */
 static int run_child(const bench_opts *o, char *const args[], char *const env[],
@@ -178,15 +155,22 @@ void bench_gemm_note(ct_device *d, char *buf, size_t n) {
   snprintf(buf, n, "route %s%s", ct_gemm_route_name(route), tuning);
 }
 
-/* One figure; returns the status of the failure that ended it (CT_OK when measured). */
+static void gemm_shape(char *buf, size_t size, int n, int batch) {
+  if (batch > 1) snprintf(buf, size, "%d x %dx%dx%d", batch, n, n, n);
+  else snprintf(buf, size, "%dx%dx%d", n, n, n);
+}
+
+/* One figure, measured in turns with OpenBLAS on the same operands when host_ref (the
+ * reference goes to the parent first, then the figure). Returns the status of the failure that
+ * ended it (CT_OK when measured). */
 static ct_status matmul_one(const bench_opts *o, ct_device *d, const char *route, int n, int batch,
-                            const char *skip_reason) {
+                            const char *skip_reason, bool host_ref) {
   char name[40], shape_s[64];
   snprintf(name, sizeof name, "%s.%s", batch > 1 ? "matmul_batch" : "matmul", route);
-  if (batch > 1) snprintf(shape_s, sizeof shape_s, "%d x %dx%dx%d", batch, n, n, n);
-  else snprintf(shape_s, sizeof shape_s, "%dx%dx%d", n, n, n);
-  bench_fig f;
+  gemm_shape(shape_s, sizeof shape_s, n, batch);
+  bench_fig f, ref;
   bench_fig_init(&f, name, n, shape_s, "f32", "GFLOP/s");
+  bench_fig_init(&ref, batch > 1 ? "host_sgemm_batch" : "host_sgemm", n, shape_s, "f32", "GFLOP/s");
   if (skip_reason) {
     bench_fig_fail(&f, true, skip_reason);
     bench_emit(o, &f);
@@ -194,44 +178,52 @@ static ct_status matmul_one(const bench_opts *o, ct_device *d, const char *route
   }
   bench_progress(o, "matmul route %s %s", route, shape_s);
   size_t count = (size_t)n * n * batch;
-  float *h = malloc(count * sizeof *h);
+  host_gemm_ctx g = {malloc(count * sizeof(float)), malloc(count * sizeof(float)), malloc(count * sizeof(float)),
+                     n, batch};
   mm_ctx c = {d, NULL, NULL};
   int64_t shape3[3] = {batch, n, n};
   int ndim = batch > 1 ? 3 : 2;
   const int64_t *shape = batch > 1 ? shape3 : shape3 + 1;
   ct_status st = CT_OK;
-  if (!h) {
+  if (!g.a || !g.b || !g.c) {
     bench_fail("out of host memory");
     bench_fig_fail(&f, false, bench_error());
-    bench_emit(o, &f);
-    return CT_ERR_OUT_OF_MEMORY;
+    st = CT_ERR_OUT_OF_MEMORY;
+    goto done;
   }
-  bench_fill(h, count, -1.0f, 1.0f, 101);
-  if ((st = ct_from_host(&c.a, d, CT_F32, ndim, shape, h)) == CT_OK) {
-    bench_fill(h, count, -1.0f, 1.0f, 102);
-    st = ct_from_host(&c.b, d, CT_F32, ndim, shape, h);
-  }
-  free(h);
-  if (st != CT_OK) {
+  bench_fill(g.a, count, -1.0f, 1.0f, 101);
+  bench_fill(g.b, count, -1.0f, 1.0f, 102);
+  if ((st = ct_from_host(&c.a, d, CT_F32, ndim, shape, g.a)) != CT_OK ||
+      (st = ct_from_host(&c.b, d, CT_F32, ndim, shape, g.b)) != CT_OK) {
     bench_ct_fail("ct_from_host", st);
     bench_fig_fail(&f, false, bench_error());
-  } else {
-    bench_clear_error();
-    bench_samples s;
-    if (bench_time(o, do_matmul, NULL, &c, 1000, &s) == 0) {
-      bench_fig_set(&f, &s, 2.0 * (double)n * n * n * batch / 1e9);
-      bench_gemm_note(d, f.note, sizeof f.note);
-    } else {
-      /* A route this build or device does not have (no host BLAS, no unified memory) is a
-       * skipped figure, not a failure. */
-      st = strstr(bench_error(), "CT_ERR_UNSUPPORTED") ? CT_ERR_UNSUPPORTED : CT_ERR_INTERNAL;
-      bench_fig_fail(&f, st == CT_ERR_UNSUPPORTED, bench_error());
-    }
+    goto done;
   }
+  double gflop = 2.0 * (double)n * n * n * batch / 1e9;
+  bench_item items[2] = {{&f, do_matmul, NULL, &c, 1000, gflop, false},
+                         {&ref, do_host_sgemm, NULL, &g, 1000, gflop, !host_ref}};
+  bench_measure_set(o, items, 2);
+  if (host_ref && !ref.error[0]) {
+    ref.is_ref = true;
+    bench_emit(o, &ref);
+  }
+  if (!f.error[0]) {
+    bench_gemm_note(d, f.note, sizeof f.note);
+  } else {
+    /* A route this build or device does not have (no host BLAS, no unified memory) is a
+     * skipped figure, not a failure. */
+    st = strstr(f.error, "CT_ERR_UNSUPPORTED") ? CT_ERR_UNSUPPORTED : CT_ERR_INTERNAL;
+    f.skipped = st == CT_ERR_UNSUPPORTED;
+    bench_fail("%s", f.error);
+  }
+done:
   bench_emit(o, &f);
   ct_release(c.a);
   ct_release(c.b);
   ct_empty_cache(d);
+  free(g.a);
+  free(g.b);
+  free(g.c);
   return st;
 }
 
@@ -253,8 +245,7 @@ int bench_child_matmul(const bench_opts *o) {
   bool host_ref = bench_have_cblas() && strcmp(route, "clblast") != 0;
   for (int i = 0; i <= ns; i++) {
     int n = i < ns ? sizes[i] : BENCH_BATCH_N, batch = i < ns ? 1 : BENCH_BATCH;
-    if (host_ref && !skip[0]) host_sgemm_ref(o, n, batch);
-    if (matmul_one(o, d, route, n, batch, skip[0] ? skip : NULL) == CT_ERR_UNSUPPORTED && !skip[0])
+    if (matmul_one(o, d, route, n, batch, skip[0] ? skip : NULL, host_ref) == CT_ERR_UNSUPPORTED && !skip[0])
       snprintf(skip, sizeof skip, "%s", bench_error());
   }
   ct_shutdown();
@@ -270,12 +261,13 @@ int bench_child_clblast_defaults(const bench_opts *o, int platform_index, int de
     if (n > CLBLAST_DEFAULTS_MAX_N) continue;
     char shape[64];
     bench_fig f;
-    if (batch > 1) snprintf(shape, sizeof shape, "%d x %dx%dx%d", batch, n, n, n);
-    else snprintf(shape, sizeof shape, "%dx%dx%d", n, n, n);
+    gemm_shape(shape, sizeof shape, n, batch);
     bench_fig_init(&f, batch > 1 ? "clblast_sgemm_batch" : "clblast_sgemm", n, shape, "f32", "GFLOP/s");
     bench_progress(o, "%s %s", f.name, shape);
-    if (!r) bench_fig_fail(&f, false, bench_error());
-    else clref_clblast_sgemm(o, r, (size_t)n, (size_t)batch, &f);
+    clref_job *job = r ? clref_job_new(o, r, f.name, (size_t)n) : NULL;
+    if (!job) bench_fig_fail(&f, false, bench_error());
+    else bench_measure(o, &f, clref_job_run, clref_job_sync, job, 1000, 2.0 * (double)n * n * n * batch / 1e9);
+    clref_job_free(job);
     bench_emit(o, &f);
   }
   clref_close(r);
@@ -373,73 +365,63 @@ static void first_result_fig(const bench_opts *o, const char *name, const bench_
   bench_emit(o, &f);
 }
 
+/* One kind of first-result run: its samples, or the error that stopped it. */
+typedef struct fr_kind {
+  const char *name;
+  bench_samples s;
+  char err[320];
+} fr_kind;
+
+static void fr_run(const bench_opts *o, fr_kind *k, const char *ct_dir, const char *drv_dir) {
+  if (k->err[0] || k->s.n >= BENCH_MAX_RUNS) return;
+  if (make_dir(ct_dir) || make_dir(drv_dir) || first_result_once(o, ct_dir, drv_dir, &k->s.s[k->s.n]) != 0)
+    snprintf(k->err, sizeof k->err, "%s", bench_error());
+  else
+    k->s.n++;
+}
+
+/* Rounds of: a process with both caches empty (a freshly installed machine), then processes
+ * finding the caches that one filled, so cold and warm see the same moments of the machine.
+ * On PoCL also the library's cache alone, with PoCL's own cache (which keeps generated machine
+ * code, and hides part of what the library's cache saves) empty. */
 void bench_group_first_result(const bench_opts *o, ct_device *d) {
+  bool pocl = !o->quick && strstr(ct_device_properties(d)->platform_name, "Portable Computing Language");
+  fr_kind kinds[3] = {{"first_result.cold", {.n = 0}, ""},
+                      {"first_result.warm", {.n = 0}, ""},
+                      {"first_result.warm_ct_only", {.n = 0}, ""}};
+  fr_kind *cold = &kinds[0], *warm = &kinds[1], *ct_only = &kinds[2];
+  int rounds = o->quick ? 1 : 3, warm_per_round = 2;
   char *root = bench_mkdtemp();
-  if (!root) {
-    first_result_fig(o, "first_result.cold", NULL, bench_error());
-    first_result_fig(o, "first_result.warm", NULL, bench_error());
-    return;
+  size_t n = root ? strlen(root) + 64 : 0;
+  char *run = root ? malloc(n) : NULL, *ct_dir = root ? malloc(n) : NULL, *drv_dir = root ? malloc(n) : NULL;
+  char *fresh = root ? malloc(n) : NULL;
+  if (!root || !run || !ct_dir || !drv_dir || !fresh) {
+    snprintf(cold->err, sizeof cold->err, "%s", root ? "out of host memory" : bench_error());
   }
-  size_t n = strlen(root) + 64;
-  char *ct_dir = malloc(n), *drv_dir = malloc(n), *run_dir = malloc(n);
-  int cold_runs = o->quick ? 1 : 3, warm_runs = o->quick ? 2 : 5;
-  bench_samples cold = {.n = 0}, warm = {.n = 0}, ct_only = {.n = 0};
-  const char *cold_err = NULL, *warm_err = NULL, *ct_only_err = NULL;
-  bool pocl = strstr(ct_device_properties(d)->platform_name, "Portable Computing Language") != NULL;
-  char cold_buf[320], warm_buf[320], ct_only_buf[320];
-  if (!ct_dir || !drv_dir || !run_dir) {
-    cold_err = warm_err = "out of host memory";
-    goto out;
-  }
-  /* Cold: both caches empty, as on a freshly installed machine. */
-  for (int i = 0; i < cold_runs && !cold_err; i++) {
-    snprintf(run_dir, n, "%s/cold%d", root, i);
-    snprintf(ct_dir, n, "%s/ct", run_dir);
-    snprintf(drv_dir, n, "%s/driver", run_dir);
-    bench_progress(o, "first result, empty kernel cache (%d/%d)", i + 1, cold_runs);
-    if (make_dir(run_dir) || make_dir(ct_dir) || make_dir(drv_dir) ||
-        first_result_once(o, ct_dir, drv_dir, &cold.s[cold.n]) != 0) {
-      snprintf(cold_buf, sizeof cold_buf, "%s", bench_error());
-      cold_err = cold_buf;
-    } else {
-      cold.n++;
+  for (int r = 0; r < rounds && !cold->err[0]; r++) {
+    snprintf(run, n, "%s/round%d", root, r);
+    snprintf(ct_dir, n, "%s/ct", run);
+    snprintf(drv_dir, n, "%s/driver", run);
+    snprintf(fresh, n, "%s/driver-empty", run);
+    bench_progress(o, "first result of a new process, round %d/%d", r + 1, rounds);
+    if (make_dir(run) != 0) {
+      snprintf(cold->err, sizeof cold->err, "%s", bench_error());
+      break;
     }
+    fr_run(o, cold, ct_dir, drv_dir);
+    if (cold->err[0]) break;
+    for (int w = 0; w < warm_per_round; w++) fr_run(o, warm, ct_dir, drv_dir);
+    if (pocl) fr_run(o, ct_only, ct_dir, fresh);
   }
-  if (cold_err) {
-    warm_err = cold_err;
-    goto out;
+  for (int i = 0; i < (pocl ? 3 : 2); i++) {
+    fr_kind *k = &kinds[i];
+    if (!k->err[0] && k->s.n == 0) snprintf(k->err, sizeof k->err, "%s", cold->err);
+    first_result_fig(o, k->name, &k->s, k->err[0] ? k->err : NULL);
   }
-  /* Warm: the caches the last cold run filled. */
-  for (int i = 0; i < warm_runs && !warm_err; i++) {
-    bench_progress(o, "first result, filled kernel cache (%d/%d)", i + 1, warm_runs);
-    if (first_result_once(o, ct_dir, drv_dir, &warm.s[warm.n]) != 0) {
-      snprintf(warm_buf, sizeof warm_buf, "%s", bench_error());
-      warm_err = warm_buf;
-    } else {
-      warm.n++;
-    }
-  }
-  /* On PoCL, also the library's cache alone: PoCL keeps compiled kernels in a cache of its own,
-   * which hides part of what the library's cache saves. */
-  if (!o->quick && pocl) {
-    for (int i = 0; i < 3 && !ct_only_err; i++) {
-      snprintf(run_dir, n, "%s/driver-cold%d", root, i);
-      bench_progress(o, "first result, library cache only (%d/3)", i + 1);
-      if (make_dir(run_dir) || first_result_once(o, ct_dir, run_dir, &ct_only.s[ct_only.n]) != 0) {
-        snprintf(ct_only_buf, sizeof ct_only_buf, "%s", bench_error());
-        ct_only_err = ct_only_buf;
-      } else {
-        ct_only.n++;
-      }
-    }
-  }
-out:
-  first_result_fig(o, "first_result.cold", &cold, cold_err);
-  first_result_fig(o, "first_result.warm", &warm, warm_err);
-  if (!o->quick && pocl) first_result_fig(o, "first_result.warm_ct_only", &ct_only, ct_only_err ? ct_only_err : warm_err);
   bench_rmtree(root);
   free(root);
+  free(run);
   free(ct_dir);
   free(drv_dir);
-  free(run_dir);
+  free(fresh);
 }

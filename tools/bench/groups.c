@@ -63,6 +63,47 @@ static void add_ref(bench_fig *f, const bench_fig *ref) {
   bench_fig_add_ref(f, ref);
 }
 
+/* Measures ours with its raw-OpenCL and host references interleaved, then emits ours with the
+ * references that could be measured. cl_what names the clref job (NULL: none). */
+typedef struct ref_plan {
+  const char *name;   /* the reference figure's name */
+  const char *cl_what; /* a clref job, or NULL for a host function */
+  size_t cl_n;
+  bench_fn host_fn;
+  void *host_ctx;
+} ref_plan;
+
+static void measure_with_refs(const bench_opts *o, clref *r, bench_fig *f, bench_fn fn, bench_sync_fn sync,
+                              void *ctx, int max_reps, double work, const ref_plan *plans, int nplans) {
+  bench_item items[BENCH_MAX_ITEMS];
+  bench_fig refs[BENCH_MAX_ITEMS];
+  clref_job *jobs[BENCH_MAX_ITEMS] = {0};
+  int n = 0;
+  items[n++] = (bench_item){f, fn, sync, ctx, max_reps, work, false};
+  for (int i = 0; i < nplans && n < BENCH_MAX_ITEMS; i++) {
+    bench_fig *rf = &refs[n];
+    bench_fig_init(rf, plans[i].name, f->size, f->shape, f->dtype, f->unit);
+    if (plans[i].cl_what) {
+      bench_clear_error();
+      if (!(jobs[n] = clref_job_new(o, r, plans[i].cl_what, plans[i].cl_n))) {
+        if (r) fprintf(stderr, "cltensor-bench: reference %s %s: %s\n", plans[i].name, f->shape, bench_error());
+        continue;
+      }
+      items[n] = (bench_item){rf, clref_job_run, clref_job_sync, jobs[n], max_reps, work, false};
+    } else {
+      items[n] = (bench_item){rf, plans[i].host_fn, NULL, plans[i].host_ctx, max_reps, work, false};
+    }
+    n++;
+  }
+  bench_measure_set(o, items, n);
+  for (int i = 1; i < n; i++) {
+    if (items[i].fig->error[0])
+      fprintf(stderr, "cltensor-bench: reference %s %s: %s\n", items[i].fig->name, f->shape, items[i].fig->error);
+    else add_ref(f, items[i].fig);
+    clref_job_free(jobs[i]);
+  }
+}
+
 /* ---------------------------------------------------------------- transfers */
 
 static int do_h2d(void *p) {
@@ -81,7 +122,7 @@ static void transfer_one(const bench_opts *o, ct_device *d, clref *r, size_t n, 
   size_t bytes = n * sizeof(float);
   char sz[32];
   size_str(sz, sizeof sz, (int64_t)n);
-  bench_fig h2d, d2h, ref;
+  bench_fig h2d, d2h;
   bench_fig_init(&h2d, pinned ? "h2d.pinned" : "h2d.pageable", (int64_t)n, sz, "f32", "GB/s");
   bench_fig_init(&d2h, pinned ? "d2h.pinned" : "d2h.pageable", (int64_t)n, sz, "f32", "GB/s");
   op_ctx c = {.d = d, .bytes = bytes};
@@ -105,31 +146,18 @@ static void transfer_one(const bench_opts *o, ct_device *d, clref *r, size_t n, 
     goto fail;
   }
   bench_fill(c.host, n, -1.0f, 1.0f, 21);
-  bench_measure(o, &h2d, do_h2d, sync_dev, &c, 1000, (double)bytes / 1e9);
-  bench_measure(o, &d2h, do_d2h, sync_dev, &c, 1000, (double)bytes / 1e9);
-  ct_release(c.a);
-  c.a = NULL;
-  ct_pinned_release(pin);
-  pin = NULL;
-  free(pageable);
-  pageable = NULL;
-  ct_empty_cache(d);
-  if (r) {
-    /* Both kinds of staging are compared with the raw pageable copy (peers.c's cl_h2d), pinned
-     * ones also with the raw pinned recipe. */
-    bench_fig_init(&ref, "cl_h2d", (int64_t)n, sz, "f32", "GB/s");
-    if (clref_transfer(o, r, true, false, bytes, &ref) == 0) add_ref(&h2d, &ref);
-    bench_fig_init(&ref, "cl_d2h", (int64_t)n, sz, "f32", "GB/s");
-    if (clref_transfer(o, r, false, false, bytes, &ref) == 0) add_ref(&d2h, &ref);
-    if (pinned) {
-      bench_fig_init(&ref, "cl_h2d_pinned", (int64_t)n, sz, "f32", "GB/s");
-      if (clref_transfer(o, r, true, true, bytes, &ref) == 0) add_ref(&h2d, &ref);
-      bench_fig_init(&ref, "cl_d2h_pinned", (int64_t)n, sz, "f32", "GB/s");
-      if (clref_transfer(o, r, false, true, bytes, &ref) == 0) add_ref(&d2h, &ref);
-    }
-  }
+  /* Both kinds are compared with the raw pageable copy (peers.c's cl_h2d and cl_d2h), pinned
+   * ones also with the raw pinned recipe. */
+  ref_plan up[2] = {{"cl_h2d", "h2d", n, NULL, NULL}, {"cl_h2d_pinned", "h2d_pinned", n, NULL, NULL}};
+  ref_plan down[2] = {{"cl_d2h", "d2h", n, NULL, NULL}, {"cl_d2h_pinned", "d2h_pinned", n, NULL, NULL}};
+  measure_with_refs(o, r, &h2d, do_h2d, sync_dev, &c, 1000, (double)bytes / 1e9, up, pinned ? 2 : 1);
+  measure_with_refs(o, r, &d2h, do_d2h, sync_dev, &c, 1000, (double)bytes / 1e9, down, pinned ? 2 : 1);
   bench_emit(o, &h2d);
   bench_emit(o, &d2h);
+  ct_release(c.a);
+  ct_pinned_release(pin);
+  free(pageable);
+  ct_empty_cache(d);
   return;
 fail:
   ct_release(c.a);
@@ -187,14 +215,14 @@ static int do_host_exp(void *p) {
   return 0;
 }
 
-/* op is "add", "mul" or "exp". Counts the bytes every element moves: 3 arrays for binary ops,
- * 2 for exp. */
+/* op is "add", "mul" or "exp", through the _out form (no allocation, as the one-line kernel).
+ * Counts the bytes every element moves: 3 arrays for binary ops, 2 for exp. */
 static void elementwise_one(const bench_opts *o, ct_device *d, clref *r, const char *op, size_t n) {
-  bool unary = strcmp(op, "exp") == 0;
+  bool unary = strcmp(op, "exp") == 0, add = strcmp(op, "add") == 0;
   double gb = (unary ? 2.0 : 3.0) * (double)n * sizeof(float) / 1e9;
-  char sz[32], refname[32];
+  char sz[32], cl_name[16], host_name[16];
   size_str(sz, sizeof sz, (int64_t)n);
-  bench_fig f, ref;
+  bench_fig f;
   bench_fig_init(&f, op, (int64_t)n, sz, "f32", "GB/s");
   op_ctx c = {.d = d, .n = n};
   int64_t shape[1] = {(int64_t)n};
@@ -215,24 +243,11 @@ static void elementwise_one(const bench_opts *o, ct_device *d, clref *r, const c
     emit_failed(o, &f);
     goto done;
   }
-  bench_fn fn = unary ? do_exp_out : strcmp(op, "add") == 0 ? do_add_out : do_mul_out;
-  bench_measure(o, &f, fn, sync_dev, &c, 10000, gb);
-  ct_release(c.a);
-  ct_release(c.b);
-  ct_release(c.c);
-  c.a = c.b = c.c = NULL;
-  ct_empty_cache(d);
-  if (r) {
-    snprintf(refname, sizeof refname, "cl_%s", op);
-    bench_fig_init(&ref, refname, (int64_t)n, sz, "f32", "GB/s");
-    bench_progress(o, "%s %s", refname, sz);
-    if ((unary ? clref_unary_exp(o, r, n, &ref) : clref_binary(o, r, op, n, &ref)) == 0) add_ref(&f, &ref);
-  }
-  snprintf(refname, sizeof refname, "host_%s", op);
-  bench_fig_init(&ref, refname, (int64_t)n, sz, "f32", "GB/s");
-  bench_progress(o, "%s %s", refname, sz);
-  bench_fn hfn = unary ? do_host_exp : strcmp(op, "add") == 0 ? do_host_add : do_host_mul;
-  if (bench_measure(o, &ref, hfn, NULL, &c, 10000, gb) == 0) add_ref(&f, &ref);
+  snprintf(cl_name, sizeof cl_name, "cl_%s", op);
+  snprintf(host_name, sizeof host_name, "host_%s", op);
+  ref_plan plans[2] = {{cl_name, op, n, NULL, NULL},
+                       {host_name, NULL, 0, unary ? do_host_exp : add ? do_host_add : do_host_mul, &c}};
+  measure_with_refs(o, r, &f, unary ? do_exp_out : add ? do_add_out : do_mul_out, sync_dev, &c, 10000, gb, plans, 2);
   bench_emit(o, &f);
 done:
   ct_release(c.a);
@@ -293,9 +308,9 @@ static int do_host_max(void *p) {
 static void reduce_one(const bench_opts *o, ct_device *d, clref *r, const char *op, size_t n) {
   bool is_max = strcmp(op, "max") == 0;
   double gb = (double)n * sizeof(float) / 1e9;
-  char sz[32], refname[32];
+  char sz[32];
   size_str(sz, sizeof sz, (int64_t)n);
-  bench_fig f, ref;
+  bench_fig f;
   bench_fig_init(&f, op, (int64_t)n, sz, "f32", "GB/s");
   op_ctx c = {.d = d, .n = n};
   int64_t shape[1] = {(int64_t)n};
@@ -311,20 +326,9 @@ static void reduce_one(const bench_opts *o, ct_device *d, clref *r, const char *
     emit_failed(o, &f);
     goto done;
   }
-  bench_measure(o, &f, is_max ? do_max : do_sum, sync_dev, &c, 10000, gb);
-  ct_release(c.a);
-  c.a = NULL;
-  ct_empty_cache(d);
-  if (r) {
-    snprintf(refname, sizeof refname, "cl_%s", op);
-    bench_fig_init(&ref, refname, (int64_t)n, sz, "f32", "GB/s");
-    bench_progress(o, "%s %s", refname, sz);
-    if (clref_reduce(o, r, op, n, &ref) == 0) add_ref(&f, &ref);
-  }
-  snprintf(refname, sizeof refname, "host_%s", op);
-  bench_fig_init(&ref, refname, (int64_t)n, sz, "f32", "GB/s");
-  bench_progress(o, "%s %s", refname, sz);
-  if (bench_measure(o, &ref, is_max ? do_host_max : do_host_sum, NULL, &c, 10000, gb) == 0) add_ref(&f, &ref);
+  ref_plan plans[2] = {{is_max ? "cl_max" : "cl_sum", op, n, NULL, NULL},
+                       {is_max ? "host_max" : "host_sum", NULL, 0, is_max ? do_host_max : do_host_sum, &c}};
+  measure_with_refs(o, r, &f, is_max ? do_max : do_sum, sync_dev, &c, 10000, gb, plans, 2);
   bench_emit(o, &f);
 done:
   ct_release(c.a);
@@ -359,7 +363,7 @@ static int do_host_softmax(void *p) {
 static void softmax_one(const bench_opts *o, ct_device *d, size_t rows, size_t cols) {
   char shape_s[64];
   snprintf(shape_s, sizeof shape_s, "%zux%zu", rows, cols);
-  bench_fig f, ref;
+  bench_fig f;
   bench_fig_init(&f, "softmax", (int64_t)rows, shape_s, "f32", "rows/s");
   op_ctx c = {.d = d, .rows = rows, .cols = cols};
   int64_t shape[2] = {(int64_t)rows, (int64_t)cols};
@@ -377,18 +381,14 @@ static void softmax_one(const bench_opts *o, ct_device *d, size_t rows, size_t c
     emit_failed(o, &f);
     goto done;
   }
-  bench_measure(o, &f, do_softmax, sync_dev, &c, 10000, (double)rows);
-  ct_release(c.a);
-  c.a = NULL;
-  ct_empty_cache(d);
-  bench_fig_init(&ref, "host_softmax", (int64_t)rows, shape_s, "f32", "rows/s");
-  bench_progress(o, "host_softmax %s", shape_s);
-  if (bench_measure(o, &ref, do_host_softmax, NULL, &c, 10000, (double)rows) == 0) add_ref(&f, &ref);
+  ref_plan plan = {"host_softmax", NULL, 0, do_host_softmax, &c};
+  measure_with_refs(o, NULL, &f, do_softmax, sync_dev, &c, 10000, (double)rows, &plan, 1);
   bench_emit(o, &f);
 done:
   ct_release(c.a);
   free(c.ha);
   free(c.hc);
+  ct_empty_cache(d);
 }
 
 void bench_group_softmax(const bench_opts *o, ct_device *d) {
@@ -440,6 +440,7 @@ void bench_group_chain(const bench_opts *o, ct_device *d, clref *r) {
   bench_fig f, falloc, ref;
   bench_fig_init(&f, "add_chain", CHAIN_N, shape_s, "f32", "us");
   bench_fig_init(&falloc, "add_chain_alloc", CHAIN_N, shape_s, "f32", "us");
+  bench_fig_init(&ref, "cl_launch", CHAIN_N, shape_s, "f32", "us");
   op_ctx c = {.d = d, .ops = CHAIN_OPS};
   int64_t shape[1] = {CHAIN_N};
   float h[CHAIN_N];
@@ -453,15 +454,17 @@ void bench_group_chain(const bench_opts *o, ct_device *d, clref *r) {
     emit_failed(o, &falloc);
     goto done;
   }
-  bench_measure(o, &f, do_chain_out, NULL, &c, 1, 1e6 / CHAIN_OPS);
-  bench_measure(o, &falloc, do_chain_alloc, NULL, &c, 1, 1e6 / CHAIN_OPS);
-  if (r) {
-    bench_fig_init(&ref, "cl_launch", CHAIN_N, shape_s, "f32", "us");
-    bench_progress(o, "cl_launch x %d", CHAIN_OPS);
-    if (clref_launch(o, r, CHAIN_OPS, &ref) == 0) {
-      add_ref(&f, &ref);
-      bench_fig_add_ref(&falloc, &ref);
-    }
+  clref_job *job = clref_job_new(o, r, "launch", CHAIN_OPS);
+  if (r && !job) fprintf(stderr, "cltensor-bench: reference cl_launch: %s\n", bench_error());
+  /* A call is a whole chain; the figures are per op. */
+  bench_item items[3] = {{&f, do_chain_out, NULL, &c, 1, 1e6 / CHAIN_OPS, false},
+                         {&falloc, do_chain_alloc, NULL, &c, 1, 1e6 / CHAIN_OPS, false},
+                         {&ref, clref_job_run, NULL, job, 1, 1e6 / CHAIN_OPS, job == NULL}};
+  bench_measure_set(o, items, 3);
+  clref_job_free(job);
+  if (job && !ref.error[0]) {
+    add_ref(&f, &ref);
+    bench_fig_add_ref(&falloc, &ref);
   }
   bench_emit(o, &f);
   bench_emit(o, &falloc);
@@ -507,7 +510,7 @@ static int do_host_mlp(void *p) {
 void bench_group_mlp(const bench_opts *o, ct_device *d) {
   char shape_s[64];
   snprintf(shape_s, sizeof shape_s, "%dx%d, 3 layers", MLP_BATCH, MLP_WIDTH);
-  bench_fig f, ref;
+  bench_fig f;
   bench_fig_init(&f, "mlp_forward", MLP_BATCH, shape_s, "f32", "ms");
   op_ctx c = {.d = d};
   int64_t xs[2] = {MLP_BATCH, MLP_WIDTH}, ws[2] = {MLP_WIDTH, MLP_WIDTH}, bs[1] = {MLP_WIDTH};
@@ -539,12 +542,9 @@ void bench_group_mlp(const bench_opts *o, ct_device *d) {
     emit_failed(o, &f);
     goto done;
   }
-  if (bench_measure(o, &f, do_mlp, NULL, &c, 1000, 1e3) == 0) bench_gemm_note(d, f.note, sizeof f.note);
-  if (bench_have_cblas()) {
-    bench_fig_init(&ref, "host_mlp", MLP_BATCH, shape_s, "f32", "ms");
-    bench_progress(o, "host_mlp (OpenBLAS)");
-    if (bench_measure(o, &ref, do_host_mlp, NULL, &c, 1000, 1e3) == 0) add_ref(&f, &ref);
-  }
+  ref_plan plan = {"host_mlp", NULL, 0, do_host_mlp, &c};
+  measure_with_refs(o, NULL, &f, do_mlp, NULL, &c, 1000, 1e3, &plan, bench_have_cblas() ? 1 : 0);
+  if (!f.error[0]) bench_gemm_note(d, f.note, sizeof f.note);
   bench_emit(o, &f);
 done:
   ct_release(c.a);

@@ -57,12 +57,10 @@ void bench_progress_done(const bench_opts *o) {
   }
 }
 
-int bench_time(const bench_opts *o, bench_fn fn, bench_sync_fn sync, void *ctx, int max_reps,
-               bench_samples *out) {
-  out->n = 0;
-  /* The first call pays for kernel builds and first-touch allocation; the second, timed, sizes
-   * the runs so that each lasts about run_seconds and timer resolution and launch jitter stay
-   * small against it. */
+/* Warm-up: the first call pays for kernel builds and first-touch allocation; the second, timed,
+ * sizes the runs so that each lasts about run_seconds and timer resolution and launch jitter
+ * stay small against it. Returns the repetitions per run, or -1. */
+static int warm_up(const bench_opts *o, bench_fn fn, bench_sync_fn sync, void *ctx, int max_reps) {
   if (fn(ctx) != 0 || (sync && sync(ctx) != 0)) return -1;
   double t0 = bench_now();
   if (fn(ctx) != 0 || (sync && sync(ctx) != 0)) return -1;
@@ -73,15 +71,66 @@ int bench_time(const bench_opts *o, bench_fn fn, bench_sync_fn sync, void *ctx, 
     reps = r > (double)max_reps ? max_reps : (int)r;
     if (reps < 1) reps = 1;
   }
-  int runs = o->runs < 1 ? 1 : o->runs > BENCH_MAX_RUNS ? BENCH_MAX_RUNS : o->runs;
-  for (int r = 0; r < runs; r++) {
-    t0 = bench_now();
-    for (int k = 0; k < reps; k++)
-      if (fn(ctx) != 0) return -1;
-    if (sync && sync(ctx) != 0) return -1;
-    out->s[out->n++] = (bench_now() - t0) / reps;
+  return reps;
+}
+
+/* One timed run: seconds per call, or a negative value on failure. */
+static double timed_run(bench_fn fn, bench_sync_fn sync, void *ctx, int reps) {
+  double t0 = bench_now();
+  for (int k = 0; k < reps; k++)
+    if (fn(ctx) != 0) return -1;
+  if (sync && sync(ctx) != 0) return -1;
+  return (bench_now() - t0) / reps;
+}
+
+static int run_count(const bench_opts *o) {
+  return o->runs < 1 ? 1 : o->runs > BENCH_MAX_RUNS ? BENCH_MAX_RUNS : o->runs;
+}
+
+int bench_time(const bench_opts *o, bench_fn fn, bench_sync_fn sync, void *ctx, int max_reps,
+               bench_samples *out) {
+  out->n = 0;
+  int reps = warm_up(o, fn, sync, ctx, max_reps);
+  if (reps < 0) return -1;
+  for (int r = 0; r < run_count(o); r++) {
+    double t = timed_run(fn, sync, ctx, reps);
+    if (t < 0) return -1;
+    out->s[out->n++] = t;
   }
   return 0;
+}
+
+void bench_measure_set(const bench_opts *o, bench_item *items, int n) {
+  int reps[BENCH_MAX_ITEMS];
+  bench_samples s[BENCH_MAX_ITEMS];
+  if (n > BENCH_MAX_ITEMS) n = BENCH_MAX_ITEMS;
+  for (int i = 0; i < n; i++) {
+    s[i].n = 0;
+    if (items[i].off) continue;
+    bench_clear_error();
+    if ((reps[i] = warm_up(o, items[i].fn, items[i].sync, items[i].ctx, items[i].max_reps)) < 0) {
+      bench_fig_fail(items[i].fig, false, bench_error());
+      items[i].off = true;
+    }
+  }
+  /* Round-robin, starting one item later each run, so that a burst of load from elsewhere on the
+   * machine falls on all of them alike and their ratios stay meaningful. */
+  for (int r = 0; r < run_count(o); r++)
+    for (int j = 0; j < n; j++) {
+      bench_item *it = &items[(j + r) % n];
+      int i = (int)(it - items);
+      if (it->off) continue;
+      bench_clear_error();
+      double t = timed_run(it->fn, it->sync, it->ctx, reps[i]);
+      if (t < 0) {
+        bench_fig_fail(it->fig, false, bench_error());
+        it->off = true;
+        continue;
+      }
+      s[i].s[s[i].n++] = t;
+    }
+  for (int i = 0; i < n; i++)
+    if (!items[i].off) bench_fig_set(items[i].fig, &s[i], items[i].work);
 }
 
 static int cmp_double(const void *a, const void *b) {

@@ -155,243 +155,210 @@ static int make_buf(clref *r, cl_mem *m, size_t n, uint32_t seed) {
   return 0;
 }
 
-static void release_bufs(cl_mem *m, int n) {
-  for (int i = 0; i < n; i++)
-    if (m[i]) clReleaseMemObject(m[i]);
-}
+typedef enum job_kind { JOB_KERNEL, JOB_REDUCE, JOB_LAUNCHES, JOB_XFER, JOB_GEMM } job_kind;
 
-typedef struct launch_ctx {
+struct clref_job {
   clref *r;
+  job_kind kind;
+  cl_mem m[3];
+  /* JOB_KERNEL, JOB_REDUCE, JOB_LAUNCHES */
   cl_kernel k;
   size_t global, local;
   int launches;
-} launch_ctx;
+  /* JOB_REDUCE */
+  size_t groups;
+  bool is_max;
+  float result;
+  /* JOB_XFER */
+  void *host, *mapped;
+  cl_mem staging;
+  size_t bytes;
+  bool to_device;
+  /* JOB_GEMM */
+  size_t n, batch;
+};
 
-static int do_launch(void *p) {
-  launch_ctx *c = p;
-  for (int i = 0; i < c->launches; i++)
-    CLTRY(clEnqueueNDRangeKernel(c->r->q, c->k, 1, NULL, &c->global, c->local ? &c->local : NULL, 0, NULL,
-                                 NULL),
+static int enqueue(clref_job *j, int times) {
+  for (int i = 0; i < times; i++)
+    CLTRY(clEnqueueNDRangeKernel(j->r->q, j->k, 1, NULL, &j->global, j->local ? &j->local : NULL, 0, NULL, NULL),
           "clEnqueueNDRangeKernel");
   return 0;
 }
 
-static int do_finish(void *p) {
-  launch_ctx *c = p;
-  CLTRY(clFinish(c->r->q), "clFinish");
-  return 0;
-}
-
-/* Times a one-dimensional kernel over n items, best median over a few local sizes (NULL, 64,
- * 256) as peers.c does, since the implementation's own choice is not always its best. */
-static int time_kernel(const bench_opts *o, clref *r, cl_kernel k, size_t n, double gbytes, bench_fig *f) {
-  const size_t locals[] = {0, 64, 256};
-  int nl = o->quick ? 1 : 3;
-  bench_fig best = *f, cur;
-  for (int i = 0; i < nl; i++) {
-    if (locals[i] && (locals[i] > r->max_wg || n % locals[i])) continue;
-    launch_ctx c = {r, k, n, locals[i], 1};
-    cur = *f;
-    bench_clear_error();
-    if (bench_measure(o, &cur, do_launch, do_finish, &c, 1000, gbytes) != 0) return -1;
-    if (!(best.median >= cur.median)) best = cur;
-  }
-  *f = best;
-  return 0;
-}
-
-int clref_binary(const bench_opts *o, clref *r, const char *op, size_t n, bench_fig *f) {
-  cl_mem m[3] = {0};
-  int rc = -1;
-  cl_kernel k = strcmp(op, "add") == 0 ? r->add : r->mul;
-  if (make_buf(r, &m[0], n, 1) || make_buf(r, &m[1], n, 2) || make_buf(r, &m[2], n, 3)) goto done;
-  for (cl_uint i = 0; i < 3; i++)
-    if (clSetKernelArg(k, i, sizeof m[i], &m[i]) != CL_SUCCESS) {
-      bench_fail("raw OpenCL: clSetKernelArg failed");
-      goto done;
-    }
-  rc = time_kernel(o, r, k, n, 3.0 * (double)n * sizeof(float) / 1e9, f);
-done:
-  release_bufs(m, 3);
-  if (rc) bench_fig_fail(f, false, bench_error());
-  return rc;
-}
-
-int clref_unary_exp(const bench_opts *o, clref *r, size_t n, bench_fig *f) {
-  cl_mem m[2] = {0};
-  int rc = -1;
-  if (make_buf(r, &m[0], n, 4) || make_buf(r, &m[1], n, 5)) goto done;
-  if (clSetKernelArg(r->ex, 0, sizeof m[0], &m[0]) != CL_SUCCESS ||
-      clSetKernelArg(r->ex, 1, sizeof m[1], &m[1]) != CL_SUCCESS) {
-    bench_fail("raw OpenCL: clSetKernelArg failed");
-    goto done;
-  }
-  rc = time_kernel(o, r, r->ex, n, 2.0 * (double)n * sizeof(float) / 1e9, f);
-done:
-  release_bufs(m, 2);
-  if (rc) bench_fig_fail(f, false, bench_error());
-  return rc;
-}
-
-typedef struct reduce_ctx {
-  clref *r;
-  cl_kernel k;
-  cl_mem part;
-  size_t groups;
-  int is_max;
-  float result;
-} reduce_ctx;
-
 /* Stage one on the device (one work-item per chunk), stage two on the host after reading the
  * partials back: the result is on the host when the call returns, as with ct_sum + ct_to_host. */
-static int do_reduce(void *p) {
-  reduce_ctx *c = p;
+static int run_reduce(clref_job *j) {
   size_t one = 1;
   float part[64];
-  CLTRY(clEnqueueNDRangeKernel(c->r->q, c->k, 1, NULL, &c->groups, &one, 0, NULL, NULL),
-        "clEnqueueNDRangeKernel");
-  CLTRY(clEnqueueReadBuffer(c->r->q, c->part, CL_TRUE, 0, c->groups * sizeof(float), part, 0, NULL, NULL),
+  CLTRY(clEnqueueNDRangeKernel(j->r->q, j->k, 1, NULL, &j->groups, &one, 0, NULL, NULL), "clEnqueueNDRangeKernel");
+  CLTRY(clEnqueueReadBuffer(j->r->q, j->m[1], CL_TRUE, 0, j->groups * sizeof(float), part, 0, NULL, NULL),
         "clEnqueueReadBuffer");
-  float acc = c->is_max ? part[0] : 0.0f;
-  for (size_t i = 0; i < c->groups; i++) acc = c->is_max ? (part[i] > acc ? part[i] : acc) : acc + part[i];
-  c->result = acc;
+  float acc = j->is_max ? part[0] : 0.0f;
+  for (size_t i = 0; i < j->groups; i++) acc = j->is_max ? (part[i] > acc ? part[i] : acc) : acc + part[i];
+  j->result = acc;
   return 0;
 }
 
-int clref_reduce(const bench_opts *o, clref *r, const char *op, size_t n, bench_fig *f) {
-  cl_mem m[2] = {0};
-  int rc = -1;
-  reduce_ctx c = {r, strcmp(op, "max") == 0 ? r->pmax : r->psum, NULL, 64, strcmp(op, "max") == 0, 0};
-  cl_ulong nn = n;
-  cl_int err;
-  if (make_buf(r, &m[0], n, 6)) goto done;
-  m[1] = c.part = clCreateBuffer(r->ctx, CL_MEM_READ_WRITE, c.groups * sizeof(float), NULL, &err);
-  if (err != CL_SUCCESS) {
-    bench_fail("raw OpenCL: clCreateBuffer failed (%d)", err);
-    goto done;
-  }
-  if (clSetKernelArg(c.k, 0, sizeof m[0], &m[0]) != CL_SUCCESS ||
-      clSetKernelArg(c.k, 1, sizeof m[1], &m[1]) != CL_SUCCESS ||
-      clSetKernelArg(c.k, 2, sizeof nn, &nn) != CL_SUCCESS) {
-    bench_fail("raw OpenCL: clSetKernelArg failed");
-    goto done;
-  }
-  rc = bench_measure(o, f, do_reduce, NULL, &c, 1000, (double)n * sizeof(float) / 1e9);
-done:
-  release_bufs(m, 2);
-  if (rc) bench_fig_fail(f, false, bench_error());
-  return rc;
-}
-
-static int do_launch_finish(void *p) { return do_launch(p) || do_finish(p) ? -1 : 0; }
-
-int clref_launch(const bench_opts *o, clref *r, int launches, bench_fig *f) {
-  cl_mem m[3] = {0};
-  int rc = -1;
-  if (make_buf(r, &m[0], 1024, 7) || make_buf(r, &m[1], 1024, 8) || make_buf(r, &m[2], 1024, 9)) goto done;
-  for (cl_uint i = 0; i < 3; i++)
-    if (clSetKernelArg(r->add, i, sizeof m[i], &m[i]) != CL_SUCCESS) {
-      bench_fail("raw OpenCL: clSetKernelArg failed");
-      goto done;
-    }
-  launch_ctx c = {r, r->add, 1024, 0, launches};
-  /* One call is the whole chain and its clFinish; the figure is per launch. */
-  rc = bench_measure(o, f, do_launch_finish, NULL, &c, 1, 1e6 / launches);
-done:
-  release_bufs(m, 3);
-  if (rc) bench_fig_fail(f, false, bench_error());
-  return rc;
-}
-
-typedef struct xfer_ctx {
-  clref *r;
-  cl_mem dev;
-  void *host;
-  size_t bytes;
-  int to_device;
-} xfer_ctx;
-
-static int do_xfer(void *p) {
-  xfer_ctx *c = p;
-  if (c->to_device)
-    CLTRY(clEnqueueWriteBuffer(c->r->q, c->dev, CL_TRUE, 0, c->bytes, c->host, 0, NULL, NULL),
-          "clEnqueueWriteBuffer");
-  else
-    CLTRY(clEnqueueReadBuffer(c->r->q, c->dev, CL_TRUE, 0, c->bytes, c->host, 0, NULL, NULL),
-          "clEnqueueReadBuffer");
-  return 0;
-}
-
-int clref_transfer(const bench_opts *o, clref *r, bool to_device, bool pinned, size_t bytes, bench_fig *f) {
-  cl_mem m[2] = {0};
-  void *host = NULL, *mapped = NULL;
-  int rc = -1;
-  cl_int err;
-  if (make_buf(r, &m[0], bytes / sizeof(float), 10)) goto done;
-  if (pinned) {
-    /* The usual OpenCL recipe for page-locked staging memory: a host-allocated buffer, mapped. */
-    m[1] = clCreateBuffer(r->ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, bytes, NULL, &err);
-    if (err == CL_SUCCESS)
-      mapped = clEnqueueMapBuffer(r->q, m[1], CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, bytes, 0, NULL, NULL, &err);
-    if (err != CL_SUCCESS) {
-      bench_fail("raw OpenCL: pinned staging buffer failed (%d)", err);
-      goto done;
-    }
-    host = mapped;
-  } else if (!(host = malloc(bytes))) {
-    bench_fail("out of host memory (%zu bytes)", bytes);
-    goto done;
-  }
-  bench_fill(host, bytes / sizeof(float), -1.0f, 1.0f, 11);
-  xfer_ctx c = {r, m[0], host, bytes, to_device};
-  rc = bench_measure(o, f, do_xfer, NULL, &c, 1000, (double)bytes / 1e9);
-done:
-  if (mapped) {
-    clEnqueueUnmapMemObject(r->q, m[1], mapped, 0, NULL, NULL);
-    clFinish(r->q);
-  } else {
-    free(host);
-  }
-  release_bufs(m, 2);
-  if (rc) bench_fig_fail(f, false, bench_error());
-  return rc;
-}
-
-typedef struct gemm_ctx {
-  clref *r;
-  cl_mem a, b, c;
-  size_t n, batch;
-} gemm_ctx;
-
-static int do_clblast(void *p) {
-  gemm_ctx *g = p;
-  size_t n = g->n, nn = n * n;
+static int run_gemm(clref_job *j) {
+  size_t n = j->n, nn = n * n;
   CLBlastStatusCode st =
-      g->batch > 1
+      j->batch > 1
           ? CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, n, n, n, 1.0f,
-                                       g->a, 0, n, nn, g->b, 0, n, nn, 0.0f, g->c, 0, n, nn, g->batch, &g->r->q,
-                                       NULL)
-          : CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, n, n, n, 1.0f, g->a, 0, n,
-                         g->b, 0, n, 0.0f, g->c, 0, n, &g->r->q, NULL);
+                                       j->m[0], 0, n, nn, j->m[1], 0, n, nn, 0.0f, j->m[2], 0, n, nn, j->batch,
+                                       &j->r->q, NULL)
+          : CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, n, n, n, 1.0f, j->m[0], 0,
+                         n, j->m[1], 0, n, 0.0f, j->m[2], 0, n, &j->r->q, NULL);
   if (st != CLBlastSuccess) return bench_fail("CLBlast SGEMM failed (status %d)", (int)st);
   return 0;
 }
 
-static int do_gemm_finish(void *p) {
-  gemm_ctx *g = p;
-  CLTRY(clFinish(g->r->q), "clFinish");
+int clref_job_run(void *p) {
+  clref_job *j = p;
+  switch (j->kind) {
+    case JOB_KERNEL: return enqueue(j, 1);
+    case JOB_REDUCE: return run_reduce(j);
+    case JOB_LAUNCHES:
+      /* One call is the whole chain and its clFinish: the figure is per launch. */
+      if (enqueue(j, j->launches) != 0) return -1;
+      return clref_job_sync(j);
+    case JOB_XFER:
+      if (j->to_device)
+        CLTRY(clEnqueueWriteBuffer(j->r->q, j->m[0], CL_TRUE, 0, j->bytes, j->host, 0, NULL, NULL),
+              "clEnqueueWriteBuffer");
+      else
+        CLTRY(clEnqueueReadBuffer(j->r->q, j->m[0], CL_TRUE, 0, j->bytes, j->host, 0, NULL, NULL),
+              "clEnqueueReadBuffer");
+      return 0;
+    case JOB_GEMM: return run_gemm(j);
+  }
+  return bench_fail("unknown reference job");
+}
+
+int clref_job_sync(void *p) {
+  clref_job *j = p;
+  CLTRY(clFinish(j->r->q), "clFinish");
   return 0;
 }
 
-int clref_clblast_sgemm(const bench_opts *o, clref *r, size_t n, size_t batch, bench_fig *f) {
-  cl_mem m[3] = {0};
-  int rc = -1;
-  size_t count = n * n * batch;
-  if (make_buf(r, &m[0], count, 81) || make_buf(r, &m[1], count, 82) || make_buf(r, &m[2], count, 83)) goto done;
-  gemm_ctx g = {r, m[0], m[1], m[2], n, batch};
-  rc = bench_measure(o, f, do_clblast, do_gemm_finish, &g, 1000, 2.0 * (double)n * n * n * batch / 1e9);
-done:
-  release_bufs(m, 3);
-  if (rc) bench_fig_fail(f, false, bench_error());
-  return rc;
+/* peers.c takes the best of a few local sizes (NULL, 64, 256), since an implementation's own
+ * choice is not always its best; this picks the one with the shortest of 3 timed launches. */
+static int pick_local(const bench_opts *o, clref_job *j) {
+  const size_t locals[] = {0, 64, 256};
+  double best = -1;
+  size_t chosen = 0;
+  for (int i = 0; i < (o->quick ? 1 : 3); i++) {
+    if (locals[i] && (locals[i] > j->r->max_wg || j->global % locals[i])) continue;
+    j->local = locals[i];
+    if (enqueue(j, 1) != 0 || clref_job_sync(j) != 0) return -1;
+    for (int k = 0; k < 3; k++) {
+      double t0 = bench_now();
+      if (enqueue(j, 1) != 0 || clref_job_sync(j) != 0) return -1;
+      double t = bench_now() - t0;
+      if (best < 0 || t < best) best = t, chosen = locals[i];
+    }
+  }
+  j->local = chosen;
+  return 0;
+}
+
+static int set_args(cl_kernel k, const cl_mem *m, int n) {
+  for (int i = 0; i < n; i++)
+    CLTRY(clSetKernelArg(k, (cl_uint)i, sizeof m[i], &m[i]), "clSetKernelArg");
+  return 0;
+}
+
+static int job_init(const bench_opts *o, clref_job *j, const char *what, size_t n) {
+  clref *r = j->r;
+  cl_int err;
+  if (!strcmp(what, "add") || !strcmp(what, "mul") || !strcmp(what, "exp")) {
+    bool unary = !strcmp(what, "exp");
+    j->kind = JOB_KERNEL;
+    j->k = unary ? r->ex : !strcmp(what, "add") ? r->add : r->mul;
+    j->global = n;
+    int nb = unary ? 2 : 3;
+    for (int i = 0; i < nb; i++)
+      if (make_buf(r, &j->m[i], n, 1 + (uint32_t)i)) return -1;
+    if (set_args(j->k, j->m, nb)) return -1;
+    return pick_local(o, j);
+  }
+  if (!strcmp(what, "sum") || !strcmp(what, "max")) {
+    cl_ulong nn = n;
+    j->kind = JOB_REDUCE;
+    j->is_max = !strcmp(what, "max");
+    j->k = j->is_max ? r->pmax : r->psum;
+    j->groups = 64;
+    if (make_buf(r, &j->m[0], n, 6)) return -1;
+    j->m[1] = clCreateBuffer(r->ctx, CL_MEM_READ_WRITE, j->groups * sizeof(float), NULL, &err);
+    CLTRY(err, "clCreateBuffer");
+    if (set_args(j->k, j->m, 2)) return -1;
+    CLTRY(clSetKernelArg(j->k, 2, sizeof nn, &nn), "clSetKernelArg");
+    return 0;
+  }
+  if (!strcmp(what, "launch")) {
+    /* n launches of a 1024-element add, back to back, then one clFinish. */
+    j->kind = JOB_LAUNCHES;
+    j->k = r->add;
+    j->global = 1024;
+    j->launches = (int)n;
+    for (int i = 0; i < 3; i++)
+      if (make_buf(r, &j->m[i], 1024, 7 + (uint32_t)i)) return -1;
+    return set_args(j->k, j->m, 3);
+  }
+  if (!strncmp(what, "h2d", 3) || !strncmp(what, "d2h", 3)) {
+    j->kind = JOB_XFER;
+    j->to_device = !strncmp(what, "h2d", 3);
+    j->bytes = n * sizeof(float);
+    if (make_buf(r, &j->m[0], n, 10)) return -1;
+    if (strstr(what, "pinned")) {
+      /* The usual OpenCL recipe for page-locked staging memory: a host-allocated buffer, mapped. */
+      j->staging = clCreateBuffer(r->ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, j->bytes, NULL, &err);
+      CLTRY(err, "clCreateBuffer(CL_MEM_ALLOC_HOST_PTR)");
+      j->mapped = clEnqueueMapBuffer(r->q, j->staging, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, j->bytes, 0, NULL,
+                                     NULL, &err);
+      CLTRY(err, "clEnqueueMapBuffer");
+      j->host = j->mapped;
+    } else if (!(j->host = malloc(j->bytes))) {
+      return bench_fail("out of host memory (%zu bytes)", j->bytes);
+    }
+    bench_fill(j->host, n, -1.0f, 1.0f, 11);
+    return 0;
+  }
+  if (!strncmp(what, "clblast_sgemm", 13)) {
+    j->kind = JOB_GEMM;
+    j->batch = !strcmp(what, "clblast_sgemm_batch") ? BENCH_BATCH : 1;
+    j->n = n;
+    for (int i = 0; i < 3; i++)
+      if (make_buf(r, &j->m[i], n * n * j->batch, 81 + (uint32_t)i)) return -1;
+    return 0;
+  }
+  return bench_fail("unknown reference '%s'", what);
+}
+
+clref_job *clref_job_new(const bench_opts *o, clref *r, const char *what, size_t n) {
+  if (!r) return NULL;
+  clref_job *j = calloc(1, sizeof *j);
+  if (!j) {
+    bench_fail("out of host memory");
+    return NULL;
+  }
+  j->r = r;
+  if (job_init(o, j, what, n) != 0) {
+    clref_job_free(j);
+    return NULL;
+  }
+  return j;
+}
+
+void clref_job_free(clref_job *j) {
+  if (!j) return;
+  if (j->mapped) {
+    clEnqueueUnmapMemObject(j->r->q, j->staging, j->mapped, 0, NULL, NULL);
+    clFinish(j->r->q);
+  } else if (j->kind == JOB_XFER) {
+    free(j->host);
+  }
+  if (j->staging) clReleaseMemObject(j->staging);
+  for (int i = 0; i < 3; i++)
+    if (j->m[i]) clReleaseMemObject(j->m[i]);
+  free(j);
 }
