@@ -32,6 +32,9 @@ for s in $stages; do
     1)
       echo "== 1. every suite (build-test)"
       [ -f build-test/build.ninja ] || meson setup build-test -Dwerror=true
+      # Everything, not only what the tests link: tools and examples must build warning-free
+      # too, and the install test installs them.
+      ninja -C build-test
       meson test -C build-test --print-errorlogs --num-processes 2
       summary="$summary
 suites: $(count build-test)" ;;
