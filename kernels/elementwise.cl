@@ -117,24 +117,18 @@
 #define EW_AS_W(W, x) CT_CAT(as_, EW_WT(W))(x)
 #define EW_WRAP(W, x, op, y) EW_AS_W(W, (EW_UT(W))(EW_AS_U(W, x) op EW_AS_U(W, y)))
 
-/* Math builtins in the vector path are applied lane by lane: PoCL 3.1's vector versions give
- * wrong lanes depending on their neighbours (float8 sin/cos: a lane holding 1e30 turns
- * sin(1e-3) into 0.008; double8 pow: pow(0.0117, 3) = inf; double8 fmod), while its scalar
- * builtins are right. Only arithmetic, comparisons, select and the exact rounding builtins
- * (sqrt, floor, ceil, rint, fabs, copysign) stay vector. The tests compare every lane against
- * the host. */
-#define EW_LANES8(f, x) \
-  ((EW_WT(8))(f((x).s0), f((x).s1), f((x).s2), f((x).s3), f((x).s4), f((x).s5), f((x).s6), f((x).s7)))
-#define EW_LANES8_2(f, x, y)                                                                      \
-  ((EW_WT(8))(f((x).s0, (y).s0), f((x).s1, (y).s1), f((x).s2, (y).s2), f((x).s3, (y).s3),         \
-              f((x).s4, (y).s4), f((x).s5, (y).s5), f((x).s6, (y).s6), f((x).s7, (y).s7)))
-#define EW_FN_(f, x) f(x)
-#define EW_FN_8(f, x) EW_LANES8(f, x)
-#define EW_FN(W, f, x) CT_CAT(EW_FN_, W)(f, x)
-#define EW_FN2_(f, x, y) f(x, y)
-#define EW_FN2_8(f, x, y) EW_LANES8_2(f, x, y)
-#define EW_FN2(W, f, x, y) CT_CAT(EW_FN2_, W)(f, x, y)
-#define EW_FMOD(W, x, y) EW_FN2(W, fmod, x, y)
+/* The 8-wide vector path (EW_VEC) serves plain arithmetic only: that is all the host asks it
+ * for (f16 arithmetic on CPUs), and PoCL 3.1's vector math builtins return wrong lanes
+ * depending on their neighbours (float8 sin/cos: a lane holding 1e30 turns sin(1e-3) into
+ * 0.008; double8 pow: pow(0.0117, 3) = inf; double8 fmod), while its scalar builtins, which the
+ * scalar path uses, are right. */
+#if EW_VEC && !(defined(EW_OP_ADD) || defined(EW_OP_SUB) || defined(EW_OP_MUL) || defined(EW_OP_DIV) || \
+                defined(EW_OP_NEG) || defined(EW_OP_ABS))
+#error "elementwise.cl: the vector path (EW_VEC) is for add, sub, mul, div, neg and abs"
+#endif
+#if EW_VEC && (!EW_FLT || EW_K == CT_DT_BF16 || EW_O == CT_DT_BF16)
+#error "elementwise.cl: the vector path (EW_VEC) is for f16, f32 and f64 results"
+#endif
 
 /* ---- the ops: ew_f(x, y, s0, s1) on values of the common dtype ---- */
 #if defined(EW_OP_EQ) || defined(EW_OP_NE) || defined(EW_OP_LT) || defined(EW_OP_LE) || \
@@ -175,7 +169,7 @@
 
 #elif defined(EW_OP_POW)
 #if EW_FLT
-#define EW_BODY(W) return EW_FN2(W, pow, x, y);
+#define EW_BODY(W) return pow(x, y);
 #elif EW_K == CT_DT_BOOL
 #define EW_BODY(W) return x | (y ^ EW_CST(W, 1));
 #else
@@ -224,7 +218,7 @@
 #if EW_FLT
 /* PyTorch's div_floor for floats: fmod-based, exact for representable quotients. */
 #define EW_BODY(W)                                                                        \
-  EW_WT(W) q0 = x / y, mod = EW_FMOD(W, x, y);                                                  \
+  EW_WT(W) q0 = x / y, mod = fmod(x, y);                                                  \
   EW_WT(W) div = (x - mod) / y;                                                           \
   div = EW_SEL(W, div, div - EW_CST(W, 1), (mod != EW_CST(W, 0)) & ((y < EW_CST(W, 0)) != (mod < EW_CST(W, 0)))); \
   EW_WT(W) fl = floor(div);                                                               \
@@ -252,7 +246,7 @@
 #if EW_FLT
 /* Python-style modulus with the sign of the divisor, as torch.remainder. */
 #define EW_BODY(W)              \
-  EW_WT(W) mod = EW_FMOD(W, x, y); \
+  EW_WT(W) mod = fmod(x, y);   \
   return EW_SEL(W, mod, mod + y, (mod != EW_CST(W, 0)) & ((y < EW_CST(W, 0)) != (mod < EW_CST(W, 0))));
 #elif EW_SIGNED
 #define EW_BODY(W)                                                                        \
@@ -313,32 +307,32 @@
 #endif
 
 #elif defined(EW_OP_EXP)
-#define EW_BODY(W) return EW_FN(W, exp, x);
+#define EW_BODY(W) return exp(x);
 #elif defined(EW_OP_LOG)
-#define EW_BODY(W) return EW_FN(W, log, x);
+#define EW_BODY(W) return log(x);
 #elif defined(EW_OP_SQRT)
 #define EW_BODY(W) return sqrt(x);
 #elif defined(EW_OP_RSQRT)
-#define EW_BODY(W) return EW_FN(W, rsqrt, x);
+#define EW_BODY(W) return rsqrt(x);
 #elif defined(EW_OP_SIN)
-#define EW_BODY(W) return EW_FN(W, sin, x);
+#define EW_BODY(W) return sin(x);
 #elif defined(EW_OP_COS)
-#define EW_BODY(W) return EW_FN(W, cos, x);
+#define EW_BODY(W) return cos(x);
 #elif defined(EW_OP_TANH)
-#define EW_BODY(W) return EW_FN(W, tanh, x);
+#define EW_BODY(W) return tanh(x);
 
 #elif defined(EW_OP_SIGMOID)
 /* exp(-|x|) never overflows, and e / (1 + e) keeps the tiny values of large negative x that
  * 1 / (1 + exp(-x)) would flush to 0. */
 #define EW_BODY(W)                         \
-  EW_WT(W) e = EW_FN(W, exp, -fabs(x));   \
+  EW_WT(W) e = exp(-fabs(x));             \
   EW_WT(W) d = EW_CST(W, 1) + e;             \
   return EW_SEL(W, e / d, EW_CST(W, 1) / d, x >= EW_CST(W, 0));
 
 #elif defined(EW_OP_GELU)
 /* The exact (erf) form, written with erfc: 1 + erf(x/sqrt2) = erfc(-x/sqrt2), which keeps its
  * relative accuracy for negative x where 1 + erf cancels. */
-#define EW_BODY(W) return EW_LIT(0.5) * x * EW_FN(W, erfc, -x * EW_LIT(0.70710678118654752440));
+#define EW_BODY(W) return EW_LIT(0.5) * x * erfc(-x * EW_LIT(0.70710678118654752440));
 
 #elif defined(EW_OP_FLOOR)
 #if EW_FLT
@@ -460,18 +454,11 @@ inline float ew_round_f16(float v) {
 #endif
 inline float ew_round_bf16(float v) { return as_float(((uint)ew_f2bf(v)) << 16); }
 inline float8 ew_bf16_to_f32_8(ushort8 h) { return as_float8(convert_uint8(h) << 16); }
-inline ushort8 ew_f32_to_bf16_8(float8 f) {
-  uint8 u = as_uint8(f);
-  uint8 r = (u + (uint8)0x7fffu + ((u >> 16) & (uint8)1u)) >> 16; /* nearest even */
-  r = select(r, (u >> 16) | (uint8)0x40u, (u & (uint8)0x7fffffffu) > (uint8)0x7f800000u); /* quiet NaN */
-  return convert_ushort8(r);
-}
 inline float8 ew_round_f16_8(float8 v) {
   ushort h[8];
   vstore_half8_rte(v, 0, (__private half *)h);
   return vload_half8(0, (__private const half *)h);
 }
-inline float8 ew_round_bf16_8(float8 v) { return ew_bf16_to_f32_8(ew_f32_to_bf16_8(v)); }
 
 /* EW_LOAD(dt, p, i): element i of p (dtype dt) converted to the common dtype, as a scalar of the
  * compute type. EW_LOAD8: elements i..i+7, as a vector. Integers reach f16 and bf16 through
@@ -508,12 +495,6 @@ inline float8 ew_round_bf16_8(float8 v) { return ew_bf16_to_f32_8(ew_f32_to_bf16
 #define EW_RK_4 EW_RK_0
 #define EW_RK_6(v) (v)
 #define EW_LOAD(dt, p, i) CT_CAT(EW_RK_, dt)(EW_LF(dt, p, i))
-#define EW_V_0(p, i) ew_round_bf16_8(convert_float8(vload8(0, (p) + (i))))
-#define EW_V_1 EW_V_0
-#define EW_V_2 EW_V_0
-#define EW_V_3 EW_V_0
-#define EW_V_4 EW_V_0
-#define EW_V_6(p, i) ew_bf16_to_f32_8(vload8(0, (p) + (i)))
 #elif EW_K == CT_DT_F64
 #define EW_LD64_0(p, i) ((double)(p)[i])
 #define EW_LD64_1 EW_LD64_0
@@ -536,11 +517,6 @@ inline float8 ew_round_bf16_8(float8 v) { return ew_bf16_to_f32_8(ew_f32_to_bf16
 #define EW_V_8(p, i) vload8(0, (p) + (i))
 #else
 #define EW_LOAD(dt, p, i) ((EW_WB)(p)[i])
-#define EW_V_0(p, i) CT_CAT(convert_, EW_WT(8))(vload8(0, (p) + (i)))
-#define EW_V_1 EW_V_0
-#define EW_V_2 EW_V_0
-#define EW_V_3 EW_V_0
-#define EW_V_4 EW_V_0
 #endif
 #define EW_LOAD8(dt, p, i) CT_CAT(EW_V_, dt)(p, i)
 
@@ -557,29 +533,16 @@ inline float8 ew_round_bf16_8(float8 v) { return ew_bf16_to_f32_8(ew_f32_to_bf16
 #define EW_NZ_7 EW_NZX
 #define EW_NZ_8 EW_NZX
 #define EW_NZ(dt, p, i) EW_M(, CT_CAT(EW_NZ_, dt)(p, i))
-#define EW_NZ8_5(p, i) (vload_half8(0, (p) + (i)) != (float8)0.0f)
-#define EW_NZ8_6(p, i) ((vload8(0, (p) + (i)) & (ushort8)0x7fff) != (ushort8)0)
-#define EW_NZ8X(p, i, T) (vload8(0, (p) + (i)) != (T)0)
-#define EW_NZ8_0(p, i) EW_NZ8X(p, i, uchar8)
-#define EW_NZ8_1(p, i) EW_NZ8X(p, i, uchar8)
-#define EW_NZ8_2(p, i) EW_NZ8X(p, i, char8)
-#define EW_NZ8_3(p, i) EW_NZ8X(p, i, int8)
-#define EW_NZ8_4(p, i) EW_NZ8X(p, i, long8)
-#define EW_NZ8_7(p, i) EW_NZ8X(p, i, float8)
-#define EW_NZ8_8(p, i) EW_NZ8X(p, i, double8)
-#define EW_NZ8(dt, p, i) CT_CAT(convert_, EW_MT(8))(CT_CAT(EW_NZ8_, dt)(p, i))
 
 /* EW_STORE: a result (compute type, or a mask for bool outputs) into element i of p (EW_O);
  * EW_STORE8: eight of them into elements i..i+7. */
 #if EW_O == CT_DT_BOOL
 #define EW_STORE(p, i, v) ((p)[i] = (uchar)((v) & 1))
-#define EW_STORE8(p, i, v) vstore8(convert_uchar8((v) & (EW_RT(8))1), 0, (p) + (i))
 #elif EW_O == CT_DT_F16
 #define EW_STORE(p, i, v) EW_STH(p, i, v)
 #define EW_STORE8(p, i, v) vstore_half8_rte((v), 0, (p) + (i))
 #elif EW_O == CT_DT_BF16
 #define EW_STORE(p, i, v) EW_STBF(p, i, v)
-#define EW_STORE8(p, i, v) vstore8(ew_f32_to_bf16_8(v), 0, (p) + (i))
 #else
 #define EW_STORE(p, i, v) ((p)[i] = (v))
 #define EW_STORE8(p, i, v) vstore8((v), 0, (p) + (i))
@@ -618,16 +581,6 @@ inline float8 ew_round_bf16_8(float8 v) { return ew_bf16_to_f32_8(ew_f32_to_bf16
 #else
 #define EW_VB(i) EW_LOAD8(EW_B, b, b_off + (i))
 #endif
-#if EW_BC
-#define EW_VC(i) ((EW_WT(8))(EW_LOAD(EW_C, c, c_off)))
-#else
-#define EW_VC(i) EW_LOAD8(EW_C, c, c_off + (i))
-#endif
-#if EW_BA
-#define EW_VCOND(i) ((EW_MT(8))((EW_MB)(-EW_NZ(EW_A, a, a_off)))) /* vector masks are 0/-1 */
-#else
-#define EW_VCOND(i) EW_NZ8(EW_A, a, a_off + (i))
-#endif
 
 #if EW_SPOS == 1
 #define EW_VX(i) s0v
@@ -643,11 +596,7 @@ inline float8 ew_round_bf16_8(float8 v) { return ew_bf16_to_f32_8(ew_f32_to_bf16
 #define EW_VY(i) EW_CST(8, 0)
 #endif
 
-#if EW_NIN == 3
-#define EW_DO8(i) EW_STORE8(o, o_off + (i), select(EW_VC(i), EW_VB(i), EW_VCOND(i)))
-#else
 #define EW_DO8(i) EW_STORE8(o, o_off + (i), ew_f8(EW_VX(i), EW_VY(i), s0v, s1v))
-#endif
 
 /* ---- kernel parameters ---- */
 #if EW_NIN >= 2

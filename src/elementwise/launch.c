@@ -46,7 +46,7 @@ const char *ct__ew_op_macro(enum ct__ew_op op) {
 struct ct__ew_entry {
   uint64_t key;     /* 0: empty (every real key has nin >= 1) */
   ct__kernel *k;
-  size_t local;     /* 0: let the driver choose */
+  size_t local;     /* work-group size (product over dims) */
   int per;          /* contiguous kernel: elements per work-item (8 on the vector path, else 1) */
 };
 
@@ -56,6 +56,7 @@ struct ct__ew_state {
   size_t cap, count;  /* cap is a power of two */
   int sper;           /* strided kernel: innermost elements per work-item */
   bool cpu;
+  size_t max_items[2]; /* CL_DEVICE_MAX_WORK_ITEM_SIZES of dims 0 and 1 */
   char opts[128];     /* options common to every elementwise program on this device */
 };
 
@@ -86,6 +87,10 @@ static ct_status ct__ew_state_create(void **state, ct_device *d) {
    * where the device says it can. */
   cl_device_fp_config fp = 0;
   clGetDeviceInfo(d->id, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL);
+  size_t items[3] = {1, 1, 1};
+  clGetDeviceInfo(d->id, CL_DEVICE_MAX_WORK_ITEM_SIZES, sizeof items, items, NULL);
+  s->max_items[0] = items[0] ? items[0] : 1;
+  s->max_items[1] = items[1] ? items[1] : 1;
   snprintf(s->opts, sizeof s->opts, "-DEW_SOFT16=%d -DEW_SPER=%d%s", s->cpu ? 1 : 0, s->sper,
            (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) ? " -cl-fp32-correctly-rounded-divide-sqrt" : "");
   *state = s;
@@ -115,18 +120,28 @@ static ct_status ct__ew_grow(struct ct__ew_state *s) {
   return CT_OK;
 }
 
-/* Picks the work-group size for a non-CPU device: up to 256, a multiple of the kernel's
- * preferred multiple (warp/wavefront), within the kernel's limit. */
-static size_t ct__ew_gpu_local(ct_device *d, ct__kernel *k) {
+/* Work-group size: always given, never left to the driver, because PoCL compiles a kernel
+ * anew for every local size it picks, and it picks one per global size (100-200 ms for each new
+ * tensor size). 256 work-items, within the kernel's limit, a multiple of its preferred multiple
+ * (warp/wavefront) where that is smaller. */
+#define CT__EW_LOCAL 256
+
+static size_t ct__ew_local(ct_device *d, ct__kernel *k) {
   cl_kernel ck = ct__kernel_lock(k);
   size_t wg = 0, mult = 0;
   clGetKernelWorkGroupInfo(ck, d->id, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
   clGetKernelWorkGroupInfo(ck, d->id, CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE, sizeof mult, &mult, NULL);
   ct__kernel_unlock(k);
-  if (wg > d->props.max_work_group_size) wg = d->props.max_work_group_size;
-  size_t local = wg < 256 ? wg : 256;
+  if (wg == 0 || wg > d->props.max_work_group_size) wg = d->props.max_work_group_size;
+  size_t local = wg < CT__EW_LOCAL ? wg : CT__EW_LOCAL;
   if (mult > 0 && local >= mult) local -= local % mult;
-  return local;
+  return local ? local : 1;
+}
+
+static size_t ct__ew_pow2_at_least(size_t v) {
+  size_t p = 1;
+  while (p < v) p <<= 1;
+  return p;
 }
 
 /* Packs everything that selects a program and kernel into 64 bits. */
@@ -192,7 +207,7 @@ static ct_status ct__ew_kernel(struct ct__ew_entry *out, ct_device *d, struct ct
     if (st == CT_OK) {
       s->tab[j].key = key;
       s->tab[j].k = k;
-      s->tab[j].local = s->cpu ? 0 : ct__ew_gpu_local(d, k);
+      s->tab[j].local = ct__ew_local(d, k);
       s->tab[j].per = vec ? 8 : 1;
       s->count++;
     }
@@ -349,16 +364,14 @@ ct_status ct__ew_run(const char *fn, const struct ct__ew_launch *l, ct_tensor *o
   size_t ss = ct__ew_scalar_size(l->k);
   if (l->spos || l->op == CT__EW_CLAMP) CT__ARG(ss, &l->s[0]);
   if (l->op == CT__EW_CLAMP) CT__ARG(ss, &l->s[1]);
-  size_t global[2], local[2] = {e.local, 1};
+  size_t global[2], local[2];
   cl_uint dims = 1;
   if (contig) {
     cl_long nn = n;
     CT__ARG(sizeof nn, &nn);
     size_t items = (size_t)((n + e.per - 1) / e.per);
-    /* A global size with small factors lets a driver that picks the local size pick a good
-     * one (PoCL takes a divisor of it). */
-    size_t step = e.local ? e.local : 64;
-    global[0] = (items + step - 1) / step * step;
+    local[0] = e.local < s->max_items[0] ? e.local : s->max_items[0];
+    global[0] = (items + local[0] - 1) / local[0] * local[0];
   } else {
     /* The innermost dim (last after collapsing) is walked by dim 0, the rest by dim 1. */
     int in = g.ndim - 1, ond = g.ndim - 1;
@@ -376,10 +389,18 @@ ct_status ct__ew_run(const char *fn, const struct ct__ew_launch *l, ct_tensor *o
       strides[o] = ct__ew_long8(g.st[o], ond, 0);
       CT__ARG(sizeof strides[o], &strides[o]);
     }
+    /* e.local work-items, as many along the row as it needs (a power of two) and the rest
+     * across rows, so short rows don't leave most of a work-group idle, and a kernel meets
+     * at most log2(e.local) + 1 local shapes (each one a compilation on PoCL). */
     size_t items = (size_t)((n0 + s->sper - 1) / s->sper);
-    size_t step = e.local ? e.local : 8;
-    global[0] = (items + step - 1) / step * step;
-    global[1] = (size_t)nouter;
+    local[0] = ct__ew_pow2_at_least(items);
+    if (local[0] > e.local) local[0] = e.local;
+    if (local[0] > s->max_items[0]) local[0] = s->max_items[0];
+    local[1] = e.local / local[0];
+    if (local[1] > s->max_items[1]) local[1] = s->max_items[1];
+    if (local[1] == 0) local[1] = 1;
+    global[0] = (items + local[0] - 1) / local[0] * local[0];
+    global[1] = ((size_t)nouter + local[1] - 1) / local[1] * local[1];
     dims = 2;
   }
 #undef CT__ARG
@@ -387,7 +408,7 @@ ct_status ct__ew_run(const char *fn, const struct ct__ew_launch *l, ct_tensor *o
   if (err != CL_SUCCESS) {
     st = ct__cl_error(err, "%s: clSetKernelArg(%u) for %s on %s failed", fn, ai - 1, ct__kernel_name(e.k), d->spec);
   } else {
-    st = ct__kernel_launch(e.k, d, dims, global, e.local ? local : NULL);
+    st = ct__kernel_launch(e.k, d, dims, global, local);
     if (st != CT_OK) ct__error_append(" (%s)", fn);
   }
   ct__kernel_unlock(e.k);

@@ -3,6 +3,8 @@
  * with steps and offsets, expanded with stride 0), _out into strided views, in-place aliasing,
  * and the errors with their messages. argv[1]: "one" (one device) or "two" (two devices, for
  * the device-mismatch case). */
+#include <pthread.h>
+
 #include "ew_util.h"
 
 typedef ct_status (*bin_fn)(ct_tensor **, const ct_tensor *, const ct_tensor *);
@@ -574,6 +576,56 @@ START_TEST(test_errors) {
 }
 END_TEST
 
+/* Several threads running ops at once (the kernel table and kernels are shared). */
+struct thread_arg {
+  ct_device *d;
+  int id;
+  int bad;
+};
+
+static void *thread_body(void *p) {
+  struct thread_arg *t = p;
+  int64_t s[1] = {1000};
+  float h[1000], got[1000];
+  for (int i = 0; i < 1000; i++) h[i] = (float)(i % 97) * 0.25f + (float)t->id;
+  ct_tensor *a = NULL, *b = NULL;
+  if (ct_from_host(&a, t->d, CT_F32, 1, s, h) != CT_OK || ct_empty(&b, t->d, CT_F32, 1, s) != CT_OK) {
+    t->bad = -1;
+    goto done;
+  }
+  for (int it = 0; it < 40; it++) {
+    /* alternate ops so threads race on new table entries too */
+    if (ct_mul_scalar_out(b, a, (double)(it % 3)) != CT_OK || ct_add_out(b, b, a) != CT_OK ||
+        ct_floor_divide_scalar_out(b, b, 1.5) != CT_OK || ct_to_host(b, got, sizeof got) != CT_OK) {
+      t->bad = -1;
+      goto done;
+    }
+    for (int i = 0; i < 1000; i++) {
+      float want = floorf((h[i] * (float)(it % 3) + h[i]) / 1.5f);
+      if (got[i] != want) t->bad++;
+    }
+  }
+done:
+  ct_release(a);
+  ct_release(b);
+  return NULL;
+}
+
+START_TEST(test_threads) {
+  ew_dev e = ew_open();
+  pthread_t th[4];
+  struct thread_arg args[4];
+  for (int i = 0; i < 4; i++) {
+    args[i] = (struct thread_arg){e.d, i, 0};
+    ck_assert_int_eq(pthread_create(&th[i], NULL, thread_body, &args[i]), 0);
+  }
+  for (int i = 0; i < 4; i++) {
+    pthread_join(th[i], NULL);
+    ck_assert_msg(args[i].bad == 0, "thread %d: %d wrong elements (or -1: a call failed)", i, args[i].bad);
+  }
+}
+END_TEST
+
 START_TEST(test_device_mismatch) {
   int count = 0;
   ck_assert_ct_ok(ct_device_count(&count));
@@ -620,6 +672,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, test_strided_inputs);
     tcase_add_test(tc, test_out_views_and_in_place);
     tcase_add_test(tc, test_errors);
+    tcase_add_test(tc, test_threads);
   } else {
     tcase_add_test(tc, test_device_mismatch);
   }
