@@ -37,8 +37,8 @@
  *
  * Dtypes: f16, bf16, f32, f64 (f64 needs cl_khr_fp64, else CT_ERR_UNSUPPORTED). Any other dtype
  * gives CT_ERR_DTYPE_MISMATCH (PyTorch raises for integer rand too). Shapes follow ct_empty():
- * 0..CT_MAX_DIMS dims, sizes >= 0 (an empty result still consumes an offset in the unseeded
- * calls). Other statuses: CT_ERR_INVALID_ARGUMENT (NULL out/d, bad shape), CT_ERR_OPENCL,
+ * 0..CT_MAX_DIMS dims, sizes >= 0. An unseeded call consumes an offset once its result exists
+ * (an empty result too); a call that fails its checks consumes none. Other statuses: CT_ERR_INVALID_ARGUMENT (NULL out/d, bad shape), CT_ERR_OPENCL,
  * CT_ERR_OUT_OF_MEMORY, CT_ERR_KERNEL_BUILD.
  *
  * Thread safety: every function may be called from any thread. */

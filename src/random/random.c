@@ -1,5 +1,6 @@
 /* rand/randn: the global (seed, offset) state and launches of kernels/random.cl. */
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "core/error.h"
@@ -64,8 +65,10 @@ static ct_status launch(ct__kernel *k, cl_kernel ck, ct_device *d, int64_t items
   return ct__kernel_launch(k, d, 1, &global, &local);
 }
 
+/* With use_global, (seed, offset) come from the global state, taken only once the result
+ * exists, so a call that fails its checks consumes nothing. */
 static ct_status fill(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape,
-                      uint64_t seed, uint64_t offset, int normal, const char *fn) {
+                      bool use_global, uint64_t seed, uint64_t offset, int normal, const char *fn) {
   CT__CHECK_NOT_NULL(fn, out);
   *out = NULL;
   CT__CHECK_NOT_NULL(fn, d);
@@ -75,6 +78,7 @@ static ct_status fill(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const
                      ct_dtype_name(t));
   ct_tensor *o = NULL;
   CT__TRY(ct__tensor_new(&o, d, t, ndim, shape, fn));
+  if (use_global) rng_take(&seed, &offset);
   int64_t n = ct_numel(o);
   if (n == 0) {
     *out = o;
@@ -107,25 +111,21 @@ static ct_status fill(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const
 }
 
 ct_status ct_rand(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape) {
-  uint64_t seed, offset;
-  rng_take(&seed, &offset);
-  return fill(out, d, t, ndim, shape, seed, offset, 0, "ct_rand");
+  return fill(out, d, t, ndim, shape, true, 0, 0, 0, "ct_rand");
 }
 
 ct_status ct_rand_seeded(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape,
                          uint64_t seed, uint64_t offset) {
-  return fill(out, d, t, ndim, shape, seed, offset, 0, "ct_rand_seeded");
+  return fill(out, d, t, ndim, shape, false, seed, offset, 0, "ct_rand_seeded");
 }
 
 ct_status ct_randn(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape) {
-  uint64_t seed, offset;
-  rng_take(&seed, &offset);
-  return fill(out, d, t, ndim, shape, seed, offset, 1, "ct_randn");
+  return fill(out, d, t, ndim, shape, true, 0, 0, 1, "ct_randn");
 }
 
 ct_status ct_randn_seeded(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape,
                           uint64_t seed, uint64_t offset) {
-  return fill(out, d, t, ndim, shape, seed, offset, 1, "ct_randn_seeded");
+  return fill(out, d, t, ndim, shape, false, seed, offset, 1, "ct_randn_seeded");
 }
 
 ct_status ct__random_bits(ct_tensor **out, ct_device *d, int64_t nblocks, uint64_t first,

@@ -420,6 +420,14 @@ START_TEST(test_errors_and_shapes) {
     ck_assert_error_contains(ct_dtype_name(bad[i]));
     ck_assert_ct_status(ct_randn_seeded(&x, d, bad[i], 2, shape, 1, 2), CT_ERR_DTYPE_MISMATCH);
   }
+  /* Failed calls leave the global offset alone. */
+  uint64_t s0, o0, s1, o1;
+  ck_assert_ct_ok(ct_rng_get_state(&s0, &o0));
+  ck_assert_ct_status(ct_rand(&x, d, CT_I32, 2, shape), CT_ERR_DTYPE_MISMATCH);
+  int64_t badshape[2] = {-2, 2};
+  ck_assert_ct_status(ct_randn(&x, d, CT_F32, 2, badshape), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_ok(ct_rng_get_state(&s1, &o1));
+  ck_assert_uint_eq(o1, o0);
   ck_assert_ct_status(ct_rand(NULL, d, CT_F32, 2, shape), CT_ERR_INVALID_ARGUMENT);
   ck_assert_ct_status(ct_rand(&x, NULL, CT_F32, 2, shape), CT_ERR_INVALID_ARGUMENT);
   int64_t neg[2] = {3, -1};
