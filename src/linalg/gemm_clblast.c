@@ -165,7 +165,7 @@ static bool ct__batched_unsafe(const struct ct__gemm_mat *x, size_t one, size_t 
 }
 
 /* One CLBlast call: plain (batch == 1) or strided batched. */
-static CLBlastStatusCode ct__clblast_call(cl_command_queue *q, ct_dtype dt, const struct ct__call *c,
+static CLBlastStatusCode ct__clblast_call_unlocked(cl_command_queue *q, ct_dtype dt, const struct ct__call *c,
                                           double alpha, double beta, size_t a_off, size_t b_off,
                                           cl_mem cmem, size_t c_off, size_t ldc, size_t batch,
                                           size_t sa, size_t sb, size_t sc) {
@@ -193,6 +193,17 @@ static CLBlastStatusCode ct__clblast_call(cl_command_queue *q, ct_dtype dt, cons
                         c_off, ldc, q, NULL);
   return CLBlastHgemmStridedBatched(c->layout, ta, tb, c->m, c->n, c->k, ha, am, a_off, lda, sa, bm, b_off, ldb,
                                     sb, hb, cmem, c_off, ldc, sc, batch, q, NULL);
+}
+
+static CLBlastStatusCode ct__clblast_call(cl_command_queue *q, ct_dtype dt, const struct ct__call *c,
+                                          double alpha, double beta, size_t a_off, size_t b_off,
+                                          cl_mem cmem, size_t c_off, size_t ldc, size_t batch,
+                                          size_t sa, size_t sb, size_t sc) {
+  pthread_mutex_lock(&ct__clblast_lock);
+  CLBlastStatusCode st = ct__clblast_call_unlocked(q, dt, c, alpha, beta, a_off, b_off, cmem, c_off, ldc,
+                                                   batch, sa, sb, sc);
+  pthread_mutex_unlock(&ct__clblast_lock);
+  return st;
 }
 
 /* Highest element index a matrix reaches (all strides are non-negative). */

@@ -3,6 +3,7 @@
 #ifndef CT_LINALG_LINALG_H
 #define CT_LINALG_LINALG_H
 
+#include <pthread.h>
 #include <CL/cl.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -130,5 +131,10 @@ bool ct__gemm_host_available(void);
 const char *ct__clblast_status_name(int status);
 /* Maps a failed CLBlast call to a status and sets the message "<text>: <name> (<code>)". */
 ct_status ct__clblast_error(int status, const char *fmt, ...) CT__PRINTF(2, 3);
+
+/* CLBlast keeps process-wide parameter databases and caches that its calls read and
+ * CLBlastOverrideParameters rewrites without locking (ASan caught two devices' threads freeing
+ * each other's database entries); every CLBlast call goes through this lock. */
+extern pthread_mutex_t ct__clblast_lock;
 
 #endif

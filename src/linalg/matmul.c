@@ -30,7 +30,9 @@ static void ct__gemm_state_destroy(ct_device *d, void *state) {
   (void)d;
   /* CLBlast keeps compiled programs, which hold the device's context, in a process-wide cache:
    * drop them so that ct_shutdown() really releases the context. Its parameter overrides stay. */
+  pthread_mutex_lock(&ct__clblast_lock);
   CLBlastClearCache();
+  pthread_mutex_unlock(&ct__clblast_lock);
   free(state);
 }
 

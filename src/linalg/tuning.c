@@ -127,6 +127,8 @@ bool ct__gemm_params_valid(const ct__gemm_params *p, const ct_device_props *prop
   return true;
 }
 
+pthread_mutex_t ct__clblast_lock = PTHREAD_MUTEX_INITIALIZER;
+
 ct_status ct__gemm_params_apply(ct_device *d, int bits, const ct__gemm_params *p) {
   CLBlastPrecision prec = bits == 16 ? CLBlastPrecisionHalf : bits == 32 ? CLBlastPrecisionSingle
                                                                          : CLBlastPrecisionDouble;
@@ -138,9 +140,11 @@ ct_status ct__gemm_params_apply(ct_device *d, int bits, const ct__gemm_params *p
       {"GemmRoutine", 1, rn, rv}};
   for (int i = 0; i < 3; i++) {
     /* CLBlast's C API takes non-const arrays it only reads. */
+    pthread_mutex_lock(&ct__clblast_lock);
     CLBlastStatusCode st = CLBlastOverrideParameters(d->id, sets[i].kernel, prec, sets[i].n,
                                                      (const char **)(uintptr_t)sets[i].names,
                                                      sets[i].values);
+    pthread_mutex_unlock(&ct__clblast_lock);
     if (st != CLBlastSuccess) {
       ct__clblast_error(st, "GEMM tuning: CLBlastOverrideParameters(%s, f%d) on %s refused the parameters",
                         sets[i].kernel, bits, d->spec);
