@@ -375,6 +375,8 @@ ct_status ct__ew_run(const char *fn, const struct ct__ew_launch *l, ct_tensor *o
   } else {
     /* The innermost dim (last after collapsing) is walked by dim 0, the rest by dim 1. */
     int in = g.ndim - 1, ond = g.ndim - 1;
+    bool general_inner = false;
+    for (int o = 0; o < nops; o++) general_inner |= g.st[o][in] != 0 && g.st[o][in] != 1;
     cl_long n0 = g.shape[in], nouter = n / g.shape[in];
     cl_long4 ist = {{0, 0, 0, 0}};
     for (int o = 0; o < nops; o++) ist.s[o] = g.st[o][in];
@@ -395,6 +397,10 @@ ct_status ct__ew_run(const char *fn, const struct ct__ew_launch *l, ct_tensor *o
     size_t items = (size_t)((n0 + s->sper - 1) / s->sper);
     local[0] = ct__ew_pow2_at_least(items);
     if (local[0] > e.local) local[0] = e.local;
+    /* On CPUs a work-item walks its stretch of a row alone, so when an operand strides across
+     * rows (a transposed input) the work-group is better made of neighbouring rows: their
+     * elements share cache lines (2.5x for a transposed f32 add on PoCL). */
+    if (s->cpu && general_inner) local[0] = 1;
     if (local[0] > s->max_items[0]) local[0] = s->max_items[0];
     local[1] = e.local / local[0];
     if (local[1] > s->max_items[1]) local[1] = s->max_items[1];
