@@ -79,18 +79,24 @@ static ct_status ct__ew_state_create(void **state, ct_device *d) {
   }
   pthread_mutex_init(&s->lock, NULL);
   /* CPU compilers (PoCL) vectorise scalar code across work-items, and convert f16 in software
-   * faster than through the half builtins; a strided row is walked a few elements per
-   * work-item there. GPUs want neighbouring work-items on neighbouring elements. */
+   * faster than through the half builtins; a strided row is walked 32 elements per work-item
+   * there (3-4x a single one for a broadcast row). GPUs want neighbouring work-items on
+   * neighbouring elements. */
   s->cpu = d->props.type == CT_DEVICE_CPU;
   s->sper = s->cpu ? 32 : 1;
   /* Division and sqrt are correctly rounded only on request, and the request is only valid
    * where the device says it can. */
   cl_device_fp_config fp = 0;
   clGetDeviceInfo(d->id, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL);
-  size_t items[3] = {1, 1, 1};
-  clGetDeviceInfo(d->id, CL_DEVICE_MAX_WORK_ITEM_SIZES, sizeof items, items, NULL);
-  s->max_items[0] = items[0] ? items[0] : 1;
-  s->max_items[1] = items[1] ? items[1] : 1;
+  /* Per-dimension work-item limits; the query needs room for every dimension the device has. */
+  cl_uint ndims = 0;
+  clGetDeviceInfo(d->id, CL_DEVICE_MAX_WORK_ITEM_DIMENSIONS, sizeof ndims, &ndims, NULL);
+  size_t *items = calloc(ndims > 2 ? ndims : 2, sizeof *items);
+  if (items && ndims >= 2)
+    clGetDeviceInfo(d->id, CL_DEVICE_MAX_WORK_ITEM_SIZES, ndims * sizeof *items, items, NULL);
+  s->max_items[0] = items && items[0] ? items[0] : 1;
+  s->max_items[1] = items && items[1] ? items[1] : 1;
+  free(items);
   snprintf(s->opts, sizeof s->opts, "-DEW_SOFT16=%d -DEW_SPER=%d%s", s->cpu ? 1 : 0, s->sper,
            (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) ? " -cl-fp32-correctly-rounded-divide-sqrt" : "");
   *state = s;
