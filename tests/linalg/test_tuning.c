@@ -444,7 +444,27 @@ START_TEST(test_tuning_env_invalid) {
 }
 END_TEST
 
-int main(void) {
+/* For test_tune_tool.sh: the file cltensor-tune just wrote is applied and gives right products. */
+START_TEST(test_stored_file_applies) {
+  setenv("CLTENSOR_GEMM", "clblast", 1);
+  ct_device *d = ct_test_device();
+  ct_gemm_tuning_source src;
+  const char *msg;
+  ck_assert_ct_ok(ct_gemm_tuning_status(d, &src, &msg));
+  ck_assert_msg(src == CT_GEMM_TUNING_FILE, "%s", msg);
+  gemms_are_right(d);
+}
+END_TEST
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "stored") == 0) {
+    Suite *s = suite_create("linalg-tuning-stored");
+    TCase *tc = tcase_create("stored");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_stored_file_applies);
+    suite_add_tcase(s, tc);
+    return ct_test_run(s);
+  }
   Suite *s = suite_create("linalg-tuning");
   TCase *pure = tcase_create("format");
   tcase_add_test(pure, test_params_constraints);

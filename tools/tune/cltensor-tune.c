@@ -9,9 +9,17 @@
  *                the best; the best few are measured again before one is chosen
  *   XgemmDirect  the single-kernel GEMM (small products): n = 256 and a batch of 64 64x64
  *                products, scored by their geometric mean
- *   GemmRoutine  the crossover: the smallest size from which the indirect kernel stays faster */
+ *   GemmRoutine  the crossover: the smallest size from which the indirect kernel stays faster
+ *
+ * Candidates run in a worker process (this program re-executed with --worker), because some
+ * parameter sets that pass every documented constraint still crash inside CLBlast's compiled
+ * kernel on some drivers (seen on PoCL 3.1: a segfault in Xgemm), and a hung or crashed worker
+ * must only cost that candidate. The worker keeps its operands and references between
+ * candidates and is restarted after a crash or a timeout. */
 #include <errno.h>
 #include <getopt.h>
+#include <poll.h>
+#include <signal.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -19,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cltensor/cltensor.h"
@@ -38,6 +47,8 @@ static void usage(FILE *f) {
           "  -o, --output PATH   write the file here instead of the cache folder\n"
           "      --dry-run       search and report, write nothing\n"
           "      --seed N        random seed (default: from the clock)\n"
+          "      --clock C       wall (default) or cpu: time GEMMs by the process's CPU time over the\n"
+          "                      device's compute units; steadier on a busy machine, CPU devices only\n"
           "  -h, --help          this text\n"
           "\n"
           "Progress and an ETA go to stderr; the summary to stdout. The file is written atomically and\n"
@@ -50,6 +61,18 @@ static double now(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* --clock cpu: the process's CPU time divided by the device's compute units, which equals wall
+ * time on an idle machine when the GEMM keeps every core busy, and is far less noisy on a busy
+ * one. Only meaningful for CPU devices whose work runs in this process (PoCL). */
+static bool cpu_clock;
+static double cpu_units = 1;
+static double bench_clock(void) {
+  if (!cpu_clock) return now();
+  struct timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return ((double)t.tv_sec + (double)t.tv_nsec * 1e-9) / cpu_units;
 }
 
 static uint64_t rng_state;
@@ -127,7 +150,10 @@ static double load(const void *p, size_t i) {
   return ((const float *)p)[i];
 }
 
-static void problem_init(struct problem *p, const char *name, int64_t batch, int64_t m, int64_t n, int64_t k) {
+static void problem_init(struct problem *p, const char *name, int64_t batch, int64_t m, int64_t n, int64_t k,
+                         uint64_t seed) {
+  uint64_t saved_rng = rng_state;
+  rng_state = seed * 0x9E3779B97F4A7C15ull + 1;
   p->name = name;
   p->batch = batch;
   p->m = m;
@@ -180,7 +206,32 @@ static void problem_init(struct problem *p, const char *name, int64_t batch, int
   free(hb);
   free(da);
   free(db);
+  rng_state = saved_rng;
 }
+
+/* The problems candidates are timed on, by id: the search size, 256^3, a batch of 64 64x64
+ * products, then the crossover sizes. */
+static const long cross_sizes[] = {64, 96, 128, 192, 256, 384, 512, 768, 1024};
+#define NCROSS ((int)(sizeof cross_sizes / sizeof cross_sizes[0]))
+enum { P_BIG, P_MID, P_BATCH, P_CROSS0, P_COUNT = P_CROSS0 + NCROSS };
+static long size = 1024;
+static struct problem probs[P_COUNT];
+
+static struct problem *problem_get(int id) {
+  struct problem *p = &probs[id];
+  if (!p->a) {
+    if (id == P_BIG) problem_init(p, "n", 1, size, size, size, 1);
+    else if (id == P_MID) problem_init(p, "256", 1, 256, 256, 256, 2);
+    else if (id == P_BATCH) problem_init(p, "batch", 64, 64, 64, 64, 3);
+    else {
+      long n = cross_sizes[id - P_CROSS0];
+      problem_init(p, "crossover", 1, n, n, n, 10 + (uint64_t)id);
+    }
+  }
+  return p;
+}
+
+
 
 /* Runs the product once and compares with the reference. */
 static bool run_and_check(struct problem *p, char *why, size_t why_size) {
@@ -207,18 +258,20 @@ static bool run_and_check(struct problem *p, char *why, size_t why_size) {
   return ok;
 }
 
-/* Median GFLOP/s of up to `runs` timed runs (fewer when a run is slow: the budget per
- * measurement is about max_seconds). */
-static double measure(struct problem *p, int runs, double max_seconds) {
+/* Median GFLOP/s of up to `runs` timed runs: fewer when a run is slow (the budget per
+ * measurement is about max_seconds), and just one when that one is below give_up (a candidate
+ * far behind the best needs no precise figure). */
+static double measure(struct problem *p, int runs, double max_seconds, double give_up) {
   double g[16];
   int n = 0;
   double start = now();
   while (n < runs && n < 16) {
-    double t0 = now();
+    double t0 = bench_clock();
     if (ct_matmul_out(p->c, p->a, p->b) != CT_OK || ct_device_synchronize(dev) != CT_OK) return 0;
-    double dt = now() - t0;
+    double dt = bench_clock() - t0;
     g[n++] = p->flops / dt / 1e9;
-    if (now() - start > max_seconds && n >= 1) break;
+    if (n == 1 && g[0] < give_up) break;
+    if (now() - start > max_seconds) break;
   }
   qsort(g, (size_t)n, sizeof g[0], cmp_double);
   return g[n / 2];
@@ -355,25 +408,201 @@ static void keep_top(struct scored *top, int *ntop, const ct__gemm_params *p, do
   }
 }
 
-/* Installs p; checks every problem; returns the score (geometric mean of GFLOP/s), or 0 when
- * the candidate failed (why says how). */
-static double evaluate(const ct__gemm_params *p, struct problem **probs, int nprob, int runs, char *why,
+/* ---- The worker ----
+ * Protocol, one line each way:
+ *   E <seq> <with_params 0|1> <runs> <give_up> <nprob> <ids...> [16 Xgemm, 10 XgemmDirect, crossover]
+ *   R <seq> <score>      geometric mean of GFLOP/s over the problems
+ *   F <seq> <reason>     the candidate failed (error or wrong result) */
+
+/* Copies text into a buffer, cut to fit. */
+static void copy_text(char *dst, size_t n, const char *src) {
+  size_t len = strlen(src);
+  if (len >= n) len = n - 1;
+  memcpy(dst, src, len);
+  dst[len] = '\0';
+}
+
+static void one_line(char *s) {
+  for (; *s; s++)
+    if (*s == '\n' || *s == '\r') *s = ' ';
+}
+
+static int worker_main(const char *spec) {
+  /* Answers go to a private copy of stdout; whatever a driver or CLBlast prints lands on stderr
+   * and can't be mistaken for one. */
+  int proto_fd = dup(1);
+  FILE *proto = proto_fd >= 0 ? fdopen(proto_fd, "w") : NULL;
+  if (!proto || dup2(2, 1) < 0) return 1;
+  if ((spec && *spec ? ct_device_find(&dev, spec) : ct_device_default(&dev)) != CT_OK) die("finding the device");
+  char line[4096];
+  while (fgets(line, sizeof line, stdin)) {
+    char *q = line;
+    long seq = strtol(q + 1, &q, 10);
+    long with_params = strtol(q, &q, 10), runs = strtol(q, &q, 10);
+    double give_up = strtod(q, &q);
+    long nprob = strtol(q, &q, 10);
+    long ids[P_COUNT];
+    for (long i = 0; i < nprob && i < P_COUNT; i++) ids[i] = strtol(q, &q, 10);
+    char why[600] = "";
+    double score = 0;
+    bool ok = line[0] == 'E' && nprob > 0 && nprob <= P_COUNT;
+    if (ok && with_params) {
+      ct__gemm_params p;
+      for (int i = 0; i < CT__XGEMM_NPARAMS; i++) p.xgemm[i] = strtoull(q, &q, 10);
+      for (int i = 0; i < CT__XDIRECT_NPARAMS; i++) p.direct[i] = strtoull(q, &q, 10);
+      p.min_indirect = strtoull(q, &q, 10);
+      if (ct__gemm_use_params(dev, prec, &p) != CT_OK) {
+        snprintf(why, sizeof why, "%s", ct_last_error());
+        ok = false;
+      }
+    }
+    double logsum = 0;
+    for (long i = 0; ok && i < nprob; i++) {
+      if (ids[i] < 0 || ids[i] >= P_COUNT) {
+        snprintf(why, sizeof why, "bad problem id %ld", ids[i]);
+        ok = false;
+        break;
+      }
+      struct problem *pr = problem_get((int)ids[i]);
+      if (!run_and_check(pr, why, sizeof why)) {
+        ok = false;
+        break;
+      }
+      double g = measure(pr, (int)runs, 2.0, give_up);
+      if (g <= 0) {
+        snprintf(why, sizeof why, "%s", ct_last_error());
+        ok = false;
+        break;
+      }
+      logsum += log(g);
+    }
+    if (ok) score = exp(logsum / (double)nprob);
+    one_line(why);
+    if (ok) fprintf(proto, "R %ld %.6f\n", seq, score);
+    else fprintf(proto, "F %ld %s\n", seq, why[0] ? why : "failed");
+    fflush(proto);
+  }
+  return 0;
+}
+
+static char self_path[4096];
+static const char *dev_spec = "";
+static pid_t wpid = -1;
+static FILE *wto;
+static int wfrom = -1;
+/* A candidate may compile (minutes on a busy machine) and run a few large products. */
+#define WORKER_TIMEOUT_S 300
+
+static void worker_stop(void) {
+  if (wpid > 0) {
+    kill(wpid, SIGKILL);
+    waitpid(wpid, NULL, 0);
+  }
+  if (wto) fclose(wto);
+  if (wfrom >= 0) close(wfrom);
+  wpid = -1;
+  wto = NULL;
+  wfrom = -1;
+}
+
+static bool worker_start(void) {
+  int in[2], out[2];
+  if (pipe(in) != 0) return false;
+  if (pipe(out) != 0) {
+    close(in[0]);
+    close(in[1]);
+    return false;
+  }
+  char sz[32], cl[8];
+  snprintf(sz, sizeof sz, "%ld", size);
+  snprintf(cl, sizeof cl, "%s", cpu_clock ? "cpu" : "wall");
+  char *args[] = {self_path, "--worker", "--device", (char *)dev_spec, "--dtype", (char *)ct_dtype_name(dtype),
+                  "--size", sz, "--clock", cl, NULL};
+  pid_t pid = fork();
+  if (pid < 0) return false;
+  if (pid == 0) {
+    dup2(in[0], 0);
+    dup2(out[1], 1);
+    close(in[0]);
+    close(in[1]);
+    close(out[0]);
+    close(out[1]);
+    execv(self_path, args);
+    _exit(127);
+  }
+  close(in[0]);
+  close(out[1]);
+  wpid = pid;
+  wto = fdopen(in[1], "w");
+  wfrom = out[0];
+  return wto != NULL;
+}
+
+/* Reads one line from the worker within the timeout; false on EOF or timeout. */
+static bool worker_read(char *buf, size_t n, double timeout, bool *timed_out) {
+  size_t used = 0;
+  double deadline = now() + timeout;
+  *timed_out = false;
+  while (used + 1 < n) {
+    int left = (int)((deadline - now()) * 1000);
+    if (left <= 0) {
+      *timed_out = true;
+      return false;
+    }
+    struct pollfd pf = {wfrom, POLLIN, 0};
+    int r = poll(&pf, 1, left);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) continue;
+    ssize_t got = read(wfrom, buf + used, 1);
+    if (got <= 0) return false;
+    if (buf[used] == '\n') break;
+    used++;
+  }
+  buf[used] = '\0';
+  return true;
+}
+
+/* Scores a candidate (NULL: whatever the worker has, i.e. CLBlast's built-in parameters in a
+ * fresh worker) on the problems: the geometric mean of GFLOP/s, or 0 with the reason in why. */
+static double evaluate(const ct__gemm_params *p, const int *ids, int nprob, int runs, double give_up, char *why,
                        size_t why_size) {
-  if (ct__gemm_use_params(dev, prec, p) != CT_OK) {
-    snprintf(why, why_size, "%s", ct_last_error());
+  if (wpid < 0 && !worker_start()) {
+    snprintf(why, why_size, "cannot start a worker: %s", strerror(errno));
     return 0;
   }
-  double logsum = 0;
-  for (int i = 0; i < nprob; i++) {
-    if (!run_and_check(probs[i], why, why_size)) return 0;
-    double g = measure(probs[i], runs, 2.0);
-    if (g <= 0) {
-      snprintf(why, why_size, "%s", ct_last_error());
-      return 0;
-    }
-    logsum += log(g);
+  static long seq;
+  seq++;
+  fprintf(wto, "E %ld %d %d %.6f %d", seq, p != NULL, runs, give_up, nprob);
+  for (int i = 0; i < nprob; i++) fprintf(wto, " %d", ids[i]);
+  if (p) {
+    for (int i = 0; i < CT__XGEMM_NPARAMS; i++) fprintf(wto, " %zu", p->xgemm[i]);
+    for (int i = 0; i < CT__XDIRECT_NPARAMS; i++) fprintf(wto, " %zu", p->direct[i]);
+    fprintf(wto, " %zu", p->min_indirect);
   }
-  return exp(logsum / nprob);
+  fputc('\n', wto);
+  fflush(wto);
+  char line[700];
+  bool timed_out, got;
+  char *rest = NULL;
+  /* The answer carries the request's number: anything else is skipped. */
+  while ((got = worker_read(line, sizeof line, WORKER_TIMEOUT_S, &timed_out))) {
+    if ((line[0] == 'R' || line[0] == 'F') && strtol(line + 1, &rest, 10) == seq) break;
+  }
+  if (!got) {
+    int status = 0;
+    pid_t pid = wpid;
+    if (timed_out) kill(pid, SIGKILL);
+    if (wpid > 0) waitpid(wpid, &status, 0);
+    wpid = -1;
+    worker_stop();
+    if (timed_out) snprintf(why, why_size, "no answer within %d s", WORKER_TIMEOUT_S);
+    else if (WIFSIGNALED(status)) snprintf(why, why_size, "crashed the worker (signal %d)", WTERMSIG(status));
+    else snprintf(why, why_size, "the worker exited (status %d)", WEXITSTATUS(status));
+    return 0;
+  }
+  if (line[0] == 'R') return strtod(rest, NULL);
+  copy_text(why, why_size, *rest == ' ' ? rest + 1 : rest);
+  return 0;
 }
 
 struct phase_stats {
@@ -383,7 +612,7 @@ struct phase_stats {
 
 /* Random search then mutation of the best, until the deadline; fills top. */
 static void search(const char *label, bool xgemm_phase, ct__gemm_params *base, const ct__gemm_params *seeds,
-                   int nseeds, struct problem **probs, int nprob, double deadline, struct scored *top, int *ntop,
+                   int nseeds, const int *ids, int nprob, double deadline, struct scored *top, int *ntop,
                    struct phase_stats *st) {
   double start = now();
   double best = 0;
@@ -402,7 +631,8 @@ static void search(const char *label, bool xgemm_phase, ct__gemm_params *base, c
       else next_direct(&cand, refine ? &top[0].p : NULL);
     }
     char why[300] = "";
-    double score = evaluate(&cand, probs, nprob, 3, why, sizeof why);
+    /* Half the best so far: such a candidate can't win, one run tells. */
+    double score = evaluate(&cand, ids, nprob, 3, 0.5 * best, why, sizeof why);
     st->tried++;
     if (score <= 0) {
       st->rejected++;
@@ -414,19 +644,20 @@ static void search(const char *label, bool xgemm_phase, ct__gemm_params *base, c
     char left[32], total[32];
     fmt_time(left, sizeof left, deadline - now());
     fmt_time(total, sizeof total, t_end - now());
-    progress("[%s] %d tried, %d rejected | last %6.1f | best %6.1f GFLOP/s | phase ends in %s, ETA %s", label,
-             st->tried, st->rejected, score, best, left, total);
+    progress("[%s] %d tried, %d rejected | last %6.1f | best %6.1f GFLOP/s | phase ends in %s, ETA %s%s%.70s",
+             label, st->tried, st->rejected, score, best, left, total, score <= 0 ? " | rejected: " : "",
+             score <= 0 ? why : "");
   }
   progress_done();
 }
 
 /* Re-measures the finalists with more runs and returns the best (the winner's curse: a
  * candidate that won one noisy measurement is measured again before it is stored). */
-static struct scored confirm(struct scored *top, int ntop, struct problem **probs, int nprob) {
+static struct scored confirm(struct scored *top, int ntop, const int *ids, int nprob) {
   struct scored best = {top[0].p, 0};
   for (int i = 0; i < ntop; i++) {
     char why[300];
-    double s = evaluate(&top[i].p, probs, nprob, 7, why, sizeof why);
+    double s = evaluate(&top[i].p, ids, nprob, 7, 0, why, sizeof why);
     if (s > best.score) best = (struct scored){top[i].p, s};
   }
   return best;
@@ -435,13 +666,13 @@ static struct scored confirm(struct scored *top, int ntop, struct problem **prob
 int main(int argc, char **argv) {
   const char *spec = NULL, *output = NULL;
   double seconds = 600;
-  long size = 1024;
-  bool dry_run = false;
+  bool dry_run = false, worker = false;
   uint64_t seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
   static const struct option opts[] = {{"device", required_argument, 0, 'd'}, {"seconds", required_argument, 0, 's'},
                                        {"size", required_argument, 0, 'n'},   {"dtype", required_argument, 0, 't'},
                                        {"output", required_argument, 0, 'o'}, {"dry-run", no_argument, 0, 'D'},
                                        {"seed", required_argument, 0, 'S'},   {"help", no_argument, 0, 'h'},
+                                       {"clock", required_argument, 0, 'C'},  {"worker", no_argument, 0, 'W'},
                                        {0, 0, 0, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "d:s:n:t:o:h", opts, NULL)) != -1) {
@@ -472,6 +703,14 @@ int main(int argc, char **argv) {
       case 'o': output = optarg; break;
       case 'D': dry_run = true; break;
       case 'S': seed = strtoull(optarg, NULL, 0); break;
+      case 'W': worker = true; break;
+      case 'C':
+        if (strcmp(optarg, "cpu") == 0) cpu_clock = true;
+        else if (strcmp(optarg, "wall") != 0) {
+          fprintf(stderr, "cltensor-tune: --clock is wall or cpu, got '%s'\n", optarg);
+          return 2;
+        }
+        break;
       case 'h': usage(stdout); return 0;
       default: usage(stderr); return 2;
     }
@@ -489,8 +728,21 @@ int main(int argc, char **argv) {
   /* Each candidate is a new program: keep PoCL from caching hundreds of them on disk. */
   setenv("POCL_KERNEL_CACHE", "0", 0);
 
+  if (worker) return worker_main(spec);
+  signal(SIGPIPE, SIG_IGN);
+  ssize_t sl = readlink("/proc/self/exe", self_path, sizeof self_path - 1);
+  if (sl > 0) self_path[sl] = '\0';
+  else snprintf(self_path, sizeof self_path, "%s", argv[0]);
+  dev_spec = spec ? spec : "";
+
   if ((spec ? ct_device_find(&dev, spec) : ct_device_default(&dev)) != CT_OK) die("finding the device");
   const ct_device_props *props = ct_device_properties(dev);
+  if (cpu_clock && props->type != CT_DEVICE_CPU) {
+    fprintf(stderr, "cltensor-tune: --clock cpu needs a CPU device; %s is a %s\n", ct_device_spec(dev),
+            ct_device_type_name(props->type));
+    return 2;
+  }
+  cpu_units = props->compute_units ? props->compute_units : 1;
   if (dtype == CT_F64 && !props->fp64) {
     fprintf(stderr, "cltensor-tune: %s has no cl_khr_fp64\n", ct_device_spec(dev));
     return 1;
@@ -504,27 +756,23 @@ int main(int argc, char **argv) {
   if (output) snprintf(path, sizeof path, "%s", output);
   else if (ct__gemm_tuning_path(path, sizeof path, dev) != CT_OK) die("locating the cache folder");
   printf("device: %s (%s, %s, driver %s)\n", ct_device_spec(dev), props->name, props->vendor, props->driver_version);
-  printf("tuning %s GEMM for %.0f s; file: %s%s\n", ct_dtype_name(dtype), seconds, path,
-         dry_run ? " (dry run: not written)" : "");
+  printf("tuning %s GEMM for %.0f s (%s clock); file: %s%s\n", ct_dtype_name(dtype), seconds,
+         cpu_clock ? "CPU" : "wall", path, dry_run ? " (dry run: not written)" : "");
   fflush(stdout);
   double t_start = now();
   t_end = t_start + seconds;
 
   fprintf(stderr, "preparing operands and host references ...\n");
-  struct problem big, mid, small_batch;
-  problem_init(&big, "n", 1, size, size, size);
-  problem_init(&mid, "256", 1, 256, 256, 256);
-  problem_init(&small_batch, "batch 64 x 64", 64, 64, 64, 64);
-
-  /* Baseline: CLBlast's own parameters, as its database picks them for this device. */
+  /* Baseline: CLBlast's own parameters, as its database picks them for this device (the first
+   * worker has installed nothing yet). */
   char why[300];
-  double base_big = 0, base_batch = 0;
-  if (!run_and_check(&big, why, sizeof why) || !run_and_check(&small_batch, why, sizeof why))
+  const int ids_big[1] = {P_BIG}, ids_batch[1] = {P_BATCH}, ids_d[2] = {P_MID, P_BATCH};
+  double t_eval = now();
+  double base_big = evaluate(NULL, ids_big, 1, 5, 0, why, sizeof why);
+  t_eval = now() - t_eval;   /* one candidate's cost, compile included: plans the budget */
+  double base_batch = base_big > 0 ? evaluate(NULL, ids_batch, 1, 5, 0, why, sizeof why) : 0;
+  if (base_big <= 0 || base_batch <= 0)
     fprintf(stderr, "cltensor-tune: CLBlast's built-in parameters fail here: %s\n", why);
-  else {
-    base_big = measure(&big, 5, 10);
-    base_batch = measure(&small_batch, 5, 10);
-  }
   fprintf(stderr, "CLBlast built-in: %.1f GFLOP/s at %ld^3, %.1f GFLOP/s for 64 x 64^3\n", base_big, size,
           base_batch);
 
@@ -562,9 +810,18 @@ int main(int argc, char **argv) {
     base.min_indirect = 896;
   }
 
-  double remaining = t_end - now();
-  double t_routine = fmin(0.15 * remaining, 90);
-  double t_x = 0.6 * (remaining - t_routine);
+  /* After the two searches: confirming the finalists of both, the crossover (2 evaluations
+   * per size, mostly without compiling) and the final measurement. */
+  int ncross = 0;
+  while (ncross < NCROSS && cross_sizes[ncross] <= size) ncross++;
+  /* Finalists and crossover mostly reuse programs the worker compiled already: a few
+   * evaluations' worth, at most 40% of the budget. */
+  double reserve = fmin(4 * t_eval, 0.4 * seconds);
+  (void)ncross;
+  double remaining = t_end - now() - reserve;
+  if (remaining < 0) remaining = 0;
+  double t_x = 0.6 * remaining;
+  double t_d_end = now() + remaining;
   struct phase_stats sx = {0}, sd = {0};
 
   /* Phase 1: Xgemm, forced indirect (XGEMM_MIN_INDIRECT_SIZE = 0). */
@@ -572,66 +829,60 @@ int main(int argc, char **argv) {
   px.min_indirect = 0;
   struct scored topx[TOP];
   int ntopx = 0;
-  struct problem *probs_x[1] = {&big};
-  search("Xgemm      ", true, &px, seeds, nseeds, probs_x, 1, now() + t_x, topx, &ntopx, &sx);
+  search("Xgemm      ", true, &px, seeds, nseeds, ids_big, 1, now() + t_x, topx, &ntopx, &sx);
   if (ntopx == 0) {
     fprintf(stderr, "cltensor-tune: every Xgemm candidate failed; last: %s\n", sx.last_reject);
+    worker_stop();
     return 1;
   }
-  struct scored bx = confirm(topx, ntopx, probs_x, 1);
+  struct scored bx = confirm(topx, ntopx, ids_big, 1);
 
   /* Phase 2: XgemmDirect, forced direct. */
   ct__gemm_params pd = bx.p;
   pd.min_indirect = 1u << 20;
   struct scored topd[TOP];
   int ntopd = 0;
-  struct problem *probs_d[2] = {&mid, &small_batch};
-  search("XgemmDirect", false, &pd, seeds, nseeds, probs_d, 2, t_end - t_routine, topd, &ntopd, &sd);
+  search("XgemmDirect", false, &pd, seeds, nseeds, ids_d, 2, t_d_end, topd, &ntopd, &sd);
   if (ntopd == 0) {
     fprintf(stderr, "cltensor-tune: every XgemmDirect candidate failed; last: %s\n", sd.last_reject);
+    worker_stop();
     return 1;
   }
-  struct scored bd = confirm(topd, ntopd, probs_d, 2);
+  struct scored bd = confirm(topd, ntopd, ids_d, 2);
 
   /* Phase 3: the crossover. */
   ct__gemm_params best = bd.p;
-  const long sizes[] = {64, 96, 128, 192, 256, 384, 512, 768, 1024};
-  const int nsizes = sizeof sizes / sizeof sizes[0];
-  bool indirect_wins[16] = {false};
-  for (int i = 0; i < nsizes && sizes[i] <= size; i++) {
-    struct problem p;
-    problem_init(&p, "crossover", 1, sizes[i], sizes[i], sizes[i]);
+  bool indirect_wins[NCROSS] = {false};
+  for (int i = 0; i < NCROSS && cross_sizes[i] <= size; i++) {
     double g[2];
+    const int id[1] = {P_CROSS0 + i};
     for (int v = 0; v < 2; v++) {
       ct__gemm_params q = best;
       q.min_indirect = v ? 0 : 1u << 20;
-      g[v] = evaluate(&q, (struct problem *[]){&p}, 1, 5, why, sizeof why);
+      g[v] = evaluate(&q, id, 1, 5, 0, why, sizeof why);
     }
     indirect_wins[i] = g[1] > g[0];
-    progress("[GemmRoutine] n=%4ld: direct %6.1f, indirect %6.1f GFLOP/s", sizes[i], g[0], g[1]);
+    progress("[GemmRoutine] n=%4ld: direct %6.1f, indirect %6.1f GFLOP/s", cross_sizes[i], g[0], g[1]);
     if (!tty) progress_done();
-    ct_release(p.a);
-    ct_release(p.b);
-    ct_release(p.c);
-    free(p.ref);
-    free(p.bound);
   }
   progress_done();
   /* The smallest size from which the indirect kernel wins at every measured larger size. */
   size_t crossover = (size_t)size + 1;
-  for (int i = nsizes - 1; i >= 0; i--) {
-    if (sizes[i] > size) continue;
+  for (int i = NCROSS - 1; i >= 0; i--) {
+    if (cross_sizes[i] > size) continue;
     if (!indirect_wins[i]) break;
-    crossover = (size_t)sizes[i];
+    crossover = (size_t)cross_sizes[i];
   }
   best.min_indirect = crossover;
 
-  /* Final check of the chosen set in the library's own planning, then the figures. */
-  if (evaluate(&best, (struct problem *[]){&big, &small_batch}, 2, 1, why, sizeof why) <= 0) {
+  /* The chosen set, checked and measured as the library will run it. */
+  double tuned_big = evaluate(&best, ids_big, 1, 7, 0, why, sizeof why);
+  double tuned_batch = tuned_big > 0 ? evaluate(&best, ids_batch, 1, 7, 0, why, sizeof why) : 0;
+  worker_stop();
+  if (tuned_big <= 0 || tuned_batch <= 0) {
     fprintf(stderr, "cltensor-tune: the chosen set fails its final check: %s\n", why);
     return 1;
   }
-  double tuned_big = measure(&big, 5, 10), tuned_batch = measure(&small_batch, 5, 10);
   char xs[400], ds[300], summary[1200];
   describe(xs, sizeof xs, ct__xgemm_names, best.xgemm, CT__XGEMM_NPARAMS);
   describe(ds, sizeof ds, ct__xdirect_names, best.direct, CT__XDIRECT_NPARAMS);
@@ -639,14 +890,16 @@ int main(int argc, char **argv) {
   time_t tt = time(NULL);
   strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", gmtime(&tt));
   snprintf(summary, sizeof summary,
-           "%s, %.0f s, seed %llu: %d Xgemm and %d XgemmDirect candidates (%d and %d rejected)\n"
+           "%s, %.0f s, %s clock, seed %llu: %d Xgemm and %d XgemmDirect candidates (%d and %d rejected)\n"
            "%s %ld^3: %.1f GFLOP/s (CLBlast built-in %.1f); batch of 64 64x64x64: %.1f GFLOP/s (built-in %.1f)",
-           when, now() - t_start, (unsigned long long)seed, sx.tried, sd.tried, sx.rejected, sd.rejected,
-           ct_dtype_name(dtype), size, tuned_big, base_big, tuned_batch, base_batch);
+           when, now() - t_start, cpu_clock ? "CPU" : "wall", (unsigned long long)seed, sx.tried, sd.tried,
+           sx.rejected, sd.rejected, ct_dtype_name(dtype), size, tuned_big, base_big, tuned_batch, base_batch);
   printf("Xgemm       %s\nXgemmDirect %s\nGemmRoutine XGEMM_MIN_INDIRECT_SIZE=%zu\n", xs, ds, best.min_indirect);
   printf("%s\n", summary);
-  if (base_big > 0) printf("speedup over CLBlast built-in: %.2fx at %ld^3, %.2fx for the batch\n",
-                           tuned_big / base_big, size, base_batch > 0 ? tuned_batch / base_batch : 0.0);
+  if (base_big > 0 && base_batch > 0)
+    printf("speedup over CLBlast built-in: %.2fx at %ld^3, %.2fx for the batch\n", tuned_big / base_big, size,
+           tuned_batch / base_batch);
+  if (sx.rejected + sd.rejected > 0) printf("last rejection: %s\n", sx.rejected ? sx.last_reject : sd.last_reject);
   if (!dry_run) {
     ct__gemm_tuning out;
     memset(&out, 0, sizeof out);
@@ -656,21 +909,6 @@ int main(int argc, char **argv) {
     if (ct__gemm_tuning_save(path, dev, &out, summary) != CT_OK) die("writing the file");
     printf("written: %s\n", path);
   }
-  ct_release(big.a);
-  ct_release(big.b);
-  ct_release(big.c);
-  ct_release(mid.a);
-  ct_release(mid.b);
-  ct_release(mid.c);
-  ct_release(small_batch.a);
-  ct_release(small_batch.b);
-  ct_release(small_batch.c);
-  free(big.ref);
-  free(big.bound);
-  free(mid.ref);
-  free(mid.bound);
-  free(small_batch.ref);
-  free(small_batch.bound);
   ct_shutdown();
   return 0;
 }
