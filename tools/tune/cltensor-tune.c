@@ -122,7 +122,14 @@ struct problem {
   ct_tensor *a, *b, *c;
   double *ref, *bound;
   double flops;
+  uint64_t digest;   /* of the operands and the reference, to catch stray writes */
 };
+
+static uint64_t fnv(const void *data, size_t n, uint64_t h) {
+  const unsigned char *b = data;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
 
 static ct_dtype dtype = CT_F32;
 static enum ct__prec prec = CT__PREC_F32;
@@ -202,11 +209,34 @@ static void problem_init(struct problem *p, const char *name, int64_t batch, int
       ct_from_host(&p->b, dev, dtype, nd, sb + off, hb) != CT_OK ||
       ct_empty(&p->c, dev, dtype, nd, sc + off) != CT_OK)
     die("creating the operands");
+  p->digest = fnv(ha, na * es, 14695981039346656037ull);
+  p->digest = fnv(hb, nb * es, p->digest);
+  p->digest = fnv(p->ref, nc * sizeof(double), p->digest);
+  p->digest = fnv(p->bound, nc * sizeof(double), p->digest);
   free(ha);
   free(hb);
   free(da);
   free(db);
   rng_state = saved_rng;
+}
+
+/* Whether the operands on the device and the host reference are still what problem_init made.
+ * On a CPU device the kernels run in this process's memory, and a parameter set can make
+ * CLBlast's kernel write outside its buffers: a candidate that corrupts anything is rejected,
+ * and the worker is replaced. */
+static bool problem_intact(const struct problem *p) {
+  size_t es = ct_dtype_size(dtype), na = (size_t)(p->batch * p->m * p->k), nb = (size_t)(p->batch * p->k * p->n),
+         nc = (size_t)(p->batch * p->m * p->n);
+  void *h = malloc((na > nb ? na : nb) * es);
+  if (!h) return false;
+  bool ok = ct_to_host(p->a, h, na * es) == CT_OK;
+  uint64_t d = fnv(h, na * es, 14695981039346656037ull);
+  ok = ok && ct_to_host(p->b, h, nb * es) == CT_OK;
+  d = fnv(h, nb * es, d);
+  free(h);
+  d = fnv(p->ref, nc * sizeof(double), d);
+  d = fnv(p->bound, nc * sizeof(double), d);
+  return ok && d == p->digest;
 }
 
 /* The problems candidates are timed on, by id: the search size, 256^3, a batch of 64 64x64
@@ -279,17 +309,20 @@ static double measure(struct problem *p, int runs, double max_seconds, double gi
 
 /* ---- Candidates ---- */
 
+/* The value sets of CLBlast's own tuner (src/tuning/kernels/xgemm.hpp variations 2 and 12,
+ * xgemm_direct.hpp variation 2): its kernels are exercised on those; wider values pass the
+ * constraints but crash or write out of bounds far more often on PoCL. */
 static void gen_xgemm(size_t *x, int gemmk) {
   x[CT__X_GEMMK] = (size_t)gemmk;
   if (gemmk == 0) {
     x[CT__X_MWG] = PICK(16, 32, 64, 128);
     x[CT__X_NWG] = PICK(16, 32, 64, 128);
     x[CT__X_KWG] = PICK(16, 32);
-    x[CT__X_MDIMC] = PICK(4, 8, 16, 32);
-    x[CT__X_NDIMC] = PICK(4, 8, 16, 32);
-    x[CT__X_MDIMA] = PICK(4, 8, 16, 32);
-    x[CT__X_NDIMB] = PICK(4, 8, 16, 32);
-    x[CT__X_KWI] = PICK(1, 2, 4, 8);
+    x[CT__X_MDIMC] = PICK(8, 16, 32);
+    x[CT__X_NDIMC] = PICK(8, 16, 32);
+    x[CT__X_MDIMA] = PICK(8, 16, 32);
+    x[CT__X_NDIMB] = PICK(8, 16, 32);
+    x[CT__X_KWI] = 2;
     x[CT__X_VWM] = PICK(1, 2, 4, 8);
     x[CT__X_VWN] = PICK(1, 2, 4, 8);
     x[CT__X_STRM] = PICK(0, 1);
@@ -313,11 +346,11 @@ static void gen_xgemm(size_t *x, int gemmk) {
 
 static void gen_direct(size_t *d) {
   d[CT__D_WGD] = PICK(8, 16, 32, 64);
-  d[CT__D_MDIMCD] = PICK(4, 8, 16, 32);
-  d[CT__D_NDIMCD] = PICK(4, 8, 16, 32);
-  d[CT__D_MDIMAD] = PICK(4, 8, 16, 32);
-  d[CT__D_NDIMBD] = PICK(4, 8, 16, 32);
-  d[CT__D_KWID] = PICK(1, 2, 8, 16);
+  d[CT__D_MDIMCD] = PICK(8, 16, 32);
+  d[CT__D_NDIMCD] = PICK(8, 16, 32);
+  d[CT__D_MDIMAD] = PICK(8, 16, 32);
+  d[CT__D_NDIMBD] = PICK(8, 16, 32);
+  d[CT__D_KWID] = PICK(2, 8, 16);
   d[CT__D_VWMD] = PICK(1, 2, 4, 8);
   d[CT__D_VWND] = PICK(1, 2, 4, 8);
   d[CT__D_PADA] = PICK(0, 1);
@@ -477,10 +510,18 @@ static int worker_main(const char *spec) {
       logsum += log(g);
     }
     if (ok) score = exp(logsum / (double)nprob);
+    bool intact = true;
+    for (int i = 0; i < P_COUNT; i++)
+      if (probs[i].a && !problem_intact(&probs[i])) intact = false;
+    if (!intact) {
+      snprintf(why, sizeof why, "wrote outside its buffers (the operands or references changed)");
+      ok = false;
+    }
     one_line(why);
     if (ok) fprintf(proto, "R %ld %.6f\n", seq, score);
     else fprintf(proto, "F %ld %s\n", seq, why[0] ? why : "failed");
     fflush(proto);
+    if (!intact) return 3;
   }
   return 0;
 }
@@ -602,6 +643,9 @@ static double evaluate(const ct__gemm_params *p, const int *ids, int nprob, int 
   }
   if (line[0] == 'R') return strtod(rest, NULL);
   copy_text(why, why_size, *rest == ' ' ? rest + 1 : rest);
+  /* A failed candidate may have left the worker's memory or CLBlast's state damaged: the next
+   * candidate gets a fresh worker. */
+  worker_stop();
   return 0;
 }
 
