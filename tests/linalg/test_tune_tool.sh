@@ -1,6 +1,8 @@
 #!/bin/sh
 # End to end on a fresh cache folder: cltensor-tune (a short search) writes the device's tuning
-# file, and the library then applies it and multiplies correctly with it.
+# file, and the library then applies it and multiplies correctly with it. The search evaluates
+# only the shipped set (--candidates 0): each candidate is a CLBlast program build, which costs
+# seconds to minutes on a busy PoCL machine.
 set -u
 tool=$1
 check=$2
@@ -12,7 +14,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export CLTENSOR_CACHE_DIR="$tmp/cache"
 
-if "$tool" --seconds 5 --size 64 --seed 3 >"$tmp/out" 2>"$tmp/err"; then
+if "$tool" --seconds 5 --size 64 --seed 3 --candidates 0 >"$tmp/out" 2>"$tmp/err"; then
   ok "cltensor-tune completes a short search"
 else
   sed 's/^/# /' "$tmp/err" "$tmp/out"
@@ -37,12 +39,11 @@ else
   sed 's/^/# /' "$tmp/check"
   no "the library applies the stored file"
 fi
-before=$(cat "$file")
-"$tool" --seconds 1 --size 64 --dry-run >/dev/null 2>&1
-[ "$(cat "$file")" = "$before" ] && ok "--dry-run writes nothing" || no "--dry-run writes nothing"
 "$tool" --seconds -1 >/dev/null 2>&1
 [ $? -eq 2 ] && ok "a bad --seconds is a usage error" || no "a bad --seconds is a usage error"
 "$tool" --dtype i32 >/dev/null 2>&1
 [ $? -eq 2 ] && ok "a bad --dtype is a usage error" || no "a bad --dtype is a usage error"
+"$tool" --candidates x >/dev/null 2>&1
+[ $? -eq 2 ] && ok "a bad --candidates is a usage error" || no "a bad --candidates is a usage error"
 echo "1..$n"
 exit $fail

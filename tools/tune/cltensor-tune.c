@@ -47,6 +47,8 @@ static void usage(FILE *f) {
           "  -o, --output PATH   write the file here instead of the cache folder\n"
           "      --dry-run       search and report, write nothing\n"
           "      --seed N        random seed (default: from the clock)\n"
+          "      --candidates N  at most N random candidates per phase besides the stored and shipped\n"
+          "                      sets (default: as many as the time allows)\n"
           "      --clock C       wall (default) or cpu: time GEMMs by the process's CPU time over the\n"
           "                      device's compute units; steadier on a busy machine, CPU devices only\n"
           "  -h, --help          this text\n"
@@ -93,6 +95,7 @@ static int cmp_double(const void *a, const void *b) {
 
 static bool tty;
 static double t_end;   /* when the search phases must end */
+static long max_candidates = -1;   /* random candidates per phase; -1: no limit */
 
 static void fmt_time(char *buf, size_t n, double s) {
   if (s < 0) s = 0;
@@ -178,11 +181,11 @@ static void problem_init(struct problem *p, const char *name, int64_t batch, int
     exit(1);
   }
   for (size_t i = 0; i < na; i++) {
-    store(ha, i, (double)(rnd() >> 11) / 4503599627370496.0 * 2 - 1);
+    store(ha, i, (double)(rnd() >> 11) / 9007199254740992.0 * 2 - 1);
     da[i] = load(ha, i);
   }
   for (size_t i = 0; i < nb; i++) {
-    store(hb, i, (double)(rnd() >> 11) / 4503599627370496.0 * 2 - 1);
+    store(hb, i, (double)(rnd() >> 11) / 9007199254740992.0 * 2 - 1);
     db[i] = load(hb, i);
   }
   /* Reference in double, i-p-j order so the inner loop streams rows. */
@@ -663,6 +666,7 @@ static void search(const char *label, bool xgemm_phase, ct__gemm_params *base, c
   for (int iter = 0;; iter++) {
     double t = now();
     if (t >= deadline && iter > nseeds) break;
+    if (max_candidates >= 0 && iter >= nseeds + max_candidates) break;
     ct__gemm_params cand = *base;
     if (iter < nseeds) {
       if (xgemm_phase) memcpy(cand.xgemm, seeds[iter].xgemm, sizeof cand.xgemm);
@@ -717,6 +721,7 @@ int main(int argc, char **argv) {
                                        {"output", required_argument, 0, 'o'}, {"dry-run", no_argument, 0, 'D'},
                                        {"seed", required_argument, 0, 'S'},   {"help", no_argument, 0, 'h'},
                                        {"clock", required_argument, 0, 'C'},  {"worker", no_argument, 0, 'W'},
+                                       {"candidates", required_argument, 0, 'K'},
                                        {0, 0, 0, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "d:s:n:t:o:h", opts, NULL)) != -1) {
@@ -748,6 +753,13 @@ int main(int argc, char **argv) {
       case 'D': dry_run = true; break;
       case 'S': seed = strtoull(optarg, NULL, 0); break;
       case 'W': worker = true; break;
+      case 'K':
+        max_candidates = strtol(optarg, &end, 10);
+        if (*end || max_candidates < 0) {
+          fprintf(stderr, "cltensor-tune: --candidates needs a count >= 0, got '%s'\n", optarg);
+          return 2;
+        }
+        break;
       case 'C':
         if (strcmp(optarg, "cpu") == 0) cpu_clock = true;
         else if (strcmp(optarg, "wall") != 0) {
@@ -874,6 +886,12 @@ int main(int argc, char **argv) {
   struct scored topx[TOP];
   int ntopx = 0;
   search("Xgemm      ", true, &px, seeds, nseeds, ids_big, 1, now() + t_x, topx, &ntopx, &sx);
+  if (sx.tried == 0) {
+    fprintf(stderr, "cltensor-tune: no candidate to try (--candidates 0, and no shipped or stored set for "
+            "this device)\n");
+    worker_stop();
+    return 1;
+  }
   if (ntopx == 0) {
     fprintf(stderr, "cltensor-tune: every Xgemm candidate failed; last: %s\n", sx.last_reject);
     worker_stop();
