@@ -100,7 +100,7 @@ static inline float stress_value(uint32_t seed, int64_t i) {
 
 /* One round of work on device d: a [rows, cols] f32 tensor from the host, then a transposed
  * contiguous copy, casts to i32, f16 and back, a broadcasting copy of a row, a fill, a row sum,
- * a max and a matrix product, each result read back and compared exactly with the host. `shared`, when not NULL, is a [1, cols]
+ * a broadcasting add, a product of strided views, a max and a matrix product, each result read back and compared exactly with the host. `shared`, when not NULL, is a [1, cols]
  * f32 tensor (values stress_value(shared_seed, j)) that other threads read at the same time.
  * Returns 1 on success; 0 with why filled. *ops counts the device operations it ran. */
 static inline int stress_workload(ct_device *d, int64_t rows, int64_t cols, uint32_t seed,
@@ -112,7 +112,8 @@ static inline int stress_workload(ct_device *d, int64_t rows, int64_t cols, uint
   float *back = malloc((size_t)n * sizeof *back);
   int32_t *ib = malloc((size_t)n * sizeof *ib);
   ct_tensor *t = NULL, *tt = NULL, *c = NULL, *i32 = NULL, *f16 = NULL, *f32 = NULL, *row = NULL,
-            *dst = NULL, *full = NULL, *sh = NULL, *sum = NULL, *mx = NULL, *mm = NULL;
+            *dst = NULL, *full = NULL, *sh = NULL, *sum = NULL, *mx = NULL, *mm = NULL,
+            *add = NULL, *sq = NULL;
   float *prod = NULL;
   if (!h || !back || !ib) {
     stress_fail(why, "out of host memory for %lld elements", (long long)n);
@@ -167,6 +168,26 @@ static inline int stress_workload(ct_device *d, int64_t rows, int64_t cols, uint
   *ops += 2;
   for (int64_t i = 0; i < n; i++)
     STRESS_CHECK(back[i] == -2.5f, "full [%lld]: %g", (long long)i, back[i]);
+
+  /* Elementwise: t + its last row (broadcast), and the square of the transposed view. */
+  STRESS_TRY(ct_add(&add, t, row));
+  STRESS_TRY(ct_to_host(add, back, (size_t)n * sizeof *back));
+  *ops += 2;
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t k = 0; k < cols; k++) {
+      float want = h[r * cols + k] + h[(rows - 1) * cols + k];
+      STRESS_CHECK(back[r * cols + k] == want, "add [%lld,%lld]: %g != %g", (long long)r, (long long)k,
+                   back[r * cols + k], want);
+    }
+  STRESS_TRY(ct_mul(&sq, tt, tt));
+  STRESS_TRY(ct_to_host(sq, back, (size_t)n * sizeof *back));
+  *ops += 2;
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t k = 0; k < cols; k++) {
+      float want = h[r * cols + k] * h[r * cols + k];
+      STRESS_CHECK(back[k * rows + r] == want, "mul [%lld,%lld]: %g != %g", (long long)k, (long long)r,
+                   back[k * rows + r], want);
+    }
 
   /* Reductions and a matrix product: every partial result is an integer below 2^24, so f32
    * results are exact whatever the order of accumulation. */
@@ -224,6 +245,8 @@ static inline int stress_workload(ct_device *d, int64_t rows, int64_t cols, uint
   ok = 1;
 done:
   free(prod);
+  ct_release(sq);
+  ct_release(add);
   ct_release(mm);
   ct_release(mx);
   ct_release(sum);

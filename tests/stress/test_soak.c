@@ -9,7 +9,7 @@
 
 static long total_ops = 100000;
 
-enum { WINDOW = 8, KINDS = 5 };
+enum { WINDOW = 8, KINDS = 7 };
 
 /* One op of the given kind on input a (f32 [rows, cols]) or its transposed view at: a new
  * tensor, whose dtype goes to *dt. */
@@ -33,8 +33,16 @@ static ct_tensor *one_op(int kind, const ct_tensor *a, const ct_tensor *at, ct_d
       ck_assert_ct_ok(ct_copy(out, a));
       *dt = CT_F32;
       break;
-    default:
+    case 4:
       ck_assert_ct_ok(ct_full(&out, d, CT_F32, 2, ct_tensor_shape(a), 4.0));
+      *dt = CT_F32;
+      break;
+    case 5:
+      ck_assert_ct_ok(ct_add(&out, a, a));
+      *dt = CT_F32;
+      break;
+    default:
+      ck_assert_ct_ok(ct_mul(&out, at, at));
       *dt = CT_F32;
       break;
   }
@@ -50,8 +58,9 @@ static void check_op(const ct_tensor *out, ct_dtype dt, int kind, const float *h
   ck_assert_ct_ok(ct_to_host(out, buf, bytes));
   for (int64_t i = 0; i < n; i++) {
     /* Element i of the output; transposed kinds are [cols, rows]. */
-    int transposed = kind == 1 || kind == 2;
-    float want = kind == 4 ? 4.0f : transposed ? h[(i % rows) * cols + i / rows] : h[i];
+    int transposed = kind == 1 || kind == 2 || kind == 6;
+    float x = transposed ? h[(i % rows) * cols + i / rows] : h[i];
+    float want = kind == 4 ? 4.0f : kind == 5 ? x + x : kind == 6 ? x * x : x;
     float got = dt == CT_I32   ? (float)((const int32_t *)buf)[i]
                 : dt == CT_F16 ? ct_f16_to_f32(((const uint16_t *)buf)[i])
                                : ((const float *)buf)[i];
@@ -85,7 +94,7 @@ START_TEST(test_soak) {
     int kind = (int)((op / SHAPES) % KINDS);
     ct_dtype dt = CT_F32;
     ct_tensor *out = one_op(kind, in[s], in_t[s], d, &dt);
-    /* 61 is prime to SHAPES * KINDS, so every (shape, kind) pair gets checked. */
+    /* 61 is prime to SHAPES * KINDS (28), so every (shape, kind) pair gets checked. */
     if (op % 61 == 0) {
       check_op(out, dt, kind, h[s], dims[s][0], dims[s][1], op);
       checked++;
