@@ -82,17 +82,15 @@ fi
 
 # The CI subset: every kernel family that is quick enough on the simulator (the reduce and
 # random suites take 7-12 minutes there; run them by hand with --suite reduce --suite random).
-ci_tests="tensor-basic tensor-views tensor-cast tensor-transfer tensor-print softmax linalg-matmul-clblast"
-for t in elementwise-layout elementwise-scalar elementwise-promote; do
-  ci_tests="$ci_tests $t"
-done
+ci_tests="tensor-basic tensor-views tensor-cast tensor-transfer tensor-print softmax linalg-matmul-clblast
+  elementwise-binary elementwise-unary elementwise-scalar elementwise-promote elementwise-layout"
 build="$root/${BUILD_DIR:-build-test}"
 if [ ! -f "$build/build.ninja" ]; then
   meson setup "$build" "$root" -Dwerror=true
 fi
 ninja -C "$build" -j "${NINJA_JOBS:-2}"
 if [ $# -eq 0 ]; then
-  # Only the CI tests this build has (the elementwise ones arrive with that area).
+  # Only the CI tests this build has.
   available=$(meson test -C "$build" --list 2>/dev/null | sed 's/.* \/ //')
   for t in $ci_tests; do
     if echo "$available" | grep -qx "$t"; then set -- "$@" "$t"; fi
