@@ -672,7 +672,11 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, test_strided_inputs);
     tcase_add_test(tc, test_out_views_and_in_place);
     tcase_add_test(tc, test_errors);
-    tcase_add_test(tc, test_threads);
+    TCase *tt = tcase_create("threads");
+    tcase_set_timeout(tt, 600);
+    tcase_set_tags(tt, "threads"); /* skipped under Oclgrind, which runs one kernel at a time */
+    tcase_add_test(tt, test_threads);
+    suite_add_tcase(s, tt);
   } else {
     tcase_add_test(tc, test_device_mismatch);
   }
