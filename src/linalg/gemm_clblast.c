@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "cltensor/dtype.h"
 #include "linalg/linalg.h"
+#include "profile/profile.h"
 
 const char *ct__clblast_status_name(int status) {
   switch (status) {
@@ -168,7 +169,7 @@ static bool ct__batched_unsafe(const struct ct__gemm_mat *x, size_t one, size_t 
 static CLBlastStatusCode ct__clblast_call_unlocked(cl_command_queue *q, ct_dtype dt, const struct ct__call *c,
                                           double alpha, double beta, size_t a_off, size_t b_off,
                                           cl_mem cmem, size_t c_off, size_t ldc, size_t batch,
-                                          size_t sa, size_t sb, size_t sc) {
+                                          size_t sa, size_t sb, size_t sc, cl_event *ev) {
   CLBlastTranspose ta = c->ta ? CLBlastTransposeYes : CLBlastTransposeNo;
   CLBlastTranspose tb = c->tb ? CLBlastTransposeYes : CLBlastTransposeNo;
   cl_mem am = c->a->mem, bm = c->b->mem;
@@ -176,33 +177,47 @@ static CLBlastStatusCode ct__clblast_call_unlocked(cl_command_queue *q, ct_dtype
   if (dt == CT_F32) {
     if (batch == 1)
       return CLBlastSgemm(c->layout, ta, tb, c->m, c->n, c->k, (float)alpha, am, a_off, lda, bm, b_off, ldb,
-                          (float)beta, cmem, c_off, ldc, q, NULL);
+                          (float)beta, cmem, c_off, ldc, q, ev);
     return CLBlastSgemmStridedBatched(c->layout, ta, tb, c->m, c->n, c->k, (float)alpha, am, a_off, lda, sa,
-                                      bm, b_off, ldb, sb, (float)beta, cmem, c_off, ldc, sc, batch, q, NULL);
+                                      bm, b_off, ldb, sb, (float)beta, cmem, c_off, ldc, sc, batch, q, ev);
   }
   if (dt == CT_F64) {
     if (batch == 1)
       return CLBlastDgemm(c->layout, ta, tb, c->m, c->n, c->k, alpha, am, a_off, lda, bm, b_off, ldb, beta,
-                          cmem, c_off, ldc, q, NULL);
+                          cmem, c_off, ldc, q, ev);
     return CLBlastDgemmStridedBatched(c->layout, ta, tb, c->m, c->n, c->k, alpha, am, a_off, lda, sa, bm, b_off,
-                                      ldb, sb, beta, cmem, c_off, ldc, sc, batch, q, NULL);
+                                      ldb, sb, beta, cmem, c_off, ldc, sc, batch, q, ev);
   }
   cl_half ha = ct_f32_to_f16((float)alpha), hb = ct_f32_to_f16((float)beta);
   if (batch == 1)
     return CLBlastHgemm(c->layout, ta, tb, c->m, c->n, c->k, ha, am, a_off, lda, bm, b_off, ldb, hb, cmem,
-                        c_off, ldc, q, NULL);
+                        c_off, ldc, q, ev);
   return CLBlastHgemmStridedBatched(c->layout, ta, tb, c->m, c->n, c->k, ha, am, a_off, lda, sa, bm, b_off, ldb,
-                                    sb, hb, cmem, c_off, ldc, sc, batch, q, NULL);
+                                    sb, hb, cmem, c_off, ldc, sc, batch, q, ev);
 }
 
 static CLBlastStatusCode ct__clblast_call(cl_command_queue *q, ct_dtype dt, const struct ct__call *c,
                                           double alpha, double beta, size_t a_off, size_t b_off,
                                           cl_mem cmem, size_t c_off, size_t ldc, size_t batch,
-                                          size_t sa, size_t sb, size_t sc) {
+                                          size_t sa, size_t sb, size_t sc, ct_device *d) {
+  /* CLBlast hands back the event of its last kernel only; the marker before it lets the
+   * profiler time the whole routine, its copy kernels included. */
+  cl_event mark, done;
+  cl_event *mp = ct__profile_event(d, &mark), *dp = ct__profile_event(d, &done);
+  if (mp && clEnqueueMarkerWithWaitList(*q, 0, NULL, mp) != CL_SUCCESS) mark = NULL;
   pthread_mutex_lock(&ct__clblast_lock);
   CLBlastStatusCode st = ct__clblast_call_unlocked(q, dt, c, alpha, beta, a_off, b_off, cmem, c_off, ldc,
-                                                   batch, sa, sb, sc);
+                                                   batch, sa, sb, sc, dp);
   pthread_mutex_unlock(&ct__clblast_lock);
+  if (st == CLBlastSuccess && dp) {
+    char name[40];
+    snprintf(name, sizeof name, "CLBlast%cgemm%s", dt == CT_F32 ? 'S' : dt == CT_F64 ? 'D' : 'H',
+             batch > 1 ? "StridedBatched" : "");
+    ct__profile_record_span(d, name, mark, done);
+  } else {
+    if (mp && mark) clReleaseEvent(mark);
+    if (dp && done) clReleaseEvent(done);
+  }
   return st;
 }
 
@@ -276,10 +291,10 @@ ct_status ct__gemm_clblast(ct_device *d, const struct ct__gemm_state *s, const s
     if (batched) {
       st = ct__clblast_call(&q, op->dtype, call, op->alpha, op->beta, (size_t)ao, (size_t)bo, op->c.mem,
                             (size_t)co, (size_t)op->c.ld, batch, (size_t)call->a->bstride[inner],
-                            (size_t)call->b->bstride[inner], (size_t)op->c.bstride[inner]);
+                            (size_t)call->b->bstride[inner], (size_t)op->c.bstride[inner], d);
     } else {
       st = ct__clblast_call(&q, op->dtype, call, op->alpha, op->beta, (size_t)ao, (size_t)bo, op->c.mem,
-                            (size_t)co, (size_t)op->c.ld, 1, 0, 0, 0);
+                            (size_t)co, (size_t)op->c.ld, 1, 0, 0, 0, d);
     }
     if (st != CLBlastSuccess) {
       char tc = op->dtype == CT_F32 ? 'S' : op->dtype == CT_F64 ? 'D' : 'H';

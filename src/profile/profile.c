@@ -25,6 +25,7 @@ struct ct__prof_op {
 
 struct ct__prof_pending {
   cl_event ev;
+  cl_event begin; /* NULL, or a marker whose end starts the span (ct__profile_record_span) */
   uint32_t op;
 };
 
@@ -96,14 +97,19 @@ static void ct__prof_resolve(struct ct__prof_dev *p, size_t wait_count) {
       status = clWaitForEvents(1, &x->ev) == CL_SUCCESS ? CL_COMPLETE : -1;
     }
     cl_ulong t0 = 0, t1 = 0;
+    /* A span's marker was enqueued before ev on the same in-order queue, so it has completed
+     * too once ev has. */
     if (status == CL_COMPLETE &&
-        clGetEventProfilingInfo(x->ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) == CL_SUCCESS &&
+        (x->begin ? clGetEventProfilingInfo(x->begin, CL_PROFILING_COMMAND_END, sizeof t0, &t0, NULL)
+                  : clGetEventProfilingInfo(x->ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL)) ==
+            CL_SUCCESS &&
         clGetEventProfilingInfo(x->ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) == CL_SUCCESS &&
         t1 >= t0) {
       p->ops[x->op].timed++;
       p->ops[x->op].ns += t1 - t0;
     }
     clReleaseEvent(x->ev);
+    if (x->begin) clReleaseEvent(x->begin);
   }
   p->npending = keep;
 }
@@ -149,7 +155,10 @@ static uint32_t ct__prof_op(struct ct__prof_dev *p, const char *name) {
 }
 
 static void ct__prof_clear(struct ct__prof_dev *p) {
-  for (size_t i = 0; i < p->npending; i++) clReleaseEvent(p->pending[i].ev);
+  for (size_t i = 0; i < p->npending; i++) {
+    clReleaseEvent(p->pending[i].ev);
+    if (p->pending[i].begin) clReleaseEvent(p->pending[i].begin);
+  }
   p->npending = 0;
   p->resolve_at = CT__PROF_BATCH;
   for (uint32_t o = 0; o < p->nops; o++) free(p->ops[o].name);
@@ -218,13 +227,18 @@ static ct_status ct__prof_create(void **state, ct_device *d) {
   return CT_OK;
 }
 
-void ct__profile_record(ct_device *d, const char *op, cl_event ev) {
+/* The one recording path: an event (with an optional span marker), or host time when both
+ * events are NULL and host_ns is set. */
+static void ct__prof_add(ct_device *d, const char *op, cl_event begin, cl_event ev, uint64_t host_ns,
+                         bool host_timed) {
   if (!ct__profile_active()) {
+    if (begin) clReleaseEvent(begin);
     if (ev) clReleaseEvent(ev);
     return;
   }
   struct ct__prof_dev *p;
   if (ct__device_slot((void **)&p, d, CT__SLOT_PROFILE, ct__prof_create, ct__prof_destroy) != CT_OK) {
+    if (begin) clReleaseEvent(begin);
     if (ev) clReleaseEvent(ev);
     return;
   }
@@ -232,11 +246,16 @@ void ct__profile_record(ct_device *d, const char *op, cl_event ev) {
   uint32_t o = ct__prof_op(p, op ? op : "(unnamed)");
   if (o == UINT32_MAX) {
     p->dropped++;
+    if (begin) clReleaseEvent(begin);
     if (ev) clReleaseEvent(ev);
     pthread_mutex_unlock(&p->lock);
     return;
   }
   p->ops[o].calls++;
+  if (host_timed) {
+    p->ops[o].timed++;
+    p->ops[o].ns += host_ns;
+  }
   if (ev) {
     /* Resolving scans every pending event, so it runs once per CT__PROF_BATCH new ones, not on
      * each record while the device lags behind. */
@@ -258,13 +277,25 @@ void ct__profile_record(ct_device *d, const char *op, cl_event ev) {
       }
     }
     if (p->npending < p->pcap) {
-      p->pending[p->npending++] = (struct ct__prof_pending){ev, o};
+      p->pending[p->npending++] = (struct ct__prof_pending){ev, begin, o};
     } else {
       clReleaseEvent(ev); /* counted, untimed */
+      if (begin) clReleaseEvent(begin);
     }
+  } else if (begin) {
+    clReleaseEvent(begin);
   }
   pthread_mutex_unlock(&p->lock);
 }
+
+void ct__profile_record(ct_device *d, const char *op, cl_event ev) { ct__prof_add(d, op, NULL, ev, 0, false); }
+
+void ct__profile_record_span(ct_device *d, const char *op, cl_event begin, cl_event end) {
+  ct__prof_add(d, op, end ? begin : NULL, end, 0, false);
+  if (!end && begin) clReleaseEvent(begin);
+}
+
+void ct__profile_record_host(ct_device *d, const char *op, uint64_t ns) { ct__prof_add(d, op, NULL, NULL, ns, true); }
 
 void ct_profile_reset(void) {
   pthread_mutex_lock(&G.lock);

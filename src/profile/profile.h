@@ -15,6 +15,7 @@
 
 #include <CL/cl.h>
 #include <stdatomic.h>
+#include <stdint.h>
 
 #include "device/device.h"
 
@@ -41,6 +42,19 @@ static inline cl_event *ct__profile_event(const ct_device *d, cl_event *slot) {
  * still pending; never fails (a command that cannot be recorded for lack of memory is counted
  * as dropped). When the profiler is off it only releases ev. */
 void ct__profile_record(ct_device *d, const char *op, cl_event ev);
+
+/* For work that enqueues several commands but hands back one event for its last (a CLBlast
+ * routine: pad/transpose kernels, then the GEMM kernel, then maybe a copy back): begin is a
+ * marker enqueued just before the work (clEnqueueMarkerWithWaitList with
+ * ct__profile_event()), end the event of its last command. The time is from the marker's end
+ * to end's end: on an in-order queue, everything the work enqueued, plus any time the device
+ * waited for the host between those commands. Takes over both events; either may be NULL (then
+ * the call is counted without a time). */
+void ct__profile_record_span(ct_device *d, const char *op, cl_event begin, cl_event end);
+
+/* For work a device's op runs on the host (the host-BLAS GEMM route on mapped buffers): ns is
+ * the host wall time of that work. Counted and timed like a command. */
+void ct__profile_record_host(ct_device *d, const char *op, uint64_t ns);
 
 /* For a command whose event the caller keeps (an async transfer handed to the user): the
  * profiler takes its own reference, so both may release independently. */

@@ -10,6 +10,7 @@
 #include "ct_test.h"
 #include "device/device.h"
 #include "kernel/engine.h"
+#include "linalg/linalg.h"
 #include "profile/profile.h"
 
 static const char *SRC =
@@ -389,6 +390,50 @@ START_TEST(test_tensor_transfers_are_recorded) {
 }
 END_TEST
 
+/* A 64x64 f32 product on the route CLTENSOR_GEMM names; returns the profile entry op. */
+static ct_profile_entry gemm_entry(const char *route, const char *op) {
+  setenv("CLTENSOR_GEMM", route, 1);
+  ck_assert_ct_ok(ct_profile_start());
+  ct_device *d = ct_test_device();
+  static float host[64 * 64];
+  for (int i = 0; i < 64 * 64; i++) host[i] = (float)(i % 7);
+  int64_t shape[2] = {64, 64};
+  ct_tensor *a = NULL, *c = NULL;
+  ck_assert_ct_ok(ct_from_host(&a, d, CT_F32, 2, shape, host));
+  for (int i = 0; i < 3; i++) {
+    ck_assert_ct_ok(ct_matmul(&c, a, a));
+    ct_release(c);
+  }
+  ct_profile_entry e[16];
+  size_t n = entries(e, 16);
+  const ct_profile_entry *g = find(e, n, op);
+  ck_assert_msg(g != NULL, "no '%s' row among %zu", op, n);
+  ct_profile_entry r = *g;
+  ct_release(a);
+  ct_shutdown();
+  return r;
+}
+
+/* CLBlast enqueues its own kernels, outside ct__kernel_launch: each call is one row, timed
+ * from a marker before it to its last kernel's end. */
+START_TEST(test_clblast_gemm_is_recorded) {
+  ct_profile_entry g = gemm_entry("clblast", "CLBlastSgemm");
+  ck_assert_uint_eq(g.calls, 3);
+  ck_assert_uint_eq(g.timed_calls, 3);
+  ck_assert(g.total_ms > 0);
+}
+END_TEST
+
+/* The host-BLAS route runs no OpenCL command; its host time is recorded instead. */
+START_TEST(test_host_gemm_is_recorded) {
+  if (!ct__gemm_host_available()) return; /* built without -Dhost_blas */
+  ct_profile_entry g = gemm_entry("host", "cblas_sgemm (host)");
+  ck_assert_uint_eq(g.calls, 3);
+  ck_assert_uint_eq(g.timed_calls, 3);
+  ck_assert(g.total_ms > 0);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("profile");
   TCase *tc = tcase_create("profile");
@@ -404,6 +449,8 @@ int main(void) {
   tcase_add_test(tc, test_concurrent_recording_is_exact);
   tcase_add_test(tc, test_argument_errors);
   tcase_add_test(tc, test_tensor_transfers_are_recorded);
+  tcase_add_test(tc, test_clblast_gemm_is_recorded);
+  tcase_add_test(tc, test_host_gemm_is_recorded);
   suite_add_tcase(s, tc);
   return ct_test_run(s);
 }
