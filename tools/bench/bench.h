@@ -62,6 +62,8 @@ typedef struct bench_fig {
   bench_ref refs[BENCH_MAX_REFS];
   char note[64];            /* e.g. the GEMM route and tuning actually used */
   bool is_ref;              /* from a child: a reference for the figures that follow */
+  int nsamples;             /* the runs' values, in the figure's unit, for merging rounds */
+  double samples[BENCH_MAX_RUNS];
   /* Not measured: error says why. skipped marks an expected absence (a route or reference this
    * build or device lacks) rather than a failure. */
   char error[320];
@@ -98,6 +100,9 @@ void bench_fig_init(bench_fig *f, const char *name, int64_t size, const char *sh
 /* Sets the value from samples: rates are work / seconds, times are seconds * scale. */
 void bench_fig_set(bench_fig *f, const bench_samples *s, double work_or_scale);
 void bench_fig_fail(bench_fig *f, bool skipped, const char *msg);
+/* Adds from's runs to into's (same figure measured in another round) and recomputes median,
+ * min and max; a failure in either makes the result a failure. */
+void bench_fig_merge(bench_fig *into, const bench_fig *from);
 /* Adds a reference figure measured with the same unit. */
 void bench_fig_add_ref(bench_fig *f, const bench_fig *ref);
 /* One of several things measured together by bench_measure_set(). */

@@ -152,22 +152,41 @@ void bench_fig_init(bench_fig *f, const char *name, int64_t size, const char *sh
   f->median = f->min = f->max = NAN;
 }
 
-void bench_fig_set(bench_fig *f, const bench_samples *s, double work_or_scale) {
+/* Median, min and max from f->samples. */
+static void fig_stats(bench_fig *f) {
   double v[BENCH_MAX_RUNS];
+  int n = f->nsamples;
+  memcpy(v, f->samples, (size_t)n * sizeof *v);
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  f->runs = n;
+  f->min = v[0];
+  f->max = v[n - 1];
+  /* For an even count the mean of the middle two, so the median of 2 runs is not just the
+   * larger one. */
+  f->median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void bench_fig_set(bench_fig *f, const bench_samples *s, double work_or_scale) {
   if (s->n <= 0) {
     bench_fig_fail(f, false, "no timed run completed");
     return;
   }
+  f->nsamples = s->n;
   for (int i = 0; i < s->n; i++)
-    v[i] = f->lower_is_better ? s->s[i] * work_or_scale : work_or_scale / s->s[i];
-  qsort(v, (size_t)s->n, sizeof *v, cmp_double);
-  f->runs = s->n;
-  f->min = v[0];
-  f->max = v[s->n - 1];
-  /* For an even count the mean of the middle two, so the median of 2 runs is not just the
-   * larger one. */
-  f->median = s->n % 2 ? v[s->n / 2] : 0.5 * (v[s->n / 2 - 1] + v[s->n / 2]);
+    f->samples[i] = f->lower_is_better ? s->s[i] * work_or_scale : work_or_scale / s->s[i];
   f->error[0] = '\0';
+  fig_stats(f);
+}
+
+void bench_fig_merge(bench_fig *into, const bench_fig *from) {
+  if (into->error[0]) return;
+  if (from->error[0]) {
+    bench_fig_fail(into, from->skipped, from->error);
+    return;
+  }
+  for (int i = 0; i < from->nsamples && into->nsamples < BENCH_MAX_RUNS; i++)
+    into->samples[into->nsamples++] = from->samples[i];
+  fig_stats(into);
 }
 
 void bench_fig_fail(bench_fig *f, bool skipped, const char *msg) {
