@@ -1,21 +1,15 @@
-/* Reading files whole-or-error, and atomic writes (temporary file, fsync, rename). */
+/* Reading files whole-or-error, and the helpers the formats share. */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "io/io.h"
-
-/* strerror() is not thread-safe; the XSI strerror_r is (_POSIX_C_SOURCE, no _GNU_SOURCE). */
-static const char *ct__strerror(int err, char *buf, size_t size) {
-  if (strerror_r(err, buf, size) != 0) snprintf(buf, size, "error %d", err);
-  return buf;
-}
 
 ct_status ct__io_malloc(void **out, size_t bytes, const char *fn) {
   /* malloc(0) may return NULL; one byte keeps "NULL means failure" simple for callers. */
@@ -123,99 +117,4 @@ ct_status ct__rfile_read(struct ct__rfile *f, void *buf, size_t n, uint64_t offs
 void ct__rfile_close(struct ct__rfile *f) {
   if (f->fd >= 0) close(f->fd);
   f->fd = -1;
-}
-
-/* ---- atomic writing ---- */
-
-static atomic_uint ct__tmp_counter;
-
-ct_status ct__wfile_open(struct ct__wfile *f, const char *path, const char *fn) {
-  char eb[128];
-  f->fd = -1;
-  f->tmp = NULL;
-  f->path = path;
-  f->fn = fn;
-  size_t cap = strlen(path) + 64;
-  f->tmp = malloc(cap);
-  if (!f->tmp) return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
-  /* The temporary file sits next to the target so that rename() stays within one file system
-   * (and is atomic there). O_EXCL never reuses another writer's file; 0666 lets the umask
-   * decide the final permissions as for any newly created file. */
-  for (int attempt = 0; attempt < 100; attempt++) {
-    unsigned n = atomic_fetch_add(&ct__tmp_counter, 1u);
-    snprintf(f->tmp, cap, "%s.%ld.%u.tmp", path, (long)getpid(), n);
-    f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (f->fd >= 0) return CT_OK;
-    if (errno != EEXIST) break;
-  }
-  int e = errno;
-  ct_status st = ct__error(CT_ERR_IO, "%s: cannot create '%s' (temporary file for '%s'): %s", fn,
-                           f->tmp, path, ct__strerror(e, eb, sizeof eb));
-  free(f->tmp);
-  f->tmp = NULL;
-  return st;
-}
-
-ct_status ct__wfile_write(struct ct__wfile *f, const void *buf, size_t n) {
-  char eb[128];
-  const uint8_t *p = buf;
-  while (n > 0) {
-    size_t chunk = n > ((size_t)1 << 30) ? (size_t)1 << 30 : n;
-    ssize_t w = write(f->fd, p, chunk);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return ct__error(CT_ERR_IO, "%s: cannot write '%s' (temporary file for '%s'): %s", f->fn,
-                       f->tmp, f->path, ct__strerror(errno, eb, sizeof eb));
-    }
-    p += w;
-    n -= (size_t)w;
-  }
-  return CT_OK;
-}
-
-void ct__wfile_abort(struct ct__wfile *f) {
-  if (f->fd >= 0) close(f->fd);
-  f->fd = -1;
-  if (f->tmp) unlink(f->tmp);
-  free(f->tmp);
-  f->tmp = NULL;
-}
-
-/* Makes the rename itself durable; best effort, since some file systems refuse fsync on a
- * folder and the data is already safe under one of the two names. */
-static void ct__sync_parent(const char *path) {
-  const char *slash = strrchr(path, '/');
-  char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
-  if (!dir) return;
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0) {
-    fsync(fd);
-    close(fd);
-  }
-  free(dir);
-}
-
-ct_status ct__wfile_commit(struct ct__wfile *f) {
-  char eb[128];
-  ct_status st = CT_OK;
-  if (fsync(f->fd) != 0)
-    st = ct__error(CT_ERR_IO, "%s: cannot sync '%s' (temporary file for '%s'): %s", f->fn,
-                   f->tmp, f->path, ct__strerror(errno, eb, sizeof eb));
-  /* close() can report a deferred write error (NFS), so it is checked too. */
-  int fd = f->fd;
-  f->fd = -1;
-  if (close(fd) != 0 && st == CT_OK)
-    st = ct__error(CT_ERR_IO, "%s: cannot write '%s' (temporary file for '%s'): %s", f->fn,
-                   f->tmp, f->path, ct__strerror(errno, eb, sizeof eb));
-  if (st == CT_OK && rename(f->tmp, f->path) != 0)
-    st = ct__error(CT_ERR_IO, "%s: cannot rename '%s' to '%s': %s", f->fn, f->tmp, f->path,
-                   ct__strerror(errno, eb, sizeof eb));
-  if (st != CT_OK) {
-    ct__wfile_abort(f);
-    return st;
-  }
-  free(f->tmp);
-  f->tmp = NULL;
-  ct__sync_parent(f->path);
-  return CT_OK;
 }

@@ -1,6 +1,6 @@
 /* Internal side of the file formats: pure parsers over memory buffers (no OpenCL, no file
- * access, so they can be fuzzed as they are), and the read/atomic-write helpers the loaders and
- * savers share.
+ * access, so they can be fuzzed as they are), and the read helpers the loaders share (the
+ * savers write through core/atomic_file.h).
  *
  * Every parser treats its input as hostile: it reads only [buf, buf + len), checks every
  * length, offset and product for overflow before using it, and answers CT_ERR_FORMAT with a
@@ -100,23 +100,6 @@ ct_status ct__rfile_open(struct ct__rfile *f, const char *path, const char *fn);
  * CT_ERR_IO for a failing read. */
 ct_status ct__rfile_read(struct ct__rfile *f, void *buf, size_t n, uint64_t offset);
 void ct__rfile_close(struct ct__rfile *f);
-
-/* A file written atomically: the bytes go to a new temporary file in the target's folder,
- * which replaces the target (rename) only after everything is written and fsync'ed. Until then
- * an existing file of that name is untouched, and a failure removes the temporary file. */
-struct ct__wfile {
-  int fd;
-  char *tmp;
-  const char *path;
-  const char *fn;
-};
-
-ct_status ct__wfile_open(struct ct__wfile *f, const char *path, const char *fn);
-ct_status ct__wfile_write(struct ct__wfile *f, const void *buf, size_t n);
-/* fsync, close and rename over the target; on failure the temporary file is removed. */
-ct_status ct__wfile_commit(struct ct__wfile *f);
-/* Closes and removes the temporary file (after a failure elsewhere). */
-void ct__wfile_abort(struct ct__wfile *f);
 
 /* ---- shared helpers (file.c) ---- */
 

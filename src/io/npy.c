@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "io/io.h"
 #include "tensor/tensor.h"
@@ -401,15 +402,15 @@ ct_status ct_npy_save(const char *path, const ct_tensor *t) {
   ct_status st = ct_to_host(t, data, nbytes);
   if (st == CT_OK && !ct__host_is_little_endian())
     ct__byteswap(data, nbytes / ct_dtype_size(dt), ct_dtype_size(dt));
-  struct ct__wfile w;
-  if (st == CT_OK) st = ct__wfile_open(&w, path, fn);
+  struct ct__afile w;
+  if (st == CT_OK) st = ct__afile_open(&w, path, 0666, fn);
   if (st == CT_OK) {
-    st = ct__wfile_write(&w, header, hlen);
-    if (st == CT_OK) st = ct__wfile_write(&w, data, nbytes);
+    st = ct__afile_write(&w, header, hlen);
+    if (st == CT_OK) st = ct__afile_write(&w, data, nbytes);
     if (st == CT_OK)
-      st = ct__wfile_commit(&w);
+      st = ct__afile_commit(&w);
     else
-      ct__wfile_abort(&w);
+      ct__afile_abort(&w);
   }
   free(data);
   return st;

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "io/io.h"
 #include "tensor/tensor.h"
@@ -729,16 +730,16 @@ ct_status ct_safetensors_save(const ct_safetensors *st, const char *path) {
     s = ct__st_header_json(&json, st, begin, fn);
   }
   if (s == CT_OK) s = ct__io_malloc(&buf, most, fn);
-  struct ct__wfile w;
-  if (s == CT_OK) s = ct__wfile_open(&w, path, fn);
+  struct ct__afile w;
+  if (s == CT_OK) s = ct__afile_open(&w, path, 0666, fn);
   if (s == CT_OK) {
     /* Spaces pad the header so that the data starts 8-byte aligned. */
     size_t jn = strlen(json), padded = (8 + jn + 7) / 8 * 8 - 8;
     uint8_t len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)padded >> (8 * i));
-    s = ct__wfile_write(&w, len8, 8);
-    if (s == CT_OK) s = ct__wfile_write(&w, json, jn);
-    if (s == CT_OK) s = ct__wfile_write(&w, "        ", padded - jn);
+    s = ct__afile_write(&w, len8, 8);
+    if (s == CT_OK) s = ct__afile_write(&w, json, jn);
+    if (s == CT_OK) s = ct__afile_write(&w, "        ", padded - jn);
     for (size_t i = 0; i < n && s == CT_OK; i++) {
       const ct_tensor *t = layout[i]->t;
       size_t nb = ct_tensor_nbytes(t), size = ct_dtype_size(ct_tensor_dtype(t));
@@ -750,12 +751,12 @@ ct_status ct_safetensors_save(const ct_safetensors *st, const char *path) {
         break;
       }
       if (size > 1 && !ct__host_is_little_endian()) ct__byteswap(buf, nb / size, size);
-      s = ct__wfile_write(&w, buf, nb);
+      s = ct__afile_write(&w, buf, nb);
     }
     if (s == CT_OK)
-      s = ct__wfile_commit(&w);
+      s = ct__afile_commit(&w);
     else
-      ct__wfile_abort(&w);
+      ct__afile_abort(&w);
   }
   free(buf);
   cJSON_free(json);

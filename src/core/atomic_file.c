@@ -1,0 +1,112 @@
+/* Atomic file writes (contract in atomic_file.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+
+/* The XSI strerror_r (_POSIX_C_SOURCE without _GNU_SOURCE) returns an int. */
+const char *ct__strerror(int err, char *buf, size_t size) {
+  if (strerror_r(err, buf, size) != 0) snprintf(buf, size, "error %d", err);
+  return buf;
+}
+
+/* CT_ERR_IO for a failed step (verb) on the temporary file; quiet writers only get the status. */
+static ct_status ct__afile_fail(const struct ct__afile *f, const char *verb, int err) {
+  char eb[128];
+  if (!f->fn) return CT_ERR_IO;
+  return ct__error(CT_ERR_IO, "%s: cannot %s '%s' (temporary file for '%s'): %s", f->fn, verb,
+                   f->tmp, f->path, ct__strerror(err, eb, sizeof eb));
+}
+
+static atomic_uint ct__tmp_counter;
+
+ct_status ct__afile_open(struct ct__afile *f, const char *path, mode_t mode, const char *fn) {
+  f->fd = -1;
+  f->path = path;
+  f->fn = fn;
+  size_t cap = strlen(path) + 64;
+  f->tmp = malloc(cap);
+  if (!f->tmp)
+    return fn ? ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory for a file name", fn)
+              : CT_ERR_OUT_OF_MEMORY;
+  /* Next to the target so that rename() stays within one file system (and is atomic there).
+   * pid + a process-wide counter keep concurrent writers (threads or processes) apart, and
+   * O_EXCL never reuses a file someone else is writing, even a stale one of a recycled pid. */
+  for (int attempt = 0; attempt < 100; attempt++) {
+    unsigned n = atomic_fetch_add(&ct__tmp_counter, 1u);
+    snprintf(f->tmp, cap, "%s.%ld.%u.tmp", path, (long)getpid(), n);
+    f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+    if (f->fd >= 0) return CT_OK;
+    if (errno != EEXIST) break;
+  }
+  ct_status st = ct__afile_fail(f, "create", errno);
+  free(f->tmp);
+  f->tmp = NULL;
+  return st;
+}
+
+ct_status ct__afile_write(struct ct__afile *f, const void *buf, size_t n) {
+  const uint8_t *p = buf;
+  while (n > 0) {
+    /* Linux writes at most 0x7ffff000 bytes per call; stay well below SSIZE_MAX anyway. */
+    size_t chunk = n > ((size_t)1 << 30) ? (size_t)1 << 30 : n;
+    ssize_t w = write(f->fd, p, chunk);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return ct__afile_fail(f, "write", errno);
+    }
+    p += w;
+    n -= (size_t)w;
+  }
+  return CT_OK;
+}
+
+void ct__afile_abort(struct ct__afile *f) {
+  if (f->fd >= 0) close(f->fd);
+  f->fd = -1;
+  if (f->tmp) unlink(f->tmp);
+  free(f->tmp);
+  f->tmp = NULL;
+}
+
+static void ct__sync_parent(const char *path) {
+  const char *slash = strrchr(path, '/');
+  char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+  if (!dir) return;
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    fsync(fd);
+    close(fd);
+  }
+  free(dir);
+}
+
+ct_status ct__afile_commit(struct ct__afile *f) {
+  ct_status st = CT_OK;
+  if (fsync(f->fd) != 0) st = ct__afile_fail(f, "sync", errno);
+  int fd = f->fd;
+  f->fd = -1;
+  if (close(fd) != 0 && st == CT_OK) st = ct__afile_fail(f, "write", errno);
+  if (st == CT_OK && rename(f->tmp, f->path) != 0) {
+    char eb[128];
+    int e = errno;
+    st = !f->fn ? CT_ERR_IO
+                : ct__error(CT_ERR_IO, "%s: cannot rename '%s' to '%s': %s", f->fn, f->tmp,
+                            f->path, ct__strerror(e, eb, sizeof eb));
+  }
+  if (st != CT_OK) {
+    ct__afile_abort(f);
+    return st;
+  }
+  free(f->tmp);
+  f->tmp = NULL;
+  ct__sync_parent(f->path);
+  return CT_OK;
+}
