@@ -2,7 +2,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +9,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "core/atomic_file.h"
 #include "kernel/cache.h"
 
 /* ---- SHA-256 (FIPS 180-4) ---- */
@@ -295,32 +295,16 @@ reject:
 
 /* ---- Writing ---- */
 
-static int ct__write_all(int fd, const void *data, size_t n) {
-  const unsigned char *p = data;
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return 0;
-    p += w;
-    n -= (size_t)w;
-  }
-  return 1;
-}
-
 static void ct__le32(unsigned char *p, uint32_t v) {
   for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
 
 int ct__cache_store(const struct ct__cache_key *key, const unsigned char *bin, size_t len) {
-  static atomic_uint counter;
-  char dir[PATH_MAX], path[PATH_MAX], tmp[PATH_MAX];
+  char dir[PATH_MAX], path[PATH_MAX];
   if (!bin || len == 0 || !ct__cache_dir(dir, sizeof dir) ||
       !ct__cache_path(path, sizeof path, key))
     return 0;
   if (!ct__mkdirs(dir) || !ct__dir_trusted(dir)) return 0;
-  int n = snprintf(tmp, sizeof tmp, "%s/.tmp-%ld-%u.clbin", dir, (long)getpid(),
-                   atomic_fetch_add(&counter, 1));
-  if (n <= 0 || (size_t)n >= sizeof tmp) return 0;
 
   const char *f[CT__CACHE_NFIELDS];
   ct__key_fields(key, f);
@@ -346,22 +330,16 @@ int ct__cache_store(const struct ct__cache_key *key, const unsigned char *bin, s
   ct__sha256_update(&s, bin, len);
   ct__sha256_final(&s, hdr + pos);
 
-  int ok = 0;
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd >= 0) {
-    ok = ct__write_all(fd, hdr, hlen) && ct__write_all(fd, bin, len) && fsync(fd) == 0;
-    ok = close(fd) == 0 && ok;
-    ok = ok && rename(tmp, path) == 0;
-    if (!ok) unlink(tmp);
+  /* A quiet writer: a failed store must leave the caller's ct_last_error() as it was. */
+  struct ct__afile w;
+  int ok = ct__afile_open(&w, path, 0600, NULL) == CT_OK;
+  if (ok) {
+    ok = ct__afile_write(&w, hdr, hlen) == CT_OK && ct__afile_write(&w, bin, len) == CT_OK;
+    if (ok)
+      ok = ct__afile_commit(&w) == CT_OK;
+    else
+      ct__afile_abort(&w);
   }
   free(hdr);
-  if (ok) {
-    /* Make the rename itself durable; failing here loses nothing but durability. */
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-      fsync(dfd);
-      close(dfd);
-    }
-  }
   return ok;
 }

@@ -50,18 +50,16 @@ static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ft
 
 static void rm_rf(const char *path) { nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS); }
 
-/* Number of entries of dir whose names end with suffix (dot files only when the suffix is
- * ".tmp": the engine's temporary files are ".tmp-*"); -1 when dir does not exist. */
+/* Number of entries of dir whose names end with suffix (the cache's temporary files are
+ * "<hex>.clbin.<pid>.<n>.tmp"); -1 when dir does not exist. */
 static int count_files(const char *dir, const char *suffix) {
   DIR *dh = opendir(dir);
   if (!dh) return -1;
-  int n = 0, tmp = strcmp(suffix, ".tmp") == 0;
+  int n = 0;
   struct dirent *e;
   while ((e = readdir(dh))) {
     size_t l = strlen(e->d_name), s = strlen(suffix);
-    if (tmp ? strncmp(e->d_name, ".tmp-", 5) == 0
-            : e->d_name[0] != '.' && l >= s && strcmp(e->d_name + l - s, suffix) == 0)
-      n++;
+    if (e->d_name[0] != '.' && l >= s && strcmp(e->d_name + l - s, suffix) == 0) n++;
   }
   closedir(dh);
   return n;

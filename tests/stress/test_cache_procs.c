@@ -31,7 +31,9 @@ static void unlink_nth(const char *dir, unsigned n) {
   struct dirent *e;
   unsigned i = 0;
   while ((e = readdir(dp)) != NULL) {
-    if (!strstr(e->d_name, ".clbin") || e->d_name[0] == '.') continue;
+    /* "*.clbin" only: another process's "<hex>.clbin.<pid>.<n>.tmp" is not a cache file yet. */
+    size_t l = strlen(e->d_name);
+    if (l < 6 || strcmp(e->d_name + l - 6, ".clbin") != 0 || e->d_name[0] == '.') continue;
     if (i++ == n) {
       char path[4096];
       snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
