@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "cltensor/version.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "kernel/cache.h"
 #include "linalg/linalg.h"
@@ -368,8 +368,11 @@ static ct_status ct__make_parents(const char *path) {
     if (*q == '/' || *q == '\0') {
       char c = *q;
       *q = '\0';
-      if (mkdir(dir, 0700) != 0 && errno != EEXIST)
-        return ct__error(CT_ERR_IO, "GEMM tuning: cannot create folder %s: %s", dir, strerror(errno));
+      if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        char eb[128];
+        return ct__error(CT_ERR_IO, "GEMM tuning: cannot create folder %s: %s", dir,
+                         ct__strerror(errno, eb, sizeof eb));
+      }
       *q = c;
       if (c == '\0') break;
     }
@@ -380,17 +383,19 @@ static ct_status ct__make_parents(const char *path) {
 ct_status ct__gemm_tuning_save(const char *path, const ct_device *d, const ct__gemm_tuning *t,
                                const char *comment) {
   CT__TRY(ct__make_parents(path));
-  char tmp[4200];
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-  FILE *f = fopen(tmp, "w");
-  if (!f) return ct__error(CT_ERR_IO, "GEMM tuning: cannot write %s: %s", tmp, strerror(errno));
+  /* The text is formatted in memory first, so the file itself is written by the one atomic
+   * writer (unique temporary name, fsync, rename) and a stdio error can only mean memory. */
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  if (!f) return ct__error(CT_ERR_OUT_OF_MEMORY, "GEMM tuning: out of host memory formatting %s", path);
   fprintf(f, "# CLBlast GEMM parameters for one OpenCL device, written by cltensor-tune.\n"
              "# Format: docs/GEMM.md. A file whose device, vendor, driver or library differs is ignored.\n");
   if (comment) {
     for (const char *c = comment; *c;) {
-      size_t len = strcspn(c, "\n");
-      fprintf(f, "# %.*s\n", (int)len, c);
-      c += len + (c[len] == '\n');
+      size_t clen = strcspn(c, "\n");
+      fprintf(f, "# %.*s\n", (int)clen, c);
+      c += clen + (c[clen] == '\n');
     }
   }
   fprintf(f, "%s\ndevice %s\nvendor %s\ndriver %s\nlibrary %s\n", CT__TUNING_MAGIC, d->props.name,
@@ -404,14 +409,18 @@ ct_status ct__gemm_tuning_save(const char *path, const ct_device *d, const ct__g
   bool bad = ferror(f) != 0;
   if (fclose(f) != 0) bad = true;
   if (bad) {
-    int e = errno;
-    unlink(tmp);
-    return ct__error(CT_ERR_IO, "GEMM tuning: writing %s failed: %s", tmp, strerror(e));
+    free(text);
+    return ct__error(CT_ERR_OUT_OF_MEMORY, "GEMM tuning: out of host memory formatting %s", path);
   }
-  if (rename(tmp, path) != 0) {
-    int e = errno;
-    unlink(tmp);
-    return ct__error(CT_ERR_IO, "GEMM tuning: cannot rename %s to %s: %s", tmp, path, strerror(e));
+  struct ct__afile w;
+  ct_status st = ct__afile_open(&w, path, 0666, "GEMM tuning");
+  if (st == CT_OK) {
+    st = ct__afile_write(&w, text, len);
+    if (st == CT_OK)
+      st = ct__afile_commit(&w);
+    else
+      ct__afile_abort(&w);
   }
-  return CT_OK;
+  free(text);
+  return st;
 }

@@ -232,6 +232,32 @@ static void write_file(const char *path, const char *text) {
   fclose(f);
 }
 
+/* Number of temporary files ("*.tmp") left in dir. */
+static int count_tmp(const char *dir) {
+  DIR *dh = opendir(dir);
+  ck_assert_msg(dh != NULL, "opendir(%s): %s", dir, strerror(errno));
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(dh))) {
+    size_t l = strlen(e->d_name);
+    if (l > 4 && strcmp(e->d_name + l - 4, ".tmp") == 0) n++;
+  }
+  closedir(dh);
+  return n;
+}
+
+/* A failed save returns CT_ERR_IO naming the target, and leaves no temporary file behind. */
+static void expect_save_fails(const char *path, const char *dir, const ct_device *d) {
+  ct__gemm_tuning t;
+  memset(&t, 0, sizeof t);
+  t.has[CT__PREC_F32] = true;
+  t.p[CT__PREC_F32] = test_params();
+  ct_clear_error();
+  ck_assert_ct_status(ct__gemm_tuning_save(path, d, &t, NULL), CT_ERR_IO);
+  ck_assert_msg(strstr(ct_last_error(), path), "message \"%s\" lacks the path %s", ct_last_error(), path);
+  ck_assert_int_eq(count_tmp(dir), 0);
+}
+
 static bool is_pocl_cpu(ct_device *d) {
   const ct_device_props *p = ct_device_properties(d);
   return p->type == CT_DEVICE_CPU && strstr(p->platform_name, "Portable Computing Language");
@@ -301,9 +327,7 @@ START_TEST(test_file_applied) {
   t.p[CT__PREC_F32] = test_params();
   ck_assert_ct_ok(ct__gemm_tuning_save(path, d, &t, "a test\nof two lines"));
   /* written atomically: only the final file is left */
-  char tmp[1100];
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-  ck_assert_int_ne(access(tmp, F_OK), 0);
+  ck_assert_int_eq(count_tmp(sub), 0);
   ct_gemm_tuning_source src;
   const char *msg;
   ck_assert_ct_ok(ct_gemm_tuning_status(d, &src, &msg));
@@ -316,7 +340,16 @@ START_TEST(test_file_applied) {
   size_t n = fread(text, 1, sizeof text - 1, f);
   fclose(f);
   text[n] = '\0';
-  ck_assert_msg(strstr(text, "# of two lines"), "%s", text);
+  /* byte for byte the documented format: the two fixed comment lines, the caller's comment
+   * line by line, the keys and one line per set */
+  char want[8192], body[4096];
+  file_text(body, sizeof body, ct_device_properties(d), NULL, NULL);
+  snprintf(want, sizeof want,
+           "# CLBlast GEMM parameters for one OpenCL device, written by cltensor-tune.\n"
+           "# Format: docs/GEMM.md. A file whose device, vendor, driver or library differs is ignored.\n"
+           "# a test\n# of two lines\n%s",
+           body + strlen("# comment\n"));
+  ck_assert_str_eq(text, want);
   ct__gemm_tuning back;
   char why[256];
   ck_assert_int_eq(ct__gemm_tuning_parse(&back, text, ct_device_properties(d), why, sizeof why), CT_OK);
@@ -329,6 +362,37 @@ START_TEST(test_file_applied) {
   fclose(f);
   text[n] = '\0';
   ck_assert_msg(strstr(text, "XGEMM_MIN_INDIRECT_SIZE=64"), "%s", text);
+}
+END_TEST
+
+/* Saves that cannot complete: the target is a folder (the rename fails after the data is
+ * written), its folder is a regular file, or its folder is read-only. */
+START_TEST(test_save_fails_cleanly) {
+  fresh_cache();
+  ct_device *d = ct_test_device();
+  char path[1024];
+  snprintf(path, sizeof path, "%s/is-a-folder.txt", cache_dir);
+  ck_assert_int_eq(mkdir(path, 0700), 0);
+  expect_save_fails(path, cache_dir, d);
+  struct stat st;
+  ck_assert_int_eq(stat(path, &st), 0);
+  ck_assert(S_ISDIR(st.st_mode));
+
+  char file[700];
+  snprintf(file, sizeof file, "%s/plain-file", cache_dir);
+  write_file(file, "x");
+  snprintf(path, sizeof path, "%s/gemm.txt", file);
+  expect_save_fails(path, cache_dir, d);
+
+  if (geteuid() != 0) { /* permissions bind only non-root users */
+    char ro[700];
+    snprintf(ro, sizeof ro, "%s/ro", cache_dir);
+    ck_assert_int_eq(mkdir(ro, 0500), 0);
+    snprintf(path, sizeof path, "%s/gemm.txt", ro);
+    expect_save_fails(path, ro, d);
+    ck_assert_int_eq(access(path, F_OK), -1);
+    chmod(ro, 0700);
+  }
 }
 END_TEST
 
@@ -474,6 +538,7 @@ int main(int argc, char **argv) {
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, test_no_file);
   tcase_add_test(tc, test_file_applied);
+  tcase_add_test(tc, test_save_fails_cleanly);
   tcase_add_test(tc, test_file_malformed);
   tcase_add_test(tc, test_file_constraint_violation);
   tcase_add_test(tc, test_file_other_device);
