@@ -30,6 +30,8 @@
 struct ct__kernel {
   cl_kernel k;
   pthread_mutex_t lock;
+  size_t group;            /* work-group size ct__launch_dims() uses: a power of two */
+  size_t max_items[3];     /* CL_DEVICE_MAX_WORK_ITEM_SIZES of dims 0-2, floored to powers of two */
   struct ct__kernel *next; /* in its program */
   char name[];
 };
@@ -43,6 +45,30 @@ struct ct__program {
   ct__kernel *kernels;
   struct ct__program *next;
 };
+
+static size_t ct__pow2_floor(size_t v) {
+  size_t p = 1;
+  while (p <= v / 2) p <<= 1;
+  return p;
+}
+
+/* Queried once per kernel, so that ct__launch_dims() costs no OpenCL call. 1024 work-items on
+ * CPUs, where a work-group is a loop on one thread and fewer, larger groups cost less; 256
+ * elsewhere (see src/elementwise/launch.c for the measurements). Always within the kernel's
+ * and the device's limits. */
+static void ct__kernel_limits(ct__kernel *k, ct_device *d) {
+  size_t want = d->props.type == CT_DEVICE_CPU ? 1024 : 256, wg = 0;
+  clGetKernelWorkGroupInfo(k->k, d->id, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
+  if (wg == 0 || wg > d->props.max_work_group_size) wg = d->props.max_work_group_size;
+  if (wg == 0) wg = 1;
+  k->group = ct__pow2_floor(wg < want ? wg : want);
+  cl_uint ndims = 0;
+  clGetDeviceInfo(d->id, CL_DEVICE_MAX_WORK_ITEM_DIMENSIONS, sizeof ndims, &ndims, NULL);
+  size_t items[8] = {0};
+  if (ndims >= 3 && ndims <= 8)
+    clGetDeviceInfo(d->id, CL_DEVICE_MAX_WORK_ITEM_SIZES, ndims * sizeof *items, items, NULL);
+  for (int i = 0; i < 3; i++) k->max_items[i] = ct__pow2_floor(items[i] ? items[i] : 1);
+}
 
 /* What a caller asks for, with the lengths and hash computed once per call. */
 struct ct__request {
@@ -437,6 +463,7 @@ static ct_status ct__get_locked(ct__kernel **out, struct ct__engine *e, ct_devic
       return ct__error(CT_ERR_OUT_OF_MEMORY, "kernel engine: out of host memory");
     }
     k->k = ck;
+    ct__kernel_limits(k, d);
     pthread_mutex_init(&k->lock, NULL);
     strcpy(k->name, name);
     k->next = p->kernels;
@@ -512,6 +539,29 @@ cl_kernel ct__kernel_lock(ct__kernel *k) {
 void ct__kernel_unlock(ct__kernel *k) { pthread_mutex_unlock(&k->lock); }
 
 const char *ct__kernel_name(const ct__kernel *k) { return k->name; }
+
+void ct__launch_dims(const ct__kernel *k, cl_uint dims, size_t *global, size_t *local) {
+  /* Two dims or more: a tile of at most 64 along dim 0 (whole cache lines, and strided reads
+   * such as a transpose's reuse their lines across dim 1: 2-5x a 1024-wide row on PoCL), unless
+   * dim 1 is too short to fill the rest of the group. The group is always full, so local[0]
+   * alone picks the shape. */
+  const size_t cap0 = dims >= 2 ? 64 : k->group;
+  size_t l0 = 1;
+  while (l0 < global[0] && l0 < cap0) l0 <<= 1;
+  if (dims >= 2) {
+    size_t p1 = 1;
+    while (p1 < global[1] && p1 < k->group) p1 <<= 1;
+    if (k->group / p1 > l0) l0 = k->group / p1;
+  }
+  if (l0 > k->group) l0 = k->group;
+  local[0] = l0 < k->max_items[0] ? l0 : k->max_items[0];
+  if (dims >= 2) {
+    size_t rest = k->group / local[0];
+    local[1] = rest < k->max_items[1] ? rest : k->max_items[1];
+  }
+  if (dims >= 3) local[2] = 1;
+  for (cl_uint i = 0; i < dims; i++) global[i] = (global[i] + local[i] - 1) / local[i] * local[i];
+}
 
 ct_status ct__kernel_launch(ct__kernel *k, ct_device *d, cl_uint dims, const size_t *global,
                             const size_t *local) {

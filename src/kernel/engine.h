@@ -57,6 +57,17 @@ void ct__kernel_unlock(ct__kernel *k);
 ct_status ct__kernel_launch(ct__kernel *k, ct_device *d, cl_uint dims, const size_t *global,
                             const size_t *local);
 
+/* Picks the work-group size of a launch of k over global[0..dims) (dims 1-3) and rounds
+ * global[] up to a multiple of it; the kernel must ignore ids at or past the real extents.
+ * Launches should never pass local = NULL on a hot path: PoCL then picks a local size from the
+ * global size and compiles a work-group function for each one it has not seen (100-400 ms), so
+ * every new tensor shape costs a compile. Groups are always the kernel's group size (1024
+ * work-items on CPUs, 256 elsewhere, within CL_KERNEL_WORK_GROUP_SIZE and
+ * CL_DEVICE_MAX_WORK_ITEM_SIZES), except 1-D launches shorter than that, which get the power of
+ * two at least global[0]; dim 2 gets 1. So a kernel sees at most log2(group size) + 1 shapes
+ * per number of dims. */
+void ct__launch_dims(const ct__kernel *k, cl_uint dims, size_t *global, size_t *local);
+
 /* The kernel's name (for messages and the profiler). */
 const char *ct__kernel_name(const ct__kernel *k);
 
