@@ -130,6 +130,15 @@ inline float ct_f64_to_f32_odd(double v) {
 #define CONV(p, i) LOADW(p, i)
 #endif
 
+/* The host rounds every NDRange up to a multiple of a work-group size taken from a small fixed
+ * set (ct__launch_dims: PoCL compiles one work-group function per local size), so each kernel
+ * gets its exact extents and skips the ids past them. The tests are arranged so that PoCL's
+ * work-item loops (dim 0 innermost) still vectorize: i1 < n1 and "the group is whole along
+ * dim 0" do not change along dim 0, so only partial groups test i0 (a plain
+ * `if (i0 >= n0 || i1 >= n1) return;` made copies up to 2x slower there). */
+#define CT_GROUP_IN(dim, n) ((long)(get_group_id(dim) + 1) * (long)get_local_size(dim) <= (n))
+/* No bounds test at all (even the split one cost PoCL 2x on f32 -> f16 casts): the host
+ * launches whole work-groups, then the remainder as groups of one (see ct__copy_launch). */
 kernel void copy_contig(global DT *dst, long dst_off, global const ST *src, long src_off) {
   long i = get_global_id(0);
   STORE(dst + dst_off, i, CONV(src + src_off, i));
@@ -153,19 +162,31 @@ inline void ct_outer_offsets(long i, int nouter, long8 shape8, long8 dstr8, long
 }
 
 kernel void copy_strided(global DT *dst, long dst_off, long ds0, long ds1, global const ST *src, long src_off,
-                         long ss0, long ss1, long8 shape8, long8 dstr8, long8 sstr8, int nouter) {
+                         long ss0, long ss1, long8 shape8, long8 dstr8, long8 sstr8, int nouter, long n0,
+                         long n1) {
   long i0 = get_global_id(0), i1 = get_global_id(1);
   long od = dst_off + i0 * ds0 + i1 * ds1;
   long os = src_off + i0 * ss0 + i1 * ss1;
   if (nouter > 0) ct_outer_offsets(get_global_id(2), nouter, shape8, dstr8, sstr8, &od, &os);
-  STORE(dst, od, CONV(src, os));
+  if (i1 < n1) {
+    if (CT_GROUP_IN(0, n0))
+      STORE(dst, od, CONV(src, os));
+    else if (i0 < n0)
+      STORE(dst, od, CONV(src, os));
+  }
 }
 
 #ifdef CT_BITS
 kernel void fill_strided(global CT_BITS *dst, long dst_off, long ds0, long ds1, long8 shape8, long8 dstr8, int nouter,
-                         CT_BITS value) {
-  long od = dst_off + (long)get_global_id(0) * ds0 + (long)get_global_id(1) * ds1, unused = 0;
+                         CT_BITS value, long n0, long n1) {
+  long i0 = get_global_id(0), i1 = get_global_id(1);
+  long od = dst_off + i0 * ds0 + i1 * ds1, unused = 0;
   if (nouter > 0) ct_outer_offsets(get_global_id(2), nouter, shape8, dstr8, dstr8, &od, &unused);
-  dst[od] = value;
+  if (i1 < n1) {
+    if (CT_GROUP_IN(0, n0))
+      dst[od] = value;
+    else if (i0 < n0)
+      dst[od] = value;
+  }
 }
 #endif

@@ -1,6 +1,7 @@
 /* Device-side copies: ct_copy (broadcast + cast into any strided destination), ct_contiguous,
  * ct_cast, and strided fills. All of them launch kernels/copy.cl. */
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -115,12 +116,25 @@ static ct_status ct__copy_launch(ct_tensor *dst, const ct_tensor *src, const int
   cl_int err = CL_SUCCESS;
   if (contig) {
     /* One work-item per element (what CPU compilers vectorize best), in launches of at most
-     * 2^30 items, since some drivers cap a dimension's global size at 32 bits. */
+     * 2^30 items, since some drivers cap a dimension's global size at 32 bits. The kernel has
+     * no bounds test, so each launch is whole work-groups of a fixed size (ct__launch_dims: no
+     * PoCL compile per tensor size) and the remainder goes in groups of one. */
     ct_status st = CT_OK;
+    size_t group, one = 1;
+    {
+      size_t probe = SIZE_MAX / 2;
+      ct__launch_dims(k, 1, &probe, &group);
+    }
     const int64_t chunk = INT64_C(1) << 30;
-    for (int64_t start = 0; start < n && st == CT_OK; start += chunk) {
+    for (int64_t start = 0; start < n && st == CT_OK;) {
+      int64_t left = n - start;
+      size_t items = (size_t)(left < chunk ? left : chunk), *local = &group;
+      if (items >= group)
+        items -= items % group;
+      else
+        local = &one;
       cl_long dso = doff + start, sso = soff + start;
-      size_t items = (size_t)(n - start < chunk ? n - start : chunk);
+      start += (int64_t)items;
       err = clSetKernelArg(ck, 0, sizeof dm, &dm);
       err |= clSetKernelArg(ck, 1, sizeof dso, &dso);
       err |= clSetKernelArg(ck, 2, sizeof sm, &sm);
@@ -128,7 +142,7 @@ static ct_status ct__copy_launch(ct_tensor *dst, const ct_tensor *src, const int
       if (err != CL_SUCCESS)
         st = ct__error(CT_ERR_INTERNAL, "%s: setting the arguments of %s failed", fn, ct__kernel_name(k));
       else
-        st = ct__kernel_launch(k, d, 1, &items, NULL);
+        st = ct__kernel_launch(k, d, 1, &items, local);
     }
     ct__kernel_unlock(k);
     return st;
@@ -150,12 +164,17 @@ static ct_status ct__copy_launch(ct_tensor *dst, const ct_tensor *src, const int
     err |= clSetKernelArg(ck, 9, sizeof ds, &ds);
     err |= clSetKernelArg(ck, 10, sizeof ss, &ss);
     err |= clSetKernelArg(ck, 11, sizeof nd, &nd);
+    cl_long n0 = (cl_long)global[0], n1 = (cl_long)global[1];
+    err |= clSetKernelArg(ck, 12, sizeof n0, &n0);
+    err |= clSetKernelArg(ck, 13, sizeof n1, &n1);
   }
   ct_status st;
   if (err != CL_SUCCESS) {
     st = ct__error(CT_ERR_INTERNAL, "%s: setting the arguments of %s failed", fn, ct__kernel_name(k));
   } else {
-    st = ct__kernel_launch(k, d, 3, global, NULL);
+    size_t local[3];
+    ct__launch_dims(k, 3, global, local);
+    st = ct__kernel_launch(k, d, 3, global, local);
   }
   ct__kernel_unlock(k);
   return st;
@@ -199,11 +218,16 @@ ct_status ct__fill_bits(ct_tensor *t, const void *elem, const char *fn) {
   err |= clSetKernelArg(ck, 5, sizeof ds, &ds);
   err |= clSetKernelArg(ck, 6, sizeof nd, &nd);
   err |= clSetKernelArg(ck, 7, es, elem);
+  cl_long n0 = (cl_long)global[0], n1 = (cl_long)global[1];
+  err |= clSetKernelArg(ck, 8, sizeof n0, &n0);
+  err |= clSetKernelArg(ck, 9, sizeof n1, &n1);
+  size_t local[3];
+  ct__launch_dims(k, 3, global, local);
   ct_status st;
   if (err != CL_SUCCESS)
     st = ct__error(CT_ERR_INTERNAL, "%s: setting the arguments of fill_strided failed", fn);
   else
-    st = ct__kernel_launch(k, d, 3, global, NULL);
+    st = ct__kernel_launch(k, d, 3, global, local);
   ct__kernel_unlock(k);
   return st;
 }

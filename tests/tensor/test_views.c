@@ -295,6 +295,65 @@ START_TEST(test_copy_from_host_strided) {
 }
 END_TEST
 
+/* Copy launches round their NDRange up to whole work-groups of a fixed size (so PoCL does not
+ * compile per tensor size) and skip the excess: sizes that are not multiples of any group,
+ * a single element, empty tensors, and 1-D casts whose remainder is launched separately. */
+START_TEST(test_copy_odd_sizes) {
+  ct_device *d = ct_test_device();
+  const int64_t mats[][2] = {{127, 131}, {1, 1}, {3, 1000}, {1000, 3}, {0, 5}, {1, 257}, {1025, 2}};
+  const ct_dtype dts[] = {CT_U8, CT_F16, CT_F32, CT_I64};
+  for (size_t di = 0; di < sizeof dts / sizeof dts[0]; di++) {
+    ct_dtype t = dts[di];
+    size_t es = ct_dtype_size(t);
+    for (size_t m = 0; m < sizeof mats / sizeof mats[0]; m++) {
+      int64_t r = mats[m][0], c = mats[m][1];
+      size_t n = (size_t)(r * c);
+      void *host = malloc(n * es + 1);
+      fill_bytes(host, n * es, t, (uint64_t)(r * 7 + c));
+      ct_tensor *x, *v, *w;
+      ck_assert_ct_ok(ct_from_host(&x, d, t, 2, (int64_t[]){r, c}, host));
+      ck_assert_ct_ok(ct_transpose(&v, x, 0, 1));
+      ck_assert_ct_ok(ct_contiguous(&w, v));
+      expect_view(w, host, es, (int64_t[]){1, c}, 0, "contiguous(transpose) of an odd size", t);
+      /* a strided fill over the transposed view, then the whole base read back */
+      ck_assert_ct_ok(ct__fill_value(v, 1.0, "test"));
+      void *got = read_all(x), *want = malloc(n * es + 1);
+      ck_assert_ptr_nonnull(got);
+      uint64_t one = 0;
+      ct__host_store_double(t, &one, 1.0);
+      for (size_t i = 0; i < n; i++) memcpy((char *)want + i * es, &one, es);
+      ck_assert_msg(memcmp(got, want, n * es) == 0, "strided fill of [%lld, %lld] %s", (long long)c, (long long)r,
+                    ct_dtype_name(t));
+      free(got);
+      free(want);
+      ct_release(w);
+      ct_release(v);
+      ct_release(x);
+      free(host);
+    }
+  }
+  /* 1-D converting copies: whole groups plus a remainder, and shorter than one group */
+  const int64_t lens[] = {1, 5, 1023, 1025, 3001, 70000};
+  for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+    int64_t n = lens[li];
+    int32_t *src = malloc((size_t)n * sizeof *src);
+    float *got = malloc((size_t)n * sizeof *got);
+    for (int64_t i = 0; i < n; i++) src[i] = (int32_t)(i * 37 - 1000);
+    ct_tensor *x, *y;
+    ck_assert_ct_ok(ct_from_host(&x, d, CT_I32, 1, &n, src));
+    ck_assert_ct_ok(ct_cast(&y, x, CT_F32));
+    ck_assert_ct_ok(ct_to_host(y, got, (size_t)n * sizeof *got));
+    for (int64_t i = 0; i < n; i++)
+      ck_assert_msg(got[i] == (float)src[i], "cast of %lld elements: [%lld] = %g, want %d", (long long)n,
+                    (long long)i, (double)got[i], src[i]);
+    ct_release(y);
+    ct_release(x);
+    free(src);
+    free(got);
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("tensor-views");
   TCase *tc = tcase_create("views");
@@ -305,6 +364,7 @@ int main(void) {
   tcase_add_test(tc, test_squeeze_unsqueeze_permute_expand);
   tcase_add_test(tc, test_views_keep_storage_alive);
   tcase_add_test(tc, test_copy_from_host_strided);
+  tcase_add_test(tc, test_copy_odd_sizes);
   suite_add_tcase(s, tc);
   return ct_test_run(s);
 }
