@@ -19,8 +19,9 @@
 #endif
 
 __kernel void gemm_init(__global CT_T(CT_OUT) *out, long out_off, __global const CT_T(CT_SRC) *src,
-                        long src_off, int nd, long8 shape, long8 strides, CT_ACC beta) {
+                        long src_off, int nd, long8 shape, long8 strides, CT_ACC beta, long n) {
   long i = get_global_id(0);
+  if (i >= n) return; /* the NDRange is rounded up to a whole number of work-groups */
   CT_ACC v = 0;
   if (beta != 0) v = beta * CT_LOAD_SRC(src, src_off + ct_offset(i, nd, shape, strides));
   CT_STORE_OUT(out, out_off + i, v);
@@ -56,7 +57,7 @@ __kernel void matmul_int(__global CT_T(CT_DT) *out, long out_off,
                          __global const CT_T(CT_DT) *c, long c_off, int od, long8 oshape, long8 c_strides,
                          int has_c) {
   long j = get_global_id(0), i = get_global_id(1), bi = get_global_id(2);
-  if (j >= n || i >= m) return;
+  if (j >= n || i >= m) return; /* the NDRange is rounded up to whole work-groups */
   __global const CT_T(CT_DT) *pa = a + a_off + ct_offset(bi, nb, bshape, a_bstrides) + i * a_rs;
   __global const CT_T(CT_DT) *pb = b + b_off + ct_offset(bi, nb, bshape, b_bstrides) + j * b_cs;
   CT_IACC acc = 0;

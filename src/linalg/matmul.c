@@ -412,11 +412,15 @@ static ct_status ct__init_c(ct_device *d, const char *fn, ct_tensor *target, con
   err |= clSetKernelArg(ck, 5, sizeof shape8, &shape8);
   err |= clSetKernelArg(ck, 6, sizeof stride8, &stride8);
   err |= target->dtype == CT_F64 ? clSetKernelArg(ck, 7, sizeof bd, &bd) : clSetKernelArg(ck, 7, sizeof bf, &bf);
+  cl_long cn = n;
+  err |= clSetKernelArg(ck, 8, sizeof cn, &cn);
   if (err != CL_SUCCESS) {
     st = ct__error(CT_ERR_INTERNAL, "%s: setting gemm_init's arguments failed", fn);
   } else {
-    size_t global = (size_t)n;
-    st = ct__kernel_launch(k, d, 1, &global, NULL);
+    /* Explicit work-group sizes from a fixed set: with NULL, PoCL compiles anew per size. */
+    size_t global = (size_t)n, local;
+    ct__launch_dims(k, 1, &global, &local);
+    st = ct__kernel_launch(k, d, 1, &global, &local);
   }
   ct__kernel_unlock(k);
   ct_release(cc);
@@ -601,8 +605,9 @@ static ct_status ct__mm_int(struct ct__mm *mm, ct_tensor *target) {
     if (err != CL_SUCCESS) {
       st = ct__error(CT_ERR_INTERNAL, "%s: setting matmul_int's arguments failed", fn);
     } else {
-      size_t global[3] = {(size_t)mm->n, (size_t)mm->m, (size_t)batch};
-      st = ct__kernel_launch(k, mm->d, 3, global, NULL);
+      size_t global[3] = {(size_t)mm->n, (size_t)mm->m, (size_t)batch}, local[3];
+      ct__launch_dims(k, 3, global, local);
+      st = ct__kernel_launch(k, mm->d, 3, global, local);
     }
     ct__kernel_unlock(k);
   }
