@@ -98,6 +98,33 @@ START_TEST(test_empty_and_k0) {
   ct_release(cc);
   ct_release(a);
   ct_release(b);
+  /* beta = 1 initialises the result by a broadcasting copy: a row, a column and a full c, every
+   * float dtype, and in place (out is c) */
+  const ct_dtype fts[] = {CT_F32, CT_F64, CT_F16, CT_BF16};
+  for (size_t ti = 0; ti < 4; ti++) {
+    if (fts[ti] == CT_F64 && !ct_device_properties(d)->fp64) continue;
+    a = rnd(d, fts[ti], 2, SHAPE(7, 5), 1);
+    b = rnd(d, fts[ti], 2, SHAPE(5, 6), 2);
+    const struct { int n; int64_t s[2]; const char *name; } cs[] = {
+        {1, {6}, "addmm beta 1, row c"}, {2, {7, 1}, "addmm beta 1, column c"}, {2, {7, 6}, "addmm beta 1, full c"}};
+    for (int k = 0; k < 3; k++) {
+      cc = rnd(d, fts[ti], cs[k].n, cs[k].s, 3 + k);
+      ck_assert_ct_ok(ct_addmm(&c, cc, a, b, 1.0, 1.5));
+      lt_reference(&r, a, b, cc, 1.5, 1.0);
+      lt_check(c, &r, cs[k].name);
+      lt_ref_free(&r);
+      ct_release(c);
+      if (k == 2) {
+        lt_reference(&r, a, b, cc, 1.5, 1.0);
+        ck_assert_ct_ok(ct_addmm_out(cc, cc, a, b, 1.0, 1.5));
+        lt_check(cc, &r, "addmm_out in place, beta 1");
+        lt_ref_free(&r);
+      }
+      ct_release(cc);
+    }
+    ct_release(a);
+    ct_release(b);
+  }
 }
 END_TEST
 
