@@ -16,27 +16,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "ct_bench.h"
 #include "cltensor/cltensor.h"
 #include "device/device.h"
 #include "tensor/tensor.h"
 
 #define RUNS 7
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 #define CHECK_CT(x)                                                                \
   do {                                                                             \
@@ -65,10 +50,10 @@ static cl_kernel peer_add;
 /* One run of peers' cl_add (local size l, 0 for NULL), in GB/s. */
 static double peer_add_once(size_t n, size_t l) {
   size_t g = n;
-  double t0 = now();
+  double t0 = ct_bench_now();
   CHECK_CL(clEnqueueNDRangeKernel(q, peer_add, 1, NULL, &g, l ? &l : NULL, 0, NULL, NULL));
   clFinish(q);
-  return 3.0 * (double)n * 4 / (now() - t0) / 1e9;
+  return 3.0 * (double)n * 4 / (ct_bench_now() - t0) / 1e9;
 }
 
 /* peers' cl_add picks the best of local sizes NULL, 64, 256 by median; so does this, once. */
@@ -79,7 +64,7 @@ static size_t peer_best_local(size_t n) {
   for (int li = 0; li < 3; li++) {
     peer_add_once(n, locals[li]);
     for (int r = 0; r < RUNS; r++) t[r] = peer_add_once(n, locals[li]);
-    double m = median(t, RUNS);
+    double m = ct_bench_median(t, RUNS);
     if (m > best) best = m, bl = locals[li];
   }
   return bl;
@@ -88,10 +73,10 @@ static size_t peer_best_local(size_t n) {
 /* Microseconds per launch of peers' 1024-element add, `launches` back to back. */
 static double peer_launch_once(int launches) {
   size_t g = 1024;
-  double t0 = now();
+  double t0 = ct_bench_now();
   for (int k = 0; k < launches; k++) CHECK_CL(clEnqueueNDRangeKernel(q, peer_add, 1, NULL, &g, NULL, 0, NULL, NULL));
   clFinish(q);
-  return (now() - t0) / launches * 1e6;
+  return (ct_bench_now() - t0) / launches * 1e6;
 }
 
 typedef ct_status (*binop)(ct_tensor *, const ct_tensor *, const ct_tensor *);
@@ -99,23 +84,23 @@ typedef ct_status (*binop)(ct_tensor *, const ct_tensor *, const ct_tensor *);
 /* One run of op into out, GB/s counting 2 inputs + 1 output at their own sizes. */
 static double ct_bw_once(binop op, ct_tensor *out, const ct_tensor *a, const ct_tensor *b, ct_device *d) {
   double bytes = (double)(ct_tensor_nbytes(out) + ct_tensor_nbytes(a) + ct_tensor_nbytes(b));
-  double t0 = now();
+  double t0 = ct_bench_now();
   CHECK_CT(op(out, a, b));
   CHECK_CT(ct_device_synchronize(d));
-  return bytes / (now() - t0) / 1e9;
+  return bytes / (ct_bench_now() - t0) / 1e9;
 }
 
 static double ct_bw(binop op, ct_tensor *out, const ct_tensor *a, const ct_tensor *b, ct_device *d) {
   double t[RUNS];
   ct_bw_once(op, out, a, b, d);
   for (int r = 0; r < RUNS; r++) t[r] = ct_bw_once(op, out, a, b, d);
-  return median(t, RUNS);
+  return ct_bench_median(t, RUNS);
 }
 
 /* Microseconds per op of a chain of 1024-element _out ops (8 * reps ops, one wait at the end):
  * add, mul, sub, relu, maximum, mul by a scalar, add, minimum. */
 static double ct_chain_once(ct_tensor *x, ct_tensor *y, ct_tensor *z, ct_device *d, int reps) {
-  double t0 = now();
+  double t0 = ct_bench_now();
   for (int k = 0; k < reps; k++) {
     CHECK_CT(ct_add_out(z, x, y));
     CHECK_CT(ct_mul_out(z, z, y));
@@ -127,14 +112,14 @@ static double ct_chain_once(ct_tensor *x, ct_tensor *y, ct_tensor *z, ct_device 
     CHECK_CT(ct_minimum_out(z, z, y));
   }
   CHECK_CT(ct_device_synchronize(d));
-  return (now() - t0) / (8.0 * reps) * 1e6;
+  return (ct_bench_now() - t0) / (8.0 * reps) * 1e6;
 }
 
 static void summary(const char *what, double *ratio, int n, const char *goal) {
   double v[64];
   memcpy(v, ratio, (size_t)n * sizeof *v);
-  qsort(v, (size_t)n, sizeof *v, cmp);
-  printf("%-8s median ratio %.3f  (min %.3f, max %.3f over %d rounds)  goal %s\n", what, median(v, n), v[0], v[n - 1], n,
+  qsort(v, (size_t)n, sizeof *v, ct_bench_cmp);
+  printf("%-8s median ratio %.3f  (min %.3f, max %.3f over %d rounds)  goal %s\n", what, ct_bench_median(v, n), v[0], v[n - 1], n,
          goal);
 }
 
@@ -202,9 +187,9 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i <= PAIRS; i++) all_p[np++] = pv[i];
     for (int i = 0; i < PAIRS; i++) all_c[nc++] = cv[i];
-    add_ratio[r] = median(pr, PAIRS);
-    printf("round %d  add: cl_add %.2f GB/s, ct_add_out %.2f GB/s (medians), ratio %.3f\n", r, median(pv, PAIRS + 1),
-           median(cv, PAIRS), add_ratio[r]);
+    add_ratio[r] = ct_bench_median(pr, PAIRS);
+    printf("round %d  add: cl_add %.2f GB/s, ct_add_out %.2f GB/s (medians), ratio %.3f\n", r, ct_bench_median(pv, PAIRS + 1),
+           ct_bench_median(cv, PAIRS), add_ratio[r]);
     double lv[PAIRS + 1], chv[PAIRS];
     lv[0] = peer_launch_once(400);
     for (int i = 0; i < PAIRS; i++) {
@@ -214,16 +199,16 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i <= PAIRS; i++) all_l[nl++] = lv[i];
     for (int i = 0; i < PAIRS; i++) all_h[nh++] = chv[i];
-    chain_ratio[r] = median(pr, PAIRS);
-    printf("round %d  chain: cl_launch %.3f us, ct chain %.3f us/op (medians), ratio %.3f\n", r, median(lv, PAIRS + 1),
-           median(chv, PAIRS), chain_ratio[r]);
+    chain_ratio[r] = ct_bench_median(pr, PAIRS);
+    printf("round %d  chain: cl_launch %.3f us, ct chain %.3f us/op (medians), ratio %.3f\n", r, ct_bench_median(lv, PAIRS + 1),
+           ct_bench_median(chv, PAIRS), chain_ratio[r]);
     fflush(stdout);
   }
   summary("add", add_ratio, rounds, ">= 0.9 (ct_add_out / cl_add)");
   summary("chain", chain_ratio, rounds, "<= 2.0 (ct op / cl_launch)");
   /* The same figures pooled over every run of the sitting, for those who prefer medians of
    * the two sides to a median of pairs. */
-  double mp = median(all_p, np), mc = median(all_c, nc), ml = median(all_l, nl), mh = median(all_h, nh);
+  double mp = ct_bench_median(all_p, np), mc = ct_bench_median(all_c, nc), ml = ct_bench_median(all_l, nl), mh = ct_bench_median(all_h, nh);
   printf("pooled   add: cl_add %.2f GB/s, ct_add_out %.2f GB/s, ratio %.3f;  chain: cl_launch %.3f us, ct %.3f us/op, "
          "ratio %.3f\n", mp, mc, mc / mp, ml, mh, mh / ml);
 
@@ -231,13 +216,13 @@ int main(int argc, char **argv) {
   double t[RUNS];
   for (int r = 0; r < RUNS; r++) {
     ct_tensor *o;
-    double t0 = now();
+    double t0 = ct_bench_now();
     CHECK_CT(ct_add(&o, a, b));
     CHECK_CT(ct_device_synchronize(d));
-    t[r] = 3.0 * (double)n * 4 / (now() - t0) / 1e9;
+    t[r] = 3.0 * (double)n * 4 / (ct_bench_now() - t0) / 1e9;
     ct_release(o);
   }
-  printf("info  ct_add (allocating) f32 2^25: %.2f GB/s\n", median(t, RUNS));
+  printf("info  ct_add (allocating) f32 2^25: %.2f GB/s\n", ct_bench_median(t, RUNS));
   const ct_dtype dts[] = {CT_F16, CT_BF16, CT_I32, CT_U8, CT_F64};
   for (int i = 0; i < 5; i++) {
     if (dts[i] == CT_F64 && !d->props.fp64) continue;

@@ -24,27 +24,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ct_bench.h"
 #include "cltensor/cltensor.h"
 #include "device/device.h"
 #include "kernel/engine.h"
 
 extern char **environ;
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp);
-  return v[n / 2];
-}
 
 static double minimum(const double *v, int n) {
   double m = v[0];
@@ -71,7 +56,7 @@ static void emit(const char *name, const char *variant, double value, const char
 
 /* ---- child: the first result of a fresh process ---- */
 static int first_result(void) {
-  double t0 = now();
+  double t0 = ct_bench_now();
   ct_device *d;
   CT_OK_OR_DIE(ct_device_default(&d));
   float host[1024];
@@ -82,7 +67,7 @@ static int first_result(void) {
   CT_OK_OR_DIE(ct_from_host(&a, d, CT_F32, 1, shape, host));
   CT_OK_OR_DIE(ct_cast(&b, a, CT_F16));
   CT_OK_OR_DIE(ct_to_host(b, half, sizeof half));
-  double t1 = now();
+  double t1 = ct_bench_now();
   if (half[2] != 0x3c00) FAIL("wrong result %#x", half[2]); /* 1.0 in f16 */
   struct ct__engine_stats s;
   ct__engine_stats(&s);
@@ -114,14 +99,14 @@ static double spawn_first(const char *self, const char *ct_cache, const char *po
   posix_spawn_file_actions_addclose(&fa, fds[0]);
   char *args[] = {(char *)self, "first", NULL};
   pid_t pid;
-  double t0 = now();
+  double t0 = ct_bench_now();
   if (posix_spawn(&pid, self, &fa, NULL, args, environ) != 0) FAIL("spawn");
   close(fds[1]);
   char buf[256] = {0};
   ssize_t n = read(fds[0], buf, sizeof buf - 1);
   int status;
   waitpid(pid, &status, 0);
-  double wall = (now() - t0) * 1e3;
+  double wall = (ct_bench_now() - t0) * 1e3;
   close(fds[0]);
   posix_spawn_file_actions_destroy(&fa);
   if (n <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) FAIL("child failed (%d)", status);
@@ -161,9 +146,9 @@ static void bench_first_result(const char *self) {
     }
     char v[160];
     snprintf(v, sizeof v, "%s (process wall; built %lu, loaded %lu)", cases[c].variant, builds, loads);
-    emit("first_result", v, median(wall, RUNS), "ms");
+    emit("first_result", v, ct_bench_median(wall, RUNS), "ms");
     snprintf(v, sizeof v, "%s (in process, device lookup to result)", cases[c].variant);
-    emit("first_result", v, median(inner, RUNS), "ms");
+    emit("first_result", v, ct_bench_median(inner, RUNS), "ms");
   }
   nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
   unsetenv("POCL_CACHE_DIR");
@@ -216,18 +201,18 @@ static void launch_case(ct_device *d, const struct launch_case *c, const char *v
   for (int r = -1; r < RUNS; r++) {
     cl_kernel ck = ct__kernel_lock(k);
     set_args(ck, c);
-    double t0 = now();
+    double t0 = ct_bench_now();
     for (int i = 0; i < LAUNCHES; i++)
       if (clEnqueueNDRangeKernel(q, ck, 1, NULL, &global, NULL, 0, NULL, NULL) != CL_SUCCESS) FAIL("enqueue");
     clFinish(q);
-    double t1 = now();
+    double t1 = ct_bench_now();
     for (int i = 0; i < LAUNCHES; i++) {
       set_args(ck, c);
       if (clEnqueueNDRangeKernel(q, ck, 1, NULL, &global, NULL, 0, NULL, NULL) != CL_SUCCESS) FAIL("enqueue");
     }
     clFinish(q);
     ct__kernel_unlock(k);
-    double t2 = now();
+    double t2 = ct_bench_now();
     for (int i = 0; i < LAUNCHES; i++) {
       ct__kernel *kk = case_get(d, c);
       set_args(ct__kernel_lock(kk), c);
@@ -236,7 +221,7 @@ static void launch_case(ct_device *d, const struct launch_case *c, const char *v
       if (st != CT_OK) FAIL("launch: %s", ct_last_error());
     }
     clFinish(q);
-    double t3 = now();
+    double t3 = ct_bench_now();
     if (r < 0) continue;
     traw[r] = (t1 - t0) / LAUNCHES * 1e6;
     targs[r] = (t2 - t1) / LAUNCHES * 1e6;
@@ -244,7 +229,7 @@ static void launch_case(ct_device *d, const struct launch_case *c, const char *v
   }
   /* On a loaded machine the fastest run is the best estimate of the intrinsic cost. */
   double braw = minimum(traw, RUNS), beng = minimum(teng, RUNS);
-  double raw = median(traw, RUNS), args = median(targs, RUNS), eng = median(teng, RUNS);
+  double raw = ct_bench_median(traw, RUNS), args = ct_bench_median(targs, RUNS), eng = ct_bench_median(teng, RUNS);
   char v[160];
   snprintf(v, sizeof v, "%s: raw clEnqueueNDRangeKernel, %s", c->label, variant);
   emit("launch", v, raw, "us");
@@ -285,30 +270,30 @@ static int launch_cost(void) {
   double t[RUNS];
   ct__kernel *k = case_get(d, &copy);
   for (int r = -1; r < RUNS; r++) {
-    double t0 = now();
+    double t0 = ct_bench_now();
     for (int i = 0; i < LOOKUPS; i++)
       if (case_get(d, &copy) != k) FAIL("lookup");
-    if (r >= 0) t[r] = (now() - t0) / LOOKUPS * 1e9;
+    if (r >= 0) t[r] = (ct_bench_now() - t0) / LOOKUPS * 1e9;
   }
-  emit("lookup", "ct__kernel_get hit incl. snprintf of options", median(t, RUNS), "ns");
+  emit("lookup", "ct__kernel_get hit incl. snprintf of options", ct_bench_median(t, RUNS), "ns");
   for (int r = -1; r < RUNS; r++) {
-    double t0 = now();
+    double t0 = ct_bench_now();
     for (int i = 0; i < LOOKUPS; i++) {
       ct__kernel *k2;
       if (ct__kernel_get(&k2, d, "copy.cl", "copy_contig", "-DCT_SRC=7 -DCT_DST=5") != CT_OK || k2 != k)
         FAIL("lookup");
     }
-    if (r >= 0) t[r] = (now() - t0) / LOOKUPS * 1e9;
+    if (r >= 0) t[r] = (ct_bench_now() - t0) / LOOKUPS * 1e9;
   }
-  emit("lookup", "ct__kernel_get hit", median(t, RUNS), "ns");
+  emit("lookup", "ct__kernel_get hit", ct_bench_median(t, RUNS), "ns");
   ct__kernel *ka = case_get(d, &add);
   for (int r = -1; r < RUNS; r++) {
-    double t0 = now();
+    double t0 = ct_bench_now();
     for (int i = 0; i < LOOKUPS; i++)
       if (case_get(d, &add) != ka) FAIL("lookup");
-    if (r >= 0) t[r] = (now() - t0) / LOOKUPS * 1e9;
+    if (r >= 0) t[r] = (ct_bench_now() - t0) / LOOKUPS * 1e9;
   }
-  emit("lookup", "ct__kernel_get_source hit (the 120-byte add kernel)", median(t, RUNS), "ns");
+  emit("lookup", "ct__kernel_get_source hit (the 120-byte add kernel)", ct_bench_median(t, RUNS), "ns");
 
   launch_case(d, &add, variant);
   launch_case(d, &copy, variant);

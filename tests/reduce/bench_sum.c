@@ -15,18 +15,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "ct_bench.h"
 #include "cltensor/cltensor.h"
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
 
 static const char *cl_src =
     "__kernel void partial_sum(__global const float *a, __global float *out, ulong n)\n"
@@ -109,18 +99,18 @@ int main(int argc, char **argv) {
   }
   float vct = 0, vh = 0, vcl = 0;
   for (int r = -2; r < reps; r++) {
-    double t0 = now();
+    double t0 = ct_bench_now();
     ct_tensor *s = NULL;
     if (ct_sum(&s, x, 0, NULL, false) != CT_OK || ct_to_host(s, &vct, sizeof vct) != CT_OK) {
       fprintf(stderr, "bench_sum: %s\n", ct_last_error());
       return 1;
     }
     ct_release(s);
-    double t1 = now();
+    double t1 = ct_bench_now();
     vh = host_sum(h, n);
-    double t2 = now();
+    double t2 = ct_bench_now();
     vcl = clsum_run(&c);
-    double t3 = now();
+    double t3 = ct_bench_now();
     if (r < 0) continue; /* warm-up */
     tc[r] = (double)bytes / (t1 - t0) / 1e9;
     th[r] = (double)bytes / (t2 - t1) / 1e9;
@@ -131,7 +121,7 @@ int main(int argc, char **argv) {
   double exact = 0;
   for (size_t i = 0; i < n; i++) exact += h[i];
   double *all[5] = {tc, th, tl, rh, rl};
-  for (int i = 0; i < 5; i++) qsort(all[i], (size_t)reps, sizeof(double), cmp);
+  for (int i = 0; i < 5; i++) qsort(all[i], (size_t)reps, sizeof(double), ct_bench_cmp);
   int m = reps / 2, q1 = reps / 4, q3 = (3 * reps) / 4;
   printf("sum of 2^25 f32 on %s, %d paired repetitions, median [q1, q3]\n", ct_device_spec(d), reps);
   printf("  ct_sum   %6.2f GB/s [%.2f, %.2f]\n", tc[m], tc[q1], tc[q3]);
