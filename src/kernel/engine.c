@@ -540,6 +540,8 @@ void ct__kernel_unlock(ct__kernel *k) { pthread_mutex_unlock(&k->lock); }
 
 const char *ct__kernel_name(const ct__kernel *k) { return k->name; }
 
+size_t ct__kernel_group_size(const ct__kernel *k) { return k->group; }
+
 void ct__launch_dims(const ct__kernel *k, cl_uint dims, size_t *global, size_t *local) {
   /* Two dims or more: a tile of at most 64 along dim 0 (whole cache lines, and strided reads
    * such as a transpose's reuse their lines across dim 1: 2-5x a 1024-wide row on PoCL), unless

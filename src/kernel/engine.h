@@ -68,6 +68,10 @@ ct_status ct__kernel_launch(ct__kernel *k, ct_device *d, cl_uint dims, const siz
  * per number of dims. */
 void ct__launch_dims(const ct__kernel *k, cl_uint dims, size_t *global, size_t *local);
 
+/* The work-group size ct__launch_dims() fills groups to (a power of two), for launches that
+ * split whole groups from a remainder themselves. */
+size_t ct__kernel_group_size(const ct__kernel *k);
+
 /* The kernel's name (for messages and the profiler). */
 const char *ct__kernel_name(const ct__kernel *k);
 

@@ -120,11 +120,7 @@ static ct_status ct__copy_launch(ct_tensor *dst, const ct_tensor *src, const int
      * no bounds test, so each launch is whole work-groups of a fixed size (ct__launch_dims: no
      * PoCL compile per tensor size) and the remainder goes in groups of one. */
     ct_status st = CT_OK;
-    size_t group, one = 1;
-    {
-      size_t probe = SIZE_MAX / 2;
-      ct__launch_dims(k, 1, &probe, &group);
-    }
+    size_t group = ct__kernel_group_size(k), one = 1;
     const int64_t chunk = INT64_C(1) << 30;
     for (int64_t start = 0; start < n && st == CT_OK;) {
       int64_t left = n - start;
