@@ -14,8 +14,13 @@
 
 #include "cltensor/cltensor.h"
 
-/* Resident set size of this process in bytes (/proc/self/statm), 0 when unreadable. */
+/* Resident set size of this process in bytes (/proc/self/statm), 0 when unreadable. Free heap
+ * memory goes back to the system first (malloc_trim): glibc keeps freed chunks mapped, and after
+ * a freed mmapped block raises its trim threshold (up to 32 MiB) whether the brk heap's free top
+ * is returned depends on what happens to sit above it, so without the trim the same workload read
+ * 117 or 154 MiB from one cycle to the next with the heap in use flat to the byte. */
 static inline uint64_t stress_rss_bytes(void) {
+  malloc_trim(0);
   FILE *f = fopen("/proc/self/statm", "r");
   if (!f) return 0;
   unsigned long size = 0, resident = 0;
