@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "cltensor/dtype.h"
 #include "linalg/linalg.h"
+#include "memory/alloc.h"
 #include "profile/profile.h"
 
 const char *ct__clblast_status_name(int status) {
@@ -165,16 +166,20 @@ static bool ct__batched_unsafe(const struct ct__gemm_mat *x, size_t one, size_t 
   return (size_t)x->ld == one && tile_dim % 8 == 0;
 }
 
-/* One CLBlast call: plain (batch == 1) or strided batched. */
+/* One CLBlast call: plain (batch == 1) or strided batched; tmp, when not NULL, is the plain
+ * call's scratch buffer for CLBlast's copies (see ct__clblast_call). */
 static CLBlastStatusCode ct__clblast_call_unlocked(cl_command_queue *q, ct_dtype dt, const struct ct__call *c,
                                           double alpha, double beta, size_t a_off, size_t b_off,
                                           cl_mem cmem, size_t c_off, size_t ldc, size_t batch,
-                                          size_t sa, size_t sb, size_t sc, cl_event *ev) {
+                                          size_t sa, size_t sb, size_t sc, cl_mem tmp, cl_event *ev) {
   CLBlastTranspose ta = c->ta ? CLBlastTransposeYes : CLBlastTransposeNo;
   CLBlastTranspose tb = c->tb ? CLBlastTransposeYes : CLBlastTransposeNo;
   cl_mem am = c->a->mem, bm = c->b->mem;
   size_t lda = (size_t)c->a->ld, ldb = (size_t)c->b->ld;
   if (dt == CT_F32) {
+    if (batch == 1 && tmp)
+      return CLBlastSgemmWithTempBuffer(c->layout, ta, tb, c->m, c->n, c->k, (float)alpha, am, a_off, lda, bm,
+                                        b_off, ldb, (float)beta, cmem, c_off, ldc, q, ev, tmp);
     if (batch == 1)
       return CLBlastSgemm(c->layout, ta, tb, c->m, c->n, c->k, (float)alpha, am, a_off, lda, bm, b_off, ldb,
                           (float)beta, cmem, c_off, ldc, q, ev);
@@ -182,6 +187,9 @@ static CLBlastStatusCode ct__clblast_call_unlocked(cl_command_queue *q, ct_dtype
                                       bm, b_off, ldb, sb, (float)beta, cmem, c_off, ldc, sc, batch, q, ev);
   }
   if (dt == CT_F64) {
+    if (batch == 1 && tmp)
+      return CLBlastDgemmWithTempBuffer(c->layout, ta, tb, c->m, c->n, c->k, alpha, am, a_off, lda, bm, b_off,
+                                        ldb, beta, cmem, c_off, ldc, q, ev, tmp);
     if (batch == 1)
       return CLBlastDgemm(c->layout, ta, tb, c->m, c->n, c->k, alpha, am, a_off, lda, bm, b_off, ldb, beta,
                           cmem, c_off, ldc, q, ev);
@@ -189,6 +197,9 @@ static CLBlastStatusCode ct__clblast_call_unlocked(cl_command_queue *q, ct_dtype
                                       ldb, sb, beta, cmem, c_off, ldc, sc, batch, q, ev);
   }
   cl_half ha = ct_f32_to_f16((float)alpha), hb = ct_f32_to_f16((float)beta);
+  if (batch == 1 && tmp)
+    return CLBlastHgemmWithTempBuffer(c->layout, ta, tb, c->m, c->n, c->k, ha, am, a_off, lda, bm, b_off, ldb, hb,
+                                      cmem, c_off, ldc, q, ev, tmp);
   if (batch == 1)
     return CLBlastHgemm(c->layout, ta, tb, c->m, c->n, c->k, ha, am, a_off, lda, bm, b_off, ldb, hb, cmem,
                         c_off, ldc, q, ev);
@@ -196,10 +207,61 @@ static CLBlastStatusCode ct__clblast_call_unlocked(cl_command_queue *q, ct_dtype
                                     sb, hb, cmem, c_off, ldc, sc, batch, q, ev);
 }
 
+/* Bytes of scratch CLBlast's plain GEMM needs for this call (0: none, or it could not say). */
+static size_t ct__clblast_temp_bytes(cl_command_queue *q, ct_dtype dt, const struct ct__call *c, size_t a_off,
+                                     size_t b_off, size_t c_off, size_t ldc) {
+  CLBlastTranspose ta = c->ta ? CLBlastTransposeYes : CLBlastTransposeNo;
+  CLBlastTranspose tb = c->tb ? CLBlastTransposeYes : CLBlastTransposeNo;
+  size_t lda = (size_t)c->a->ld, ldb = (size_t)c->b->ld, bytes = 0;
+  CLBlastStatusCode st =
+      dt == CT_F32   ? CLBlastSGemmTempBufferSize(c->layout, ta, tb, c->m, c->n, c->k, a_off, lda, b_off, ldb,
+                                                  c_off, ldc, q, &bytes)
+      : dt == CT_F64 ? CLBlastDGemmTempBufferSize(c->layout, ta, tb, c->m, c->n, c->k, a_off, lda, b_off, ldb,
+                                                  c_off, ldc, q, &bytes)
+                     : CLBlastHGemmTempBufferSize(c->layout, ta, tb, c->m, c->n, c->k, a_off, lda, b_off, ldb,
+                                                  c_off, ldc, q, &bytes);
+  return st == CLBlastSuccess ? bytes : 0;
+}
+
+/* Scratch for CLBlast's copies from the caching allocator. CLBlast 1.5 otherwise creates (and
+ * drops) a fresh OpenCL buffer per call: on PoCL that is fresh host memory whose page faults
+ * landed in the first copy kernel, which took 0.6-2.5 ms instead of ~0.6 ms for a 1024^2 f32
+ * transpose (a tenth of the whole 1024^3 product). CLBlast takes the buffer from offset 0, so a
+ * block that starts inside its segment is handed over as a sub-buffer. Returns NULL (CLBlast
+ * then allocates as before, and reports its own failure) when there is no block or sub-buffer
+ * to be had. */
+static cl_mem ct__clblast_scratch(ct__block **blk, ct_device *d, size_t bytes) {
+  *blk = NULL;
+  if (bytes == 0) return NULL;
+  if (ct__alloc(blk, d, bytes) != CT_OK) return NULL;
+  cl_mem mem = (*blk)->mem;
+  if ((*blk)->offset == 0 && clRetainMemObject(mem) == CL_SUCCESS) return mem;
+  cl_buffer_region region = {(*blk)->offset, bytes};
+  cl_int err = CL_SUCCESS;
+  cl_mem sub = (*blk)->offset == 0 ? NULL
+                                   : clCreateSubBuffer(mem, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION,
+                                                       &region, &err);
+  if (!sub || err != CL_SUCCESS) {
+    ct__free(*blk);
+    *blk = NULL;
+    return NULL;
+  }
+  return sub;
+}
+
 static CLBlastStatusCode ct__clblast_call(cl_command_queue *q, ct_dtype dt, const struct ct__call *c,
                                           double alpha, double beta, size_t a_off, size_t b_off,
                                           cl_mem cmem, size_t c_off, size_t ldc, size_t batch,
                                           size_t sa, size_t sb, size_t sc, ct_device *d) {
+  /* CLBlast 1.5 takes scratch from the caller for the plain GEMM only. */
+  ct__block *blk = NULL;
+  cl_mem tmp = NULL;
+  if (batch == 1) {
+    pthread_mutex_lock(&ct__clblast_lock);
+    size_t bytes = ct__clblast_temp_bytes(q, dt, c, a_off, b_off, c_off, ldc);
+    pthread_mutex_unlock(&ct__clblast_lock);
+    tmp = ct__clblast_scratch(&blk, d, bytes);
+  }
   /* CLBlast hands back the event of its last kernel only; the marker before it lets the
    * profiler time the whole routine, its copy kernels included. */
   cl_event mark, done;
@@ -207,8 +269,15 @@ static CLBlastStatusCode ct__clblast_call(cl_command_queue *q, ct_dtype dt, cons
   if (mp && clEnqueueMarkerWithWaitList(*q, 0, NULL, mp) != CL_SUCCESS) mark = NULL;
   pthread_mutex_lock(&ct__clblast_lock);
   CLBlastStatusCode st = ct__clblast_call_unlocked(q, dt, c, alpha, beta, a_off, b_off, cmem, c_off, ldc,
-                                                   batch, sa, sb, sc, dp);
+                                                   batch, sa, sb, sc, tmp, dp);
+  if (st == CLBlastInsufficientMemoryTemp) /* the parameters changed since the size was asked */
+    st = ct__clblast_call_unlocked(q, dt, c, alpha, beta, a_off, b_off, cmem, c_off, ldc, batch, sa, sb, sc,
+                                   NULL, dp);
   pthread_mutex_unlock(&ct__clblast_lock);
+  /* The queue is in order, so the block may go back to the cache at once: whatever is
+   * enqueued next runs after CLBlast's kernels (src/memory/alloc.c). */
+  if (tmp) clReleaseMemObject(tmp);
+  ct__free(blk);
   if (st == CLBlastSuccess && dp) {
     char name[40];
     snprintf(name, sizeof name, "CLBlast%cgemm%s", dt == CT_F32 ? 'S' : dt == CT_F64 ? 'D' : 'H',
