@@ -26,13 +26,14 @@
  * Time is device time, from CL_PROFILING_COMMAND_START to CL_PROFILING_COMMAND_END of each
  * command, so host overhead and queueing gaps are not counted. Recording does not block: events
  * are resolved in batches once they have completed, and the dump waits for the rest.
- * Two kinds of row are timed differently, because no single OpenCL command does their work:
+ * Some GEMM rows are timed differently, because no single OpenCL command does their work:
  *   - GEMM through CLBlast ("CLBlastSgemm", "CLBlastSgemmStridedBatched", ...): CLBlast runs
  *     several kernels per call (padding, transposing, the product) and reports only its last,
  *     so a row spans from the end of the command before the call to the end of CLBlast's last
  *     kernel; on an idle device that includes CLBlast's host-side work between its kernels.
- *   - GEMM through the host BLAS on CPU devices ("cblas_sgemm (host)"): host wall time of the
- *     BLAS call on the mapped buffers.
+ *   - GEMM through the host BLAS on CPU devices ("cblas_sgemm (host)"): a native kernel, timed
+ *     like any command, where the device runs native kernels (PoCL); elsewhere the host wall
+ *     time of the BLAS call on the mapped buffers.
  *
  * Queues and timing. OpenCL only times commands on a queue created with profiling enabled, and
  * a device's queue is created when the device is first used. CLTENSOR_PROFILE=1, or a call to

@@ -105,6 +105,9 @@ static ct_status ct__device_init_props(ct_device *d, cl_platform_id plat) {
   clGetDeviceInfo(d->id, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
   clGetDeviceInfo(d->id, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof align, &align, NULL);
   clGetDeviceInfo(d->id, CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof unified, &unified, NULL);
+  cl_device_exec_capabilities exec = 0;
+  clGetDeviceInfo(d->id, CL_DEVICE_EXECUTION_CAPABILITIES, sizeof exec, &exec, NULL);
+  d->native_kernels = (exec & CL_EXEC_NATIVE_KERNEL) != 0;
   p->type = (type & CL_DEVICE_TYPE_GPU)           ? CT_DEVICE_GPU
             : (type & CL_DEVICE_TYPE_ACCELERATOR) ? CT_DEVICE_ACCELERATOR
             : (type & CL_DEVICE_TYPE_CPU)         ? CT_DEVICE_CPU

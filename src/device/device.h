@@ -5,6 +5,7 @@
 #include <CL/cl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 
 #include "cltensor/device.h"
 
@@ -35,6 +36,7 @@ struct ct_device {
   struct ct__platform *plat;
   ct_device_props props;
   char *strings;               /* one allocation backing the props strings */
+  bool native_kernels;         /* CL_EXEC_NATIVE_KERNEL: runs host functions in queue order */
 
   pthread_mutex_t lock;        /* guards opening and slot creation */
   atomic_int opened;

@@ -2,6 +2,7 @@
  * dtype, against a double-precision host reference (bound in linalg_util.h). meson runs this
  * binary once per GEMM route (CLTENSOR_GEMM=clblast, =host, unset). */
 #include "ct_test.h"
+#include "device/device.h"
 #include "linalg_util.h"
 
 static ct_tensor *rnd(ct_device *d, ct_dtype t, int nd, const int64_t *shape, uint64_t seed) {
@@ -533,6 +534,52 @@ START_TEST(test_route_invalid) {
 }
 END_TEST
 
+/* A GEMM is enqueued like a kernel on both routes (the host route as a native kernel where the
+ * device runs them): it must read its operands as they were when it was called, and what is
+ * enqueued after it must see its result, even when the operands are overwritten and released at
+ * once and the product feeds the next one straight away. */
+START_TEST(test_queue_order) {
+  ct_device *d = ct_test_device();
+  for (int round = 0; round < 3; round++) {
+    ct_tensor *a = rnd(d, CT_F32, 2, SHAPE(67, 45), 40 + round), *b = rnd(d, CT_F32, 2, SHAPE(45, 33), 50 + round);
+    ct_tensor *e = rnd(d, CT_F32, 2, SHAPE(33, 21), 60 + round);
+    struct lt_ref r1;
+    lt_reference(&r1, a, b, NULL, 1, 0);
+    ct_tensor *c = NULL, *f = NULL, *zero = NULL;
+    ck_assert_ct_ok(ct_matmul(&c, a, b));
+    ck_assert_ct_ok(ct_matmul(&f, c, e));           /* consumes c before anything waits */
+    ck_assert_ct_ok(ct_zeros(&zero, d, CT_F32, 2, SHAPE(67, 45)));
+    ck_assert_ct_ok(ct_copy(a, zero));              /* overwrites an operand of both GEMMs' chain */
+    ct_release(b);                                  /* its block may be reused by the next alloc */
+    ct_tensor *junk = rnd(d, CT_F32, 2, SHAPE(45, 33), 99);
+    lt_check(c, &r1, "first product, operands overwritten after the call");
+    struct lt_ref r2;
+    lt_reference(&r2, c, e, NULL, 1, 0);
+    lt_check(f, &r2, "second product, fed by the first");
+    lt_ref_free(&r1);
+    lt_ref_free(&r2);
+    ct_release(junk);
+    ct_release(zero);
+    ct_release(f);
+    ct_release(c);
+    ct_release(e);
+    ct_release(a);
+  }
+}
+END_TEST
+
+/* Checked fixture of mode "all-mapped": the host route's other path, the blocking map and a
+ * CBLAS call on this thread, which devices without native kernels take (PoCL has them). */
+static void without_native_kernels(void) {
+  int n = 0;
+  ck_assert_ct_ok(ct_device_count(&n));
+  for (int i = 0; i < n; i++) {
+    ct_device *d;
+    ck_assert_ct_ok(ct_device_get(&d, i));
+    d->native_kernels = false;
+  }
+}
+
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "all";
   Suite *s = suite_create("linalg");
@@ -544,6 +591,7 @@ int main(int argc, char **argv) {
   } else if (strcmp(mode, "invalid") == 0) {
     tcase_add_test(tc, test_route_invalid);
   } else {
+    if (strcmp(mode, "all-mapped") == 0) tcase_add_checked_fixture(tc, without_native_kernels, NULL);
     tcase_add_test(tc, test_route_env);
     tcase_add_test(tc, test_shapes);
     tcase_add_test(tc, test_empty_and_k0);
@@ -553,6 +601,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, test_addmm);
     tcase_add_test(tc, test_matmul_out);
     tcase_add_test(tc, test_errors);
+    tcase_add_test(tc, test_queue_order);
   }
   suite_add_tcase(s, tc);
   return ct_test_run(s);

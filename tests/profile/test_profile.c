@@ -424,7 +424,8 @@ START_TEST(test_clblast_gemm_is_recorded) {
 }
 END_TEST
 
-/* The host-BLAS route runs no OpenCL command; its host time is recorded instead. */
+/* The host-BLAS route: a native kernel's event on PoCL, the host time of the call on devices
+ * without native kernels. */
 START_TEST(test_host_gemm_is_recorded) {
   if (!ct__gemm_host_available()) return; /* built without -Dhost_blas */
   ct_profile_entry g = gemm_entry("host", "cblas_sgemm (host)");
