@@ -124,7 +124,7 @@ static ct_status ct__ew_binary(const char *fn, enum ct__ew_op op, ct_tensor **ou
   int64_t shape[CT_MAX_DIMS];
   CT__TRY(ct__broadcast_shapes(&nd, shape, a->ndim, a->shape, b->ndim, b->shape, fn));
   struct ct__ew_launch l = {.op = op, .nin = 2, .in = {a, b}};
-  ct_dtype o;
+  ct_dtype o = CT_F32; /* set by ct__ew_types on success */
   CT__TRY(ct__ew_types(fn, op, ct__ew_promote(a->dtype, b->dtype), &l.k, &o));
   static const char *const names[] = {"a", "b"};
   return ct__ew_finish(fn, &l, o, nd, shape, into ? NULL : outp, out, names);
@@ -135,7 +135,7 @@ static ct_status ct__ew_scalar_op(const char *fn, enum ct__ew_op op, ct_tensor *
                                   const ct_tensor *a, double s, int spos) {
   CT__TRY(ct__ew_check_dest(fn, outp, out, into, a, "a"));
   struct ct__ew_launch l = {.op = op, .nin = 1, .in = {a}, .spos = spos};
-  ct_dtype o;
+  ct_dtype o = CT_F32; /* set by ct__ew_types on success */
   CT__TRY(ct__ew_types(fn, op, ct__ew_promote_scalar(a->dtype, s), &l.k, &o));
   if (!ct_dtype_is_float(l.k)) {
     /* An integer scalar (the promotion made sure of that) that the integer dtype can't hold. */
@@ -158,7 +158,7 @@ static ct_status ct__ew_unary(const char *fn, enum ct__ew_op op, ct_tensor **out
                               const ct_tensor *x) {
   CT__TRY(ct__ew_check_dest(fn, outp, out, into, x, "x"));
   struct ct__ew_launch l = {.op = op, .nin = 1, .in = {x}};
-  ct_dtype o;
+  ct_dtype o = CT_F32; /* set by ct__ew_types on success */
   CT__TRY(ct__ew_types(fn, op, x->dtype, &l.k, &o));
   static const char *const names[] = {"x"};
   return ct__ew_finish(fn, &l, o, x->ndim, x->shape, into ? NULL : outp, out, names);
@@ -174,7 +174,7 @@ static ct_status ct__ew_where(const char *fn, ct_tensor **outp, ct_tensor *out, 
   CT__TRY(ct__broadcast_shapes(&nab, ab, a->ndim, a->shape, b->ndim, b->shape, fn));
   CT__TRY(ct__broadcast_shapes(&nd, shape, cond->ndim, cond->shape, nab, ab, fn));
   struct ct__ew_launch l = {.op = CT__EW_WHERE, .nin = 3, .in = {cond, a, b}};
-  ct_dtype o;
+  ct_dtype o = CT_F32; /* set by ct__ew_types on success */
   CT__TRY(ct__ew_types(fn, CT__EW_WHERE, ct__ew_promote(a->dtype, b->dtype), &l.k, &o));
   static const char *const names[] = {"cond", "a", "b"};
   return ct__ew_finish(fn, &l, o, nd, shape, into ? NULL : outp, out, names);

@@ -29,7 +29,7 @@ ct_status ct__reduce_dims(bool *mask, int ndim, const int64_t *shape, int ndims,
   if (!dims)
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: dims is NULL but ndims is %d", fn, ndims);
   for (int i = 0; i < ndims; i++) {
-    int d;
+    int d = 0; /* set by ct__reduce_dim on success; -O3 cannot see that */
     CT__TRY(ct__reduce_dim(&d, ndim, shape, dims[i], fn));
     for (int k = 0; k < i; k++) {
       int e = 0;
