@@ -133,7 +133,7 @@ static ct_status ct__ew_grow(struct ct__ew_state *s) {
  * thread and fewer, larger groups cost less (PoCL, 2^25-element add against the raw kernel with
  * the driver's choice: 0.77x with 64, 0.85-1.0x with 256, 0.97-1.0x with 1024 or 4096). */
 static size_t ct__ew_local(ct_device *d, ct__kernel *k, bool cpu) {
-  const size_t want = cpu ? 1024 : 256;
+  const size_t want = cpu ? 1024 : 256; /* also in ct__ew_run's choice of contiguous kernel */
   cl_kernel ck = ct__kernel_lock(k);
   size_t wg = 0, mult = 0;
   clGetKernelWorkGroupInfo(ck, d->id, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
@@ -182,9 +182,10 @@ static bool ct__ew_use_vector(const struct ct__ew_launch *l, ct_dtype o) {
   }
 }
 
+/* full: the contiguous kernel without its bounds check (EW_FULL), for exact launches. */
 static ct_status ct__ew_kernel(struct ct__ew_entry *out, ct_device *d, struct ct__ew_state *s,
-                               const struct ct__ew_launch *l, ct_dtype o, int strided, unsigned bflags) {
-  uint64_t key = ct__ew_key(l, o, strided, bflags);
+                               const struct ct__ew_launch *l, ct_dtype o, int strided, unsigned bflags, bool full) {
+  uint64_t key = ct__ew_key(l, o, strided, bflags) | (uint64_t)full << 50;
   ct_status st = CT_OK;
   pthread_mutex_lock(&s->lock);
   size_t j = ct__ew_hash(key) & (s->cap - 1);
@@ -197,10 +198,10 @@ static ct_status ct__ew_kernel(struct ct__ew_entry *out, ct_device *d, struct ct
     unsigned ik = (unsigned)strided >> 1;
     snprintf(opts, sizeof opts,
              "-DEW_OP_%s -DEW_NIN=%d -DEW_A=%d -DEW_B=%d -DEW_C=%d -DEW_K=%d -DEW_O=%d -DEW_SPOS=%d "
-             "-DEW_LO=%d -DEW_HI=%d -DEW_BA=%u -DEW_BB=%u -DEW_BC=%u -DEW_VEC=%d "
+             "-DEW_LO=%d -DEW_HI=%d -DEW_BA=%u -DEW_BB=%u -DEW_BC=%u -DEW_VEC=%d -DEW_FULL=%d "
              "-DEW_IO=%u -DEW_IA=%u -DEW_IB=%u -DEW_IC=%u %s",
              ct__ew_op_macro(l->op), l->nin, dt[0], dt[1], dt[2], (int)l->k, (int)o, l->spos, l->has_lo ? 1 : 0,
-             l->has_hi ? 1 : 0, bflags & 1u, (bflags >> 1) & 1u, (bflags >> 2) & 1u, vec ? 1 : 0, ik & 3u,
+             l->has_hi ? 1 : 0, bflags & 1u, (bflags >> 1) & 1u, (bflags >> 2) & 1u, vec ? 1 : 0, full ? 1 : 0, ik & 3u,
              (ik >> 2) & 3u, (ik >> 4) & 3u, (ik >> 6) & 3u, s->opts);
     ct__kernel *k = NULL;
     st = ct__kernel_get(&k, d, "elementwise.cl", strided ? "ew_strided" : "ew_contig", opts);
@@ -318,6 +319,69 @@ static long ct__ew_elem_offset(const ct_tensor *t) {
   return (long)(ct__tensor_byte_offset(t) / ct_dtype_size(t->dtype));
 }
 
+/* The arguments every elementwise kernel starts with: out and each input as (buffer, element
+ * offset), then the scalars. shift moves every offset but a broadcast input's (bit i of bflags)
+ * that many elements on. */
+static cl_int ct__ew_common_args(cl_kernel ck, cl_uint *ai, const struct ct__ew_launch *l, ct_tensor *out,
+                                 unsigned bflags, int64_t shift) {
+  cl_int err = CL_SUCCESS;
+#define CT__ARG(size, ptr) \
+  if (err == CL_SUCCESS) err = clSetKernelArg(ck, (*ai)++, (size), (ptr))
+  cl_mem mem = ct__tensor_mem(out);
+  cl_long off = ct__ew_elem_offset(out) + shift;
+  CT__ARG(sizeof mem, &mem);
+  CT__ARG(sizeof off, &off);
+  for (int i = 0; i < l->nin; i++) {
+    cl_mem m = ct__tensor_mem(l->in[i]);
+    cl_long o = ct__ew_elem_offset(l->in[i]) + ((bflags >> i) & 1u ? 0 : shift);
+    CT__ARG(sizeof m, &m);
+    CT__ARG(sizeof o, &o);
+  }
+  size_t ss = ct__ew_scalar_size(l->k);
+  if (l->spos || l->op == CT__EW_CLAMP) CT__ARG(ss, &l->s[0]);
+  if (l->op == CT__EW_CLAMP) CT__ARG(ss, &l->s[1]);
+#undef CT__ARG
+  return err;
+}
+
+/* One launch of a contiguous kernel over elements [shift, shift + n) of the operands, per
+ * elements a work-item, in groups of local. */
+static ct_status ct__ew_launch_contig(const char *fn, ct_device *d, ct__kernel *k, const struct ct__ew_launch *l,
+                                      ct_tensor *out, unsigned bflags, int64_t shift, int64_t n, int per,
+                                      size_t local) {
+  cl_kernel ck = ct__kernel_lock(k);
+  cl_uint ai = 0;
+  cl_int err = ct__ew_common_args(ck, &ai, l, out, bflags, shift);
+  cl_long nn = n;
+  if (err == CL_SUCCESS) err = clSetKernelArg(ck, ai++, sizeof nn, &nn);
+  ct_status st;
+  if (err != CL_SUCCESS) {
+    st = ct__cl_error(err, "%s: clSetKernelArg(%u) for %s on %s failed", fn, ai - 1, ct__kernel_name(k), d->spec);
+  } else {
+    size_t items = (size_t)((n + per - 1) / per);
+    size_t global = (items + local - 1) / local * local;
+    st = ct__kernel_launch(k, d, 1, &global, &local);
+    if (st != CT_OK) ct__error_append(" (%s)", fn);
+  }
+  ct__kernel_unlock(k);
+  return st;
+}
+
+static void ct__ew_span(const ct_tensor *t, int64_t *lo, int64_t *hi);
+
+/* Whether out's bytes overlap any input's (same buffer). */
+static bool ct__ew_out_aliases(const ct_tensor *out, const struct ct__ew_launch *l) {
+  int64_t olo, ohi;
+  ct__ew_span(out, &olo, &ohi);
+  for (int i = 0; i < l->nin; i++) {
+    if (ct__tensor_mem(l->in[i]) != ct__tensor_mem(out)) continue;
+    int64_t lo, hi;
+    ct__ew_span(l->in[i], &lo, &hi);
+    if (lo < ohi && olo < hi) return true;
+  }
+  return false;
+}
+
 ct_status ct__ew_run(const char *fn, const struct ct__ew_launch *l, ct_tensor *out) {
   int64_t n = ct_numel(out);
   if (n == 0) return CT_OK;
@@ -349,79 +413,86 @@ ct_status ct__ew_run(const char *fn, const struct ct__ew_launch *l, ct_tensor *o
     strided = 1 | (int)(ik << 1);
   }
   struct ct__ew_entry e;
-  CT__TRY(ct__ew_kernel(&e, d, s, l, out->dtype, strided, bflags));
+  if (contig) {
+    /* Launches of at least a group, on the scalar path, go to the EW_FULL program over the
+     * largest multiple of the group size, and the remainder to one more full group ending at
+     * element n (recomputing up to a group's worth of elements already written, with the
+     * same values) unless out shares memory with an input, which the first launch may have
+     * changed; then the checked kernel takes the remainder. kernels/elementwise.cl says why. */
+    size_t maxl = s->max_items[0];
+    if (s->cpu && ct__ew_use_vector(l, out->dtype)) {
+      CT__TRY(ct__ew_kernel(&e, d, s, l, out->dtype, 0, bflags, false));
+      return ct__ew_launch_contig(fn, d, e.k, l, out, bflags, 0, n, e.per, e.local < maxl ? e.local : maxl);
+    }
+    /* Shorter than a group (the size ct__ew_local aims at; the kernel's own limit can only make
+     * it smaller): the checked kernel alone, without building the EW_FULL program. */
+    size_t aim = s->cpu ? 1024 : 256;
+    if (aim > d->props.max_work_group_size) aim = d->props.max_work_group_size;
+    if (aim > maxl) aim = maxl;
+    if ((size_t)n < aim) {
+      CT__TRY(ct__ew_kernel(&e, d, s, l, out->dtype, 0, bflags, false));
+      return ct__ew_launch_contig(fn, d, e.k, l, out, bflags, 0, n, 1, e.local < maxl ? e.local : maxl);
+    }
+    struct ct__ew_entry f;
+    CT__TRY(ct__ew_kernel(&f, d, s, l, out->dtype, 0, bflags, true));
+    size_t local = f.local < maxl ? f.local : maxl;
+    int64_t nfull = n / (int64_t)local * (int64_t)local;
+    bool overlap = nfull > 0 && !ct__ew_out_aliases(out, l);
+    if (nfull > 0) CT__TRY(ct__ew_launch_contig(fn, d, f.k, l, out, bflags, 0, nfull, 1, local));
+    if (nfull == n) return CT_OK;
+    if (overlap)
+      return ct__ew_launch_contig(fn, d, f.k, l, out, bflags, n - (int64_t)local, (int64_t)local, 1, local);
+    CT__TRY(ct__ew_kernel(&e, d, s, l, out->dtype, 0, bflags, false));
+    return ct__ew_launch_contig(fn, d, e.k, l, out, bflags, nfull, n - nfull, 1, local);
+  }
+  CT__TRY(ct__ew_kernel(&e, d, s, l, out->dtype, strided, bflags, false));
 
   cl_kernel ck = ct__kernel_lock(e.k);
-  cl_int err = CL_SUCCESS;
   cl_uint ai = 0;
+  cl_int err = ct__ew_common_args(ck, &ai, l, out, 0, 0);
 #define CT__ARG(size, ptr) \
   if (err == CL_SUCCESS) err = clSetKernelArg(ck, ai++, (size), (ptr))
-  cl_mem mem = ct__tensor_mem(out);
-  cl_long off = ct__ew_elem_offset(out);
-  CT__ARG(sizeof mem, &mem);
-  CT__ARG(sizeof off, &off);
-  cl_mem mems[3];
-  cl_long offs[3];
-  for (int i = 0; i < l->nin; i++) {
-    mems[i] = ct__tensor_mem(l->in[i]);
-    offs[i] = ct__ew_elem_offset(l->in[i]);
-    CT__ARG(sizeof mems[i], &mems[i]);
-    CT__ARG(sizeof offs[i], &offs[i]);
-  }
-  size_t ss = ct__ew_scalar_size(l->k);
-  if (l->spos || l->op == CT__EW_CLAMP) CT__ARG(ss, &l->s[0]);
-  if (l->op == CT__EW_CLAMP) CT__ARG(ss, &l->s[1]);
   size_t global[2], local[2];
-  cl_uint dims = 1;
-  if (contig) {
-    cl_long nn = n;
-    CT__ARG(sizeof nn, &nn);
-    size_t items = (size_t)((n + e.per - 1) / e.per);
-    local[0] = e.local < s->max_items[0] ? e.local : s->max_items[0];
-    global[0] = (items + local[0] - 1) / local[0] * local[0];
-  } else {
-    /* The innermost dim (last after collapsing) is walked by dim 0, the rest by dim 1. */
-    int in = g.ndim - 1, ond = g.ndim - 1;
-    bool general_inner = false;
-    for (int o = 0; o < nops; o++) general_inner |= g.st[o][in] != 0 && g.st[o][in] != 1;
-    cl_long n0 = g.shape[in], nouter = n / g.shape[in];
-    cl_long4 ist = {{0, 0, 0, 0}};
-    for (int o = 0; o < nops; o++) ist.s[o] = g.st[o][in];
-    cl_int cond = ond;
-    cl_long8 oshape = ct__ew_long8(g.shape, ond, 1), strides[CT__EW_MAXOPS];
-    CT__ARG(sizeof n0, &n0);
-    CT__ARG(sizeof ist, &ist);
-    CT__ARG(sizeof nouter, &nouter);
-    CT__ARG(sizeof cond, &cond);
-    CT__ARG(sizeof oshape, &oshape);
-    for (int o = 0; o < nops; o++) {
-      strides[o] = ct__ew_long8(g.st[o], ond, 0);
-      CT__ARG(sizeof strides[o], &strides[o]);
-    }
-    /* e.local work-items, as many along the row as it needs (a power of two) and the rest
-     * across rows, so short rows don't leave most of a work-group idle, and a kernel meets
-     * at most log2(e.local) + 1 local shapes (each one a compilation on PoCL). */
-    size_t items = (size_t)((n0 + s->sper - 1) / s->sper);
-    local[0] = ct__ew_pow2_at_least(items);
-    if (local[0] > e.local) local[0] = e.local;
-    /* On CPUs a work-item walks its stretch of a row alone, so when an operand strides across
-     * rows (a transposed input) the work-group is better made of neighbouring rows: their
-     * elements share cache lines (2.5x for a transposed f32 add on PoCL). */
-    if (s->cpu && general_inner) local[0] = 1;
-    if (local[0] > s->max_items[0]) local[0] = s->max_items[0];
-    local[1] = e.local / local[0];
-    if (local[1] > s->max_items[1]) local[1] = s->max_items[1];
-    if (local[1] == 0) local[1] = 1;
-    global[0] = (items + local[0] - 1) / local[0] * local[0];
-    global[1] = ((size_t)nouter + local[1] - 1) / local[1] * local[1];
-    dims = 2;
+  /* The innermost dim (last after collapsing) is walked by dim 0, the rest by dim 1. */
+  int in = g.ndim - 1, ond = g.ndim - 1;
+  bool general_inner = false;
+  for (int o = 0; o < nops; o++) general_inner |= g.st[o][in] != 0 && g.st[o][in] != 1;
+  cl_long n0 = g.shape[in], nouter = n / g.shape[in];
+  cl_long4 ist = {{0, 0, 0, 0}};
+  for (int o = 0; o < nops; o++) ist.s[o] = g.st[o][in];
+  cl_int cond = ond;
+  cl_long8 oshape = ct__ew_long8(g.shape, ond, 1), strides[CT__EW_MAXOPS];
+  CT__ARG(sizeof n0, &n0);
+  CT__ARG(sizeof ist, &ist);
+  CT__ARG(sizeof nouter, &nouter);
+  CT__ARG(sizeof cond, &cond);
+  CT__ARG(sizeof oshape, &oshape);
+  for (int o = 0; o < nops; o++) {
+    strides[o] = ct__ew_long8(g.st[o], ond, 0);
+    CT__ARG(sizeof strides[o], &strides[o]);
   }
 #undef CT__ARG
+  /* e.local work-items, as many along the row as it needs (a power of two) and the rest
+   * across rows, so short rows don't leave most of a work-group idle, and a kernel meets
+   * at most log2(e.local) + 1 local shapes (each one a compilation on PoCL). */
+  size_t items = (size_t)((n0 + s->sper - 1) / s->sper);
+  local[0] = ct__ew_pow2_at_least(items);
+  if (local[0] > e.local) local[0] = e.local;
+  /* On CPUs a work-item walks its stretch of a row alone, so when an operand strides across
+   * rows (a transposed input) the work-group is better made of neighbouring rows: their
+   * elements share cache lines (2.5x for a transposed f32 add on PoCL). */
+  if (s->cpu && general_inner) local[0] = 1;
+  if (local[0] > s->max_items[0]) local[0] = s->max_items[0];
+  local[1] = e.local / local[0];
+  if (local[1] > s->max_items[1]) local[1] = s->max_items[1];
+  if (local[1] == 0) local[1] = 1;
+  global[0] = (items + local[0] - 1) / local[0] * local[0];
+  global[1] = ((size_t)nouter + local[1] - 1) / local[1] * local[1];
   ct_status st;
   if (err != CL_SUCCESS) {
     st = ct__cl_error(err, "%s: clSetKernelArg(%u) for %s on %s failed", fn, ai - 1, ct__kernel_name(e.k), d->spec);
   } else {
-    st = ct__kernel_launch(e.k, d, dims, global, local);
+    st = ct__kernel_launch(e.k, d, 2, global, local);
     if (st != CT_OK) ct__error_append(" (%s)", fn);
   }
   ct__kernel_unlock(e.k);

@@ -449,6 +449,48 @@ START_TEST(test_out_views_and_in_place) {
 }
 END_TEST
 
+/* ---- contiguous launches split at the work-group size ---- */
+
+/* A contiguous launch covers the largest multiple of the work-group size with ew_contig_full
+ * (no bounds check) and the rest with ew_contig, every offset moved on but a broadcast
+ * input's. Sizes around the group size (1024 on CPUs, 256 on GPUs), broadcast inputs on either
+ * side, a unary and a scalar op, f16 (the vector path on CPUs), and an out at an offset. */
+START_TEST(test_group_remainder) {
+  ew_dev e = ew_open();
+  const int64_t sizes[] = {1023, 1024, 1025, 2 * 1024 + 77, 3 * 1024, 4096 + 1};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    int64_t s[1] = {sizes[i]}, one[1] = {1}, sp[1] = {sizes[i] + 5};
+    lv a = lv_base(&e, CT_F32, 1, s), b = lv_base(&e, CT_F32, 1, s), c1 = lv_base(&e, CT_F32, 1, one);
+    lv h = lv_base(&e, CT_F16, 1, s), ob = lv_base(&e, CT_F32, 1, sp);
+    char what[64];
+    snprintf(what, sizeof what, "n = %lld", (long long)sizes[i]);
+    run_binary(&e, what, R_ADD, ct_add, ct_add_out, &a, &b);
+    run_binary(&e, what, R_MUL, ct_mul, ct_mul_out, &a, &c1);
+    run_binary(&e, what, R_SUB, ct_sub, ct_sub_out, &c1, &a);
+    run_binary(&e, what, R_ADD, ct_add, ct_add_out, &h, &h);
+    const lv *in1[1] = {&a};
+    ct_tensor *r;
+    ck_assert_ct_ok(ct_exp(&r, a.t));
+    check_result(&e, what, R_EXP, 1, in1, r, 0, 0);
+    ct_release(r);
+    ck_assert_ct_ok(ct_mul_scalar(&r, a.t, 0.5));
+    check_result(&e, what, R_MUL, 1, in1, r, 0.5, 2);
+    ct_release(r);
+    ct_tensor *os;
+    ck_assert_ct_ok(ct_slice(&os, ob.t, 0, 3, sizes[i] + 3, 1));
+    lv osv = lv_view(&ob, os);
+    ck_assert_ct_ok(ct_exp_out(osv.t, a.t));
+    check_out_view(&e, what, R_EXP, &osv, in1, 1, 0, 0);
+    ct_release(os);
+    lv_free_base(&a);
+    lv_free_base(&b);
+    lv_free_base(&c1);
+    lv_free_base(&h);
+    lv_free_base(&ob);
+  }
+}
+END_TEST
+
 /* ---- errors ---- */
 
 START_TEST(test_errors) {
@@ -671,6 +713,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, test_broadcast_where_unary_scalar);
     tcase_add_test(tc, test_strided_inputs);
     tcase_add_test(tc, test_out_views_and_in_place);
+    tcase_add_test(tc, test_group_remainder);
     tcase_add_test(tc, test_errors);
     TCase *tt = tcase_create("threads");
     tcase_set_timeout(tt, 600);
