@@ -132,8 +132,10 @@ static ct_status ct__ew_grow(struct ct__ew_state *s) {
  * (warp/wavefront): 256 work-items on GPUs; 1024 on CPUs, where a work-group is a loop on one
  * thread and fewer, larger groups cost less (PoCL, 2^25-element add against the raw kernel with
  * the driver's choice: 0.77x with 64, 0.85-1.0x with 256, 0.97-1.0x with 1024 or 4096). */
+static size_t ct__ew_want(bool cpu) { return cpu ? 1024 : 256; }
+
 static size_t ct__ew_local(ct_device *d, ct__kernel *k, bool cpu) {
-  const size_t want = cpu ? 1024 : 256; /* also in ct__ew_run's choice of contiguous kernel */
+  const size_t want = ct__ew_want(cpu);
   cl_kernel ck = ct__kernel_lock(k);
   size_t wg = 0, mult = 0;
   clGetKernelWorkGroupInfo(ck, d->id, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
@@ -426,7 +428,7 @@ ct_status ct__ew_run(const char *fn, const struct ct__ew_launch *l, ct_tensor *o
     }
     /* Shorter than a group (the size ct__ew_local aims at; the kernel's own limit can only make
      * it smaller): the checked kernel alone, without building the EW_FULL program. */
-    size_t aim = s->cpu ? 1024 : 256;
+    size_t aim = ct__ew_want(s->cpu);
     if (aim > d->props.max_work_group_size) aim = d->props.max_work_group_size;
     if (aim > maxl) aim = maxl;
     if ((size_t)n < aim) {

@@ -249,14 +249,16 @@ static cl_mem ct__clblast_scratch(ct__block **blk, ct_device *d, size_t bytes) {
   return sub;
 }
 
+/* indirect: CLBlast may take its indirect path (false only when the parameters this library
+ * installed put the product below the crossover), the one that needs scratch. */
 static CLBlastStatusCode ct__clblast_call(cl_command_queue *q, ct_dtype dt, const struct ct__call *c,
                                           double alpha, double beta, size_t a_off, size_t b_off,
                                           cl_mem cmem, size_t c_off, size_t ldc, size_t batch,
-                                          size_t sa, size_t sb, size_t sc, ct_device *d) {
+                                          size_t sa, size_t sb, size_t sc, bool indirect, ct_device *d) {
   /* CLBlast 1.5 takes scratch from the caller for the plain GEMM only. */
   ct__block *blk = NULL;
   cl_mem tmp = NULL;
-  if (batch == 1) {
+  if (batch == 1 && indirect) {
     pthread_mutex_lock(&ct__clblast_lock);
     size_t bytes = ct__clblast_temp_bytes(q, dt, c, a_off, b_off, c_off, ldc);
     pthread_mutex_unlock(&ct__clblast_lock);
@@ -320,14 +322,16 @@ ct_status ct__gemm_clblast(ct_device *d, const struct ct__gemm_state *s, const s
   const struct ct__call *call = use_col ? &col : &row;
   const struct ct__plan *plan = use_col ? &pr_col : &pr_row;
 
+  /* CLBlast's own crossover test (Xgemm<T>::UseDirectKernel). */
+  unsigned long long mnk = (unsigned long long)op->m * (unsigned long long)op->n * (unsigned long long)op->k;
+  unsigned long long mi = known ? p->min_indirect : 0;
+  bool indirect = !known || mnk >= mi * mi * mi;
+
   /* The innermost batch dim goes to one strided-batched call when that is safe (see above). */
   int inner = op->nbatch - 1;
   size_t batch = inner >= 0 ? (size_t)op->bshape[inner] : 1;
   bool batched = batch > 1;
   if (batched) {
-    unsigned long long mnk = (unsigned long long)op->m * (unsigned long long)op->n * (unsigned long long)op->k;
-    unsigned long long mi = known ? p->min_indirect : 0;
-    bool indirect = !known || mnk >= mi * mi * mi;
     if (indirect) {
       size_t mwg = known ? p->xgemm[CT__X_MWG] : 8, nwg = known ? p->xgemm[CT__X_NWG] : 8;
       size_t kwg = known ? p->xgemm[CT__X_KWG] : 1;
@@ -360,10 +364,10 @@ ct_status ct__gemm_clblast(ct_device *d, const struct ct__gemm_state *s, const s
     if (batched) {
       st = ct__clblast_call(&q, op->dtype, call, op->alpha, op->beta, (size_t)ao, (size_t)bo, op->c.mem,
                             (size_t)co, (size_t)op->c.ld, batch, (size_t)call->a->bstride[inner],
-                            (size_t)call->b->bstride[inner], (size_t)op->c.bstride[inner], d);
+                            (size_t)call->b->bstride[inner], (size_t)op->c.bstride[inner], indirect, d);
     } else {
       st = ct__clblast_call(&q, op->dtype, call, op->alpha, op->beta, (size_t)ao, (size_t)bo, op->c.mem,
-                            (size_t)co, (size_t)op->c.ld, 1, 0, 0, 0, d);
+                            (size_t)co, (size_t)op->c.ld, 1, 0, 0, 0, indirect, d);
     }
     if (st != CLBlastSuccess) {
       char tc = op->dtype == CT_F32 ? 'S' : op->dtype == CT_F64 ? 'D' : 'H';
