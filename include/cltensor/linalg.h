@@ -22,7 +22,10 @@
  * of 0 gives an empty result.
  *
  * Routes. Float GEMMs run through CLBlast, or, on a CPU device with host-unified memory when the
- * library was built with a host CBLAS (OpenBLAS), through that CBLAS on mapped buffers.
+ * library was built with a host CBLAS (OpenBLAS), through that CBLAS on the buffers' memory: as
+ * a native kernel on the device's queue where the device runs them (PoCL), so the call returns
+ * once the GEMM is enqueued as on the CLBlast route; elsewhere on blocking maps, returning after
+ * the product.
  * $CLTENSOR_GEMM picks the route, read when a device does its first GEMM:
  *   auto (or unset)  host BLAS on unified-memory CPU devices when built with it, else CLBlast
  *   clblast          always CLBlast
