@@ -76,6 +76,12 @@ void ct__afile_abort(struct ct__afile *f) {
   f->tmp = NULL;
 }
 
+ct_status ct__afile_finish(struct ct__afile *f, ct_status st) {
+  if (st == CT_OK) return ct__afile_commit(f);
+  ct__afile_abort(f);
+  return st;
+}
+
 static void ct__sync_parent(const char *path) {
   const char *slash = strrchr(path, '/');
   char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");

@@ -8,8 +8,7 @@
  *   struct ct__afile f;
  *   CT__TRY(ct__afile_open(&f, path, 0666, "ct_save_npy"));
  *   ct_status st = ct__afile_write(&f, buf, n);
- *   if (st == CT_OK) st = ct__afile_commit(&f);   (removes the temporary file on failure)
- *   else ct__afile_abort(&f);
+ *   return ct__afile_finish(&f, st);   (commits if st is CT_OK, else removes the temporary file)
  */
 #ifndef CT_CORE_ATOMIC_FILE_H
 #define CT_CORE_ATOMIC_FILE_H
@@ -43,6 +42,9 @@ ct_status ct__afile_write(struct ct__afile *f, const void *buf, size_t n);
 ct_status ct__afile_commit(struct ct__afile *f);
 /* Closes and removes the temporary file (after a failure elsewhere). */
 void ct__afile_abort(struct ct__afile *f);
+/* The usual ending: ct__afile_commit() when st is CT_OK (its status is returned), else
+ * ct__afile_abort() and st. */
+ct_status ct__afile_finish(struct ct__afile *f, ct_status st);
 
 /* strerror() is not thread-safe; this is, for messages about files. Returns buf. */
 const char *ct__strerror(int err, char *buf, size_t size);

@@ -407,10 +407,7 @@ ct_status ct_npy_save(const char *path, const ct_tensor *t) {
   if (st == CT_OK) {
     st = ct__afile_write(&w, header, hlen);
     if (st == CT_OK) st = ct__afile_write(&w, data, nbytes);
-    if (st == CT_OK)
-      st = ct__afile_commit(&w);
-    else
-      ct__afile_abort(&w);
+    st = ct__afile_finish(&w, st);
   }
   free(data);
   return st;

@@ -753,10 +753,7 @@ ct_status ct_safetensors_save(const ct_safetensors *st, const char *path) {
       if (size > 1 && !ct__host_is_little_endian()) ct__byteswap(buf, nb / size, size);
       s = ct__afile_write(&w, buf, nb);
     }
-    if (s == CT_OK)
-      s = ct__afile_commit(&w);
-    else
-      ct__afile_abort(&w);
+    s = ct__afile_finish(&w, s);
   }
   free(buf);
   cJSON_free(json);

@@ -334,11 +334,9 @@ int ct__cache_store(const struct ct__cache_key *key, const unsigned char *bin, s
   struct ct__afile w;
   int ok = ct__afile_open(&w, path, 0600, NULL) == CT_OK;
   if (ok) {
-    ok = ct__afile_write(&w, hdr, hlen) == CT_OK && ct__afile_write(&w, bin, len) == CT_OK;
-    if (ok)
-      ok = ct__afile_commit(&w) == CT_OK;
-    else
-      ct__afile_abort(&w);
+    ct_status st = ct__afile_write(&w, hdr, hlen);
+    if (st == CT_OK) st = ct__afile_write(&w, bin, len);
+    ok = ct__afile_finish(&w, st) == CT_OK;
   }
   free(hdr);
   return ok;

@@ -414,13 +414,7 @@ ct_status ct__gemm_tuning_save(const char *path, const ct_device *d, const ct__g
   }
   struct ct__afile w;
   ct_status st = ct__afile_open(&w, path, 0666, "GEMM tuning");
-  if (st == CT_OK) {
-    st = ct__afile_write(&w, text, len);
-    if (st == CT_OK)
-      st = ct__afile_commit(&w);
-    else
-      ct__afile_abort(&w);
-  }
+  if (st == CT_OK) st = ct__afile_finish(&w, ct__afile_write(&w, text, len));
   free(text);
   return st;
 }
