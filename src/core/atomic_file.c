@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/atomic_file.h"
@@ -15,6 +16,34 @@
 const char *ct__strerror(int err, char *buf, size_t size) {
   if (strerror_r(err, buf, size) != 0) snprintf(buf, size, "error %d", err);
   return buf;
+}
+
+const char *ct__file_kind(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a folder";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  return "a special file";
+}
+
+int ct__open_regular(const char *path, int extra_flags, struct stat *sb) {
+  if (stat(path, sb) != 0) return -1;
+  if (!S_ISREG(sb->st_mode)) return -2;
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | extra_flags);
+  if (fd < 0) return -1;
+  if (fstat(fd, sb) != 0 || !S_ISREG(sb->st_mode)) {
+    int e = errno, kind = S_ISREG(sb->st_mode) ? -1 : -2;
+    close(fd);
+    errno = e;
+    return kind;
+  }
+  /* Regular files ignore O_NONBLOCK; cleared anyway so that nothing downstream sees it. */
+  int fl = fcntl(fd, F_GETFL);
+  if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  return fd;
 }
 
 /* CT_ERR_IO for a failed step (verb) on the temporary file; quiet writers only get the status. */
@@ -27,21 +56,37 @@ static ct_status ct__afile_fail(const struct ct__afile *f, const char *verb, int
 
 static atomic_uint ct__tmp_counter;
 
+/* CT_ERR_IO when path exists and is not a regular file (after following symbolic links: a link
+ * to /dev/null is refused, a link to a regular file or to nothing is replaced by the rename). */
+static ct_status ct__afile_check_target(const struct ct__afile *f) {
+  struct stat sb;
+  if (stat(f->path, &sb) != 0 || S_ISREG(sb.st_mode)) return CT_OK;
+  if (!f->fn) return CT_ERR_IO;
+  return ct__error(CT_ERR_IO, "%s: refusing to replace '%s': it is %s, not a regular file", f->fn,
+                   f->path, ct__file_kind(sb.st_mode));
+}
+
 ct_status ct__afile_open(struct ct__afile *f, const char *path, mode_t mode, const char *fn) {
   f->fd = -1;
   f->path = path;
   f->fn = fn;
-  size_t cap = strlen(path) + 64;
+  f->tmp = NULL;
+  CT__TRY(ct__afile_check_target(f));
+  /* Next to the target so that rename() stays within one file system (and is atomic there),
+   * under a short name of its own: "<target>.<pid>.<n>.tmp" would pass the 255-byte limit on a
+   * file name for a target name that is itself valid. The leading dot keeps a half-written
+   * file out of `ls` and of globs like *.npy. pid + a process-wide counter keep concurrent
+   * writers (threads or processes) apart, and O_EXCL never reuses a file someone else is
+   * writing, even a stale one of a recycled pid. */
+  const char *slash = strrchr(path, '/');
+  size_t dirlen = slash ? (size_t)(slash - path) + 1 : 0, cap = dirlen + 64;
   f->tmp = malloc(cap);
   if (!f->tmp)
     return fn ? ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory for a file name", fn)
               : CT_ERR_OUT_OF_MEMORY;
-  /* Next to the target so that rename() stays within one file system (and is atomic there).
-   * pid + a process-wide counter keep concurrent writers (threads or processes) apart, and
-   * O_EXCL never reuses a file someone else is writing, even a stale one of a recycled pid. */
   for (int attempt = 0; attempt < 100; attempt++) {
     unsigned n = atomic_fetch_add(&ct__tmp_counter, 1u);
-    snprintf(f->tmp, cap, "%s.%ld.%u.tmp", path, (long)getpid(), n);
+    snprintf(f->tmp, cap, "%.*s.ct-%ld-%u.tmp", (int)dirlen, path, (long)getpid(), n);
     f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
     if (f->fd >= 0) return CT_OK;
     if (errno != EEXIST) break;
@@ -100,6 +145,8 @@ ct_status ct__afile_commit(struct ct__afile *f) {
   int fd = f->fd;
   f->fd = -1;
   if (close(fd) != 0 && st == CT_OK) st = ct__afile_fail(f, "write", errno);
+  /* Again: something else may have been put there while this file was written. */
+  if (st == CT_OK) st = ct__afile_check_target(f);
   if (st == CT_OK && rename(f->tmp, f->path) != 0) {
     char eb[128];
     int e = errno;

@@ -1,9 +1,17 @@
 /* Writing a file atomically, for every writer in the library (tensor saves, the kernel binary
  * cache, GEMM tuning files): the bytes go to a new temporary file in the target's folder,
- * "<path>.<pid>.<counter>.tmp", which is fsync'ed, closed and renamed over the target only after
- * everything is written; the folder is then fsync'ed so the rename itself survives a crash.
+ * "<folder>/.ct-<pid>-<counter>.tmp", which is fsync'ed, closed and renamed over the target only
+ * after everything is written; the folder is then fsync'ed so the rename itself survives a crash.
  * Until the rename an existing file of that name is untouched, readers see either the old file
  * or the complete new one, and a failure removes the temporary file.
+ *
+ * Only a regular file (or nothing) is ever replaced: a target that is a FIFO, a device, a
+ * socket or a folder, or a symbolic link to one of those, is refused with CT_ERR_IO before
+ * anything is written and checked again just before the rename (renaming over /dev/null as
+ * root would replace the device node with a plain file). A symbolic link to a regular file, or
+ * a dangling one, is replaced by the new file, not written through.
+ *
+ * This file also holds the one way the library opens a file for reading, ct__open_regular().
  *
  *   struct ct__afile f;
  *   CT__TRY(ct__afile_open(&f, path, 0666, "ct_save_npy"));
@@ -27,7 +35,8 @@ struct ct__afile {
 
 /* Creates the temporary file with permissions mode (before the umask; it becomes the target's
  * mode). Failures return CT_ERR_IO (CT_ERR_OUT_OF_MEMORY for the name) with a message
- * "<fn>: cannot create '<tmp>' (temporary file for '<path>'): <strerror>".
+ * "<fn>: cannot create '<tmp>' (temporary file for '<path>'): <strerror>", or
+ * "<fn>: refusing to replace '<path>': it is a FIFO, not a regular file" (and the like).
  *
  * fn == NULL makes a quiet writer: every call of this writer still returns its status but
  * leaves the thread's ct_last_error() untouched. Best-effort writers (the kernel cache) use it
@@ -48,5 +57,20 @@ ct_status ct__afile_finish(struct ct__afile *f, ct_status st);
 
 /* strerror() is not thread-safe; this is, for messages about files. Returns buf. */
 const char *ct__strerror(int err, char *buf, size_t size);
+
+struct stat;
+
+/* Opens path for reading without ever blocking on it and only if it is a regular file: the
+ * path is stat'ed first (so a device is never even opened), then opened with O_NONBLOCK (a FIFO
+ * put where a file was expected would otherwise block the open, and then the read, forever),
+ * checked again with fstat (the path may have changed in between), and O_NONBLOCK is cleared.
+ * Returns the descriptor (O_RDONLY | O_CLOEXEC | extra_flags) with *sb filled in; -1 with errno
+ * set when stat or open fail; -2 when the path names something other than a regular file,
+ * with sb->st_mode telling what (ct__file_kind()). */
+int ct__open_regular(const char *path, int extra_flags, struct stat *sb);
+
+/* "a folder", "a FIFO", "a character device", "a block device", "a socket", "a symbolic link",
+ * "a regular file" or "a special file", for messages. */
+const char *ct__file_kind(mode_t mode);
 
 #endif

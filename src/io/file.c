@@ -67,21 +67,16 @@ ct_status ct__rfile_open(struct ct__rfile *f, const char *path, const char *fn) 
   f->fd = -1;
   f->path = path;
   f->fn = fn;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  struct stat sb;
+  int fd = ct__open_regular(path, 0, &sb);
+  if (fd == -2 && S_ISDIR(sb.st_mode))
+    return ct__error(CT_ERR_IO, "%s: cannot read '%s': %s", fn, path, ct__strerror(EISDIR, eb, sizeof eb));
+  if (fd == -2)
+    return ct__error(CT_ERR_IO, "%s: cannot read '%s': it is %s, not a regular file", fn, path,
+                     ct__file_kind(sb.st_mode));
   if (fd < 0)
     return ct__error(CT_ERR_IO, "%s: cannot open '%s': %s", fn, path,
                      ct__strerror(errno, eb, sizeof eb));
-  struct stat sb;
-  if (fstat(fd, &sb) != 0) {
-    int e = errno;
-    close(fd);
-    return ct__error(CT_ERR_IO, "%s: cannot stat '%s': %s", fn, path, ct__strerror(e, eb, sizeof eb));
-  }
-  if (!S_ISREG(sb.st_mode)) {
-    close(fd);
-    return ct__error(CT_ERR_IO, "%s: cannot read '%s': %s", fn, path,
-                     S_ISDIR(sb.st_mode) ? ct__strerror(EISDIR, eb, sizeof eb) : "not a regular file");
-  }
   f->fd = fd;
   f->size = (uint64_t)sb.st_size;
   return CT_OK;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ct_test.h"
@@ -162,6 +163,21 @@ static inline void ct_io_write_file(const char *path, const void *data, size_t n
   ck_assert_ptr_nonnull(f);
   ck_assert_uint_eq(fwrite(data, 1, n, f), n);
   ck_assert_int_eq(fclose(f), 0);
+}
+
+/* A FIFO at dir/name (no reader or writer ever opens it here), its path in a rotating buffer. */
+static inline const char *ct_io_mkfifo(const char *dir, const char *name) {
+  const char *p = ct_io_path(dir, name);
+  ck_assert_msg(mkfifo(p, 0600) == 0, "mkfifo(%s) failed", p);
+  return p;
+}
+
+/* Asserts that path (not followed) is still a FIFO, a character device or a symbolic link. */
+static inline void ct_io_assert_kind(const char *path, mode_t kind) {
+  struct stat sb;
+  ck_assert_int_eq(lstat(path, &sb), 0);
+  ck_assert_msg((sb.st_mode & S_IFMT) == kind, "%s: mode 0%o, expected type 0%o", path,
+                (unsigned)sb.st_mode, (unsigned)kind);
 }
 
 /* The whole file, malloc'ed; *n gets its size. */

@@ -402,6 +402,60 @@ START_TEST(test_atomic_save) {
 }
 END_TEST
 
+/* Hostile paths: a FIFO where a file is expected neither hangs a load nor turns into a regular
+ * file on a save, a device is never replaced (not even /dev/null, which root could rename
+ * over), and a target name near the 255-byte limit still saves (the temporary name is short). */
+START_TEST(test_hostile_paths) {
+  ct_device *d = ct_test_device();
+  char *dir = ct_io_tmpdir();
+  int64_t shape[1] = {4};
+  ct_tensor *x = ct_io_tensor(d, CT_I32, 1, shape), *y = (ct_tensor *)1;
+  const char *fifo = ct_io_mkfifo(dir, "fifo.npy");
+  ck_assert_ct_status(ct_npy_load(&y, fifo, d), CT_ERR_IO);
+  ck_assert_ptr_null(y);
+  ck_assert_error_contains("it is a FIFO, not a regular file");
+  ck_assert_ct_status(ct_npy_save(fifo, x), CT_ERR_IO);
+  ck_assert_error_contains("ct_npy_save: refusing to replace '");
+  ck_assert_error_contains("fifo.npy': it is a FIFO, not a regular file");
+  ct_io_assert_kind(fifo, S_IFIFO);
+  ck_assert_ct_status(ct_npy_load(&y, "/dev/null", d), CT_ERR_IO);
+  ck_assert_error_contains("it is a character device");
+
+  /* A link to a device is refused too; a link to a regular file is replaced, not followed. */
+  const char *link = ct_io_path(dir, "null.npy");
+  ck_assert_int_eq(symlink("/dev/null", link), 0);
+  ck_assert_ct_status(ct_npy_save(link, x), CT_ERR_IO);
+  ck_assert_error_contains("it is a character device, not a regular file");
+  ct_io_assert_kind(link, S_IFLNK);
+  ck_assert_int_eq(unlink(link), 0);
+  const char *file = ct_io_path(dir, "file.npy");
+  ct_io_write_file(file, "old", 3);
+  ck_assert_int_eq(symlink("file.npy", link), 0);
+  ck_assert_ct_ok(ct_npy_save(link, x));
+  ct_io_assert_kind(link, S_IFREG);
+  size_t n;
+  free(ct_io_read_file(file, &n));
+  ck_assert_uint_eq(n, 3);
+  /* Only after the cases above refused: /dev/null itself stays a device. */
+  ck_assert_ct_status(ct_npy_save("/dev/null", x), CT_ERR_IO);
+  ck_assert_error_contains("'/dev/null': it is a character device, not a regular file");
+  ct_io_assert_kind("/dev/null", S_IFCHR);
+
+  /* 250 bytes: a valid name that "<name>.<pid>.<n>.tmp" would have pushed past 255. */
+  char name[251];
+  memset(name, 'n', 250);
+  memcpy(name + 246, ".npy", 5);
+  const char *longp = ct_io_path(dir, name);
+  ck_assert_ct_ok(ct_npy_save(longp, x));
+  ck_assert_ct_ok(ct_npy_load(&y, longp, d));
+  ct_io_assert_values(y, CT_I32, 1, shape);
+  ct_release(y);
+  ck_assert_int_eq(ct_io_count_entries(dir), 4); /* fifo, link, file, the long one: no temporary */
+  ct_release(x);
+  ct_io_rmdir(dir);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("io-npy");
   TCase *tc = tcase_create("parse");
@@ -418,6 +472,7 @@ int main(void) {
   tcase_add_test(tc, test_bool_bytes_normalized);
   tcase_add_test(tc, test_file_errors);
   tcase_add_test(tc, test_atomic_save);
+  tcase_add_test(tc, test_hostile_paths);
   suite_add_tcase(s, tc);
   return ct_test_run(s);
 }

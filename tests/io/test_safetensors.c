@@ -418,6 +418,25 @@ START_TEST(test_file_errors_and_atomic_save) {
 }
 END_TEST
 
+/* A FIFO in place of the file neither hangs the load nor becomes a regular file on a save. */
+START_TEST(test_fifo_neither_hangs_nor_is_replaced) {
+  ct_device *d = ct_test_device();
+  char *dir = ct_io_tmpdir();
+  const char *fifo = ct_io_mkfifo(dir, "fifo.safetensors");
+  ct_safetensors *st = (ct_safetensors *)1;
+  ck_assert_ct_status(ct_safetensors_load(&st, fifo, d), CT_ERR_IO);
+  ck_assert_ptr_null(st);
+  ck_assert_error_contains("it is a FIFO, not a regular file");
+  ck_assert_ct_ok(ct_safetensors_new(&st));
+  ck_assert_ct_status(ct_safetensors_save(st, fifo), CT_ERR_IO);
+  ck_assert_error_contains("ct_safetensors_save: refusing to replace '");
+  ct_io_assert_kind(fifo, S_IFIFO);
+  ck_assert_int_eq(ct_io_count_entries(dir), 1);
+  ct_safetensors_free(st);
+  ct_io_rmdir(dir);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("io-safetensors");
   TCase *tc = tcase_create("parse");
@@ -432,6 +451,7 @@ int main(void) {
   tcase_add_test(tc, test_collection_api);
   tcase_add_test(tc, test_round_trip);
   tcase_add_test(tc, test_file_errors_and_atomic_save);
+  tcase_add_test(tc, test_fifo_neither_hangs_nor_is_replaced);
   suite_add_tcase(s, tc);
   return ct_test_run(s);
 }

@@ -51,7 +51,7 @@ static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ft
 static void rm_rf(const char *path) { nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS); }
 
 /* Number of entries of dir whose names end with suffix (the cache's temporary files are
- * "<hex>.clbin.<pid>.<n>.tmp"); -1 when dir does not exist. */
+ * ".ct-<pid>-<n>.tmp", hidden, so they count too); -1 when dir does not exist. */
 static int count_files(const char *dir, const char *suffix) {
   DIR *dh = opendir(dir);
   if (!dh) return -1;
@@ -59,7 +59,9 @@ static int count_files(const char *dir, const char *suffix) {
   struct dirent *e;
   while ((e = readdir(dh))) {
     size_t l = strlen(e->d_name), s = strlen(suffix);
-    if (e->d_name[0] != '.' && l >= s && strcmp(e->d_name + l - s, suffix) == 0) n++;
+    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 && l >= s &&
+        strcmp(e->d_name + l - s, suffix) == 0)
+      n++;
   }
   closedir(dh);
   return n;

@@ -32,7 +32,7 @@ if grep -q 'ETA' "$tmp/err" && grep -q 'CLBlast built-in' "$tmp/err"; then
 else
   no "progress with an ETA on stderr"
 fi
-ls "$tmp"/cache | grep -q '\.tmp$' && no "no temporary file left" || ok "no temporary file left"
+ls -A "$tmp"/cache | grep -q '\.tmp$' && no "no temporary file left" || ok "no temporary file left"
 if CK_TAP_LOG_FILE_NAME=/dev/null "$check" stored >"$tmp/check" 2>&1; then
   ok "the library applies the stored file"
 else

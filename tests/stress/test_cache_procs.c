@@ -31,7 +31,7 @@ static void unlink_nth(const char *dir, unsigned n) {
   struct dirent *e;
   unsigned i = 0;
   while ((e = readdir(dp)) != NULL) {
-    /* "*.clbin" only: another process's "<hex>.clbin.<pid>.<n>.tmp" is not a cache file yet. */
+    /* "*.clbin" only: another process's ".ct-<pid>-<n>.tmp" is not a cache file yet. */
     size_t l = strlen(e->d_name);
     if (l < 6 || strcmp(e->d_name + l - 6, ".clbin") != 0 || e->d_name[0] == '.') continue;
     if (i++ == n) {
