@@ -6,6 +6,7 @@
 
 #include <CL/cl_ext.h>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "device/device.h"
 
@@ -382,8 +383,9 @@ static ct_status ct__open_locked(ct_device *d) {
     }
   }
   pthread_mutex_unlock(&g.lock);
-  const char *env = getenv("CLTENSOR_PROFILE");
-  int profiling = atomic_load(&ct__want_queue_profiling) || (env && strcmp(env, "0") != 0 && *env);
+  bool env_profiling; /* an invalid value is reported here, the first call that needs it */
+  CT__TRY(ct__env_bool("ct_device_open", "CLTENSOR_PROFILE", false, &env_profiling));
+  int profiling = atomic_load(&ct__want_queue_profiling) || env_profiling;
   d->queue = clCreateCommandQueue(pl->ctx, d->id, profiling ? CL_QUEUE_PROFILING_ENABLE : 0, &err);
   if (!d->queue)
     return ct__cl_error(err, "ct_device_open: clCreateCommandQueue for %s (%s) failed", d->spec, d->props.name);

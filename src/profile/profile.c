@@ -1,11 +1,15 @@
 /* Event-based device timing per op and device: recording, lazy resolution, the table. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cltensor/profile.h"
+#include "core/atomic_file.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "profile/profile.h"
 
@@ -53,9 +57,22 @@ static struct {
   struct ct__prof_dev *retired; /* shut down, kept for the CLTENSOR_PROFILE table */
 } G = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
+/* $CLTENSOR_PROFILE by the one rule for boolean variables (core/env.h). ct_device_open reports
+ * an invalid value (every command needs an open device, so nothing runs unreported); here,
+ * where nothing can fail, it counts as off and this thread's message is left as it was. */
 static int ct__profile_env(void) {
-  const char *env = getenv("CLTENSOR_PROFILE");
-  return env && *env && strcmp(env, "0") != 0; /* the device layer's rule, src/device/device.c */
+  const char *v = getenv("CLTENSOR_PROFILE");
+  if (!v || !*v) return 0;
+  size_t len = strlen(ct_last_error());
+  char *saved = malloc(len + 1);
+  if (saved) memcpy(saved, ct_last_error(), len + 1);
+  bool on = false;
+  if (ct__env_bool("CLTENSOR_PROFILE", "CLTENSOR_PROFILE", false, &on) != CT_OK && saved) {
+    if (*saved) ct__error(CT_ERR_INVALID_ARGUMENT, "%s", saved);
+    else ct_clear_error();
+  }
+  free(saved);
+  return on;
 }
 
 int ct__profile_env_init(void) {
@@ -399,24 +416,47 @@ static void ct__prof_write(FILE *f, struct ct__prof_dev **v, size_t n) {
   if (!any) fprintf(f, "cltensor profile: no commands recorded\n");
 }
 
+/* Writes the table to $CLTENSOR_PROFILE_FILE; 0, or the errno of the open or of the write.
+ * The file is the user's own choice, written as a shell redirection would (a terminal or
+ * /dev/stdout is fine), except that a FIFO nobody reads is an error (ENXIO), not a hang at
+ * exit: the open does not block. */
+static int ct__prof_write_file(const char *path, struct ct__prof_dev **v, size_t n) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0666);
+  if (fd < 0) return errno;
+  int fl = fcntl(fd, F_GETFL);
+  if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  FILE *f = fdopen(fd, "w");
+  if (!f) {
+    int e = errno;
+    close(fd);
+    return e;
+  }
+  errno = 0;
+  ct__prof_write(f, v, n);
+  int err = 0;
+  if (fflush(f) != 0 || ferror(f)) err = errno ? errno : EIO;
+  if (fclose(f) != 0 && !err) err = errno ? errno : EIO;
+  return err;
+}
+
 /* The CLTENSOR_PROFILE table at shutdown, to $CLTENSOR_PROFILE_FILE or stderr: the one place
- * the library writes on its own, because the user asked for it. Called with G.lock held. */
+ * the library writes on its own, because the user asked for it. A file that cannot be opened
+ * or written (a missing folder, /dev/full) is said once on stderr, followed by the table, so
+ * that neither is lost silently. Called with G.lock held. */
 static void ct__prof_print_all(struct ct__prof_dev *list) {
   size_t n;
   struct ct__prof_dev **v = ct__prof_collect(list, &n);
   const char *path = getenv("CLTENSOR_PROFILE_FILE");
-  FILE *f = stderr;
-  if (path && *path) {
-    f = fopen(path, "w");
-    if (!f) {
-      fprintf(stderr, "cltensor profile: cannot write %s (%s); the table follows here\n", path,
-              strerror(errno));
-      f = stderr;
+  int err = path && *path ? ct__prof_write_file(path, v, n) : -1;
+  if (err != 0) {
+    if (err > 0) {
+      char esc[512], eb[128];
+      fprintf(stderr, "cltensor profile: cannot write $CLTENSOR_PROFILE_FILE='%s' (%s); the table follows here\n",
+              ct__escape(esc, sizeof esc, path), ct__strerror(err, eb, sizeof eb));
     }
+    ct__prof_write(stderr, v, n);
+    fflush(stderr);
   }
-  ct__prof_write(f, v, n);
-  if (f != stderr) fclose(f);
-  else fflush(f);
   free(v);
 }
 
@@ -429,18 +469,24 @@ ct_status ct_profile_dump(FILE *f) {
   ct__prof_write(f, v, n);
   free(v);
   pthread_mutex_unlock(&G.lock);
+  char eb[128];
   if (fflush(f) != 0 || ferror(f))
-    return ct__error(CT_ERR_IO, "ct_profile_dump: writing the table failed: %s", strerror(errno));
+    return ct__error(CT_ERR_IO, "ct_profile_dump: writing the table failed: %s",
+                     ct__strerror(errno, eb, sizeof eb));
   return CT_OK;
 }
 
 ct_status ct_profile_dump_to_file(const char *path) {
   CT__CHECK_NOT_NULL("ct_profile_dump_to_file", path);
   FILE *f = fopen(path, "w");
-  if (!f) return ct__error(CT_ERR_IO, "ct_profile_dump_to_file: cannot open '%s': %s", path, strerror(errno));
+  char eb[128];
+  if (!f)
+    return ct__error(CT_ERR_IO, "ct_profile_dump_to_file: cannot open '%s': %s", path,
+                     ct__strerror(errno, eb, sizeof eb));
   ct_status st = ct_profile_dump(f);
   if (fclose(f) != 0 && st == CT_OK)
-    st = ct__error(CT_ERR_IO, "ct_profile_dump_to_file: writing '%s' failed: %s", path, strerror(errno));
+    st = ct__error(CT_ERR_IO, "ct_profile_dump_to_file: writing '%s' failed: %s", path,
+                   ct__strerror(errno, eb, sizeof eb));
   else if (st == CT_ERR_IO)
     st = ct__error(CT_ERR_IO, "ct_profile_dump_to_file: writing '%s' failed", path);
   return st;

@@ -5,6 +5,7 @@
  * Each test runs in its own forked process and sets the environment it needs first. */
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ct_test.h"
@@ -271,6 +272,102 @@ START_TEST(test_env_zero_is_off) {
 }
 END_TEST
 
+/* Runs 3 kernels with CLTENSOR_PROFILE=1 and CLTENSOR_PROFILE_FILE=file, shuts down with this
+ * process's stderr going to a file, and returns what was written there (malloc'ed). */
+static char *shutdown_stderr(const char *file) {
+  setenv("CLTENSOR_PROFILE", "1", 1);
+  setenv("CLTENSOR_PROFILE_FILE", file, 1);
+  char *cap = tmp_path("stderr.txt");
+  fflush(stderr);
+  int saved = dup(STDERR_FILENO);
+  FILE *c = fopen(cap, "w");
+  ck_assert_ptr_nonnull(c);
+  ct_device *d = ct_test_device();
+  struct buf b = make_buf(d, 64);
+  launch(&b, "prof_inc", 3);
+  clReleaseMemObject(b.mem);
+  dup2(fileno(c), STDERR_FILENO);
+  ct_shutdown();
+  fflush(stderr);
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  fclose(c);
+  char *text = slurp(cap);
+  unlink(cap);
+  free(cap);
+  return text;
+}
+
+/* A full device: the table is not lost without a word; the failure and the table go to stderr. */
+START_TEST(test_env_file_write_error_is_reported) {
+  char *err = shutdown_stderr("/dev/full");
+  ck_assert_msg(strstr(err, "cltensor profile: cannot write $CLTENSOR_PROFILE_FILE='/dev/full' (No space "
+                            "left on device); the table follows here\n") != NULL, "stderr: %s", err);
+  ck_assert_int_eq(calls_in_table(err, "prof_inc"), 3);
+  ck_assert_ptr_null(strstr(strstr(err, "follows here") + 1, "follows here")); /* said once */
+  free(err);
+}
+END_TEST
+
+/* The path is escaped in the message (it comes from the environment), and a FIFO nobody reads
+ * is an error at once, not a hang at exit. */
+START_TEST(test_env_file_unwritable_paths) {
+  char *dir = tmp_path("no\x1b[31mdir/table.txt");
+  char *err = shutdown_stderr(dir);
+  ck_assert_msg(strstr(err, "no\\x1b[31mdir/table.txt' (No such file or directory)") != NULL, "stderr: %s", err);
+  ck_assert_ptr_null(strchr(err, '\x1b'));
+  ck_assert_int_eq(calls_in_table(err, "prof_inc"), 3);
+  free(err);
+  free(dir);
+}
+END_TEST
+
+START_TEST(test_env_file_fifo_does_not_hang) {
+  char *fifo = tmp_path("fifo");
+  ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+  char *err = shutdown_stderr(fifo);
+  unlink(fifo);
+  ck_assert_msg(strstr(err, "(No such device or address); the table follows here") != NULL, "stderr: %s", err);
+  ck_assert_int_eq(calls_in_table(err, "prof_inc"), 3);
+  free(err);
+  free(fifo);
+}
+END_TEST
+
+/* CLTENSOR_PROFILE follows the one rule for boolean variables: words in any case, and anything
+ * else is an error naming the variable (escaped), from ct_device_open, not "on". */
+START_TEST(test_env_boolean_rule) {
+  setenv("CLTENSOR_PROFILE", "garbage\x1b[2J", 1);
+  ck_assert(!ct_profile_enabled());
+  ck_assert_str_eq(ct_last_error(), ""); /* asking leaves the message alone */
+  ct_device *d = ct_test_device();
+  ck_assert_ct_status(ct_device_open(d), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("ct_device_open: $CLTENSOR_PROFILE='garbage\\x1b[2J' is not a boolean");
+  ck_assert_ptr_null(strchr(ct_last_error(), '\x1b'));
+  ct_shutdown();
+}
+END_TEST
+
+START_TEST(test_env_boolean_words) {
+  setenv("CLTENSOR_PROFILE", "Yes", 1);
+  ck_assert(ct_profile_enabled());
+  ct_device *d = ct_test_device();
+  ck_assert_ct_ok(ct_device_open(d));
+  ck_assert_int_eq(d->queue_profiling, 1);
+  ct_shutdown();
+}
+END_TEST
+
+START_TEST(test_env_boolean_off) {
+  setenv("CLTENSOR_PROFILE", "OFF", 1);
+  ck_assert(!ct_profile_enabled());
+  ct_device *d = ct_test_device();
+  ck_assert_ct_ok(ct_device_open(d));
+  ck_assert_int_eq(d->queue_profiling, 0);
+  ct_shutdown();
+}
+END_TEST
+
 START_TEST(test_many_launches_resolve_in_batches) {
   ck_assert_ct_ok(ct_profile_start());
   ct_device *d = ct_test_device();
@@ -446,6 +543,12 @@ int main(void) {
   tcase_add_test(tc, test_device_opened_before_start);
   tcase_add_test(tc, test_env_prints_table_at_shutdown);
   tcase_add_test(tc, test_env_zero_is_off);
+  tcase_add_test(tc, test_env_file_write_error_is_reported);
+  tcase_add_test(tc, test_env_file_unwritable_paths);
+  tcase_add_test(tc, test_env_file_fifo_does_not_hang);
+  tcase_add_test(tc, test_env_boolean_rule);
+  tcase_add_test(tc, test_env_boolean_words);
+  tcase_add_test(tc, test_env_boolean_off);
   tcase_add_test(tc, test_many_launches_resolve_in_batches);
   tcase_add_test(tc, test_concurrent_recording_is_exact);
   tcase_add_test(tc, test_argument_errors);
