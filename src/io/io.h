@@ -72,8 +72,10 @@ struct ct__st_header {
 ct_status ct__safetensors_header_size(uint64_t *header_end, const void *buf, size_t len,
                                       uint64_t file_size, const char *path);
 
-/* Parses the length prefix and the JSON header (cJSON) from the first len bytes of a file of
- * file_size bytes; len must cover the header. Checks every entry (dtype, shape, data_offsets
+/* Parses the length prefix and the JSON header from the first len bytes of a file of
+ * file_size bytes; len must cover the header. The text is walked without a tree (cJSON sees one
+ * tensor's entry at a time), so time is O(n log n) and memory near the entries' own in the
+ * header size; strings must be UTF-8 without NUL (escaped or raw). Checks every entry (dtype, shape, data_offsets
  * matching shape x dtype size) and that the tensors tile the byte buffer exactly: no overlap,
  * no gap, nothing past the end of the file or after the last tensor (as the reference
  * implementation requires). Tensor names must be unique, metadata must map strings to strings.

@@ -90,10 +90,11 @@ static ct_status ct__st_oom(const char *path) {
   return ct__error(CT_ERR_OUT_OF_MEMORY, CT__ST_LOAD ": '%s': out of host memory parsing the header", path);
 }
 
-static ct_status ct__st_entry(struct ct__st_entry *e, const cJSON *item, uint64_t data_size,
-                              const char *path) {
+/* One tensor's entry; on success e->name takes over tensor_name (malloc'ed by the caller). */
+static ct_status ct__st_entry(struct ct__st_entry *e, char *tensor_name, const cJSON *item,
+                              uint64_t data_size, const char *path) {
   char q[160], sb[256];
-  const char *name = ct__quote(q, sizeof q, item->string, strlen(item->string));
+  const char *name = ct__quote(q, sizeof q, tensor_name, strlen(tensor_name));
   if (!cJSON_IsObject(item))
     return ct__error(CT_ERR_FORMAT,
                      CT__ST_LOAD ": '%s': tensor '%s' is %s, expected an object with dtype, shape "
@@ -213,33 +214,7 @@ static ct_status ct__st_entry(struct ct__st_entry *e, const cJSON *item, uint64_
                                  "] hold %" PRIu64 " bytes, shape %s of %s needs %" PRIu64,
                      path, name, e->begin, e->end, e->end - e->begin,
                      ct__shape_str(sb, sizeof sb, e->ndim, e->shape), ct__st_names[e->dtype], numel * size);
-  e->name = strdup(item->string);
-  if (!e->name) return ct__st_oom(path);
-  return CT_OK;
-}
-
-static ct_status ct__st_metadata(struct ct__st_header *h, const cJSON *m, const char *path) {
-  if (!cJSON_IsObject(m))
-    return ct__error(CT_ERR_FORMAT, CT__ST_LOAD ": '%s': __metadata__ is %s, expected an object of strings",
-                     path, ct__json_kind(m));
-  size_t n = (size_t)cJSON_GetArraySize(m);
-  h->meta = calloc(2 * n + 1, sizeof *h->meta);
-  if (!h->meta) return ct__st_oom(path);
-  for (const cJSON *v = m->child; v; v = v->next) {
-    char q[160];
-    if (!cJSON_IsString(v))
-      return ct__error(CT_ERR_FORMAT,
-                       CT__ST_LOAD ": '%s': __metadata__ entry '%s' is %s, expected a string", path,
-                       ct__quote(q, sizeof q, v->string, strlen(v->string)), ct__json_kind(v));
-    for (size_t i = 0; i < h->meta_count; i++)
-      if (strcmp(h->meta[2 * i], v->string) == 0)
-        return ct__error(CT_ERR_FORMAT, CT__ST_LOAD ": '%s': __metadata__ has key '%s' twice", path,
-                         ct__quote(q, sizeof q, v->string, strlen(v->string)));
-    h->meta[2 * h->meta_count] = strdup(v->string);
-    h->meta[2 * h->meta_count + 1] = strdup(v->valuestring);
-    h->meta_count++;
-    if (!h->meta[2 * h->meta_count - 2] || !h->meta[2 * h->meta_count - 1]) return ct__st_oom(path);
-  }
+  e->name = tensor_name;
   return CT_OK;
 }
 
@@ -294,7 +269,336 @@ static ct_status ct__st_check_layout(const struct ct__st_header *h, uint64_t dat
   return st;
 }
 
+/* ---- the header's JSON text ----
+ *
+ * The header is checked and walked here, token by token, without building a tree of it:
+ * cJSON only ever sees one tensor's entry at a time (a few nodes), so memory stays near the
+ * entries themselves (a cJSON tree of a 25 MB header took 390 MB), and a header cannot make
+ * any step worse than O(n log n) (the sorts that find duplicate names and keys). The text is
+ * held to RFC 8259, as the reference implementation holds it: UTF-8, no raw control bytes in
+ * strings, paired surrogates, and in addition no NUL in any string (escaped or raw), since
+ * names, dtypes and metadata are C strings and a NUL would silently cut them. */
+
+/* Nesting deeper than this is refused (cJSON's own limit; the recursion below is bounded by
+ * it). */
+#define CT__JS_DEPTH 1000
+/* A tensor's entry needs about 16 JSON values (dtype, shape of at most 8 dims, two offsets);
+ * one with more is refused before cJSON builds nodes for it. */
+#define CT__JS_ENTRY_VALUES 4096
+
+/* Length of the valid UTF-8 sequence starting s (n bytes available), or 0: no overlong forms,
+ * no surrogates, nothing past U+10FFFF. */
+static size_t ct__utf8_seq(const char *s, size_t n) {
+  const unsigned char *p = (const unsigned char *)s;
+  unsigned c = p[0], k;
+  uint32_t cp;
+  if (c < 0x80) return 1;
+  if ((c & 0xe0) == 0xc0) k = 1, cp = c & 0x1f;
+  else if ((c & 0xf0) == 0xe0) k = 2, cp = c & 0x0f;
+  else if ((c & 0xf8) == 0xf0) k = 3, cp = c & 0x07;
+  else return 0;
+  if (n <= k) return 0;
+  for (unsigned i = 1; i <= k; i++) {
+    if ((p[i] & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (p[i] & 0x3f);
+  }
+  static const uint32_t min[4] = {0, 0x80, 0x800, 0x10000};
+  if (cp < min[k] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+  return k + 1;
+}
+
+struct ct__js {
+  const char *begin, *end;
+  const char *err; /* where the text went wrong */
+  const char *why; /* what is wrong there, or NULL for a plain syntax error */
+};
+
+static const char *ct__js_fail(struct ct__js *x, const char *at, const char *why) {
+  x->err = at;
+  x->why = why;
+  return NULL;
+}
+
+static const char *ct__js_ws(const struct ct__js *x, const char *p) {
+  while (p < x->end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
+  return p;
+}
+
+static int ct__js_hex4(const struct ct__js *x, const char *p, unsigned *v) {
+  if (x->end - p < 4) return 0;
+  *v = 0;
+  for (int i = 0; i < 4; i++) {
+    char c = p[i];
+    unsigned d = c >= '0' && c <= '9' ? (unsigned)(c - '0')
+                 : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
+                 : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10) : 16u;
+    if (d > 15) return 0;
+    *v = *v << 4 | d;
+  }
+  return 1;
+}
+
+/* A string token at p (p[0] == '"'); returns the position after it. */
+static const char *ct__js_string(struct ct__js *x, const char *p) {
+  const char *q = p + 1;
+  while (q < x->end) {
+    unsigned char c = (unsigned char)*q;
+    if (c == '"') return q + 1;
+    if (c == 0) return ct__js_fail(x, q, "a NUL byte in a string");
+    if (c < 0x20) return ct__js_fail(x, q, "a raw control byte in a string");
+    if (c >= 0x80) {
+      size_t k = ct__utf8_seq(q, (size_t)(x->end - q));
+      if (!k) return ct__js_fail(x, q, "bytes that are not UTF-8");
+      q += k;
+      continue;
+    }
+    if (c != '\\') {
+      q++;
+      continue;
+    }
+    if (x->end - q < 2) break;
+    char e = q[1];
+    if (e != 'u') {
+      if (e == '\0' || !strchr("\"\\/bfnrt", e)) return ct__js_fail(x, q, NULL);
+      q += 2;
+      continue;
+    }
+    unsigned u, lo;
+    if (!ct__js_hex4(x, q + 2, &u)) return ct__js_fail(x, q, NULL);
+    if (u == 0) return ct__js_fail(x, q, "an escaped NUL (\\u0000) in a string");
+    if (u >= 0xdc00 && u <= 0xdfff) return ct__js_fail(x, q, "an unpaired UTF-16 surrogate");
+    if (u >= 0xd800 && u <= 0xdbff) {
+      if (x->end - q < 12 || q[6] != '\\' || q[7] != 'u' || !ct__js_hex4(x, q + 8, &lo) ||
+          lo < 0xdc00 || lo > 0xdfff)
+        return ct__js_fail(x, q, "an unpaired UTF-16 surrogate");
+      q += 6;
+    }
+    q += 6;
+  }
+  return ct__js_fail(x, x->end, NULL); /* unterminated */
+}
+
+static const char *ct__js_digits(const struct ct__js *x, const char *p) {
+  while (p < x->end && *p >= '0' && *p <= '9') p++;
+  return p;
+}
+
+static const char *ct__js_number(struct ct__js *x, const char *p) {
+  const char *q = p;
+  if (q < x->end && *q == '-') q++;
+  if (q >= x->end || *q < '0' || *q > '9') return ct__js_fail(x, p, NULL);
+  q = *q == '0' ? q + 1 : ct__js_digits(x, q);
+  if (q < x->end && *q == '.') {
+    const char *f = ct__js_digits(x, q + 1);
+    if (f == q + 1) return ct__js_fail(x, q, NULL);
+    q = f;
+  }
+  if (q < x->end && (*q == 'e' || *q == 'E')) {
+    q++;
+    if (q < x->end && (*q == '+' || *q == '-')) q++;
+    const char *f = ct__js_digits(x, q);
+    if (f == q) return ct__js_fail(x, q, NULL);
+    q = f;
+  }
+  return q;
+}
+
+/* One value at p (after whitespace); returns the position after it, or NULL with x->err set.
+ * *count grows by the number of values inside (this one included). */
+static const char *ct__js_value(struct ct__js *x, const char *p, int depth, size_t *count) {
+  p = ct__js_ws(x, p);
+  if (p >= x->end) return ct__js_fail(x, p, NULL);
+  (*count)++;
+  if (*p == '"') return ct__js_string(x, p);
+  if (*p == '{' || *p == '[') {
+    if (depth >= CT__JS_DEPTH) return ct__js_fail(x, p, NULL); /* as cJSON: "not valid JSON" */
+    int object = *p == '{';
+    char close = object ? '}' : ']';
+    p = ct__js_ws(x, p + 1);
+    if (p < x->end && *p == close) return p + 1;
+    for (;;) {
+      if (object) {
+        p = ct__js_ws(x, p);
+        if (p >= x->end || *p != '"') return ct__js_fail(x, p, NULL);
+        if (!(p = ct__js_string(x, p))) return NULL;
+        p = ct__js_ws(x, p);
+        if (p >= x->end || *p != ':') return ct__js_fail(x, p, NULL);
+        p++;
+      }
+      if (!(p = ct__js_value(x, p, depth + 1, count))) return NULL;
+      p = ct__js_ws(x, p);
+      if (p < x->end && *p == ',') {
+        p++;
+        continue;
+      }
+      if (p < x->end && *p == close) return p + 1;
+      return ct__js_fail(x, p, NULL);
+    }
+  }
+  static const char *const words[] = {"true", "false", "null"};
+  for (int i = 0; i < 3; i++) {
+    size_t n = strlen(words[i]);
+    if ((size_t)(x->end - p) >= n && memcmp(p, words[i], n) == 0) return p + n;
+  }
+  return ct__js_number(x, p);
+}
+
+/* What a (checked) value starting with c is, for messages. */
+static const char *ct__js_kind(char c) {
+  switch (c) {
+    case '{': return "an object";
+    case '[': return "an array";
+    case '"': return "a string";
+    case 't':
+    case 'f': return "a boolean";
+    case 'n': return "null";
+    default: return "a number";
+  }
+}
+
+/* A member of a checked object: the key token [key, val) up to the colon, the value token
+ * [val, next), and how many values the value holds. */
+struct ct__js_member {
+  const char *key, *key_end, *val, *val_end;
+  size_t values;
+};
+
+/* The member after position p (just after the '{' or after the previous member's value);
+ * 0 at the closing brace. */
+static int ct__js_next(struct ct__js *x, const char *p, struct ct__js_member *m) {
+  p = ct__js_ws(x, p);
+  if (p < x->end && *p == ',') p = ct__js_ws(x, p + 1);
+  if (p >= x->end || *p != '"') return 0;
+  m->key = p;
+  m->key_end = ct__js_string(x, p);
+  p = ct__js_ws(x, m->key_end) + 1; /* the colon */
+  m->val = ct__js_ws(x, p);
+  m->values = 0;
+  m->val_end = ct__js_value(x, m->val, 1, &m->values);
+  return m->val_end != NULL;
+}
+
+static void ct__utf8_put(char **o, uint32_t cp) {
+  unsigned char *p = (unsigned char *)*o;
+  if (cp < 0x80) {
+    *p++ = (unsigned char)cp;
+  } else if (cp < 0x800) {
+    *p++ = (unsigned char)(0xc0 | cp >> 6);
+    *p++ = (unsigned char)(0x80 | (cp & 0x3f));
+  } else if (cp < 0x10000) {
+    *p++ = (unsigned char)(0xe0 | cp >> 12);
+    *p++ = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
+    *p++ = (unsigned char)(0x80 | (cp & 0x3f));
+  } else {
+    *p++ = (unsigned char)(0xf0 | cp >> 18);
+    *p++ = (unsigned char)(0x80 | ((cp >> 12) & 0x3f));
+    *p++ = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
+    *p++ = (unsigned char)(0x80 | (cp & 0x3f));
+  }
+  *o = (char *)p;
+}
+
+/* The decoded text of a checked string token [t, t_end), malloc'ed; NULL when out of memory.
+ * Decoded text is never longer than its token (\uXXXX is 6 bytes for at most 3, a surrogate
+ * pair 12 for 4). */
+static char *ct__js_strdup(const struct ct__js *x, const char *t, const char *t_end) {
+  char *out = malloc((size_t)(t_end - t)), *o = out;
+  if (!out) return NULL;
+  for (const char *q = t + 1; q < t_end - 1;) {
+    if (*q != '\\') {
+      *o++ = *q++;
+      continue;
+    }
+    char e = q[1];
+    if (e != 'u') {
+      static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+      *o++ = to[strchr(from, e) - from];
+      q += 2;
+      continue;
+    }
+    unsigned u, lo;
+    ct__js_hex4(x, q + 2, &u);
+    q += 6;
+    if (u >= 0xd800 && u <= 0xdbff) {
+      ct__js_hex4(x, q + 2, &lo);
+      u = 0x10000 + ((u - 0xd800) << 10) + (lo - 0xdc00);
+      q += 6;
+    }
+    ct__utf8_put(&o, u);
+  }
+  *o = '\0';
+  return out;
+}
+
 static pthread_mutex_t ct__cjson_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Parses one tensor entry's checked value text with cJSON (a NUL-terminated copy, so that
+ * cJSON never depends on the length alone); NULL when out of memory. */
+static cJSON *ct__js_tree(const char *v, const char *v_end) {
+  size_t n = (size_t)(v_end - v);
+  char *copy = malloc(n + 1);
+  if (!copy) return NULL;
+  memcpy(copy, v, n);
+  copy[n] = '\0';
+  /* cJSON records a failed parse's position in a global; the lock keeps concurrent loads from
+   * racing on it. */
+  pthread_mutex_lock(&ct__cjson_lock);
+  cJSON *t = cJSON_ParseWithLength(copy, n);
+  pthread_mutex_unlock(&ct__cjson_lock);
+  free(copy);
+  return t;
+}
+
+static int ct__st_cmp_str(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static ct_status ct__st_metadata(struct ct__st_header *h, struct ct__js *x, const char *obj,
+                                 const char *path) {
+  char q[160];
+  if (*obj != '{')
+    return ct__error(CT_ERR_FORMAT, CT__ST_LOAD ": '%s': __metadata__ is %s, expected an object of strings",
+                     path, ct__js_kind(*obj));
+  size_t cap = 0;
+  struct ct__js_member m;
+  for (const char *p = obj + 1; ct__js_next(x, p, &m); p = m.val_end) {
+    char *key = ct__js_strdup(x, m.key, m.key_end);
+    if (!key) return ct__st_oom(path);
+    if (*m.val != '"') {
+      ct_status st = ct__error(CT_ERR_FORMAT,
+                               CT__ST_LOAD ": '%s': __metadata__ entry '%s' is %s, expected a string",
+                               path, ct__quote(q, sizeof q, key, strlen(key)), ct__js_kind(*m.val));
+      free(key);
+      return st;
+    }
+    if (h->meta_count == cap) {
+      size_t ncap = cap ? 2 * cap : 16;
+      char **grown = realloc(h->meta, 2 * ncap * sizeof *grown);
+      if (!grown) {
+        free(key);
+        return ct__st_oom(path);
+      }
+      h->meta = grown;
+      cap = ncap;
+    }
+    h->meta[2 * h->meta_count] = key;
+    h->meta[2 * h->meta_count + 1] = ct__js_strdup(x, m.val, m.val_end);
+    h->meta_count++;
+    if (!h->meta[2 * h->meta_count - 1]) return ct__st_oom(path);
+  }
+  /* Duplicate keys: sort pointers to the keys, compare neighbours. */
+  const char **keys = malloc((h->meta_count ? h->meta_count : 1) * sizeof *keys);
+  if (!keys) return ct__st_oom(path);
+  for (size_t i = 0; i < h->meta_count; i++) keys[i] = h->meta[2 * i];
+  qsort(keys, h->meta_count, sizeof *keys, ct__st_cmp_str);
+  ct_status st = CT_OK;
+  for (size_t i = 1; i < h->meta_count && st == CT_OK; i++)
+    if (strcmp(keys[i - 1], keys[i]) == 0)
+      st = ct__error(CT_ERR_FORMAT, CT__ST_LOAD ": '%s': __metadata__ has key '%s' twice", path,
+                     ct__quote(q, sizeof q, keys[i], strlen(keys[i])));
+  free(keys);
+  return st;
+}
 
 ct_status ct__safetensors_parse(struct ct__st_header *out, const void *buf, size_t len,
                                 uint64_t file_size, const char *path) {
@@ -307,68 +611,77 @@ ct_status ct__safetensors_parse(struct ct__st_header *out, const void *buf, size
                                  ", only %zu bytes are present",
                      path, header_end, len);
   size_t jn = (size_t)header_end - 8;
-  /* A NUL-terminated copy: cJSON honours the length, and the terminator backs that up. */
-  char *json = malloc(jn + 1);
-  if (!json) return ct__st_oom(path);
-  memcpy(json, (const uint8_t *)buf + 8, jn);
-  json[jn] = '\0';
-  const char *end = NULL;
-  /* cJSON records a failed parse's position in a global as well; the lock keeps concurrent
-   * loads from racing on it. */
-  pthread_mutex_lock(&ct__cjson_lock);
-  cJSON *root = cJSON_ParseWithLengthOpts(json, jn, &end, 0);
-  pthread_mutex_unlock(&ct__cjson_lock);
-  ct_status st = CT_OK;
+  const char *json = (const char *)buf + 8;
+  struct ct__js x = {json, json + jn, NULL, NULL};
   char q[160];
-  if (!root) {
-    size_t at = end ? (size_t)(end - json) : 0;
-    if (at > jn) at = jn;
-    st = ct__error(CT_ERR_FORMAT,
-                   CT__ST_LOAD ": '%s': the header is not valid JSON: error at byte %zu of %zu, near \"%s\"",
-                   path, at, jn, ct__quote(q, 48, json + at, jn - at));
-    goto done;
+  size_t values = 0;
+  const char *top = ct__js_ws(&x, json);
+  const char *end = ct__js_value(&x, top, 0, &values);
+  if (!end) {
+    size_t at = (size_t)(x.err - json);
+    if (x.why)
+      return ct__error(CT_ERR_FORMAT, CT__ST_LOAD ": '%s': the header holds %s at byte %zu of %zu, near \"%s\"",
+                       path, x.why, at, jn, ct__quote(q, 48, x.err, jn - at));
+    return ct__error(CT_ERR_FORMAT,
+                     CT__ST_LOAD ": '%s': the header is not valid JSON: error at byte %zu of %zu, near \"%s\"",
+                     path, at, jn, ct__quote(q, 48, x.err, jn - at));
   }
   for (const char *c = end; c < json + jn; c++)
-    if (*c != ' ' && *c != '\t' && *c != '\n' && *c != '\r') {
-      st = ct__error(CT_ERR_FORMAT,
-                     CT__ST_LOAD ": '%s': unexpected bytes after the JSON header at byte %td: \"%s\"",
-                     path, c - json, ct__quote(q, 48, c, (size_t)(json + jn - c)));
-      goto done;
-    }
-  if (!cJSON_IsObject(root)) {
-    st = ct__error(CT_ERR_FORMAT, CT__ST_LOAD ": '%s': the header is %s, expected a JSON object", path,
-                   ct__json_kind(root));
-    goto done;
-  }
+    if (*c != ' ' && *c != '\t' && *c != '\n' && *c != '\r')
+      return ct__error(CT_ERR_FORMAT,
+                       CT__ST_LOAD ": '%s': unexpected bytes after the JSON header at byte %td: \"%s\"",
+                       path, c - json, ct__quote(q, 48, c, (size_t)(json + jn - c)));
+  if (*top != '{')
+    return ct__error(CT_ERR_FORMAT, CT__ST_LOAD ": '%s': the header is %s, expected a JSON object", path,
+                     ct__js_kind(*top));
   out->data_offset = header_end;
   uint64_t data_size = file_size - header_end;
-  size_t n = 0;
-  const cJSON *meta = NULL;
-  for (const cJSON *c = root->child; c; c = c->next) {
-    if (strcmp(c->string, "__metadata__") != 0) {
-      n++;
-    } else if (meta) {
-      st = ct__error(CT_ERR_FORMAT, CT__ST_LOAD ": '%s': __metadata__ appears twice", path);
-      goto done;
-    } else {
-      meta = c;
+  ct_status st = CT_OK;
+  size_t cap = 0;
+  int meta_seen = 0;
+  struct ct__js_member m;
+  for (const char *p = top + 1; st == CT_OK && ct__js_next(&x, p, &m); p = m.val_end) {
+    char *name = ct__js_strdup(&x, m.key, m.key_end);
+    if (!name) {
+      st = ct__st_oom(path);
+      break;
     }
-  }
-  if (meta && (st = ct__st_metadata(out, meta, path)) != CT_OK) goto done;
-  out->entries = calloc(n ? n : 1, sizeof *out->entries);
-  if (!out->entries) {
-    st = ct__st_oom(path);
-    goto done;
-  }
-  for (const cJSON *c = root->child; c && st == CT_OK; c = c->next) {
-    if (c == meta) continue;
-    st = ct__st_entry(&out->entries[out->count], c, data_size, path);
-    if (st == CT_OK) out->count++;
+    if (strcmp(name, "__metadata__") == 0) {
+      free(name);
+      if (meta_seen++)
+        st = ct__error(CT_ERR_FORMAT, CT__ST_LOAD ": '%s': __metadata__ appears twice", path);
+      else
+        st = ct__st_metadata(out, &x, m.val, path);
+      continue;
+    }
+    if (*m.val != '{' || m.values > CT__JS_ENTRY_VALUES) {
+      st = ct__error(CT_ERR_FORMAT,
+                     *m.val != '{' ? CT__ST_LOAD ": '%s': tensor '%s' is %s, expected an object with "
+                                                 "dtype, shape and data_offsets"
+                                   : CT__ST_LOAD ": '%s': tensor '%s' is %s of more than 4096 values, "
+                                                 "far more than dtype, shape and data_offsets need",
+                     path, ct__quote(q, sizeof q, name, strlen(name)), ct__js_kind(*m.val));
+      free(name);
+      break;
+    }
+    if (out->count == cap) {
+      size_t ncap = cap ? 2 * cap : 16;
+      struct ct__st_entry *grown = realloc(out->entries, ncap * sizeof *grown);
+      if (!grown) {
+        free(name);
+        st = ct__st_oom(path);
+        break;
+      }
+      out->entries = grown;
+      cap = ncap;
+    }
+    cJSON *tree = ct__js_tree(m.val, m.val_end);
+    st = tree ? ct__st_entry(&out->entries[out->count], name, tree, data_size, path) : ct__st_oom(path);
+    cJSON_Delete(tree);
+    if (st != CT_OK) free(name);
+    else out->count++;
   }
   if (st == CT_OK) st = ct__st_check_layout(out, data_size, path);
-done:
-  cJSON_Delete(root);
-  free(json);
   if (st != CT_OK) ct__safetensors_header_free(out);
   return st;
 }
@@ -451,32 +764,12 @@ ct_status ct_safetensors_at(ct_tensor **out, const ct_safetensors *st, size_t in
   return CT_OK;
 }
 
-/* Names and metadata end up in JSON, which must be UTF-8. */
+/* Names and metadata end up in JSON, which must be UTF-8 (the loader holds files to the same
+ * rule through ct__utf8_seq()). */
 static int ct__utf8_valid(const char *s) {
-  const unsigned char *p = (const unsigned char *)s;
-  while (*p) {
-    unsigned c = *p, n;
-    uint32_t cp;
-    if (c < 0x80) {
-      p++;
-      continue;
-    } else if ((c & 0xe0) == 0xc0) {
-      n = 1, cp = c & 0x1f;
-    } else if ((c & 0xf0) == 0xe0) {
-      n = 2, cp = c & 0x0f;
-    } else if ((c & 0xf8) == 0xf0) {
-      n = 3, cp = c & 0x07;
-    } else {
-      return 0;
-    }
-    for (unsigned k = 1; k <= n; k++) {
-      if ((p[k] & 0xc0) != 0x80) return 0;
-      cp = (cp << 6) | (p[k] & 0x3f);
-    }
-    static const uint32_t min[4] = {0, 0x80, 0x800, 0x10000};
-    if (cp < min[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-    p += n + 1;
-  }
+  size_t n = strlen(s);
+  for (size_t i = 0, k; i < n; i += k)
+    if (!(k = ct__utf8_seq(s + i, n - i))) return 0;
   return 1;
 }
 

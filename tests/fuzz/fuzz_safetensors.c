@@ -1,5 +1,5 @@
 /* Fuzz target: the safetensors header parser (ct__safetensors_header_size,
- * ct__safetensors_parse; JSON through cJSON), fed exactly as ct_safetensors_load feeds it: the
+ * ct__safetensors_parse; the JSON text walked in place, each entry through cJSON), fed exactly as ct_safetensors_load feeds it: the
  * first 8 bytes of the "file", then the header in a buffer of exactly header_end bytes (so any
  * read past it is an ASan finding). The input is the whole file. Contract checks (abort on
  * violation):

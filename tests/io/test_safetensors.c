@@ -208,6 +208,80 @@ START_TEST(test_hostile_layout_names_metadata) {
 }
 END_TEST
 
+/* Strings are held to UTF-8 and may not hold NUL: a name, dtype or key cut short at an escaped
+ * NUL would silently be another one. */
+START_TEST(test_hostile_strings) {
+  expect_json("{\"a\": {\"dtype\": \"F32\\u0000junk\", \"shape\": [1], \"data_offsets\": [0, 4]}}", 4,
+              CT_ERR_FORMAT, "the header holds an escaped NUL (\\u0000) in a string at byte 20", NULL);
+  expect_json("{\"__metadata__\\u0000x\": {\"k\": \"v\"}}", 0, CT_ERR_FORMAT, "an escaped NUL", NULL);
+  expect_json("{\"__metadata__\": {\"k\": \"v\\u0000\"}}", 0, CT_ERR_FORMAT, "an escaped NUL", NULL);
+  expect_json("{\"a\\u0000\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}}", 4,
+              CT_ERR_FORMAT, "an escaped NUL", NULL);
+  /* Not UTF-8: a stray continuation byte, an overlong NUL, a surrogate, past U+10FFFF, cut short. */
+  expect_json("{\"a\xff\": 1}", 0, CT_ERR_FORMAT, "bytes that are not UTF-8 at byte 3", "\\xff");
+  expect_json("{\"__metadata__\": {\"k\": \"\xc0\x80\"}}", 0, CT_ERR_FORMAT, "not UTF-8", NULL);
+  expect_json("{\"__metadata__\": {\"\xed\xa0\x80\": \"v\"}}", 0, CT_ERR_FORMAT, "not UTF-8", NULL);
+  expect_json("{\"__metadata__\": {\"k\": \"\xf4\x90\x80\x80\"}}", 0, CT_ERR_FORMAT, "not UTF-8", NULL);
+  expect_json("{\"__metadata__\": {\"k\": \"\xe2\x82\"}}", 0, CT_ERR_FORMAT, "not UTF-8", NULL);
+  expect_json("{\"__metadata__\": {\"k\": \"\\ud800\"}}", 0, CT_ERR_FORMAT, "an unpaired UTF-16 surrogate", NULL);
+  expect_json("{\"__metadata__\": {\"k\": \"\\udc00\\ud800\"}}", 0, CT_ERR_FORMAT, "unpaired", NULL);
+  expect_json("{\"__metadata__\": {\"k\": \"a\tb\"}}", 0, CT_ERR_FORMAT, "a raw control byte in a string", NULL);
+  uint8_t buf[64];
+  size_t n = st_build(buf, "{\"__metadata__\": {\"k\": \"ab\"}}", 0);
+  buf[8 + 25] = 0; /* the 'a' */
+  expect_raw(buf, n, CT_ERR_FORMAT, "a NUL byte in a string at byte 25", NULL);
+  /* Valid: raw UTF-8, escapes of every kind, a surrogate pair, all decoded. */
+  n = st_build(buf, "{\"__metadata__\": {\"\xc3\xa9\\u00e9\": \"\\ud83d\\ude00\\t\\\"\\/\"}}", 0);
+  struct ct__st_header h;
+  ck_assert_ct_ok(ct__safetensors_parse(&h, buf, n, n, "utf8.safetensors"));
+  ck_assert_uint_eq(h.meta_count, 1);
+  ck_assert_str_eq(h.meta[0], "\xc3\xa9\xc3\xa9");
+  ck_assert_str_eq(h.meta[1], "\xf0\x9f\x98\x80\t\"/");
+  ct__safetensors_header_free(&h);
+}
+END_TEST
+
+/* A header of n metadata keys, or of n empty tensors (tensors = 1); the last key repeats the
+ * first when dup is set. malloc'ed safetensors image, *len its size. */
+static uint8_t *st_many(int n, int tensors, int dup, size_t *len) {
+  size_t cap = (size_t)n * 64 + 64, o = 8;
+  uint8_t *b = malloc(cap);
+  ck_assert_ptr_nonnull(b);
+  o += (size_t)sprintf((char *)b + o, tensors ? "{" : "{\"__metadata__\": {");
+  for (int i = 0; i < n; i++) {
+    int k = dup && i == n - 1 ? 0 : i;
+    if (tensors)
+      o += (size_t)sprintf((char *)b + o, "%s\"t%06d\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}",
+                           i ? "," : "", k);
+    else
+      o += (size_t)sprintf((char *)b + o, "%s\"k%06d\":\"v\"", i ? "," : "", k);
+  }
+  o += (size_t)sprintf((char *)b + o, tensors ? "}" : "}}");
+  for (int i = 0; i < 8; i++) b[i] = (uint8_t)((uint64_t)(o - 8) >> (8 * i));
+  *len = o;
+  return b;
+}
+
+/* Duplicate keys among 100,000 are found by sorting (the quadratic search took minutes here);
+ * the test asserts only results. */
+START_TEST(test_many_keys) {
+  for (int tensors = 0; tensors <= 1; tensors++) {
+    int n = tensors ? 20000 : 100000;
+    size_t len;
+    uint8_t *b = st_many(n, tensors, 1, &len);
+    expect_raw(b, len, CT_ERR_FORMAT, tensors ? "tensor name 't000000' appears twice" : "has key 'k000000' twice", NULL);
+    free(b);
+    b = st_many(n, tensors, 0, &len);
+    struct ct__st_header h;
+    ck_assert_ct_ok(ct__safetensors_parse(&h, b, len, len, "many.safetensors"));
+    ck_assert_uint_eq(tensors ? h.count : h.meta_count, (size_t)n);
+    ck_assert_str_eq(tensors ? h.entries[n - 1].name : h.meta[2 * (n - 1)], tensors ? "t019999" : "k099999");
+    ct__safetensors_header_free(&h);
+    free(b);
+  }
+}
+END_TEST
+
 /* ---- with a device ---- */
 
 START_TEST(test_reference_fixture) { ct_io_check_st_fixture(ct_test_device()); }
@@ -445,6 +519,8 @@ int main(void) {
   tcase_add_test(tc, test_hostile_json);
   tcase_add_test(tc, test_hostile_entries);
   tcase_add_test(tc, test_hostile_layout_names_metadata);
+  tcase_add_test(tc, test_hostile_strings);
+  tcase_add_test(tc, test_many_keys);
   suite_add_tcase(s, tc);
   tc = tcase_create("load-save");
   tcase_add_test(tc, test_reference_fixture);
