@@ -83,7 +83,10 @@ struct ct__spec {
   long platform, device;  /* CT__SPEC_CL */
   const char *name;       /* CT__SPEC_NAME: points into the parsed string */
 };
-/* Parses spec into *out. CT_ERR_INVALID_ARGUMENT with the quoted spec and the valid forms. */
+/* Parses spec into *out. CT_ERR_INVALID_ARGUMENT with the quoted (escaped) spec and the valid
+ * forms, the message starting "<fn>: " (ct__spec_parse: "ct_device_find: "). An index of more
+ * than 9 digits is "out of range". */
 ct_status ct__spec_parse(struct ct__spec *out, const char *spec);
+ct_status ct__spec_parse_fn(struct ct__spec *out, const char *spec, const char *fn);
 
 #endif
