@@ -12,6 +12,10 @@
 
 atomic_int ct__want_queue_profiling;
 
+static atomic_uint ct__generation;
+
+unsigned ct__device_generation(void) { return atomic_load_explicit(&ct__generation, memory_order_acquire); }
+
 #define CT__NO_PLATFORM_HINT                                                                 \
   "no OpenCL platform found: install an OpenCL driver (ICD), e.g. Debian's pocl-opencl-icd " \
   "for the CPU or your GPU vendor's driver, and check that /etc/OpenCL/vendors lists it "    \
@@ -451,5 +455,7 @@ void ct_shutdown(void) {
   for (int i = 0; i < g.count; i++)
     if (g.devs[i] && g.devs[i]->queue) clFinish(g.devs[i]->queue);
   ct__free_all();
+  /* After the slots are destroyed: the allocator's own teardown still frees blocks as usual. */
+  atomic_fetch_add_explicit(&ct__generation, 1, memory_order_acq_rel);
   pthread_mutex_unlock(&g.lock);
 }

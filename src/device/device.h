@@ -70,6 +70,11 @@ static inline int ct__device_same_context(const ct_device *a, const ct_device *b
  * $CLTENSOR_PROFILE=1 has the same effect. */
 extern atomic_int ct__want_queue_profiling;
 
+/* Counts ct_shutdown() calls. Objects that outlive a shutdown (a tensor a garbage-collected
+ * binding finalizes late) record the generation they were made in and, when it has changed,
+ * free only their host-side state: their device, queue and allocator are gone. */
+unsigned ct__device_generation(void);
+
 /* Canonical short spec of each device, comma-separated with names, for "available devices"
  * messages: appends to the current error message. */
 void ct__device_append_list(void);
