@@ -259,8 +259,9 @@ static ct_status ct__alloc_create(void **state, ct_device *d) {
   a->device = d;
   a->quantum = quantum;
   a->limit = limit;
-  /* The variable can lower the cap, never raise it above the device's memory. */
-  a->cap = d->props.global_mem_bytes;
+  /* The variable can lower the cap, never raise it above the device's memory. (A driver that
+   * reports no global memory at all gets no device cap rather than a cap of nothing.) */
+  a->cap = d->props.global_mem_bytes ? d->props.global_mem_bytes : UINT64_MAX;
   if (limit && limit < a->cap) a->cap = limit;
   a->no_caching = no_caching;
   a->stats.limit_bytes = limit ? a->cap : 0;
@@ -377,7 +378,6 @@ static enum ct__why ct__room(ct__allocator *a, size_t size, uint64_t *host_avail
 /* The message for a refusal by ct__room(). Lock held. */
 static ct_status ct__oom_room(ct__allocator *a, size_t request, size_t size, enum ct__why why, uint64_t host_avail,
                               uint64_t host_margin) {
-  ct_device *d = a->device;
   char text[400], seg[64] = "", h1[32], h2[32], h3[32];
   /* The block or segment the request needs, when rounding made it differ from the request. */
   if (size != request) snprintf(seg, sizeof seg, ", which needs a new segment of %s", ct__human(h3, sizeof h3, size));
@@ -391,7 +391,7 @@ static ct_status ct__oom_room(ct__allocator *a, size_t request, size_t size, enu
   uint64_t left = a->cap > a->stats.reserved_bytes ? a->cap - a->stats.reserved_bytes : 0;
   ct__human(h1, sizeof h1, left);
   ct__human(h2, sizeof h2, a->cap);
-  if (a->limit && a->limit <= d->props.global_mem_bytes) {
+  if (a->limit && a->limit == a->cap) {
     snprintf(text, sizeof text, "%s, but only %s remain under the limit of %s set by $CLTENSOR_MEMORY_LIMIT", seg, h1, h2);
     return ct__oom(a, request, text, 0);
   }
