@@ -20,7 +20,8 @@
  * OpenCL context and in-order command queue are created lazily on first use.
  *
  * Thread safety. Every function here may be called from any thread, except ct_shutdown(), which
- * must be called once no other thread uses the library and after every tensor is released. */
+ * must be called once no other thread uses the library (tensors still alive may only be
+ * released afterwards: see ct_shutdown()). */
 #ifndef CLTENSOR_DEVICE_H
 #define CLTENSOR_DEVICE_H
 
@@ -112,9 +113,13 @@ CT_API ct_status ct_device_open(ct_device *d);
 CT_API ct_status ct_device_synchronize(ct_device *d);
 
 /* Releases every OpenCL object and all memory the library holds; device handles become invalid.
- * Call it once, after releasing every tensor and when no other thread uses the library; the
+ * Call it when no other thread uses the library, best after releasing every tensor; the
  * library may be used again afterwards (it enumerates anew). Safe to call when nothing was
- * initialized, and twice. */
+ * initialized, and twice.
+ * Objects still alive may be released afterwards, in any order, as a garbage-collected binding
+ * finalizes them: ct_release(), ct_event_release(), ct_pinned_release(),
+ * ct_safetensors_free() and DLPack deleters then free their host-side state only (the device
+ * memory went with the runtime). Any other use of such an object is undefined. */
 CT_API void ct_shutdown(void);
 
 CT_END_DECLS

@@ -157,17 +157,27 @@ CT_API ct_status ct_format(char *buf, size_t size, size_t *needed, const ct_tens
  * above; an empty tensor holds one minimal block) and large cached blocks are split.
  * Allocations are made real when OpenCL buffers are created, so an out-of-memory condition is
  * reported by the call that allocates: the allocator first returns its cache to OpenCL and
- * retries, then fails with CT_ERR_OUT_OF_MEMORY and a message giving the request, the device,
- * its total memory and the bytes allocated and reserved. A request above the device's maximum
- * single allocation (ct_device_props.max_alloc_bytes) is CT_ERR_OUT_OF_MEMORY too.
+ * retries, then fails with CT_ERR_OUT_OF_MEMORY and a message giving the request, why it did
+ * not fit, the device, and the bytes allocated and reserved. A request above the device's
+ * maximum single allocation (ct_device_props.max_alloc_bytes) is CT_ERR_OUT_OF_MEMORY too.
+ * Cap. The reserved bytes never exceed the device's global memory (global_mem_bytes), since
+ * drivers that allocate lazily (PoCL) would accept far more and fail later, or get the process
+ * killed. On a device whose memory is the host's (host_unified_memory), each new OpenCL buffer
+ * must also fit in the host's available memory at that moment (Linux: MemAvailable in
+ * /proc/meminfo, read only when a new buffer is needed) less a margin left to the system of
+ * max(256 MiB, 5% of MemTotal); where that cannot be read, the device cap alone applies.
  * Environment, read when a device first allocates:
- *   $CLTENSOR_MEMORY_LIMIT  caps each device's reserved bytes: "512MiB", "2GB", "1.5 GiB",
- *                           "1048576" (units B, k/kB, KiB, M/MB, MiB, G/GB, GiB, T/TB, TiB,
- *                           case-insensitive; 0 means no limit);
- *   $CLTENSOR_NO_CACHING=1  returns every block to OpenCL as soon as it is freed (for leak
+ *   $CLTENSOR_MEMORY_LIMIT  lowers the cap of each device's reserved bytes: "512MiB", "2GB",
+ *                           "1.5 GiB", "1048576" (units B, k/kB, KiB, M/MB, MiB, G/GB, GiB,
+ *                           T/TB, TiB, case-insensitive; 0 means no limit below the device's
+ *                           memory). It never raises the cap above the device's global memory.
+ *                           Below 2 MiB, small tensors' buffers shrink to fit; a value below one
+ *                           block (512 B) could hold nothing and is an error;
+ *   $CLTENSOR_NO_CACHING    a boolean (1/0, true/false, yes/no, on/off, any case): when true,
+ *                           every block goes back to OpenCL as soon as it is freed (for leak
  *                           checkers);
  * a malformed value makes every allocation on the device (and the calls below) fail with
- * CT_ERR_INVALID_ARGUMENT quoting it: it is never ignored. */
+ * CT_ERR_INVALID_ARGUMENT quoting it (escaped): it is never ignored. */
 typedef struct ct_memory_stats {
   uint64_t allocated_bytes;      /* held by live tensors (rounded sizes) */
   uint64_t reserved_bytes;       /* held from OpenCL: allocated + cached */
@@ -176,7 +186,8 @@ typedef struct ct_memory_stats {
   uint64_t alloc_count;          /* allocations served */
   uint64_t cache_hits;           /* of which served from the cache */
   uint64_t cl_alloc_count;       /* buffers created with OpenCL */
-  uint64_t limit_bytes;          /* 0: no limit */
+  uint64_t limit_bytes;          /* $CLTENSOR_MEMORY_LIMIT, at most global_mem_bytes; 0 when unset
+                                    (the cap is then the device's memory) */
 } ct_memory_stats;
 
 CT_API ct_status ct_memory_stats_get(ct_memory_stats *out, ct_device *d);

@@ -12,6 +12,10 @@
 
 atomic_int ct__want_queue_profiling;
 
+static atomic_uint ct__generation;
+
+unsigned ct__device_generation(void) { return atomic_load_explicit(&ct__generation, memory_order_acquire); }
+
 #define CT__NO_PLATFORM_HINT                                                                 \
   "no OpenCL platform found: install an OpenCL driver (ICD), e.g. Debian's pocl-opencl-icd " \
   "for the CPU or your GPU vendor's driver, and check that /etc/OpenCL/vendors lists it "    \
@@ -301,7 +305,7 @@ static int ct__contains_nocase(const char *hay, const char *needle) {
 
 static ct_status ct__find(ct_device **out, const char *spec, const char *fn) {
   struct ct__spec s;
-  CT__TRY(ct__spec_parse(&s, spec));
+  CT__TRY(ct__spec_parse_fn(&s, spec, fn));
   CT__TRY(ct__enumerate());
   switch (s.kind) {
     case CT__SPEC_AUTO:
@@ -338,7 +342,8 @@ static ct_status ct__find(ct_device **out, const char *spec, const char *fn) {
       }
       break;
   }
-  ct__error(CT_ERR_DEVICE_NOT_FOUND, "%s: no device matches '%s'", fn, spec);
+  char esc[160];
+  ct__error(CT_ERR_DEVICE_NOT_FOUND, "%s: no device matches '%s'", fn, ct__escape(esc, sizeof esc, spec));
   ct__device_append_list();
   return CT_ERR_DEVICE_NOT_FOUND;
 }
@@ -354,12 +359,16 @@ ct_status ct_device_default(ct_device **out) {
   *out = NULL;
   const char *env = getenv("CLTENSOR_DEVICE");
   if (env) {
-    ct_status st = ct__find(out, env, "ct_device_default");
+    static const char fn[] = "ct_device_default";
+    ct_status st = ct__find(out, env, fn);
     if (st != CT_OK) {
       /* Say where the spec came from: the user may not know the variable is set. */
       char msg[1024];
-      snprintf(msg, sizeof msg, "%s", ct_last_error());
-      ct__error(st, "$CLTENSOR_DEVICE: %s", msg);
+      const char *rest = ct_last_error();
+      if (strncmp(rest, fn, sizeof fn - 1) == 0 && strncmp(rest + sizeof fn - 1, ": ", 2) == 0)
+        rest += sizeof fn + 1;
+      snprintf(msg, sizeof msg, "%s", rest);
+      ct__error(st, "%s: $CLTENSOR_DEVICE: %s", fn, msg);
     }
     return st;
   }
@@ -447,5 +456,7 @@ void ct_shutdown(void) {
   for (int i = 0; i < g.count; i++)
     if (g.devs[i] && g.devs[i]->queue) clFinish(g.devs[i]->queue);
   ct__free_all();
+  /* After the slots are destroyed: the allocator's own teardown still frees blocks as usual. */
+  atomic_fetch_add_explicit(&ct__generation, 1, memory_order_acq_rel);
   pthread_mutex_unlock(&g.lock);
 }

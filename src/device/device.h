@@ -70,6 +70,11 @@ static inline int ct__device_same_context(const ct_device *a, const ct_device *b
  * $CLTENSOR_PROFILE=1 has the same effect. */
 extern atomic_int ct__want_queue_profiling;
 
+/* Counts ct_shutdown() calls. Objects that outlive a shutdown (a tensor a garbage-collected
+ * binding finalizes late) record the generation they were made in and, when it has changed,
+ * free only their host-side state: their device, queue and allocator are gone. */
+unsigned ct__device_generation(void);
+
 /* Canonical short spec of each device, comma-separated with names, for "available devices"
  * messages: appends to the current error message. */
 void ct__device_append_list(void);
@@ -83,7 +88,10 @@ struct ct__spec {
   long platform, device;  /* CT__SPEC_CL */
   const char *name;       /* CT__SPEC_NAME: points into the parsed string */
 };
-/* Parses spec into *out. CT_ERR_INVALID_ARGUMENT with the quoted spec and the valid forms. */
+/* Parses spec into *out. CT_ERR_INVALID_ARGUMENT with the quoted (escaped) spec and the valid
+ * forms, the message starting "<fn>: " (ct__spec_parse: "ct_device_find: "). An index of more
+ * than 9 digits is "out of range". */
 ct_status ct__spec_parse(struct ct__spec *out, const char *spec);
+ct_status ct__spec_parse_fn(struct ct__spec *out, const char *spec, const char *fn);
 
 #endif

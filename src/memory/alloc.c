@@ -6,6 +6,18 @@
  * share 2 MiB segments, large ones get segments of their own size. A cached block bigger than
  * the request is split and the rest stays cached; freed neighbours merge again.
  *
+ * The allocator never reserves more than its cap: the device's global memory
+ * (CL_DEVICE_GLOBAL_MEM_SIZE), or $CLTENSOR_MEMORY_LIMIT when that is lower. Drivers that
+ * allocate lazily (PoCL, and host-memory devices in general) accept buffers far beyond what
+ * exists and fail later, in a kernel or through the OOM killer, so the cap is ours to keep. On
+ * a device whose memory is the host's (CL_DEVICE_HOST_UNIFIED_MEMORY), a new segment must also
+ * fit in what the host has available: MemAvailable from /proc/meminfo, read when a segment is
+ * about to be created (never per cached block), less a margin left to the system of
+ * max(256 MiB, 5% of MemTotal). Memory the allocator already holds and has touched is no longer
+ * in MemAvailable, so the new segment alone is compared with it; segments reserved but not yet
+ * written are bounded by the cap only. Small segments shrink to the room left under the cap,
+ * so even a cap below 2 MiB holds small tensors.
+ *
  * Reuse is safe without events: every command touching a device's memory goes through that
  * device's single in-order queue, so a command enqueued after a block was freed runs after every
  * command that used the block before. (Copies between devices that share a context run on the
@@ -21,6 +33,7 @@
 #include <strings.h>
 
 #include "cltensor/tensor.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "device/device.h"
 #include "memory/alloc.h"
@@ -30,6 +43,8 @@
 #define CT__SMALL_LIMIT CT__MIB         /* requests up to this go to the small pool */
 #define CT__SMALL_SEGMENT (2 * CT__MIB) /* small pool segment size */
 #define CT__LARGE_ROUND (2 * CT__MIB)
+#define CT__HOST_MARGIN_MIN ((uint64_t)256 * CT__MIB) /* left to the system on host-memory devices */
+#define CT__HOST_MARGIN_PERCENT 5                     /* ... or this share of MemTotal if larger */
 
 struct ct__segment;
 
@@ -39,6 +54,7 @@ typedef struct ct__ablock {
   struct ct__ablock *prev, *next;    /* neighbours in the segment, by address */
   struct ct__ablock *fprev, *fnext;  /* free list of the pool, by size */
   int allocated;
+  unsigned generation;               /* ct__device_generation() when handed out */
 } ct__ablock;
 
 typedef struct ct__segment {
@@ -53,7 +69,8 @@ typedef struct ct__allocator {
   pthread_mutex_t lock;
   ct_device *device;
   size_t quantum;        /* small rounding: 512 or the base-address alignment */
-  uint64_t limit;        /* 0: none */
+  uint64_t limit;        /* $CLTENSOR_MEMORY_LIMIT as given; 0: unset */
+  uint64_t cap;          /* reserved bytes never exceed this: min(limit, global memory) */
   int no_caching;
   ct__ablock *free_list[2]; /* [0] large, [1] small; ascending size */
   ct__segment *segments;
@@ -64,7 +81,11 @@ typedef struct ct__allocator {
 
 ct_status ct__parse_size(uint64_t *out, const char *text) {
   if (!out || !text) return ct__error(CT_ERR_INVALID_ARGUMENT, "size string: argument is NULL");
-  const char *p = text;
+  /* The text comes from the environment: quoted escaped in every message below. */
+  char esc[96];
+  const char *raw = text;
+  text = ct__escape(esc, sizeof esc, raw);
+  const char *p = raw;
   while (*p == ' ' || *p == '\t') p++;
   if (*p < '0' || *p > '9')
     return ct__error(CT_ERR_INVALID_ARGUMENT,
@@ -107,10 +128,13 @@ ct_status ct__parse_size(uint64_t *out, const char *text) {
   uint64_t mult = 0;
   for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
     if (strlen(units[i].name) == ulen && strncasecmp(unit, units[i].name, ulen) == 0) mult = units[i].mult;
-  if (!mult || *rest)
+  if (!mult || *rest) {
+    char u[48], uesc[96];
+    snprintf(u, sizeof u, "%s", unit);
     return ct__error(CT_ERR_INVALID_ARGUMENT,
-                     "size string '%s': unknown unit '%.*s' (expected B, k/kB, KiB, M/MB, MiB, G/GB, GiB, T/TB or TiB)",
-                     text, (int)(ulen + strlen(rest)), unit);
+                     "size string '%s': unknown unit '%s' (expected B, k/kB, KiB, M/MB, MiB, G/GB, GiB, T/TB or TiB)",
+                     text, ct__escape(uesc, sizeof uesc, u));
+  }
   if (has_frac && mult == 1)
     return ct__error(CT_ERR_INVALID_ARGUMENT, "size string '%s': a fractional number of bytes", text);
   if (overflow || ip > UINT64_MAX / mult)
@@ -124,7 +148,7 @@ ct_status ct__parse_size(uint64_t *out, const char *text) {
   return CT_OK;
 }
 
-/* "1.50 GiB" */
+/* "1.50 GiB"; below 1 KiB "12 bytes". */
 static const char *ct__human(char *buf, size_t n, uint64_t bytes) {
   static const char *u[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
   double v = (double)bytes;
@@ -138,6 +162,50 @@ static const char *ct__human(char *buf, size_t n, uint64_t bytes) {
   return buf;
 }
 
+/* A request's size for messages: "12 bytes", or "4.00 MiB (4194304 bytes)" when the rounded
+ * form hides the exact count. */
+static const char *ct__request_text(char *buf, size_t n, uint64_t bytes) {
+  char h[32];
+  if (bytes < 1024) return ct__human(buf, n, bytes);
+  snprintf(buf, n, "%s (%" PRIu64 " bytes)", ct__human(h, sizeof h, bytes), bytes);
+  return buf;
+}
+
+/* ---- the host's memory ---- */
+
+/* Tests point this at a file of their own to play a host with little memory. */
+static _Atomic(const char *) ct__meminfo_override;
+
+void ct__alloc_meminfo_path(const char *path) { atomic_store(&ct__meminfo_override, path); }
+
+/* MemAvailable and MemTotal in bytes from /proc/meminfo (or the test's file). Returns 0 when
+ * they cannot be read (no /proc, a kernel older than 3.14): the host check is then skipped and
+ * the device cap alone applies. */
+static int ct__meminfo(uint64_t *avail, uint64_t *total) {
+  const char *path = atomic_load(&ct__meminfo_override);
+  FILE *f = fopen(path ? path : "/proc/meminfo", "r");
+  if (!f) return 0;
+  char line[256];
+  int have = 0;
+  while (have != 3 && fgets(line, sizeof line, f)) {
+    unsigned long long kib;
+    if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1) {
+      *avail = (uint64_t)kib * 1024;
+      have |= 1;
+    } else if (sscanf(line, "MemTotal: %llu kB", &kib) == 1) {
+      *total = (uint64_t)kib * 1024;
+      have |= 2;
+    }
+  }
+  fclose(f);
+  return have == 3;
+}
+
+static uint64_t ct__host_margin(uint64_t total) {
+  uint64_t pct = total / 100 * CT__HOST_MARGIN_PERCENT;
+  return pct > CT__HOST_MARGIN_MIN ? pct : CT__HOST_MARGIN_MIN;
+}
+
 /* ---- state ---- */
 
 static void ct__alloc_destroy(ct_device *d, void *state) {
@@ -149,7 +217,8 @@ static void ct__alloc_destroy(ct_device *d, void *state) {
     free(s);
   }
   /* Blocks are found through the free lists and through their segments; free them by walking
-   * the free lists (allocated blocks outlive shutdown only when the caller broke its contract). */
+   * the free lists. Blocks still allocated are left to their tensors: a tensor released after
+   * ct_shutdown() frees its block's bookkeeping itself (ct__free sees the old generation). */
   for (int p = 0; p < 2; p++)
     for (ct__ablock *b = a->free_list[p], *bn; b; b = bn) {
       bn = b->fnext;
@@ -160,6 +229,10 @@ static void ct__alloc_destroy(ct_device *d, void *state) {
 }
 
 static ct_status ct__alloc_create(void **state, ct_device *d) {
+  static const char who[] = "caching allocator";
+  size_t align = d->props.mem_base_addr_align_bits / 8;
+  if (align < 128) align = 128;
+  size_t quantum = align > 512 ? align : 512;
   uint64_t limit = 0;
   const char *lim = getenv("CLTENSOR_MEMORY_LIMIT");
   if (lim && *lim) {
@@ -168,24 +241,30 @@ static ct_status ct__alloc_create(void **state, ct_device *d) {
       ct__error_append(" (from $CLTENSOR_MEMORY_LIMIT, which caps each device's reserved memory)");
       return st;
     }
+    /* Every block, even an empty tensor's, takes at least one quantum: a lower limit could
+     * hold nothing at all, so say so now rather than refuse each allocation. */
+    if (limit > 0 && limit < quantum) {
+      char esc[96], h[32];
+      return ct__error(CT_ERR_INVALID_ARGUMENT,
+                       "%s: $CLTENSOR_MEMORY_LIMIT='%s' is below the smallest block the allocator makes on %s (%s), "
+                       "so nothing could be allocated; use 0 or unset it for no limit below the device's memory",
+                       who, ct__escape(esc, sizeof esc, lim), d->spec, ct__human(h, sizeof h, quantum));
+    }
   }
-  int no_caching = 0;
-  const char *nc = getenv("CLTENSOR_NO_CACHING");
-  if (nc && *nc) {
-    if (strcmp(nc, "1") == 0) no_caching = 1;
-    else if (strcmp(nc, "0") != 0)
-      return ct__error(CT_ERR_INVALID_ARGUMENT, "$CLTENSOR_NO_CACHING='%s': expected 1 (no caching) or 0", nc);
-  }
+  bool no_caching = false;
+  CT__TRY(ct__env_bool(who, "CLTENSOR_NO_CACHING", false, &no_caching));
   ct__allocator *a = calloc(1, sizeof *a);
   if (!a) return ct__error(CT_ERR_OUT_OF_MEMORY, "allocator: out of host memory");
   pthread_mutex_init(&a->lock, NULL);
   a->device = d;
-  size_t align = d->props.mem_base_addr_align_bits / 8;
-  if (align < 128) align = 128;
-  a->quantum = align > 512 ? align : 512;
+  a->quantum = quantum;
   a->limit = limit;
+  /* The variable can lower the cap, never raise it above the device's memory. (A driver that
+   * reports no global memory at all gets no device cap rather than a cap of nothing.) */
+  a->cap = d->props.global_mem_bytes ? d->props.global_mem_bytes : UINT64_MAX;
+  if (limit && limit < a->cap) a->cap = limit;
   a->no_caching = no_caching;
-  a->stats.limit_bytes = limit;
+  a->stats.limit_bytes = limit ? a->cap : 0;
   *state = a;
   return CT_OK;
 }
@@ -264,30 +343,78 @@ static ct_status ct__split(ct__allocator *a, ct__ablock *b, size_t size) {
   return CT_OK;
 }
 
-static ct_status ct__oom(ct__allocator *a, size_t bytes, const char *why) {
+/* Why a request is refused. */
+enum ct__why { CT__FITS, CT__OVER_CAP, CT__OVER_HOST };
+
+/* Sets the out-of-memory message: the request (each size said once), why, and the allocator's
+ * state. why_text completes "tried to allocate <request>". Lock held. */
+static ct_status ct__oom(ct__allocator *a, size_t request, const char *why_text, int said_global) {
   ct_device *d = a->device;
-  char h1[32], h2[32], h3[32], h4[32], h5[48] = "";
-  if (a->limit) {
-    char hl[32];
-    snprintf(h5, sizeof h5, ", limit %s", ct__human(hl, sizeof hl, a->limit));
-  }
+  char rq[64], h1[32], h2[32], h3[32], tail[80] = "";
+  if (!said_global)
+    snprintf(tail, sizeof tail, ", of the device's %s of global memory", ct__human(h3, sizeof h3, d->props.global_mem_bytes));
   return ct__error(CT_ERR_OUT_OF_MEMORY,
-                   "out of memory on %s (%s): tried to allocate %s (%zu bytes)%s; the device has %s total memory, "
-                   "of which libcltensor has %s allocated by tensors and %s reserved in total by its caching "
-                   "allocator%s%s. Release tensors, or call ct_empty_cache() to return cached blocks",
-                   d->spec, d->props.name, ct__human(h1, sizeof h1, bytes), bytes, why,
-                   ct__human(h2, sizeof h2, d->props.global_mem_bytes), ct__human(h3, sizeof h3, a->stats.allocated_bytes),
-                   ct__human(h4, sizeof h4, a->stats.reserved_bytes), h5,
-                   a->limit ? " set by $CLTENSOR_MEMORY_LIMIT" : "");
+                   "out of memory on %s (%s): tried to allocate %s%s. libcltensor's caching allocator holds %s "
+                   "allocated by tensors and %s reserved in total%s. Release tensors, or call ct_empty_cache() to "
+                   "return cached blocks",
+                   d->spec, d->props.name, ct__request_text(rq, sizeof rq, request), why_text,
+                   ct__human(h1, sizeof h1, a->stats.allocated_bytes), ct__human(h2, sizeof h2, a->stats.reserved_bytes),
+                   tail);
+}
+
+/* Whether a new segment of size bytes fits under the cap and, on a host-memory device, in the
+ * host's available memory. Lock held. *host_avail / *host_margin receive what was read. */
+static enum ct__why ct__room(ct__allocator *a, size_t size, uint64_t *host_avail, uint64_t *host_margin) {
+  if (a->stats.reserved_bytes > a->cap || size > a->cap - a->stats.reserved_bytes) return CT__OVER_CAP;
+  uint64_t avail, total;
+  if (a->device->props.host_unified_memory && ct__meminfo(&avail, &total)) {
+    *host_avail = avail;
+    *host_margin = ct__host_margin(total);
+    if (avail < *host_margin || size > avail - *host_margin) return CT__OVER_HOST;
+  }
+  return CT__FITS;
+}
+
+/* The message for a refusal by ct__room(). Lock held. */
+static ct_status ct__oom_room(ct__allocator *a, size_t request, size_t size, enum ct__why why, uint64_t host_avail,
+                              uint64_t host_margin) {
+  char text[400], seg[64] = "", h1[32], h2[32], h3[32];
+  /* The block or segment the request needs, when rounding made it differ from the request. */
+  if (size != request) snprintf(seg, sizeof seg, ", which needs a new segment of %s", ct__human(h3, sizeof h3, size));
+  if (why == CT__OVER_HOST) {
+    snprintf(text, sizeof text,
+             "%s, but the device's memory is the host's, which has %s available (MemAvailable), and libcltensor "
+             "leaves %s of it to the system",
+             seg, ct__human(h1, sizeof h1, host_avail), ct__human(h2, sizeof h2, host_margin));
+    return ct__oom(a, request, text, 0);
+  }
+  uint64_t left = a->cap > a->stats.reserved_bytes ? a->cap - a->stats.reserved_bytes : 0;
+  ct__human(h1, sizeof h1, left);
+  ct__human(h2, sizeof h2, a->cap);
+  if (a->limit && a->limit == a->cap) {
+    snprintf(text, sizeof text, "%s, but only %s remain under the limit of %s set by $CLTENSOR_MEMORY_LIMIT", seg, h1, h2);
+    return ct__oom(a, request, text, 0);
+  }
+  if (a->limit)
+    snprintf(text, sizeof text,
+             "%s, but only %s remain under the device's %s of global memory ($CLTENSOR_MEMORY_LIMIT, %s, can lower "
+             "that cap but not raise it)",
+             seg, h1, h2, ct__human(h3, sizeof h3, a->limit));
+  else
+    snprintf(text, sizeof text, "%s, but only %s remain under the device's %s of global memory", seg, h1, h2);
+  return ct__oom(a, request, text, 1);
 }
 
 /* Creates a segment of size bytes, made real now (lazy drivers would otherwise report an
  * out-of-memory condition at some later kernel). Lock held. On failure the error is set. */
 static ct_status ct__segment_new(ct__segment **out, ct__allocator *a, size_t size, int small, size_t request) {
   ct_device *d = a->device;
-  if (a->limit && a->stats.reserved_bytes + size > a->limit) {
+  uint64_t host_avail = 0, host_margin = 0;
+  enum ct__why why = ct__room(a, size, &host_avail, &host_margin);
+  if (why != CT__FITS) {
     ct__release_cached(a);
-    if (a->stats.reserved_bytes + size > a->limit) return ct__oom(a, request, " (over the memory limit)");
+    why = ct__room(a, size, &host_avail, &host_margin);
+    if (why != CT__FITS) return ct__oom_room(a, request, size, why, host_avail, host_margin);
   }
   cl_int err = CL_SUCCESS;
   cl_mem mem = NULL;
@@ -313,9 +440,10 @@ static ct_status ct__segment_new(ct__segment **out, ct__allocator *a, size_t siz
   if (!mem) {
     if (err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_RESOURCES || err == CL_OUT_OF_HOST_MEMORY ||
         err == CL_INVALID_BUFFER_SIZE) {
-      char why[96];
-      snprintf(why, sizeof why, " (OpenCL: %s)", ct__cl_error_name(err));
-      return ct__oom(a, request, why);
+      char why_text[128], h[32];
+      snprintf(why_text, sizeof why_text, ": OpenCL refused a buffer of %s (%s)", ct__human(h, sizeof h, size),
+               ct__cl_error_name(err));
+      return ct__oom(a, request, why_text, 0);
     }
     return ct__cl_error(err, "allocator: creating a buffer of %zu bytes on %s failed", size, d->spec);
   }
@@ -338,6 +466,20 @@ static ct_status ct__segment_new(ct__segment **out, ct__allocator *a, size_t siz
   return CT_OK;
 }
 
+/* The size of a new small-pool segment for a block of size bytes: CT__SMALL_SEGMENT, or less
+ * when the cap leaves less room (cached segments are returned first to make room), down to
+ * the block itself. Lock held. */
+static size_t ct__small_segment_size(ct__allocator *a, size_t size) {
+  uint64_t room = a->cap > a->stats.reserved_bytes ? a->cap - a->stats.reserved_bytes : 0;
+  if (room < CT__SMALL_SEGMENT) {
+    ct__release_cached(a);
+    room = a->cap > a->stats.reserved_bytes ? a->cap - a->stats.reserved_bytes : 0;
+  }
+  if (room >= CT__SMALL_SEGMENT) return CT__SMALL_SEGMENT;
+  size_t seg = (size_t)room / a->quantum * a->quantum;
+  return seg > size ? seg : size;
+}
+
 ct_status ct__alloc(ct__block **out, ct_device *d, size_t bytes) {
   *out = NULL;
   ct__allocator *a;
@@ -349,7 +491,12 @@ ct_status ct__alloc(ct__block **out, ct_device *d, size_t bytes) {
   if (want <= CT__SMALL_LIMIT) {
     size = (want + a->quantum - 1) / a->quantum * a->quantum;
   } else {
-    if (want > SIZE_MAX - CT__LARGE_ROUND) return ct__oom(a, bytes, " (above the maximum single allocation)");
+    if (want > SIZE_MAX - CT__LARGE_ROUND) {
+      pthread_mutex_lock(&a->lock);
+      ct_status st = ct__oom(a, bytes, ", above the maximum single allocation", 0);
+      pthread_mutex_unlock(&a->lock);
+      return st;
+    }
     size = (want + CT__LARGE_ROUND - 1) / CT__LARGE_ROUND * CT__LARGE_ROUND;
   }
   /* Rounding must not push a request that fits over the device's single-allocation limit. */
@@ -360,7 +507,7 @@ ct_status ct__alloc(ct__block **out, ct_device *d, size_t bytes) {
     char why[96], h[32];
     snprintf(why, sizeof why, ", above the device's maximum single allocation of %s",
              ct__human(h, sizeof h, d->props.max_alloc_bytes));
-    ct_status st = ct__oom(a, bytes, why);
+    ct_status st = ct__oom(a, bytes, why, 0);
     pthread_mutex_unlock(&a->lock);
     return st;
   }
@@ -376,7 +523,8 @@ ct_status ct__alloc(ct__block **out, ct_device *d, size_t bytes) {
     a->stats.cache_hits++;
   } else {
     size_t seg_size = size;
-    if (small && !a->no_caching && CT__SMALL_SEGMENT <= d->props.max_alloc_bytes) seg_size = CT__SMALL_SEGMENT;
+    if (small && !a->no_caching && CT__SMALL_SEGMENT <= d->props.max_alloc_bytes)
+      seg_size = ct__small_segment_size(a, size);
     ct__segment *s = NULL;
     st = ct__segment_new(&s, a, seg_size, small, bytes);
     if (st != CT_OK) goto done;
@@ -402,6 +550,7 @@ ct_status ct__alloc(ct__block **out, ct_device *d, size_t bytes) {
     goto done;
   }
   b->allocated = 1;
+  b->generation = ct__device_generation();
   a->stats.allocated_bytes += b->pub.size;
   if (a->stats.allocated_bytes > a->stats.peak_allocated_bytes) a->stats.peak_allocated_bytes = a->stats.allocated_bytes;
   a->stats.alloc_count++;
@@ -414,6 +563,12 @@ done:
 void ct__free(ct__block *pb) {
   if (!pb) return;
   ct__ablock *b = pb->priv;
+  /* Released after ct_shutdown(): the segment, the allocator and the device are gone (their
+   * OpenCL buffer with them); only this block's own bookkeeping is left to free. */
+  if (b->generation != ct__device_generation()) {
+    free(b);
+    return;
+  }
   ct__segment *s = b->seg;
   ct__allocator *a = s->owner;
   pthread_mutex_lock(&a->lock);

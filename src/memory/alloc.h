@@ -21,14 +21,23 @@ typedef struct ct__block {
  * one, so every tensor has a valid cl_mem). b->offset is a multiple of the device's base-address
  * alignment (at least 128 bytes); b->size is the rounded size counted in the statistics.
  * $CLTENSOR_MEMORY_LIMIT / $CLTENSOR_NO_CACHING are read when the device's allocator is created;
- * a malformed value makes every allocation on the device fail with CT_ERR_INVALID_ARGUMENT.
- * Thread-safe. On failure: frees the cache, retries
- * once, then CT_ERR_OUT_OF_MEMORY with the request, device, its total memory, and the bytes
- * allocated and reserved. Above the device's max single allocation: CT_ERR_OUT_OF_MEMORY. */
+ * a malformed value (or a limit below the smallest block) makes every allocation on the device
+ * fail with CT_ERR_INVALID_ARGUMENT. Thread-safe.
+ * The reserved total never exceeds the cap (the device's global memory, or the lower
+ * $CLTENSOR_MEMORY_LIMIT); on a host-unified device a new segment must also fit in MemAvailable
+ * less max(256 MiB, 5% of MemTotal). When a new segment does not fit, or OpenCL refuses it:
+ * frees the cache, retries once, then CT_ERR_OUT_OF_MEMORY with the request, the reason, and
+ * the bytes allocated and reserved. Above the device's max single allocation: the same. */
 ct_status ct__alloc(ct__block **out, ct_device *d, size_t bytes);
 
-/* Returns b to its device's cache (or to OpenCL with $CLTENSOR_NO_CACHING=1). NULL: no-op. */
+/* Returns b to its device's cache (or to OpenCL with $CLTENSOR_NO_CACHING=1). NULL: no-op.
+ * After ct_shutdown() (the block is from an earlier generation) it frees only b's own
+ * bookkeeping: the buffer went with the allocator. */
 void ct__free(ct__block *b);
+
+/* For tests: read path instead of /proc/meminfo for the host's available memory (NULL: back to
+ * /proc/meminfo). Not thread-safe against allocations in flight; call it first. */
+void ct__alloc_meminfo_path(const char *path);
 
 /* Parses a size string: "1048576", "512MiB", "2GB", "1.5 GiB", "64k"; units B, k/K/KB (1000),
  * KiB (1024), M/MB/MiB, G/GB/GiB, T/TB/TiB, case-insensitive. CT_ERR_INVALID_ARGUMENT quoting

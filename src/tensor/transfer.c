@@ -199,6 +199,7 @@ void ct_event_release(ct_event *ev) {
 
 struct ct_pinned {
   ct_device *device;
+  unsigned generation;  /* ct__device_generation() at allocation */
   cl_mem mem;
   void *ptr;
   size_t size;
@@ -228,6 +229,7 @@ ct_status ct_pinned_alloc(ct_pinned **out, ct_device *d, size_t bytes) {
     return ct__cl_error(err, "ct_pinned_alloc: clEnqueueMapBuffer of %zu bytes on %s failed", real, d->spec);
   }
   p->device = d;
+  p->generation = ct__device_generation();
   p->size = bytes;
   *out = p;
   return CT_OK;
@@ -239,7 +241,10 @@ size_t ct_pinned_size(const ct_pinned *p) { return p ? p->size : 0; }
 void ct_pinned_release(ct_pinned *p) {
   if (!p) return;
   cl_event ev = NULL;
-  if (clEnqueueUnmapMemObject(ct__device_queue(p->device), p->mem, p->ptr, 0, NULL, &ev) == CL_SUCCESS && ev) {
+  /* After ct_shutdown() the device and its queue are gone: no unmapping then. The buffer itself
+   * is still ours to release (it keeps its context alive until then, as OpenCL promises). */
+  if (p->generation == ct__device_generation() &&
+      clEnqueueUnmapMemObject(ct__device_queue(p->device), p->mem, p->ptr, 0, NULL, &ev) == CL_SUCCESS && ev) {
     clWaitForEvents(1, &ev);
     clReleaseEvent(ev);
   }

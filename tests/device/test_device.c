@@ -97,10 +97,60 @@ START_TEST(test_invalid_specs) {
     ck_assert_error_contains(quoted);
     ck_assert_error_contains("valid forms");
     ck_assert_error_contains("cl:P:D");
+    /* Every message names the function, as every other message of the library does. */
+    static const char head[] = "ct_device_find: invalid device spec '";
+    ck_assert_msg(strncmp(ct_last_error(), head, strlen(head)) == 0, "message: %s", ct_last_error());
   }
   ct_device *d;
   ck_assert_ct_status(ct_device_find(&d, NULL), CT_ERR_INVALID_ARGUMENT);
   ck_assert_ct_status(ct_device_find(NULL, "cpu"), CT_ERR_INVALID_ARGUMENT);
+}
+END_TEST
+
+/* Too many digits is "out of range", not "must be a non-negative integer"; leading zeros do not
+ * count. */
+START_TEST(test_spec_index_range) {
+  const char *range[] = {"gpu:99999999999", "cpu:1000000000", "cl:0:99999999999", "cl:12345678901:0"};
+  for (size_t i = 0; i < sizeof range / sizeof range[0]; i++) {
+    ct_device *d = (ct_device *)1;
+    ck_assert_ct_status(ct_device_find(&d, range[i]), CT_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_null(d);
+    ck_assert_error_contains("out of range");
+    ck_assert_msg(strstr(ct_last_error(), "non-negative integer") == NULL, "message: %s", ct_last_error());
+  }
+  ct_device *d;
+  ck_assert_ct_status(ct_device_find(&d, "cpu:x1"), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("non-negative integer");
+  ck_assert_ct_status(ct_device_find(&d, "cl:0:-1"), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("non-negative integers");
+  /* Largest accepted index: valid syntax, no such device. */
+  ck_assert_ct_status(ct_device_find(&d, "cpu:999999999"), CT_ERR_DEVICE_NOT_FOUND);
+  ck_assert_ct_ok(ct_device_find(&d, "cpu:0000000000000"));
+  ck_assert_str_eq(ct_device_spec(d), "cpu:0");
+}
+END_TEST
+
+/* Control bytes from $CLTENSOR_DEVICE never reach a message raw. */
+START_TEST(test_spec_escaped) {
+  const char *hostile[] = {"\x1b[31mgpu", "gpu\nct_device_default: all is well", "name:\x1b]0;pwned\x07", "gpu:\x7f"};
+  for (size_t i = 0; i < sizeof hostile / sizeof hostile[0]; i++) {
+    setenv("CLTENSOR_DEVICE", hostile[i], 1);
+    ct_device *d = (ct_device *)1;
+    ct_status st = ct_device_default(&d);
+    ck_assert_msg(st == CT_ERR_INVALID_ARGUMENT || st == CT_ERR_DEVICE_NOT_FOUND, "value %zu gave %s", i,
+                  ct_status_name(st));
+    ck_assert_ptr_null(d);
+    const char *m = ct_last_error();
+    static const char head[] = "ct_device_default: $CLTENSOR_DEVICE: ";
+    ck_assert_msg(strncmp(m, head, strlen(head)) == 0, "message: %s", m);
+    for (const char *p = m; *p; p++)
+      ck_assert_msg((unsigned char)*p >= 0x20 && (unsigned char)*p < 0x7f, "raw byte 0x%02x in: %s", (unsigned char)*p, m);
+    ck_assert_error_contains("\\x");
+    /* Through ct_device_find as well. */
+    ck_assert_ct_status(ct_device_find(&d, hostile[i]), st);
+    for (const char *p = ct_last_error(); *p; p++) ck_assert((unsigned char)*p >= 0x20 && (unsigned char)*p < 0x7f);
+  }
+  unsetenv("CLTENSOR_DEVICE");
 }
 END_TEST
 
@@ -223,6 +273,8 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, test_enumeration_order);
     tcase_add_test(tc, test_valid_specs);
     tcase_add_test(tc, test_invalid_specs);
+    tcase_add_test(tc, test_spec_index_range);
+    tcase_add_test(tc, test_spec_escaped);
     tcase_add_test(tc, test_unmatched_specs);
     tcase_add_test(tc, test_default_device);
     tcase_add_test(tc, test_open_and_shutdown);

@@ -1,6 +1,7 @@
 #!/bin/sh
 # cltensor-info as a user sees it: the table, --json (valid JSON), --device, --help,
-# --version, two PoCL devices, and no ICD at all (nonzero exit with the install hint).
+# --version, two PoCL devices, an invalid $CLTENSOR_DEVICE (listed anyway, with a warning), and
+# no ICD at all (nonzero exit with the install hint).
 set -u
 info=$1
 fail=0
@@ -43,8 +44,26 @@ check "--help" "[ $? -eq 0 ] && grep -q 'Usage' '$tmp/help'"
 "$info" --version >"$tmp/ver" 2>&1
 check "--version" "[ $? -eq 0 ] && grep -q 'cltensor-info [0-9]' '$tmp/ver'"
 
-CLTENSOR_DEVICE=nonsense "$info" >"$tmp/envbad" 2>&1
-check "an invalid CLTENSOR_DEVICE is an error" "[ $? -ne 0 ] && grep -q 'CLTENSOR_DEVICE' '$tmp/envbad'"
+# An invalid $CLTENSOR_DEVICE: everything is still listed (this is the tool that finds a valid
+# spec), no device is marked, and a warning on stderr names the value.
+POCL_DEVICES="pthread pthread" CLTENSOR_DEVICE=nonsense "$info" >"$tmp/envbad" 2>"$tmp/envbad.err"
+check "an invalid CLTENSOR_DEVICE: exit 0" "[ $? -eq 0 ]"
+check "  every device listed" "grep -q 'cpu:0' '$tmp/envbad' && grep -q 'cpu:1' '$tmp/envbad'"
+check "  no default marked" "! grep -q '^\*' '$tmp/envbad'"
+check "  a warning naming the value" "grep -q \"warning: \\\$CLTENSOR_DEVICE='nonsense'\" '$tmp/envbad.err'"
+
+CLTENSOR_DEVICE=gpu "$info" --device cpu >"$tmp/envgpu" 2>"$tmp/envgpu.err"
+check "CLTENSOR_DEVICE=gpu --device cpu: exit 0" "[ $? -eq 0 ]"
+check "  lists cpu:0 unmarked" "grep -q '^  cpu:0' '$tmp/envgpu'"
+check "  warns about 'gpu'" "grep -q \"CLTENSOR_DEVICE='gpu'\" '$tmp/envgpu.err'"
+
+CLTENSOR_DEVICE=gpu "$info" --json >"$tmp/envjson" 2>/dev/null
+check "  --json: valid, no default" \
+  "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d and not any(x[\"default\"] for x in d)' '$tmp/envjson'"
+
+CLTENSOR_DEVICE="$(printf 'gpu\033[31m\nX')" "$info" >"$tmp/envesc" 2>"$tmp/envesc.err"
+check "  control bytes in the value are escaped" \
+  "python3 -c 'import sys; e=open(sys.argv[1],\"rb\").read(); assert e.count(b\"\\n\")==1 and b\"\\x1b\" not in e and br\"gpu\\x1b[31m\\x0aX\" in e' '$tmp/envesc.err'"
 
 mkdir "$tmp/empty"
 OCL_ICD_VENDORS="$tmp/empty" "$info" >"$tmp/none.out" 2>"$tmp/none.err"

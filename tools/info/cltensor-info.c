@@ -18,7 +18,9 @@ static void usage(FILE *f) {
           "  -h, --help          this text\n"
           "  -V, --version       the library version\n"
           "\n"
-          "The default device (marked *) is $CLTENSOR_DEVICE when set, else the first listed.\n");
+          "The default device (marked *) is $CLTENSOR_DEVICE when set, else the first listed.\n"
+          "When $CLTENSOR_DEVICE names no device, every device is still listed, none is marked,\n"
+          "and a warning on stderr says why.\n");
 }
 
 static void json_str(const char *s) {
@@ -30,6 +32,15 @@ static void json_str(const char *s) {
     else putchar(c);
   }
   putchar('"');
+}
+
+/* Writes s to f with control and non-ASCII bytes as \xNN: it comes from the environment. */
+static void put_escaped(FILE *f, const char *s) {
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c < 0x20 || c >= 0x7f || c == '\\') fprintf(f, "\\x%02x", c);
+    else fputc(c, f);
+  }
 }
 
 static void fmt_bytes(char *buf, size_t n, unsigned long long b) {
@@ -128,9 +139,13 @@ int main(int argc, char **argv) {
     return 1;
   }
   ct_device *def = NULL, *only = NULL;
-  if (ct_device_default(&def) != CT_OK && getenv("CLTENSOR_DEVICE")) {
-    fprintf(stderr, "cltensor-info: %s\n", ct_last_error());
-    return 1;
+  const char *env = getenv("CLTENSOR_DEVICE");
+  if (ct_device_default(&def) != CT_OK && env) {
+    /* This is the tool a user runs to find a valid spec: list everything anyway. */
+    fprintf(stderr, "cltensor-info: warning: $CLTENSOR_DEVICE='");
+    put_escaped(stderr, env);
+    fprintf(stderr, "' selects no device, so none is marked as the default: %s\n", ct_last_error());
+    def = NULL;
   }
   if (spec && ct_device_find(&only, spec) != CT_OK) {
     fprintf(stderr, "cltensor-info: %s\n", ct_last_error());
