@@ -71,7 +71,8 @@ static ct_status ct__read(const ct_tensor *t, void *dst, int blocking, cl_event 
   ct_release(c);
   if (err != CL_SUCCESS)
     return ct__cl_error(err, "%s: clEnqueueReadBuffer of %zu bytes from %s failed", fn, nbytes, d->spec);
-  return CT_OK;
+  /* A blocking read has waited for every earlier command: report one that failed. */
+  return blocking ? ct__device_async_check(d, fn) : CT_OK;
 }
 
 /* Enqueues the write of row-major src into t's elements; blocking or with *ev. */
@@ -89,7 +90,7 @@ static ct_status ct__write(ct_tensor *t, const void *src, int blocking, cl_event
     }
     if (err != CL_SUCCESS)
       return ct__cl_error(err, "%s: clEnqueueWriteBuffer of %zu bytes to %s failed", fn, nbytes, d->spec);
-    return CT_OK;
+    return blocking ? ct__device_async_check(d, fn) : CT_OK;
   }
   ct_tensor *tmp;
   CT__TRY(ct__tensor_new(&tmp, d, t->dtype, t->ndim, t->shape, fn));
@@ -100,6 +101,8 @@ static ct_status ct__write(ct_tensor *t, const void *src, int blocking, cl_event
   ct_status st = CT_OK;
   if (err != CL_SUCCESS)
     st = ct__cl_error(err, "%s: clEnqueueWriteBuffer of %zu bytes to %s failed", fn, nbytes, d->spec);
+  else if (blocking)
+    st = ct__device_async_check(d, fn);
   if (st == CT_OK) st = ct__copy(t, tmp, fn);
   ct_release(tmp);
   if (st == CT_OK && ev) {
@@ -184,6 +187,8 @@ ct_status ct_event_wait(ct_event *ev) {
   if (exec < 0) err = exec;
   if (err != CL_SUCCESS)
     ev->status = ct__cl_error(err, "ct_event_wait: the transfer (%s on %s) failed", ev->what, ev->device->spec);
+  else
+    ev->status = ct__device_async_check(ev->device, "ct_event_wait");
   return ev->status;
 }
 
