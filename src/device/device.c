@@ -414,8 +414,9 @@ ct_status ct_device_synchronize(ct_device *d) {
   CT__CHECK_NOT_NULL("ct_device_synchronize", d);
   if (!atomic_load(&d->opened)) return CT_OK;
   cl_int err = clFinish(d->queue);
+  ct_status st = ct__device_async_check(d, "ct_device_synchronize");
   if (err != CL_SUCCESS) return ct__cl_error(err, "ct_device_synchronize: clFinish on %s failed", d->spec);
-  return ct__device_async_check(d, "ct_device_synchronize");
+  return st;
 }
 
 /* Records a failure status (the first one wins until it is reported). */
