@@ -109,6 +109,14 @@ CT_API const char *ct_device_type_name(ct_device_type type);
 CT_API ct_status ct_device_open(ct_device *d);
 
 /* Waits until every command queued on the device has finished.
+ * Asynchronous failures: ops only enqueue their kernels, so a kernel that fails after its
+ * enqueue cannot be reported by the op that enqueued it. It is reported, once, by the next
+ * blocking call on the device from any thread: this one, ct_to_host(), ct_copy_from_host(),
+ * ct_event_wait() (and the calls reading results through ct_to_host: ct_print, ct_format, the
+ * savers), as CT_ERR_OPENCL (or CT_ERR_OUT_OF_MEMORY for an out-of-resources status) with
+ * "a command enqueued earlier on <spec> failed after it was enqueued". Results of that command
+ * and of those queued behind it may be missing; the device keeps working. Commands a program
+ * enqueues itself on the queue (ct_device_cl_queue) are its own to check.
  * Returns CT_OK; CT_ERR_INVALID_ARGUMENT for NULL; CT_ERR_OPENCL. */
 CT_API ct_status ct_device_synchronize(ct_device *d);
 

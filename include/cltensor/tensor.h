@@ -14,8 +14,14 @@
  *    CT_ERR_DEVICE_MISMATCH naming both canonical specs; unfit dtypes CT_ERR_DTYPE_MISMATCH and
  *    unfit shapes CT_ERR_SHAPE_MISMATCH with both shapes printed; NULL pointers, negative dims,
  *    out-of-range dims or slices, too-small buffers CT_ERR_INVALID_ARGUMENT with the values.
+ *  - Every call that produces a shape (creation, views, broadcasting) refuses one whose
+ *    element count or byte size does not fit in int64 with CT_ERR_INVALID_ARGUMENT, so
+ *    ct_numel() and ct_tensor_nbytes() are exact for every tensor.
  *  - Every call may also return CT_ERR_OPENCL (the message has the OpenCL error's name),
  *    CT_ERR_OUT_OF_MEMORY, and CT_ERR_UNSUPPORTED (f64 on a device without cl_khr_fp64).
+ *    The blocking calls (ct_to_host, ct_copy_from_host, ct_event_wait) also report an
+ *    earlier command on the device that failed after its enqueue (see
+ *    ct_device_synchronize() in device.h).
  *  - "Row-major" host buffers hold the elements in C order of the tensor's shape, whatever the
  *    tensor's strides.
  *

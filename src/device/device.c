@@ -154,6 +154,8 @@ static void ct__free_all(void) {
       if (state && d->slot_destroy[s]) d->slot_destroy[s](d, state);
       atomic_store(&d->slot[s], NULL);
     }
+    cl_event last = atomic_exchange(&d->last_event, NULL);
+    if (last) clReleaseEvent(last);
     if (d->queue) clReleaseCommandQueue(d->queue);
     pthread_mutex_destroy(&d->lock);
     free(d->strings);
@@ -423,8 +425,44 @@ ct_status ct_device_synchronize(ct_device *d) {
   CT__CHECK_NOT_NULL("ct_device_synchronize", d);
   if (!atomic_load(&d->opened)) return CT_OK;
   cl_int err = clFinish(d->queue);
+  ct_status st = ct__device_async_check(d, "ct_device_synchronize");
   if (err != CL_SUCCESS) return ct__cl_error(err, "ct_device_synchronize: clFinish on %s failed", d->spec);
-  return CT_OK;
+  return st;
+}
+
+/* Records a failure status (the first one wins until it is reported). */
+static void ct__device_note_status(ct_device *d, cl_event ev) {
+  cl_int exec = CL_COMPLETE;
+  if (clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof exec, &exec, NULL) != CL_SUCCESS) return;
+  int zero = 0;
+  if (exec < 0) atomic_compare_exchange_strong(&d->async_error, &zero, (int)exec);
+}
+
+void ct__device_track(ct_device *d, cl_event ev) {
+  if (!ev) return;
+  cl_event prev = atomic_exchange(&d->last_event, ev);
+  if (!prev) return;
+  ct__device_note_status(d, prev);
+  clReleaseEvent(prev);
+}
+
+ct_status ct__device_async_check(ct_device *d, const char *fn) {
+  cl_event last = atomic_exchange(&d->last_event, NULL);
+  if (last) {
+    ct__device_note_status(d, last);
+    /* Still running: another thread enqueued it after this call's wait began. Put it back
+     * unless a newer one has taken its place (which covers it, as ct__device_track says). */
+    cl_int exec = CL_COMPLETE;
+    clGetEventInfo(last, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof exec, &exec, NULL);
+    cl_event none = NULL;
+    if (exec <= CL_COMPLETE || !atomic_compare_exchange_strong(&d->last_event, &none, last)) clReleaseEvent(last);
+  }
+  int err = atomic_exchange(&d->async_error, 0);
+  if (err == 0) return CT_OK;
+  return ct__cl_error((cl_int)err,
+                      "%s: a command enqueued earlier on %s failed after it was enqueued (its results, and those "
+                      "of commands queued behind it, may be missing)",
+                      fn, d->spec);
 }
 
 ct_status ct__device_slot(void **out, ct_device *d, enum ct__slot slot,

@@ -45,6 +45,11 @@ struct ct_device {
 
   _Atomic(void *) slot[CT__SLOT_COUNT];
   void (*slot_destroy[CT__SLOT_COUNT])(ct_device *d, void *state);
+
+  /* Asynchronous failures (ct__device_track / ct__device_async_check): the event of the last
+   * kernel the library enqueued, and the first failure seen but not yet reported. */
+  _Atomic(cl_event) last_event;
+  atomic_int async_error;
 };
 
 /* Opens the device (context + queue) if needed; thread-safe. */
@@ -60,6 +65,22 @@ static inline cl_command_queue ct__device_queue(const ct_device *d) { return d->
 ct_status ct__device_slot(void **out, ct_device *d, enum ct__slot slot,
                           ct_status (*create)(void **state, ct_device *d),
                           void (*destroy)(ct_device *d, void *state));
+
+/* A command that fails after it was enqueued (its event ends with a negative status) is
+ * reported by the next blocking call on the device. OpenCL itself does not say so: clFinish
+ * and a blocking read return CL_SUCCESS after an earlier command failed (PoCL runs the read,
+ * and skips the kernels queued behind the failure, so the read returns stale data).
+ *
+ * ct__device_track() takes over ev, the event of a command just enqueued on d, and keeps it
+ * as the last one, checking the one it replaces: a failure found there is kept for the next
+ * check. Only the last event is kept: an in-order queue fails the commands enqueued while an
+ * earlier one is pending when that one fails (PoCL does), so a failure still pending is seen
+ * in a later event. ct__device_async_check() is called by blocking calls after their wait: it
+ * returns CT_OK, or the kept failure as ct__cl_error() does ("<fn>: a command enqueued earlier
+ * on <spec> failed ...") and clears it, so each failure is reported once, to the first thread
+ * that blocks on d afterwards. */
+void ct__device_track(ct_device *d, cl_event ev);
+ct_status ct__device_async_check(ct_device *d, const char *fn);
 
 /* True when both devices share one OpenCL context (same platform), so buffers copy directly. */
 static inline int ct__device_same_context(const ct_device *a, const ct_device *b) {

@@ -101,6 +101,13 @@ struct ct__ew_launch {
 };
 ct_status ct__ew_run(const char *fn, const struct ct__ew_launch *l, ct_tensor *out);
 
+/* Tests set this to 1 to give a CPU device the kernels a GPU gets (f16 through the half
+ * builtins, EW_SOFT16=0; one element per work-item on strided rows, EW_SPER=1; no vector path;
+ * GPU work-group sizes), so those paths are tested wherever the tests run, as
+ * ct__reduce_gpu_layout does for reductions. Read once per device, when its first elementwise
+ * op runs; not for applications. */
+extern int ct__ew_gpu_paths;
+
 /* Checks an _out destination against the inputs before writing: no stride-0 dims of size > 1,
  * and no partial overlap with an input (exact element-for-element aliasing is fine). */
 ct_status ct__ew_check_out_overlap(const char *fn, const ct_tensor *out, int nin, const ct_tensor *const *in,

@@ -60,6 +60,8 @@ struct ct__ew_state {
   char opts[128];     /* options common to every elementwise program on this device */
 };
 
+int ct__ew_gpu_paths = 0;
+
 static void ct__ew_state_destroy(ct_device *d, void *state) {
   (void)d;
   struct ct__ew_state *s = state;
@@ -82,7 +84,7 @@ static ct_status ct__ew_state_create(void **state, ct_device *d) {
    * faster than through the half builtins; a strided row is walked 32 elements per work-item
    * there (3-4x a single one for a broadcast row). GPUs want neighbouring work-items on
    * neighbouring elements. */
-  s->cpu = d->props.type == CT_DEVICE_CPU;
+  s->cpu = d->props.type == CT_DEVICE_CPU && !ct__ew_gpu_paths;
   s->sper = s->cpu ? 32 : 1;
   /* Division and sqrt are correctly rounded only on request, and the request is only valid
    * where the device says it can. */

@@ -569,12 +569,16 @@ ct_status ct__kernel_launch(ct__kernel *k, ct_device *d, cl_uint dims, const siz
                             const size_t *local) {
   for (cl_uint i = 0; i < dims; i++)
     if (global[i] == 0) return CT_OK;
-  int profiling = ct__profile_active();
+  /* The event is always taken: it tells the next blocking call whether the kernel failed
+   * after its enqueue (ct__device_track). */
   cl_event ev = NULL;
-  cl_int err = clEnqueueNDRangeKernel(ct__device_queue(d), k->k, dims, NULL, global, local, 0, NULL,
-                                      profiling && d->queue_profiling ? &ev : NULL);
+  cl_int err = clEnqueueNDRangeKernel(ct__device_queue(d), k->k, dims, NULL, global, local, 0, NULL, &ev);
   if (err != CL_SUCCESS)
     return ct__cl_error(err, "kernel %s on %s: clEnqueueNDRangeKernel failed", k->name, d->spec);
-  if (profiling) ct__profile_record(d, k->name, ev);
+  if (ct__profile_active()) {
+    if (d->queue_profiling) clRetainEvent(ev);
+    ct__profile_record(d, k->name, d->queue_profiling ? ev : NULL);
+  }
+  ct__device_track(d, ev);
   return CT_OK;
 }

@@ -52,6 +52,35 @@ void ct__contiguous_strides(int64_t *strides, int ndim, const int64_t *shape) {
   }
 }
 
+ct_status ct__shape_numel(int64_t *numel, int ndim, const int64_t *shape, size_t elem_size, const char *fn) {
+  char sb[200];
+  /* Both products are unsigned and checked at every step, so no intermediate overflows
+   * silently (an overflowed product may wrap to a small or zero value, as [2^32, 2^32, 4] did). */
+  uint64_t span = 1;
+  bool over = false, empty = false;
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] < 0)
+      return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: shape %s has a negative dim (%" PRId64 " at dim %d)", fn,
+                       ct__shape_str(sb, sizeof sb, ndim, shape), shape[i], i);
+    over |= __builtin_mul_overflow(span, (uint64_t)(shape[i] ? shape[i] : 1), &span);
+    empty |= shape[i] == 0;
+  }
+  if (over || span > (uint64_t)INT64_MAX)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: shape %s has too many elements (%s overflows int64)", fn,
+                     ct__shape_str(sb, sizeof sb, ndim, shape),
+                     empty ? "the product of its nonzero dims" : "the element count");
+  uint64_t n = empty ? 0 : span;
+  uint64_t limit = (uint64_t)INT64_MAX < (uint64_t)SIZE_MAX ? (uint64_t)INT64_MAX : (uint64_t)SIZE_MAX;
+  uint64_t bytes = 0;
+  if (__builtin_mul_overflow(n, (uint64_t)elem_size, &bytes) || bytes > limit)
+    return ct__error(CT_ERR_INVALID_ARGUMENT,
+                     "%s: shape %s has %" PRIu64 " elements of %zu bytes: the byte size overflows (more than %" PRIu64
+                     " bytes)", fn,
+                     ct__shape_str(sb, sizeof sb, ndim, shape), n, elem_size, limit);
+  *numel = (int64_t)n;
+  return CT_OK;
+}
+
 /* Checks ndim and shape; *numel receives the element count (overflow-checked against both
  * int64 and the byte size of dtype t). */
 static ct_status ct__check_shape(int64_t *numel, int ndim, const int64_t *shape, ct_dtype t,
@@ -59,28 +88,7 @@ static ct_status ct__check_shape(int64_t *numel, int ndim, const int64_t *shape,
   if (ndim < 0 || ndim > CT_MAX_DIMS)
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: ndim %d out of range [0, %d]", fn, ndim, CT_MAX_DIMS);
   if (ndim > 0 && !shape) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: argument 'shape' is NULL with ndim %d", fn, ndim);
-  char sb[200];
-  for (int i = 0; i < ndim; i++)
-    if (shape[i] < 0)
-      return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: shape %s has a negative dim (%" PRId64 " at dim %d)", fn,
-                       ct__shape_str(sb, sizeof sb, ndim, shape), shape[i], i);
-  int64_t n = 1;
-  int zero = 0;
-  for (int i = 0; i < ndim; i++) zero |= shape[i] == 0;
-  if (!zero) {
-    uint64_t limit = (uint64_t)(SIZE_MAX / ct_dtype_size(t));
-    if (limit > (uint64_t)INT64_MAX) limit = (uint64_t)INT64_MAX;
-    for (int i = 0; i < ndim; i++) {
-      if ((uint64_t)n > limit / (uint64_t)shape[i])
-        return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: shape %s has too many elements (numel overflows %s bytes)", fn,
-                         ct__shape_str(sb, sizeof sb, ndim, shape), ct_dtype_name(t));
-      n *= shape[i];
-    }
-  } else {
-    n = 0;
-  }
-  *numel = n;
-  return CT_OK;
+  return ct__shape_numel(numel, ndim, shape, ct_dtype_size(t), fn);
 }
 
 static ct_status ct__check_dtype(ct_device *d, ct_dtype t, const char *fn) {
@@ -167,7 +175,7 @@ ct_status ct__check_same_device(const char *fn, const char *an, const ct_tensor 
 ct_status ct__broadcast_shapes(int *out_ndim, int64_t *out, int an, const int64_t *a, int bn,
                                const int64_t *b, const char *fn) {
   int n = an > bn ? an : bn;
-  int64_t r[CT_MAX_DIMS];
+  int64_t r[CT_MAX_DIMS] = {0};
   for (int i = 0; i < n; i++) {
     int ia = an - n + i, ib = bn - n + i;
     int64_t x = ia >= 0 ? a[ia] : 1, y = ib >= 0 ? b[ib] : 1;
@@ -182,6 +190,10 @@ ct_status ct__broadcast_shapes(int *out_ndim, int64_t *out, int an, const int64_
                        ct__shape_str(sa, sizeof sa, an, a), ct__shape_str(sb, sizeof sb, bn, b), i - n, x, y);
     }
   }
+  /* Two valid shapes can broadcast to one whose element count overflows ([2^32, 1] with
+   * [1, 2^32]); the byte size is checked where the result is created. */
+  int64_t numel = 0;
+  CT__TRY(ct__shape_numel(&numel, n, r, 1, fn));
   if (n) memcpy(out, r, (size_t)n * sizeof *r);
   *out_ndim = n;
   return CT_OK;
@@ -309,8 +321,11 @@ ct_status ct_eye(ct_tensor **out, ct_device *d, ct_dtype t, int64_t n, int64_t m
     return ct__error(CT_ERR_INVALID_ARGUMENT, "ct_eye: n %" PRId64 " and m %" PRId64 " must be >= 0", n, m);
   int64_t shape[2] = {n, m};
   CT__TRY(ct__full(out, d, t, 2, shape, 0.0, "ct_eye"));
-  /* The diagonal is a strided view with stride m + 1. */
-  int64_t k = n < m ? n : m, stride = m + 1;
+  /* The diagonal is a strided view with stride m + 1 (none when empty, where m + 1 could
+   * overflow: [0, 2^63 - 1] is a valid empty shape). */
+  int64_t k = n < m ? n : m;
+  if (k == 0) return CT_OK;
+  int64_t stride = m + 1;
   ct_tensor *diag;
   ct_status st = ct__tensor_view(&diag, *out, 1, &k, &stride, 0);
   if (st == CT_OK) {

@@ -48,6 +48,14 @@ ct_status ct__tensor_new(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, co
 ct_status ct__tensor_view(ct_tensor **out, const ct_tensor *t, int ndim, const int64_t *shape,
                           const int64_t *strides, int64_t offset);
 
+/* The one check every shape-producing call makes (creation, views, broadcasting): *numel gets
+ * the element count of shape, which must have no negative dim, and whose element count and
+ * byte size (numel * elem_size) must both fit in int64 (and size_t). The product of the dims
+ * with zeros counted as 1 must fit as well: it is the outermost contiguous stride, so an empty
+ * [0, 2^62, 2^62] is refused too rather than given strides that overflow. Otherwise
+ * CT_ERR_INVALID_ARGUMENT "<fn>: shape [...] ..." naming the shape. ndim must be in range. */
+ct_status ct__shape_numel(int64_t *numel, int ndim, const int64_t *shape, size_t elem_size, const char *fn);
+
 /* Shape text "[2, 3]" into buf (for messages). Returns buf. */
 const char *ct__shape_str(char *buf, size_t size, int ndim, const int64_t *shape);
 

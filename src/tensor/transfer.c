@@ -69,9 +69,12 @@ static ct_status ct__read(const ct_tensor *t, void *dst, int blocking, cl_event 
   /* Releasing a temporary right after enqueueing is safe: its block is only reused by commands
    * later in the same in-order queue. */
   ct_release(c);
+  /* A blocking read has waited for every earlier command: report one that failed (once: when
+   * the read itself failed, that failure is the report). */
+  ct_status async = blocking ? ct__device_async_check(d, fn) : CT_OK;
   if (err != CL_SUCCESS)
     return ct__cl_error(err, "%s: clEnqueueReadBuffer of %zu bytes from %s failed", fn, nbytes, d->spec);
-  return CT_OK;
+  return async;
 }
 
 /* Enqueues the write of row-major src into t's elements; blocking or with *ev. */
@@ -87,9 +90,10 @@ static ct_status ct__write(ct_tensor *t, const void *src, int blocking, cl_event
       if (ev) ct__profile_record_shared(d, "h2d", *ev);
       else ct__profile_record(d, "h2d", pev);
     }
+    ct_status async = blocking ? ct__device_async_check(d, fn) : CT_OK;
     if (err != CL_SUCCESS)
       return ct__cl_error(err, "%s: clEnqueueWriteBuffer of %zu bytes to %s failed", fn, nbytes, d->spec);
-    return CT_OK;
+    return async;
   }
   ct_tensor *tmp;
   CT__TRY(ct__tensor_new(&tmp, d, t->dtype, t->ndim, t->shape, fn));
@@ -97,7 +101,7 @@ static ct_status ct__write(ct_tensor *t, const void *src, int blocking, cl_event
   cl_int err = clEnqueueWriteBuffer(q, ct__tensor_mem(tmp), blocking ? CL_TRUE : CL_FALSE, ct__tensor_byte_offset(tmp),
                                     nbytes, src, 0, NULL, ct__profile_event(d, &pev));
   if (err == CL_SUCCESS) ct__profile_record(d, "h2d", pev);
-  ct_status st = CT_OK;
+  ct_status st = blocking ? ct__device_async_check(d, fn) : CT_OK;
   if (err != CL_SUCCESS)
     st = ct__cl_error(err, "%s: clEnqueueWriteBuffer of %zu bytes to %s failed", fn, nbytes, d->spec);
   if (st == CT_OK) st = ct__copy(t, tmp, fn);
@@ -182,6 +186,9 @@ ct_status ct_event_wait(ct_event *ev) {
   if (err == CL_SUCCESS || err == CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)
     clGetEventInfo(ev->ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof exec, &exec, NULL);
   if (exec < 0) err = exec;
+  /* Every earlier command has finished: report one that failed, once (when the transfer
+   * failed too, its failure is the report). */
+  ev->status = ct__device_async_check(ev->device, "ct_event_wait");
   if (err != CL_SUCCESS)
     ev->status = ct__cl_error(err, "ct_event_wait: the transfer (%s on %s) failed", ev->what, ev->device->spec);
   return ev->status;

@@ -14,6 +14,16 @@ static ct_status ct__dim(int *out, int dim, int n, const char *fn) {
   return CT_OK;
 }
 
+/* Every view is made here: the new shape's element count and byte size must fit in int64
+ * (ct_expand and ct_view/ct_reshape of an empty tensor can produce shapes that don't), so
+ * that ct_numel() and ct_tensor_nbytes() of any tensor are exact. */
+static ct_status ct__new_view(ct_tensor **out, const ct_tensor *t, int ndim, const int64_t *shape,
+                              const int64_t *strides, int64_t offset, const char *fn) {
+  int64_t numel = 0;
+  CT__TRY(ct__shape_numel(&numel, ndim, shape, ct_dtype_size(t->dtype), fn));
+  return ct__tensor_view(out, t, ndim, shape, strides, offset);
+}
+
 /* Resolves a -1 in shape against numel into out. */
 static ct_status ct__infer_shape(int64_t *out, const ct_tensor *t, int ndim, const int64_t *shape, const char *fn) {
   if (ndim < 0 || ndim > CT_MAX_DIMS)
@@ -49,7 +59,10 @@ static ct_status ct__infer_shape(int64_t *out, const ct_tensor *t, int ndim, con
     return ct__error(CT_ERR_SHAPE_MISMATCH, "%s: shape %s is invalid for input of shape %s (%" PRId64 " elements)", fn,
                      ct__shape_str(sa, sizeof sa, ndim, shape), ct__shape_str(sb, sizeof sb, t->ndim, t->shape), numel);
   }
-  return CT_OK;
+  /* An empty input takes any shape with a zero in it, including ones whose contiguous strides
+   * would overflow; refuse those before strides are computed. */
+  int64_t n = 0;
+  return ct__shape_numel(&n, ndim, out, ct_dtype_size(t->dtype), fn);
 }
 
 /* Strides expressing new_shape over t's memory without a copy (PyTorch's computeStride): each
@@ -106,7 +119,7 @@ ct_status ct_view(ct_tensor **out, const ct_tensor *t, int ndim, const int64_t *
                      ct__shape_str(sa, sizeof sa, ndim, sh), ct__shape_str(sb, sizeof sb, t->ndim, t->shape),
                      ct__shape_str(sc, sizeof sc, t->ndim, t->strides));
   }
-  return ct__tensor_view(out, t, ndim, sh, st, t->offset);
+  return ct__new_view(out, t, ndim, sh, st, t->offset, "ct_view");
 }
 
 ct_status ct_reshape(ct_tensor **out, const ct_tensor *t, int ndim, const int64_t *shape) {
@@ -115,11 +128,11 @@ ct_status ct_reshape(ct_tensor **out, const ct_tensor *t, int ndim, const int64_
   CT__CHECK_NOT_NULL("ct_reshape", t);
   int64_t sh[CT_MAX_DIMS], st[CT_MAX_DIMS];
   CT__TRY(ct__infer_shape(sh, t, ndim, shape, "ct_reshape"));
-  if (ct__view_strides(st, t, ndim, sh)) return ct__tensor_view(out, t, ndim, sh, st, t->offset);
+  if (ct__view_strides(st, t, ndim, sh)) return ct__new_view(out, t, ndim, sh, st, t->offset, "ct_reshape");
   ct_tensor *c;
   CT__TRY(ct__contiguous(&c, t, t->dtype, 1, "ct_reshape"));
   ct__contiguous_strides(st, ndim, sh);
-  ct_status s = ct__tensor_view(out, c, ndim, sh, st, c->offset);
+  ct_status s = ct__new_view(out, c, ndim, sh, st, c->offset, "ct_reshape");
   ct_release(c);
   return s;
 }
@@ -141,7 +154,7 @@ ct_status ct_permute(ct_tensor **out, const ct_tensor *t, const int *dims) {
     sh[i] = t->shape[d];
     st[i] = t->strides[d];
   }
-  return ct__tensor_view(out, t, t->ndim, sh, st, t->offset);
+  return ct__new_view(out, t, t->ndim, sh, st, t->offset, "ct_permute");
 }
 
 ct_status ct_transpose(ct_tensor **out, const ct_tensor *t, int dim0, int dim1) {
@@ -158,7 +171,7 @@ ct_status ct_transpose(ct_tensor **out, const ct_tensor *t, int dim0, int dim1) 
   st[a] = t->strides[b];
   sh[b] = t->shape[a];
   st[b] = t->strides[a];
-  return ct__tensor_view(out, t, t->ndim, sh, st, t->offset);
+  return ct__new_view(out, t, t->ndim, sh, st, t->offset, "ct_transpose");
 }
 
 ct_status ct_slice(ct_tensor **out, const ct_tensor *t, int dim, int64_t start, int64_t stop, int64_t step) {
@@ -180,7 +193,7 @@ ct_status ct_slice(ct_tensor **out, const ct_tensor *t, int dim, int64_t start, 
   memcpy(st, t->strides, sizeof st);
   sh[d] = len;
   st[d] = t->strides[d] * step;
-  return ct__tensor_view(out, t, t->ndim, sh, st, t->offset + (len > 0 ? start * t->strides[d] : 0));
+  return ct__new_view(out, t, t->ndim, sh, st, t->offset + (len > 0 ? start * t->strides[d] : 0), "ct_slice");
 }
 
 ct_status ct_squeeze(ct_tensor **out, const ct_tensor *t, int dim) {
@@ -191,11 +204,11 @@ ct_status ct_squeeze(ct_tensor **out, const ct_tensor *t, int dim) {
     /* As in PyTorch, a scalar accepts dim 0 or -1. */
     if (dim != 0 && dim != -1)
       return ct__error(CT_ERR_INVALID_ARGUMENT, "ct_squeeze: dim %d out of range for a 0-d tensor (expected -1..0)", dim);
-    return ct__tensor_view(out, t, 0, NULL, NULL, t->offset);
+    return ct__new_view(out, t, 0, NULL, NULL, t->offset, "ct_squeeze");
   }
   int d = 0;
   CT__TRY(ct__dim(&d, dim, t->ndim, "ct_squeeze"));
-  if (t->shape[d] != 1) return ct__tensor_view(out, t, t->ndim, t->shape, t->strides, t->offset);
+  if (t->shape[d] != 1) return ct__new_view(out, t, t->ndim, t->shape, t->strides, t->offset, "ct_squeeze");
   int64_t sh[CT_MAX_DIMS], st[CT_MAX_DIMS];
   int n = 0;
   for (int i = 0; i < t->ndim; i++) {
@@ -203,7 +216,7 @@ ct_status ct_squeeze(ct_tensor **out, const ct_tensor *t, int dim) {
     sh[n] = t->shape[i];
     st[n++] = t->strides[i];
   }
-  return ct__tensor_view(out, t, n, sh, st, t->offset);
+  return ct__new_view(out, t, n, sh, st, t->offset, "ct_squeeze");
 }
 
 ct_status ct_unsqueeze(ct_tensor **out, const ct_tensor *t, int dim) {
@@ -226,7 +239,7 @@ ct_status ct_unsqueeze(ct_tensor **out, const ct_tensor *t, int dim) {
       st[n++] = t->strides[i];
     }
   }
-  return ct__tensor_view(out, t, n, sh, st, t->offset);
+  return ct__new_view(out, t, n, sh, st, t->offset, "ct_unsqueeze");
 }
 
 ct_status ct_expand(ct_tensor **out, const ct_tensor *t, int ndim, const int64_t *shape) {
@@ -260,5 +273,5 @@ ct_status ct_expand(ct_tensor **out, const ct_tensor *t, int ndim, const int64_t
                        ct__shape_str(sb, sizeof sb, ndim, shape), i, t->shape[j], shape[i]);
     }
   }
-  return ct__tensor_view(out, t, ndim, sh, st, t->offset);
+  return ct__new_view(out, t, ndim, sh, st, t->offset, "ct_expand");
 }

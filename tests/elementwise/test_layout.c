@@ -2,9 +2,12 @@
  * (size-1 dims, 0-d scalars, 0-element tensors), strided inputs (transposed, permuted, sliced
  * with steps and offsets, expanded with stride 0), _out into strided views, in-place aliasing,
  * and the errors with their messages. argv[1]: "one" (one device) or "two" (two devices, for
- * the device-mismatch case). */
+ * the device-mismatch case); argv[2] "gpu-paths" runs the strided and group-remainder cases
+ * with the kernels a GPU gets (ct__ew_gpu_paths: one element per work-item on strided rows,
+ * EW_SPER=1, and f16 through the half builtins, EW_SOFT16=0). */
 #include <pthread.h>
 
+#include "elementwise/elementwise.h"
 #include "ew_util.h"
 
 typedef ct_status (*bin_fn)(ct_tensor **, const ct_tensor *, const ct_tensor *);
@@ -705,10 +708,16 @@ END_TEST
 
 int main(int argc, char **argv) {
   n_devices_wanted = argc > 1 && strcmp(argv[1], "two") == 0 ? 2 : 1;
+  ct__ew_gpu_paths = argc > 2 && strcmp(argv[2], "gpu-paths") == 0;
   Suite *s = suite_create("elementwise-layout");
   TCase *tc = tcase_create("layout");
   tcase_set_timeout(tc, 600);
-  if (n_devices_wanted == 1) {
+  if (ct__ew_gpu_paths) {
+    /* The layouts the GPU kernels treat differently: strided rows (EW_SPER=1, GPU group
+     * shapes) and the contiguous kernel's remainder launches. */
+    tcase_add_test(tc, test_strided_inputs);
+    tcase_add_test(tc, test_group_remainder);
+  } else if (n_devices_wanted == 1) {
     tcase_add_test(tc, test_broadcast_shapes);
     tcase_add_test(tc, test_broadcast_where_unary_scalar);
     tcase_add_test(tc, test_strided_inputs);

@@ -4,7 +4,11 @@
  *   unary    the 16 unary ops x 9 dtypes, where, clamp
  *   scalar   the 18 tensor-scalar ops x 9 dtypes with integer and float scalars
  *   promote  the promotion table, and add/mul/lt/where on every pair of dtypes
+ *   gpu      a subset of the above over every dtype (add, div, lt, neg, exp, mul by a scalar,
+ *            where, clamp, f16 with every dtype) with the kernels a GPU gets
+ *            (ct__ew_gpu_paths: f16 through the half builtins, no CPU vector path)
  * Layouts, broadcasting and errors are in test_layout.c. */
+#include "elementwise/elementwise.h"
 #include "ew_util.h"
 
 typedef ct_status (*bin_fn)(ct_tensor **, const ct_tensor *, const ct_tensor *);
@@ -384,6 +388,25 @@ int main(int argc, char **argv) {
   if (all || strcmp(group, "promote") == 0) {
     tcase_add_test(tc, test_promote_table);
     tcase_add_loop_test(tc, test_promote_pairs, 0, 9);
+  }
+  if (strcmp(group, "gpu") == 0) {
+    /* Set before the first op: the launcher reads it once per device. */
+    ct__ew_gpu_paths = 1;
+    const enum ref_op bin[] = {R_ADD, R_DIV, R_LT};
+    const enum ref_op un[] = {R_NEG, R_EXP};
+    const enum ref_op sc[] = {R_MUL};
+    for (int i = 0; i < N_BINARY; i++)
+      for (size_t j = 0; j < sizeof bin / sizeof bin[0]; j++)
+        if (binary_ops[i].op == bin[j]) tcase_add_loop_test(tc, test_binary, i, i + 1);
+    for (int i = 0; i < N_UNARY; i++)
+      for (size_t j = 0; j < sizeof un / sizeof un[0]; j++)
+        if (unary_ops[i].op == un[j]) tcase_add_loop_test(tc, test_unary, i, i + 1);
+    for (int i = 0; i < N_SCALAR; i++)
+      for (size_t j = 0; j < sizeof sc / sizeof sc[0]; j++)
+        if (scalar_ops[i].op == sc[j] && !scalar_ops[i].reversed) tcase_add_loop_test(tc, test_scalar, i, i + 1);
+    tcase_add_test(tc, test_where);
+    tcase_add_test(tc, test_clamp);
+    tcase_add_loop_test(tc, test_promote_pairs, 5, 6); /* f16 with every dtype */
   }
   suite_add_tcase(s, tc);
   return ct_test_run(s);
