@@ -14,6 +14,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -331,6 +332,9 @@ done:
 /* Builds (or loads from the disk cache) the program common + source for d. */
 static ct_status ct__build(cl_program *out, ct_device *d, const char *label, const char *common,
                            const char *source, const char *options) {
+  /* A $CLTENSOR_CACHE that is not a boolean is refused here, where it can be reported. */
+  bool cache_on;
+  CT__TRY(ct__cache_enabled(&cache_on));
   struct ct__cache_key key = {
       .device_name = d->props.name,
       .device_vendor = d->props.vendor,

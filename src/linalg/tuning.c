@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cltensor/version.h"
 #include "core/atomic_file.h"
@@ -158,6 +159,8 @@ ct_status ct__gemm_params_apply(ct_device *d, int bits, const ct__gemm_params *p
 
 ct_status ct__gemm_tuning_path(char *buf, size_t size, const ct_device *d) {
   char dir[4096];
+  bool on;
+  CT__TRY(ct__cache_enabled(&on));
   if (!ct__cache_dir(dir, sizeof dir))
     return ct__error(CT_ERR_IO, "GEMM tuning: no cache folder ($CLTENSOR_CACHE=0, or none of "
                      "$CLTENSOR_CACHE_DIR, $XDG_CACHE_HOME and $HOME is usable)");
@@ -174,6 +177,49 @@ ct_status ct__gemm_tuning_path(char *buf, size_t size, const ct_device *d) {
   int n = snprintf(buf, size, "%s/gemm-%s.txt", dir, hex);
   if (n < 0 || (size_t)n >= size) return ct__error(CT_ERR_IO, "GEMM tuning: cache folder path too long: %s", dir);
   return CT_OK;
+}
+
+/* ---- Reading the stored file ---- */
+
+#define CT__TUNING_FILE_MAX (64 * 1024)
+
+bool ct__gemm_tuning_load(ct__gemm_tuning *out, char *path, size_t path_size, ct_device *d, char *note,
+                          size_t note_size) {
+  if (ct__gemm_tuning_path(path, path_size, d) != CT_OK) {
+    snprintf(note, note_size, "%s", ct_last_error());
+    return false;
+  }
+  /* The kernel cache's trust rules (src/kernel/cache.h): the parameters go to CLBlast's
+   * compiler, so a file someone else could have written is not read at all. */
+  int fd;
+  uint64_t size;
+  char why[1024];
+  switch (ct__cache_open(path, CT__TUNING_FILE_MAX, &fd, &size, why, sizeof why)) {
+    case CT__TRUST_OK: break;
+    case CT__TRUST_MISSING: snprintf(note, note_size, "no tuning file %s", path); return false;
+    default: snprintf(note, note_size, "tuning file ignored: %s", why); return false;
+  }
+  char *text = malloc((size_t)size + 1);
+  bool ok = false;
+  if (!text) {
+    snprintf(note, note_size, "tuning file %s ignored: out of host memory", path);
+  } else if (!ct__read_exact(fd, text, (size_t)size)) {
+    snprintf(note, note_size, "tuning file %s ignored: read error", path);
+  } else if (memchr(text, '\0', (size_t)size)) {
+    snprintf(note, note_size, "tuning file %s ignored: malformed: it contains NUL bytes", path);
+  } else {
+    text[size] = '\0';
+    ct_status st = ct__gemm_tuning_parse(out, text, &d->props, why, sizeof why);
+    if (st == CT_ERR_DEVICE_MISMATCH)
+      snprintf(note, note_size, "tuning file %s ignored: it is for another device: %s", path, why);
+    else if (st != CT_OK)
+      snprintf(note, note_size, "tuning file %s ignored: malformed: %s", path, why);
+    else
+      ok = true;
+  }
+  close(fd);
+  free(text);
+  return ok;
 }
 
 /* ---- File format ----
@@ -413,7 +459,9 @@ ct_status ct__gemm_tuning_save(const char *path, const ct_device *d, const ct__g
     return ct__error(CT_ERR_OUT_OF_MEMORY, "GEMM tuning: out of host memory formatting %s", path);
   }
   struct ct__afile w;
-  ct_status st = ct__afile_open(&w, path, 0666, "GEMM tuning");
+  /* 0644, not 0666: under a umask of 002 a group-writable file would fail the trust rules the
+   * reader applies (src/kernel/cache.h). */
+  ct_status st = ct__afile_open(&w, path, 0644, "GEMM tuning");
   if (st == CT_OK) st = ct__afile_finish(&w, ct__afile_write(&w, text, len));
   free(text);
   return st;

@@ -11,11 +11,14 @@
 #include <ftw.h>
 #include <pthread.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "ct_test.h"
+#include "cltensor/version.h"
+#include "core/error.h"
 #include "device/device.h"
 #include "kernel/cache.h"
 #include "kernel/engine.h"
@@ -839,6 +842,194 @@ START_TEST(test_concurrent_get_from_8_threads) {
 }
 END_TEST
 
+/* ---- trust: what is read from the cache folder (pure: a fake key, no device) ---- */
+
+/* A nobody uid for "owned by another user" (the tests run as root in CI). */
+#define OTHER_UID 65534
+
+static struct ct__cache_key fake_key(void) {
+  struct ct__cache_key k = {.device_name = "Fake Device", .device_vendor = "Fake Vendor",
+                            .device_version = "OpenCL 1.2", .driver_version = "1.0",
+                            .platform_name = "Fake Platform", .platform_version = "OpenCL 1.2",
+                            .library_version = CT_VERSION_STRING, .options = "-DX=1"};
+  memset(k.source_sha256, 'a', 64);
+  k.source_sha256[64] = '\0';
+  return k;
+}
+
+static const unsigned char FAKE_BIN[] = "not really a program binary, but the cache does not care";
+
+/* Stores the fake entry in dir and returns its path. */
+static void store_fake(const char *dir, char *path, size_t cap) {
+  setenv("CLTENSOR_CACHE_DIR", dir, 1);
+  unsetenv("CLTENSOR_CACHE");
+  struct ct__cache_key k = fake_key();
+  ck_assert_int_eq(ct__cache_store(&k, FAKE_BIN, sizeof FAKE_BIN), 1);
+  ck_assert_int_eq(ct__cache_path(path, cap, &k), 1);
+}
+
+static enum ct__cache_result load_fake(void) {
+  struct ct__cache_key k = fake_key();
+  unsigned char *bin = NULL;
+  size_t len = 0;
+  enum ct__cache_result r = ct__cache_load(&k, &bin, &len);
+  if (r == CT__CACHE_HIT) {
+    ck_assert_uint_eq(len, sizeof FAKE_BIN);
+    ck_assert_int_eq(memcmp(bin, FAKE_BIN, len), 0);
+  }
+  free(bin);
+  return r;
+}
+
+START_TEST(test_cache_switch_is_a_boolean) {
+  char path[4096];
+  setenv("CLTENSOR_CACHE_DIR", "/somewhere", 1);
+  const char *off[] = {"0", "no", "false", "OFF", "No"}, *on[] = {"1", "yes", "TRUE", "on", ""};
+  for (size_t i = 0; i < 5; i++) {
+    setenv("CLTENSOR_CACHE", off[i], 1);
+    ck_assert_msg(ct__cache_dir(path, sizeof path) == 0, "CLTENSOR_CACHE=%s left the cache on", off[i]);
+    setenv("CLTENSOR_CACHE", on[i], 1);
+    ck_assert_msg(ct__cache_dir(path, sizeof path) == 1, "CLTENSOR_CACHE=%s turned the cache off", on[i]);
+  }
+  /* Anything else: off where it cannot be reported, refused where it can. */
+  setenv("CLTENSOR_CACHE", "maybe", 1);
+  ct__error(CT_OK, "earlier message");
+  ck_assert_int_eq(ct__cache_dir(path, sizeof path), 0);
+  ck_assert_str_eq(ct_last_error(), "earlier message");
+  bool v;
+  ck_assert_ct_status(ct__cache_enabled(&v), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("CLTENSOR_CACHE");
+  ck_assert_error_contains("maybe");
+}
+END_TEST
+
+START_TEST(test_untrusted_folder_is_not_read) {
+  char *base = make_tmpdir(), dir[4096], path[4096];
+  snprintf(dir, sizeof dir, "%s/c", base);
+  store_fake(dir, path, sizeof path);
+  ck_assert_int_eq(load_fake(), CT__CACHE_HIT);
+  /* World-writable with the sticky bit (as /tmp): others can still add files. */
+  ck_assert_int_eq(chmod(dir, 01777), 0);
+  ck_assert_int_eq(load_fake(), CT__CACHE_OFF);
+  struct ct__cache_key k = fake_key();
+  ck_assert_int_eq(ct__cache_store(&k, FAKE_BIN, sizeof FAKE_BIN), 0);
+  ck_assert_int_eq(chmod(dir, 0700), 0);
+  ck_assert_int_eq(load_fake(), CT__CACHE_HIT);
+  if (geteuid() == 0) {
+    ck_assert_int_eq(chown(dir, OTHER_UID, OTHER_UID), 0);
+    ck_assert_int_eq(load_fake(), CT__CACHE_OFF);
+    ck_assert_int_eq(chown(dir, 0, 0), 0);
+  }
+  rm_rf(base);
+  free(base);
+}
+END_TEST
+
+/* A symbolic link as the cache folder: followed when it is ours and its target passes, refused
+ * when its target fails the rules or someone else owns the link. */
+START_TEST(test_symlinked_folder) {
+  char *base = make_tmpdir(), target[4096], link[4096], path[4096];
+  snprintf(target, sizeof target, "%s/target", base);
+  snprintf(link, sizeof link, "%s/link", base);
+  store_fake(target, path, sizeof path);
+  ck_assert_int_eq(symlink(target, link), 0);
+  setenv("CLTENSOR_CACHE_DIR", link, 1);
+  ck_assert_int_eq(load_fake(), CT__CACHE_HIT);
+  ck_assert_int_eq(chmod(target, 0777), 0);
+  ck_assert_int_eq(load_fake(), CT__CACHE_OFF);
+  ck_assert_int_eq(chmod(target, 0700), 0);
+  if (geteuid() == 0) {
+    /* A link planted by another user, to a folder that passes every check (as root: any folder
+     * root owns, /etc included): nothing is read or written through it. */
+    ck_assert_int_eq(lchown(link, OTHER_UID, OTHER_UID), 0);
+    ck_assert_int_eq(load_fake(), CT__CACHE_OFF);
+    struct ct__cache_key k = fake_key();
+    k.options = "-DX=2";
+    ck_assert_int_eq(ct__cache_store(&k, FAKE_BIN, sizeof FAKE_BIN), 0);
+    ck_assert_int_eq(count_files(target, ".clbin"), 1);
+    /* ... also as a folder further up the path */
+    char deeper[4200];
+    snprintf(deeper, sizeof deeper, "%s/sub", link);
+    ck_assert_int_eq(mkdir(deeper, 0700), 0);
+    setenv("CLTENSOR_CACHE_DIR", deeper, 1);
+    ck_assert_int_eq(ct__cache_store(&k, FAKE_BIN, sizeof FAKE_BIN), 0);
+    ck_assert_int_eq(count_files(deeper, ".clbin"), 0);
+  }
+  rm_rf(base);
+  free(base);
+}
+END_TEST
+
+/* Each file must be a regular file of ours that nobody else can write. */
+START_TEST(test_untrusted_file_is_rejected) {
+  char *dir = make_tmpdir(), path[4096], copy[4200];
+  store_fake(dir, path, sizeof path);
+  ck_assert_int_eq(chmod(path, 0666), 0);
+  ck_assert_int_eq(load_fake(), CT__CACHE_REJECTED);
+  ck_assert_int_eq(chmod(path, 0600), 0);
+  ck_assert_int_eq(load_fake(), CT__CACHE_HIT);
+  if (geteuid() == 0) {
+    ck_assert_int_eq(chown(path, OTHER_UID, OTHER_UID), 0);
+    ck_assert_int_eq(load_fake(), CT__CACHE_REJECTED);
+    ck_assert_int_eq(chown(path, 0, 0), 0);
+  }
+  /* a link to a good copy */
+  snprintf(copy, sizeof copy, "%s.copy", path);
+  ck_assert_int_eq(rename(path, copy), 0);
+  ck_assert_int_eq(symlink(copy, path), 0);
+  ck_assert_int_eq(load_fake(), CT__CACHE_REJECTED);
+  rm_rf(dir);
+  free(dir);
+}
+END_TEST
+
+/* A FIFO in place of an entry: rejected at once, not a reader waiting for a writer forever (the
+ * tcase's timeout is the guard). */
+START_TEST(test_fifo_entry_does_not_hang) {
+  char *dir = make_tmpdir(), path[4096];
+  store_fake(dir, path, sizeof path);
+  ck_assert_int_eq(unlink(path), 0);
+  ck_assert_int_eq(mkfifo(path, 0600), 0);
+  ck_assert_int_eq(load_fake(), CT__CACHE_REJECTED);
+  rm_rf(dir);
+  free(dir);
+}
+END_TEST
+
+static long maxrss_kib(void) {
+  struct rusage ru;
+  ck_assert_int_eq(getrusage(RUSAGE_SELF, &ru), 0);
+  return ru.ru_maxrss;
+}
+
+/* A 1 GiB entry (sparse: no disk used) is refused from its header and size, not read whole. */
+START_TEST(test_huge_entry_is_not_read) {
+  char *dir = make_tmpdir(), path[4096];
+  store_fake(dir, path, sizeof path);
+  size_t n;
+  unsigned char *b = read_all(path, &n);
+  const off_t huge = (off_t)1 << 30;
+  long before = maxrss_kib();
+  /* A valid header whose length field disagrees with the size, then one that agrees. */
+  ck_assert_int_eq(truncate(path, huge), 0);
+  ck_assert_int_eq(load_fake(), CT__CACHE_REJECTED);
+  uint64_t blen = (uint64_t)huge - (n - sizeof FAKE_BIN);
+  unsigned char le[8];
+  for (int i = 0; i < 8; i++) le[i] = (unsigned char)(blen >> (8 * i));
+  int fd = open(path, O_WRONLY);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(pwrite(fd, le, 8, (off_t)(n - sizeof FAKE_BIN - 32 - 8)), 8);
+  close(fd);
+  ck_assert_int_eq(load_fake(), CT__CACHE_REJECTED);
+  /* Reading either whole would add 1 GiB; the margin allows for any allocator noise. */
+  long grown = maxrss_kib() - before;
+  ck_assert_msg(grown < 256 * 1024, "resident size grew by %ld KiB loading a 1 GiB entry", grown);
+  free(b);
+  rm_rf(dir);
+  free(dir);
+}
+END_TEST
+
 /* PoCL prints compiler diagnostics on stdout, where they would corrupt the TAP stream that
  * the parent process writes; in the forked child they go to stderr instead. */
 static void child_setup(void) {
@@ -877,5 +1068,15 @@ int main(int argc, char **argv) {
   tcase_add_test(cache, test_refused_binary_falls_back_to_source);
   tcase_add_test(cache, test_key_covers_source_and_options);
   suite_add_tcase(s, cache);
+  TCase *trust = tcase_create("trust");
+  tcase_set_timeout(trust, 60);
+  tcase_add_checked_fixture(trust, child_setup, NULL);
+  tcase_add_test(trust, test_cache_switch_is_a_boolean);
+  tcase_add_test(trust, test_untrusted_folder_is_not_read);
+  tcase_add_test(trust, test_symlinked_folder);
+  tcase_add_test(trust, test_untrusted_file_is_rejected);
+  tcase_add_test(trust, test_fifo_entry_does_not_hang);
+  tcase_add_test(trust, test_huge_entry_is_not_read);
+  suite_add_tcase(s, trust);
   return ct_test_run(s);
 }
