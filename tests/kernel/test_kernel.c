@@ -499,7 +499,9 @@ static void fill_one(const char *options, float add, char *file, size_t cap) {
   only_cache_file(getenv("CLTENSOR_CACHE_DIR"), file, cap);
 }
 
-enum damage { REJECTED, REFUSED };
+/* REJECTED: a check fails; REFUSED: the driver refuses the binary; MISSING: the driver loads it
+ * but the kernel is not in it. */
+enum damage { REJECTED, REFUSED, MISSING };
 
 /* After damaging the cache file: the next use (after ct_shutdown, so the in-memory cache is
  * gone) must reject it (or have the driver refuse it), rebuild from source and overwrite it,
@@ -516,7 +518,7 @@ static void expect_rejected_then_healed(const char *options, float add, enum dam
     ck_assert_uint_eq(s1.binary_refused - s0.binary_refused, 1);
   }
   ck_assert_uint_eq(s1.builds_from_source - s0.builds_from_source, 1);
-  ck_assert_uint_eq(s1.loads_from_binary - s0.loads_from_binary, 0);
+  ck_assert_uint_eq(s1.loads_from_binary - s0.loads_from_binary, how == MISSING ? 1 : 0);
   ck_assert_uint_eq(s1.cache_writes - s0.cache_writes, 1);
   d = ct_test_device();
   run_scale(d, get_scale(d, options), 2.0f, add);
@@ -619,6 +621,17 @@ static void parse_layout(const unsigned char *b, size_t n, size_t *sum_at, size_
   ck_assert_uint_eq(*bin_at + blen, n);
 }
 
+/* Rewrites the checksum of the cache file image b (n bytes) as the cache computes it, so that
+ * every check passes. */
+static void reseal(unsigned char *b, size_t n) {
+  size_t sum_at, bin_at;
+  parse_layout(b, n, &sum_at, &bin_at);
+  struct ct__sha256 s;
+  ct__sha256_init(&s);
+  ct__sha256_update(&s, b + bin_at, n - bin_at);
+  ct__sha256_final(&s, b + sum_at);
+}
+
 START_TEST(test_refused_binary_falls_back_to_source) {
   char *dir = use_fresh_cache();
   char file[4096];
@@ -628,13 +641,58 @@ START_TEST(test_refused_binary_falls_back_to_source) {
   parse_layout(b, n, &sum_at, &bin_at);
   /* Garbage with a valid checksum: every check passes and the driver gets to refuse it. */
   for (size_t i = bin_at; i < n; i++) b[i] = (unsigned char)(i * 131u + 7u);
-  struct ct__sha256 s;
-  ct__sha256_init(&s);
-  ct__sha256_update(&s, b + bin_at, n - bin_at);
-  ct__sha256_final(&s, b + sum_at);
+  reseal(b, n);
   write_all(file, b, n);
   free(b);
   expect_rejected_then_healed(NULL, 0.0f, REFUSED);
+  rm_rf(dir);
+  free(dir);
+}
+END_TEST
+
+/* The image of a cache file with header's key (up to the binary length) and the binary of
+ * donor: what an entry made around another program's binary looks like. */
+static unsigned char *graft(const char *header, const char *donor, size_t *out_n) {
+  size_t hn, dn, h_sum, h_bin, d_sum, d_bin;
+  unsigned char *h = read_all(header, &hn), *dbuf = read_all(donor, &dn);
+  parse_layout(h, hn, &h_sum, &h_bin);
+  parse_layout(dbuf, dn, &d_sum, &d_bin);
+  size_t blen = dn - d_bin, n = h_bin + blen;
+  unsigned char *b = malloc(n);
+  memcpy(b, h, h_bin);
+  for (int i = 0; i < 8; i++) b[h_sum - 8 + (size_t)i] = (unsigned char)((uint64_t)blen >> (8 * i));
+  memcpy(b + h_bin, dbuf + d_bin, blen);
+  free(h);
+  free(dbuf);
+  *out_n = n;
+  return b;
+}
+
+/* An entry that passes every check but whose program lacks the kernel asked for: discarded and
+ * rebuilt from source, not CT_ERR_INTERNAL on every run. */
+START_TEST(test_binary_without_the_kernel_is_rebuilt) {
+  char *dir = use_fresh_cache();
+  char file[4096], other[4096], aside[4200];
+  fill_one(NULL, 0.0f, file, sizeof file);
+  snprintf(aside, sizeof aside, "%s.aside", file);
+  ck_assert_int_eq(rename(file, aside), 0);
+  /* The same program with the kernel renamed. */
+  char src[512];
+  snprintf(src, sizeof src, "%s", SCALE_SRC);
+  memcpy(strstr(src, "void scale("), "void scalf(", 11);
+  ct_device *d = ct_test_device();
+  ct__kernel *k;
+  ck_assert_ct_ok(ct__kernel_get_source(&k, d, src, "scalf", NULL));
+  ct_shutdown();
+  only_cache_file(dir, other, sizeof other);
+  ck_assert_int_eq(rename(aside, file), 0);
+  size_t n;
+  unsigned char *b = graft(file, other, &n);
+  ck_assert_int_eq(unlink(other), 0);
+  reseal(b, n);
+  write_all(file, b, n);
+  free(b);
+  expect_rejected_then_healed(NULL, 0.0f, MISSING);
   rm_rf(dir);
   free(dir);
 }
@@ -1067,6 +1125,7 @@ int main(int argc, char **argv) {
   tcase_add_test(cache, test_mismatched_cache_file_is_rebuilt);
   tcase_add_test(cache, test_refused_binary_falls_back_to_source);
   tcase_add_test(cache, test_key_covers_source_and_options);
+  tcase_add_test(cache, test_binary_without_the_kernel_is_rebuilt);
   suite_add_tcase(s, cache);
   TCase *trust = tcase_create("trust");
   tcase_set_timeout(trust, 60);
