@@ -382,13 +382,15 @@ static unsigned char *ct__header(const struct ct__cache_key *key, uint64_t len, 
   return hdr;
 }
 
-/* The checksum stored after the header. */
+/* The checksum stored after the header: over the header (which holds the whole key: device,
+ * driver, library, options, source digest) and then the binary, so that a binary is only
+ * accepted under the key it was stored with: another program's binary spliced into an entry,
+ * with a checksum of the binary alone, fails. */
 static void ct__checksum(const unsigned char *hdr, size_t hlen, const unsigned char *bin, size_t len,
                          unsigned char out[32]) {
-  (void)hdr;
-  (void)hlen;
   struct ct__sha256 s;
   ct__sha256_init(&s);
+  ct__sha256_update(&s, hdr, hlen);
   ct__sha256_update(&s, bin, len);
   ct__sha256_final(&s, out);
 }

@@ -14,12 +14,14 @@
  *   16      ...   each key field: u32 length (little-endian), then that many bytes, in the order
  *                 of struct ct__cache_key below
  *   ...     8     binary length, little-endian
- *   ...     32    SHA-256 of the binary
+ *   ...     32    SHA-256 of everything above (magic to binary length), then the binary
  *   ...     n     the binary (what clGetProgramInfo(CL_PROGRAM_BINARIES) returned)
  *
  * A file is used only when every field matches the expected key byte for byte, the binary
  * length equals what is left of the file (at most CT__CACHE_MAX_BYTES in all), and the checksum
- * matches; anything else (a corrupt, truncated, foreign or stale file, or one the trust rules
+ * matches (keyed to the header, it ties the binary to the source, options and device it was
+ * built for; it is no signature: the trust rules below keep others from writing entries at
+ * all); anything else (a corrupt, truncated, foreign or stale file, or one the trust rules
  * refuse) is ignored and overwritten by the next build. The header is read and compared before
  * the binary, so a large foreign file costs one small read. Writes go to
  * a temporary file in the same folder, are fsync()ed and renamed over the final name, so a
@@ -36,7 +38,7 @@
 #include "cltensor/status.h"
 
 #define CT__CACHE_MAGIC "CTKBIN\r\n"
-#define CT__CACHE_FORMAT 1u
+#define CT__CACHE_FORMAT 2u /* 2: the checksum covers the header too */
 #define CT__CACHE_NFIELDS 9u
 /* No program binary comes near this; a file above it is refused without being read. */
 #define CT__CACHE_MAX_BYTES (128ull << 20)

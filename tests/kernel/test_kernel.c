@@ -628,6 +628,7 @@ static void reseal(unsigned char *b, size_t n) {
   parse_layout(b, n, &sum_at, &bin_at);
   struct ct__sha256 s;
   ct__sha256_init(&s);
+  ct__sha256_update(&s, b, sum_at);
   ct__sha256_update(&s, b + bin_at, n - bin_at);
   ct__sha256_final(&s, b + sum_at);
 }
@@ -693,6 +694,32 @@ START_TEST(test_binary_without_the_kernel_is_rebuilt) {
   write_all(file, b, n);
   free(b);
   expect_rejected_then_healed(NULL, 0.0f, MISSING);
+  rm_rf(dir);
+  free(dir);
+}
+END_TEST
+
+/* Another program's binary (same kernel name, other options) in an entry with a valid header
+ * and a SHA-256 of that binary: the checksum is keyed to the header, so it is rejected rather
+ * than run (run_scale would see +2 for +1). */
+START_TEST(test_swapped_binary_is_rejected) {
+  char *dir = use_fresh_cache();
+  char file_a[4096], file_b[4096], aside[4200];
+  fill_one("-DCT_ADD=1", 1.0f, file_a, sizeof file_a);
+  snprintf(aside, sizeof aside, "%s.aside", file_a);
+  ck_assert_int_eq(rename(file_a, aside), 0);
+  fill_one("-DCT_ADD=2", 2.0f, file_b, sizeof file_b);
+  ck_assert_int_eq(rename(aside, file_a), 0);
+  size_t n, sum_at, bin_at;
+  unsigned char *b = graft(file_a, file_b, &n);
+  parse_layout(b, n, &sum_at, &bin_at);
+  struct ct__sha256 s;
+  ct__sha256_init(&s);
+  ct__sha256_update(&s, b + bin_at, n - bin_at);
+  ct__sha256_final(&s, b + sum_at);
+  write_all(file_a, b, n);
+  free(b);
+  expect_rejected_then_healed("-DCT_ADD=1", 1.0f, REJECTED);
   rm_rf(dir);
   free(dir);
 }
@@ -1126,6 +1153,7 @@ int main(int argc, char **argv) {
   tcase_add_test(cache, test_refused_binary_falls_back_to_source);
   tcase_add_test(cache, test_key_covers_source_and_options);
   tcase_add_test(cache, test_binary_without_the_kernel_is_rebuilt);
+  tcase_add_test(cache, test_swapped_binary_is_rejected);
   suite_add_tcase(s, cache);
   TCase *trust = tcase_create("trust");
   tcase_set_timeout(trust, 60);
