@@ -518,12 +518,13 @@ END_TEST
 
 #define OTHER_UID 65534 /* "another user" (the tests run as root in CI) */
 
-static void save_test_file(ct_device *d, char *path, size_t cap) {
+/* Stores a tuning file for d with p as its f32 set; its path into path. */
+static void save_f32_file(ct_device *d, const ct__gemm_params *p, char *path, size_t cap) {
   ck_assert_ct_ok(ct__gemm_tuning_path(path, cap, d));
   ct__gemm_tuning t;
   memset(&t, 0, sizeof t);
   t.has[CT__PREC_F32] = true;
-  t.p[CT__PREC_F32] = test_params();
+  t.p[CT__PREC_F32] = *p;
   ck_assert_ct_ok(ct__gemm_tuning_save(path, d, &t, NULL));
 }
 
@@ -542,7 +543,8 @@ START_TEST(test_untrusted_tuning_file_is_not_read) {
   fresh_cache();
   ct_device *d = ct_test_device();
   char path[1024];
-  save_test_file(d, path, sizeof path);
+  ct__gemm_params p = test_params();
+  save_f32_file(d, &p, path, sizeof path);
   ck_assert_int_eq(chmod(cache_dir, 01777), 0); /* shared, sticky, as /tmp */
   expect_file_refused("writable by group or others");
   ck_assert_int_eq(chmod(cache_dir, 0700), 0);
@@ -576,6 +578,61 @@ START_TEST(test_fifo_tuning_file_does_not_hang) {
   ck_assert_ct_ok(ct__gemm_tuning_path(path, sizeof path, d));
   ck_assert_int_eq(mkfifo(path, 0600), 0);
   expect_file_refused("not a regular file");
+}
+END_TEST
+
+/* ---- Verification: a stored set is used only when it computes right products ---- */
+
+/* A set that passes every constraint but computes wrong products on PoCL 3.1: the issue's
+ * family (GEMMK=1 KREG=16 KWG=1 ... VWN=2, which cltensor-tune rejects with "wrong result"),
+ * drawn from cltensor-tune's GEMMK=1 space; applied directly it got 16256 of the 16384
+ * elements of a 128x128 product wrong. */
+static ct__gemm_params bad_params(void) {
+  ct__gemm_params p = test_params();
+  /* GEMMK KREG KWG KWI MDIMA MDIMC MWG NDIMB NDIMC NWG SA SB STRM STRN VWM VWN */
+  const size_t x[CT__XGEMM_NPARAMS] = {1, 16, 1, 1, 8, 8, 128, 4, 4, 64, 0, 0, 0, 0, 1, 2};
+  memcpy(p.xgemm, x, sizeof x);
+  return p;
+}
+
+START_TEST(test_wrong_products_are_not_used) {
+  fresh_cache();
+  setenv("CLTENSOR_GEMM", "clblast", 1);
+  ct_device *d = ct_test_device();
+  char path[1024], why[512];
+  ct__gemm_params bad = bad_params();
+  ck_assert_msg(ct__gemm_params_valid(&bad, ct_device_properties(d), 4, why, sizeof why), "%s", why);
+  save_f32_file(d, &bad, path, sizeof path);
+  ct_gemm_tuning_source src;
+  const char *msg;
+  ck_assert_ct_ok(ct_gemm_tuning_status(d, &src, &msg));
+  ck_assert_msg(src != CT_GEMM_TUNING_FILE && strstr(msg, "ignored") && strstr(msg, "wrong products") &&
+                    strstr(msg, "Xgemm"),
+                "source %d: %s", (int)src, msg);
+  ck_assert_str_eq(ct_last_error(), "");
+  /* what the file would have broken */
+  ct_tensor *a = lt_random(d, CT_F32, 2, (int64_t[]){128, 128}, 1), *b = lt_random(d, CT_F32, 2, (int64_t[]){128, 128}, 2);
+  lt_matmul_check(a, b, "128x128 after a bad tuning file");
+  ct_release(a);
+  ct_release(b);
+  /* the verdict is remembered: asked again, same answer */
+  char again[512];
+  ck_assert(!ct__gemm_params_verify(d, 32, &bad, again, sizeof again));
+  ck_assert_msg(strstr(again, "wrong products"), "%s", again);
+  /* and a good set passes */
+  ct__gemm_params good = test_params();
+  ck_assert_msg(ct__gemm_params_verify(d, 32, &good, why, sizeof why), "%s", why);
+  /* f64 has no shipped set, and CLBlast cannot drop the bad one once tried: the conservative
+   * set takes its place, and products are right again */
+  if (ct_device_properties(d)->fp64) {
+    ck_assert(!ct__gemm_params_verify(d, 64, &bad, why, sizeof why));
+    ck_assert_msg(strstr(why, "wrong products") && strstr(why, "conservative"), "%s", why);
+    a = lt_random(d, CT_F64, 2, (int64_t[]){128, 128}, 3);
+    b = lt_random(d, CT_F64, 2, (int64_t[]){128, 128}, 4);
+    lt_matmul_check(a, b, "f64 128x128 after a bad set");
+    ct_release(a);
+    ct_release(b);
+  }
 }
 END_TEST
 
@@ -618,6 +675,10 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_tuning_env_invalid);
   tcase_add_test(tc, test_untrusted_tuning_file_is_not_read);
   suite_add_tcase(s, tc);
+  TCase *verify = tcase_create("verify");
+  tcase_set_timeout(verify, 600);
+  tcase_add_test(verify, test_wrong_products_are_not_used);
+  suite_add_tcase(s, verify);
   TCase *hang = tcase_create("no-hang");
   tcase_set_timeout(hang, 60);
   tcase_add_test(hang, test_fifo_tuning_file_does_not_hang);
