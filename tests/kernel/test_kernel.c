@@ -633,6 +633,15 @@ static void reseal(unsigned char *b, size_t n) {
   ct__sha256_final(&s, b + sum_at);
 }
 
+/* Writes the image b (freed here) to file with a checksum that passes, then expects the
+ * default scale entry to be found bad in the way `how` says, rebuilt and healed. */
+static void plant_sealed(const char *file, unsigned char *b, size_t n, enum damage how) {
+  reseal(b, n);
+  write_all(file, b, n);
+  free(b);
+  expect_rejected_then_healed(NULL, 0.0f, how);
+}
+
 START_TEST(test_refused_binary_falls_back_to_source) {
   char *dir = use_fresh_cache();
   char file[4096];
@@ -642,10 +651,7 @@ START_TEST(test_refused_binary_falls_back_to_source) {
   parse_layout(b, n, &sum_at, &bin_at);
   /* Garbage with a valid checksum: every check passes and the driver gets to refuse it. */
   for (size_t i = bin_at; i < n; i++) b[i] = (unsigned char)(i * 131u + 7u);
-  reseal(b, n);
-  write_all(file, b, n);
-  free(b);
-  expect_rejected_then_healed(NULL, 0.0f, REFUSED);
+  plant_sealed(file, b, n, REFUSED);
   rm_rf(dir);
   free(dir);
 }
@@ -690,10 +696,7 @@ START_TEST(test_binary_without_the_kernel_is_rebuilt) {
   size_t n;
   unsigned char *b = graft(file, other, &n);
   ck_assert_int_eq(unlink(other), 0);
-  reseal(b, n);
-  write_all(file, b, n);
-  free(b);
-  expect_rejected_then_healed(NULL, 0.0f, MISSING);
+  plant_sealed(file, b, n, MISSING);
   rm_rf(dir);
   free(dir);
 }
