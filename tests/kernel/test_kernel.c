@@ -991,6 +991,24 @@ START_TEST(test_cache_switch_is_a_boolean) {
 }
 END_TEST
 
+/* Through the engine: a non-boolean value fails the build naming the variable; "off" builds
+ * and caches nothing. */
+START_TEST(test_cache_switch_in_the_engine) {
+  char *dir = use_fresh_cache();
+  setenv("CLTENSOR_CACHE", "maybe", 1);
+  ct_device *d = ct_test_device();
+  ct__kernel *k;
+  ck_assert_ct_status(ct__kernel_get_source(&k, d, SCALE_SRC, "scale", NULL), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("$CLTENSOR_CACHE='maybe'");
+  setenv("CLTENSOR_CACHE", "off", 1);
+  run_scale(d, get_scale(d, NULL), 2.0f, 0.0f);
+  ck_assert_int_eq(count_files(dir, ".clbin"), 0);
+  ct_shutdown();
+  rm_rf(dir);
+  free(dir);
+}
+END_TEST
+
 START_TEST(test_untrusted_folder_is_not_read) {
   char *base = make_tmpdir(), dir[4096], path[4096];
   snprintf(dir, sizeof dir, "%s/c", base);
@@ -1159,9 +1177,10 @@ int main(int argc, char **argv) {
   tcase_add_test(cache, test_swapped_binary_is_rejected);
   suite_add_tcase(s, cache);
   TCase *trust = tcase_create("trust");
-  tcase_set_timeout(trust, 60);
+  tcase_set_timeout(trust, 120);
   tcase_add_checked_fixture(trust, child_setup, NULL);
   tcase_add_test(trust, test_cache_switch_is_a_boolean);
+  tcase_add_test(trust, test_cache_switch_in_the_engine);
   tcase_add_test(trust, test_untrusted_folder_is_not_read);
   tcase_add_test(trust, test_symlinked_folder);
   tcase_add_test(trust, test_untrusted_file_is_rejected);
