@@ -168,6 +168,7 @@ ct_status ct__gemm_params_apply(ct_device *d, int bits, const ct__gemm_params *p
 
 static struct ct__verified {
   cl_device_id dev;
+  char name[128];       /* with dev: a handle reused by another device after ct_shutdown() */
   int bits;
   ct__gemm_params p;
   bool ok;
@@ -306,7 +307,8 @@ bool ct__gemm_params_verify(ct_device *d, int bits, const ct__gemm_params *p, ch
   pthread_mutex_lock(&ct__verified_lock);
   for (int i = 0; i < ct__nverified; i++) {
     struct ct__verified *v = &ct__verified[i];
-    if (v->dev == d->id && v->bits == bits && memcmp(&v->p, p, sizeof *p) == 0) {
+    if (v->dev == d->id && strncmp(v->name, d->props.name, sizeof v->name - 1) == 0 && v->bits == bits &&
+        memcmp(&v->p, p, sizeof *p) == 0) {
       bool ok = v->ok;
       snprintf(why, why_size, "%s", v->why);
       pthread_mutex_unlock(&ct__verified_lock);
@@ -335,6 +337,7 @@ bool ct__gemm_params_verify(ct_device *d, int bits, const ct__gemm_params *p, ch
   if (ct__nverified < CT__VERIFIED_MAX) {
     struct ct__verified *v = &ct__verified[ct__nverified++];
     v->dev = d->id;
+    snprintf(v->name, sizeof v->name, "%s", d->props.name);
     v->bits = bits;
     v->p = *p;
     v->ok = ok;
