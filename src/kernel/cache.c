@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,8 @@
 #include <unistd.h>
 
 #include "core/atomic_file.h"
+#include "core/env.h"
+#include "core/error.h"
 #include "kernel/cache.h"
 
 /* ---- SHA-256 (FIPS 180-4) ---- */
@@ -112,9 +115,26 @@ void ct__hex(char *out, const unsigned char *digest, size_t n) {
 
 /* ---- Location ---- */
 
+ct_status ct__cache_enabled(bool *on) {
+  return ct__env_bool("kernel cache", "CLTENSOR_CACHE", true, on);
+}
+
+/* As ct__cache_enabled(), quietly: an invalid value means off here (the cache is best-effort and
+ * must not clobber the caller's message); ct__cache_enabled() is where it gets reported. */
+static bool ct__cache_on(void) {
+  const char *v = getenv("CLTENSOR_CACHE");
+  if (!v || !*v) return true;
+  char saved[512];
+  snprintf(saved, sizeof saved, "%s", ct_last_error());
+  bool on;
+  if (ct__cache_enabled(&on) == CT_OK) return on;
+  if (saved[0]) ct__error(CT_OK, "%s", saved);
+  else ct_clear_error();
+  return false;
+}
+
 int ct__cache_dir(char *out, size_t cap) {
-  const char *off = getenv("CLTENSOR_CACHE");
-  if (off && strcmp(off, "0") == 0) return 0;
+  if (!ct__cache_on()) return 0;
   const char *dir = getenv("CLTENSOR_CACHE_DIR");
   int n;
   if (dir && *dir) {
@@ -151,12 +171,134 @@ static int ct__mkdirs(const char *path) {
   return stat(buf, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* A folder others can write to could be fed binaries the driver would run: the cache is only
- * used in a folder owned by this user and not writable by group or others. */
-static int ct__dir_trusted(const char *dir) {
+/* ---- Trust (rules in cache.h) ---- */
+
+static enum ct__trust ct__refuse(enum ct__trust t, char *why, size_t n, const char *fmt, ...)
+    CT__PRINTF(4, 5);
+static enum ct__trust ct__refuse(enum ct__trust t, char *why, size_t n, const char *fmt, ...) {
+  if (why && n) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, n, fmt, ap);
+    va_end(ap);
+  }
+  return t;
+}
+
+/* What an owner and mode must be for anything the library reads from the cache: this user's,
+ * and not writable by group or others (whatever the sticky bit: in a 1777 folder others can
+ * still add files). NULL when acceptable, else what is wrong. */
+static const char *ct__owner_problem(const struct stat *st) {
+  if (st->st_uid != geteuid()) return "owned by another user";
+  if (st->st_mode & (S_IWGRP | S_IWOTH)) return "writable by group or others";
+  return NULL;
+}
+
+enum ct__trust ct__cache_dir_check(const char *dir, char *real, size_t cap, char *why, size_t n) {
+  char eb[128], prefix[PATH_MAX];
+  size_t len = strlen(dir);
+  if (len == 0 || len >= sizeof prefix)
+    return ct__refuse(CT__TRUST_DIR_REFUSED, why, n, "cache folder path too long or empty");
+  /* Every symbolic link named in the path must be this user's or root's: a link planted by
+   * someone else could send the cache (as root: its writes) anywhere. */
+  memcpy(prefix, dir, len + 1);
+  for (size_t i = 1; i <= len; i++) {
+    if (prefix[i] != '/' && prefix[i] != '\0') continue;
+    char c = prefix[i];
+    prefix[i] = '\0';
+    struct stat ls;
+    if (lstat(prefix, &ls) != 0) {
+      int e = errno;
+      prefix[i] = c;
+      if (e == ENOENT) return CT__TRUST_MISSING; /* created by the first store */
+      return ct__refuse(CT__TRUST_DIR_REFUSED, why, n, "cache folder %s: %s", dir,
+                        ct__strerror(e, eb, sizeof eb));
+    }
+    if (S_ISLNK(ls.st_mode) && ls.st_uid != geteuid() && ls.st_uid != 0)
+      return ct__refuse(CT__TRUST_DIR_REFUSED, why, n,
+                        "cache folder %s refused: the symbolic link %s is owned by another user", dir,
+                        prefix);
+    prefix[i] = c;
+  }
+  char resolved[PATH_MAX];
+  if (!realpath(dir, resolved)) {
+    int e = errno;
+    if (e == ENOENT) return CT__TRUST_MISSING;
+    return ct__refuse(CT__TRUST_DIR_REFUSED, why, n, "cache folder %s: %s", dir,
+                      ct__strerror(e, eb, sizeof eb));
+  }
   struct stat st;
-  return stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
-         (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
+  if (stat(resolved, &st) != 0 || !S_ISDIR(st.st_mode))
+    return ct__refuse(CT__TRUST_DIR_REFUSED, why, n, "cache folder %s (%s) is not a folder", dir, resolved);
+  const char *bad = ct__owner_problem(&st);
+  if (bad)
+    return ct__refuse(CT__TRUST_DIR_REFUSED, why, n, "cache folder %s%s%s%s refused: %s", dir,
+                      strcmp(dir, resolved) ? " (" : "", strcmp(dir, resolved) ? resolved : "",
+                      strcmp(dir, resolved) ? ")" : "", bad);
+  if (strlen(resolved) >= cap)
+    return ct__refuse(CT__TRUST_DIR_REFUSED, why, n, "cache folder path too long: %s", resolved);
+  strcpy(real, resolved);
+  return CT__TRUST_OK;
+}
+
+enum ct__trust ct__cache_open(const char *path, uint64_t max_size, int *fd, uint64_t *size, char *why,
+                              size_t n) {
+  *fd = -1;
+  *size = 0;
+  char dir[PATH_MAX], real[PATH_MAX], file[PATH_MAX], eb[128];
+  const char *slash = strrchr(path, '/');
+  size_t dl = slash ? (size_t)(slash - path) : 0;
+  if (!slash || dl >= sizeof dir)
+    return ct__refuse(CT__TRUST_DIR_REFUSED, why, n, "%s: not a path in a cache folder", path);
+  memcpy(dir, path, dl);
+  dir[dl ? dl : 1] = '\0';
+  if (dl == 0) dir[0] = '/';
+  enum ct__trust t = ct__cache_dir_check(dir, real, sizeof real, why, n);
+  if (t != CT__TRUST_OK) return t;
+  int fl = snprintf(file, sizeof file, "%s%s", real, slash);
+  if (fl < 0 || (size_t)fl >= sizeof file)
+    return ct__refuse(CT__TRUST_FILE_REFUSED, why, n, "%s: path too long", path);
+  /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
+   * O_NOFOLLOW: the file itself is never a link (the folder's links were checked above). */
+  int f = open(file, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+  if (f < 0) {
+    int e = errno;
+    if (e == ENOENT) return CT__TRUST_MISSING;
+    if (e == ELOOP)
+      return ct__refuse(CT__TRUST_FILE_REFUSED, why, n, "%s is a symbolic link", path);
+    return ct__refuse(CT__TRUST_FILE_REFUSED, why, n, "cannot open %s: %s", path,
+                      ct__strerror(e, eb, sizeof eb));
+  }
+  struct stat st;
+  const char *bad = NULL;
+  if (fstat(f, &st) != 0) bad = "cannot stat it";
+  else if (!S_ISREG(st.st_mode)) bad = "not a regular file";
+  else bad = ct__owner_problem(&st);
+  if (!bad && (st.st_size < 0 || (uint64_t)st.st_size > max_size)) {
+    close(f);
+    return ct__refuse(CT__TRUST_FILE_REFUSED, why, n, "%s is larger than %llu bytes", path,
+                      (unsigned long long)max_size);
+  }
+  /* Reads of a regular file never block; clear the flag anyway so reads behave as usual. */
+  if (!bad && fcntl(f, F_SETFL, fcntl(f, F_GETFL) & ~O_NONBLOCK) != 0) bad = "cannot clear O_NONBLOCK";
+  if (bad) {
+    close(f);
+    return ct__refuse(CT__TRUST_FILE_REFUSED, why, n, "%s refused: %s", path, bad);
+  }
+  *fd = f;
+  *size = (uint64_t)st.st_size;
+  return CT__TRUST_OK;
+}
+
+int ct__read_exact(int fd, void *buf, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = read(fd, (char *)buf + got, n - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return 0; /* an error, or the file shrank under us */
+    got += (size_t)r;
+  }
+  return 1;
 }
 
 static void ct__put_u32(struct ct__sha256 *s, uint32_t v) {
@@ -200,7 +342,11 @@ int ct__cache_path(char *out, size_t cap, const struct ct__cache_key *key) {
   return n > 0 && (size_t)n < cap;
 }
 
-/* ---- Reading ---- */
+/* ---- The header ---- */
+
+static void ct__le32(unsigned char *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
 
 static uint32_t ct__get_u32(const unsigned char *p) {
   return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -210,108 +356,16 @@ static uint64_t ct__get_u64(const unsigned char *p) {
   return (uint64_t)ct__get_u32(p) | (uint64_t)ct__get_u32(p + 4) << 32;
 }
 
-/* Whole-file read; NULL on any failure. A cache file is never expected beyond 1 GiB, and the
- * cap keeps a garbage file from exhausting memory. */
-static unsigned char *ct__read_file(const char *path, size_t *size, int *missing) {
-  *missing = 0;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    *missing = errno == ENOENT;
-    return NULL;
-  }
-  struct stat st;
-  unsigned char *buf = NULL;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 0 ||
-      (uint64_t)st.st_size > (1ull << 30))
-    goto fail;
-  size_t n = (size_t)st.st_size;
-  buf = malloc(n ? n : 1);
-  if (!buf) goto fail;
-  size_t got = 0;
-  while (got < n) {
-    ssize_t r = read(fd, buf + got, n - got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) goto fail; /* shrank under us: treat as unreadable */
-    got += (size_t)r;
-  }
-  close(fd);
-  *size = n;
-  return buf;
-fail:
-  free(buf);
-  close(fd);
-  return NULL;
-}
-
-enum ct__cache_result ct__cache_load(const struct ct__cache_key *key, unsigned char **bin,
-                                     size_t *len) {
-  *bin = NULL;
-  *len = 0;
-  char dir[PATH_MAX], path[PATH_MAX];
-  if (!ct__cache_dir(dir, sizeof dir) || !ct__cache_path(path, sizeof path, key)) return CT__CACHE_OFF;
-  struct stat st;
-  if (stat(dir, &st) != 0) return CT__CACHE_MISS; /* created by the first store */
-  if (!ct__dir_trusted(dir)) return CT__CACHE_OFF;
-  size_t size;
-  int missing;
-  unsigned char *buf = ct__read_file(path, &size, &missing);
-  if (!buf) return missing ? CT__CACHE_MISS : CT__CACHE_REJECTED;
-
+/* The header of key's entry for a binary of len bytes, up to and including the binary length
+ * (the checksum's 32 bytes follow, room for them included): malloc()ed, *hlen bytes without
+ * the checksum; NULL when out of memory. */
+static unsigned char *ct__header(const struct ct__cache_key *key, uint64_t len, size_t *hlen) {
   const char *f[CT__CACHE_NFIELDS];
   ct__key_fields(key, f);
-  size_t pos = 0;
-  if (size < 16 || memcmp(buf, CT__CACHE_MAGIC, 8) != 0 || ct__get_u32(buf + 8) != CT__CACHE_FORMAT ||
-      ct__get_u32(buf + 12) != CT__CACHE_NFIELDS)
-    goto reject;
-  pos = 16;
-  for (unsigned i = 0; i < CT__CACHE_NFIELDS; i++) {
-    if (size - pos < 4) goto reject;
-    size_t flen = ct__get_u32(buf + pos);
-    pos += 4;
-    if (size - pos < flen || flen != strlen(f[i]) || memcmp(buf + pos, f[i], flen) != 0) goto reject;
-    pos += flen;
-  }
-  if (size - pos < 8 + 32) goto reject;
-  uint64_t blen = ct__get_u64(buf + pos);
-  pos += 8;
-  const unsigned char *sum = buf + pos;
-  pos += 32;
-  if (blen == 0 || blen != size - pos) goto reject;
-  unsigned char digest[32];
-  struct ct__sha256 s;
-  ct__sha256_init(&s);
-  ct__sha256_update(&s, buf + pos, (size_t)blen);
-  ct__sha256_final(&s, digest);
-  if (memcmp(digest, sum, 32) != 0) goto reject;
-  /* Move the binary to the front so the caller owns a plain buffer. */
-  memmove(buf, buf + pos, (size_t)blen);
-  *bin = buf;
-  *len = (size_t)blen;
-  return CT__CACHE_HIT;
-reject:
-  free(buf);
-  return CT__CACHE_REJECTED;
-}
-
-/* ---- Writing ---- */
-
-static void ct__le32(unsigned char *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-
-int ct__cache_store(const struct ct__cache_key *key, const unsigned char *bin, size_t len) {
-  char dir[PATH_MAX], path[PATH_MAX];
-  if (!bin || len == 0 || !ct__cache_dir(dir, sizeof dir) ||
-      !ct__cache_path(path, sizeof path, key))
-    return 0;
-  if (!ct__mkdirs(dir) || !ct__dir_trusted(dir)) return 0;
-
-  const char *f[CT__CACHE_NFIELDS];
-  ct__key_fields(key, f);
-  size_t hlen = 16 + 8 + 32;
-  for (unsigned i = 0; i < CT__CACHE_NFIELDS; i++) hlen += 4 + strlen(f[i]);
-  unsigned char *hdr = malloc(hlen);
-  if (!hdr) return 0;
+  size_t n = 16 + 8;
+  for (unsigned i = 0; i < CT__CACHE_NFIELDS; i++) n += 4 + strlen(f[i]);
+  unsigned char *hdr = malloc(n + 32);
+  if (!hdr) return NULL;
   memcpy(hdr, CT__CACHE_MAGIC, 8);
   ct__le32(hdr + 8, CT__CACHE_FORMAT);
   ct__le32(hdr + 12, CT__CACHE_NFIELDS);
@@ -323,18 +377,94 @@ int ct__cache_store(const struct ct__cache_key *key, const unsigned char *bin, s
     pos += 4 + flen;
   }
   ct__le32(hdr + pos, (uint32_t)len);
-  ct__le32(hdr + pos + 4, (uint32_t)((uint64_t)len >> 32));
-  pos += 8;
+  ct__le32(hdr + pos + 4, (uint32_t)(len >> 32));
+  *hlen = n;
+  return hdr;
+}
+
+/* The checksum stored after the header: over the header (which holds the whole key: device,
+ * driver, library, options, source digest) and then the binary, so that a binary is only
+ * accepted under the key it was stored with: another program's binary spliced into an entry,
+ * with a checksum of the binary alone, fails. */
+static void ct__checksum(const unsigned char *hdr, size_t hlen, const unsigned char *bin, size_t len,
+                         unsigned char out[32]) {
   struct ct__sha256 s;
   ct__sha256_init(&s);
+  ct__sha256_update(&s, hdr, hlen);
   ct__sha256_update(&s, bin, len);
-  ct__sha256_final(&s, hdr + pos);
+  ct__sha256_final(&s, out);
+}
+
+/* ---- Reading ---- */
+
+enum ct__cache_result ct__cache_load(const struct ct__cache_key *key, unsigned char **bin,
+                                     size_t *len) {
+  *bin = NULL;
+  *len = 0;
+  char path[PATH_MAX];
+  if (!ct__cache_path(path, sizeof path, key)) return CT__CACHE_OFF;
+  int fd;
+  uint64_t size;
+  switch (ct__cache_open(path, CT__CACHE_MAX_BYTES, &fd, &size, NULL, 0)) {
+    case CT__TRUST_OK: break;
+    case CT__TRUST_MISSING: return CT__CACHE_MISS;
+    case CT__TRUST_DIR_REFUSED: return CT__CACHE_OFF;
+    case CT__TRUST_FILE_REFUSED: return CT__CACHE_REJECTED;
+  }
+  /* The header is read and compared before the binary: a large file that is not ours costs
+   * one small read, not its size in memory. */
+  enum ct__cache_result res = CT__CACHE_REJECTED;
+  size_t hlen = 0;
+  unsigned char *want = NULL, *got = NULL, *data = NULL;
+  want = ct__header(key, 0, &hlen);
+  if (!want || size <= hlen + 32) goto done;
+  uint64_t blen = size - hlen - 32;
+  ct__le32(want + hlen - 8, (uint32_t)blen);
+  ct__le32(want + hlen - 4, (uint32_t)(blen >> 32));
+  got = malloc(hlen + 32);
+  if (!got || !ct__read_exact(fd, got, hlen + 32) || memcmp(got, want, hlen) != 0 ||
+      ct__get_u64(got + hlen - 8) != blen)
+    goto done;
+  data = malloc((size_t)blen);
+  if (!data || !ct__read_exact(fd, data, (size_t)blen)) goto done;
+  unsigned char digest[32];
+  ct__checksum(got, hlen, data, (size_t)blen, digest);
+  if (memcmp(digest, got + hlen, 32) != 0) goto done;
+  *bin = data;
+  *len = (size_t)blen;
+  data = NULL;
+  res = CT__CACHE_HIT;
+done:
+  close(fd);
+  free(want);
+  free(got);
+  free(data);
+  return res;
+}
+
+/* ---- Writing ---- */
+
+int ct__cache_store(const struct ct__cache_key *key, const unsigned char *bin, size_t len) {
+  char dir[PATH_MAX], path[PATH_MAX], real[PATH_MAX];
+  if (!bin || len == 0 || !ct__cache_dir(dir, sizeof dir) ||
+      !ct__cache_path(path, sizeof path, key))
+    return 0;
+  if (!ct__mkdirs(dir) || ct__cache_dir_check(dir, real, sizeof real, NULL, 0) != CT__TRUST_OK) return 0;
+  /* Written into the folder checked, by its real path. */
+  char target[PATH_MAX];
+  int tl = snprintf(target, sizeof target, "%s%s", real, strrchr(path, '/'));
+  if (tl < 0 || (size_t)tl >= sizeof target) return 0;
+
+  size_t hlen;
+  unsigned char *hdr = ct__header(key, len, &hlen);
+  if (!hdr) return 0;
+  ct__checksum(hdr, hlen, bin, len, hdr + hlen);
 
   /* A quiet writer: a failed store must leave the caller's ct_last_error() as it was. */
   struct ct__afile w;
-  int ok = ct__afile_open(&w, path, 0600, NULL) == CT_OK;
+  int ok = ct__afile_open(&w, target, 0600, NULL) == CT_OK;
   if (ok) {
-    ct_status st = ct__afile_write(&w, hdr, hlen);
+    ct_status st = ct__afile_write(&w, hdr, hlen + 32);
     if (st == CT_OK) st = ct__afile_write(&w, bin, len);
     ok = ct__afile_finish(&w, st) == CT_OK;
   }

@@ -1,9 +1,9 @@
 /* The on-disk cache of compiled program binaries, and the SHA-256 used for its keys.
  *
  * Location: $CLTENSOR_CACHE_DIR, else $XDG_CACHE_HOME/cltensor, else $HOME/.cache/cltensor;
- * $CLTENSOR_CACHE=0 turns the cache off. Missing folders are created with mode 0700, files with
- * 0600. A folder that is not owned by the user, or that group or others may write to, is not
- * used at all (someone else could plant binaries there).
+ * $CLTENSOR_CACHE=0 (or false, no, off: ct__env_bool()'s rule) turns the cache off. Missing
+ * folders are created with mode 0700, files with 0600. The trust rules below decide whether a
+ * folder, and each file in it, is used at all; they apply to the GEMM tuning files as well.
  *
  * One file per program, named by a digest of its key, "<32 hex digits>.clbin":
  *
@@ -14,12 +14,16 @@
  *   16      ...   each key field: u32 length (little-endian), then that many bytes, in the order
  *                 of struct ct__cache_key below
  *   ...     8     binary length, little-endian
- *   ...     32    SHA-256 of the binary
+ *   ...     32    SHA-256 of everything above (magic to binary length), then the binary
  *   ...     n     the binary (what clGetProgramInfo(CL_PROGRAM_BINARIES) returned)
  *
  * A file is used only when every field matches the expected key byte for byte, the binary
- * length equals what is left of the file, and the checksum matches; anything else (a corrupt,
- * truncated, foreign or stale file) is ignored and overwritten by the next build. Writes go to
+ * length equals what is left of the file (at most CT__CACHE_MAX_BYTES in all), and the checksum
+ * matches (keyed to the header, it ties the binary to the source, options and device it was
+ * built for; it is no signature: the trust rules below keep others from writing entries at
+ * all); anything else (a corrupt, truncated, foreign or stale file, or one the trust rules
+ * refuse) is ignored and overwritten by the next build. The header is read and compared before
+ * the binary, so a large foreign file costs one small read. Writes go to
  * a temporary file in the same folder, are fsync()ed and renamed over the final name, so a
  * reader sees either the old file or the complete new one.
  *
@@ -27,12 +31,17 @@
 #ifndef CT_KERNEL_CACHE_H
 #define CT_KERNEL_CACHE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cltensor/status.h"
+
 #define CT__CACHE_MAGIC "CTKBIN\r\n"
-#define CT__CACHE_FORMAT 1u
+#define CT__CACHE_FORMAT 2u /* 2: the checksum covers the header too */
 #define CT__CACHE_NFIELDS 9u
+/* No program binary comes near this; a file above it is refused without being read. */
+#define CT__CACHE_MAX_BYTES (128ull << 20)
 
 /* Everything a compiled binary depends on. */
 struct ct__cache_key {
@@ -60,15 +69,51 @@ void ct__sha256_final(struct ct__sha256 *s, unsigned char out[32]);
 /* Lowercase hex of a digest; out holds 2 * n + 1 bytes. */
 void ct__hex(char *out, const unsigned char *digest, size_t n);
 
+/* ---- Trust: the rules for everything read from the cache folder ----
+ * Binaries are handed to the driver and tuning parameters to CLBlast, so both come only from a
+ * folder nobody else can write to:
+ *  - every symbolic link named in the folder's path must be owned by this user or root (a link
+ *    planted by someone else could redirect the cache anywhere, as root into /etc);
+ *  - the folder itself, its links resolved (realpath), must be a folder owned by this user (the
+ *    effective uid) that group and others cannot write; a sticky 1777 folder is refused too;
+ *  - each file is opened without following a link and without blocking (a FIFO in its place
+ *    must not hang the caller), and must be a regular file, owned by this user, not writable by
+ *    group or others, and no larger than the reader's limit.
+ * Writers create and write through the folder's real path once it passed the same checks. */
+enum ct__trust {
+  CT__TRUST_OK,
+  CT__TRUST_MISSING,      /* the folder or the file does not exist */
+  CT__TRUST_DIR_REFUSED,  /* the folder fails the rules: not used at all */
+  CT__TRUST_FILE_REFUSED  /* the file fails them (or cannot be opened) */
+};
+
+/* Checks folder dir; on CT__TRUST_OK writes its real path into real (cap bytes). On a refusal
+ * writes the reason into why (may be NULL). */
+enum ct__trust ct__cache_dir_check(const char *dir, char *real, size_t cap, char *why, size_t why_size);
+
+/* Opens path (a file in a cache folder) for reading under the rules above: on CT__TRUST_OK *fd
+ * is open (the caller closes it) and *size is its size, at most max_size. */
+enum ct__trust ct__cache_open(const char *path, uint64_t max_size, int *fd, uint64_t *size, char *why,
+                              size_t why_size);
+
+/* Reads exactly n bytes; 0 on an error or a short file. */
+int ct__read_exact(int fd, void *buf, size_t n);
+
+/* *on = whether $CLTENSOR_CACHE leaves the cache on (ct__env_bool(): unset or empty is on);
+ * CT_ERR_INVALID_ARGUMENT naming the variable for a value that is not a boolean. The functions
+ * below treat such a value as off, silently; callers that can report it call this. */
+ct_status ct__cache_enabled(bool *on);
+
 /* ---- The cache ---- */
 enum ct__cache_result {
-  CT__CACHE_OFF,       /* $CLTENSOR_CACHE=0, no location, or an untrusted folder */
+  CT__CACHE_OFF,       /* $CLTENSOR_CACHE off, no location, or a folder the trust rules refuse */
   CT__CACHE_MISS,      /* no file */
   CT__CACHE_REJECTED,  /* a file was there but failed a check; it will be overwritten */
   CT__CACHE_HIT
 };
 
-/* Writes the cache folder's path into out (cap bytes); returns 0 when the cache is off, no
+/* Writes the cache folder's path (as configured, links not resolved) into out (cap bytes);
+ * returns 0 when the cache is off, no
  * location can be derived (no $HOME) or the path does not fit. Reads the environment on each
  * call, so a program may change it between builds. */
 int ct__cache_dir(char *out, size_t cap);

@@ -14,6 +14,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,7 @@ struct ct__program {
   char *owned_source;   /* the copy of a generated source */
   char *options;        /* full build options */
   cl_program prog;
+  bool from_binary;     /* prog came from the disk cache */
   ct__kernel *kernels;
   struct ct__program *next;
 };
@@ -328,9 +330,15 @@ done:
   return out;
 }
 
-/* Builds (or loads from the disk cache) the program common + source for d. */
-static ct_status ct__build(cl_program *out, ct_device *d, const char *label, const char *common,
-                           const char *source, const char *options) {
+/* Builds (or loads from the disk cache) the program common + source for d; *from_binary says
+ * which. from_source skips the cache's binary (and overwrites its entry). */
+static ct_status ct__build(cl_program *out, bool *from_binary, ct_device *d, const char *label,
+                           const char *common, const char *source, const char *options,
+                           bool from_source) {
+  *from_binary = false;
+  /* A $CLTENSOR_CACHE that is not a boolean is refused here, where it can be reported. */
+  bool cache_on;
+  CT__TRY(ct__cache_enabled(&cache_on));
   struct ct__cache_key key = {
       .device_name = d->props.name,
       .device_vendor = d->props.vendor,
@@ -352,7 +360,7 @@ static ct_status ct__build(cl_program *out, ct_device *d, const char *label, con
   cl_int err;
   unsigned char *bin = NULL;
   size_t len = 0;
-  enum ct__cache_result cached = ct__cache_load(&key, &bin, &len);
+  enum ct__cache_result cached = from_source ? CT__CACHE_REJECTED : ct__cache_load(&key, &bin, &len);
   if (cached == CT__CACHE_HIT) {
     cl_int bin_status = CL_SUCCESS;
     const unsigned char *bins[1] = {bin};
@@ -363,13 +371,14 @@ static ct_status ct__build(cl_program *out, ct_device *d, const char *label, con
         clBuildProgram(prog, 1, &d->id, options, NULL, NULL) == CL_SUCCESS) {
       atomic_fetch_add(&ct__stats.loads_from_binary, 1);
       *out = prog;
+      *from_binary = true;
       return CT_OK;
     }
     /* A binary the driver refuses (another driver build behind an unchanged version string,
      * say): compile from source and overwrite it. */
     if (prog) clReleaseProgram(prog);
     atomic_fetch_add(&ct__stats.binary_refused, 1);
-  } else if (cached == CT__CACHE_REJECTED) {
+  } else if (cached == CT__CACHE_REJECTED && !from_source) {
     atomic_fetch_add(&ct__stats.cache_rejected, 1);
   }
 
@@ -434,7 +443,7 @@ static ct_status ct__get_locked(ct__kernel **out, struct ct__engine *e, ct_devic
       free(full);
       return ct__error(CT_ERR_OUT_OF_MEMORY, "kernel engine: out of host memory");
     }
-    ct_status st = ct__build(&p->prog, d, label, common, source, full);
+    ct_status st = ct__build(&p->prog, &p->from_binary, d, label, common, source, full, false);
     if (st != CT_OK) {
       free(p->owned_source);
       free(p);
@@ -453,6 +462,20 @@ static ct_status ct__get_locked(ct__kernel **out, struct ct__engine *e, ct_devic
   if (!k) {
     cl_int err;
     cl_kernel ck = clCreateKernel(p->prog, name, &err);
+    if (!ck && p->from_binary) {
+      /* A cached binary without the kernel its source has (or one the driver cannot make it
+       * from): discard it for a build from source, which also overwrites the entry, rather
+       * than fail on every run. Kernels already made from the old program keep it alive. */
+      cl_program rebuilt;
+      bool unused;
+      ct_status st = ct__build(&rebuilt, &unused, d, label, common, source, p->options, true);
+      if (st != CT_OK) return st;
+      atomic_fetch_add(&ct__stats.binary_refused, 1);
+      clReleaseProgram(p->prog);
+      p->prog = rebuilt;
+      p->from_binary = false;
+      ck = clCreateKernel(p->prog, name, &err);
+    }
     if (!ck) {
       ct_status st = ct__cl_error(err, "kernel engine: no kernel '%s' in %s on %s", name, label, d->spec);
       return st == CT_ERR_OPENCL ? CT_ERR_INTERNAL : st;

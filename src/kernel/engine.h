@@ -96,7 +96,8 @@ struct ct__engine_stats {
   unsigned long builds_from_source; /* successful compilations from source */
   unsigned long loads_from_binary;  /* programs created from a disk-cache binary */
   unsigned long cache_rejected;     /* cache files ignored: corrupt, truncated or mismatched */
-  unsigned long binary_refused;     /* valid cache files the driver would not load */
+  unsigned long binary_refused;     /* valid cache files the driver would not load, or whose
+                                       program lacked a kernel its source has */
   unsigned long cache_writes;       /* cache files written */
   unsigned long build_failures;     /* builds that returned CT_ERR_KERNEL_BUILD */
 };

@@ -59,14 +59,30 @@ bool ct__gemm_params_valid(const ct__gemm_params *p, const ct_device_props *prop
  * refuses (e.g. a CLBlast whose kernels take other parameters). */
 ct_status ct__gemm_params_apply(ct_device *d, int bits, const ct__gemm_params *p);
 
+/* Whether p, installed for precision bits on d, computes right products: one product on each
+ * kernel CLBlast would pick with it (Xgemm at the crossover, XgemmDirect below it) against a
+ * double host reference. Remembered per process, device, precision and set. On failure why
+ * says what was wrong, and p is no longer installed: the shipped set for that precision, or
+ * else a conservative one, replaces it (CLBlast cannot drop an override). */
+bool ct__gemm_params_verify(ct_device *d, int bits, const ct__gemm_params *p, char *why, size_t why_size);
+
 /* The shipped defaults for d's kind of device, or NULL (currently: PoCL CPU devices, f32). */
 const ct__gemm_tuning *ct__gemm_shipped_tuning(const ct_device *d);
 
 /* The tuning file's path for d: <cache dir>/gemm-<hash>.txt, the hash over the device name,
  * vendor, driver version and library version (as the kernel cache keys its binaries).
  * The cache dir is $CLTENSOR_CACHE_DIR, else $XDG_CACHE_HOME/cltensor, else
- * $HOME/.cache/cltensor. CT_ERR_IO when none of these is set. */
+ * $HOME/.cache/cltensor. CT_ERR_IO when none of these is set or $CLTENSOR_CACHE is off;
+ * CT_ERR_INVALID_ARGUMENT when $CLTENSOR_CACHE is not a boolean. */
 ct_status ct__gemm_tuning_path(char *buf, size_t size, const ct_device *d);
+
+/* Reads d's stored tuning file (its path into path) under the kernel cache's trust rules
+ * (src/kernel/cache.h: folder and file owned by this user and not writable by others, a regular
+ * file, at most 64 KiB), parses it and verifies each set the device can use
+ * (ct__gemm_params_verify). True with *out filled, else note says why not (no file, refused,
+ * malformed, for another device, wrong products). */
+bool ct__gemm_tuning_load(ct__gemm_tuning *out, char *path, size_t path_size, ct_device *d, char *note,
+                          size_t note_size);
 
 /* Parses a tuning file's text for device props. Returns CT_OK, or CT_ERR_FORMAT (malformed,
  * including parameter sets that fail ct__gemm_params_valid) or CT_ERR_DEVICE_MISMATCH (written

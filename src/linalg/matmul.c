@@ -78,56 +78,18 @@ static ct_status ct__apply_tuning(struct ct__gemm_state *s, ct_device *d, const 
   return CT_OK;
 }
 
-#define CT__TUNING_FILE_MAX (64 * 1024)
-
 /* Reads the stored tuning file; returns true when it was applied, else writes why not. */
 static bool ct__load_tuning_file(struct ct__gemm_state *s, ct_device *d, char *note, size_t note_size) {
   char path[4096];
-  if (ct__gemm_tuning_path(path, sizeof path, d) != CT_OK) {
-    ct__note(note, note_size, "%s", ct_last_error());
+  ct__gemm_tuning t;
+  if (!ct__gemm_tuning_load(&t, path, sizeof path, d, note, note_size)) return false;
+  if (ct__apply_tuning(s, d, &t) != CT_OK) {
+    ct__note(note, note_size, "tuning file %s ignored: %s", path, ct_last_error());
+    memset(s->tuned, 0, sizeof s->tuned);
     return false;
   }
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    if (errno == ENOENT) ct__note(note, note_size, "no tuning file %s", path);
-    else ct__note(note, note_size, "tuning file %s ignored: cannot read it: %s", path, strerror(errno));
-    return false;
-  }
-  char *text = malloc(CT__TUNING_FILE_MAX + 1);
-  if (!text) {
-    fclose(f);
-    ct__note(note, note_size, "tuning file %s ignored: out of host memory", path);
-    return false;
-  }
-  size_t len = fread(text, 1, CT__TUNING_FILE_MAX + 1, f);
-  bool read_error = ferror(f) != 0;
-  fclose(f);
-  bool ok = false;
-  if (read_error) {
-    ct__note(note, note_size, "tuning file %s ignored: read error", path);
-  } else if (len > CT__TUNING_FILE_MAX) {
-    ct__note(note, note_size, "tuning file %s ignored: larger than %d bytes", path, CT__TUNING_FILE_MAX);
-  } else if (memchr(text, '\0', len)) {
-    ct__note(note, note_size, "tuning file %s ignored: malformed: it contains NUL bytes", path);
-  } else {
-    text[len] = '\0';
-    ct__gemm_tuning t;
-    char why[512];
-    ct_status st = ct__gemm_tuning_parse(&t, text, &d->props, why, sizeof why);
-    if (st == CT_ERR_DEVICE_MISMATCH) {
-      ct__note(note, note_size, "tuning file %s ignored: it is for another device: %s", path, why);
-    } else if (st != CT_OK) {
-      ct__note(note, note_size, "tuning file %s ignored: malformed: %s", path, why);
-    } else if (ct__apply_tuning(s, d, &t) != CT_OK) {
-      ct__note(note, note_size, "tuning file %s ignored: %s", path, ct_last_error());
-      memset(s->tuned, 0, sizeof s->tuned);
-    } else {
-      ct__note(note, note_size, "tuning file %s applied", path);
-      ok = true;
-    }
-  }
-  free(text);
-  return ok;
+  ct__note(note, note_size, "tuning file %s applied", path);
+  return true;
 }
 
 static void ct__load_tuning(struct ct__gemm_state *s, ct_device *d) {

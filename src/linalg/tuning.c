@@ -2,17 +2,20 @@
 #include <clblast_c.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cltensor/version.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "kernel/cache.h"
 #include "linalg/linalg.h"
+#include "cltensor/dtype.h"
 
 const char *const ct__xgemm_names[CT__XGEMM_NPARAMS] = {
     "GEMMK", "KREG", "KWG", "KWI", "MDIMA", "MDIMC", "MWG", "NDIMB",
@@ -154,10 +157,202 @@ ct_status ct__gemm_params_apply(ct_device *d, int bits, const ct__gemm_params *p
   return CT_OK;
 }
 
+/* ---- Verification ----
+ * A parameter set can pass every constraint and still compute wrong products on a device (a
+ * compiler bug, a corner CLBlast's kernels get wrong: GEMMK=1 KREG=16 KWG=1 ... VWN=2 on
+ * PoCL 3.1). A stored set is therefore used only after one product on each of its kernels
+ * agrees with a host reference. Results are remembered per process, device, precision and set,
+ * so a ct_shutdown() and restart does not pay again. */
+
+#define CT__VERIFIED_MAX 32
+
+static struct ct__verified {
+  cl_device_id dev;
+  char name[128];       /* with dev: a handle reused by another device after ct_shutdown() */
+  int bits;
+  ct__gemm_params p;
+  bool ok;
+  char why[384];
+} ct__verified[CT__VERIFIED_MAX];
+static int ct__nverified;
+static pthread_mutex_t ct__verified_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A set that fits every device OpenCL 1.2 allows (64 work-items, no local memory in Xgemm,
+ * 4.3 KiB in XgemmDirect at f64), for when a bad set has to be replaced and there is no shipped
+ * one: CLBlast cannot drop an override, so its built-in parameters cannot come back. */
+static const ct__gemm_params ct__conservative = {
+    /* GEMMK KREG KWG KWI MDIMA MDIMC MWG NDIMB NDIMC NWG SA SB STRM STRN VWM VWN */
+    .xgemm = {0, 1, 16, 2, 8, 8, 32, 8, 8, 32, 0, 0, 0, 0, 1, 1},
+    /* KWID MDIMAD MDIMCD NDIMBD NDIMCD PADA PADB VWMD VWND WGD */
+    .direct = {2, 8, 8, 8, 8, 1, 1, 1, 1, 16},
+    .min_indirect = 384,
+};
+
+static void ct__put(void *buf, int bits, size_t i, double v) {
+  if (bits == 64) ((double *)buf)[i] = v;
+  else if (bits == 32) ((float *)buf)[i] = (float)v;
+  else ((uint16_t *)buf)[i] = ct_f32_to_f16((float)v);
+}
+
+static double ct__get(const void *buf, int bits, size_t i) {
+  if (bits == 64) return ((const double *)buf)[i];
+  if (bits == 32) return ((const float *)buf)[i];
+  return ct_f16_to_f32(((const uint16_t *)buf)[i]);
+}
+
+/* One row-major m x n x k product with the parameters installed for precision bits on d,
+ * compared with a double host reference: every element when the product is small, else rows
+ * and columns at both ends and the middle plus a spread of others. */
+static bool ct__check_product(ct_device *d, int bits, size_t m, size_t n, size_t k, const char *kernel,
+                              char *why, size_t why_size) {
+  size_t es = (size_t)bits / 8;
+  void *ha = malloc(m * k * es), *hb = malloc(k * n * es), *hc = malloc(m * n * es);
+  cl_mem ma = NULL, mb = NULL, mc = NULL;
+  bool ok = false;
+  if (!ha || !hb || !hc) {
+    snprintf(why, why_size, "out of host memory for the verification product");
+    goto done;
+  }
+  /* Fixed operands in [-1, 1): a 64-bit LCG, the same on every run. */
+  uint64_t x = 0x2545F4914F6CDD1Dull;
+  for (size_t i = 0; i < m * k + k * n; i++) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    double v = (double)(x >> 11) / 9007199254740992.0 * 2 - 1;
+    if (i < m * k) ct__put(ha, bits, i, v);
+    else ct__put(hb, bits, i - m * k, v);
+  }
+  cl_int e1, e2, e3;
+  cl_context ctx = ct__device_context(d);
+  ma = clCreateBuffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, m * k * es, ha, &e1);
+  mb = clCreateBuffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, k * n * es, hb, &e2);
+  mc = clCreateBuffer(ctx, CL_MEM_READ_WRITE, m * n * es, NULL, &e3);
+  if (!ma || !mb || !mc) {
+    snprintf(why, why_size, "cannot allocate the verification product's buffers: %s",
+             ct__cl_error_name(!ma ? e1 : !mb ? e2 : e3));
+    goto done;
+  }
+  cl_command_queue q = ct__device_queue(d);
+  CLBlastStatusCode st;
+  pthread_mutex_lock(&ct__clblast_lock);
+  if (bits == 32)
+    st = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, m, n, k, 1.0f, ma, 0, k,
+                      mb, 0, n, 0.0f, mc, 0, n, &q, NULL);
+  else if (bits == 64)
+    st = CLBlastDgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, m, n, k, 1.0, ma, 0, k, mb,
+                      0, n, 0.0, mc, 0, n, &q, NULL);
+  else
+    st = CLBlastHgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, m, n, k,
+                      ct_f32_to_f16(1.0f), ma, 0, k, mb, 0, n, ct_f32_to_f16(0.0f), mc, 0, n, &q, NULL);
+  pthread_mutex_unlock(&ct__clblast_lock);
+  if (st != CLBlastSuccess) {
+    snprintf(why, why_size, "the %s verification product (%zux%zux%zu) failed: %s (%d)", kernel, m, n, k,
+             ct__clblast_status_name(st), (int)st);
+    goto done;
+  }
+  cl_int err = clEnqueueReadBuffer(q, mc, CL_TRUE, 0, m * n * es, hc, 0, NULL, NULL);
+  if (err != CL_SUCCESS) {
+    snprintf(why, why_size, "reading the %s verification product failed: %s", kernel, ct__cl_error_name(err));
+    goto done;
+  }
+  double u = bits == 64 ? ldexp(1, -53) : bits == 32 ? ldexp(1, -24) : ldexp(1, -11);
+  bool all = m * n * k <= ((size_t)1 << 24);
+  ok = true;
+  for (size_t i = 0; i < m && ok; i++) {
+    bool row = all || i == 0 || i == m / 2 || i == m - 1;
+    for (size_t j = 0; j < n; j++) {
+      if (!row && j != 0 && j != n / 2 && j != n - 1 && (i * 31 + j * 17) % 61 != 0) continue;
+      double ref = 0, mag = 0;
+      for (size_t t = 0; t < k; t++) {
+        double prod = ct__get(ha, bits, i * k + t) * ct__get(hb, bits, t * n + j);
+        ref += prod;
+        mag += fabs(prod);
+      }
+      /* The dot-product error bound of the linalg tests and cltensor-tune. */
+      double got = ct__get(hc, bits, i * n + j);
+      if (!(fabs(got - ref) <= 2.0 * (double)(k + 2) * u * mag + 1e-300)) {
+        snprintf(why, why_size, "f%d %s parameters compute wrong products: element (%zu, %zu) of a %zux%zux%zu "
+                 "product is %g, expected %g", bits, kernel, i, j, m, n, k, got, ref);
+        ok = false;
+        break;
+      }
+    }
+  }
+done:
+  if (ma) clReleaseMemObject(ma);
+  if (mb) clReleaseMemObject(mb);
+  if (mc) clReleaseMemObject(mc);
+  free(ha);
+  free(hb);
+  free(hc);
+  return ok;
+}
+
+/* Installs p and runs one product on each kernel CLBlast would pick with it: at or above the
+ * crossover (Xgemm; sizes that need padding) and below it (XgemmDirect). */
+static bool ct__verify_installed(ct_device *d, int bits, const ct__gemm_params *p, char *why, size_t n) {
+  if (ct__gemm_params_apply(d, bits, p) != CT_OK) {
+    snprintf(why, n, "%s", ct_last_error());
+    return false;
+  }
+  size_t s = p->min_indirect > 32 ? p->min_indirect : 32;
+  if (!ct__check_product(d, bits, s + 3, s + 1, s + 5, "Xgemm", why, n)) return false;
+  if (p->min_indirect >= 2) {
+    size_t t = p->min_indirect - 1 < 41 ? p->min_indirect - 1 : 41;
+    if (!ct__check_product(d, bits, t, t, t, "XgemmDirect", why, n)) return false;
+  }
+  return true;
+}
+
+bool ct__gemm_params_verify(ct_device *d, int bits, const ct__gemm_params *p, char *why, size_t why_size) {
+  pthread_mutex_lock(&ct__verified_lock);
+  for (int i = 0; i < ct__nverified; i++) {
+    struct ct__verified *v = &ct__verified[i];
+    if (v->dev == d->id && strncmp(v->name, d->props.name, sizeof v->name - 1) == 0 && v->bits == bits &&
+        memcmp(&v->p, p, sizeof *p) == 0) {
+      bool ok = v->ok;
+      snprintf(why, why_size, "%s", v->why);
+      pthread_mutex_unlock(&ct__verified_lock);
+      return ok;
+    }
+  }
+  pthread_mutex_unlock(&ct__verified_lock);
+  char reason[384] = "";
+  bool ok = ct__verify_installed(d, bits, p, reason, sizeof reason);
+  if (!ok) {
+    /* The bad set is installed now: put a good one in its place. */
+    const ct__gemm_tuning *shipped = ct__gemm_shipped_tuning(d);
+    enum ct__prec pr = bits == 16 ? CT__PREC_F16 : bits == 32 ? CT__PREC_F32 : CT__PREC_F64;
+    char spare[384];
+    if (shipped && shipped->has[pr]) {
+      ct__gemm_params_apply(d, bits, &shipped->p[pr]);
+    } else if (ct__gemm_params_valid(&ct__conservative, &d->props, (size_t)bits / 8, spare, sizeof spare) &&
+               ct__verify_installed(d, bits, &ct__conservative, spare, sizeof spare)) {
+      size_t len = strlen(reason);
+      snprintf(reason + len, sizeof reason - len,
+               " (CLBlast cannot drop an override: libcltensor's conservative f%d set replaces it)", bits);
+    }
+  }
+  snprintf(why, why_size, "%s", reason);
+  pthread_mutex_lock(&ct__verified_lock);
+  if (ct__nverified < CT__VERIFIED_MAX) {
+    struct ct__verified *v = &ct__verified[ct__nverified++];
+    v->dev = d->id;
+    snprintf(v->name, sizeof v->name, "%s", d->props.name);
+    v->bits = bits;
+    v->p = *p;
+    v->ok = ok;
+    snprintf(v->why, sizeof v->why, "%s", reason);
+  }
+  pthread_mutex_unlock(&ct__verified_lock);
+  return ok;
+}
+
 /* ---- File location ---- */
 
 ct_status ct__gemm_tuning_path(char *buf, size_t size, const ct_device *d) {
   char dir[4096];
+  bool on;
+  CT__TRY(ct__cache_enabled(&on));
   if (!ct__cache_dir(dir, sizeof dir))
     return ct__error(CT_ERR_IO, "GEMM tuning: no cache folder ($CLTENSOR_CACHE=0, or none of "
                      "$CLTENSOR_CACHE_DIR, $XDG_CACHE_HOME and $HOME is usable)");
@@ -174,6 +369,58 @@ ct_status ct__gemm_tuning_path(char *buf, size_t size, const ct_device *d) {
   int n = snprintf(buf, size, "%s/gemm-%s.txt", dir, hex);
   if (n < 0 || (size_t)n >= size) return ct__error(CT_ERR_IO, "GEMM tuning: cache folder path too long: %s", dir);
   return CT_OK;
+}
+
+/* ---- Reading the stored file ---- */
+
+#define CT__TUNING_FILE_MAX (64 * 1024)
+
+bool ct__gemm_tuning_load(ct__gemm_tuning *out, char *path, size_t path_size, ct_device *d, char *note,
+                          size_t note_size) {
+  if (ct__gemm_tuning_path(path, path_size, d) != CT_OK) {
+    snprintf(note, note_size, "%s", ct_last_error());
+    return false;
+  }
+  /* The kernel cache's trust rules (src/kernel/cache.h): the parameters go to CLBlast's
+   * compiler, so a file someone else could have written is not read at all. */
+  int fd;
+  uint64_t size;
+  char why[1024];
+  switch (ct__cache_open(path, CT__TUNING_FILE_MAX, &fd, &size, why, sizeof why)) {
+    case CT__TRUST_OK: break;
+    case CT__TRUST_MISSING: snprintf(note, note_size, "no tuning file %s", path); return false;
+    default: snprintf(note, note_size, "tuning file ignored: %s", why); return false;
+  }
+  char *text = malloc((size_t)size + 1);
+  bool ok = false;
+  if (!text) {
+    snprintf(note, note_size, "tuning file %s ignored: out of host memory", path);
+  } else if (!ct__read_exact(fd, text, (size_t)size)) {
+    snprintf(note, note_size, "tuning file %s ignored: read error", path);
+  } else if (memchr(text, '\0', (size_t)size)) {
+    snprintf(note, note_size, "tuning file %s ignored: malformed: it contains NUL bytes", path);
+  } else {
+    text[size] = '\0';
+    ct_status st = ct__gemm_tuning_parse(out, text, &d->props, why, sizeof why);
+    if (st == CT_ERR_DEVICE_MISMATCH)
+      snprintf(note, note_size, "tuning file %s ignored: it is for another device: %s", path, why);
+    else if (st != CT_OK)
+      snprintf(note, note_size, "tuning file %s ignored: malformed: %s", path, why);
+    else
+      ok = true;
+    /* Every set this device can use must compute right products (see Verification). */
+    for (int pr = 0; ok && pr < CT__PREC_COUNT; pr++) {
+      if (!out->has[pr] || (pr == CT__PREC_F16 && !d->props.fp16) || (pr == CT__PREC_F64 && !d->props.fp64))
+        continue;
+      if (!ct__gemm_params_verify(d, ct__prec_bits(pr), &out->p[pr], why, sizeof why)) {
+        snprintf(note, note_size, "tuning file %s ignored: %s", path, why);
+        ok = false;
+      }
+    }
+  }
+  close(fd);
+  free(text);
+  return ok;
 }
 
 /* ---- File format ----
@@ -413,7 +660,9 @@ ct_status ct__gemm_tuning_save(const char *path, const ct_device *d, const ct__g
     return ct__error(CT_ERR_OUT_OF_MEMORY, "GEMM tuning: out of host memory formatting %s", path);
   }
   struct ct__afile w;
-  ct_status st = ct__afile_open(&w, path, 0666, "GEMM tuning");
+  /* 0644, not 0666: under a umask of 002 a group-writable file would fail the trust rules the
+   * reader applies (src/kernel/cache.h). */
+  ct_status st = ct__afile_open(&w, path, 0644, "GEMM tuning");
   if (st == CT_OK) st = ct__afile_finish(&w, ct__afile_write(&w, text, len));
   free(text);
   return st;

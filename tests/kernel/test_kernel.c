@@ -11,11 +11,14 @@
 #include <ftw.h>
 #include <pthread.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "ct_test.h"
+#include "cltensor/version.h"
+#include "core/error.h"
 #include "device/device.h"
 #include "kernel/cache.h"
 #include "kernel/engine.h"
@@ -498,7 +501,9 @@ static void fill_one(const char *options, float add, char *file, size_t cap) {
   only_cache_file(getenv("CLTENSOR_CACHE_DIR"), file, cap);
 }
 
-enum damage { REJECTED, REFUSED };
+/* REJECTED: a check fails; REFUSED: the driver refuses the binary; MISSING: the driver loads it
+ * but the kernel is not in it. */
+enum damage { REJECTED, REFUSED, MISSING };
 
 /* After damaging the cache file: the next use (after ct_shutdown, so the in-memory cache is
  * gone) must reject it (or have the driver refuse it), rebuild from source and overwrite it,
@@ -515,7 +520,7 @@ static void expect_rejected_then_healed(const char *options, float add, enum dam
     ck_assert_uint_eq(s1.binary_refused - s0.binary_refused, 1);
   }
   ck_assert_uint_eq(s1.builds_from_source - s0.builds_from_source, 1);
-  ck_assert_uint_eq(s1.loads_from_binary - s0.loads_from_binary, 0);
+  ck_assert_uint_eq(s1.loads_from_binary - s0.loads_from_binary, how == MISSING ? 1 : 0);
   ck_assert_uint_eq(s1.cache_writes - s0.cache_writes, 1);
   d = ct_test_device();
   run_scale(d, get_scale(d, options), 2.0f, add);
@@ -618,6 +623,27 @@ static void parse_layout(const unsigned char *b, size_t n, size_t *sum_at, size_
   ck_assert_uint_eq(*bin_at + blen, n);
 }
 
+/* Rewrites the checksum of the cache file image b (n bytes) as the cache computes it, so that
+ * every check passes. */
+static void reseal(unsigned char *b, size_t n) {
+  size_t sum_at, bin_at;
+  parse_layout(b, n, &sum_at, &bin_at);
+  struct ct__sha256 s;
+  ct__sha256_init(&s);
+  ct__sha256_update(&s, b, sum_at);
+  ct__sha256_update(&s, b + bin_at, n - bin_at);
+  ct__sha256_final(&s, b + sum_at);
+}
+
+/* Writes the image b (freed here) to file with a checksum that passes, then expects the
+ * default scale entry to be found bad in the way `how` says, rebuilt and healed. */
+static void plant_sealed(const char *file, unsigned char *b, size_t n, enum damage how) {
+  reseal(b, n);
+  write_all(file, b, n);
+  free(b);
+  expect_rejected_then_healed(NULL, 0.0f, how);
+}
+
 START_TEST(test_refused_binary_falls_back_to_source) {
   char *dir = use_fresh_cache();
   char file[4096];
@@ -627,13 +653,78 @@ START_TEST(test_refused_binary_falls_back_to_source) {
   parse_layout(b, n, &sum_at, &bin_at);
   /* Garbage with a valid checksum: every check passes and the driver gets to refuse it. */
   for (size_t i = bin_at; i < n; i++) b[i] = (unsigned char)(i * 131u + 7u);
+  plant_sealed(file, b, n, REFUSED);
+  rm_rf(dir);
+  free(dir);
+}
+END_TEST
+
+/* The image of a cache file with header's key (up to the binary length) and the binary of
+ * donor: what an entry made around another program's binary looks like. */
+static unsigned char *graft(const char *header, const char *donor, size_t *out_n) {
+  size_t hn, dn, h_sum, h_bin, d_sum, d_bin;
+  unsigned char *h = read_all(header, &hn), *dbuf = read_all(donor, &dn);
+  parse_layout(h, hn, &h_sum, &h_bin);
+  parse_layout(dbuf, dn, &d_sum, &d_bin);
+  size_t blen = dn - d_bin, n = h_bin + blen;
+  unsigned char *b = malloc(n);
+  memcpy(b, h, h_bin);
+  for (int i = 0; i < 8; i++) b[h_sum - 8 + (size_t)i] = (unsigned char)((uint64_t)blen >> (8 * i));
+  memcpy(b + h_bin, dbuf + d_bin, blen);
+  free(h);
+  free(dbuf);
+  *out_n = n;
+  return b;
+}
+
+/* An entry that passes every check but whose program lacks the kernel asked for: discarded and
+ * rebuilt from source, not CT_ERR_INTERNAL on every run. */
+START_TEST(test_binary_without_the_kernel_is_rebuilt) {
+  char *dir = use_fresh_cache();
+  char file[4096], other[4096], aside[4200];
+  fill_one(NULL, 0.0f, file, sizeof file);
+  snprintf(aside, sizeof aside, "%s.aside", file);
+  ck_assert_int_eq(rename(file, aside), 0);
+  /* The same program with the kernel renamed. */
+  char src[512];
+  snprintf(src, sizeof src, "%s", SCALE_SRC);
+  memcpy(strstr(src, "void scale("), "void scalf(", 11);
+  ct_device *d = ct_test_device();
+  ct__kernel *k;
+  ck_assert_ct_ok(ct__kernel_get_source(&k, d, src, "scalf", NULL));
+  ct_shutdown();
+  only_cache_file(dir, other, sizeof other);
+  ck_assert_int_eq(rename(aside, file), 0);
+  size_t n;
+  unsigned char *b = graft(file, other, &n);
+  ck_assert_int_eq(unlink(other), 0);
+  plant_sealed(file, b, n, MISSING);
+  rm_rf(dir);
+  free(dir);
+}
+END_TEST
+
+/* Another program's binary (same kernel name, other options) in an entry with a valid header
+ * and a SHA-256 of that binary: the checksum is keyed to the header, so it is rejected rather
+ * than run (run_scale would see +2 for +1). */
+START_TEST(test_swapped_binary_is_rejected) {
+  char *dir = use_fresh_cache();
+  char file_a[4096], file_b[4096], aside[4200];
+  fill_one("-DCT_ADD=1", 1.0f, file_a, sizeof file_a);
+  snprintf(aside, sizeof aside, "%s.aside", file_a);
+  ck_assert_int_eq(rename(file_a, aside), 0);
+  fill_one("-DCT_ADD=2", 2.0f, file_b, sizeof file_b);
+  ck_assert_int_eq(rename(aside, file_a), 0);
+  size_t n, sum_at, bin_at;
+  unsigned char *b = graft(file_a, file_b, &n);
+  parse_layout(b, n, &sum_at, &bin_at);
   struct ct__sha256 s;
   ct__sha256_init(&s);
   ct__sha256_update(&s, b + bin_at, n - bin_at);
   ct__sha256_final(&s, b + sum_at);
-  write_all(file, b, n);
+  write_all(file_a, b, n);
   free(b);
-  expect_rejected_then_healed(NULL, 0.0f, REFUSED);
+  expect_rejected_then_healed("-DCT_ADD=1", 1.0f, REJECTED);
   rm_rf(dir);
   free(dir);
 }
@@ -841,6 +932,213 @@ START_TEST(test_concurrent_get_from_8_threads) {
 }
 END_TEST
 
+/* ---- trust: what is read from the cache folder (pure: a fake key, no device) ---- */
+
+/* A nobody uid for "owned by another user" (the tests run as root in CI). */
+#define OTHER_UID 65534
+
+static struct ct__cache_key fake_key(void) {
+  struct ct__cache_key k = {.device_name = "Fake Device", .device_vendor = "Fake Vendor",
+                            .device_version = "OpenCL 1.2", .driver_version = "1.0",
+                            .platform_name = "Fake Platform", .platform_version = "OpenCL 1.2",
+                            .library_version = CT_VERSION_STRING, .options = "-DX=1"};
+  memset(k.source_sha256, 'a', 64);
+  k.source_sha256[64] = '\0';
+  return k;
+}
+
+static const unsigned char FAKE_BIN[] = "not really a program binary, but the cache does not care";
+
+/* Stores the fake entry in dir and returns its path. */
+static void store_fake(const char *dir, char *path, size_t cap) {
+  setenv("CLTENSOR_CACHE_DIR", dir, 1);
+  unsetenv("CLTENSOR_CACHE");
+  struct ct__cache_key k = fake_key();
+  ck_assert_int_eq(ct__cache_store(&k, FAKE_BIN, sizeof FAKE_BIN), 1);
+  ck_assert_int_eq(ct__cache_path(path, cap, &k), 1);
+}
+
+static enum ct__cache_result load_fake(void) {
+  struct ct__cache_key k = fake_key();
+  unsigned char *bin = NULL;
+  size_t len = 0;
+  enum ct__cache_result r = ct__cache_load(&k, &bin, &len);
+  if (r == CT__CACHE_HIT) {
+    ck_assert_uint_eq(len, sizeof FAKE_BIN);
+    ck_assert_int_eq(memcmp(bin, FAKE_BIN, len), 0);
+  }
+  free(bin);
+  return r;
+}
+
+/* As root (as in CI): with path handed to another user, load_fake() gives want; handed back
+ * after. Other users cannot give files away, so the case needs root. */
+static void expect_if_others_own(const char *path, enum ct__cache_result want) {
+  if (geteuid() != 0) return;
+  ck_assert_int_eq(chown(path, OTHER_UID, OTHER_UID), 0);
+  ck_assert_int_eq(load_fake(), want);
+  ck_assert_int_eq(chown(path, 0, 0), 0);
+}
+
+START_TEST(test_cache_switch_is_a_boolean) {
+  char path[4096];
+  setenv("CLTENSOR_CACHE_DIR", "/somewhere", 1);
+  const char *off[] = {"0", "no", "false", "OFF", "No"}, *on[] = {"1", "yes", "TRUE", "on", ""};
+  for (size_t i = 0; i < 5; i++) {
+    setenv("CLTENSOR_CACHE", off[i], 1);
+    ck_assert_msg(ct__cache_dir(path, sizeof path) == 0, "CLTENSOR_CACHE=%s left the cache on", off[i]);
+    setenv("CLTENSOR_CACHE", on[i], 1);
+    ck_assert_msg(ct__cache_dir(path, sizeof path) == 1, "CLTENSOR_CACHE=%s turned the cache off", on[i]);
+  }
+  /* Anything else: off where it cannot be reported, refused where it can. */
+  setenv("CLTENSOR_CACHE", "maybe", 1);
+  ct__error(CT_OK, "earlier message");
+  ck_assert_int_eq(ct__cache_dir(path, sizeof path), 0);
+  ck_assert_str_eq(ct_last_error(), "earlier message");
+  bool v;
+  ck_assert_ct_status(ct__cache_enabled(&v), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("CLTENSOR_CACHE");
+  ck_assert_error_contains("maybe");
+}
+END_TEST
+
+/* Through the engine: a non-boolean value fails the build naming the variable; "off" builds
+ * and caches nothing. */
+START_TEST(test_cache_switch_in_the_engine) {
+  char *dir = use_fresh_cache();
+  setenv("CLTENSOR_CACHE", "maybe", 1);
+  ct_device *d = ct_test_device();
+  ct__kernel *k;
+  ck_assert_ct_status(ct__kernel_get_source(&k, d, SCALE_SRC, "scale", NULL), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("$CLTENSOR_CACHE='maybe'");
+  setenv("CLTENSOR_CACHE", "off", 1);
+  run_scale(d, get_scale(d, NULL), 2.0f, 0.0f);
+  ck_assert_int_eq(count_files(dir, ".clbin"), 0);
+  ct_shutdown();
+  rm_rf(dir);
+  free(dir);
+}
+END_TEST
+
+START_TEST(test_untrusted_folder_is_not_read) {
+  char *base = make_tmpdir(), dir[4096], path[4096];
+  snprintf(dir, sizeof dir, "%s/c", base);
+  store_fake(dir, path, sizeof path);
+  ck_assert_int_eq(load_fake(), CT__CACHE_HIT);
+  /* World-writable with the sticky bit (as /tmp): others can still add files. */
+  ck_assert_int_eq(chmod(dir, 01777), 0);
+  ck_assert_int_eq(load_fake(), CT__CACHE_OFF);
+  struct ct__cache_key k = fake_key();
+  ck_assert_int_eq(ct__cache_store(&k, FAKE_BIN, sizeof FAKE_BIN), 0);
+  ck_assert_int_eq(chmod(dir, 0700), 0);
+  ck_assert_int_eq(load_fake(), CT__CACHE_HIT);
+  expect_if_others_own(dir, CT__CACHE_OFF);
+  rm_rf(base);
+  free(base);
+}
+END_TEST
+
+/* A symbolic link as the cache folder: followed when it is ours and its target passes, refused
+ * when its target fails the rules or someone else owns the link. */
+START_TEST(test_symlinked_folder) {
+  char *base = make_tmpdir(), target[4096], link[4096], path[4096];
+  snprintf(target, sizeof target, "%s/target", base);
+  snprintf(link, sizeof link, "%s/link", base);
+  store_fake(target, path, sizeof path);
+  ck_assert_int_eq(symlink(target, link), 0);
+  setenv("CLTENSOR_CACHE_DIR", link, 1);
+  ck_assert_int_eq(load_fake(), CT__CACHE_HIT);
+  ck_assert_int_eq(chmod(target, 0777), 0);
+  ck_assert_int_eq(load_fake(), CT__CACHE_OFF);
+  ck_assert_int_eq(chmod(target, 0700), 0);
+  if (geteuid() == 0) {
+    /* A link planted by another user, to a folder that passes every check (as root: any folder
+     * root owns, /etc included): nothing is read or written through it. */
+    ck_assert_int_eq(lchown(link, OTHER_UID, OTHER_UID), 0);
+    ck_assert_int_eq(load_fake(), CT__CACHE_OFF);
+    struct ct__cache_key k = fake_key();
+    k.options = "-DX=2";
+    ck_assert_int_eq(ct__cache_store(&k, FAKE_BIN, sizeof FAKE_BIN), 0);
+    ck_assert_int_eq(count_files(target, ".clbin"), 1);
+    /* ... also as a folder further up the path */
+    char deeper[4200];
+    snprintf(deeper, sizeof deeper, "%s/sub", link);
+    ck_assert_int_eq(mkdir(deeper, 0700), 0);
+    setenv("CLTENSOR_CACHE_DIR", deeper, 1);
+    ck_assert_int_eq(ct__cache_store(&k, FAKE_BIN, sizeof FAKE_BIN), 0);
+    ck_assert_int_eq(count_files(deeper, ".clbin"), 0);
+  }
+  rm_rf(base);
+  free(base);
+}
+END_TEST
+
+/* Each file must be a regular file of ours that nobody else can write. */
+START_TEST(test_untrusted_file_is_rejected) {
+  char *dir = make_tmpdir(), path[4096], copy[4200];
+  store_fake(dir, path, sizeof path);
+  ck_assert_int_eq(chmod(path, 0666), 0);
+  ck_assert_int_eq(load_fake(), CT__CACHE_REJECTED);
+  ck_assert_int_eq(chmod(path, 0600), 0);
+  ck_assert_int_eq(load_fake(), CT__CACHE_HIT);
+  expect_if_others_own(path, CT__CACHE_REJECTED);
+  /* a link to a good copy */
+  snprintf(copy, sizeof copy, "%s.copy", path);
+  ck_assert_int_eq(rename(path, copy), 0);
+  ck_assert_int_eq(symlink(copy, path), 0);
+  ck_assert_int_eq(load_fake(), CT__CACHE_REJECTED);
+  rm_rf(dir);
+  free(dir);
+}
+END_TEST
+
+/* A FIFO in place of an entry: rejected at once, not a reader waiting for a writer forever (the
+ * tcase's timeout is the guard). */
+START_TEST(test_fifo_entry_does_not_hang) {
+  char *dir = make_tmpdir(), path[4096];
+  store_fake(dir, path, sizeof path);
+  ck_assert_int_eq(unlink(path), 0);
+  ck_assert_int_eq(mkfifo(path, 0600), 0);
+  ck_assert_int_eq(load_fake(), CT__CACHE_REJECTED);
+  rm_rf(dir);
+  free(dir);
+}
+END_TEST
+
+static long maxrss_kib(void) {
+  struct rusage ru;
+  ck_assert_int_eq(getrusage(RUSAGE_SELF, &ru), 0);
+  return ru.ru_maxrss;
+}
+
+/* A 1 GiB entry (sparse: no disk used) is refused from its header and size, not read whole. */
+START_TEST(test_huge_entry_is_not_read) {
+  char *dir = make_tmpdir(), path[4096];
+  store_fake(dir, path, sizeof path);
+  size_t n;
+  unsigned char *b = read_all(path, &n);
+  const off_t huge = (off_t)1 << 30;
+  long before = maxrss_kib();
+  /* A valid header whose length field disagrees with the size, then one that agrees. */
+  ck_assert_int_eq(truncate(path, huge), 0);
+  ck_assert_int_eq(load_fake(), CT__CACHE_REJECTED);
+  uint64_t blen = (uint64_t)huge - (n - sizeof FAKE_BIN);
+  unsigned char le[8];
+  for (int i = 0; i < 8; i++) le[i] = (unsigned char)(blen >> (8 * i));
+  int fd = open(path, O_WRONLY);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(pwrite(fd, le, 8, (off_t)(n - sizeof FAKE_BIN - 32 - 8)), 8);
+  close(fd);
+  ck_assert_int_eq(load_fake(), CT__CACHE_REJECTED);
+  /* Reading either whole would add 1 GiB; the margin allows for any allocator noise. */
+  long grown = maxrss_kib() - before;
+  ck_assert_msg(grown < 256 * 1024, "resident size grew by %ld KiB loading a 1 GiB entry", grown);
+  free(b);
+  rm_rf(dir);
+  free(dir);
+}
+END_TEST
+
 /* PoCL prints compiler diagnostics on stdout, where they would corrupt the TAP stream that
  * the parent process writes; in the forked child they go to stderr instead. */
 static void child_setup(void) {
@@ -878,6 +1176,19 @@ int main(int argc, char **argv) {
   tcase_add_test(cache, test_mismatched_cache_file_is_rebuilt);
   tcase_add_test(cache, test_refused_binary_falls_back_to_source);
   tcase_add_test(cache, test_key_covers_source_and_options);
+  tcase_add_test(cache, test_binary_without_the_kernel_is_rebuilt);
+  tcase_add_test(cache, test_swapped_binary_is_rejected);
   suite_add_tcase(s, cache);
+  TCase *trust = tcase_create("trust");
+  tcase_set_timeout(trust, 120);
+  tcase_add_checked_fixture(trust, child_setup, NULL);
+  tcase_add_test(trust, test_cache_switch_is_a_boolean);
+  tcase_add_test(trust, test_cache_switch_in_the_engine);
+  tcase_add_test(trust, test_untrusted_folder_is_not_read);
+  tcase_add_test(trust, test_symlinked_folder);
+  tcase_add_test(trust, test_untrusted_file_is_rejected);
+  tcase_add_test(trust, test_fifo_entry_does_not_hang);
+  tcase_add_test(trust, test_huge_entry_is_not_read);
+  suite_add_tcase(s, trust);
   return ct_test_run(s);
 }

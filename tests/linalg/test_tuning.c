@@ -466,9 +466,15 @@ START_TEST(test_path_keyed_by_device) {
   ck_assert_str_ne(p1, p2);
   ck_assert_str_ne(p1, p3);
   ck_assert_msg(strstr(p1, "/gemm-") && strstr(p1, ".txt"), "%s", p1);
-  /* the kernel cache's switch turns tuning files off too */
-  setenv("CLTENSOR_CACHE", "0", 1);
-  ck_assert_int_eq(ct__gemm_tuning_path(p1, sizeof p1, d), CT_ERR_IO);
+  /* the kernel cache's switch turns tuning files off too, with the one boolean rule */
+  const char *off[] = {"0", "no", "false", "Off"};
+  for (int i = 0; i < 4; i++) {
+    setenv("CLTENSOR_CACHE", off[i], 1);
+    ck_assert_int_eq(ct__gemm_tuning_path(p1, sizeof p1, d), CT_ERR_IO);
+  }
+  setenv("CLTENSOR_CACHE", "sometimes", 1);
+  ck_assert_int_eq(ct__gemm_tuning_path(p1, sizeof p1, d), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("CLTENSOR_CACHE='sometimes'");
 }
 END_TEST
 
@@ -505,6 +511,128 @@ START_TEST(test_tuning_env_invalid) {
   ck_assert_ct_status(ct_matmul(&c, a, a), CT_ERR_INVALID_ARGUMENT);
   ck_assert_error_contains("CLTENSOR_GEMM_TUNING='fast'");
   ct_release(a);
+}
+END_TEST
+
+/* ---- Trust: the tuning file obeys the kernel cache's rules (src/kernel/cache.h) ---- */
+
+#define OTHER_UID 65534 /* "another user" (the tests run as root in CI) */
+
+/* Stores a tuning file for d with p as its f32 set; its path into path. */
+static void save_f32_file(ct_device *d, const ct__gemm_params *p, char *path, size_t cap) {
+  ck_assert_ct_ok(ct__gemm_tuning_path(path, cap, d));
+  ct__gemm_tuning t;
+  memset(&t, 0, sizeof t);
+  t.has[CT__PREC_F32] = true;
+  t.p[CT__PREC_F32] = *p;
+  ck_assert_ct_ok(ct__gemm_tuning_save(path, d, &t, NULL));
+}
+
+/* A fresh GEMM state (after ct_shutdown) must ignore the file, saying why. */
+static void expect_file_refused(const char *why) {
+  ct_shutdown();
+  ct_device *d = ct_test_device();
+  ct_gemm_tuning_source src;
+  const char *msg;
+  ck_assert_ct_ok(ct_gemm_tuning_status(d, &src, &msg));
+  ck_assert_msg(src != CT_GEMM_TUNING_FILE && strstr(msg, "ignored") && strstr(msg, why),
+                "source %d, message \"%s\" (want it ignored: %s)", (int)src, msg, why);
+}
+
+START_TEST(test_untrusted_tuning_file_is_not_read) {
+  fresh_cache();
+  ct_device *d = ct_test_device();
+  char path[1024];
+  ct__gemm_params p = test_params();
+  save_f32_file(d, &p, path, sizeof path);
+  ck_assert_int_eq(chmod(cache_dir, 01777), 0); /* shared, sticky, as /tmp */
+  expect_file_refused("writable by group or others");
+  ck_assert_int_eq(chmod(cache_dir, 0700), 0);
+  ck_assert_int_eq(chmod(path, 0664), 0);
+  expect_file_refused("writable by group or others");
+  ck_assert_int_eq(chmod(path, 0644), 0);
+  if (geteuid() == 0) {
+    ck_assert_int_eq(chown(cache_dir, OTHER_UID, OTHER_UID), 0);
+    expect_file_refused("owned by another user");
+    ck_assert_int_eq(chown(cache_dir, 0, 0), 0);
+    ck_assert_int_eq(chown(path, OTHER_UID, OTHER_UID), 0);
+    expect_file_refused("owned by another user");
+    ck_assert_int_eq(chown(path, 0, 0), 0);
+    /* the cache folder as a link someone else planted */
+    char link[700];
+    snprintf(link, sizeof link, "%s.link", cache_dir);
+    ck_assert_int_eq(symlink(cache_dir, link), 0);
+    ck_assert_int_eq(lchown(link, OTHER_UID, OTHER_UID), 0);
+    setenv("CLTENSOR_CACHE_DIR", link, 1);
+    expect_file_refused("symbolic link");
+    unlink(link);
+  }
+}
+END_TEST
+
+/* A FIFO in place of the file: ignored at once (the tcase's timeout is the guard). */
+START_TEST(test_fifo_tuning_file_does_not_hang) {
+  fresh_cache();
+  ct_device *d = ct_test_device();
+  char path[1024];
+  ck_assert_ct_ok(ct__gemm_tuning_path(path, sizeof path, d));
+  ck_assert_int_eq(mkfifo(path, 0600), 0);
+  expect_file_refused("not a regular file");
+}
+END_TEST
+
+/* ---- Verification: a stored set is used only when it computes right products ---- */
+
+/* A set that passes every constraint but computes wrong products on PoCL 3.1: the issue's
+ * family (GEMMK=1 KREG=16 KWG=1 ... VWN=2, which cltensor-tune rejects with "wrong result"),
+ * drawn from cltensor-tune's GEMMK=1 space; applied directly it got 16256 of the 16384
+ * elements of a 128x128 product wrong. */
+static ct__gemm_params bad_params(void) {
+  ct__gemm_params p = test_params();
+  /* GEMMK KREG KWG KWI MDIMA MDIMC MWG NDIMB NDIMC NWG SA SB STRM STRN VWM VWN */
+  const size_t x[CT__XGEMM_NPARAMS] = {1, 16, 1, 1, 8, 8, 128, 4, 4, 64, 0, 0, 0, 0, 1, 2};
+  memcpy(p.xgemm, x, sizeof x);
+  return p;
+}
+
+START_TEST(test_wrong_products_are_not_used) {
+  fresh_cache();
+  setenv("CLTENSOR_GEMM", "clblast", 1);
+  ct_device *d = ct_test_device();
+  char path[1024], why[512];
+  ct__gemm_params bad = bad_params();
+  ck_assert_msg(ct__gemm_params_valid(&bad, ct_device_properties(d), 4, why, sizeof why), "%s", why);
+  save_f32_file(d, &bad, path, sizeof path);
+  ct_gemm_tuning_source src;
+  const char *msg;
+  ck_assert_ct_ok(ct_gemm_tuning_status(d, &src, &msg));
+  ck_assert_msg(src != CT_GEMM_TUNING_FILE && strstr(msg, "ignored") && strstr(msg, "wrong products") &&
+                    strstr(msg, "Xgemm"),
+                "source %d: %s", (int)src, msg);
+  ck_assert_str_eq(ct_last_error(), "");
+  /* what the file would have broken */
+  ct_tensor *a = lt_random(d, CT_F32, 2, (int64_t[]){128, 128}, 1), *b = lt_random(d, CT_F32, 2, (int64_t[]){128, 128}, 2);
+  lt_matmul_check(a, b, "128x128 after a bad tuning file");
+  ct_release(a);
+  ct_release(b);
+  /* the verdict is remembered: asked again, same answer */
+  char again[512];
+  ck_assert(!ct__gemm_params_verify(d, 32, &bad, again, sizeof again));
+  ck_assert_msg(strstr(again, "wrong products"), "%s", again);
+  /* and a good set passes */
+  ct__gemm_params good = test_params();
+  ck_assert_msg(ct__gemm_params_verify(d, 32, &good, why, sizeof why), "%s", why);
+  /* f64 has no shipped set, and CLBlast cannot drop the bad one once tried: the conservative
+   * set takes its place, and products are right again */
+  if (ct_device_properties(d)->fp64) {
+    ck_assert(!ct__gemm_params_verify(d, 64, &bad, why, sizeof why));
+    ck_assert_msg(strstr(why, "wrong products") && strstr(why, "conservative"), "%s", why);
+    a = lt_random(d, CT_F64, 2, (int64_t[]){128, 128}, 3);
+    b = lt_random(d, CT_F64, 2, (int64_t[]){128, 128}, 4);
+    lt_matmul_check(a, b, "f64 128x128 after a bad set");
+    ct_release(a);
+    ct_release(b);
+  }
 }
 END_TEST
 
@@ -545,6 +673,15 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_path_keyed_by_device);
   tcase_add_test(tc, test_tuning_env);
   tcase_add_test(tc, test_tuning_env_invalid);
+  tcase_add_test(tc, test_untrusted_tuning_file_is_not_read);
   suite_add_tcase(s, tc);
+  TCase *verify = tcase_create("verify");
+  tcase_set_timeout(verify, 600);
+  tcase_add_test(verify, test_wrong_products_are_not_used);
+  suite_add_tcase(s, verify);
+  TCase *hang = tcase_create("no-hang");
+  tcase_set_timeout(hang, 60);
+  tcase_add_test(hang, test_fifo_tuning_file_does_not_hang);
+  suite_add_tcase(s, hang);
   return ct_test_run(s);
 }
