@@ -258,9 +258,11 @@ enum ct__trust ct__cache_open(const char *path, uint64_t max_size, int *fd, uint
   int fl = snprintf(file, sizeof file, "%s%s", real, slash);
   if (fl < 0 || (size_t)fl >= sizeof file)
     return ct__refuse(CT__TRUST_FILE_REFUSED, why, n, "%s: path too long", path);
-  /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
-   * O_NOFOLLOW: the file itself is never a link (the folder's links were checked above). */
-  int f = open(file, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+  /* ct__open_regular never blocks on a FIFO and never opens a device; O_NOFOLLOW: the file
+   * itself is never a link (the folder's links were checked above). */
+  struct stat st;
+  int f = ct__open_regular(file, O_NOFOLLOW, &st);
+  if (f == -2) return ct__refuse(CT__TRUST_FILE_REFUSED, why, n, "%s refused: not a regular file", path);
   if (f < 0) {
     int e = errno;
     if (e == ENOENT) return CT__TRUST_MISSING;
@@ -269,18 +271,12 @@ enum ct__trust ct__cache_open(const char *path, uint64_t max_size, int *fd, uint
     return ct__refuse(CT__TRUST_FILE_REFUSED, why, n, "cannot open %s: %s", path,
                       ct__strerror(e, eb, sizeof eb));
   }
-  struct stat st;
-  const char *bad = NULL;
-  if (fstat(f, &st) != 0) bad = "cannot stat it";
-  else if (!S_ISREG(st.st_mode)) bad = "not a regular file";
-  else bad = ct__owner_problem(&st);
+  const char *bad = ct__owner_problem(&st);
   if (!bad && (st.st_size < 0 || (uint64_t)st.st_size > max_size)) {
     close(f);
     return ct__refuse(CT__TRUST_FILE_REFUSED, why, n, "%s is larger than %llu bytes", path,
                       (unsigned long long)max_size);
   }
-  /* Reads of a regular file never block; clear the flag anyway so reads behave as usual. */
-  if (!bad && fcntl(f, F_SETFL, fcntl(f, F_GETFL) & ~O_NONBLOCK) != 0) bad = "cannot clear O_NONBLOCK";
   if (bad) {
     close(f);
     return ct__refuse(CT__TRUST_FILE_REFUSED, why, n, "%s refused: %s", path, bad);
