@@ -568,6 +568,95 @@ START_TEST(test_queue_order) {
 }
 END_TEST
 
+/* A tensor of shape [rows, cols] and dtype t over a new buffer of its own (created now, so its
+ * OpenCL object is younger than every buffer before it), holding the values of src. */
+static ct_tensor *own_buffer_copy(ct_device *d, const ct_tensor *src) {
+  struct _cl_context *ctx;
+  ck_assert_ct_ok(ct_device_cl_context(&ctx, d));
+  cl_int err;
+  cl_mem mem = clCreateBuffer(ctx, CL_MEM_READ_WRITE, ct_tensor_nbytes(src), NULL, &err);
+  ck_assert_int_eq(err, CL_SUCCESS);
+  ct_tensor *t;
+  ck_assert_ct_ok(ct_from_cl_mem(&t, d, mem, 0, ct_tensor_dtype(src), ct_tensor_ndim(src), ct_tensor_shape(src), NULL));
+  clReleaseMemObject(mem);
+  ck_assert_ct_ok(ct_copy(t, src));
+  return t;
+}
+
+/* Operands in three buffers created in the opposite order to a, b, c. PoCL 3.1's native kernels
+ * hand a command's buffer pointers out in creation order, not in the order listed, so the host
+ * route's native GEMM once read c as a and wrote into a (every element wrong); through the
+ * caching allocator that happened whenever the result's segment was older than an operand's
+ * (f64 batches of a few MiB, threads). */
+START_TEST(test_buffers_in_any_order) {
+  ct_device *d = ct_test_device();
+  const ct_dtype types[] = {CT_F32, CT_F64};
+  for (int ti = 0; ti < 2; ti++) {
+    ct_dtype t = types[ti];
+    if (t == CT_F64 && !ct_device_properties(d)->fp64) continue;
+    ct_tensor *ha = rnd(d, t, 3, SHAPE(2, 19, 23), 1), *hb = rnd(d, t, 2, SHAPE(23, 17), 2), *zc;
+    ck_assert_ct_ok(ct_zeros(&zc, d, t, 3, SHAPE(2, 19, 17)));
+    ct_tensor *c = own_buffer_copy(d, zc), *b = own_buffer_copy(d, hb), *a = own_buffer_copy(d, ha);
+    struct lt_ref r;
+    lt_reference(&r, a, b, NULL, 1, 0);
+    ck_assert_ct_ok(ct_matmul_out(c, a, b));
+    lt_check(c, &r, "a, b, c in buffers created c first");
+    lt_ref_free(&r);
+    ct_release(c);
+    ct_release(b);
+    ct_release(a);
+    ct_release(zc);
+    ct_release(ha);
+    ct_release(hb);
+  }
+}
+END_TEST
+
+/* An operand or result in a sub-buffer (a wrapped user buffer): PoCL 3.1 hands a native kernel
+ * the parent's pointer for it, so the host route adds the origin itself. */
+START_TEST(test_sub_buffer_operands) {
+  ct_device *d = ct_test_device();
+  struct _cl_context *ctx;
+  ck_assert_ct_ok(ct_device_cl_context(&ctx, d));
+  const size_t origin = 4096, part = 4096;   /* 4096 B: a multiple of any base-address alignment */
+  cl_int err;
+  cl_mem parent = clCreateBuffer(ctx, CL_MEM_READ_WRITE, origin + 3 * part, NULL, &err);
+  ck_assert_int_eq(err, CL_SUCCESS);
+  cl_mem subs[3];
+  for (int i = 0; i < 3; i++) {
+    cl_buffer_region reg = {origin + (size_t)i * part, part};
+    subs[i] = clCreateSubBuffer(parent, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &reg, &err);
+    ck_assert_int_eq(err, CL_SUCCESS);
+  }
+  ct_tensor *ha = rnd(d, CT_F32, 2, SHAPE(20, 30), 1), *hb = rnd(d, CT_F32, 2, SHAPE(30, 25), 2);
+  ct_tensor *a, *b, *c, *filler;
+  ck_assert_ct_ok(ct_from_cl_mem(&a, d, subs[0], 0, CT_F32, 2, SHAPE(20, 30), NULL));
+  ck_assert_ct_ok(ct_from_cl_mem(&b, d, subs[1], 0, CT_F32, 2, SHAPE(30, 25), NULL));
+  ck_assert_ct_ok(ct_from_cl_mem(&c, d, subs[2], 0, CT_F32, 2, SHAPE(20, 25), NULL));
+  /* The parent's first bytes hold other values, which a product read from there would show. */
+  ck_assert_ct_ok(ct_from_cl_mem(&filler, d, parent, 0, CT_F32, 1, SHAPE((int64_t)(origin / 4)), NULL));
+  ct_tensor *sevens;
+  ck_assert_ct_ok(ct_full(&sevens, d, CT_F32, 1, SHAPE((int64_t)(origin / 4)), 7.0));
+  ck_assert_ct_ok(ct_copy(filler, sevens));
+  ct_release(sevens);
+  ck_assert_ct_ok(ct_copy(a, ha));
+  ck_assert_ct_ok(ct_copy(b, hb));
+  struct lt_ref r;
+  lt_reference(&r, ha, hb, NULL, 1, 0);
+  ck_assert_ct_ok(ct_matmul_out(c, a, b));
+  lt_check(c, &r, "operands and result in sub-buffers");
+  lt_ref_free(&r);
+  for (int i = 0; i < 3; i++) clReleaseMemObject(subs[i]);
+  clReleaseMemObject(parent);
+  ct_release(filler);
+  ct_release(a);
+  ct_release(b);
+  ct_release(c);
+  ct_release(ha);
+  ct_release(hb);
+}
+END_TEST
+
 /* Checked fixture of mode "all-mapped": the host route's other path, the blocking map and a
  * CBLAS call on this thread, which devices without native kernels take (PoCL has them). */
 static void without_native_kernels(void) {
@@ -602,6 +691,8 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, test_matmul_out);
     tcase_add_test(tc, test_errors);
     tcase_add_test(tc, test_queue_order);
+    tcase_add_test(tc, test_buffers_in_any_order);
+    tcase_add_test(tc, test_sub_buffer_operands);
   }
   suite_add_tcase(s, tc);
   return ct_test_run(s);
