@@ -287,6 +287,17 @@ START_TEST(test_linear) {
   ct_tensor *b16 = rnd(d, CT_F16, 1, SHAPE(4), 6);
   ck_assert_ct_status(ct_linear(&y, x, w, b16), CT_ERR_DTYPE_MISMATCH);
   ck_assert_ptr_null(y);
+  ck_assert_error_contains("x is f32 but bias is f16");
+  /* Messages name the caller's arguments (x, weight, bias), never the internal w^T. */
+  ct_tensor *w16 = rnd(d, CT_F16, 2, SHAPE(4, 5), 7);
+  ck_assert_ct_status(ct_linear(&y, x, w16, NULL), CT_ERR_DTYPE_MISMATCH);
+  ck_assert_error_contains("x is f32 but weight is f16");
+  ck_assert_msg(strstr(ct_last_error(), "w^T") == NULL, "message names w^T: %s", ct_last_error());
+  ck_assert_ct_status(ct_linear(&y, x, w3, NULL), CT_ERR_SHAPE_MISMATCH);
+  ck_assert_error_contains("weight must be 2-D");
+  ck_assert_ct_status(ct_linear(&y, x, NULL, NULL), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("'weight'");
+  ct_release(w16);
   ct_release(b16);
   ct_release(bad_bias);
   ct_release(w3);
@@ -448,6 +459,19 @@ START_TEST(test_device_mismatch) {
   ck_assert_ct_status(ct_matmul(&c, a, b), CT_ERR_DEVICE_MISMATCH);
   ck_assert_error_contains(ct_device_spec(d0));
   ck_assert_error_contains(ct_device_spec(d1));
+  /* ct_linear names weight and bias, not its internal w^T. */
+  ct_tensor *x = rnd(d0, CT_F32, 2, SHAPE(2, 3), 3), *w = rnd(d1, CT_F32, 2, SHAPE(4, 3), 4);
+  ct_tensor *w0 = rnd(d0, CT_F32, 2, SHAPE(4, 3), 5), *bias = rnd(d1, CT_F32, 1, SHAPE(4), 6);
+  ck_assert_ct_status(ct_linear(&c, x, w, NULL), CT_ERR_DEVICE_MISMATCH);
+  ck_assert_error_contains("x is on");
+  ck_assert_error_contains("weight is on");
+  ck_assert_msg(strstr(ct_last_error(), "w^T") == NULL, "message names w^T: %s", ct_last_error());
+  ck_assert_ct_status(ct_linear(&c, x, w0, bias), CT_ERR_DEVICE_MISMATCH);
+  ck_assert_error_contains("bias is on");
+  ct_release(x);
+  ct_release(w);
+  ct_release(w0);
+  ct_release(bias);
   ct_release(a);
   ct_release(b);
 }
