@@ -592,17 +592,9 @@ START_TEST(test_queue_order) {
 }
 END_TEST
 
-/* A tensor of shape [rows, cols] and dtype t over a new buffer of its own (created now, so its
- * OpenCL object is younger than every buffer before it), holding the values of src. */
+/* A copy of src in a buffer of its own, created now. */
 static ct_tensor *own_buffer_copy(ct_device *d, const ct_tensor *src) {
-  struct _cl_context *ctx;
-  ck_assert_ct_ok(ct_device_cl_context(&ctx, d));
-  cl_int err;
-  cl_mem mem = clCreateBuffer(ctx, CL_MEM_READ_WRITE, ct_tensor_nbytes(src), NULL, &err);
-  ck_assert_int_eq(err, CL_SUCCESS);
-  ct_tensor *t;
-  ck_assert_ct_ok(ct_from_cl_mem(&t, d, mem, 0, ct_tensor_dtype(src), ct_tensor_ndim(src), ct_tensor_shape(src), NULL));
-  clReleaseMemObject(mem);
+  ct_tensor *t = lt_own_buffer(d, ct_tensor_dtype(src), ct_tensor_ndim(src), ct_tensor_shape(src));
   ck_assert_ct_ok(ct_copy(t, src));
   return t;
 }
@@ -681,18 +673,6 @@ START_TEST(test_sub_buffer_operands) {
 }
 END_TEST
 
-/* Checked fixture of mode "all-mapped": the host route's other path, the blocking map and a
- * CBLAS call on this thread, which devices without native kernels take (PoCL has them). */
-static void without_native_kernels(void) {
-  int n = 0;
-  ck_assert_ct_ok(ct_device_count(&n));
-  for (int i = 0; i < n; i++) {
-    ct_device *d;
-    ck_assert_ct_ok(ct_device_get(&d, i));
-    d->native_kernels = false;
-  }
-}
-
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "all";
   Suite *s = suite_create("linalg");
@@ -704,7 +684,7 @@ int main(int argc, char **argv) {
   } else if (strcmp(mode, "invalid") == 0) {
     tcase_add_test(tc, test_route_invalid);
   } else {
-    if (strcmp(mode, "all-mapped") == 0) tcase_add_checked_fixture(tc, without_native_kernels, NULL);
+    if (strcmp(mode, "all-mapped") == 0) tcase_add_checked_fixture(tc, lt_without_native_kernels, NULL);
     tcase_add_test(tc, test_route_env);
     tcase_add_test(tc, test_shapes);
     tcase_add_test(tc, test_empty_and_k0);
