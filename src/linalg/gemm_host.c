@@ -4,6 +4,7 @@
  * (CT_HAVE_HOST_BLAS). docs/GEMM.md, "Routes". */
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -61,22 +62,6 @@ static void ct__host_multiply(const struct ct__gemm_op *op, char *pa, char *pb, 
   }
 }
 
-/* A native kernel's argument block. OpenCL copies it at the enqueue and, before the function
- * runs, overwrites each base[j] (a cl_mem handle until then) with the device's pointer to that
- * buffer, which on a host-unified CPU device is host memory. */
-struct ct__native_gemm {
-  struct ct__gemm_op op;
-  char *base[3];
-  int which[3];      /* op's a, b, c: index into base */
-};
-
-static void CL_CALLBACK ct__gemm_native(void *p) {
-  struct ct__native_gemm *g = p;
-  int64_t es = (int64_t)ct_dtype_size(g->op.dtype);
-  ct__host_multiply(&g->op, g->base[g->which[0]] + g->op.a.off * es, g->base[g->which[1]] + g->op.b.off * es,
-                    g->base[g->which[2]] + g->op.c.off * es);
-}
-
 /* Distinct buffers of a, b and c (at most 3) with the element range each is used over. */
 static int ct__regions(const struct ct__gemm_op *op, struct ct__region reg[3], int which[3]) {
   const struct ct__gemm_mat *mats[3] = {&op->a, &op->b, &op->c};
@@ -100,28 +85,132 @@ static int ct__regions(const struct ct__gemm_op *op, struct ct__region reg[3], i
   return nreg;
 }
 
+/* ---- The native-kernel path ----
+ * OpenCL pairs mem_list[j] with args_mem_loc[j]: the pointer to buffer j replaces the handle at
+ * location j. PoCL 3.1 does not. It sorts the buffers of every command by creation (its object
+ * id) and then writes the i-th pointer of that order into args_mem_loc[i]: whenever the listed
+ * buffers were not created in list order, the operands trade places. The allocator's cached
+ * segments are reused in any order, so which product went wrong depended on allocation
+ * history (f64 batches of a few MiB; one run in nine of eight threads' 128x128 f32 products).
+ * It also passes a sub-buffer's parent instead of the sub-buffer, i.e. the parent's pointer.
+ * (Newer PoCL keeps the list order.) So the GEMM trusts only what holds on every reading:
+ *   - a command with one buffer gets that buffer's pointer: with n > 1 buffers, n - 1 probe
+ *     commands of one buffer each record their pointers, in queue order before the GEMM, and the
+ *     GEMM takes its last buffer's pointer as the one of its own n that no probe reported;
+ *   - the GEMM's command lists all n buffers, so it is ordered after their writers and they stay
+ *     alive (the implementation retains them) until it has run;
+ *   - sub-buffers are replaced by their parent and origin before any of this. */
+
+/* Pointers that probe commands hand to the GEMM command after them; freed by the GEMM, or by
+ * the enqueuing thread after a clFinish when the GEMM could not be enqueued. */
+struct ct__native_ptrs {
+  char *base[3];
+};
+
+struct ct__native_probe {
+  struct ct__native_ptrs *ptrs;
+  int j;
+  char *base;          /* the buffer's handle until the implementation writes its pointer here */
+};
+
+static void CL_CALLBACK ct__native_probe_fn(void *p) {
+  struct ct__native_probe *pr = p;
+  pr->ptrs->base[pr->j] = pr->base;
+}
+
+/* The GEMM command's argument block. OpenCL copies it at the enqueue and, before the function
+ * runs, overwrites base[0..nreg-1] (cl_mem handles until then) with the device's pointers to
+ * those buffers (on a host-unified CPU device, host memory), in an order that may not be ours. */
+struct ct__native_gemm {
+  struct ct__gemm_op op;
+  int nreg;
+  struct ct__native_ptrs *ptrs;   /* the probes' pointers; NULL when nreg == 1 */
+  char *base[3];
+  int which[3];                   /* op's a, b, c: index of their buffer */
+};
+
+static void CL_CALLBACK ct__gemm_native(void *p) {
+  struct ct__native_gemm *g = p;
+  char *base[3] = {g->base[0], NULL, NULL};
+  if (g->ptrs) {
+    int last = g->nreg - 1;
+    for (int j = 0; j < last; j++) base[j] = g->ptrs->base[j];
+    for (int i = 0; i < g->nreg; i++) {
+      bool probed = false;
+      for (int j = 0; j < last; j++) probed |= g->base[i] == base[j];
+      if (!probed) base[last] = g->base[i];
+    }
+    free(g->ptrs);
+  }
+  int64_t es = (int64_t)ct_dtype_size(g->op.dtype);
+  ct__host_multiply(&g->op, base[g->which[0]] + g->op.a.off * es, base[g->which[1]] + g->op.b.off * es,
+                    base[g->which[2]] + g->op.c.off * es);
+}
+
+/* Replaces a sub-buffer operand by its parent and origin. False when the origin is not a whole
+ * number of elements (then only the mapped path can address it). */
+static bool ct__unwrap_sub_buffer(struct ct__gemm_mat *x, size_t es) {
+  cl_mem parent = NULL;
+  size_t origin = 0;
+  if (clGetMemObjectInfo(x->mem, CL_MEM_ASSOCIATED_MEMOBJECT, sizeof parent, &parent, NULL) != CL_SUCCESS ||
+      !parent)
+    return true;
+  if (clGetMemObjectInfo(x->mem, CL_MEM_OFFSET, sizeof origin, &origin, NULL) != CL_SUCCESS || origin % es)
+    return false;
+  x->mem = parent;
+  x->off += (int64_t)(origin / es);
+  return true;
+}
+
+/* Enqueues the probe for buffer j of ptrs. */
+static cl_int ct__enqueue_probe(cl_command_queue q, struct ct__native_ptrs *ptrs, int j, cl_mem mem) {
+  struct ct__native_probe pr = {ptrs, j, NULL};
+  memcpy(&pr.base, &mem, sizeof mem);
+  const void *loc = &pr.base;
+  return clEnqueueNativeKernel(q, ct__native_probe_fn, &pr, sizeof pr, 1, &mem, &loc, 0, NULL, NULL);
+}
+
 /* The GEMM as a native kernel on d's queue: ordered after the commands before it like any
  * kernel, and no host round trip. A blocking map and unmap cost PoCL 35-80 us of thread
- * hand-offs, more than a whole 64^3 product (5 us in OpenBLAS). */
-static ct_status ct__gemm_host_native(ct_device *d, const struct ct__gemm_op *op) {
-  struct ct__region reg[3];
+ * hand-offs, more than a whole 64^3 product (5 us in OpenBLAS). *done is false when op needs
+ * the mapped path instead. */
+static ct_status ct__gemm_host_native(ct_device *d, const struct ct__gemm_op *op, bool *done) {
   struct ct__native_gemm g;
   memset(&g, 0, sizeof g);
   g.op = *op;
-  int nreg = ct__regions(op, reg, g.which);
+  size_t es = ct_dtype_size(op->dtype);
+  *done = ct__unwrap_sub_buffer(&g.op.a, es) && ct__unwrap_sub_buffer(&g.op.b, es) &&
+          ct__unwrap_sub_buffer(&g.op.c, es);
+  if (!*done) return CT_OK;
+  struct ct__region reg[3];
+  g.nreg = ct__regions(&g.op, reg, g.which);
   cl_mem mems[3];
   const void *locs[3];
-  for (int j = 0; j < nreg; j++) {
+  for (int j = 0; j < g.nreg; j++) {
     mems[j] = reg[j].mem;
     memcpy(&g.base[j], &reg[j].mem, sizeof reg[j].mem);
     locs[j] = &g.base[j];
   }
+  cl_command_queue q = ct__device_queue(d);
+  cl_int err = CL_SUCCESS;
+  if (g.nreg > 1) {
+    g.ptrs = calloc(1, sizeof *g.ptrs);
+    if (!g.ptrs) return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory for the host BLAS on %s", op->fn,
+                                  d->spec);
+    for (int j = 0; j < g.nreg - 1 && err == CL_SUCCESS; j++) err = ct__enqueue_probe(q, g.ptrs, j, mems[j]);
+  }
   cl_event ev;
   cl_event *evp = ct__profile_event(d, &ev);
-  cl_int err = clEnqueueNativeKernel(ct__device_queue(d), ct__gemm_native, &g, sizeof g, (cl_uint)nreg, mems,
-                                     locs, 0, NULL, evp);
-  if (err != CL_SUCCESS)
+  if (err == CL_SUCCESS)
+    err = clEnqueueNativeKernel(q, ct__gemm_native, &g, sizeof g, (cl_uint)g.nreg, mems, locs, 0, NULL, evp);
+  if (err != CL_SUCCESS) {
+    /* Probes already enqueued still write into ptrs. */
+    if (g.ptrs) {
+      clFinish(q);
+      free(g.ptrs);
+    }
     return ct__cl_error(err, "%s: enqueueing the host BLAS on %s", op->fn, d->spec);
+  }
   if (evp) ct__profile_record(d, op->dtype == CT_F64 ? "cblas_dgemm (host)" : "cblas_sgemm (host)", ev);
   return CT_OK;
 }
@@ -133,7 +222,11 @@ ct_status ct__gemm_host(ct_device *d, const struct ct__gemm_op *op) {
     return ct__error(CT_ERR_UNSUPPORTED, "%s: the host BLAS takes 32-bit sizes; m=%lld n=%lld k=%lld is too "
                      "large for it (use CLTENSOR_GEMM=clblast)", op->fn, (long long)op->m, (long long)op->n,
                      (long long)op->k);
-  if (d->native_kernels) return ct__gemm_host_native(d, op);
+  if (d->native_kernels) {
+    bool done;
+    ct_status st = ct__gemm_host_native(d, op, &done);
+    if (st != CT_OK || done) return st;
+  }
 
   size_t es = ct_dtype_size(op->dtype);
   /* One mapping per buffer: OpenCL leaves overlapping maps with writes undefined, and the

@@ -752,25 +752,27 @@ ct_status ct_addmm_out(ct_tensor *out, const ct_tensor *c, const ct_tensor *a, c
   return ct__mm_run(&mm, NULL, out);
 }
 
-ct_status ct_linear(ct_tensor **out, const ct_tensor *x, const ct_tensor *w, const ct_tensor *bias) {
+ct_status ct_linear(ct_tensor **out, const ct_tensor *x, const ct_tensor *weight, const ct_tensor *bias) {
   CT__CHECK_NOT_NULL("ct_linear", out);
   *out = NULL;
   CT__CHECK_NOT_NULL("ct_linear", x);
-  CT__CHECK_NOT_NULL("ct_linear", w);
+  CT__CHECK_NOT_NULL("ct_linear", weight);
+  const ct_tensor *w = weight;
   char sx[160], sw[160];
   if (w->ndim != 2)
-    return ct__error(CT_ERR_SHAPE_MISMATCH, "ct_linear: w must be 2-D [out_features, in_features], got %s",
+    return ct__error(CT_ERR_SHAPE_MISMATCH, "ct_linear: weight must be 2-D [out_features, in_features], got %s",
                      ct__shape_str(sw, sizeof sw, w->ndim, w->shape));
   if (x->ndim == 0 || x->shape[x->ndim - 1] != w->shape[1])
-    return ct__error(CT_ERR_SHAPE_MISMATCH, "ct_linear: x %s and w %s don't fit: x's last dim must be w's "
-                     "in_features %lld", ct__shape_str(sx, sizeof sx, x->ndim, x->shape),
+    return ct__error(CT_ERR_SHAPE_MISMATCH, "ct_linear: x %s and weight %s don't fit: x's last dim must be "
+                     "weight's in_features %lld", ct__shape_str(sx, sizeof sx, x->ndim, x->shape),
                      ct__shape_str(sw, sizeof sw, w->ndim, w->shape), (long long)w->shape[1]);
-  /* w^T as a view: the GEMM reads it with a transpose flag, no copy. */
+  /* w^T as a view: the GEMM reads it with a transpose flag, no copy. It has weight's device and
+   * dtype, so the shared checks' messages name it as the caller knows it, "weight". */
   int64_t shape[2] = {w->shape[1], w->shape[0]}, strides[2] = {w->strides[1], w->strides[0]};
   ct_tensor *wt;
   CT__TRY(ct__tensor_view(&wt, w, 2, shape, strides, w->offset));
-  struct ct__mm mm = {.fn = "ct_linear", .an = "x", .bn = "w^T", .cn = "bias", .a = x, .b = wt, .c = bias, .alpha = 1,
-                      .beta = 1};
+  struct ct__mm mm = {.fn = "ct_linear", .an = "x", .bn = "weight", .cn = "bias", .a = x, .b = wt, .c = bias,
+                      .alpha = 1, .beta = 1};
   ct_status st = ct__mm_run(&mm, out, NULL);
   ct_release(wt);
   return st;

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "ct_test.h"
+#include "device/device.h"
 
 static inline uint64_t lt_rnd(uint64_t *s) {
   uint64_t x = *s;
@@ -262,6 +263,34 @@ static inline void lt_matmul_check(const ct_tensor *a, const ct_tensor *b, const
   lt_check(c, &r, what);
   lt_ref_free(&r);
   ct_release(c);
+}
+
+/* A new tensor in an OpenCL buffer of its own, created now (so its object is younger than every
+ * buffer before it): the order in which a product's buffers were created is what PoCL 3.1's
+ * native kernels hand pointers out by (docs/GEMM.md, "Routes"). */
+static inline ct_tensor *lt_own_buffer(ct_device *d, ct_dtype t, int nd, const int64_t *shape) {
+  struct _cl_context *ctx;
+  ck_assert_ct_ok(ct_device_cl_context(&ctx, d));
+  size_t bytes = (size_t)lt_numel(nd, shape) * ct_dtype_size(t);
+  cl_int err;
+  cl_mem mem = clCreateBuffer(ctx, CL_MEM_READ_WRITE, bytes ? bytes : 1, NULL, &err);
+  ck_assert_int_eq(err, CL_SUCCESS);
+  ct_tensor *x;
+  ck_assert_ct_ok(ct_from_cl_mem(&x, d, mem, 0, t, nd, shape, NULL));
+  clReleaseMemObject(mem);
+  return x;
+}
+
+/* Checked fixture for the host route's mapped path (map, CBLAS on the calling thread, unmap),
+ * which devices without native kernels take; PoCL has them, so the tests turn them off. */
+static inline void lt_without_native_kernels(void) {
+  int n = 0;
+  ck_assert_ct_ok(ct_device_count(&n));
+  for (int i = 0; i < n; i++) {
+    ct_device *d;
+    ck_assert_ct_ok(ct_device_get(&d, i));
+    d->native_kernels = false;
+  }
 }
 
 #endif

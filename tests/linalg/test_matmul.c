@@ -287,6 +287,17 @@ START_TEST(test_linear) {
   ct_tensor *b16 = rnd(d, CT_F16, 1, SHAPE(4), 6);
   ck_assert_ct_status(ct_linear(&y, x, w, b16), CT_ERR_DTYPE_MISMATCH);
   ck_assert_ptr_null(y);
+  ck_assert_error_contains("x is f32 but bias is f16");
+  /* Messages name the caller's arguments (x, weight, bias), never the internal w^T. */
+  ct_tensor *w16 = rnd(d, CT_F16, 2, SHAPE(4, 5), 7);
+  ck_assert_ct_status(ct_linear(&y, x, w16, NULL), CT_ERR_DTYPE_MISMATCH);
+  ck_assert_error_contains("x is f32 but weight is f16");
+  ck_assert_msg(strstr(ct_last_error(), "w^T") == NULL, "message names w^T: %s", ct_last_error());
+  ck_assert_ct_status(ct_linear(&y, x, w3, NULL), CT_ERR_SHAPE_MISMATCH);
+  ck_assert_error_contains("weight must be 2-D");
+  ck_assert_ct_status(ct_linear(&y, x, NULL, NULL), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("'weight'");
+  ct_release(w16);
   ct_release(b16);
   ct_release(bad_bias);
   ct_release(w3);
@@ -448,6 +459,19 @@ START_TEST(test_device_mismatch) {
   ck_assert_ct_status(ct_matmul(&c, a, b), CT_ERR_DEVICE_MISMATCH);
   ck_assert_error_contains(ct_device_spec(d0));
   ck_assert_error_contains(ct_device_spec(d1));
+  /* ct_linear names weight and bias, not its internal w^T. */
+  ct_tensor *x = rnd(d0, CT_F32, 2, SHAPE(2, 3), 3), *w = rnd(d1, CT_F32, 2, SHAPE(4, 3), 4);
+  ct_tensor *w0 = rnd(d0, CT_F32, 2, SHAPE(4, 3), 5), *bias = rnd(d1, CT_F32, 1, SHAPE(4), 6);
+  ck_assert_ct_status(ct_linear(&c, x, w, NULL), CT_ERR_DEVICE_MISMATCH);
+  ck_assert_error_contains("x is on");
+  ck_assert_error_contains("weight is on");
+  ck_assert_msg(strstr(ct_last_error(), "w^T") == NULL, "message names w^T: %s", ct_last_error());
+  ck_assert_ct_status(ct_linear(&c, x, w0, bias), CT_ERR_DEVICE_MISMATCH);
+  ck_assert_error_contains("bias is on");
+  ct_release(x);
+  ct_release(w);
+  ct_release(w0);
+  ct_release(bias);
   ct_release(a);
   ct_release(b);
 }
@@ -568,17 +592,86 @@ START_TEST(test_queue_order) {
 }
 END_TEST
 
-/* Checked fixture of mode "all-mapped": the host route's other path, the blocking map and a
- * CBLAS call on this thread, which devices without native kernels take (PoCL has them). */
-static void without_native_kernels(void) {
-  int n = 0;
-  ck_assert_ct_ok(ct_device_count(&n));
-  for (int i = 0; i < n; i++) {
-    ct_device *d;
-    ck_assert_ct_ok(ct_device_get(&d, i));
-    d->native_kernels = false;
+/* A copy of src in a buffer of its own, created now. */
+static ct_tensor *own_buffer_copy(ct_device *d, const ct_tensor *src) {
+  ct_tensor *t = lt_own_buffer(d, ct_tensor_dtype(src), ct_tensor_ndim(src), ct_tensor_shape(src));
+  ck_assert_ct_ok(ct_copy(t, src));
+  return t;
+}
+
+/* Operands in three buffers created in the opposite order to a, b, c. PoCL 3.1's native kernels
+ * hand a command's buffer pointers out in creation order, not in the order listed, so the host
+ * route's native GEMM once read c as a and wrote into a (every element wrong); through the
+ * caching allocator that happened whenever the result's segment was older than an operand's
+ * (f64 batches of a few MiB, threads). */
+START_TEST(test_buffers_in_any_order) {
+  ct_device *d = ct_test_device();
+  const ct_dtype types[] = {CT_F32, CT_F64};
+  for (int ti = 0; ti < 2; ti++) {
+    ct_dtype t = types[ti];
+    if (t == CT_F64 && !ct_device_properties(d)->fp64) continue;
+    ct_tensor *ha = rnd(d, t, 3, SHAPE(2, 19, 23), 1), *hb = rnd(d, t, 2, SHAPE(23, 17), 2), *zc;
+    ck_assert_ct_ok(ct_zeros(&zc, d, t, 3, SHAPE(2, 19, 17)));
+    ct_tensor *c = own_buffer_copy(d, zc), *b = own_buffer_copy(d, hb), *a = own_buffer_copy(d, ha);
+    struct lt_ref r;
+    lt_reference(&r, a, b, NULL, 1, 0);
+    ck_assert_ct_ok(ct_matmul_out(c, a, b));
+    lt_check(c, &r, "a, b, c in buffers created c first");
+    lt_ref_free(&r);
+    ct_release(c);
+    ct_release(b);
+    ct_release(a);
+    ct_release(zc);
+    ct_release(ha);
+    ct_release(hb);
   }
 }
+END_TEST
+
+/* An operand or result in a sub-buffer (a wrapped user buffer): PoCL 3.1 hands a native kernel
+ * the parent's pointer for it, so the host route adds the origin itself. */
+START_TEST(test_sub_buffer_operands) {
+  ct_device *d = ct_test_device();
+  struct _cl_context *ctx;
+  ck_assert_ct_ok(ct_device_cl_context(&ctx, d));
+  const size_t origin = 4096, part = 4096;   /* 4096 B: a multiple of any base-address alignment */
+  cl_int err;
+  cl_mem parent = clCreateBuffer(ctx, CL_MEM_READ_WRITE, origin + 3 * part, NULL, &err);
+  ck_assert_int_eq(err, CL_SUCCESS);
+  cl_mem subs[3];
+  for (int i = 0; i < 3; i++) {
+    cl_buffer_region reg = {origin + (size_t)i * part, part};
+    subs[i] = clCreateSubBuffer(parent, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &reg, &err);
+    ck_assert_int_eq(err, CL_SUCCESS);
+  }
+  ct_tensor *ha = rnd(d, CT_F32, 2, SHAPE(20, 30), 1), *hb = rnd(d, CT_F32, 2, SHAPE(30, 25), 2);
+  ct_tensor *a, *b, *c, *filler;
+  ck_assert_ct_ok(ct_from_cl_mem(&a, d, subs[0], 0, CT_F32, 2, SHAPE(20, 30), NULL));
+  ck_assert_ct_ok(ct_from_cl_mem(&b, d, subs[1], 0, CT_F32, 2, SHAPE(30, 25), NULL));
+  ck_assert_ct_ok(ct_from_cl_mem(&c, d, subs[2], 0, CT_F32, 2, SHAPE(20, 25), NULL));
+  /* The parent's first bytes hold other values, which a product read from there would show. */
+  ck_assert_ct_ok(ct_from_cl_mem(&filler, d, parent, 0, CT_F32, 1, SHAPE((int64_t)(origin / 4)), NULL));
+  ct_tensor *sevens;
+  ck_assert_ct_ok(ct_full(&sevens, d, CT_F32, 1, SHAPE((int64_t)(origin / 4)), 7.0));
+  ck_assert_ct_ok(ct_copy(filler, sevens));
+  ct_release(sevens);
+  ck_assert_ct_ok(ct_copy(a, ha));
+  ck_assert_ct_ok(ct_copy(b, hb));
+  struct lt_ref r;
+  lt_reference(&r, ha, hb, NULL, 1, 0);
+  ck_assert_ct_ok(ct_matmul_out(c, a, b));
+  lt_check(c, &r, "operands and result in sub-buffers");
+  lt_ref_free(&r);
+  for (int i = 0; i < 3; i++) clReleaseMemObject(subs[i]);
+  clReleaseMemObject(parent);
+  ct_release(filler);
+  ct_release(a);
+  ct_release(b);
+  ct_release(c);
+  ct_release(ha);
+  ct_release(hb);
+}
+END_TEST
 
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "all";
@@ -591,7 +684,7 @@ int main(int argc, char **argv) {
   } else if (strcmp(mode, "invalid") == 0) {
     tcase_add_test(tc, test_route_invalid);
   } else {
-    if (strcmp(mode, "all-mapped") == 0) tcase_add_checked_fixture(tc, without_native_kernels, NULL);
+    if (strcmp(mode, "all-mapped") == 0) tcase_add_checked_fixture(tc, lt_without_native_kernels, NULL);
     tcase_add_test(tc, test_route_env);
     tcase_add_test(tc, test_shapes);
     tcase_add_test(tc, test_empty_and_k0);
@@ -602,6 +695,8 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, test_matmul_out);
     tcase_add_test(tc, test_errors);
     tcase_add_test(tc, test_queue_order);
+    tcase_add_test(tc, test_buffers_in_any_order);
+    tcase_add_test(tc, test_sub_buffer_operands);
   }
   suite_add_tcase(s, tc);
   return ct_test_run(s);
