@@ -65,10 +65,11 @@ CT_API ct_status ct_matmul(ct_tensor **out, const ct_tensor *a, const ct_tensor 
  * it may overlap a or b: the product is then formed in a temporary first). */
 CT_API ct_status ct_matmul_out(ct_tensor *out, const ct_tensor *a, const ct_tensor *b);
 
-/* OUT: *out = x @ w^T + bias, as torch.nn.functional.linear: x is [..., in] (1-D allowed),
- * w is [out_features, in], bias is [out_features] or anything broadcasting to the result
+/* OUT: *out = x @ weight^T + bias, as torch.nn.functional.linear: x is [..., in] (1-D allowed),
+ * weight is [out_features, in], bias is [out_features] or anything broadcasting to the result
  * ([..., out_features]), or NULL. One dtype for all. */
-CT_API ct_status ct_linear(ct_tensor **out, const ct_tensor *x, const ct_tensor *w, const ct_tensor *bias);
+CT_API ct_status ct_linear(ct_tensor **out, const ct_tensor *x, const ct_tensor *weight,
+                           const ct_tensor *bias);
 
 /* OUT: *out = beta * c + alpha * (a @ b), as torch.addmm (a and b follow ct_matmul's rules, so
  * batched and 1-D operands work too); c broadcasts to the product's shape. With beta = 0, c's
