@@ -26,13 +26,13 @@
 #include "kernel/cache.h"
 #include "kernel/engine.h"
 #include "kernel/kernel_config.h"
-#include "profile/profile.h"
 
 struct ct__kernel {
   cl_kernel k;
   pthread_mutex_t lock;
   size_t group;            /* work-group size ct__launch_dims() uses: a power of two */
   size_t max_items[3];     /* CL_DEVICE_MAX_WORK_ITEM_SIZES of dims 0-2, floored to powers of two */
+  cl_uint nargs;           /* CL_KERNEL_NUM_ARGS, or CT__KERNEL_NARGS_UNKNOWN */
   struct ct__kernel *next; /* in its program */
   char name[];
 };
@@ -70,6 +70,8 @@ static void ct__kernel_limits(ct__kernel *k, ct_device *d) {
   if (ndims >= 3 && ndims <= 8)
     clGetDeviceInfo(d->id, CL_DEVICE_MAX_WORK_ITEM_SIZES, ndims * sizeof *items, items, NULL);
   for (int i = 0; i < 3; i++) k->max_items[i] = ct__pow2_floor(items[i] ? items[i] : 1);
+  if (clGetKernelInfo(k->k, CL_KERNEL_NUM_ARGS, sizeof k->nargs, &k->nargs, NULL) != CL_SUCCESS)
+    k->nargs = CT__KERNEL_NARGS_UNKNOWN;
 }
 
 /* What a caller asks for, with the lengths and hash computed once per call. */
@@ -565,6 +567,33 @@ const char *ct__kernel_name(const ct__kernel *k) { return k->name; }
 
 size_t ct__kernel_group_size(const ct__kernel *k) { return k->group; }
 
+cl_uint ct__kernel_num_args(const ct__kernel *k) { return k->nargs; }
+
+ct_status ct__kernel_group_limit(size_t *out, ct__kernel *k, ct_device *d, size_t cap, size_t per_item) {
+  size_t kwg = 0;
+  cl_ulong klocal = 0;
+  cl_int err = clGetKernelWorkGroupInfo(k->k, d->id, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL);
+  if (err != CL_SUCCESS)
+    return ct__cl_error(err, "kernel %s on %s: clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE) failed",
+                        k->name, d->spec);
+  err = clGetKernelWorkGroupInfo(k->k, d->id, CL_KERNEL_LOCAL_MEM_SIZE, sizeof klocal, &klocal, NULL);
+  if (err != CL_SUCCESS) klocal = 0;
+  size_t lim = cap;
+  if (kwg && kwg < lim) lim = kwg;
+  if (d->props.max_work_group_size < lim) lim = d->props.max_work_group_size;
+  if (per_item) {
+    uint64_t avail = d->props.local_mem_bytes > klocal ? d->props.local_mem_bytes - klocal : 0;
+    if (avail / per_item < lim) lim = (size_t)(avail / per_item);
+  }
+  if (lim < 1)
+    return ct__error(CT_ERR_UNSUPPORTED,
+                     "kernel %s on %s: no work-group size fits (kernel limit %zu, local memory %llu "
+                     "bytes, %zu bytes per work-item)",
+                     k->name, d->spec, kwg, (unsigned long long)d->props.local_mem_bytes, per_item);
+  *out = ct__pow2_floor(lim);
+  return CT_OK;
+}
+
 void ct__launch_dims(const ct__kernel *k, cl_uint dims, size_t *global, size_t *local) {
   /* Two dims or more: a tile of at most 64 along dim 0 (whole cache lines, and strided reads
    * such as a transpose's reuse their lines across dim 1: 2-5x a 1024-wide row on PoCL), unless
@@ -588,6 +617,10 @@ void ct__launch_dims(const ct__kernel *k, cl_uint dims, size_t *global, size_t *
   for (cl_uint i = 0; i < dims; i++) global[i] = (global[i] + local[i] - 1) / local[i] * local[i];
 }
 
+static _Atomic(ct__launch_observer) ct__observer;
+
+void ct__kernel_set_launch_observer(ct__launch_observer obs) { atomic_store(&ct__observer, obs); }
+
 ct_status ct__kernel_launch(ct__kernel *k, ct_device *d, cl_uint dims, const size_t *global,
                             const size_t *local) {
   for (cl_uint i = 0; i < dims; i++)
@@ -598,10 +631,8 @@ ct_status ct__kernel_launch(ct__kernel *k, ct_device *d, cl_uint dims, const siz
   cl_int err = clEnqueueNDRangeKernel(ct__device_queue(d), k->k, dims, NULL, global, local, 0, NULL, &ev);
   if (err != CL_SUCCESS)
     return ct__cl_error(err, "kernel %s on %s: clEnqueueNDRangeKernel failed", k->name, d->spec);
-  if (ct__profile_active()) {
-    if (d->queue_profiling) clRetainEvent(ev);
-    ct__profile_record(d, k->name, d->queue_profiling ? ev : NULL);
-  }
+  ct__launch_observer obs = atomic_load_explicit(&ct__observer, memory_order_relaxed);
+  if (obs) obs(d, k->name, ev);
   ct__device_track(d, ev);
   return CT_OK;
 }

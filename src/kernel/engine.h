@@ -52,10 +52,18 @@ cl_kernel ct__kernel_lock(ct__kernel *k);
 void ct__kernel_unlock(ct__kernel *k);
 
 /* Enqueues k (locked by the caller) on d's queue. local may be NULL. Zero-sized launches are
- * skipped and return CT_OK. When the profiler is on, the launch's event is recorded under the
- * kernel's name; when it is off, no event is created. */
+ * skipped and return CT_OK. The launch observer, when one is installed, sees each enqueued
+ * launch (the profiler records its event under the kernel's name). */
 ct_status ct__kernel_launch(ct__kernel *k, ct_device *d, cl_uint dims, const size_t *global,
                             const size_t *local);
+
+/* Called by ct__kernel_launch() after each enqueue with the launch's event, which it borrows
+ * (an observer that keeps it retains it). The profiler sits above the engine, so the engine
+ * does not call it: the profiler installs itself here when the library is loaded
+ * (src/profile/profile.c). One observer; NULL removes it. Read with one relaxed atomic load
+ * per launch. */
+typedef void (*ct__launch_observer)(ct_device *d, const char *kernel_name, cl_event ev);
+void ct__kernel_set_launch_observer(ct__launch_observer obs);
 
 /* Picks the work-group size of a launch of k over global[0..dims) (dims 1-3) and rounds
  * global[] up to a multiple of it; the kernel must ignore ids at or past the real extents.
@@ -71,6 +79,18 @@ void ct__launch_dims(const ct__kernel *k, cl_uint dims, size_t *global, size_t *
 /* The work-group size ct__launch_dims() fills groups to (a power of two), for launches that
  * split whole groups from a remainder themselves. */
 size_t ct__kernel_group_size(const ct__kernel *k);
+
+/* The largest power-of-two work-group size usable for k on d, at most cap, with per_item bytes
+ * of local memory each: the device's and the kernel's limits (CL_KERNEL_WORK_GROUP_SIZE) and
+ * local memory. For kernels whose group size is part of their algorithm (a group sharing a
+ * reduction, a fixed 64 for random fills); others use ct__launch_dims(). CT_ERR_UNSUPPORTED
+ * when none fits; the statuses of ct__cl_error(). */
+ct_status ct__kernel_group_limit(size_t *out, ct__kernel *k, ct_device *d, size_t cap, size_t per_item);
+
+/* The kernel's CL_KERNEL_NUM_ARGS (queried once), or CT__KERNEL_NARGS_UNKNOWN when the driver
+ * did not say. */
+#define CT__KERNEL_NARGS_UNKNOWN ((cl_uint)-1)
+cl_uint ct__kernel_num_args(const ct__kernel *k);
 
 /* The kernel's name (for messages and the profiler). */
 const char *ct__kernel_name(const ct__kernel *k);

@@ -1,0 +1,77 @@
+/* The typed kernel argument builder: sets a locked kernel's arguments in order, by name, and
+ * checks them once at the end, so that an op states its arguments as a list rather than as
+ * numbered clSetKernelArg calls whose failures it must gather itself:
+ *
+ *   cl_kernel ck = ct__kernel_lock(k);
+ *   struct ct__kargs a;
+ *   ct__kargs_begin(&a, k, ck);
+ *   ct__karg_mem(&a, "out", mem);
+ *   ct__karg_long(&a, "out_off", off);
+ *   ct__karg_long8(&a, "shape", ndim, shape, 1);
+ *   ct_status st = ct__kargs_end(&a, fn);
+ *   if (st == CT_OK) st = ct__kernel_launch(k, d, 1, &global, &local);
+ *   ct__kernel_unlock(k);
+ *
+ * After the first failing argument the later calls set nothing (but still count), and
+ * ct__kargs_end() reports that argument's index and name. Every failure is CT_ERR_OPENCL (or
+ * CT_ERR_OUT_OF_MEMORY for the CL allocation errors) through ct__cl_error(), including a count
+ * that differs from the kernel's CL_KERNEL_NUM_ARGS (as CL_INVALID_KERNEL_ARGS, the error the
+ * enqueue would give). The names are for messages only; nothing is looked up by name. */
+#ifndef CT_KERNEL_KARGS_H
+#define CT_KERNEL_KARGS_H
+
+#include <CL/cl.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cltensor/status.h"
+#include "kernel/engine.h"
+
+struct ct__kargs {
+  ct__kernel *k;
+  cl_kernel ck;
+  cl_uint next;          /* index of the next argument */
+  cl_int err;            /* the first failure, CL_SUCCESS while none */
+  cl_uint bad;           /* its index */
+  const char *bad_name;  /* its name */
+};
+
+/* Starts the list for k, locked by the caller (ck is what ct__kernel_lock() returned). */
+void ct__kargs_begin(struct ct__kargs *a, ct__kernel *k, cl_kernel ck);
+
+/* The next argument: size bytes at value (value NULL with size > 0: __local memory). */
+void ct__karg(struct ct__kargs *a, const char *name, size_t size, const void *value);
+
+/* CT_OK when every argument was set and their count is the kernel's; else the error of the
+ * first failing argument, "<fn>: kernel <k>: setting argument <i> (<name>) failed: <CL error>",
+ * or of a wrong count. */
+ct_status ct__kargs_end(struct ct__kargs *a, const char *fn);
+
+static inline void ct__karg_mem(struct ct__kargs *a, const char *name, cl_mem v) {
+  ct__karg(a, name, sizeof v, &v);
+}
+static inline void ct__karg_int(struct ct__kargs *a, const char *name, cl_int v) {
+  ct__karg(a, name, sizeof v, &v);
+}
+static inline void ct__karg_long(struct ct__kargs *a, const char *name, cl_long v) {
+  ct__karg(a, name, sizeof v, &v);
+}
+static inline void ct__karg_ulong(struct ct__kargs *a, const char *name, cl_ulong v) {
+  ct__karg(a, name, sizeof v, &v);
+}
+static inline void ct__karg_float(struct ct__kargs *a, const char *name, cl_float v) {
+  ct__karg(a, name, sizeof v, &v);
+}
+static inline void ct__karg_double(struct ct__kargs *a, const char *name, cl_double v) {
+  ct__karg(a, name, sizeof v, &v);
+}
+/* __local memory of bytes bytes. */
+static inline void ct__karg_local(struct ct__kargs *a, const char *name, size_t bytes) {
+  ct__karg(a, name, bytes, NULL);
+}
+
+/* A long8 of the first n values of v (n <= 8), the rest fill: the kernels' shape (fill 1) and
+ * stride (fill 0) arguments, read by ct_offset() in kernels/common.cl. */
+void ct__karg_long8(struct ct__kargs *a, const char *name, int n, const int64_t *v, int64_t fill);
+
+#endif

@@ -1,0 +1,116 @@
+/* The typed kernel argument builder (src/kernel/kargs.h): arguments set in order by name, one
+ * status (CT_ERR_OPENCL) for every failure, the failing argument's index and name in the
+ * message, and the count checked against CL_KERNEL_NUM_ARGS. */
+#include "ct_test.h"
+#include "core/error.h"
+#include "device/device.h"
+#include "kernel/engine.h"
+#include "kernel/kargs.h"
+
+static const char *SRC =
+    "__kernel void axpb(__global float *x, float a, long8 b, int n) {\n"
+    "  int i = get_global_id(0);\n"
+    "  if (i < n) x[i] = x[i] * a + (float)(b.s0 + b.s7);\n"
+    "}\n";
+
+static ct__kernel *get_axpb(ct_device *d) {
+  setenv("CLTENSOR_CACHE", "0", 1);
+  ct__kernel *k = NULL;
+  ck_assert_ct_ok(ct__kernel_get_source(&k, d, SRC, "axpb", NULL));
+  return k;
+}
+
+START_TEST(test_arguments_in_order_run) {
+  ct_device *d = ct_test_device();
+  ct__kernel *k = get_axpb(d);
+  ck_assert_uint_eq(ct__kernel_num_args(k), 4);
+  enum { N = 16 };
+  float host[N];
+  for (int i = 0; i < N; i++) host[i] = (float)i;
+  cl_int err;
+  cl_mem buf = clCreateBuffer(ct__device_context(d), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof host, host,
+                              &err);
+  ck_assert_int_eq(err, CL_SUCCESS);
+  const int64_t b[2] = {5, 100};   /* b.s0 = 5; b.s1.. = fill 7: b.s7 = 7 */
+  struct ct__kargs a;
+  ct__kargs_begin(&a, k, ct__kernel_lock(k));
+  ct__karg_mem(&a, "x", buf);
+  ct__karg_float(&a, "a", 2.0f);
+  ct__karg_long8(&a, "b", 1, b, 7);
+  ct__karg_int(&a, "n", N);
+  ct_status st = ct__kargs_end(&a, "test");
+  size_t global = N, local;
+  ct__launch_dims(k, 1, &global, &local);
+  if (st == CT_OK) st = ct__kernel_launch(k, d, 1, &global, &local);
+  ct__kernel_unlock(k);
+  ck_assert_msg(st == CT_OK, "%s", ct_last_error());
+  ck_assert_int_eq(clEnqueueReadBuffer(ct__device_queue(d), buf, CL_TRUE, 0, sizeof host, host, 0, NULL, NULL),
+                   CL_SUCCESS);
+  clReleaseMemObject(buf);
+  for (int i = 0; i < N; i++) ck_assert_float_eq(host[i], (float)i * 2.0f + 12.0f);
+  ct_shutdown();
+}
+END_TEST
+
+/* A wrong size fails at that argument: its index and name are reported, later ones are not
+ * set, and the status is CT_ERR_OPENCL as for every OpenCL failure. */
+START_TEST(test_failing_argument_is_named) {
+  ct_device *d = ct_test_device();
+  ct__kernel *k = get_axpb(d);
+  struct ct__kargs a;
+  ct__kargs_begin(&a, k, ct__kernel_lock(k));
+  ct__karg_mem(&a, "x", NULL);
+  ct__karg_long(&a, "a", 2); /* a float parameter given 8 bytes */
+  ct__karg_long8(&a, "b", 0, NULL, 0);
+  ct__karg_int(&a, "n", 1);
+  ck_assert_ct_status(ct__kargs_end(&a, "ct_test_fn"), CT_ERR_OPENCL);
+  ct__kernel_unlock(k);
+  ck_assert_error_contains("ct_test_fn: kernel axpb: setting argument 1 (a) failed");
+  ck_assert_error_contains("CL_INVALID_ARG_SIZE");
+  ct_shutdown();
+}
+END_TEST
+
+START_TEST(test_too_few_arguments) {
+  ct_device *d = ct_test_device();
+  ct__kernel *k = get_axpb(d);
+  struct ct__kargs a;
+  ct__kargs_begin(&a, k, ct__kernel_lock(k));
+  ct__karg_mem(&a, "x", NULL);
+  ct__karg_float(&a, "a", 1.0f);
+  ck_assert_ct_status(ct__kargs_end(&a, "ct_test_fn"), CT_ERR_OPENCL);
+  ct__kernel_unlock(k);
+  ck_assert_error_contains("ct_test_fn: kernel axpb takes 4 arguments but 2 were set");
+  ck_assert_error_contains("CL_INVALID_KERNEL_ARGS");
+  ct_shutdown();
+}
+END_TEST
+
+START_TEST(test_too_many_arguments) {
+  ct_device *d = ct_test_device();
+  ct__kernel *k = get_axpb(d);
+  struct ct__kargs a;
+  ct__kargs_begin(&a, k, ct__kernel_lock(k));
+  ct__karg_mem(&a, "x", NULL);
+  ct__karg_float(&a, "a", 1.0f);
+  ct__karg_long8(&a, "b", 0, NULL, 0);
+  ct__karg_int(&a, "n", 1);
+  ct__karg_int(&a, "extra", 1);
+  ck_assert_ct_status(ct__kargs_end(&a, "ct_test_fn"), CT_ERR_OPENCL);
+  ct__kernel_unlock(k);
+  ck_assert_error_contains("setting argument 4 (extra) failed");
+  ct_shutdown();
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("kernel-kargs");
+  TCase *tc = tcase_create("kargs");
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, test_arguments_in_order_run);
+  tcase_add_test(tc, test_failing_argument_is_named);
+  tcase_add_test(tc, test_too_few_arguments);
+  tcase_add_test(tc, test_too_many_arguments);
+  suite_add_tcase(s, tc);
+  return ct_test_run(s);
+}
