@@ -6,8 +6,8 @@
 #include "core/error.h"
 #include "device/device.h"
 #include "kernel/engine.h"
+#include "kernel/kargs.h"
 #include "random/random.h"
-#include "reduce/reduce.h"
 #include "tensor/tensor.h"
 
 /* PyTorch's default seed (default_rng_seed_val). */
@@ -43,12 +43,6 @@ static void rng_take(uint64_t *seed, uint64_t *offset) {
   pthread_mutex_unlock(&rng_lock);
 }
 
-static ct_status set_arg(cl_kernel ck, cl_uint i, size_t size, const void *v, const char *fn) {
-  cl_int err = clSetKernelArg(ck, i, size, v);
-  if (err != CL_SUCCESS) return ct__cl_error(err, "%s: clSetKernelArg(%u) failed", fn, i);
-  return CT_OK;
-}
-
 static ct_status random_kernel(ct__kernel **k, ct_device *d, const char *name, const char *fn) {
   ct_status st = ct__kernel_get(k, d, "random.cl", name, NULL);
   if (st != CT_OK) ct__error_append(" (in %s)", fn);
@@ -58,9 +52,9 @@ static ct_status random_kernel(ct__kernel **k, ct_device *d, const char *name, c
 /* Launches k (locked) over `items` work-items in groups of a fixed size (the kernels check
  * their bounds): one size per kernel, so implementations that compile per work-group size
  * (PoCL) compile once. */
-static ct_status launch(ct__kernel *k, cl_kernel ck, ct_device *d, int64_t items) {
+static ct_status launch(ct__kernel *k, ct_device *d, int64_t items) {
   size_t local;
-  CT__TRY(ct__group_limit(&local, k, ck, d, 64, 0));
+  CT__TRY(ct__kernel_group_limit(&local, k, d, 64, 0));
   size_t global = ((size_t)items + local - 1) / local * local;
   return ct__kernel_launch(k, d, 1, &global, &local);
 }
@@ -91,16 +85,17 @@ static ct_status fill(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const
     return st;
   }
   int64_t per = t == CT_F64 ? 2 : 4;
-  cl_mem mem = ct__tensor_mem(o);
-  cl_long off = (cl_long)(ct__tensor_byte_offset(o) / ct_dtype_size(t)), cn = n;
-  cl_int dt = (cl_int)t, norm = normal;
-  cl_ulong cs = seed, co = offset;
-  cl_kernel ck = ct__kernel_lock(k);
-  cl_uint a = 0;
-  const size_t sizes[] = {sizeof mem, sizeof off, sizeof cn, sizeof dt, sizeof norm, sizeof cs, sizeof co};
-  const void *vals[] = {&mem, &off, &cn, &dt, &norm, &cs, &co};
-  for (; a < 7 && st == CT_OK; a++) st = set_arg(ck, a, sizes[a], vals[a], fn);
-  if (st == CT_OK) st = launch(k, ck, d, (n + per - 1) / per);
+  struct ct__kargs a;
+  ct__kargs_begin(&a, k, ct__kernel_lock(k));
+  ct__karg_mem(&a, "out", ct__tensor_mem(o));
+  ct__karg_long(&a, "out_off", (cl_long)(ct__tensor_byte_offset(o) / ct_dtype_size(t)));
+  ct__karg_long(&a, "n", n);
+  ct__karg_int(&a, "dt", (cl_int)t);
+  ct__karg_int(&a, "normal", normal);
+  ct__karg_ulong(&a, "seed", seed);
+  ct__karg_ulong(&a, "offset", offset);
+  st = ct__kargs_end(&a, fn);
+  if (st == CT_OK) st = launch(k, d, (n + per - 1) / per);
   ct__kernel_unlock(k);
   if (st != CT_OK) {
     ct_release(o);
@@ -146,14 +141,16 @@ ct_status ct__random_bits(ct_tensor **out, ct_device *d, int64_t nblocks, uint64
     ct_release(o);
     return st;
   }
-  cl_mem mem = ct__tensor_mem(o);
-  cl_long off = (cl_long)(ct__tensor_byte_offset(o) / 4), nb = nblocks;
-  cl_ulong cf = first, cs = seed, co = offset;
-  cl_kernel ck = ct__kernel_lock(k);
-  const size_t sizes[] = {sizeof mem, sizeof off, sizeof nb, sizeof cf, sizeof cs, sizeof co};
-  const void *vals[] = {&mem, &off, &nb, &cf, &cs, &co};
-  for (cl_uint a = 0; a < 6 && st == CT_OK; a++) st = set_arg(ck, a, sizes[a], vals[a], fn);
-  if (st == CT_OK) st = launch(k, ck, d, nblocks);
+  struct ct__kargs a;
+  ct__kargs_begin(&a, k, ct__kernel_lock(k));
+  ct__karg_mem(&a, "out", ct__tensor_mem(o));
+  ct__karg_long(&a, "out_off", (cl_long)(ct__tensor_byte_offset(o) / 4));
+  ct__karg_long(&a, "nblocks", nblocks);
+  ct__karg_ulong(&a, "first", first);
+  ct__karg_ulong(&a, "seed", seed);
+  ct__karg_ulong(&a, "offset", offset);
+  st = ct__kargs_end(&a, fn);
+  if (st == CT_OK) st = launch(k, d, nblocks);
   ct__kernel_unlock(k);
   if (st != CT_OK) {
     ct_release(o);
