@@ -6,9 +6,9 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/host.h"
 #include "device/device.h"
 #include "interop/interop.h"
-#include "io/io.h"
 #include "tensor/tensor.h"
 
 /* kDLBool entered the enum in DLPack 0.8; older headers (Debian's 0.6) lack it, but the value
@@ -161,7 +161,7 @@ static ct_status ct__dl_import(ct_tensor **out, const DLTensor *dl, ct_device *d
   for (int i = ndim - 1; i >= 0; i--)
     contiguous[i] = i == ndim - 1 ? 1 : contiguous[i + 1] * (dl->shape[i + 1] ? dl->shape[i + 1] : 1);
   void *buf;
-  CT__TRY(ct__io_malloc(&buf, (size_t)(numel * esize), fn));
+  CT__TRY(ct__host_malloc(&buf, (size_t)(numel * esize), fn));
   if (numel > 0)
     ct__dl_gather(buf, (const uint8_t *)dl->data + dl->byte_offset, ndim, dl->shape,
                   dl->strides ? dl->strides : contiguous, esize, numel);

@@ -11,15 +11,6 @@
 #include "core/error.h"
 #include "io/io.h"
 
-ct_status ct__io_malloc(void **out, size_t bytes, const char *fn) {
-  /* malloc(0) may return NULL; one byte keeps "NULL means failure" simple for callers. */
-  *out = malloc(bytes ? bytes : 1);
-  if (!*out)
-    return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes of host memory", fn,
-                     bytes);
-  return CT_OK;
-}
-
 int ct__host_is_little_endian(void) {
   const uint16_t one = 1;
   uint8_t first;
@@ -53,11 +44,6 @@ const char *ct__quote(char *buf, size_t size, const void *s, size_t n) {
   if (i < n) memcpy(buf + o, "...", 3), o += 3;
   buf[o] = '\0';
   return buf;
-}
-
-void ct__normalize_bool(void *buf, size_t count) {
-  uint8_t *p = buf;
-  for (size_t i = 0; i < count; i++) p[i] = p[i] != 0;
 }
 
 /* ---- reading ---- */

@@ -103,10 +103,8 @@ ct_status ct__rfile_open(struct ct__rfile *f, const char *path, const char *fn);
 ct_status ct__rfile_read(struct ct__rfile *f, void *buf, size_t n, uint64_t offset);
 void ct__rfile_close(struct ct__rfile *f);
 
-/* ---- shared helpers (file.c) ---- */
+/* ---- shared helpers (file.c; host memory and bools are in core/host.h) ---- */
 
-/* Host memory for file data; CT_ERR_OUT_OF_MEMORY naming fn and the size when refused. */
-ct_status ct__io_malloc(void **out, size_t bytes, const char *fn);
 /* 1 on a little-endian host. */
 int ct__host_is_little_endian(void);
 /* Reverses the bytes of each of the count elements of elem_size bytes in place. */
@@ -114,7 +112,5 @@ void ct__byteswap(void *buf, size_t count, size_t elem_size);
 /* Copies n bytes of s into buf for a message: printable ASCII as is, anything else (and '\')
  * as \xNN, cut with "..." when buf is too small. Returns buf. */
 const char *ct__quote(char *buf, size_t size, const void *s, size_t n);
-/* Rewrites every nonzero byte as 1 (bool data from a file may hold any byte). */
-void ct__normalize_bool(void *buf, size_t count);
 
 #endif

@@ -12,6 +12,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/host.h"
 #include "io/io.h"
 #include "tensor/tensor.h"
 
@@ -361,13 +362,13 @@ ct_status ct_npy_load(ct_tensor **out, const char *path, ct_device *d) {
   struct ct__npy_header h;
   ct_status st = ct__rfile_read(&f, pre, npre, 0);
   if (st == CT_OK) st = ct__npy_header_size(&header_end, pre, npre, f.size, path);
-  if (st == CT_OK) st = ct__io_malloc(&header, (size_t)header_end, fn);
+  if (st == CT_OK) st = ct__host_malloc(&header, (size_t)header_end, fn);
   if (st == CT_OK) st = ct__rfile_read(&f, header, (size_t)header_end, 0);
   if (st == CT_OK) st = ct__npy_parse_header(&h, header, (size_t)header_end, f.size, path);
   if (st == CT_OK && h.data_bytes > SIZE_MAX)
     st = ct__error(CT_ERR_OUT_OF_MEMORY, "%s: '%s' holds %" PRIu64 " bytes, more than this host can address",
                    fn, path, h.data_bytes);
-  if (st == CT_OK) st = ct__io_malloc(&data, (size_t)h.data_bytes, fn);
+  if (st == CT_OK) st = ct__host_malloc(&data, (size_t)h.data_bytes, fn);
   if (st == CT_OK) st = ct__rfile_read(&f, data, (size_t)h.data_bytes, h.data_offset);
   ct__rfile_close(&f);
   free(header);
@@ -398,7 +399,7 @@ ct_status ct_npy_save(const char *path, const ct_tensor *t) {
     return ct__error(CT_ERR_INTERNAL, "%s: cannot format the .npy header for dtype %s", fn, ct_dtype_name(dt));
   size_t nbytes = ct_tensor_nbytes(t);
   void *data;
-  CT__TRY(ct__io_malloc(&data, nbytes, fn));
+  CT__TRY(ct__host_malloc(&data, nbytes, fn));
   ct_status st = ct_to_host(t, data, nbytes);
   if (st == CT_OK && !ct__host_is_little_endian())
     ct__byteswap(data, nbytes / ct_dtype_size(dt), ct_dtype_size(dt));

@@ -16,6 +16,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/host.h"
 #include "io/io.h"
 #include "tensor/tensor.h"
 
@@ -887,7 +888,7 @@ static ct_status ct__st_load_tensors(ct_safetensors *st, struct ct__rfile *f, st
     return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: '%s' holds a tensor of %" PRIu64 " bytes, more than this host can address",
                      fn, f->path, most);
   void *buf;
-  CT__TRY(ct__io_malloc(&buf, (size_t)most, fn));
+  CT__TRY(ct__host_malloc(&buf, (size_t)most, fn));
   ct_status s = CT_OK;
   for (size_t i = 0; i < h->count && s == CT_OK; i++) {
     struct ct__st_entry *e = &h->entries[i];
@@ -930,7 +931,7 @@ ct_status ct_safetensors_load(ct_safetensors **out, const char *path, ct_device 
   ct_safetensors *st = NULL;
   ct_status s = ct__rfile_read(&f, pre, npre, 0);
   if (s == CT_OK) s = ct__safetensors_header_size(&header_end, pre, npre, f.size, path);
-  if (s == CT_OK) s = ct__io_malloc(&header, (size_t)header_end, fn);
+  if (s == CT_OK) s = ct__host_malloc(&header, (size_t)header_end, fn);
   if (s == CT_OK) s = ct__rfile_read(&f, header, (size_t)header_end, 0);
   if (s == CT_OK) s = ct__safetensors_parse(&h, header, (size_t)header_end, f.size, path);
   free(header);
@@ -1022,7 +1023,7 @@ ct_status ct_safetensors_save(const ct_safetensors *st, const char *path) {
     }
     s = ct__st_header_json(&json, st, begin, fn);
   }
-  if (s == CT_OK) s = ct__io_malloc(&buf, most, fn);
+  if (s == CT_OK) s = ct__host_malloc(&buf, most, fn);
   struct ct__afile w;
   if (s == CT_OK) s = ct__afile_open(&w, path, 0666, fn);
   if (s == CT_OK) {
