@@ -4,6 +4,9 @@
 
 #include <CL/cl.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "cltensor/tensor.h"
 #include "memory/alloc.h"
@@ -47,6 +50,22 @@ ct_status ct__tensor_new(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, co
 /* A new tensor header over t's storage with the given geometry (retains the storage). */
 ct_status ct__tensor_view(ct_tensor **out, const ct_tensor *t, int ndim, const int64_t *shape,
                           const int64_t *strides, int64_t offset);
+
+/* Geometry helpers for ops (geometry.c), the one home of each: src/tensor/copy.c and
+ * src/reduce/ still carry older copies (ct__span/ct__overlap, ct__elem_offset), to be moved
+ * onto these with the rest of issue #13. */
+/* Element offset of t's first element from the start of its cl_mem; false when the byte offset
+ * is not a whole number of elements (possible for wrapped foreign buffers), which kernels and
+ * BLAS can't address. */
+bool ct__tensor_elem_offset(const ct_tensor *t, int64_t *off);
+/* Byte range [lo, hi) that t's elements span inside its cl_mem. */
+void ct__tensor_span(const ct_tensor *t, size_t *lo, size_t *hi);
+/* Whether x and y share bytes: the same cl_mem and overlapping spans. False when either is
+ * NULL or empty. */
+bool ct__tensor_overlaps(const ct_tensor *x, const ct_tensor *y);
+/* Whether x and y address the same elements in the same order: the same cl_mem, byte offset,
+ * dtype and shape, and the same strides along every dim longer than 1. */
+bool ct__tensor_same_geometry(const ct_tensor *x, const ct_tensor *y);
 
 /* The one check every shape-producing call makes (creation, views, broadcasting): *numel gets
  * the element count of shape, which must have no negative dim, and whose element count and

@@ -1,0 +1,39 @@
+/* Where a tensor's elements lie in its cl_mem, for ops that hand buffers to kernels and BLAS. */
+#include "tensor/tensor.h"
+
+bool ct__tensor_elem_offset(const ct_tensor *t, int64_t *off) {
+  size_t es = ct_dtype_size(t->dtype), bo = ct__tensor_byte_offset(t);
+  if (bo % es) return false;
+  *off = (int64_t)(bo / es);
+  return true;
+}
+
+void ct__tensor_span(const ct_tensor *t, size_t *lo, size_t *hi) {
+  size_t es = ct_dtype_size(t->dtype);
+  int64_t first = 0, last = 0;
+  for (int i = 0; i < t->ndim; i++) {
+    int64_t span = (t->shape[i] - 1) * t->strides[i];
+    if (span < 0) first += span;
+    else last += span;
+  }
+  size_t base = ct__tensor_byte_offset(t);
+  *lo = base + (size_t)(first * (int64_t)es);
+  *hi = base + (size_t)((last + 1) * (int64_t)es);
+}
+
+bool ct__tensor_overlaps(const ct_tensor *x, const ct_tensor *y) {
+  if (!x || !y || ct_numel(x) == 0 || ct_numel(y) == 0 || ct__tensor_mem(x) != ct__tensor_mem(y)) return false;
+  size_t xl, xh, yl, yh;
+  ct__tensor_span(x, &xl, &xh);
+  ct__tensor_span(y, &yl, &yh);
+  return xl < yh && yl < xh;
+}
+
+bool ct__tensor_same_geometry(const ct_tensor *x, const ct_tensor *y) {
+  if (ct__tensor_mem(x) != ct__tensor_mem(y) || ct__tensor_byte_offset(x) != ct__tensor_byte_offset(y) ||
+      x->dtype != y->dtype || x->ndim != y->ndim)
+    return false;
+  for (int i = 0; i < x->ndim; i++)
+    if (x->shape[i] != y->shape[i] || (x->shape[i] > 1 && x->strides[i] != y->strides[i])) return false;
+  return true;
+}
