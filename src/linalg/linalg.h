@@ -1,5 +1,6 @@
 /* GEMM internals shared by the matmul front end, the two routes (CLBlast, host BLAS), the
- * tuning layer and cltensor-tune. docs/GEMM.md describes the design. */
+ * tuning layer and cltensor-tune's tools library (tools/common/). docs/GEMM.md describes the
+ * design. */
 #ifndef CT_LINALG_LINALG_H
 #define CT_LINALG_LINALG_H
 
@@ -95,7 +96,7 @@ ct_status ct__gemm_tuning_parse(ct__gemm_tuning *out, const char *text, const ct
 ct_status ct__gemm_tuning_save(const char *path, const ct_device *d, const ct__gemm_tuning *t,
                                const char *comment);
 
-/* ---- Per-device GEMM state (matmul.c) ---- */
+/* ---- Per-device GEMM state (gemm_state.c, gemm_env.c) ---- */
 enum ct__gemm_route { CT__ROUTE_CLBLAST = CT_GEMM_ROUTE_CLBLAST, CT__ROUTE_HOST = CT_GEMM_ROUTE_HOST };
 
 struct ct__gemm_state {
@@ -111,6 +112,18 @@ struct ct__gemm_state {
 /* OUT: *out, d's GEMM state, created on first use: resolves $CLTENSOR_GEMM and applies the
  * stored tuning (or the shipped defaults). */
 ct_status ct__gemm_state(struct ct__gemm_state **out, ct_device *d);
+
+/* Resolves $CLTENSOR_GEMM for d into s->route; when it can't be honoured, s->route_status and
+ * s->route_error say why (reported by every GEMM on d). */
+void ct__gemm_env_route(struct ct__gemm_state *s, const ct_device *d);
+
+/* Reads $CLTENSOR_GEMM_TUNING: true when tuning should be loaded (unset, empty or auto); else
+ * false with s->tuning_message written (and, for an invalid value, s->route_status and
+ * s->route_error unless the route already failed). */
+bool ct__gemm_env_tuning(struct ct__gemm_state *s);
+
+/* snprintf into a fixed message buffer, cut at its end (paths can be long). */
+void ct__gemm_note(char *buf, size_t size, const char *fmt, ...) CT__PRINTF(3, 4);
 
 /* Installs p for precision pr on d and records it in d's GEMM state, so that GEMMs plan their
  * CLBlast calls for it. For cltensor-tune's candidates; not safe while other threads use d. */
@@ -138,6 +151,18 @@ struct ct__gemm_op {
   const char *fn;                /* public function, for messages */
 };
 
+/* Fills x from t (gemm_layout.c): the operand's matrix of rows x cols (a 1-D t is a row (left)
+ * or column (right) vector) as BLAS addresses it, and its strides along the nb broadcast batch
+ * dims of shape bs. False when t has no BLAS layout (make it contiguous) or its byte offset is
+ * not a whole number of elements. */
+bool ct__gemm_mat_of(struct ct__gemm_mat *x, const ct_tensor *t, bool left, int nb, const int64_t *bs,
+                     int64_t rows, int64_t cols);
+
+/* Drops size-1 batch dims, merges neighbours that are one dim for all three matrices, and
+ * folds a batch of A into its rows when B is shared by every batch: [.., m, k] @ [k, n] becomes
+ * one [b*m, k] @ [k, n] product, as PyTorch folds it. */
+void ct__gemm_simplify_batch(struct ct__gemm_op *op);
+
 ct_status ct__gemm_clblast(ct_device *d, const struct ct__gemm_state *s, const struct ct__gemm_op *op);
 ct_status ct__gemm_host(ct_device *d, const struct ct__gemm_op *op);
 /* Whether the library was built with a host CBLAS. */
@@ -147,6 +172,40 @@ bool ct__gemm_host_available(void);
 const char *ct__clblast_status_name(int status);
 /* Maps a failed CLBlast call to a status and sets the message "<text>: <name> (<code>)". */
 ct_status ct__clblast_error(int status, const char *fmt, ...) CT__PRINTF(2, 3);
+
+/* ---- The matmul front end (matmul.c, matmul_shape.c, matmul_init.c, matmul_int.c) ---- */
+
+/* One ct_matmul/ct_linear/ct_addmm call: its arguments, then what ct__mm_check() derives. */
+struct ct__mm {
+  const char *fn;
+  const char *an, *bn, *cn;      /* argument names for messages */
+  const ct_tensor *a, *b, *c;
+  double alpha, beta;
+  /* derived */
+  ct_device *d;
+  ct_dtype dt;
+  int64_t m, n, k;
+  int nb;                        /* broadcast batch dims */
+  int64_t bs[CT_MAX_DIMS];
+  int rnd;                       /* result dims */
+  int64_t rshape[CT_MAX_DIMS];
+};
+
+/* The shape and dtype rules (matmul_shape.c): devices, dtypes, PyTorch's matmul shapes with
+ * batch broadcasting, c broadcasting to the result, out's shape, integral alpha and beta for
+ * integer dtypes. Fills the derived fields. */
+ct_status ct__mm_check(struct ct__mm *mm, const ct_tensor *out);
+
+/* c's strides expanded to the full result shape of rnd dims (0 on broadcast dims). */
+void ct__mm_expand_strides(int64_t *out, const ct_tensor *c, int rnd, const int64_t *rshape);
+
+/* target (contiguous) = beta * broadcast(c), converting c's dtype; zeros when c is NULL or beta
+ * is 0 (matmul_init.c). */
+ct_status ct__mm_init_c(ct_device *d, const char *fn, ct_tensor *target, const ct_tensor *c, double beta);
+
+/* Integer product into a contiguous target (which may be c itself: each element reads its own
+ * c before writing) (matmul_int.c). */
+ct_status ct__mm_int(struct ct__mm *mm, ct_tensor *target);
 
 /* CLBlast keeps process-wide parameter databases and caches that its calls read and
  * CLBlastOverrideParameters rewrites without locking (ASan caught two devices' threads freeing
