@@ -31,8 +31,7 @@
 #include <unistd.h>
 
 #include "cltensor/cltensor.h"
-#include "device/device.h"
-#include "linalg/linalg.h"
+#include "common/tune_support.h"
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -135,7 +134,7 @@ static uint64_t fnv(const void *data, size_t n, uint64_t h) {
 }
 
 static ct_dtype dtype = CT_F32;
-static enum ct__prec prec = CT__PREC_F32;
+static enum ctt_prec prec = CTT_PREC_F32;
 static ct_device *dev;
 
 static void die(const char *what) {
@@ -316,73 +315,73 @@ static double measure(struct problem *p, int runs, double max_seconds, double gi
  * xgemm_direct.hpp variation 2): its kernels are exercised on those; wider values pass the
  * constraints but crash or write out of bounds far more often on PoCL. */
 static void gen_xgemm(size_t *x, int gemmk) {
-  x[CT__X_GEMMK] = (size_t)gemmk;
+  x[CTT_X_GEMMK] = (size_t)gemmk;
   if (gemmk == 0) {
-    x[CT__X_MWG] = PICK(16, 32, 64, 128);
-    x[CT__X_NWG] = PICK(16, 32, 64, 128);
-    x[CT__X_KWG] = PICK(16, 32);
-    x[CT__X_MDIMC] = PICK(8, 16, 32);
-    x[CT__X_NDIMC] = PICK(8, 16, 32);
-    x[CT__X_MDIMA] = PICK(8, 16, 32);
-    x[CT__X_NDIMB] = PICK(8, 16, 32);
-    x[CT__X_KWI] = 2;
-    x[CT__X_VWM] = PICK(1, 2, 4, 8);
-    x[CT__X_VWN] = PICK(1, 2, 4, 8);
-    x[CT__X_STRM] = PICK(0, 1);
-    x[CT__X_STRN] = PICK(0, 1);
-    x[CT__X_SA] = PICK(0, 1);
-    x[CT__X_SB] = PICK(0, 1);
-    x[CT__X_KREG] = 1;
+    x[CTT_X_MWG] = PICK(16, 32, 64, 128);
+    x[CTT_X_NWG] = PICK(16, 32, 64, 128);
+    x[CTT_X_KWG] = PICK(16, 32);
+    x[CTT_X_MDIMC] = PICK(8, 16, 32);
+    x[CTT_X_NDIMC] = PICK(8, 16, 32);
+    x[CTT_X_MDIMA] = PICK(8, 16, 32);
+    x[CTT_X_NDIMB] = PICK(8, 16, 32);
+    x[CTT_X_KWI] = 2;
+    x[CTT_X_VWM] = PICK(1, 2, 4, 8);
+    x[CTT_X_VWN] = PICK(1, 2, 4, 8);
+    x[CTT_X_STRM] = PICK(0, 1);
+    x[CTT_X_STRN] = PICK(0, 1);
+    x[CTT_X_SA] = PICK(0, 1);
+    x[CTT_X_SB] = PICK(0, 1);
+    x[CTT_X_KREG] = 1;
   } else {
-    x[CT__X_MWG] = PICK(8, 16, 32, 64, 128);
-    x[CT__X_NWG] = PICK(8, 16, 32, 64, 128);
-    x[CT__X_KWG] = 1;
-    x[CT__X_KWI] = 1;
-    x[CT__X_MDIMC] = x[CT__X_MDIMA] = PICK(2, 4, 8, 16, 32);
-    x[CT__X_NDIMC] = x[CT__X_NDIMB] = PICK(2, 4, 8, 16, 32);
-    x[CT__X_VWM] = PICK(1, 2, 4, 8);
-    x[CT__X_VWN] = PICK(1, 2, 4, 8);
-    x[CT__X_KREG] = PICK(1, 2, 4, 8, 16);
-    x[CT__X_SA] = x[CT__X_SB] = x[CT__X_STRM] = x[CT__X_STRN] = 0;
+    x[CTT_X_MWG] = PICK(8, 16, 32, 64, 128);
+    x[CTT_X_NWG] = PICK(8, 16, 32, 64, 128);
+    x[CTT_X_KWG] = 1;
+    x[CTT_X_KWI] = 1;
+    x[CTT_X_MDIMC] = x[CTT_X_MDIMA] = PICK(2, 4, 8, 16, 32);
+    x[CTT_X_NDIMC] = x[CTT_X_NDIMB] = PICK(2, 4, 8, 16, 32);
+    x[CTT_X_VWM] = PICK(1, 2, 4, 8);
+    x[CTT_X_VWN] = PICK(1, 2, 4, 8);
+    x[CTT_X_KREG] = PICK(1, 2, 4, 8, 16);
+    x[CTT_X_SA] = x[CTT_X_SB] = x[CTT_X_STRM] = x[CTT_X_STRN] = 0;
   }
 }
 
 static void gen_direct(size_t *d) {
-  d[CT__D_WGD] = PICK(8, 16, 32, 64);
-  d[CT__D_MDIMCD] = PICK(8, 16, 32);
-  d[CT__D_NDIMCD] = PICK(8, 16, 32);
-  d[CT__D_MDIMAD] = PICK(8, 16, 32);
-  d[CT__D_NDIMBD] = PICK(8, 16, 32);
-  d[CT__D_KWID] = PICK(2, 8, 16);
-  d[CT__D_VWMD] = PICK(1, 2, 4, 8);
-  d[CT__D_VWND] = PICK(1, 2, 4, 8);
-  d[CT__D_PADA] = PICK(0, 1);
-  d[CT__D_PADB] = PICK(0, 1);
+  d[CTT_D_WGD] = PICK(8, 16, 32, 64);
+  d[CTT_D_MDIMCD] = PICK(8, 16, 32);
+  d[CTT_D_NDIMCD] = PICK(8, 16, 32);
+  d[CTT_D_MDIMAD] = PICK(8, 16, 32);
+  d[CTT_D_NDIMBD] = PICK(8, 16, 32);
+  d[CTT_D_KWID] = PICK(2, 8, 16);
+  d[CTT_D_VWMD] = PICK(1, 2, 4, 8);
+  d[CTT_D_VWND] = PICK(1, 2, 4, 8);
+  d[CTT_D_PADA] = PICK(0, 1);
+  d[CTT_D_PADB] = PICK(0, 1);
 }
 
-static bool valid(const ct__gemm_params *p) {
+static bool valid(const ctt_gemm_params *p) {
   char why[256];
-  return ct__gemm_params_valid(p, ct_device_properties(dev), ct_dtype_size(dtype), why, sizeof why);
+  return ctt_gemm_params_valid(p, ct_device_properties(dev), ct_dtype_size(dtype), why, sizeof why);
 }
 
 /* A random valid Xgemm set: fresh (mutate == NULL) or one or two parameters of *mutate changed. */
-static void next_xgemm(ct__gemm_params *p, const ct__gemm_params *mutate) {
+static void next_xgemm(ctt_gemm_params *p, const ctt_gemm_params *mutate) {
   for (int tries = 0; tries < 100000; tries++) {
-    size_t fresh[CT__XGEMM_NPARAMS];
+    size_t fresh[CTT_XGEMM_NPARAMS];
     if (!mutate || rnd() % 8 == 0) {
       gen_xgemm(p->xgemm, (int)(rnd() % 2));
     } else {
       memcpy(p->xgemm, mutate->xgemm, sizeof p->xgemm);
-      gen_xgemm(fresh, (int)p->xgemm[CT__X_GEMMK]);
+      gen_xgemm(fresh, (int)p->xgemm[CTT_X_GEMMK]);
       int changes = 1 + (int)(rnd() % 2);
       for (int c = 0; c < changes; c++) {
-        int i = (int)(rnd() % CT__XGEMM_NPARAMS);
-        if (i == CT__X_GEMMK) continue;
+        int i = (int)(rnd() % CTT_XGEMM_NPARAMS);
+        if (i == CTT_X_GEMMK) continue;
         p->xgemm[i] = fresh[i];
         /* GEMMK=1 ties these together; keep them tied. */
-        if (p->xgemm[CT__X_GEMMK] == 1) {
-          if (i == CT__X_MDIMC || i == CT__X_MDIMA) p->xgemm[CT__X_MDIMC] = p->xgemm[CT__X_MDIMA] = fresh[i];
-          if (i == CT__X_NDIMC || i == CT__X_NDIMB) p->xgemm[CT__X_NDIMC] = p->xgemm[CT__X_NDIMB] = fresh[i];
+        if (p->xgemm[CTT_X_GEMMK] == 1) {
+          if (i == CTT_X_MDIMC || i == CTT_X_MDIMA) p->xgemm[CTT_X_MDIMC] = p->xgemm[CTT_X_MDIMA] = fresh[i];
+          if (i == CTT_X_NDIMC || i == CTT_X_NDIMB) p->xgemm[CTT_X_NDIMC] = p->xgemm[CTT_X_NDIMB] = fresh[i];
         }
       }
     }
@@ -391,9 +390,9 @@ static void next_xgemm(ct__gemm_params *p, const ct__gemm_params *mutate) {
   memcpy(p->xgemm, mutate ? mutate->xgemm : p->xgemm, sizeof p->xgemm);
 }
 
-static void next_direct(ct__gemm_params *p, const ct__gemm_params *mutate) {
+static void next_direct(ctt_gemm_params *p, const ctt_gemm_params *mutate) {
   for (int tries = 0; tries < 100000; tries++) {
-    size_t fresh[CT__XDIRECT_NPARAMS];
+    size_t fresh[CTT_XDIRECT_NPARAMS];
     if (!mutate || rnd() % 8 == 0) {
       gen_direct(p->direct);
     } else {
@@ -401,7 +400,7 @@ static void next_direct(ct__gemm_params *p, const ct__gemm_params *mutate) {
       gen_direct(fresh);
       int changes = 1 + (int)(rnd() % 2);
       for (int c = 0; c < changes; c++) {
-        int i = (int)(rnd() % CT__XDIRECT_NPARAMS);
+        int i = (int)(rnd() % CTT_XDIRECT_NPARAMS);
         p->direct[i] = fresh[i];
       }
     }
@@ -424,11 +423,11 @@ static void describe(char *buf, size_t n, const char *const *names, const size_t
 
 #define TOP 3
 struct scored {
-  ct__gemm_params p;
+  ctt_gemm_params p;
   double score;
 };
 
-static void keep_top(struct scored *top, int *ntop, const ct__gemm_params *p, double score) {
+static void keep_top(struct scored *top, int *ntop, const ctt_gemm_params *p, double score) {
   int i;
   if (*ntop < TOP) {
     i = (*ntop)++;
@@ -483,11 +482,11 @@ static int worker_main(const char *spec) {
     double score = 0;
     bool ok = line[0] == 'E' && nprob > 0 && nprob <= P_COUNT;
     if (ok && with_params) {
-      ct__gemm_params p;
-      for (int i = 0; i < CT__XGEMM_NPARAMS; i++) p.xgemm[i] = strtoull(q, &q, 10);
-      for (int i = 0; i < CT__XDIRECT_NPARAMS; i++) p.direct[i] = strtoull(q, &q, 10);
+      ctt_gemm_params p;
+      for (int i = 0; i < CTT_XGEMM_NPARAMS; i++) p.xgemm[i] = strtoull(q, &q, 10);
+      for (int i = 0; i < CTT_XDIRECT_NPARAMS; i++) p.direct[i] = strtoull(q, &q, 10);
       p.min_indirect = strtoull(q, &q, 10);
-      if (ct__gemm_use_params(dev, prec, &p) != CT_OK) {
+      if (ctt_gemm_use_params(dev, prec, &p) != CT_OK) {
         snprintf(why, sizeof why, "%s", ct_last_error());
         ok = false;
       }
@@ -608,7 +607,7 @@ static bool worker_read(char *buf, size_t n, double timeout, bool *timed_out) {
 
 /* Scores a candidate (NULL: whatever the worker has, i.e. CLBlast's built-in parameters in a
  * fresh worker) on the problems: the geometric mean of GFLOP/s, or 0 with the reason in why. */
-static double evaluate(const ct__gemm_params *p, const int *ids, int nprob, int runs, double give_up, char *why,
+static double evaluate(const ctt_gemm_params *p, const int *ids, int nprob, int runs, double give_up, char *why,
                        size_t why_size) {
   if (wpid < 0 && !worker_start()) {
     snprintf(why, why_size, "cannot start a worker: %s", strerror(errno));
@@ -619,8 +618,8 @@ static double evaluate(const ct__gemm_params *p, const int *ids, int nprob, int 
   fprintf(wto, "E %ld %d %d %.6f %d", seq, p != NULL, runs, give_up, nprob);
   for (int i = 0; i < nprob; i++) fprintf(wto, " %d", ids[i]);
   if (p) {
-    for (int i = 0; i < CT__XGEMM_NPARAMS; i++) fprintf(wto, " %zu", p->xgemm[i]);
-    for (int i = 0; i < CT__XDIRECT_NPARAMS; i++) fprintf(wto, " %zu", p->direct[i]);
+    for (int i = 0; i < CTT_XGEMM_NPARAMS; i++) fprintf(wto, " %zu", p->xgemm[i]);
+    for (int i = 0; i < CTT_XDIRECT_NPARAMS; i++) fprintf(wto, " %zu", p->direct[i]);
     fprintf(wto, " %zu", p->min_indirect);
   }
   fputc('\n', wto);
@@ -658,7 +657,7 @@ struct phase_stats {
 };
 
 /* Random search then mutation of the best, until the deadline; fills top. */
-static void search(const char *label, bool xgemm_phase, ct__gemm_params *base, const ct__gemm_params *seeds,
+static void search(const char *label, bool xgemm_phase, ctt_gemm_params *base, const ctt_gemm_params *seeds,
                    int nseeds, const int *ids, int nprob, double deadline, struct scored *top, int *ntop,
                    struct phase_stats *st) {
   double start = now();
@@ -667,7 +666,7 @@ static void search(const char *label, bool xgemm_phase, ct__gemm_params *base, c
     double t = now();
     if (t >= deadline && iter > nseeds) break;
     if (max_candidates >= 0 && iter >= nseeds + max_candidates) break;
-    ct__gemm_params cand = *base;
+    ctt_gemm_params cand = *base;
     if (iter < nseeds) {
       if (xgemm_phase) memcpy(cand.xgemm, seeds[iter].xgemm, sizeof cand.xgemm);
       else memcpy(cand.direct, seeds[iter].direct, sizeof cand.direct);
@@ -777,7 +776,7 @@ int main(int argc, char **argv) {
   }
   rng_state = seed ? seed : 88172645463325252ull;
   tty = isatty(2);
-  prec = dtype == CT_F16 ? CT__PREC_F16 : dtype == CT_F64 ? CT__PREC_F64 : CT__PREC_F32;
+  prec = dtype == CT_F16 ? CTT_PREC_F16 : dtype == CT_F64 ? CTT_PREC_F64 : CTT_PREC_F32;
   /* Time CLBlast itself, starting from its built-in parameters. */
   setenv("CLTENSOR_GEMM", "clblast", 1);
   setenv("CLTENSOR_GEMM_TUNING", "builtin", 1);
@@ -810,7 +809,7 @@ int main(int argc, char **argv) {
   }
   char path[4096];
   if (output) snprintf(path, sizeof path, "%s", output);
-  else if (ct__gemm_tuning_path(path, sizeof path, dev) != CT_OK) die("locating the cache folder");
+  else if (ctt_gemm_tuning_path(path, sizeof path, dev) != CT_OK) die("locating the cache folder");
   printf("device: %s (%s, %s, driver %s)\n", ct_device_spec(dev), props->name, props->vendor, props->driver_version);
   printf("tuning %s GEMM for %.0f s (%s clock); file: %s%s\n", ct_dtype_name(dtype), seconds,
          cpu_clock ? "CPU" : "wall", path, dry_run ? " (dry run: not written)" : "");
@@ -833,11 +832,11 @@ int main(int argc, char **argv) {
           base_batch);
 
   /* Seeds: the shipped set and the stored file's set, so the search never does worse. */
-  ct__gemm_params seeds[3];
+  ctt_gemm_params seeds[3];
   int nseeds = 0;
-  const ct__gemm_tuning *shipped = ct__gemm_shipped_tuning(dev);
+  const ctt_gemm_tuning *shipped = ctt_gemm_shipped_tuning(dev);
   if (shipped && shipped->has[prec]) seeds[nseeds++] = shipped->p[prec];
-  ct__gemm_tuning stored;
+  ctt_gemm_tuning stored;
   memset(&stored, 0, sizeof stored);
   bool have_stored = false;
   FILE *f = fopen(path, "rb");
@@ -847,7 +846,7 @@ int main(int argc, char **argv) {
     fclose(f);
     text[len] = '\0';
     char pwhy[512];
-    if (ct__gemm_tuning_parse(&stored, text, props, pwhy, sizeof pwhy) == CT_OK) {
+    if (ctt_gemm_tuning_parse(&stored, text, props, pwhy, sizeof pwhy) == CT_OK) {
       have_stored = true;
       if (stored.has[prec]) seeds[nseeds++] = stored.p[prec];
     } else {
@@ -855,12 +854,12 @@ int main(int argc, char **argv) {
     }
   }
   /* Starting point for the other kernels: the first seed, else a set CLBlast's tuner space holds. */
-  ct__gemm_params base;
+  ctt_gemm_params base;
   if (nseeds) {
     base = seeds[0];
   } else {
-    const size_t x0[CT__XGEMM_NPARAMS] = {0, 1, 32, 2, 8, 8, 32, 16, 16, 32, 1, 1, 0, 0, 4, 2};
-    const size_t d0[CT__XDIRECT_NPARAMS] = {2, 8, 8, 8, 8, 1, 1, 1, 1, 16};
+    const size_t x0[CTT_XGEMM_NPARAMS] = {0, 1, 32, 2, 8, 8, 32, 16, 16, 32, 1, 1, 0, 0, 4, 2};
+    const size_t d0[CTT_XDIRECT_NPARAMS] = {2, 8, 8, 8, 8, 1, 1, 1, 1, 16};
     memcpy(base.xgemm, x0, sizeof x0);
     memcpy(base.direct, d0, sizeof d0);
     base.min_indirect = 896;
@@ -881,7 +880,7 @@ int main(int argc, char **argv) {
   struct phase_stats sx = {0}, sd = {0};
 
   /* Phase 1: Xgemm, forced indirect (XGEMM_MIN_INDIRECT_SIZE = 0). */
-  ct__gemm_params px = base;
+  ctt_gemm_params px = base;
   px.min_indirect = 0;
   struct scored topx[TOP];
   int ntopx = 0;
@@ -900,7 +899,7 @@ int main(int argc, char **argv) {
   struct scored bx = confirm(topx, ntopx, ids_big, 1);
 
   /* Phase 2: XgemmDirect, forced direct. */
-  ct__gemm_params pd = bx.p;
+  ctt_gemm_params pd = bx.p;
   pd.min_indirect = 1u << 20;
   struct scored topd[TOP];
   int ntopd = 0;
@@ -913,13 +912,13 @@ int main(int argc, char **argv) {
   struct scored bd = confirm(topd, ntopd, ids_d, 2);
 
   /* Phase 3: the crossover. */
-  ct__gemm_params best = bd.p;
+  ctt_gemm_params best = bd.p;
   bool indirect_wins[NCROSS] = {false};
   for (int i = 0; i < NCROSS && cross_sizes[i] <= size; i++) {
     double g[2];
     const int id[1] = {P_CROSS0 + i};
     for (int v = 0; v < 2; v++) {
-      ct__gemm_params q = best;
+      ctt_gemm_params q = best;
       q.min_indirect = v ? 0 : 1u << 20;
       g[v] = evaluate(&q, id, 1, 5, 0, why, sizeof why);
     }
@@ -946,8 +945,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   char xs[400], ds[300], summary[1200];
-  describe(xs, sizeof xs, ct__xgemm_names, best.xgemm, CT__XGEMM_NPARAMS);
-  describe(ds, sizeof ds, ct__xdirect_names, best.direct, CT__XDIRECT_NPARAMS);
+  describe(xs, sizeof xs, ctt_xgemm_names, best.xgemm, CTT_XGEMM_NPARAMS);
+  describe(ds, sizeof ds, ctt_xdirect_names, best.direct, CTT_XDIRECT_NPARAMS);
   char when[64];
   time_t tt = time(NULL);
   strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", gmtime(&tt));
@@ -963,12 +962,12 @@ int main(int argc, char **argv) {
            tuned_batch / base_batch);
   if (sx.rejected + sd.rejected > 0) printf("last rejection: %s\n", sx.rejected ? sx.last_reject : sd.last_reject);
   if (!dry_run) {
-    ct__gemm_tuning out;
+    ctt_gemm_tuning out;
     memset(&out, 0, sizeof out);
     if (have_stored) out = stored;
     out.has[prec] = true;
     out.p[prec] = best;
-    if (ct__gemm_tuning_save(path, dev, &out, summary) != CT_OK) die("writing the file");
+    if (ctt_gemm_tuning_save(path, dev, &out, summary) != CT_OK) die("writing the file");
     printf("written: %s\n", path);
   }
   ct_shutdown();
