@@ -52,19 +52,30 @@ START_TEST(test_arguments_in_order_run) {
 }
 END_TEST
 
+/* Starts an argument list for axpb on the default device; the kernel stays locked until
+ * end_fails(). */
+static ct__kernel *begin(struct ct__kargs *a) {
+  ct__kernel *k = get_axpb(ct_test_device());
+  ct__kargs_begin(a, k, ct__kernel_lock(k));
+  return k;
+}
+
+/* Ends the list, which must fail as CT_ERR_OPENCL (the message stays for the checks). */
+static void end_fails(struct ct__kargs *a, ct__kernel *k) {
+  ck_assert_ct_status(ct__kargs_end(a, "ct_test_fn"), CT_ERR_OPENCL);
+  ct__kernel_unlock(k);
+}
+
 /* A wrong size fails at that argument: its index and name are reported, later ones are not
  * set, and the status is CT_ERR_OPENCL as for every OpenCL failure. */
 START_TEST(test_failing_argument_is_named) {
-  ct_device *d = ct_test_device();
-  ct__kernel *k = get_axpb(d);
   struct ct__kargs a;
-  ct__kargs_begin(&a, k, ct__kernel_lock(k));
+  ct__kernel *k = begin(&a);
   ct__karg_mem(&a, "x", NULL);
   ct__karg_long(&a, "a", 2); /* a float parameter given 8 bytes */
   ct__karg_long8(&a, "b", 0, NULL, 0);
   ct__karg_int(&a, "n", 1);
-  ck_assert_ct_status(ct__kargs_end(&a, "ct_test_fn"), CT_ERR_OPENCL);
-  ct__kernel_unlock(k);
+  end_fails(&a, k);
   ck_assert_error_contains("ct_test_fn: kernel axpb: setting argument 1 (a) failed");
   ck_assert_error_contains("CL_INVALID_ARG_SIZE");
   ct_shutdown();
@@ -72,14 +83,11 @@ START_TEST(test_failing_argument_is_named) {
 END_TEST
 
 START_TEST(test_too_few_arguments) {
-  ct_device *d = ct_test_device();
-  ct__kernel *k = get_axpb(d);
   struct ct__kargs a;
-  ct__kargs_begin(&a, k, ct__kernel_lock(k));
+  ct__kernel *k = begin(&a);
   ct__karg_mem(&a, "x", NULL);
   ct__karg_float(&a, "a", 1.0f);
-  ck_assert_ct_status(ct__kargs_end(&a, "ct_test_fn"), CT_ERR_OPENCL);
-  ct__kernel_unlock(k);
+  end_fails(&a, k);
   ck_assert_error_contains("ct_test_fn: kernel axpb takes 4 arguments but 2 were set");
   ck_assert_error_contains("CL_INVALID_KERNEL_ARGS");
   ct_shutdown();
@@ -87,17 +95,14 @@ START_TEST(test_too_few_arguments) {
 END_TEST
 
 START_TEST(test_too_many_arguments) {
-  ct_device *d = ct_test_device();
-  ct__kernel *k = get_axpb(d);
   struct ct__kargs a;
-  ct__kargs_begin(&a, k, ct__kernel_lock(k));
+  ct__kernel *k = begin(&a);
   ct__karg_mem(&a, "x", NULL);
   ct__karg_float(&a, "a", 1.0f);
   ct__karg_long8(&a, "b", 0, NULL, 0);
   ct__karg_int(&a, "n", 1);
   ct__karg_int(&a, "extra", 1);
-  ck_assert_ct_status(ct__kargs_end(&a, "ct_test_fn"), CT_ERR_OPENCL);
-  ct__kernel_unlock(k);
+  end_fails(&a, k);
   ck_assert_error_contains("setting argument 4 (extra) failed");
   ct_shutdown();
 }
