@@ -124,24 +124,25 @@ inline float ct_f64_to_f32_odd(double v) {
 #elif CT_DST == CT_DT_F64
 #define STORE(p, i, v) ((p)[i] = CT_I2F64(v))
 #endif
-#elif CT_WKIND == 1
-#if CT_DST == CT_DT_U8
+/* float or double -> integer: the saturating conversions take either width */
+#elif CT_DST == CT_DT_U8
 #define STORE(p, i, v) ((p)[i] = CT_F2U8(v))
 #elif CT_DST == CT_DT_I8
 #define STORE(p, i, v) ((p)[i] = CT_F2I8(v))
-#elif CT_DST == CT_DT_I32
-#define STORE(p, i, v) ((p)[i] = CT_F2I32(v))
-#elif CT_DST == CT_DT_I64
-#define STORE(p, i, v) ((p)[i] = CT_F2I64(v))
 #elif CT_DST == CT_DT_I16
 #define STORE(p, i, v) ((p)[i] = CT_F2I16(v))
 #elif CT_DST == CT_DT_U16
 #define STORE(p, i, v) ((p)[i] = CT_F2U16(v))
+#elif CT_DST == CT_DT_I32
+#define STORE(p, i, v) ((p)[i] = CT_F2I32(v))
 #elif CT_DST == CT_DT_U32
 #define STORE(p, i, v) ((p)[i] = CT_F2U32(v))
+#elif CT_DST == CT_DT_I64
+#define STORE(p, i, v) ((p)[i] = CT_F2I64(v))
 #elif CT_DST == CT_DT_U64
 #define STORE(p, i, v) ((p)[i] = CT_F2U64(v))
-#elif CT_DST == CT_DT_F16
+#elif CT_WKIND == 1
+#if CT_DST == CT_DT_F16
 #define STORE(p, i, v) vstore_half_rte((v), (i), (p))
 #elif CT_DST == CT_DT_BF16
 #define STORE(p, i, v) ((p)[i] = ct_f32_to_bf16(v))
@@ -151,23 +152,7 @@ inline float ct_f64_to_f32_odd(double v) {
 #define STORE(p, i, v) ((p)[i] = (double)(v))
 #endif
 #else
-#if CT_DST == CT_DT_U8
-#define STORE(p, i, v) ((p)[i] = CT_F2U8(v))
-#elif CT_DST == CT_DT_I8
-#define STORE(p, i, v) ((p)[i] = CT_F2I8(v))
-#elif CT_DST == CT_DT_I32
-#define STORE(p, i, v) ((p)[i] = CT_F2I32(v))
-#elif CT_DST == CT_DT_I64
-#define STORE(p, i, v) ((p)[i] = CT_F2I64(v))
-#elif CT_DST == CT_DT_I16
-#define STORE(p, i, v) ((p)[i] = CT_F2I16(v))
-#elif CT_DST == CT_DT_U16
-#define STORE(p, i, v) ((p)[i] = CT_F2U16(v))
-#elif CT_DST == CT_DT_U32
-#define STORE(p, i, v) ((p)[i] = CT_F2U32(v))
-#elif CT_DST == CT_DT_U64
-#define STORE(p, i, v) ((p)[i] = CT_F2U64(v))
-#elif CT_DST == CT_DT_F16
+#if CT_DST == CT_DT_F16
 #define STORE(p, i, v) vstore_half_rte((v), (i), (p))
 #elif CT_DST == CT_DT_BF16
 #define STORE(p, i, v) ((p)[i] = ct_f32_to_bf16(ct_f64_to_f32_odd(v)))

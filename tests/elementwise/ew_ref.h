@@ -87,6 +87,16 @@ static const ct_dtype ref_promote_table[REF_NDTYPES][REF_NDTYPES] = {
 };
 #undef N_
 
+static inline int ref_category(ct_dtype t) { return t == CT_BOOL ? 0 : ref_is_float(t) ? 2 : 1; }
+
+/* torch.result_type of two tensors of dtypes ta, tb with ndim na, nb: a zero-dim tensor beside
+ * a dimensioned one counts only when of a higher category (then the two promote). */
+static inline ct_dtype ref_rank2(ct_dtype ta, int na, ct_dtype tb, int nb) {
+  if ((na == 0) == (nb == 0)) return ref_promote_table[ta][tb];
+  ct_dtype dim = na ? ta : tb, zero = na ? tb : ta;
+  return ref_category(zero) > ref_category(dim) ? ref_promote_table[dim][zero] : dim;
+}
+
 static inline bool ref_scalar_is_int(double s) {
   return isfinite(s) && s == floor(s) && s >= -9223372036854775808.0 && s < 9223372036854775808.0;
 }
