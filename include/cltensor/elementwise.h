@@ -34,13 +34,13 @@
  * f16 (the scalar enters the f32 computation unrounded). An integer scalar with a bool tensor
  * gives i64; a float scalar with a bool or integer tensor gives f32.
  *
- * One rule for scalars that don't fit (also ct_full, ct_arange, ct_clamp's bounds): a scalar the
- * compute dtype cannot represent is CT_ERR_INVALID_ARGUMENT naming the value and the dtype
- * ("ct_add_scalar: scalar 1000 cannot be converted to u8 without overflow", as PyTorch). Integer
- * dtypes hold finite values within their range (no NaN, no inf, no -1 in an unsigned dtype);
- * f16, bf16 and f32 hold NaN, inf and finite values up to their largest (70000 into f16 is
- * refused); bool and f64 hold everything. Comparisons are exempt: they compare an integer scalar
- * the compute dtype can't hold exactly (u8 < 300 is all true).
+ * One rule for scalars that don't fit (also ct_full, ct_arange, ct_clamp's bounds): a scalar an
+ * integer compute dtype cannot represent is CT_ERR_INVALID_ARGUMENT naming the value and the
+ * dtype ("ct_add_scalar: scalar 1000 cannot be converted to u8 without overflow", torch.full's
+ * rule): integers hold finite values within their range (no NaN, no inf, no -1 in an unsigned
+ * dtype). bool and the floats take every value (f16 * 1e6 is inf, as PyTorch). Comparisons are
+ * exempt: they compare an integer scalar the compute dtype can't hold exactly (u8 < 300 is all
+ * true). docs/OPS.md lists where PyTorch differs.
  *
  * Integers wrap modulo 2^bits (two's complement), as in PyTorch. No op traps on any device:
  * integer x // 0 and x % 0 give 0 (as NumPy), MIN // -1 wraps to MIN.

@@ -47,10 +47,10 @@ typedef struct ct_tensor ct_tensor;
 CT_API ct_status ct_empty(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape);
 CT_API ct_status ct_zeros(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape);
 CT_API ct_status ct_ones(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape);
-/* value is converted to t as ct_cast() converts (integers truncate toward zero). A value t can't
- * represent is CT_ERR_INVALID_ARGUMENT naming value and dtype, as torch.full (ct_full(u8, 300),
- * -1 into an unsigned dtype, NaN or inf into an integer, 70000 into f16; bool takes any value):
- * the scalar rule of elementwise.h and docs/OPS.md. */
+/* value is converted to t as ct_cast() converts (integers truncate toward zero). A value an
+ * integer t can't represent is CT_ERR_INVALID_ARGUMENT naming value and dtype, as torch.full
+ * (ct_full(u8, 300), -1 into an unsigned dtype, NaN or inf into an integer); bool and the floats
+ * take every value (70000 into f16 is inf): the scalar rule of elementwise.h and docs/OPS.md. */
 CT_API ct_status ct_full(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape,
                          double value);
 /* 1-D [start, start+step, ...) up to end exclusive, ceil((end-start)/step) elements; step != 0.

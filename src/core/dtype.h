@@ -14,11 +14,11 @@ bool ct__dtype_is_unsigned_storage(ct_dtype t);
  * scalar, ct_clamp's bounds, the values ct_arange produces), PyTorch's "value cannot be
  * converted to type ... without overflow": CT_OK when v can be represented in t, else
  * CT_ERR_INVALID_ARGUMENT naming fn, what ("value", "scalar", "lo", ...), v and t.
- *   bool     every value (nonzero is true), as PyTorch;
  *   integer  a finite v within the dtype's range (a fraction is then truncated toward zero);
  *            NaN and infinities never fit;
- *   float    NaN, the infinities and every finite v up to the dtype's largest finite value
- *            (f16 65504, bf16 and f32 about 3.4e38); f64 holds every double. */
+ *   bool     every value (nonzero is true), as PyTorch;
+ *   float    every value: beyond the largest finite one it rounds to infinity, as IEEE
+ *            conversion and PyTorch's f16/bf16 torch.full and float scalar ops do. */
 ct_status ct__dtype_check_scalar(double v, ct_dtype t, const char *fn, const char *what);
 
 #endif

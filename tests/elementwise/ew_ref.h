@@ -117,8 +117,8 @@ static inline void ref_types(enum ref_op op, ct_dtype t, ct_dtype *k, ct_dtype *
   *o = ref_is_bool_out(op) ? CT_BOOL : *k;
 }
 
-/* The range of dtype k as doubles (exact for every dtype here but i64/u64, whose top is given
- * as 2^63 / 2^64, the first double past it); floats: the largest finite value. */
+/* The range of integer dtype k as doubles (exact for every dtype here but i64/u64, whose top is
+ * given as 2^63 / 2^64, the first double past it). */
 static inline void ref_range(ct_dtype k, double *mn, double *mx, bool *mx_excl) {
   *mx_excl = false;
   switch (k) {
@@ -131,18 +131,14 @@ static inline void ref_range(ct_dtype k, double *mn, double *mx, bool *mx_excl) 
   case CT_U32: *mn = 0; *mx = 4294967295.0; break;
   case CT_I64: *mn = -0x1p63; *mx = 0x1p63; *mx_excl = true; break;
   case CT_U64: *mn = 0; *mx = 0x1p64; *mx_excl = true; break;
-  case CT_F16: *mn = -65504; *mx = 65504; break;
-  case CT_BF16: *mn = -0x1.fep127; *mx = 0x1.fep127; break;
-  case CT_F32: *mn = -FLT_MAX; *mx = FLT_MAX; break;
   default: *mn = -INFINITY; *mx = INFINITY; break;
   }
 }
 
-/* The documented scalar rule: does s fit dtype k (bool: always; floats: NaN, inf and finite
- * values up to the largest finite; integers: finite values in range)? */
+/* The documented scalar rule: does s fit dtype k (bool and floats: always; integers: finite
+ * values in range)? */
 static inline bool ref_scalar_fits(ct_dtype k, double s) {
-  if (k == CT_BOOL) return true;
-  if (ref_is_float(k) && (isnan(s) || isinf(s))) return true;
+  if (k == CT_BOOL || ref_is_float(k)) return true;
   double mn, mx;
   bool excl;
   ref_range(k, &mn, &mx, &excl);
