@@ -227,6 +227,8 @@ static const struct {
     {"f64_be.npy", CT_F64, 2, {3, 5}},      {"i32_fortran.npy", CT_I32, 2, {3, 5}},
     {"f32_fortran3d.npy", CT_F32, 3, {2, 3, 4}}, {"f32_scalar.npy", CT_F32, 0, {0}},
     {"f32_empty.npy", CT_F32, 2, {0, 4}},   {"i64_1d.npy", CT_I64, 1, {7}},
+    {"i16.npy", CT_I16, 2, {3, 5}},         {"u16.npy", CT_U16, 2, {3, 5}},
+    {"u32.npy", CT_U32, 2, {3, 5}},         {"u64.npy", CT_U64, 2, {3, 5}},
 };
 
 /* Loads every .npy fixture onto d and checks it bit-exactly. */
