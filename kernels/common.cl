@@ -21,6 +21,10 @@
 #define CT_DT_BF16 6
 #define CT_DT_F32 7
 #define CT_DT_F64 8
+#define CT_DT_I16 9
+#define CT_DT_U16 10
+#define CT_DT_U32 11
+#define CT_DT_U64 12
 
 #define CT_CAT_(a, b) a##b
 #define CT_CAT(a, b) CT_CAT_(a, b)
@@ -34,6 +38,10 @@
 #define CT_T_6 ushort
 #define CT_T_7 float
 #define CT_T_8 double
+#define CT_T_9 short
+#define CT_T_10 ushort
+#define CT_T_11 uint
+#define CT_T_12 ulong
 #define CT_T(dt) CT_CAT(CT_T_, dt)
 
 inline float ct_bf16_to_f32(ushort h) { return as_float(((uint)h) << 16); }
@@ -54,6 +62,10 @@ inline ushort ct_f32_to_bf16(float f) {
 #define CT_LOADF_6(p, i) ct_bf16_to_f32((p)[i])
 #define CT_LOADF_7(p, i) ((p)[i])
 #define CT_LOADF_8(p, i) ((float)(p)[i])
+#define CT_LOADF_9 CT_LOADF_0
+#define CT_LOADF_10 CT_LOADF_0
+#define CT_LOADF_11 CT_LOADF_0
+#define CT_LOADF_12 CT_LOADF_0
 #define CT_LOADF(dt, p, i) CT_CAT(CT_LOADF_, dt)(p, i)
 
 /* Saturating float -> integer conversions (convert_T_sat_rtz maps NaN to 0). */
@@ -66,6 +78,10 @@ inline ushort ct_f32_to_bf16(float f) {
 #define CT_STOREF_6(p, i, v) ((p)[i] = ct_f32_to_bf16(v))
 #define CT_STOREF_7(p, i, v) ((p)[i] = (v))
 #define CT_STOREF_8(p, i, v) ((p)[i] = (double)(v))
+#define CT_STOREF_9(p, i, v) ((p)[i] = convert_short_sat_rtz(v))
+#define CT_STOREF_10(p, i, v) ((p)[i] = convert_ushort_sat_rtz(v))
+#define CT_STOREF_11(p, i, v) ((p)[i] = convert_uint_sat_rtz(v))
+#define CT_STOREF_12(p, i, v) ((p)[i] = convert_ulong_sat_rtz(v))
 #define CT_STOREF(dt, p, i, v) CT_CAT(CT_STOREF_, dt)(p, i, v)
 
 /* 1 when dt is a floating dtype. */
@@ -78,6 +94,10 @@ inline ushort ct_f32_to_bf16(float f) {
 #define CT_ISFLOAT_6 1
 #define CT_ISFLOAT_7 1
 #define CT_ISFLOAT_8 1
+#define CT_ISFLOAT_9 0
+#define CT_ISFLOAT_10 0
+#define CT_ISFLOAT_11 0
+#define CT_ISFLOAT_12 0
 #define CT_ISFLOAT(dt) CT_CAT(CT_ISFLOAT_, dt)
 
 /* Strided addressing. Host code passes a tensor's geometry as two long8 arguments (shape and

@@ -38,6 +38,11 @@
 #elif CT_SRC == CT_DT_BOOL
 #define CT_WKIND 0
 #define LOADW(p, i) ((long)((p)[i] != 0))
+#elif CT_SRC == CT_DT_U64
+/* Widened to long by its bits (integer stores wrap alike); float stores read it back as ulong. */
+#define CT_WKIND 0
+#define CT_USRC 1
+#define LOADW(p, i) ((long)(p)[i])
 #else
 #define CT_WKIND 0
 #define LOADW(p, i) ((long)(p)[i])
@@ -49,6 +54,22 @@ inline float ct_long_to_f32_odd(long v) {
   if (convert_long(f) != v) f = as_float(as_uint(f) | 1u);
   return f;
 }
+inline float ct_ulong_to_f32_odd(ulong v) {
+  float f = convert_float_rtz(v);
+  /* f <= v < 2^64, and f == 2^64 only if v rounded up, which rtz never does */
+  if (convert_ulong(f) != v) f = as_float(as_uint(f) | 1u);
+  return f;
+}
+/* Integer sources as float (odd, for a second rounding), f32 and f64; u64 by its unsigned value. */
+#ifdef CT_USRC
+#define CT_I2F_ODD(v) ct_ulong_to_f32_odd((ulong)(v))
+#define CT_I2F32(v) convert_float_rte((ulong)(v))
+#define CT_I2F64(v) convert_double_rte((ulong)(v))
+#else
+#define CT_I2F_ODD(v) ct_long_to_f32_odd(v)
+#define CT_I2F32(v) convert_float_rte(v)
+#define CT_I2F64(v) convert_double_rte(v)
+#endif
 #if defined(CT_HAS_FP64) && CT_HAS_FP64
 inline float ct_f64_to_f32_odd(double v) {
   if (isnan(v) || isinf(v)) return (float)v;
@@ -68,6 +89,10 @@ inline float ct_f64_to_f32_odd(double v) {
 #define CT_F2I8(v) CT_F2I(char, v, -128.0f, 128.0f, -128, 127)
 #define CT_F2I32(v) CT_F2I(int, v, -2147483648.0f, 2147483648.0f, INT_MIN, INT_MAX)
 #define CT_F2I64(v) CT_F2I(long, v, -9223372036854775808.0f, 9223372036854775808.0f, LONG_MIN, LONG_MAX)
+#define CT_F2I16(v) CT_F2I(short, v, -32768.0f, 32768.0f, -32768, 32767)
+#define CT_F2U16(v) CT_F2I(ushort, v, 0.0f, 65536.0f, 0, 65535)
+#define CT_F2U32(v) CT_F2I(uint, v, 0.0f, 4294967296.0f, 0, UINT_MAX)
+#define CT_F2U64(v) CT_F2I(ulong, v, 0.0f, 18446744073709551616.0f, 0, ULONG_MAX)
 
 /* ---- narrowing stores ---- */
 #if CT_DST == CT_DT_BOOL
@@ -82,25 +107,42 @@ inline float ct_f64_to_f32_odd(double v) {
 #define STORE(p, i, v) ((p)[i] = (int)(uint)(v))
 #elif CT_DST == CT_DT_I64
 #define STORE(p, i, v) ((p)[i] = (v))
+#elif CT_DST == CT_DT_I16
+#define STORE(p, i, v) ((p)[i] = (short)(ushort)(v))
+#elif CT_DST == CT_DT_U16
+#define STORE(p, i, v) ((p)[i] = (ushort)(v))
+#elif CT_DST == CT_DT_U32
+#define STORE(p, i, v) ((p)[i] = (uint)(v))
+#elif CT_DST == CT_DT_U64
+#define STORE(p, i, v) ((p)[i] = (ulong)(v))
 #elif CT_DST == CT_DT_F16
-#define STORE(p, i, v) vstore_half_rte(ct_long_to_f32_odd(v), (i), (p))
+#define STORE(p, i, v) vstore_half_rte(CT_I2F_ODD(v), (i), (p))
 #elif CT_DST == CT_DT_BF16
-#define STORE(p, i, v) ((p)[i] = ct_f32_to_bf16(ct_long_to_f32_odd(v)))
+#define STORE(p, i, v) ((p)[i] = ct_f32_to_bf16(CT_I2F_ODD(v)))
 #elif CT_DST == CT_DT_F32
-#define STORE(p, i, v) ((p)[i] = convert_float_rte(v))
+#define STORE(p, i, v) ((p)[i] = CT_I2F32(v))
 #elif CT_DST == CT_DT_F64
-#define STORE(p, i, v) ((p)[i] = convert_double_rte(v))
+#define STORE(p, i, v) ((p)[i] = CT_I2F64(v))
 #endif
-#elif CT_WKIND == 1
-#if CT_DST == CT_DT_U8
+/* float or double -> integer: the saturating conversions take either width */
+#elif CT_DST == CT_DT_U8
 #define STORE(p, i, v) ((p)[i] = CT_F2U8(v))
 #elif CT_DST == CT_DT_I8
 #define STORE(p, i, v) ((p)[i] = CT_F2I8(v))
+#elif CT_DST == CT_DT_I16
+#define STORE(p, i, v) ((p)[i] = CT_F2I16(v))
+#elif CT_DST == CT_DT_U16
+#define STORE(p, i, v) ((p)[i] = CT_F2U16(v))
 #elif CT_DST == CT_DT_I32
 #define STORE(p, i, v) ((p)[i] = CT_F2I32(v))
+#elif CT_DST == CT_DT_U32
+#define STORE(p, i, v) ((p)[i] = CT_F2U32(v))
 #elif CT_DST == CT_DT_I64
 #define STORE(p, i, v) ((p)[i] = CT_F2I64(v))
-#elif CT_DST == CT_DT_F16
+#elif CT_DST == CT_DT_U64
+#define STORE(p, i, v) ((p)[i] = CT_F2U64(v))
+#elif CT_WKIND == 1
+#if CT_DST == CT_DT_F16
 #define STORE(p, i, v) vstore_half_rte((v), (i), (p))
 #elif CT_DST == CT_DT_BF16
 #define STORE(p, i, v) ((p)[i] = ct_f32_to_bf16(v))
@@ -110,15 +152,7 @@ inline float ct_f64_to_f32_odd(double v) {
 #define STORE(p, i, v) ((p)[i] = (double)(v))
 #endif
 #else
-#if CT_DST == CT_DT_U8
-#define STORE(p, i, v) ((p)[i] = CT_F2U8(v))
-#elif CT_DST == CT_DT_I8
-#define STORE(p, i, v) ((p)[i] = CT_F2I8(v))
-#elif CT_DST == CT_DT_I32
-#define STORE(p, i, v) ((p)[i] = CT_F2I32(v))
-#elif CT_DST == CT_DT_I64
-#define STORE(p, i, v) ((p)[i] = CT_F2I64(v))
-#elif CT_DST == CT_DT_F16
+#if CT_DST == CT_DT_F16
 #define STORE(p, i, v) vstore_half_rte((v), (i), (p))
 #elif CT_DST == CT_DT_BF16
 #define STORE(p, i, v) ((p)[i] = ct_f32_to_bf16(ct_f64_to_f32_odd(v)))

@@ -89,12 +89,36 @@
 #define EW_MB char
 #define EW_SIGNED 1
 #define EW_BITS 8
+#elif EW_K == CT_DT_I16
+#define EW_WB short
+#define EW_UB ushort
+#define EW_MB short
+#define EW_SIGNED 1
+#define EW_BITS 16
+#elif EW_K == CT_DT_U16
+#define EW_WB ushort
+#define EW_UB ushort
+#define EW_MB short
+#define EW_SIGNED 0
+#define EW_BITS 16
 #elif EW_K == CT_DT_I32
 #define EW_WB int
 #define EW_UB uint
 #define EW_MB int
 #define EW_SIGNED 1
 #define EW_BITS 32
+#elif EW_K == CT_DT_U32
+#define EW_WB uint
+#define EW_UB uint
+#define EW_MB int
+#define EW_SIGNED 0
+#define EW_BITS 32
+#elif EW_K == CT_DT_U64
+#define EW_WB ulong
+#define EW_UB ulong
+#define EW_MB long
+#define EW_SIGNED 0
+#define EW_BITS 64
 #else
 #define EW_WB long
 #define EW_UB ulong
@@ -442,10 +466,28 @@ inline ushort ew_f2bf(float f) {
 #define EW_LF_2 EW_LF_0
 #define EW_LF_3 EW_LF_0
 #define EW_LF_4 EW_LF_0
+#define EW_LF_9 EW_LF_0
+#define EW_LF_10 EW_LF_0
+#define EW_LF_11 EW_LF_0
+#define EW_LF_12 EW_LF_0
 #define EW_LF_5(p, i) EW_LDH(p, i)
 #define EW_LF_6(p, i) EW_LDBF(p, i)
 #define EW_LF_7(p, i) ((p)[i])
 #define EW_LF(dt, p, i) CT_CAT(EW_LF_, dt)(p, i)
+/* A zero-dim operand of a wider float dtype than the common one (f32[2] + f64 zero-dim computes
+ * in f32, PyTorch's ranking) is converted like ct_cast: f64 rounds to f32 once; into f16 and
+ * bf16 through float rounded to odd, so that the second rounding is exact. */
+#if defined(CT_HAS_FP64) && CT_HAS_FP64
+inline float ew_f64_to_f32_odd(double v) {
+  float f = convert_float_rtz(v);
+  return (isnan(v) || (double)f == v) ? f : as_float(as_uint(f) | 1u);
+}
+#if EW_K == CT_DT_F16 || EW_K == CT_DT_BF16
+#define EW_LF_8(p, i) ew_f64_to_f32_odd((p)[i])
+#else
+#define EW_LF_8(p, i) ((float)(p)[i])
+#endif
+#endif
 
 /* ---- conversions between storage and the compute type ---- */
 #if EW_SOFT16
@@ -475,6 +517,10 @@ inline float8 ew_round_f16_8(float8 v) {
 #define EW_V_2 EW_V_0
 #define EW_V_3 EW_V_0
 #define EW_V_4 EW_V_0
+#define EW_V_9 EW_V_0
+#define EW_V_10 EW_V_0
+#define EW_V_11 EW_V_0
+#define EW_V_12 EW_V_0
 #define EW_V_5(p, i) vload_half8(0, (p) + (i))
 #define EW_V_6(p, i) ew_bf16_to_f32_8(vload8(0, (p) + (i)))
 #define EW_V_7(p, i) vload8(0, (p) + (i))
@@ -484,13 +530,24 @@ inline float8 ew_round_f16_8(float8 v) {
 #define EW_RK_2 EW_RK_0
 #define EW_RK_3 EW_RK_0
 #define EW_RK_4 EW_RK_0
+#define EW_RK_9 EW_RK_0
+#define EW_RK_10 EW_RK_0
+#define EW_RK_11 EW_RK_0
+#define EW_RK_12 EW_RK_0
 #define EW_RK_5(v) (v)
+#define EW_RK_6 EW_RK_0
+#define EW_RK_7 EW_RK_0
+#define EW_RK_8 EW_RK_0
 #define EW_LOAD(dt, p, i) CT_CAT(EW_RK_, dt)(EW_LF(dt, p, i))
 #define EW_V_0(p, i) ew_round_f16_8(convert_float8(vload8(0, (p) + (i))))
 #define EW_V_1 EW_V_0
 #define EW_V_2 EW_V_0
 #define EW_V_3 EW_V_0
 #define EW_V_4 EW_V_0
+#define EW_V_9 EW_V_0
+#define EW_V_10 EW_V_0
+#define EW_V_11 EW_V_0
+#define EW_V_12 EW_V_0
 #define EW_V_5(p, i) vload_half8(0, (p) + (i))
 #elif EW_K == CT_DT_BF16
 #define EW_RK_0(v) ew_round_bf16(v)
@@ -498,7 +555,14 @@ inline float8 ew_round_f16_8(float8 v) {
 #define EW_RK_2 EW_RK_0
 #define EW_RK_3 EW_RK_0
 #define EW_RK_4 EW_RK_0
+#define EW_RK_9 EW_RK_0
+#define EW_RK_10 EW_RK_0
+#define EW_RK_11 EW_RK_0
+#define EW_RK_12 EW_RK_0
 #define EW_RK_6(v) (v)
+#define EW_RK_5 EW_RK_0
+#define EW_RK_7 EW_RK_0
+#define EW_RK_8 EW_RK_0
 #define EW_LOAD(dt, p, i) CT_CAT(EW_RK_, dt)(EW_LF(dt, p, i))
 #elif EW_K == CT_DT_F64
 #define EW_LD64_0(p, i) ((double)(p)[i])
@@ -506,6 +570,10 @@ inline float8 ew_round_f16_8(float8 v) {
 #define EW_LD64_2 EW_LD64_0
 #define EW_LD64_3 EW_LD64_0
 #define EW_LD64_4 EW_LD64_0
+#define EW_LD64_9 EW_LD64_0
+#define EW_LD64_10 EW_LD64_0
+#define EW_LD64_11 EW_LD64_0
+#define EW_LD64_12 EW_LD64_0
 #define EW_LD64_5(p, i) ((double)EW_LDH(p, i))
 #define EW_LD64_6(p, i) ((double)EW_LDBF(p, i))
 #define EW_LD64_7 EW_LD64_0
@@ -516,6 +584,10 @@ inline float8 ew_round_f16_8(float8 v) {
 #define EW_V_2 EW_V_0
 #define EW_V_3 EW_V_0
 #define EW_V_4 EW_V_0
+#define EW_V_9 EW_V_0
+#define EW_V_10 EW_V_0
+#define EW_V_11 EW_V_0
+#define EW_V_12 EW_V_0
 #define EW_V_5(p, i) convert_double8(vload_half8(0, (p) + (i)))
 #define EW_V_6(p, i) convert_double8(ew_bf16_to_f32_8(vload8(0, (p) + (i))))
 #define EW_V_7 EW_V_0
@@ -537,6 +609,10 @@ inline float8 ew_round_f16_8(float8 v) {
 #define EW_NZ_4 EW_NZX
 #define EW_NZ_7 EW_NZX
 #define EW_NZ_8 EW_NZX
+#define EW_NZ_9 EW_NZX
+#define EW_NZ_10 EW_NZX
+#define EW_NZ_11 EW_NZX
+#define EW_NZ_12 EW_NZX
 #define EW_NZ(dt, p, i) EW_M(, CT_CAT(EW_NZ_, dt)(p, i))
 
 /* EW_STORE: a result (compute type, or a mask for bool outputs) into element i of p (EW_O);

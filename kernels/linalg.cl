@@ -45,6 +45,9 @@ __kernel void gemm_init(__global CT_T(CT_OUT) *out, long out_off, __global const
 #elif CT_DT == CT_DT_I8
 #define CT_IACC uint
 #define CT_ISTORE(v) as_char((uchar)(v))
+#elif CT_DT == CT_DT_I16
+#define CT_IACC uint
+#define CT_ISTORE(v) as_short((ushort)(v))
 #else
 #define CT_IACC uint
 #define CT_ISTORE(v) ((uchar)(v))

@@ -217,6 +217,9 @@ inline void ct_store_out(__global void *out, long i, int out_dt, acc_t v) {
     case CT_DT_I8: ((__global char *)out)[i] = (char)v; break;
     case CT_DT_I32: ((__global int *)out)[i] = (int)v; break;
     case CT_DT_I64: ((__global long *)out)[i] = (long)v; break;
+    case CT_DT_I16: ((__global short *)out)[i] = (short)v; break;
+    case CT_DT_U16: ((__global ushort *)out)[i] = (ushort)v; break;
+    case CT_DT_U32: ((__global uint *)out)[i] = (uint)v; break;
     case CT_DT_F16: vstore_half_rte((float)v, (size_t)i, (__global half *)out); break;
     case CT_DT_BF16: ((__global ushort *)out)[i] = ct_f32_to_bf16((float)v); break;
     case CT_DT_F32: ((__global float *)out)[i] = (float)v; break;

@@ -15,19 +15,32 @@
  * Broadcasting follows NumPy/PyTorch: shapes are aligned from the last dim; sizes must be equal
  * or 1; a 0-d tensor is a scalar. A dim of size 0 gives an empty result (no kernel runs).
  *
- * Result dtypes follow PyTorch's type promotion; docs/OPS.md has the full table. In short:
- * bool < u8, i8 < i32 < i64 < f16, bf16 < f32 < f64, where mixing gives the larger; u8 with i8
- * gives i32 (PyTorch gives i16, which libcltensor lacks); f16 with bf16 gives f32. f16 and bf16
- * compute in f32 and round once when stored. Operands are first converted to the result dtype,
- * as PyTorch does.
+ * Result dtypes follow PyTorch's type promotion (torch.result_type); docs/OPS.md has the full
+ * table. In short: bool < u8, i8 < i16 < i32 < i64 < f16, bf16 < f32 < f64, where mixing gives
+ * the larger; u8 with i8 gives i16; f16 with bf16 gives f32. The storage dtypes u16, u32, u64
+ * mix only with themselves and floats: with another integer or bool dtype there is no common
+ * dtype (CT_ERR_DTYPE_MISMATCH, as PyTorch refuses). f16 and bf16 compute in f32 and round once
+ * when stored. Operands are first converted to the result dtype, as PyTorch does.
+ *
+ * Ranking. Dimensioned tensors (ndim >= 1) decide the result dtype; a zero-dim tensor, and below
+ * it a scalar, changes it only when of a higher category (bool < integer < float): f32[2] + f64
+ * zero-dim is f32, u8[4] + i32 zero-dim is u8 (so u8 > (i32)-4 compares in u8, where -4 is 252),
+ * i32[2] + f64 zero-dim is f64. This holds for every binary op, where (over a and b), clamp and
+ * the tensor-scalar ops, and the _out forms.
  *
  * Scalars (double s). A finite s with an integral value in [-2^63, 2^63) counts as an integer
- * scalar (as Python's 2), anything else as a float scalar (2.5, NaN, inf). A scalar never widens
- * a tensor of its own category: i32 tensor + 2 is i32, f16 tensor * 2.5 is f16 (the scalar
- * enters the f32 computation unrounded). An integer scalar with a bool tensor gives i64; a float
- * scalar with a bool or integer tensor gives f32. When the result is an integer dtype, an integer
- * scalar outside its range is CT_ERR_INVALID_ARGUMENT (as PyTorch's "cannot be converted without
- * overflow"); comparisons instead compare such scalars exactly (in i64).
+ * scalar (as Python's 2, dtype i64), anything else as a float scalar (2.5, NaN, inf; dtype f32).
+ * A scalar never widens a tensor of its own category: i32 tensor + 2 is i32, f16 tensor * 2.5 is
+ * f16 (the scalar enters the f32 computation unrounded). An integer scalar with a bool tensor
+ * gives i64; a float scalar with a bool or integer tensor gives f32.
+ *
+ * One rule for scalars that don't fit (also ct_full, ct_arange, ct_clamp's bounds): a scalar an
+ * integer compute dtype cannot represent is CT_ERR_INVALID_ARGUMENT naming the value and the
+ * dtype ("ct_add_scalar: scalar 1000 cannot be converted to u8 without overflow", torch.full's
+ * rule): integers hold finite values within their range (no NaN, no inf, no -1 in an unsigned
+ * dtype). bool and the floats take every value (f16 * 1e6 is inf, as PyTorch). Comparisons are
+ * exempt: they compare an integer scalar the compute dtype can't hold exactly (u8 < 300 is all
+ * true). docs/OPS.md lists where PyTorch differs.
  *
  * Integers wrap modulo 2^bits (two's complement), as in PyTorch. No op traps on any device:
  * integer x // 0 and x % 0 give 0 (as NumPy), MIN // -1 wraps to MIN.
@@ -38,7 +51,7 @@
  * remainder: PyTorch rejects them too) and for an out tensor of the wrong dtype;
  * CT_ERR_UNSUPPORTED for f64 on a device without cl_khr_fp64 (naming the device);
  * CT_ERR_INVALID_ARGUMENT for an out tensor with stride-0 dims or partly overlapping an input,
- * and for an out-of-range integer scalar; then CT_ERR_KERNEL_BUILD, CT_ERR_OPENCL or
+ * and for a scalar that doesn't fit; then CT_ERR_KERNEL_BUILD, CT_ERR_OPENCL or
  * CT_ERR_OUT_OF_MEMORY from the device.
  *
  * Accuracy: integer results are exact. add, sub, mul, div, sqrt, floor, ceil, round, maximum,
@@ -62,8 +75,10 @@
 
 CT_BEGIN_DECLS
 
-/* OUT: *out, the dtype ct_add() gives for tensors of dtypes a and b (torch.promote_types, with
- * u8 + i8 -> i32). Returns CT_OK; CT_ERR_INVALID_ARGUMENT for NULL out or an invalid dtype. */
+/* OUT: *out, the dtype ct_add() gives for dimensioned tensors of dtypes a and b
+ * (torch.promote_types: u8 + i8 -> i16). Returns CT_OK; CT_ERR_INVALID_ARGUMENT for NULL out or an
+ * invalid dtype; CT_ERR_DTYPE_MISMATCH where PyTorch has no common dtype (u16, u32 or u64 with
+ * another integer or bool dtype). */
 CT_API ct_status ct_promote_types(ct_dtype *out, ct_dtype a, ct_dtype b);
 
 /* ---- Binary arithmetic: result dtype is the promoted dtype ---- */
@@ -210,8 +225,9 @@ CT_API ct_status ct_where(ct_tensor **out, const ct_tensor *cond, const ct_tenso
 CT_API ct_status ct_where_out(ct_tensor *out, const ct_tensor *cond, const ct_tensor *a, const ct_tensor *b);
 /* clamp: min(max(x, lo), hi). A NaN bound means "no bound" (so ct_clamp(&y, x, 0, NAN) is
  * clamp_min), at least one must be given (CT_ERR_INVALID_ARGUMENT otherwise). The bounds take
- * part in type promotion like scalars (i32 x with bound 0.5 gives f32); integer bounds outside
- * an integer result's range saturate to it. NaN x stays NaN; lo > hi gives hi everywhere. */
+ * part in type promotion like scalars (i32 x with bound 0.5 gives f32); a bound the result
+ * dtype can't hold is CT_ERR_INVALID_ARGUMENT (the scalar rule above; it saturated before).
+ * NaN x stays NaN; lo > hi gives hi everywhere. */
 CT_API ct_status ct_clamp(ct_tensor **out, const ct_tensor *x, double lo, double hi);
 CT_API ct_status ct_clamp_out(ct_tensor *out, const ct_tensor *x, double lo, double hi);
 

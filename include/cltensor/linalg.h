@@ -14,9 +14,10 @@
  *  - f32; f64 on devices with cl_khr_fp64.
  *  - f16: CLBlast's half GEMM on devices with cl_khr_fp16 (which accumulates in half); elsewhere,
  *    and always for bf16, converted to f32, multiplied with f32 accumulation, rounded once.
- *  - u8, i8, i32, i64: exact integer arithmetic wrapping modulo 2^bits as C unsigned arithmetic
- *    does (as PyTorch on the CPU), by a kernel of this library.
- *  - bool: CT_ERR_UNSUPPORTED (PyTorch has no bool matmul either).
+ *  - u8, i8, i16, i32, i64: exact integer arithmetic wrapping modulo 2^bits as C unsigned
+ *    arithmetic does (as PyTorch on the CPU), by a kernel of this library.
+ *  - bool, and the storage dtypes u16, u32, u64: CT_ERR_UNSUPPORTED (PyTorch has no bool
+ *    matmul either, nor one for the unsigned storage dtypes).
  *
  * Empty dims: k = 0 gives zeros (beta * c for addmm, the bias for linear); m, n or a batch dim
  * of 0 gives an empty result.

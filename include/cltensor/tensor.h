@@ -53,10 +53,15 @@ typedef struct ct_tensor ct_tensor;
 CT_API ct_status ct_empty(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape);
 CT_API ct_status ct_zeros(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape);
 CT_API ct_status ct_ones(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape);
-/* value is converted to t as ct_cast() converts (integers truncate toward zero). */
+/* value is converted to t as ct_cast() converts (integers truncate toward zero). A value an
+ * integer t can't represent is CT_ERR_INVALID_ARGUMENT naming value and dtype, as torch.full
+ * (ct_full(u8, 300), -1 into an unsigned dtype, NaN or inf into an integer); bool and the floats
+ * take every value (70000 into f16 is inf): the scalar rule of elementwise.h and docs/OPS.md. */
 CT_API ct_status ct_full(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape,
                          double value);
-/* 1-D [start, start+step, ...) up to end exclusive, ceil((end-start)/step) elements; step != 0. */
+/* 1-D [start, start+step, ...) up to end exclusive, ceil((end-start)/step) elements; step != 0.
+ * Every value produced must fit t (the scalar rule above, checked on start and the last value):
+ * ct_arange(u8, 0, 300, 1) is CT_ERR_INVALID_ARGUMENT, ct_arange(u8, 0, 256, 1) is fine. */
 CT_API ct_status ct_arange(ct_tensor **out, ct_device *d, ct_dtype t, double start, double end,
                            double step);
 /* 2-D identity-like [n, m]: ones on the main diagonal. */

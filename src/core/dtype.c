@@ -5,6 +5,7 @@
 #include <strings.h>
 
 #include "cltensor/dtype.h"
+#include "core/dtype.h"
 #include "core/error.h"
 
 static const struct {
@@ -14,6 +15,8 @@ static const struct {
     [CT_BOOL] = {"bool", 1}, [CT_U8] = {"u8", 1},     [CT_I8] = {"i8", 1},
     [CT_I32] = {"i32", 4},   [CT_I64] = {"i64", 8},   [CT_F16] = {"f16", 2},
     [CT_BF16] = {"bf16", 2}, [CT_F32] = {"f32", 4},   [CT_F64] = {"f64", 8},
+    [CT_I16] = {"i16", 2},   [CT_U16] = {"u16", 2},   [CT_U32] = {"u32", 4},
+    [CT_U64] = {"u64", 8},
 };
 
 size_t ct_dtype_size(ct_dtype t) {
@@ -34,13 +37,35 @@ ct_status ct_dtype_from_name(ct_dtype *out, const char *name) {
     }
   }
   return ct__error(CT_ERR_INVALID_ARGUMENT,
-                   "ct_dtype_from_name: unknown dtype '%s' (expected bool, u8, i8, i32, i64, f16, "
-                   "bf16, f32 or f64)",
+                   "ct_dtype_from_name: unknown dtype '%s' (expected bool, u8, i8, i16, i32, i64, "
+                   "u16, u32, u64, f16, bf16, f32 or f64)",
                    name);
 }
 
 int ct_dtype_is_float(ct_dtype t) {
   return t == CT_F16 || t == CT_BF16 || t == CT_F32 || t == CT_F64;
+}
+
+bool ct__dtype_is_unsigned_storage(ct_dtype t) { return t == CT_U16 || t == CT_U32 || t == CT_U64; }
+
+ct_status ct__dtype_check_scalar(double v, ct_dtype t, const char *fn, const char *what) {
+  /* [lo, hi] for the small integers; [lo, past) for i64 and u64, whose largest values have no
+   * double: 2^63 and 2^64 are the first doubles above them. */
+  double lo = 0, hi = 0, past = 0;
+  switch (t) {
+  case CT_U8: hi = 255; break;
+  case CT_I8: lo = -128; hi = 127; break;
+  case CT_I16: lo = -32768; hi = 32767; break;
+  case CT_U16: hi = 65535; break;
+  case CT_I32: lo = -2147483648.0; hi = 2147483647.0; break;
+  case CT_U32: hi = 4294967295.0; break;
+  case CT_I64: lo = -9223372036854775808.0; past = 9223372036854775808.0; break;
+  case CT_U64: past = 18446744073709551616.0; break;
+  default: return CT_OK; /* bool and the floats take every value */
+  }
+  if (v >= lo && (past ? v < past : v <= hi)) return CT_OK; /* false for NaN; inf is out of range */
+  return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: %s %.17g cannot be converted to %s without overflow", fn, what, v,
+                   ct_dtype_name(t));
 }
 
 static uint32_t ct__f32_bits(float x) {

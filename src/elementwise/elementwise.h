@@ -52,21 +52,22 @@ const char *ct__ew_op_macro(enum ct__ew_op op);
 
 /* ---- Type promotion (promote.c; pure, no OpenCL) ---- */
 
-/* torch.promote_types for valid dtypes (u8 + i8 -> i32, f16 + bf16 -> f32). */
-ct_dtype ct__ew_promote(ct_dtype a, ct_dtype b);
+/* torch.promote_types for valid dtypes (u8 + i8 -> i16, f16 + bf16 -> f32); u16, u32 and u64
+ * with another integer or bool dtype are CT_ERR_DTYPE_MISMATCH naming fn, as PyTorch refuses. */
+ct_status ct__ew_promote(ct_dtype *out, ct_dtype a, ct_dtype b, const char *fn);
 
-/* True when s counts as an integer scalar: finite, integral, within [-2^63, 2^63). */
+/* True when s counts as an integer scalar (Python's int): finite, integral, within [-2^63, 2^63);
+ * any other s is a float scalar. */
 bool ct__ew_scalar_is_int(double s);
 
-/* The dtype of "tensor of dtype t op scalar s": t unless s is of a higher category (integer
- * scalar with bool: i64; float scalar with bool or integer: f32). */
-ct_dtype ct__ew_promote_scalar(ct_dtype t, double s);
+/* torch.result_type of n tensors t[] and ns scalars s[]: the dimensioned tensors' promoted dtype,
+ * which zero-dim tensors and then scalars change only when of a higher category (bool < integer
+ * < float); an integer scalar counts as i64, a float one as f32 (PyTorch's default dtype). */
+ct_status ct__ew_result_type(ct_dtype *out, int n, const ct_tensor *const *t, int ns, const double *s,
+                             const char *fn);
 
 /* t itself when floating, else f32 (true division, unary float functions). */
 ct_dtype ct__ew_float_of(ct_dtype t);
-
-/* Range of an integer (or bool) dtype. */
-void ct__ew_int_range(ct_dtype t, int64_t *lo, int64_t *hi);
 
 /* ---- Launching (launch.c) ---- */
 
@@ -74,14 +75,18 @@ void ct__ew_int_range(ct_dtype t, int64_t *lo, int64_t *hi);
 typedef union ct__ew_scalar {
   uint8_t u8;
   int8_t i8;
+  int16_t i16;
+  uint16_t u16;
   int32_t i32;
+  uint32_t u32;
   int64_t i64;
+  uint64_t u64;
   float f32;
   double f64;
 } ct__ew_scalar;
 
 /* Converts s to the compute type of common dtype k (f16 and bf16 compute in f32; integers
- * must have been range-checked). */
+ * must have been range-checked, ct__dtype_check_scalar). */
 ct__ew_scalar ct__ew_make_scalar(ct_dtype k, double s);
 
 /* One elementwise launch: out[i] = op(in[0][i], in[1][i], ...) over out's shape, each input

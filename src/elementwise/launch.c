@@ -295,8 +295,12 @@ ct__ew_scalar ct__ew_make_scalar(ct_dtype k, double s) {
   case CT_BOOL: v.u8 = s != 0; break;
   case CT_U8: v.u8 = (uint8_t)(int64_t)s; break;
   case CT_I8: v.i8 = (int8_t)(int64_t)s; break;
+  case CT_I16: v.i16 = (int16_t)(int64_t)s; break;
+  case CT_U16: v.u16 = (uint16_t)(int64_t)s; break;
   case CT_I32: v.i32 = (int32_t)(int64_t)s; break;
+  case CT_U32: v.u32 = (uint32_t)(int64_t)s; break;
   case CT_I64: v.i64 = (int64_t)s; break;
+  case CT_U64: v.u64 = (uint64_t)s; break;
   case CT_F64: v.f64 = s; break;
   default: v.f32 = (float)s; break; /* f16, bf16, f32 compute in float */
   }
@@ -305,9 +309,8 @@ ct__ew_scalar ct__ew_make_scalar(ct_dtype k, double s) {
 
 static size_t ct__ew_scalar_size(ct_dtype k) {
   switch (k) {
-  case CT_BOOL: case CT_U8: case CT_I8: return 1;
-  case CT_I64: case CT_F64: return 8;
-  default: return 4;
+  case CT_F16: case CT_BF16: return 4; /* computed in float */
+  default: return ct_dtype_size(k);
   }
 }
 

@@ -2,6 +2,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "device/device.h"
 #include "elementwise/elementwise.h"
@@ -124,8 +125,9 @@ static ct_status ct__ew_binary(const char *fn, enum ct__ew_op op, ct_tensor **ou
   int64_t shape[CT_MAX_DIMS];
   CT__TRY(ct__broadcast_shapes(&nd, shape, a->ndim, a->shape, b->ndim, b->shape, fn));
   struct ct__ew_launch l = {.op = op, .nin = 2, .in = {a, b}};
-  ct_dtype o = CT_F32; /* set by ct__ew_types on success */
-  CT__TRY(ct__ew_types(fn, op, ct__ew_promote(a->dtype, b->dtype), &l.k, &o));
+  ct_dtype o = CT_F32, t = CT_F32; /* set on success */
+  CT__TRY(ct__ew_result_type(&t, 2, l.in, 0, NULL, fn));
+  CT__TRY(ct__ew_types(fn, op, t, &l.k, &o));
   static const char *const names[] = {"a", "b"};
   return ct__ew_finish(fn, &l, o, nd, shape, into ? NULL : outp, out, names);
 }
@@ -135,19 +137,16 @@ static ct_status ct__ew_scalar_op(const char *fn, enum ct__ew_op op, ct_tensor *
                                   const ct_tensor *a, double s, int spos) {
   CT__TRY(ct__ew_check_dest(fn, outp, out, into, a, "a"));
   struct ct__ew_launch l = {.op = op, .nin = 1, .in = {a}, .spos = spos};
-  ct_dtype o = CT_F32; /* set by ct__ew_types on success */
-  CT__TRY(ct__ew_types(fn, op, ct__ew_promote_scalar(a->dtype, s), &l.k, &o));
-  if (!ct_dtype_is_float(l.k)) {
-    /* An integer scalar (the promotion made sure of that) that the integer dtype can't hold. */
-    int64_t lo, hi, v = (int64_t)s;
-    ct__ew_int_range(l.k, &lo, &hi);
-    if (v < lo || v > hi) {
-      if (ct__ew_info[op].rule != CT__EW_R_BOOL)
-        return ct__error(CT_ERR_INVALID_ARGUMENT,
-                         "%s: scalar %.17g cannot be converted to %s (the result dtype) without overflow", fn, s,
-                         ct_dtype_name(l.k));
-      l.k = CT_I64; /* comparisons stay exact */
-    }
+  ct_dtype o = CT_F32, t = CT_F32; /* set on success */
+  CT__TRY(ct__ew_result_type(&t, 1, l.in, 1, &s, fn));
+  CT__TRY(ct__ew_types(fn, op, t, &l.k, &o));
+  if (ct__ew_info[op].rule != CT__EW_R_BOOL) {
+    CT__TRY(ct__dtype_check_scalar(s, l.k, fn, "scalar"));
+  } else if (!ct_dtype_is_float(l.k) && ct__dtype_check_scalar(s, l.k, fn, "scalar") != CT_OK) {
+    /* Comparisons compare an integer scalar the compute dtype can't hold exactly, in i64 (u64
+     * against a negative scalar in f32, where the order of any u64 and any negative number
+     * holds). The check's message is dropped with its status. */
+    l.k = l.k == CT_U64 ? CT_F32 : CT_I64;
   }
   l.s[0] = ct__ew_make_scalar(l.k, s);
   static const char *const names[] = {"a"};
@@ -174,18 +173,11 @@ static ct_status ct__ew_where(const char *fn, ct_tensor **outp, ct_tensor *out, 
   CT__TRY(ct__broadcast_shapes(&nab, ab, a->ndim, a->shape, b->ndim, b->shape, fn));
   CT__TRY(ct__broadcast_shapes(&nd, shape, cond->ndim, cond->shape, nab, ab, fn));
   struct ct__ew_launch l = {.op = CT__EW_WHERE, .nin = 3, .in = {cond, a, b}};
-  ct_dtype o = CT_F32; /* set by ct__ew_types on success */
-  CT__TRY(ct__ew_types(fn, CT__EW_WHERE, ct__ew_promote(a->dtype, b->dtype), &l.k, &o));
+  ct_dtype o = CT_F32, t = CT_F32; /* set on success */
+  CT__TRY(ct__ew_result_type(&t, 2, l.in + 1, 0, NULL, fn));
+  CT__TRY(ct__ew_types(fn, CT__EW_WHERE, t, &l.k, &o));
   static const char *const names[] = {"cond", "a", "b"};
   return ct__ew_finish(fn, &l, o, nd, shape, into ? NULL : outp, out, names);
-}
-
-/* A bound for an integer result: saturated to the dtype's range. */
-static double ct__ew_saturate(double v, ct_dtype k) {
-  int64_t lo, hi;
-  ct__ew_int_range(k, &lo, &hi);
-  int64_t i = (int64_t)v;
-  return (double)(i < lo ? lo : i > hi ? hi : i);
 }
 
 static ct_status ct__ew_clamp(const char *fn, ct_tensor **outp, ct_tensor *out, bool into, const ct_tensor *x,
@@ -194,14 +186,15 @@ static ct_status ct__ew_clamp(const char *fn, ct_tensor **outp, ct_tensor *out, 
   struct ct__ew_launch l = {.op = CT__EW_CLAMP, .nin = 1, .in = {x}, .has_lo = !isnan(lo), .has_hi = !isnan(hi)};
   if (!l.has_lo && !l.has_hi)
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: both bounds are NaN (no bound); give lo, hi or both", fn);
-  ct_dtype t = x->dtype, o;
-  if (l.has_lo) t = ct__ew_promote_scalar(t, lo);
-  if (l.has_hi) t = ct__ew_promote_scalar(t, hi);
+  double bounds[2];
+  int nb = 0;
+  if (l.has_lo) bounds[nb++] = lo;
+  if (l.has_hi) bounds[nb++] = hi;
+  ct_dtype o = CT_F32, t = CT_F32; /* set on success */
+  CT__TRY(ct__ew_result_type(&t, 1, l.in, nb, bounds, fn));
   CT__TRY(ct__ew_types(fn, CT__EW_CLAMP, t, &l.k, &o));
-  if (!ct_dtype_is_float(l.k)) {
-    if (l.has_lo) lo = ct__ew_saturate(lo, l.k);
-    if (l.has_hi) hi = ct__ew_saturate(hi, l.k);
-  }
+  if (l.has_lo) CT__TRY(ct__dtype_check_scalar(lo, l.k, fn, "lo"));
+  if (l.has_hi) CT__TRY(ct__dtype_check_scalar(hi, l.k, fn, "hi"));
   l.s[0] = ct__ew_make_scalar(l.k, l.has_lo ? lo : 0);
   l.s[1] = ct__ew_make_scalar(l.k, l.has_hi ? hi : 0);
   static const char *const names[] = {"x"};

@@ -20,6 +20,8 @@ static DLDataType ct__dl_dtype(ct_dtype t) {
       [CT_BOOL] = {CT__DL_BOOL, 8, 1}, [CT_U8] = {kDLUInt, 8, 1},    [CT_I8] = {kDLInt, 8, 1},
       [CT_I32] = {kDLInt, 32, 1},      [CT_I64] = {kDLInt, 64, 1},   [CT_F16] = {kDLFloat, 16, 1},
       [CT_BF16] = {kDLBfloat, 16, 1},  [CT_F32] = {kDLFloat, 32, 1}, [CT_F64] = {kDLFloat, 64, 1},
+      [CT_I16] = {kDLInt, 16, 1},      [CT_U16] = {kDLUInt, 16, 1},  [CT_U32] = {kDLUInt, 32, 1},
+      [CT_U64] = {kDLUInt, 64, 1},
   };
   return map[t];
 }

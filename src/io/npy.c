@@ -24,6 +24,7 @@ static const uint8_t ct__npy_magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
 static const char *const ct__npy_codes[CT_DTYPE_COUNT] = {
     [CT_BOOL] = "b1", [CT_U8] = "u1",  [CT_I8] = "i1",  [CT_I32] = "i4", [CT_I64] = "i8",
     [CT_F16] = "f2",  [CT_BF16] = NULL, [CT_F32] = "f4", [CT_F64] = "f8",
+    [CT_I16] = "i2",  [CT_U16] = "u2",  [CT_U32] = "u4", [CT_U64] = "u8",
 };
 
 static uint64_t ct__le(const uint8_t *p, int n) {

@@ -25,11 +25,11 @@
 static const char *const ct__st_names[CT_DTYPE_COUNT] = {
     [CT_BOOL] = "BOOL", [CT_U8] = "U8",     [CT_I8] = "I8",   [CT_I32] = "I32", [CT_I64] = "I64",
     [CT_F16] = "F16",   [CT_BF16] = "BF16", [CT_F32] = "F32", [CT_F64] = "F64",
+    [CT_I16] = "I16",   [CT_U16] = "U16",   [CT_U32] = "U32", [CT_U64] = "U64",
 };
 
 /* dtypes the format defines and cltensor lacks: a valid file cltensor cannot hold. */
-static const char *const ct__st_unsupported[] = {"I16",     "U16",     "U32",     "U64",
-                                                 "F8_E5M2", "F8_E4M3", "F8_E8M0", "F6_E2M3",
+static const char *const ct__st_unsupported[] = {"F8_E5M2", "F8_E4M3", "F8_E8M0", "F6_E2M3",
                                                  "F6_E3M2", "F4",      "C64"};
 
 ct_status ct__safetensors_header_size(uint64_t *header_end, const void *buf, size_t len,

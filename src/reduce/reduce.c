@@ -269,6 +269,13 @@ static ct_status result_dtype(ct_dtype *out, ct_dtype dt, int op, int epi, const
                      "%s: input dtype %s is not a float dtype (f16, bf16, f32, f64); cast it first "
                      "with ct_cast()",
                      fn, ct_dtype_name(dt));
+  if (dt == CT_U64)
+    /* The kernels accumulate integers in i64, which holds u64 values above 2^63 only by their
+     * bits: max, min and their indices would order them wrongly. */
+    return ct__error(CT_ERR_UNSUPPORTED,
+                     "%s: reductions of u64 tensors are not supported (a storage dtype); ct_cast to i64 or "
+                     "f64 first",
+                     fn);
   if (is_arg(op))
     *out = CT_I64;
   else if ((op == OP_SUM || op == OP_PROD) && !ct_dtype_is_float(dt))

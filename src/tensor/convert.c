@@ -7,10 +7,9 @@
 
 #include "tensor/tensor.h"
 
-/* v rounded to p significant bits, nearest even, as an exact double (p <= 53). */
-static double ct__round_int(int64_t v, int p) {
-  int neg = v < 0;
-  uint64_t mag = neg ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+/* The integer -mag (neg) or mag rounded to p significant bits, nearest even, as an exact double
+ * (p <= 53). */
+static double ct__round_mag(int neg, uint64_t mag, int p) {
   if (mag == 0) return 0.0;
   int msb = 63;
   while (!(mag >> msb)) msb--;
@@ -26,6 +25,11 @@ static double ct__round_int(int64_t v, int p) {
     r = ldexp((double)q, shift);
   }
   return neg ? -r : r;
+}
+
+static double ct__round_int(int64_t v, int p) {
+  int neg = v < 0;
+  return ct__round_mag(neg, neg ? (uint64_t)0 - (uint64_t)v : (uint64_t)v, p);
 }
 
 /* x rounded once to a binary format with p significant bits, smallest normal exponent emin
@@ -52,6 +56,10 @@ int64_t ct__host_load_int(ct_dtype t, const void *p) {
     case CT_I8: return *(const int8_t *)p;
     case CT_I32: { int32_t v; memcpy(&v, p, 4); return v; }
     case CT_I64: { int64_t v; memcpy(&v, p, 8); return v; }
+    case CT_I16: { int16_t v; memcpy(&v, p, 2); return v; }
+    case CT_U16: { uint16_t v; memcpy(&v, p, 2); return v; }
+    case CT_U32: { uint32_t v; memcpy(&v, p, 4); return v; }
+    case CT_U64: { int64_t v; memcpy(&v, p, 8); return v; } /* the bits; see ct__host_load_double */
     default: return (int64_t)ct__host_load_double(t, p);
   }
 }
@@ -65,6 +73,7 @@ double ct__host_load_double(ct_dtype t, const void *p) {
     case CT_BF16: memcpy(&h, p, 2); return ct_bf16_to_f32(h);
     case CT_F32: memcpy(&f, p, 4); return f;
     case CT_F64: memcpy(&d, p, 8); return d;
+    case CT_U64: { uint64_t v; memcpy(&v, p, 8); return (double)v; }
     default: return (double)ct__host_load_int(t, p);
   }
 }
@@ -80,7 +89,11 @@ void ct__host_store_int(ct_dtype t, void *p, int64_t v) {
     case CT_U8:
     case CT_I8: b = (uint8_t)(uint64_t)v; memcpy(p, &b, 1); break;  /* wraps modulo 2^8 */
     case CT_I32: i = (int32_t)(uint32_t)(uint64_t)v; memcpy(p, &i, 4); break;
-    case CT_I64: memcpy(p, &v, 8); break;
+    case CT_I64:
+    case CT_U64: memcpy(p, &v, 8); break; /* u64 wraps modulo 2^64 */
+    case CT_I16:
+    case CT_U16: h = (uint16_t)(uint64_t)v; memcpy(p, &h, 2); break;
+    case CT_U32: { uint32_t u = (uint32_t)(uint64_t)v; memcpy(p, &u, 4); break; }
     case CT_F16:
       d = ct__round_int(v, 11);
       h = fabs(d) > CT__F16_MAX ? ct_f32_to_f16(d < 0 ? -INFINITY : INFINITY) : ct_f32_to_f16((float)d);
@@ -111,6 +124,19 @@ void ct__host_store_double(ct_dtype t, void *p, double x) {
     case CT_U8: b = (uint8_t)ct__sat(x, 0.0, 255.0, 0, 255); memcpy(p, &b, 1); break;
     case CT_I8: b = (uint8_t)(int8_t)ct__sat(x, -128.0, 127.0, -128, 127); memcpy(p, &b, 1); break;
     case CT_I32: i = (int32_t)ct__sat(x, -2147483648.0, 2147483647.0, INT32_MIN, INT32_MAX); memcpy(p, &i, 4); break;
+    case CT_I16: h = (uint16_t)(int16_t)ct__sat(x, -32768.0, 32767.0, INT16_MIN, INT16_MAX); memcpy(p, &h, 2); break;
+    case CT_U16: h = (uint16_t)ct__sat(x, 0.0, 65535.0, 0, UINT16_MAX); memcpy(p, &h, 2); break;
+    case CT_U32: {
+      uint32_t u = (uint32_t)ct__sat(x, 0.0, 4294967295.0, 0, UINT32_MAX);
+      memcpy(p, &u, 4);
+      break;
+    }
+    case CT_U64: {
+      /* 2^64 is the first double above UINT64_MAX. */
+      uint64_t u = isnan(x) || x <= 0.0 ? 0 : x >= 18446744073709551616.0 ? UINT64_MAX : (uint64_t)trunc(x);
+      memcpy(p, &u, 8);
+      break;
+    }
     case CT_I64:
       /* 2^63 is the first double above INT64_MAX; -2^63 is exactly INT64_MIN. */
       if (isnan(x)) l = 0;
@@ -133,7 +159,13 @@ void ct__host_store_double(ct_dtype t, void *p, double x) {
 }
 
 void ct__host_cast(ct_dtype dt, void *dst, ct_dtype st, const void *src) {
-  if (ct__is_int(st))
+  if (st == CT_U64 && ct_dtype_is_float(dt)) {
+    /* Above 2^63 the value has no int64; round it once from its unsigned magnitude. */
+    uint64_t v;
+    memcpy(&v, src, 8);
+    int p = dt == CT_F16 ? 11 : dt == CT_BF16 ? 8 : dt == CT_F32 ? 24 : 53;
+    ct__host_store_double(dt, dst, ct__round_mag(0, v, p));
+  } else if (ct__is_int(st))
     ct__host_store_int(dt, dst, ct__host_load_int(st, src));
   else
     ct__host_store_double(dt, dst, ct__host_load_double(st, src));

@@ -63,6 +63,7 @@ typedef struct {
 static int ct__elem_text(char *out, size_t n, const ct__fmt *f, const unsigned char *p) {
   ct_dtype t = f->dtype;
   if (t == CT_BOOL) return snprintf(out, n, "%s", *p ? "True" : "False");
+  if (t == CT_U64) return snprintf(out, n, "%" PRIu64, (uint64_t)ct__host_load_int(t, p)); /* its bits */
   if (!ct_dtype_is_float(t)) return snprintf(out, n, "%" PRId64, ct__host_load_int(t, p));
   double v = ct__host_load_double(t, p);
   if (isnan(v)) return snprintf(out, n, "nan");

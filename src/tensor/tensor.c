@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "device/device.h"
 #include "tensor/tensor.h"
@@ -249,7 +250,8 @@ ct_status ct_empty(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const in
 static ct_status ct__full(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape,
                           double value, const char *fn) {
   CT__TRY(ct__tensor_new(out, d, t, ndim, shape, fn));
-  ct_status st = ct__fill_value(*out, value, fn);
+  ct_status st = ct__dtype_check_scalar(value, t, fn, "value");
+  if (st == CT_OK) st = ct__fill_value(*out, value, fn);
   if (st != CT_OK) {
     ct_release(*out);
     *out = NULL;
@@ -286,6 +288,12 @@ ct_status ct_arange(ct_tensor **out, ct_device *d, ct_dtype t, double start, dou
     return ct__error(CT_ERR_INVALID_ARGUMENT, "ct_arange: %g elements (start %g, end %g, step %g) is too many", count,
                      start, end, step);
   int64_t n = (int64_t)count;
+  if (n > 0 && (unsigned)t < CT_DTYPE_COUNT) {
+    /* Every value produced must fit t (the one scalar rule); the end is exclusive, so
+     * arange(u8, 0, 256, 1) is fine. The values are monotonic: the first and last suffice. */
+    CT__TRY(ct__dtype_check_scalar(start, t, "ct_arange", "start"));
+    CT__TRY(ct__dtype_check_scalar(start + (double)(n - 1) * step, t, "ct_arange", "last value"));
+  }
   CT__TRY(ct__tensor_new(out, d, t, 1, &n, "ct_arange"));
   size_t es = ct_dtype_size(t);
   unsigned char *h = malloc((size_t)n * es + 1);

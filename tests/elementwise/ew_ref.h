@@ -64,18 +64,38 @@ static inline bool ref_is_float(ct_dtype t) { return t == CT_F16 || t == CT_BF16
 static inline bool ref_is_bool_out(enum ref_op op) { return op >= R_EQ && op <= R_LOGICAL_NOT; }
 static inline bool ref_is_unary_float_fn(enum ref_op op) { return op >= R_EXP && op <= R_GELU; }
 
-/* ---- promotion, written out as a table (rows a, columns b: bool u8 i8 i32 i64 f16 bf16 f32 f64) ---- */
-static const ct_dtype ref_promote_table[9][9] = {
-    /* bool */ {CT_BOOL, CT_U8, CT_I8, CT_I32, CT_I64, CT_F16, CT_BF16, CT_F32, CT_F64},
-    /* u8   */ {CT_U8, CT_U8, CT_I32, CT_I32, CT_I64, CT_F16, CT_BF16, CT_F32, CT_F64},
-    /* i8   */ {CT_I8, CT_I32, CT_I8, CT_I32, CT_I64, CT_F16, CT_BF16, CT_F32, CT_F64},
-    /* i32  */ {CT_I32, CT_I32, CT_I32, CT_I32, CT_I64, CT_F16, CT_BF16, CT_F32, CT_F64},
-    /* i64  */ {CT_I64, CT_I64, CT_I64, CT_I64, CT_I64, CT_F16, CT_BF16, CT_F32, CT_F64},
-    /* f16  */ {CT_F16, CT_F16, CT_F16, CT_F16, CT_F16, CT_F16, CT_F32, CT_F32, CT_F64},
-    /* bf16 */ {CT_BF16, CT_BF16, CT_BF16, CT_BF16, CT_BF16, CT_F32, CT_BF16, CT_F32, CT_F64},
-    /* f32  */ {CT_F32, CT_F32, CT_F32, CT_F32, CT_F32, CT_F32, CT_F32, CT_F32, CT_F64},
-    /* f64  */ {CT_F64, CT_F64, CT_F64, CT_F64, CT_F64, CT_F64, CT_F64, CT_F64, CT_F64},
+/* ---- promotion, written out as a table indexed by dtype value (rows a, columns b: bool u8 i8
+ * i32 i64 f16 bf16 f32 f64 i16 u16 u32 u64), torch.promote_types' table; REF_NONE where PyTorch
+ * refuses (u16, u32, u64 with another integer or bool dtype). ---- */
+#define REF_NONE ((ct_dtype)-1)
+#define REF_NDTYPES 13
+#define N_ REF_NONE
+static const ct_dtype ref_promote_table[REF_NDTYPES][REF_NDTYPES] = {
+    /* bool */ {CT_BOOL, CT_U8, CT_I8, CT_I32, CT_I64, CT_F16, CT_BF16, CT_F32, CT_F64, CT_I16, N_, N_, N_},
+    /* u8   */ {CT_U8, CT_U8, CT_I16, CT_I32, CT_I64, CT_F16, CT_BF16, CT_F32, CT_F64, CT_I16, N_, N_, N_},
+    /* i8   */ {CT_I8, CT_I16, CT_I8, CT_I32, CT_I64, CT_F16, CT_BF16, CT_F32, CT_F64, CT_I16, N_, N_, N_},
+    /* i32  */ {CT_I32, CT_I32, CT_I32, CT_I32, CT_I64, CT_F16, CT_BF16, CT_F32, CT_F64, CT_I32, N_, N_, N_},
+    /* i64  */ {CT_I64, CT_I64, CT_I64, CT_I64, CT_I64, CT_F16, CT_BF16, CT_F32, CT_F64, CT_I64, N_, N_, N_},
+    /* f16  */ {CT_F16, CT_F16, CT_F16, CT_F16, CT_F16, CT_F16, CT_F32, CT_F32, CT_F64, CT_F16, CT_F16, CT_F16, CT_F16},
+    /* bf16 */ {CT_BF16, CT_BF16, CT_BF16, CT_BF16, CT_BF16, CT_F32, CT_BF16, CT_F32, CT_F64, CT_BF16, CT_BF16, CT_BF16, CT_BF16},
+    /* f32  */ {CT_F32, CT_F32, CT_F32, CT_F32, CT_F32, CT_F32, CT_F32, CT_F32, CT_F64, CT_F32, CT_F32, CT_F32, CT_F32},
+    /* f64  */ {CT_F64, CT_F64, CT_F64, CT_F64, CT_F64, CT_F64, CT_F64, CT_F64, CT_F64, CT_F64, CT_F64, CT_F64, CT_F64},
+    /* i16  */ {CT_I16, CT_I16, CT_I16, CT_I32, CT_I64, CT_F16, CT_BF16, CT_F32, CT_F64, CT_I16, N_, N_, N_},
+    /* u16  */ {N_, N_, N_, N_, N_, CT_F16, CT_BF16, CT_F32, CT_F64, N_, CT_U16, N_, N_},
+    /* u32  */ {N_, N_, N_, N_, N_, CT_F16, CT_BF16, CT_F32, CT_F64, N_, N_, CT_U32, N_},
+    /* u64  */ {N_, N_, N_, N_, N_, CT_F16, CT_BF16, CT_F32, CT_F64, N_, N_, N_, CT_U64},
 };
+#undef N_
+
+static inline int ref_category(ct_dtype t) { return t == CT_BOOL ? 0 : ref_is_float(t) ? 2 : 1; }
+
+/* torch.result_type of two tensors of dtypes ta, tb with ndim na, nb: a zero-dim tensor beside
+ * a dimensioned one counts only when of a higher category (then the two promote). */
+static inline ct_dtype ref_rank2(ct_dtype ta, int na, ct_dtype tb, int nb) {
+  if ((na == 0) == (nb == 0)) return ref_promote_table[ta][tb];
+  ct_dtype dim = na ? ta : tb, zero = na ? tb : ta;
+  return ref_category(zero) > ref_category(dim) ? ref_promote_table[dim][zero] : dim;
+}
 
 static inline bool ref_scalar_is_int(double s) {
   return isfinite(s) && s == floor(s) && s >= -9223372036854775808.0 && s < 9223372036854775808.0;
@@ -97,29 +117,46 @@ static inline void ref_types(enum ref_op op, ct_dtype t, ct_dtype *k, ct_dtype *
   *o = ref_is_bool_out(op) ? CT_BOOL : *k;
 }
 
-static inline void ref_int_range(ct_dtype k, int64_t *mn, int64_t *mx) {
+/* The range of integer dtype k as doubles (exact for every dtype here but i64/u64, whose top is
+ * given as 2^63 / 2^64, the first double past it). */
+static inline void ref_range(ct_dtype k, double *mn, double *mx, bool *mx_excl) {
+  *mx_excl = false;
   switch (k) {
   case CT_BOOL: *mn = 0; *mx = 1; break;
   case CT_U8: *mn = 0; *mx = 255; break;
   case CT_I8: *mn = -128; *mx = 127; break;
+  case CT_I16: *mn = -32768; *mx = 32767; break;
+  case CT_U16: *mn = 0; *mx = 65535; break;
   case CT_I32: *mn = INT32_MIN; *mx = INT32_MAX; break;
-  default: *mn = INT64_MIN; *mx = INT64_MAX; break;
+  case CT_U32: *mn = 0; *mx = 4294967295.0; break;
+  case CT_I64: *mn = -0x1p63; *mx = 0x1p63; *mx_excl = true; break;
+  case CT_U64: *mn = 0; *mx = 0x1p64; *mx_excl = true; break;
+  default: *mn = -INFINITY; *mx = INFINITY; break;
   }
 }
 
-/* Types of "tensor of dtype t op scalar s": *overflow when s is an integer scalar the integer
- * result can't hold (an error), except for comparisons, which then compare in i64. */
+/* The documented scalar rule: does s fit dtype k (bool and floats: always; integers: finite
+ * values in range)? */
+static inline bool ref_scalar_fits(ct_dtype k, double s) {
+  if (k == CT_BOOL || ref_is_float(k)) return true;
+  double mn, mx;
+  bool excl;
+  ref_range(k, &mn, &mx, &excl);
+  return s >= mn && (excl ? s < mx : s <= mx);
+}
+
+/* Types of "tensor of dtype t op scalar s": *overflow when s doesn't fit the compute dtype (an
+ * error), except for comparisons, which then compare an integer scalar in i64 (u64 against a
+ * negative one in f32). */
 static inline void ref_scalar_types(enum ref_op op, ct_dtype t, double s, ct_dtype *k, ct_dtype *o, bool *overflow) {
   ref_types(op, ref_promote_scalar(t, s), k, o);
   *overflow = false;
-  if (ref_is_float(*k) || *k == CT_BOOL) return;
-  int64_t mn, mx;
-  ref_int_range(*k, &mn, &mx);
-  if (s >= (double)mn && s <= (double)mx) return;
-  if (op >= R_EQ && op <= R_GE)
-    *k = CT_I64;
-  else
+  if (ref_scalar_fits(*k, s)) return;
+  if (op >= R_EQ && op <= R_GE) {
+    if (!ref_is_float(*k)) *k = *k == CT_U64 ? CT_F32 : CT_I64;
+  } else {
     *overflow = true;
+  }
 }
 
 /* ---- element access ---- */
@@ -132,6 +169,10 @@ static inline int64_t ref_ld_int(ct_dtype t, const void *p) {
   case CT_I8: return *(const int8_t *)p;
   case CT_I32: return *(const int32_t *)p;
   case CT_I64: return *(const int64_t *)p;
+  case CT_I16: return *(const int16_t *)p;
+  case CT_U16: return *(const uint16_t *)p;
+  case CT_U32: return *(const uint32_t *)p;
+  case CT_U64: return *(const int64_t *)p; /* the bits; ref_ld_double/float read it unsigned */
   default: return 0;
   }
 }
@@ -142,6 +183,7 @@ static inline double ref_ld_double(ct_dtype t, const void *p) {
   case CT_BF16: return ct_bf16_to_f32(*(const uint16_t *)p);
   case CT_F32: return *(const float *)p;
   case CT_F64: return *(const double *)p;
+  case CT_U64: return (double)*(const uint64_t *)p;
   default: return (double)ref_ld_int(t, p);
   }
 }
@@ -154,6 +196,7 @@ static inline float ref_ld_float(ct_dtype t, const void *p) {
   case CT_BF16: return ct_bf16_to_f32(*(const uint16_t *)p);
   case CT_F32: return *(const float *)p;
   case CT_F64: return (float)*(const double *)p;
+  case CT_U64: return (float)*(const uint64_t *)p;
   default: return (float)ref_ld_int(t, p);
   }
 }
@@ -171,7 +214,10 @@ static inline int64_t ref_wrap(ct_dtype k, int64_t v) {
   case CT_U8: return (uint8_t)(uint64_t)v;
   case CT_I8: return (int8_t)(uint8_t)(uint64_t)v;
   case CT_I32: return (int32_t)(uint32_t)(uint64_t)v;
-  default: return v;
+  case CT_I16: return (int16_t)(uint16_t)(uint64_t)v;
+  case CT_U16: return (uint16_t)(uint64_t)v;
+  case CT_U32: return (uint32_t)(uint64_t)v;
+  default: return v; /* i64, and u64 by its bits */
   }
 }
 
@@ -202,7 +248,7 @@ static inline ref_val ref_scalar(ct_dtype k, double s) {
   else if (ref_is_float(k))
     v.f = (float)s;
   else
-    v.i = ref_wrap(k, (int64_t)s);
+    v.i = ref_wrap(k, k == CT_U64 ? (int64_t)(uint64_t)s : (int64_t)s);
   return v;
 }
 
@@ -259,11 +305,16 @@ static inline double ref_rem_d(double x, double y) {
   return (m != 0 && ((y < 0) != (m < 0))) ? m + y : m;
 }
 
-static inline bool ref_signed(ct_dtype k) { return k == CT_I8 || k == CT_I32 || k == CT_I64; }
+static inline bool ref_signed(ct_dtype k) { return k == CT_I8 || k == CT_I16 || k == CT_I32 || k == CT_I64; }
 static inline int64_t ref_kmin(ct_dtype k) {
-  return k == CT_I8 ? INT8_MIN : k == CT_I32 ? INT32_MIN : k == CT_I64 ? INT64_MIN : 0;
+  return k == CT_I8 ? INT8_MIN : k == CT_I16 ? INT16_MIN : k == CT_I32 ? INT32_MIN : k == CT_I64 ? INT64_MIN : 0;
 }
-static inline unsigned ref_bits(ct_dtype k) { return k == CT_I32 ? 32 : k == CT_I64 ? 64 : 8; }
+static inline unsigned ref_bits(ct_dtype k) { return k == CT_BOOL ? 8 : (unsigned)ref_size(k) * 8; }
+
+/* u64 values travel as int64 bits; this orders them (and every other integer) correctly. */
+static inline bool ref_int_less(ct_dtype k, int64_t x, int64_t y) {
+  return k == CT_U64 ? (uint64_t)x < (uint64_t)y : x < y;
+}
 
 /* Integer op on values already wrapped to k; the result wrapped to k. */
 static inline int64_t ref_int_op(enum ref_op op, ct_dtype k, int64_t x, int64_t y, int64_t lo, int64_t hi) {
@@ -284,10 +335,11 @@ static inline int64_t ref_int_op(enum ref_op op, ct_dtype k, int64_t x, int64_t 
     }
     return ref_wrap(k, (int64_t)r);
   }
-  case R_MAXIMUM: return x < y ? y : x;
-  case R_MINIMUM: return y < x ? y : x;
+  case R_MAXIMUM: return ref_int_less(k, x, y) ? y : x;
+  case R_MINIMUM: return ref_int_less(k, y, x) ? y : x;
   case R_FLOOR_DIVIDE: {
     if (y == 0) return 0;
+    if (k == CT_U64) return (int64_t)(ux / uy);
     if (sg && y == -1) return ref_wrap(k, (int64_t)(0 - ux));
     int64_t q = x / y, r = x % y;
     if (r != 0 && ((r < 0) != (y < 0))) q -= 1;
@@ -295,6 +347,7 @@ static inline int64_t ref_int_op(enum ref_op op, ct_dtype k, int64_t x, int64_t 
   }
   case R_REMAINDER: {
     if (y == 0 || (sg && y == -1)) return 0;
+    if (k == CT_U64) return (int64_t)(ux % uy);
     int64_t r = x % y;
     if (r != 0 && ((r < 0) != (y < 0))) r += y;
     return r;
@@ -305,8 +358,8 @@ static inline int64_t ref_int_op(enum ref_op op, ct_dtype k, int64_t x, int64_t 
   case R_FLOOR: case R_CEIL: case R_ROUND: return x;
   case R_CLAMP: {
     int64_t r = x;
-    if (r < lo) r = lo;
-    if (r > hi) r = hi;
+    if (ref_int_less(k, r, lo)) r = lo;
+    if (ref_int_less(k, hi, r)) r = hi;
     return r;
   }
   default: return 0;
@@ -327,14 +380,14 @@ static inline bool ref_cmp(enum ref_op op, long double x, long double y) {
   default: return false;
   }
 }
-static inline bool ref_cmp_int(enum ref_op op, int64_t x, int64_t y) {
+static inline bool ref_cmp_int(enum ref_op op, ct_dtype k, int64_t x, int64_t y) {
   switch (op) {
   case R_EQ: return x == y;
   case R_NE: return x != y;
-  case R_LT: return x < y;
-  case R_LE: return x <= y;
-  case R_GT: return x > y;
-  case R_GE: return x >= y;
+  case R_LT: return ref_int_less(k, x, y);
+  case R_LE: return !ref_int_less(k, y, x);
+  case R_GT: return ref_int_less(k, y, x);
+  case R_GE: return !ref_int_less(k, x, y);
   case R_LOGICAL_AND: return x != 0 && y != 0;
   case R_LOGICAL_OR: return x != 0 || y != 0;
   case R_LOGICAL_NOT: return x == 0;
@@ -447,7 +500,7 @@ static inline ref_expect ref_compute(enum ref_op op, ct_dtype k, ct_dtype o, ref
     bool r;
     if (k == CT_F64) r = ref_cmp(op, x.d, y.d);
     else if (ref_is_float(k)) r = ref_cmp(op, x.f, y.f);
-    else r = ref_cmp_int(op, x.i, y.i);
+    else r = ref_cmp_int(op, k, x.i, y.i);
     e.bits = r;
     return e;
   }

@@ -12,7 +12,9 @@
 #include "ew_ref.h"
 #include "tensor/tensor.h"
 
-static const ct_dtype ew_all_dtypes[9] = {CT_BOOL, CT_U8, CT_I8, CT_I32, CT_I64, CT_F16, CT_BF16, CT_F32, CT_F64};
+/* In dtype-value order, so that ew_all_dtypes[i] == i indexes ref_promote_table. */
+static const ct_dtype ew_all_dtypes[REF_NDTYPES] = {CT_BOOL, CT_U8,  CT_I8,  CT_I32, CT_I64, CT_F16, CT_BF16,
+                                                    CT_F32,  CT_F64, CT_I16, CT_U16, CT_U32, CT_U64};
 
 /* Device facts the bounds depend on. */
 typedef struct {
@@ -59,6 +61,10 @@ static inline void ew_store_int(ct_dtype t, void *p, int64_t v) {
   case CT_I8: *(int8_t *)p = (int8_t)v; break;
   case CT_I32: *(int32_t *)p = (int32_t)v; break;
   case CT_I64: *(int64_t *)p = v; break;
+  case CT_I16: *(int16_t *)p = (int16_t)v; break;
+  case CT_U16: *(uint16_t *)p = (uint16_t)v; break;
+  case CT_U32: *(uint32_t *)p = (uint32_t)v; break;
+  case CT_U64: *(uint64_t *)p = (uint64_t)v; break;
   default: ew_store_double(t, p, (double)v); break;
   }
 }
@@ -162,6 +168,8 @@ static inline const char *ew_fmt(char *buf, size_t size, ct_dtype t, const void 
     uint64_t bits = 0;
     memcpy(&bits, p, ref_size(t));
     snprintf(buf, size, "%.17g (0x%" PRIx64 ")", ref_ld_double(t, p), bits);
+  } else if (t == CT_U64) {
+    snprintf(buf, size, "%" PRIu64, (uint64_t)ref_ld_int(t, p));
   } else {
     snprintf(buf, size, "%" PRId64, ref_ld_int(t, p));
   }

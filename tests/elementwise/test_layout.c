@@ -101,8 +101,10 @@ static bool next_index(int64_t *idx, int nd, const int64_t *shape) {
 /* Expected result element of op at out-index idx. */
 static ref_expect expect_at(const ew_dev *e, enum ref_op op, int nin, const lv *const *in, int nd, const int64_t *idx,
                             double s, int spos, ct_dtype *o_out) {
-  ct_dtype t = nin == 1 ? in[0]->dt : nin == 2 ? ref_promote_table[in[0]->dt][in[1]->dt]
-                                               : ref_promote_table[in[1]->dt][in[2]->dt];
+  /* The operands' ranking counts: a zero-dim input beside a dimensioned one. */
+  int a = nin == 3 ? 1 : 0;
+  ct_dtype t = nin == 1 ? in[0]->dt
+                        : ref_rank2(in[a]->dt, ct_tensor_ndim(in[a]->t), in[a + 1]->dt, ct_tensor_ndim(in[a + 1]->t));
   ct_dtype k, o;
   bool overflow = false;
   if (spos)

@@ -1,8 +1,8 @@
 /* Every elementwise op on every dtype against the host reference (ew_ref.h), contiguous
  * operands. argv[1] picks a group, so meson runs the groups as parallel tests:
- *   binary   the 17 tensor-tensor ops x 9 dtypes, new and _out forms
- *   unary    the 16 unary ops x 9 dtypes, where, clamp
- *   scalar   the 18 tensor-scalar ops x 9 dtypes with integer and float scalars
+ *   binary   the 17 tensor-tensor ops x 13 dtypes, new and _out forms
+ *   unary    the 16 unary ops x 13 dtypes, where, clamp
+ *   scalar   the 18 tensor-scalar ops x 13 dtypes with integer and float scalars
  *   promote  the promotion table, and add/mul/lt/where on every pair of dtypes
  *   gpu      a subset of the above over every dtype (add, div, lt, neg, exp, mul by a scalar,
  *            where, clamp, f16 with every dtype) with the kernels a GPU gets
@@ -85,14 +85,19 @@ static const ref_val ref_zero = {0, 0, 0};
 static void check_binary(const ew_dev *e, int which, ct_dtype ta, ct_dtype tb) {
   enum ref_op op = binary_ops[which].op;
   const char *name = ref_op_name[op];
-  ct_dtype k, o;
-  ref_types(op, ref_promote_table[ta][tb], &k, &o);
+  ct_dtype k = REF_NONE, o = REF_NONE;
+  if (ref_promote_table[ta][tb] != REF_NONE) ref_types(op, ref_promote_table[ta][tb], &k, &o);
   void *ha, *hb;
   size_t n;
   ew_pairs(ta, tb, e->denorm, 300, &ha, &hb, &n);
   int64_t shape[1] = {(int64_t)n};
   ct_tensor *a = ew_tensor(e->d, ta, 1, shape, ha), *b = ew_tensor(e->d, tb, 1, shape, hb), *c = NULL;
-  if (no_bool(op) && k == CT_BOOL) {
+  if (k == REF_NONE) {
+    /* PyTorch has no common dtype for them (u16, u32, u64 with another integer or bool). */
+    ck_assert_ct_status(binary_ops[which].fn(&c, a, b), CT_ERR_DTYPE_MISMATCH);
+    ck_assert_ptr_null(c);
+    ck_assert_error_contains("no common dtype");
+  } else if (no_bool(op) && k == CT_BOOL) {
     ck_assert_ct_status(binary_ops[which].fn(&c, a, b), CT_ERR_DTYPE_MISMATCH);
     ck_assert_ptr_null(c);
     ck_assert_error_contains("bool");
@@ -129,7 +134,7 @@ static void check_binary(const ew_dev *e, int which, ct_dtype ta, ct_dtype tb) {
 
 START_TEST(test_binary) {
   ew_dev e = ew_open();
-  for (int i = 0; i < 9; i++) {
+  for (int i = 0; i < REF_NDTYPES; i++) {
     ct_dtype t = ew_all_dtypes[i];
     if (t == CT_F64 && !e.fp64) continue;
     check_binary(&e, _i, t, t);
@@ -179,7 +184,7 @@ static void check_unary(const ew_dev *e, int which, ct_dtype t) {
 
 START_TEST(test_unary) {
   ew_dev e = ew_open();
-  for (int i = 0; i < 9; i++) {
+  for (int i = 0; i < REF_NDTYPES; i++) {
     ct_dtype t = ew_all_dtypes[i];
     if (t == CT_F64 && !e.fp64) continue;
     check_unary(&e, _i, t);
@@ -220,7 +225,7 @@ static void check_where(const ew_dev *e, ct_dtype tc, ct_dtype ta, ct_dtype tb) 
 
 START_TEST(test_where) {
   ew_dev e = ew_open();
-  for (int i = 0; i < 9; i++) {
+  for (int i = 0; i < REF_NDTYPES; i++) {
     ct_dtype t = ew_all_dtypes[i];
     if (t == CT_F64 && !e.fp64) continue;
     check_where(&e, CT_BOOL, t, t);
@@ -228,6 +233,7 @@ START_TEST(test_where) {
   }
   check_where(&e, CT_BOOL, CT_F16, CT_BF16);
   check_where(&e, CT_BOOL, CT_U8, CT_I8);
+  check_where(&e, CT_BOOL, CT_U32, CT_F16);
 }
 END_TEST
 
@@ -241,18 +247,25 @@ static void check_clamp(const ew_dev *e, ct_dtype t, double lo, double hi) {
   void *hx = ew_values(t, e->denorm, 300, &n);
   int64_t shape[1] = {(int64_t)n};
   ct_tensor *x = ew_tensor(e->d, t, 1, shape, hx), *y = NULL;
+  if ((hl && !ref_scalar_fits(k, lo)) || (hh && !ref_scalar_fits(k, hi))) {
+    /* A bound the result dtype can't hold is refused (the one scalar rule), not saturated. */
+    ck_assert_ct_status(ct_clamp(&y, x, lo, hi), CT_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_null(y);
+    ck_assert_error_contains("without overflow");
+    ct_release(x);
+    free(hx);
+    return;
+  }
   ck_assert_ct_ok(ct_clamp(&y, x, lo, hi));
   ck_assert_int_eq(ct_tensor_dtype(y), k);
   char *got = ew_read(y);
   ref_val vlo = ref_scalar(k, hl ? lo : 0), vhi = ref_scalar(k, hh ? hi : 0);
   if (!ref_is_float(k)) {
-    /* integer bounds saturate to the dtype's range */
-    int64_t mn, mx;
-    ref_int_range(k, &mn, &mx);
-    if (hl) vlo.i = lo < (double)mn ? mn : lo > (double)mx ? mx : (int64_t)lo;
-    if (hh) vhi.i = hi < (double)mn ? mn : hi > (double)mx ? mx : (int64_t)hi;
-    if (!hl) vlo.i = mn;
-    if (!hh) vhi.i = mx;
+    /* A missing integer bound is the dtype's own limit (ref_int_op clamps on both). */
+    unsigned bits = ref_bits(k);
+    uint64_t umax = bits == 64 ? ~0ull : (1ull << bits) - 1;
+    if (!hl) vlo.i = ref_kmin(k);
+    if (!hh) vhi.i = ref_signed(k) ? (int64_t)(umax >> 1) : (int64_t)umax;
   }
   for (size_t i = 0; i < n; i++) {
     ref_val v = ref_convert(k, t, (char *)hx + i * ref_size(t));
@@ -269,14 +282,14 @@ static void check_clamp(const ew_dev *e, ct_dtype t, double lo, double hi) {
 
 START_TEST(test_clamp) {
   ew_dev e = ew_open();
-  for (int i = 0; i < 9; i++) {
+  for (int i = 0; i < REF_NDTYPES; i++) {
     ct_dtype t = ew_all_dtypes[i];
     if (t == CT_F64 && !e.fp64) continue;
     check_clamp(&e, t, -2, 7);           /* integer bounds */
     check_clamp(&e, t, 0, NAN);          /* clamp_min, as relu */
     check_clamp(&e, t, NAN, 100.5);      /* float bound: integers go to f32 */
     check_clamp(&e, t, 5, -5);           /* lo > hi gives hi */
-    check_clamp(&e, t, -1000, 1e6);      /* saturates for small integers */
+    check_clamp(&e, t, -1000, 1e6);      /* refused for the small integers */
   }
 }
 END_TEST
@@ -333,7 +346,7 @@ START_TEST(test_scalar) {
   /* Integer scalars keep integer dtypes; float ones lift them to f32; 0 divides by zero;
    * 1e10 overflows i32 and smaller (an error, but not for comparisons). */
   const double scalars[] = {3, -2, 0, 2.5, -0.75, 1e10};
-  for (int i = 0; i < 9; i++) {
+  for (int i = 0; i < REF_NDTYPES; i++) {
     ct_dtype t = ew_all_dtypes[i];
     if (t == CT_F64 && !e.fp64) continue;
     for (size_t j = 0; j < sizeof scalars / sizeof scalars[0]; j++) check_scalar(&e, _i, t, scalars[j]);
@@ -342,9 +355,13 @@ START_TEST(test_scalar) {
 END_TEST
 
 START_TEST(test_promote_table) {
-  for (int i = 0; i < 9; i++)
-    for (int j = 0; j < 9; j++) {
+  for (int i = 0; i < REF_NDTYPES; i++)
+    for (int j = 0; j < REF_NDTYPES; j++) {
       ct_dtype r;
+      if (ref_promote_table[i][j] == REF_NONE) {
+        ck_assert_ct_status(ct_promote_types(&r, ew_all_dtypes[i], ew_all_dtypes[j]), CT_ERR_DTYPE_MISMATCH);
+        continue;
+      }
       ck_assert_ct_ok(ct_promote_types(&r, ew_all_dtypes[i], ew_all_dtypes[j]));
       ck_assert_msg(r == ref_promote_table[i][j], "promote(%s, %s) = %s, expected %s", ct_dtype_name(ew_all_dtypes[i]),
                     ct_dtype_name(ew_all_dtypes[j]), ct_dtype_name(r), ct_dtype_name(ref_promote_table[i][j]));
@@ -361,7 +378,7 @@ START_TEST(test_promote_pairs) {
   const int ops[] = {0 /* add */, 2 /* mul */, 11 /* lt */};
   ct_dtype ta = ew_all_dtypes[_i];
   if (ta == CT_F64 && !e.fp64) return;
-  for (int j = 0; j < 9; j++) {
+  for (int j = 0; j < REF_NDTYPES; j++) {
     ct_dtype tb = ew_all_dtypes[j];
     if (tb == CT_F64 && !e.fp64) continue;
     for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
@@ -387,7 +404,7 @@ int main(int argc, char **argv) {
   if (all || strcmp(group, "scalar") == 0) tcase_add_loop_test(tc, test_scalar, 0, N_SCALAR);
   if (all || strcmp(group, "promote") == 0) {
     tcase_add_test(tc, test_promote_table);
-    tcase_add_loop_test(tc, test_promote_pairs, 0, 9);
+    tcase_add_loop_test(tc, test_promote_pairs, 0, REF_NDTYPES);
   }
   if (strcmp(group, "gpu") == 0) {
     /* Set before the first op: the launcher reads it once per device. */

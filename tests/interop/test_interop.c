@@ -305,7 +305,9 @@ START_TEST(test_dlpack_export_fields) {
     uint8_t code, bits;
   } want[] = {{CT_BOOL, 6, 8},         {CT_U8, kDLUInt, 8},      {CT_I8, kDLInt, 8},
               {CT_I32, kDLInt, 32},    {CT_I64, kDLInt, 64},     {CT_F16, kDLFloat, 16},
-              {CT_BF16, kDLBfloat, 16}, {CT_F32, kDLFloat, 32}, {CT_F64, kDLFloat, 64}};
+              {CT_BF16, kDLBfloat, 16}, {CT_F32, kDLFloat, 32}, {CT_F64, kDLFloat, 64},
+              {CT_I16, kDLInt, 16},    {CT_U16, kDLUInt, 16},    {CT_U32, kDLUInt, 32},
+              {CT_U64, kDLUInt, 64}};
   int64_t shape[2] = {4, 6};
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
     if (want[i].t == CT_F64 && !ct_device_properties(d)->fp64) continue;

@@ -19,13 +19,16 @@ import sys
 
 import numpy as np
 
-DTYPES = ["bool", "u8", "i8", "i32", "i64", "f16", "bf16", "f32", "f64"]
+DTYPES = ["bool", "u8", "i8", "i32", "i64", "f16", "bf16", "f32", "f64", "i16", "u16", "u32", "u64"]
 NP = {"bool": np.bool_, "u8": np.uint8, "i8": np.int8, "i32": np.int32, "i64": np.int64,
-      "f16": np.float16, "f32": np.float32, "f64": np.float64}
+      "f16": np.float16, "f32": np.float32, "f64": np.float64, "i16": np.int16, "u16": np.uint16,
+      "u32": np.uint32, "u64": np.uint64}
 ST = {"bool": "BOOL", "u8": "U8", "i8": "I8", "i32": "I32", "i64": "I64", "f16": "F16",
-      "bf16": "BF16", "f32": "F32", "f64": "F64"}
+      "bf16": "BF16", "f32": "F32", "f64": "F64", "i16": "I16", "u16": "U16", "u32": "U32",
+      "u64": "U64"}
 ST_NUMPY_NAME = {"bool": "bool", "u8": "uint8", "i8": "int8", "i32": "int32", "i64": "int64",
-                 "f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64"}
+                 "f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
+                 "i16": "int16", "u16": "uint16", "u32": "uint32", "u64": "uint64"}
 
 
 def values(dt, n):
@@ -50,6 +53,14 @@ def values(dt, n):
         return ((k - 7) * 0.1).astype(np.float32)
     if dt == "f64":
         return (k - 7) * 0.1
+    if dt == "i16":
+        return (k * 1009 - 7000).astype(np.int16)
+    if dt == "u16":
+        return ((k * 4099 + 5) % 65536).astype(np.uint16)
+    if dt == "u32":
+        return ((k * 300000007 + 11) % 2**32).astype(np.uint32)
+    if dt == "u64":
+        return np.uint64(2**63) + k.astype(np.uint64) * np.uint64(3000000000017)
     raise ValueError(dt)
 
 

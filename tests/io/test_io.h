@@ -13,9 +13,9 @@
 
 #include "ct_test.h"
 
-static const ct_dtype ct_io_all_dtypes[] = {CT_BOOL, CT_U8,   CT_I8,  CT_I32, CT_I64,
-                                            CT_F16,  CT_BF16, CT_F32, CT_F64};
-#define CT_IO_NDTYPES 9
+static const ct_dtype ct_io_all_dtypes[] = {CT_BOOL, CT_U8,   CT_I8,  CT_I32, CT_I64, CT_F16, CT_BF16,
+                                            CT_F32,  CT_F64,  CT_I16, CT_U16, CT_U32, CT_U64};
+#define CT_IO_NDTYPES 13
 
 /* Element k of the test arrays as fixtures.py's values(), written at dst in dtype t. */
 static inline void ct_io_value(ct_dtype t, int64_t k, void *dst) {
@@ -62,6 +62,26 @@ static inline void ct_io_value(ct_dtype t, int64_t k, void *dst) {
     }
     case CT_F64: {
       double v = (double)(k - 7) * 0.1;
+      memcpy(dst, &v, 8);
+      break;
+    }
+    case CT_I16: {
+      int16_t v = (int16_t)(k * 1009 - 7000);
+      memcpy(dst, &v, 2);
+      break;
+    }
+    case CT_U16: {
+      uint16_t v = (uint16_t)((k * 4099 + 5) % 65536);
+      memcpy(dst, &v, 2);
+      break;
+    }
+    case CT_U32: {
+      uint32_t v = (uint32_t)(k * 300000007 + 11);
+      memcpy(dst, &v, 4);
+      break;
+    }
+    case CT_U64: {
+      uint64_t v = (UINT64_C(1) << 63) + (uint64_t)k * UINT64_C(3000000000017);
       memcpy(dst, &v, 8);
       break;
     }
@@ -223,6 +243,8 @@ static const struct {
     {"f64_be.npy", CT_F64, 2, {3, 5}},      {"i32_fortran.npy", CT_I32, 2, {3, 5}},
     {"f32_fortran3d.npy", CT_F32, 3, {2, 3, 4}}, {"f32_scalar.npy", CT_F32, 0, {0}},
     {"f32_empty.npy", CT_F32, 2, {0, 4}},   {"i64_1d.npy", CT_I64, 1, {7}},
+    {"i16.npy", CT_I16, 2, {3, 5}},         {"u16.npy", CT_U16, 2, {3, 5}},
+    {"u32.npy", CT_U32, 2, {3, 5}},         {"u64.npy", CT_U64, 2, {3, 5}},
 };
 
 /* Loads every .npy fixture onto d and checks it bit-exactly. */

@@ -187,8 +187,8 @@ START_TEST(test_hostile_dtypes_and_shapes) {
                 "invalid dtype 'f4'", NULL);
   expect_header("{'descr': '|i4', 'fortran_order': False, 'shape': (1,)}\n", 4, CT_ERR_FORMAT,
                 "byte order '|' is only for one-byte types", NULL);
-  expect_header("{'descr': '<u4', 'fortran_order': False, 'shape': (1,)}\n", 4, CT_ERR_UNSUPPORTED,
-                "unsupported dtype '<u4'", NULL);
+  expect_header("{'descr': '<c8', 'fortran_order': False, 'shape': (1,)}\n", 8, CT_ERR_UNSUPPORTED,
+                "unsupported dtype '<c8'", NULL);
   expect_header("{'descr': '<c16', 'fortran_order': False, 'shape': (1,)}\n", 16, CT_ERR_UNSUPPORTED,
                 "unsupported dtype '<c16'", NULL);
   expect_header("{'descr': '|O', 'fortran_order': False, 'shape': (1,)}\n", 8, CT_ERR_UNSUPPORTED, "'|O'", NULL);

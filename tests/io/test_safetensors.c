@@ -137,8 +137,8 @@ START_TEST(test_hostile_entries) {
               "an unknown dtype 'F7'", NULL);
   expect_json("{\"a\": {\"dtype\": \"f32\", \"shape\": [1], \"data_offsets\": [0, 4]}}", 4, CT_ERR_FORMAT,
               "an unknown dtype 'f32'", NULL);
-  expect_json("{\"a\": {\"dtype\": \"I16\", \"shape\": [2], \"data_offsets\": [0, 4]}}", 4, CT_ERR_UNSUPPORTED,
-              "the unsupported dtype 'I16'", NULL);
+  expect_json("{\"a\": {\"dtype\": \"F8_E4M3\", \"shape\": [4], \"data_offsets\": [0, 4]}}", 4, CT_ERR_UNSUPPORTED,
+              "the unsupported dtype 'F8_E4M3'", NULL);
   /* shapes. */
   expect_json("{\"a\": {\"dtype\": \"F32\", \"shape\": \"1\", \"data_offsets\": [0, 4]}}", 4, CT_ERR_FORMAT,
               "shape is a string, expected an array", NULL);
@@ -355,7 +355,8 @@ START_TEST(test_round_trip) {
   ck_assert_ct_ok(ct_safetensors_new(&st));
   int64_t shape[2] = {3, 5};
   /* Interleave element sizes so that the writer has to reorder for alignment. */
-  const ct_dtype order[] = {CT_BOOL, CT_F64, CT_I8, CT_I32, CT_F16, CT_I64, CT_U8, CT_BF16, CT_F32};
+  const ct_dtype order[CT_IO_NDTYPES] = {CT_BOOL, CT_F64, CT_I8,  CT_U32, CT_I32, CT_F16, CT_U64,
+                                         CT_I64,  CT_U8,  CT_I16, CT_BF16, CT_U16, CT_F32};
   for (int i = 0; i < CT_IO_NDTYPES; i++) {
     if (order[i] == CT_F64 && !fp64) continue;
     ct_tensor *t = ct_io_tensor(d, order[i], 2, shape);

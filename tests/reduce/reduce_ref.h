@@ -31,8 +31,8 @@ enum rop { R_SUM, R_MEAN, R_PROD, R_MAX, R_MIN, R_ARGMAX, R_ARGMIN, R_VAR, R_STD
 static const char *const rop_names[R_NOPS] = {"sum", "mean", "prod", "max", "min",
                                               "argmax", "argmin", "var", "std"};
 
-static const ct_dtype all_dtypes[CT_DTYPE_COUNT] = {CT_BOOL, CT_U8, CT_I8, CT_I32, CT_I64,
-                                                    CT_F16, CT_BF16, CT_F32, CT_F64};
+static const ct_dtype all_dtypes[CT_DTYPE_COUNT] = {CT_BOOL, CT_U8,  CT_I8,  CT_I16, CT_I32, CT_I64, CT_U16,
+                                                    CT_U32,  CT_U64, CT_F16, CT_BF16, CT_F32, CT_F64};
 
 static inline bool rop_is_arg(enum rop op) { return op == R_ARGMAX || op == R_ARGMIN; }
 static inline bool rop_float_only(enum rop op) { return op == R_MEAN || op == R_VAR || op == R_STD; }

@@ -9,8 +9,8 @@
 
 #include "cltensor/cltensor.h"
 
-static const ct_dtype all_dtypes[CT_DTYPE_COUNT] = {CT_BOOL, CT_U8, CT_I8, CT_I32, CT_I64,
-                                                    CT_F16, CT_BF16, CT_F32, CT_F64};
+static const ct_dtype all_dtypes[CT_DTYPE_COUNT] = {CT_BOOL, CT_U8,  CT_I8,  CT_I16, CT_I32, CT_I64, CT_U16,
+                                                    CT_U32,  CT_U64, CT_F16, CT_BF16, CT_F32, CT_F64};
 
 static inline int dtype_ok(ct_device *d, ct_dtype t) {
   return t != CT_F64 || ct_device_properties(d)->fp64;

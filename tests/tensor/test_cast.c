@@ -1,4 +1,4 @@
-/* ct_cast between all 9x9 dtype pairs, bit-exact against the host reference (ct__host_cast),
+/* ct_cast between all 13x13 dtype pairs, bit-exact against the host reference (ct__host_cast),
  * whose semantics are pinned down first by hand-written cases. Inputs: every bit pattern of the
  * 8- and 16-bit types, and edge values plus random bits for the wider ones. NaN results are
  * compared as "is NaN" (payload bits are not part of the contract). */
@@ -30,8 +30,28 @@ static size_t make_inputs(ct_dtype t, void **out) {
       break;
     case CT_F16:
     case CT_BF16:
+    case CT_I16:
+    case CT_U16:
       for (int i = 0; i < 65536; i++) PUT(uint16_t, i);
       break;
+    case CT_U32: {
+      const uint32_t v[] = {0, 1, 255, 256, 65504, 65520, 65535, 65536, 16777217, 0x7fffffffu, 0x80000000u,
+                            0x80000081u, 0xffffff80u, 0xffffffffu};
+      for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) PUT(uint32_t, v[i]);
+      for (int i = 0; i < 4000; i++) PUT(uint32_t, (uint32_t)(rnd64(&seed) >> (rnd64(&seed) % 32)));
+      break;
+    }
+    case CT_U64: {
+      /* Above 2^63 (which int64 can't hold), with ties and near-ties for every float format. */
+      const uint64_t v[] = {0, 1, 255, 65535, 0xffffffffu, (UINT64_C(1) << 53) + 1, UINT64_C(1) << 63,
+                            (UINT64_C(1) << 63) + 1, (UINT64_C(1) << 63) + (UINT64_C(1) << 39),
+                            (UINT64_C(1) << 63) + (UINT64_C(1) << 39) + 1, (UINT64_C(1) << 63) + (UINT64_C(1) << 10),
+                            (UINT64_C(1) << 63) + (UINT64_C(1) << 10) + 1, UINT64_MAX, UINT64_MAX - 1024,
+                            UINT64_MAX - 2048};
+      for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) PUT(uint64_t, v[i]);
+      for (int i = 0; i < 4000; i++) PUT(uint64_t, rnd64(&seed) >> (rnd64(&seed) % 64));
+      break;
+    }
     case CT_I32: {
       const int64_t v[] = {0, 1, -1, 127, 128, 255, 256, 257, 259, -128, -129, 2047, 2048, 2049, 2051, 4097,
                            65504, 65519, 65520, 65535, -65520, 16777217, 16777219, -16777217,
@@ -141,6 +161,25 @@ START_TEST(test_host_reference_spots) {
   ck_assert(isinf(ct_bf16_to_f32(*(uint16_t *)b)));
   ct__host_store_double(CT_F32, b, 1e39);
   ck_assert(isinf(*(float *)b));
+  /* The dtypes added later: i16 wraps and saturates like the others; u64 above 2^63 keeps its
+   * unsigned value into floats (2^64 - 1 rounds to 2^64), floats saturate at 0 and 2^64 - 1. */
+  ct__host_store_int(CT_I16, b, 40000);
+  ck_assert_int_eq(*(int16_t *)b, 40000 - 65536);
+  ct__host_store_double(CT_I16, b, -1e9);
+  ck_assert_int_eq(*(int16_t *)b, INT16_MIN);
+  ct__host_store_double(CT_U16, b, -5.0);
+  ck_assert_int_eq(*(uint16_t *)b, 0);
+  ct__host_store_double(CT_U32, b, 5e9);
+  ck_assert(*(uint32_t *)b == UINT32_MAX);
+  ct__host_store_double(CT_U64, b, 1e30);
+  ck_assert(*(uint64_t *)b == UINT64_MAX);
+  ct__host_store_double(CT_U64, b, 9223372036854775808.0 * 1.5);
+  ck_assert(*(uint64_t *)b == (UINT64_C(3) << 62));
+  uint64_t big = UINT64_MAX;
+  ct__host_cast(CT_F64, b, CT_U64, &big);
+  ck_assert(*(double *)b == 18446744073709551616.0);
+  ct__host_cast(CT_I32, b, CT_U64, &big);
+  ck_assert_int_eq(*(int32_t *)b, -1);
   /* bool sources are 0/1 whatever byte they hold */
   uint8_t two = 2;
   ct__host_cast(CT_I32, b, CT_BOOL, &two);
