@@ -83,7 +83,6 @@ LIB_RULES = {
     'bool-pow': True,                  # bool ** bool is a or not b
     'where-cond': True,                # where's cond may be any dtype (nonzero is true)
     'float-int-cast': True,            # float -> integer casts saturate, NaN gives 0
-    'clamp-bound-saturate': True,      # clamp bounds outside an integer range saturate
     'full-saturate': True,             # ct_full converts the value as ct_cast does
     'bool-arg': True,                  # argmax/argmin take bool
     'bool-sub': True,                  # bool - integer/float computes in the promoted dtype
@@ -102,7 +101,6 @@ REASONS = {
     'where-cond': 'ct_where takes a cond of any dtype (nonzero is true); PyTorch wants bool',
     'float-int-cast': 'float -> integer casts saturate and NaN gives 0; PyTorch leaves out-of-range '
                       'values undefined (x86 gives MIN)',
-    'clamp-bound-saturate': 'integer clamp bounds outside the result range saturate; PyTorch raises',
     'full-saturate': 'ct_full converts an out-of-range value as ct_cast does; torch.full raises',
     'bool-arg': 'argmax/argmin of bool compare false < true; PyTorch has no bool argmax',
     'bool-sub': 'sub with one bool operand computes in the promoted dtype (bool - i32 is i32); '
@@ -481,6 +479,11 @@ def scalar_op(op, x, s, lib, rules):
         if not x.dtype.is_floating_point:
             rules.add('integral-scalar')
     rt = torch.result_type(x, sv)
+    if lib and cmp and isinstance(sv, int) and not x.dtype.is_floating_point:
+        return TORCH_BIN[op](x.to(torch.int64), sv)  # "compare such scalars exactly (in i64)"
+    if lib and op in ('div', 'rdiv') and not rt.is_floating_point:
+        rt = torch.float32  # true division: integer operands give f32, no range check
+        x = x.to(rt)
     if lib and not cmp:
         if isinstance(sv, int) and not rt.is_floating_point and rt != torch.bool:
             lo, hi = int_range(dname(rt))
@@ -671,7 +674,9 @@ def gen_where_clamp(g, reps):
             def clamp(lib, rules):
                 lv = None if math.isnan(lo) else lo
                 hv = None if math.isnan(hi) else hi
-                if lib and LIB_RULES['integral-scalar']:
+                if not lib:  # PyTorch itself (a NaN bound is the library's spelling of None)
+                    return torch.clamp(x, lv, hv)
+                if LIB_RULES['integral-scalar']:
                     lv = int(lv) if lv is not None and lv == int(lv) else lv
                     hv = int(hv) if hv is not None and hv == int(hv) else hv
                     if not x.dtype.is_floating_point:
@@ -683,11 +688,6 @@ def gen_where_clamp(g, reps):
                 xx = x.to(rt)
                 if not rt.is_floating_point:
                     lo_r, hi_r = int_range(dname(rt))
-                    for v in (lv, hv):
-                        if v is not None and not lo_r <= v <= hi_r:
-                            if not (lib and LIB_RULES['clamp-bound-saturate']):
-                                raise Raised()
-                            rules.add('clamp-bound-saturate')
                     lv = None if lv is None else min(max(lv, lo_r), hi_r)
                     hv = None if hv is None else min(max(hv, lo_r), hi_r)
                     if rt == torch.bool:
