@@ -951,9 +951,12 @@ def mm_shapes(rng):
     return ([2, 1, m, k], [b, k, n]) if rng.random() < 0.5 else ([m, k], [b, k, n])
 
 
-def mm_ref(x, y):
+def mm_ref(x, y, exact=False):
+    """x @ y: floats in f64, rounded to x's dtype unless exact (addmm and linear round once, after
+    adding c or the bias); integers in int64 with NumPy, wrapped to x's dtype."""
     if x.dtype.is_floating_point:
-        return torch.matmul(x.double(), y.double()).to(x.dtype)
+        r = torch.matmul(x.double(), y.double())
+        return r if exact else r.to(x.dtype)
     xn, yn = x.to(torch.int64).numpy(), y.to(torch.int64).numpy()
     with np.errstate(all='ignore'):
         r = np.matmul(xn, yn)
@@ -996,7 +999,7 @@ def gen_linalg(g, reps):
                 u, t = mm_tol(x, wt, kin)
                 return (u + 1, t + 2 * eps('f32') * float(bias.double().abs().max())) if is_float(a) else (0, 0.0)
             g.emit('linalg', 'linear', ['a=' + xs, 'b=' + ws, 'c=' + bs],
-                   lambda: (mm_ref(x, wt).double() + bias.double()).to(x.dtype) if is_float(a)
+                   lambda: (mm_ref(x, wt, True) + bias.double()).to(x.dtype) if is_float(a)
                    else mm_ref(x, wt) + bias, None, linear_tol)
             m, k, n = (int(g.rng.integers(1, 6)) for _ in range(3))
             c, cs = g.operand(a, operand_shape(g.rng, [m, n]), 'small')
@@ -1007,10 +1010,10 @@ def gen_linalg(g, reps):
                 alpha = float(int(alpha) or 1)
 
             def addmm():
-                p = mm_ref(x, y)
+                p = mm_ref(x, y, x.dtype.is_floating_point)
                 if x.dtype.is_floating_point:
                     cc = torch.zeros_like(c.double()) if beta == 0 else beta * c.double()
-                    return (cc + alpha * p.double()).to(x.dtype)
+                    return (cc + alpha * p).to(x.dtype)
                 return (int(beta) * c.to(torch.int64) + int(alpha) * p.to(torch.int64)).to(x.dtype)
 
             def addmm_tol(r):
@@ -1023,11 +1026,30 @@ def gen_linalg(g, reps):
                                        'alpha=' + fmt_num(alpha)], addmm, None, addmm_tol)
 
 
+LARGE_GEMMS = [([2, 256, 256], [256, 256]), ([3, 300, 200], [200, 100]), ([3, 300, 200], [200, 64]),
+               ([4, 100, 100], [100, 100]), ([300, 200], [3, 200, 64]), ([2, 1, 128, 96], [3, 96, 130])]
+
+
+def gen_large(g, reps):
+    """GEMMs past the routes' size thresholds (direct/indirect kernels, BLAS threading, batch
+    folding): megabytes of fixtures, so only with --large, for local runs."""
+    for _ in range(reps):
+        for sa, sb in LARGE_GEMMS:
+            for a in ('f32', 'f64', 'bf16'):
+                if a not in TESTED:
+                    continue
+                x, xs = g.operand(a, sa, 'small', allow_expand=False)
+                y, ys = g.operand(a, sb, 'small', allow_expand=False)
+                g.emit('linalg', 'matmul', ['a=' + xs, 'b=' + ys], lambda: mm_ref(x, y), None,
+                       lambda r: mm_tol(x, y, sa[-1]))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--seed', type=int, default=1)
     ap.add_argument('--cases', type=int, default=1, help='repetitions of every op/dtype combination')
     ap.add_argument('--out', default=os.path.join(os.path.dirname(os.path.abspath(__file__)), 'cases'))
+    ap.add_argument('--large', action='store_true', help='add GEMMs of a few hundred rows (megabytes; local runs)')
     ap.add_argument('--only', default='', help='comma-separated groups (binary, scalar, unary, where, '
                                                 'clamp, tensor, reduce, linalg); default all')
     args = ap.parse_args()
@@ -1040,6 +1062,8 @@ def main():
                      ('linalg', gen_linalg)):
         if groups is None or name in groups:
             fn(g, args.cases)
+    if args.large:
+        gen_large(g, args.cases)
     g.w.write(args.out, 'libcltensor differential cases: gen.py --seed %d --cases %d (torch %s, numpy %s); '
                         '%d cases' % (args.seed, args.cases, torch.__version__, np.__version__, g.n))
     print('gen.py: %d cases in %s' % (g.n, args.out))
