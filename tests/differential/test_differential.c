@@ -24,7 +24,7 @@
 #endif
 
 #define MAX_IN 3
-#define MAX_TOK 24
+#define MAX_TOK 32
 
 /* A parsed case line: key=value fields after "case <id> <group> <op>". */
 struct dcase {
