@@ -87,6 +87,7 @@ LIB_RULES = {
     'bool-arg': True,                  # argmax/argmin take bool
     'bool-sub': True,                  # bool - integer/float computes in the promoted dtype
     'bool-unary': True,                # abs, relu, floor, ceil, round are the identity on bool
+    'scalar-unrounded': True,          # an f16/bf16 op's scalar enters the f32 computation unrounded
 }
 REASONS = {
     'u8-i8-i32': 'u8 with i8 promotes to i32: libcltensor has no i16 (PyTorch gives i16)',
@@ -106,6 +107,8 @@ REASONS = {
     'bool-sub': 'sub with one bool operand computes in the promoted dtype (bool - i32 is i32); '
                 'PyTorch refuses any bool operand of -',
     'bool-unary': 'abs, relu, floor, ceil and round are the identity on bool; PyTorch raises',
+    'scalar-unrounded': 'an f16/bf16 tensor-scalar op computes in f32 with the scalar unrounded; PyTorch '
+                        'first rounds the scalar to f16/bf16 in some ops (remainder, floor_divide, comparisons)',
 }
 
 FLOATS = ('f16', 'bf16', 'f32', 'f64')
@@ -479,6 +482,11 @@ def scalar_op(op, x, s, lib, rules):
         if not x.dtype.is_floating_point:
             rules.add('integral-scalar')
     rt = torch.result_type(x, sv)
+    if lib and LIB_RULES['scalar-unrounded'] and rt in (torch.float16, torch.bfloat16) and x.dtype == rt:
+        # f16/bf16 compute in f32 with the scalar as f32, rounded once at the end
+        rules.add('scalar-unrounded')
+        r = scalar_op(op, x.float(), float(s), True, set())
+        return r if r.dtype == torch.bool else r.to(rt)
     if lib and cmp and isinstance(sv, int) and not x.dtype.is_floating_point:
         return TORCH_BIN[op](x.to(torch.int64), sv)  # "compare such scalars exactly (in i64)"
     if lib and op in ('div', 'rdiv') and not rt.is_floating_point:
