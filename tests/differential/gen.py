@@ -4,8 +4,10 @@
     /work/venv/bin/python tests/differential/gen.py [--seed N] [--cases K] [--out DIR]
 
 The committed fixtures (tests/differential/cases) are `--seed 1 --cases 1`; `--cases K` repeats
-every op/dtype combination K times with fresh shapes and values. The C test
-(test_differential.c) reads the folder named by $CT_DIFF_DIR, else the committed one.
+every op/dtype combination K times with fresh shapes and values; `--large` adds GEMMs of a few
+hundred rows (megabytes, for local runs). The C test (test_differential.c) reads the folder named
+by $CT_DIFF_DIR, else the committed one; $CT_DIFF_BIG_POOLS=1 makes it place every input inside a
+device storage of over 2 MiB (the caching allocator's large-block path).
 
 Output: DIR/manifest.txt (one case a line, format below) and per dtype two 1-D .npy pools:
 in_<dt>.npy (the cases' contiguous base tensors, concatenated) and want_<dt>.npy (the expected
@@ -29,7 +31,7 @@ the C test then notes that the divergence is gone) or `alt`.
 Tolerance: a float result element passes when |got - want| <= ulp * ulp_of(want) + atol, in the
 result dtype's ulps (NaN must meet NaN, an infinity the same infinity; with ulp = atol = 0 the
 values must be identical, the sign of zero included). Integers and bools compare exactly.
-Per op (see TOL below): +, -, *, /, sqrt, floor/ceil/round, min/max, remainder, comparisons are
+Per op (ULP and the *_tol functions below): +, -, *, /, sqrt, floor/ceil/round, min/max, remainder, comparisons are
 exact (IEEE, correctly rounded on CPU devices); transcendental functions get OpenCL 1.2's bound
 for the builtin plus one ulp for the reference's own rounding (the reference is computed in f64
 from the same inputs and rounded once); f16/bf16 results get one ulp of their own (the library
