@@ -507,9 +507,10 @@ static ct_status ct__segment_new(ct__segment **out, ct__allocator *a, size_t siz
   if (!mem) {
     if (err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_RESOURCES || err == CL_OUT_OF_HOST_MEMORY ||
         err == CL_INVALID_BUFFER_SIZE) {
-      char why_text[128], h[32];
-      snprintf(why_text, sizeof why_text, ": OpenCL refused a buffer of %s (%s)", ct__human(h, sizeof h, size),
-               ct__cl_error_name(err));
+      /* The buffer's size only where rounding made it differ from the request: each size once. */
+      char why_text[128], h[32], of[48] = "";
+      if (size != request) snprintf(of, sizeof of, " of %s", ct__human(h, sizeof h, size));
+      snprintf(why_text, sizeof why_text, ": OpenCL refused a buffer%s (%s)", of, ct__cl_error_name(err));
       return ct__oom(a, request, why_text, 0);
     }
     return ct__cl_error(err, "allocator: creating a buffer of %zu bytes on %s failed", size, d->spec);
