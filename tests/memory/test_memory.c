@@ -440,17 +440,24 @@ START_TEST(test_host_available) {
 }
 END_TEST
 
+/* The test device with its cache empty, when untouched gigabytes stay virtual on it and it can
+ * reserve global_min bytes in 2 GiB buffers; NULL (the test has nothing to check) otherwise. */
+static ct_device *virtual_device(uint64_t global_min) {
+  ct_device *d = ct_test_device();
+  const ct_device_props *p = ct_device_properties(d);
+  if (!untouched_stays_virtual(d) || p->global_mem_bytes < global_min || p->max_alloc_bytes < (2ull << 30)) return NULL;
+  ck_assert_ct_ok(ct_empty_cache(d));
+  ck_assert_uint_eq(stats(d).reserved_bytes, 0);
+  return d;
+}
 
 /* Issue 11: reservations never written count against the host's available memory. A = 4 GiB
  * of 4 GiB (margin 256 MiB), next to nothing resident: three untouched 1 GiB tensors fit, the
  * fourth would take the reserved total to 4 GiB > 3.75 GiB and is refused (before, each was
  * compared alone with 3.75 GiB and they went on to the device's memory). */
 START_TEST(test_host_untouched) {
-  ct_device *d = ct_test_device();
-  const ct_device_props *p = ct_device_properties(d);
-  if (!untouched_stays_virtual(d) || p->global_mem_bytes < (5ull << 30) || p->max_alloc_bytes < (2ull << 30)) return;
-  ck_assert_ct_ok(ct_empty_cache(d));
-  ck_assert_uint_eq(stats(d).reserved_bytes, 0);
+  ct_device *d = virtual_device(5ull << 30);
+  if (!d) return;
   char mi[64], st[64] = "";
   fake_meminfo(mi, 4ull << 20, 4ull << 20);
   fake_status(st, 4);
@@ -485,10 +492,8 @@ END_TEST
  * Partly written: the unwritten part counts. RssAnon above R (the process's own memory) counts
  * only up to R. */
 START_TEST(test_host_resident) {
-  ct_device *d = ct_test_device();
-  const ct_device_props *p = ct_device_properties(d);
-  if (!untouched_stays_virtual(d) || p->global_mem_bytes < (6ull << 30) || p->max_alloc_bytes < (2ull << 30)) return;
-  ck_assert_ct_ok(ct_empty_cache(d));
+  ct_device *d = virtual_device(6ull << 30);
+  if (!d) return;
   char mi[64], st[64] = "";
   fake_meminfo(mi, 4ull << 20, 5ull << 18);
   ct_tensor *held[8];
@@ -542,9 +547,8 @@ START_TEST(test_host_statm_fallback) {
   ck_assert_uint_eq(anon, 200 * (uint64_t)sysconf(_SC_PAGESIZE));
   unlink(statm);
   ck_assert_int_eq(ct__alloc_process_anon(&anon), 0);
-  ct_device *d = ct_test_device();
-  const ct_device_props *p = ct_device_properties(d);
-  if (untouched_stays_virtual(d) && p->global_mem_bytes >= (4ull << 30) && p->max_alloc_bytes >= (2ull << 30)) {
+  ct_device *d = virtual_device(4ull << 30);
+  if (d) {
     char mi[64];
     fake_meminfo(mi, 4ull << 20, 5ull << 18); /* A - M = 1 GiB */
     ct_tensor *a, *b, *c = NULL;
