@@ -173,10 +173,19 @@ CT_API ct_status ct_format(char *buf, size_t size, size_t *needed, const ct_tens
  * maximum single allocation (ct_device_props.max_alloc_bytes) is CT_ERR_OUT_OF_MEMORY too.
  * Cap. The reserved bytes never exceed the device's global memory (global_mem_bytes), since
  * drivers that allocate lazily (PoCL) would accept far more and fail later, or get the process
- * killed. On a device whose memory is the host's (host_unified_memory), each new OpenCL buffer
- * must also fit in the host's available memory at that moment (Linux: MemAvailable in
- * /proc/meminfo, read only when a new buffer is needed) less a margin left to the system of
- * max(256 MiB, 5% of MemTotal); where that cannot be read, the device cap alone applies.
+ * killed. On a device whose memory is the host's (host_unified_memory), the reserved bytes
+ * must also fit in the host's available memory: a new OpenCL buffer of N bytes is refused when
+ *   R + N > A + T - M
+ * with R the bytes reserved, A the host's available memory at that moment (Linux: MemAvailable
+ * in /proc/meminfo), M a margin left to the system of max(256 MiB, 5% of MemTotal), and T the
+ * part of R already resident, estimated as min(R, the process's resident anonymous memory:
+ * RssAnon in /proc/self/status). Written memory has left A already and is not counted twice;
+ * reserved but never written memory (ct_empty) counts in full, since writing it later would
+ * otherwise end in the OOM killer. The estimate is generous to a process that holds much
+ * anonymous memory of its own (T is then R: the new buffer alone must fit in A - M). /proc is
+ * read only when a new buffer is needed; where MemAvailable cannot be read the device cap alone
+ * applies, and where the resident size cannot, T = R. The out-of-memory message says which rule
+ * refused: the device's memory, the host's available memory, or $CLTENSOR_MEMORY_LIMIT.
  * Environment, read when a device first allocates:
  *   $CLTENSOR_MEMORY_LIMIT  lowers the cap of each device's reserved bytes: "512MiB", "2GB",
  *                           "1.5 GiB", "1048576" (units B, k/kB, KiB, M/MB, MiB, G/GB, GiB,

@@ -10,13 +10,19 @@
  * (CL_DEVICE_GLOBAL_MEM_SIZE), or $CLTENSOR_MEMORY_LIMIT when that is lower. Drivers that
  * allocate lazily (PoCL, and host-memory devices in general) accept buffers far beyond what
  * exists and fail later, in a kernel or through the OOM killer, so the cap is ours to keep. On
- * a device whose memory is the host's (CL_DEVICE_HOST_UNIFIED_MEMORY), a new segment must also
- * fit in what the host has available: MemAvailable from /proc/meminfo, read when a segment is
- * about to be created (never per cached block), less a margin left to the system of
- * max(256 MiB, 5% of MemTotal). Memory the allocator already holds and has touched is no longer
- * in MemAvailable, so the new segment alone is compared with it; segments reserved but not yet
- * written are bounded by the cap only. Small segments shrink to the room left under the cap,
- * so even a cap below 2 MiB holds small tensors.
+ * a device whose memory is the host's (CL_DEVICE_HOST_UNIFIED_MEMORY), the reserved total must
+ * also fit in what the host has available. With R reserved, N the new segment, A MemAvailable
+ * from /proc/meminfo, M the margin left to the system (max(256 MiB, 5% of MemTotal)) and T the
+ * part of R already resident, a segment is refused when R + N > A + T - M: resident memory has
+ * left MemAvailable already, so counting it in R and not adding it back would count it twice,
+ * while reserved pages never written (ct_empty) are not in use yet and would otherwise escape
+ * the check until written, when the OOM killer comes instead of an error. T is estimated as
+ * min(R, the process's resident anonymous memory): PoCL's buffers are anonymous memory of this
+ * process, resident once written. The estimate errs towards today's rule (T too large) when the
+ * process holds much anonymous memory of its own. Fully written reservations reduce the rule to
+ * N <= A - M; untouched ones count in full. /proc is read only when a segment is about to be
+ * created (never per cached block). Small segments shrink to the room left under the cap, so
+ * even a cap below 2 MiB holds small tensors.
  *
  * Reuse is safe without events: every command touching a device's memory goes through that
  * device's single in-order queue, so a command enqueued after a block was freed runs after every
@@ -31,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "cltensor/tensor.h"
 #include "core/env.h"
@@ -173,10 +180,18 @@ static const char *ct__request_text(char *buf, size_t n, uint64_t bytes) {
 
 /* ---- the host's memory ---- */
 
-/* Tests point this at a file of their own to play a host with little memory. */
+/* Tests point these at files of their own to play a host with little memory and a process
+ * with more or less of its memory resident. */
 static _Atomic(const char *) ct__meminfo_override;
+static _Atomic(const char *) ct__status_override;
+static _Atomic(const char *) ct__statm_override;
 
 void ct__alloc_meminfo_path(const char *path) { atomic_store(&ct__meminfo_override, path); }
+
+void ct__alloc_status_path(const char *status, const char *statm) {
+  atomic_store(&ct__status_override, status);
+  atomic_store(&ct__statm_override, statm);
+}
 
 /* MemAvailable and MemTotal in bytes from /proc/meminfo (or the test's file). Returns 0 when
  * they cannot be read (no /proc, a kernel older than 3.14): the host check is then skipped and
@@ -199,6 +214,36 @@ static int ct__meminfo(uint64_t *avail, uint64_t *total) {
   }
   fclose(f);
   return have == 3;
+}
+
+int ct__alloc_process_anon(uint64_t *out) {
+  const char *path = atomic_load(&ct__status_override);
+  FILE *f = fopen(path ? path : "/proc/self/status", "r");
+  char line[256];
+  if (f) {
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+      unsigned long long kib;
+      if (sscanf(line, "RssAnon: %llu kB", &kib) == 1) {
+        *out = (uint64_t)kib * 1024;
+        found = 1;
+      }
+    }
+    fclose(f);
+    if (found) return 1;
+  }
+  /* Kernels before 4.5 have no RssAnon; statm's resident pages less the shared (file-backed
+   * and shmem) ones are the same count. */
+  path = atomic_load(&ct__statm_override);
+  f = fopen(path ? path : "/proc/self/statm", "r");
+  if (!f) return 0;
+  unsigned long long size, resident, shared;
+  int ok = fscanf(f, "%llu %llu %llu", &size, &resident, &shared) == 3;
+  fclose(f);
+  long page = sysconf(_SC_PAGESIZE);
+  if (!ok || page <= 0) return 0;
+  *out = (resident > shared ? (uint64_t)(resident - shared) : 0) * (uint64_t)page;
+  return 1;
 }
 
 static uint64_t ct__host_margin(uint64_t total) {
@@ -362,30 +407,49 @@ static ct_status ct__oom(ct__allocator *a, size_t request, const char *why_text,
                    tail);
 }
 
+/* What the host check read, for the message. */
+typedef struct ct__host_room {
+  uint64_t avail;    /* MemAvailable */
+  uint64_t margin;   /* left to the system */
+  uint64_t unwritten; /* reserved bytes estimated not resident: R - T */
+} ct__host_room;
+
 /* Whether a new segment of size bytes fits under the cap and, on a host-memory device, in the
- * host's available memory. Lock held. *host_avail / *host_margin receive what was read. */
-static enum ct__why ct__room(ct__allocator *a, size_t size, uint64_t *host_avail, uint64_t *host_margin) {
-  if (a->stats.reserved_bytes > a->cap || size > a->cap - a->stats.reserved_bytes) return CT__OVER_CAP;
+ * host's available memory (R + N <= A + T - M, see the top of the file). Lock held. *host
+ * receives what was read. */
+static enum ct__why ct__room(ct__allocator *a, size_t size, ct__host_room *host) {
+  uint64_t r = a->stats.reserved_bytes;
+  if (r > a->cap || size > a->cap - r) return CT__OVER_CAP;
   uint64_t avail, total;
   if (a->device->props.host_unified_memory && ct__meminfo(&avail, &total)) {
-    *host_avail = avail;
-    *host_margin = ct__host_margin(total);
-    if (avail < *host_margin || size > avail - *host_margin) return CT__OVER_HOST;
+    /* Without a reading of the process's resident memory, take all of R as resident: the
+     * new segment alone is then compared with what is available. */
+    uint64_t resident = r;
+    if (ct__alloc_process_anon(&resident) && resident > r) resident = r;
+    host->avail = avail;
+    host->margin = ct__host_margin(total);
+    host->unwritten = r - resident;
+    /* r + size <= cap, and avail + resident cannot overflow for any real host. */
+    uint64_t room = avail + resident;
+    if (room < host->margin || r + size > room - host->margin) return CT__OVER_HOST;
   }
   return CT__FITS;
 }
 
 /* The message for a refusal by ct__room(). Lock held. */
-static ct_status ct__oom_room(ct__allocator *a, size_t request, size_t size, enum ct__why why, uint64_t host_avail,
-                              uint64_t host_margin) {
-  char text[400], seg[64] = "", h1[32], h2[32], h3[32];
+static ct_status ct__oom_room(ct__allocator *a, size_t request, size_t size, enum ct__why why,
+                              const ct__host_room *host) {
+  char text[512], seg[64] = "", unw[160] = "", h1[32], h2[32], h3[32];
   /* The block or segment the request needs, when rounding made it differ from the request. */
   if (size != request) snprintf(seg, sizeof seg, ", which needs a new segment of %s", ct__human(h3, sizeof h3, size));
   if (why == CT__OVER_HOST) {
+    if (host->unwritten)
+      snprintf(unw, sizeof unw, "; %s the allocator has reserved but not yet written counts against that too",
+               ct__human(h3, sizeof h3, host->unwritten));
     snprintf(text, sizeof text,
              "%s, but the device's memory is the host's, which has %s available (MemAvailable), and libcltensor "
-             "leaves %s of it to the system",
-             seg, ct__human(h1, sizeof h1, host_avail), ct__human(h2, sizeof h2, host_margin));
+             "leaves %s of it to the system%s",
+             seg, ct__human(h1, sizeof h1, host->avail), ct__human(h2, sizeof h2, host->margin), unw);
     return ct__oom(a, request, text, 0);
   }
   uint64_t left = a->cap > a->stats.reserved_bytes ? a->cap - a->stats.reserved_bytes : 0;
@@ -405,16 +469,19 @@ static ct_status ct__oom_room(ct__allocator *a, size_t request, size_t size, enu
   return ct__oom(a, request, text, 1);
 }
 
-/* Creates a segment of size bytes, made real now (lazy drivers would otherwise report an
- * out-of-memory condition at some later kernel). Lock held. On failure the error is set. */
+/* Creates a segment of size bytes. The buffer is migrated to the device at once so that a
+ * driver that allocates its storage only then reports failure here rather than at some later
+ * kernel; a lazy host-memory driver (PoCL) touches no page in the migration, so its pages stay
+ * unwritten until used: the cap and the host check are what bound them. Lock held. On failure
+ * the error is set. */
 static ct_status ct__segment_new(ct__segment **out, ct__allocator *a, size_t size, int small, size_t request) {
   ct_device *d = a->device;
-  uint64_t host_avail = 0, host_margin = 0;
-  enum ct__why why = ct__room(a, size, &host_avail, &host_margin);
+  ct__host_room host = {0, 0, 0};
+  enum ct__why why = ct__room(a, size, &host);
   if (why != CT__FITS) {
     ct__release_cached(a);
-    why = ct__room(a, size, &host_avail, &host_margin);
-    if (why != CT__FITS) return ct__oom_room(a, request, size, why, host_avail, host_margin);
+    why = ct__room(a, size, &host);
+    if (why != CT__FITS) return ct__oom_room(a, request, size, why, &host);
   }
   cl_int err = CL_SUCCESS;
   cl_mem mem = NULL;
@@ -440,9 +507,10 @@ static ct_status ct__segment_new(ct__segment **out, ct__allocator *a, size_t siz
   if (!mem) {
     if (err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_RESOURCES || err == CL_OUT_OF_HOST_MEMORY ||
         err == CL_INVALID_BUFFER_SIZE) {
-      char why_text[128], h[32];
-      snprintf(why_text, sizeof why_text, ": OpenCL refused a buffer of %s (%s)", ct__human(h, sizeof h, size),
-               ct__cl_error_name(err));
+      /* The buffer's size only where rounding made it differ from the request: each size once. */
+      char why_text[128], h[32], of[48] = "";
+      if (size != request) snprintf(of, sizeof of, " of %s", ct__human(h, sizeof h, size));
+      snprintf(why_text, sizeof why_text, ": OpenCL refused a buffer%s (%s)", of, ct__cl_error_name(err));
       return ct__oom(a, request, why_text, 0);
     }
     return ct__cl_error(err, "allocator: creating a buffer of %zu bytes on %s failed", size, d->spec);

@@ -24,8 +24,10 @@ typedef struct ct__block {
  * a malformed value (or a limit below the smallest block) makes every allocation on the device
  * fail with CT_ERR_INVALID_ARGUMENT. Thread-safe.
  * The reserved total never exceeds the cap (the device's global memory, or the lower
- * $CLTENSOR_MEMORY_LIMIT); on a host-unified device a new segment must also fit in MemAvailable
- * less max(256 MiB, 5% of MemTotal). When a new segment does not fit, or OpenCL refuses it:
+ * $CLTENSOR_MEMORY_LIMIT); on a host-unified device a new segment of N bytes is also refused
+ * when R + N > A + T - M: R reserved, A MemAvailable, M = max(256 MiB, 5% of MemTotal), T the
+ * part of R already resident, min(R, the process's resident anonymous memory); where that
+ * cannot be read, T = R. When a new segment does not fit, or OpenCL refuses it:
  * frees the cache, retries once, then CT_ERR_OUT_OF_MEMORY with the request, the reason, and
  * the bytes allocated and reserved. Above the device's max single allocation: the same. */
 ct_status ct__alloc(ct__block **out, ct_device *d, size_t bytes);
@@ -38,6 +40,15 @@ void ct__free(ct__block *b);
 /* For tests: read path instead of /proc/meminfo for the host's available memory (NULL: back to
  * /proc/meminfo). Not thread-safe against allocations in flight; call it first. */
 void ct__alloc_meminfo_path(const char *path);
+
+/* For tests: read status (RssAnon) and statm (resident less shared pages, for kernels without
+ * RssAnon) instead of /proc/self/status and /proc/self/statm; NULL: back to the real file. Not
+ * thread-safe against allocations in flight; call it first. */
+void ct__alloc_status_path(const char *status, const char *statm);
+
+/* OUT: *bytes, the process's resident anonymous memory (RssAnon, else statm's resident less
+ * shared pages), read from the files above. Returns 0 when neither can be read. */
+int ct__alloc_process_anon(uint64_t *bytes);
 
 /* Parses a size string: "1048576", "512MiB", "2GB", "1.5 GiB", "64k"; units B, k/K/KB (1000),
  * KiB (1024), M/MB/MiB, G/GB/GiB, T/TB/TiB, case-insensitive. CT_ERR_INVALID_ARGUMENT quoting

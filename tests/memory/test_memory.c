@@ -1,6 +1,7 @@
 /* The caching allocator: size strings, exact statistics, reuse and splitting, the memory limit
  * and OOM recovery, the default cap (the device's memory, the host's available memory), no-caching
- * mode, stability over 100k cycles, threads, release after ct_shutdown().
+ * mode, stability over 100k cycles, threads, release after ct_shutdown(). The host's memory is
+ * played through fake /proc files (ct__alloc_meminfo_path, ct__alloc_status_path).
  * argv[1] names the environment meson set up: "default", "limit" (CLTENSOR_MEMORY_LIMIT=8MiB),
  * "badlimit" (a malformed limit), "nocache" (CLTENSOR_NO_CACHING=1). Tests of other values of
  * the variables set them themselves, in their own forked child, before the allocator first
@@ -363,12 +364,43 @@ START_TEST(test_limit_above_device) {
 }
 END_TEST
 
-/* On a host-memory device a new segment must fit in MemAvailable less max(256 MiB, 5% of
- * MemTotal); blocks served from the cache need no reading at all. */
+/* A /proc/self/status for ct__alloc_status_path() with RssAnon in kB (as the kernel writes it),
+ * written over path (made on first use: *path == 0). statm points nowhere: RssAnon is read. */
+static void fake_status(char *path, unsigned long long anon_kib) {
+  if (!*path) {
+    strcpy(path, "/tmp/ct-status-XXXXXX");
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+  }
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fprintf(f, "Name:\ttest_memory\nVmRSS:\t%llu kB\nRssAnon:\t%llu kB\nRssFile:\t0 kB\nRssShmem:\t0 kB\n", anon_kib,
+          anon_kib);
+  fclose(f);
+  ct__alloc_status_path(path, "/nonexistent/statm");
+}
+
+/* Back to the real /proc files, the temporary ones removed. */
+static void real_proc(char *meminfo, char *status) {
+  ct__alloc_meminfo_path(NULL);
+  ct__alloc_status_path(NULL, NULL);
+  if (meminfo && *meminfo) unlink(meminfo);
+  if (status && *status) unlink(status);
+}
+
+#define KIB_OF(bytes) ((unsigned long long)((bytes) >> 10))
+
+/* On a host-memory device with everything reserved resident, a new segment must fit in
+ * MemAvailable less max(256 MiB, 5% of MemTotal); blocks served from the cache need no reading
+ * at all. */
 START_TEST(test_host_available) {
   ct_device *d = ct_test_device();
   if (!ct_device_properties(d)->host_unified_memory) return;
-  char path[64];
+  char path[64], st[64] = "";
+  /* Everything reserved is resident here (RssAnon far above it): the new buffer alone is
+   * compared with what is available. */
+  fake_status(st, 64ull << 20);
   /* 4 GiB total: the margin is 256 MiB; 300 MiB available leave 44 MiB. */
   fake_meminfo(path, 4ull << 20, 300ull << 10);
   ct_tensor *a, *b = NULL;
@@ -402,10 +434,162 @@ START_TEST(test_host_available) {
   n = 8ll << 20;
   ck_assert_ct_status(ct_empty(&b, d, CT_U8, 1, &n), CT_ERR_OUT_OF_MEMORY);
   ck_assert_error_contains("0 bytes available");
-  unlink(path);
-  ct__alloc_meminfo_path(NULL);
+  real_proc(path, st);
   ct_release(s1);
   ct_release(s2);
+}
+END_TEST
+
+/* The test device with its cache empty, when untouched gigabytes stay virtual on it and it can
+ * reserve global_min bytes in 2 GiB buffers; NULL (the test has nothing to check) otherwise. */
+static ct_device *virtual_device(uint64_t global_min) {
+  ct_device *d = ct_test_device();
+  const ct_device_props *p = ct_device_properties(d);
+  if (!untouched_stays_virtual(d) || p->global_mem_bytes < global_min || p->max_alloc_bytes < (2ull << 30)) return NULL;
+  ck_assert_ct_ok(ct_empty_cache(d));
+  ck_assert_uint_eq(stats(d).reserved_bytes, 0);
+  return d;
+}
+
+/* Issue 11: reservations never written count against the host's available memory. A = 4 GiB
+ * of 4 GiB (margin 256 MiB), next to nothing resident: three untouched 1 GiB tensors fit, the
+ * fourth would take the reserved total to 4 GiB > 3.75 GiB and is refused (before, each was
+ * compared alone with 3.75 GiB and they went on to the device's memory). */
+START_TEST(test_host_untouched) {
+  ct_device *d = virtual_device(5ull << 30);
+  if (!d) return;
+  char mi[64], st[64] = "";
+  fake_meminfo(mi, 4ull << 20, 4ull << 20);
+  fake_status(st, 4);
+  char msg[2048];
+  int n = fill_untouched(d, 1ll << 30, 8, msg, sizeof msg);
+  ck_assert_int_eq(n, 3);
+  ck_assert_msg(strstr(msg, "tried to allocate 1.00 GiB (1073741824 bytes), but the device's memory is the host's, "
+                            "which has 4.00 GiB available (MemAvailable), and libcltensor leaves 256.00 MiB of it "
+                            "to the system; 3.00 GiB the allocator has reserved but not yet written counts against "
+                            "that too") != NULL,
+                "%s", msg);
+  assert_sizes_once(msg);
+  /* The three are cached now (3 GiB reserved). A 1 GiB tensor comes from the cache; a 2 GiB one
+   * needs a new buffer, 5 GiB in all: the cache goes back first, then it fits (3 GiB). */
+  ck_assert_uint_eq(stats(d).reserved_bytes, 3ull << 30);
+  ct_tensor *a, *b;
+  int64_t n1 = 1ll << 30, n2 = 2ll << 30;
+  ck_assert_ct_ok(ct_empty(&a, d, CT_U8, 1, &n1));
+  ck_assert_ct_ok(ct_empty(&b, d, CT_U8, 1, &n2));
+  ck_assert_uint_eq(stats(d).reserved_bytes, 3ull << 30);
+  ct_release(a);
+  ct_release(b);
+  ck_assert_ct_ok(ct_empty_cache(d));
+  ck_assert_uint_eq(stats(d).reserved_bytes, 0);
+  real_proc(mi, st);
+  compute_ok(d);
+}
+END_TEST
+
+/* Written reservations are already out of MemAvailable and are not counted twice: with RssAnon
+ * = R, only a new buffer above A - M is refused, whatever R. A = 1.25 GiB of 4 GiB: A - M = 1 GiB.
+ * Partly written: the unwritten part counts. RssAnon above R (the process's own memory) counts
+ * only up to R. */
+START_TEST(test_host_resident) {
+  ct_device *d = virtual_device(6ull << 30);
+  if (!d) return;
+  char mi[64], st[64] = "";
+  fake_meminfo(mi, 4ull << 20, 5ull << 18);
+  ct_tensor *held[8];
+  int h = 0;
+  int64_t gib = 1ll << 30, over = (1ll << 30) + (2ll << 20), half = 512ll << 20, half_over = (514ll << 20);
+  for (; h < 3; h++) {
+    fake_status(st, KIB_OF(stats(d).reserved_bytes));
+    ck_assert_ct_ok(ct_empty(&held[h], d, CT_U8, 1, &gib));
+  }
+  ct_tensor *t = NULL;
+  fake_status(st, KIB_OF(stats(d).reserved_bytes)); /* R = 3 GiB, all resident */
+  ck_assert_ct_status(ct_empty(&t, d, CT_U8, 1, &over), CT_ERR_OUT_OF_MEMORY);
+  ck_assert_ptr_null(t);
+  ck_assert_error_contains("but the device's memory is the host's, which has 1.25 GiB available (MemAvailable), and "
+                           "libcltensor leaves 256.00 MiB of it to the system. ");
+  assert_sizes_once(ct_last_error());
+  /* 2.5 of the 3 GiB resident: room for R + N is 1.25 + 2.5 - 0.25 = 3.5 GiB. */
+  fake_status(st, 5ull << 19);
+  ck_assert_ct_status(ct_empty(&t, d, CT_U8, 1, &half_over), CT_ERR_OUT_OF_MEMORY);
+  ck_assert_error_contains("to the system; 512.00 MiB the allocator has reserved but not yet written counts against "
+                           "that too");
+  assert_sizes_once(ct_last_error());
+  ck_assert_ct_ok(ct_empty(&held[h++], d, CT_U8, 1, &half));
+  /* RssAnon far above R (host arrays of the process's own): T is R, not more. */
+  fake_status(st, 64ull << 20);
+  ck_assert_ct_status(ct_empty(&t, d, CT_U8, 1, &over), CT_ERR_OUT_OF_MEMORY);
+  ck_assert_ct_ok(ct_empty(&held[h++], d, CT_U8, 1, &gib));
+  ck_assert_uint_eq(stats(d).reserved_bytes, (9ull << 29));
+  for (int i = 0; i < h; i++) ct_release(held[i]);
+  ck_assert_ct_ok(ct_empty_cache(d));
+  real_proc(mi, st);
+  compute_ok(d);
+}
+END_TEST
+
+/* Kernels before 4.5 have no RssAnon: statm's resident less shared pages. Neither readable: the
+ * allocator takes all of R as resident (the new buffer alone is compared, as before). */
+START_TEST(test_host_statm_fallback) {
+  char status[] = "/tmp/ct-status-XXXXXX", statm[] = "/tmp/ct-statm-XXXXXX";
+  int fd = mkstemp(status);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_gt(write(fd, "Name:\tt\nVmRSS:\t1200 kB\n", 23), 0);
+  close(fd);
+  fd = mkstemp(statm);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_gt(write(fd, "1000 300 100 1 0 50 0\n", 22), 0);
+  close(fd);
+  ct__alloc_status_path(status, statm);
+  uint64_t anon = 0;
+  ck_assert_int_eq(ct__alloc_process_anon(&anon), 1);
+  ck_assert_uint_eq(anon, 200 * (uint64_t)sysconf(_SC_PAGESIZE));
+  unlink(statm);
+  ck_assert_int_eq(ct__alloc_process_anon(&anon), 0);
+  ct_device *d = virtual_device(4ull << 30);
+  if (d) {
+    char mi[64];
+    fake_meminfo(mi, 4ull << 20, 5ull << 18); /* A - M = 1 GiB */
+    ct_tensor *a, *b, *c = NULL;
+    int64_t gib = 1ll << 30, over = (1ll << 30) + (2ll << 20);
+    ck_assert_ct_ok(ct_empty(&a, d, CT_U8, 1, &gib));
+    ck_assert_ct_ok(ct_empty(&b, d, CT_U8, 1, &gib));
+    ck_assert_ct_status(ct_empty(&c, d, CT_U8, 1, &over), CT_ERR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(strstr(ct_last_error(), "not yet written"));
+    ct_release(a);
+    ct_release(b);
+    unlink(mi);
+  }
+  real_proc(NULL, status);
+}
+END_TEST
+
+/* The real files: RssAnon reads, grows when a device buffer is written (PoCL's buffers are this
+ * process's anonymous memory), and small allocations succeed under the real rule. Writes 64 MiB. */
+START_TEST(test_host_real_files) {
+  real_proc(NULL, NULL);
+  uint64_t before = 0, after = 0;
+  if (!ct__alloc_process_anon(&before)) return; /* no /proc */
+  ck_assert_uint_gt(before, 0);
+  ct_device *d = ct_test_device();
+  ct_tensor *s, *z;
+  int64_t small = 100, elems = 16ll << 20; /* 64 MiB of f32 */
+  ck_assert_ct_ok(ct_empty(&s, d, CT_U8, 1, &small));
+  ck_assert_ct_ok(ct_zeros(&z, d, CT_F32, 1, &elems));
+  float h[4];
+  ct_tensor *v;
+  ck_assert_ct_ok(ct_slice(&v, z, 0, elems - 4, elems, 1));
+  ck_assert_ct_ok(ct_to_host(v, h, sizeof h));
+  ck_assert_float_eq(h[3], 0.0f);
+  ck_assert_int_eq(ct__alloc_process_anon(&after), 1);
+  if (ct_device_properties(d)->host_unified_memory)
+    ck_assert_msg(after >= before + (32ull << 20), "RssAnon %llu -> %llu after writing 64 MiB",
+                  (unsigned long long)before, (unsigned long long)after);
+  ct_release(v);
+  ct_release(s);
+  ct_release(z);
+  compute_ok(d);
 }
 END_TEST
 
@@ -696,6 +880,10 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, test_default_cap_untouched);
     tcase_add_test(tc, test_limit_above_device);
     tcase_add_test(tc, test_host_available);
+    tcase_add_test(tc, test_host_untouched);
+    tcase_add_test(tc, test_host_resident);
+    tcase_add_test(tc, test_host_statm_fallback);
+    tcase_add_test(tc, test_host_real_files);
     tcase_add_test(tc, test_limit_touched);
     tcase_add_test(tc, test_limit_below_segment);
     tcase_add_test(tc, test_limit_below_block);
