@@ -235,6 +235,28 @@ enum ct__trust ct__cache_dir_check(const char *dir, char *real, size_t cap, char
     return ct__refuse(CT__TRUST_DIR_REFUSED, why, n, "cache folder %s%s%s%s refused: %s", dir,
                       strcmp(dir, resolved) ? " (" : "", strcmp(dir, resolved) ? resolved : "",
                       strcmp(dir, resolved) ? ")" : "", bad);
+  /* Every folder above the real one too (as OpenSSH's secure_path): whoever can write to one of
+   * them can rename the checked folder away and put a link (to /etc, say) in its place between
+   * this check and a write. Root's or this user's, and writable by group or others only when
+   * sticky (/tmp), where nobody can rename what is not theirs. */
+  char up[PATH_MAX];
+  strcpy(up, resolved);
+  for (char *sl = strrchr(up, '/'); sl; sl = strrchr(up, '/')) {
+    bool top = sl == up;
+    sl[top] = '\0'; /* "/a/b" -> "/a" -> "/" */
+    struct stat as;
+    if (stat(up, &as) != 0)
+      return ct__refuse(CT__TRUST_DIR_REFUSED, why, n, "cache folder %s: its folder %s: %s", dir, up,
+                        ct__strerror(errno, eb, sizeof eb));
+    if (as.st_uid != geteuid() && as.st_uid != 0)
+      return ct__refuse(CT__TRUST_DIR_REFUSED, why, n,
+                        "cache folder %s refused: its folder %s is owned by another user", dir, up);
+    if ((as.st_mode & (S_IWGRP | S_IWOTH)) && !(as.st_mode & S_ISVTX))
+      return ct__refuse(CT__TRUST_DIR_REFUSED, why, n,
+                        "cache folder %s refused: its folder %s is writable by group or others and "
+                        "not sticky", dir, up);
+    if (top) break;
+  }
   if (strlen(resolved) >= cap)
     return ct__refuse(CT__TRUST_DIR_REFUSED, why, n, "cache folder path too long: %s", resolved);
   strcpy(real, resolved);

@@ -76,6 +76,9 @@ void ct__hex(char *out, const unsigned char *digest, size_t n);
  *    planted by someone else could redirect the cache anywhere, as root into /etc);
  *  - the folder itself, its links resolved (realpath), must be a folder owned by this user (the
  *    effective uid) that group and others cannot write; a sticky 1777 folder is refused too;
+ *  - every folder above that real folder must be owned by this user or root and not writable
+ *    by group or others unless sticky (/tmp passes), as OpenSSH's secure_path: else whoever can
+ *    write there could swap the checked folder for a link between the check and a write;
  *  - each file is opened without following a link and without blocking (a FIFO in its place
  *    must not hang the caller), and must be a regular file, owned by this user, not writable by
  *    group or others, and no larger than the reader's limit.

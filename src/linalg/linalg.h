@@ -5,6 +5,7 @@
 #define CT_LINALG_LINALG_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <CL/cl.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -60,12 +61,18 @@ bool ct__gemm_params_valid(const ct__gemm_params *p, const ct_device_props *prop
  * refuses (e.g. a CLBlast whose kernels take other parameters). */
 ct_status ct__gemm_params_apply(ct_device *d, int bits, const ct__gemm_params *p);
 
-/* Whether p, installed for precision bits on d, computes right products: one product on each
- * kernel CLBlast would pick with it (Xgemm at the crossover, XgemmDirect below it) against a
- * double host reference. Remembered per process, device, precision and set. On failure why
- * says what was wrong, and p is no longer installed: the shipped set for that precision, or
- * else a conservative one, replaces it (CLBlast cannot drop an override). */
+/* Whether p, installed for precision bits on d, computes right products: one small product on
+ * each of its kernels (Xgemm on 67x65x69, XgemmDirect on 41^3 or below the crossover; a set whose
+ * crossover is above those sizes is checked as a copy with it moved) against a double host
+ * reference. Remembered per process, device, precision and set. Afterwards p, that copy or
+ * (for a remembered verdict) whatever was there is installed: the caller installs the set it
+ * wants. On failure why says what was wrong. */
 bool ct__gemm_params_verify(ct_device *d, int bits, const ct__gemm_params *p, char *why, size_t why_size);
+
+/* A set that fits every OpenCL 1.2 device, verified on d for pr (not installed), for when a
+ * rejected set has to be replaced and there is no shipped one: CLBlast cannot drop an override,
+ * so its built-in parameters cannot come back. NULL, why written, when even it fails. */
+const ct__gemm_params *ct__gemm_conservative(ct_device *d, enum ct__prec pr, char *why, size_t why_size);
 
 /* The shipped defaults for d's kind of device, or NULL (currently: PoCL CPU devices, f32). */
 const ct__gemm_tuning *ct__gemm_shipped_tuning(const ct_device *d);
@@ -79,9 +86,9 @@ ct_status ct__gemm_tuning_path(char *buf, size_t size, const ct_device *d);
 
 /* Reads d's stored tuning file (its path into path) under the kernel cache's trust rules
  * (src/kernel/cache.h: folder and file owned by this user and not writable by others, a regular
- * file, at most 64 KiB), parses it and verifies each set the device can use
- * (ct__gemm_params_verify). True with *out filled, else note says why not (no file, refused,
- * malformed, for another device, wrong products). */
+ * file, at most 64 KiB) and parses it; the caller verifies the sets (ct__gemm_params_verify).
+ * True with *out filled, else note says why not (no file, refused, malformed, for another
+ * device). */
 bool ct__gemm_tuning_load(ct__gemm_tuning *out, char *path, size_t path_size, ct_device *d, char *note,
                           size_t note_size);
 
@@ -99,19 +106,31 @@ ct_status ct__gemm_tuning_save(const char *path, const ct_device *d, const ct__g
 /* ---- Per-device GEMM state (gemm_state.c, gemm_env.c) ---- */
 enum ct__gemm_route { CT__ROUTE_CLBLAST = CT_GEMM_ROUTE_CLBLAST, CT__ROUTE_HOST = CT_GEMM_ROUTE_HOST };
 
+/* Which parameters are installed for one precision. */
+enum ct__gemm_set { CT__SET_BUILTIN, CT__SET_SHIPPED, CT__SET_CONSERVATIVE, CT__SET_FILE };
+
 struct ct__gemm_state {
   ct_status route_status;        /* CT_OK, or why $CLTENSOR_GEMM can't be honoured */
   char route_error[512];
   enum ct__gemm_route route;
+  /* The tuning is loaded (and verified) on the first CLBlast GEMM or ct_gemm_tuning_status(),
+   * never for GEMMs on the host route: until then the fields below are unset. */
+  atomic_bool tuning_ready;
+  pthread_mutex_t tuning_lock;
   ct_gemm_tuning_source tuning_source;
   bool tuned[CT__PREC_COUNT];    /* parameters this library installed, per precision */
+  enum ct__gemm_set set[CT__PREC_COUNT];
   ct__gemm_params params[CT__PREC_COUNT];
   char tuning_message[1024];
 };
 
-/* OUT: *out, d's GEMM state, created on first use: resolves $CLTENSOR_GEMM and applies the
- * stored tuning (or the shipped defaults). */
+/* OUT: *out, d's GEMM state, created on first use: resolves $CLTENSOR_GEMM and
+ * $CLTENSOR_GEMM_TUNING. */
 ct_status ct__gemm_state(struct ct__gemm_state **out, ct_device *d);
+
+/* Loads d's tuning into s once (the stored file, verified, or the shipped defaults), before the
+ * first CLBlast GEMM. Tuning problems go to ct_gemm_tuning_status(), never to the caller. */
+void ct__gemm_tuning_ready(struct ct__gemm_state *s, ct_device *d);
 
 /* Resolves $CLTENSOR_GEMM for d into s->route; when it can't be honoured, s->route_status and
  * s->route_error say why (reported by every GEMM on d). */

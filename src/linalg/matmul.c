@@ -73,6 +73,8 @@ static ct_status ct__mm_run(struct ct__mm *mm, ct_tensor **res, ct_tensor *out) 
   struct ct__gemm_state *s;
   CT__TRY(ct__gemm_state(&s, mm->d));
   if (s->route_status != CT_OK) return ct__error(s->route_status, "%s: %s", mm->fn, s->route_error);
+  /* Only a float GEMM on the CLBlast route uses (and so loads and verifies) the tuning. */
+  if (s->route == CT__ROUTE_CLBLAST && ct_dtype_is_float(mm->dt)) ct__gemm_tuning_ready(s, mm->d);
 
   bool is_float = ct_dtype_is_float(mm->dt);
   ct_dtype cdt = mm->dt;

@@ -200,9 +200,8 @@ static double ct__get(const void *buf, int bits, size_t i) {
   return ct_f16_to_f32(((const uint16_t *)buf)[i]);
 }
 
-/* One row-major m x n x k product with the parameters installed for precision bits on d,
- * compared with a double host reference: every element when the product is small, else rows
- * and columns at both ends and the middle plus a spread of others. */
+/* One row-major m x n x k product (small: every element is checked) with the parameters
+ * installed for precision bits on d, compared with a double host reference. */
 static bool ct__check_product(ct_device *d, int bits, size_t m, size_t n, size_t k, const char *kernel,
                               char *why, size_t why_size) {
   size_t es = (size_t)bits / 8;
@@ -255,12 +254,9 @@ static bool ct__check_product(ct_device *d, int bits, size_t m, size_t n, size_t
     goto done;
   }
   double u = bits == 64 ? ldexp(1, -53) : bits == 32 ? ldexp(1, -24) : ldexp(1, -11);
-  bool all = m * n * k <= ((size_t)1 << 24);
   ok = true;
   for (size_t i = 0; i < m && ok; i++) {
-    bool row = all || i == 0 || i == m / 2 || i == m - 1;
     for (size_t j = 0; j < n; j++) {
-      if (!row && j != 0 && j != n / 2 && j != n - 1 && (i * 31 + j * 17) % 61 != 0) continue;
       double ref = 0, mag = 0;
       for (size_t t = 0; t < k; t++) {
         double prod = ct__get(ha, bits, i * k + t) * ct__get(hb, bits, t * n + j);
@@ -287,17 +283,33 @@ done:
   return ok;
 }
 
-/* Installs p and runs one product on each kernel CLBlast would pick with it: at or above the
- * crossover (Xgemm; sizes that need padding) and below it (XgemmDirect). */
+/* The verification products: Xgemm on 67x65x69 (several tiles of most sets, and padding) and
+ * XgemmDirect on 41^3, both cheap whatever the set. CLBlast picks the kernel by the crossover
+ * (m*n*k against XGEMM_MIN_INDIRECT_SIZE^3), so a set whose crossover would send these sizes
+ * elsewhere is checked as a copy with the crossover at CT__VERIFY_CROSS (41^3 < 48^3 <=
+ * 67*65*69): a file's legitimate crossover of 2048 must not cost a 2051x2049x2053 product on
+ * the first GEMM. */
+#define CT__VERIFY_M 67
+#define CT__VERIFY_N 65
+#define CT__VERIFY_K 69
+#define CT__VERIFY_DIRECT 41
+#define CT__VERIFY_CROSS 48
+
+/* Installs p (or that copy of it) for precision bits and runs one product on each kernel. */
 static bool ct__verify_installed(ct_device *d, int bits, const ct__gemm_params *p, char *why, size_t n) {
-  if (ct__gemm_params_apply(d, bits, p) != CT_OK) {
+  ct__gemm_params q = *p;
+  /* A crossover the Xgemm product reaches is kept: no second set to compile. */
+  if ((unsigned long long)q.min_indirect * q.min_indirect * q.min_indirect >
+      (unsigned long long)CT__VERIFY_M * CT__VERIFY_N * CT__VERIFY_K)
+    q.min_indirect = CT__VERIFY_CROSS;
+  if (ct__gemm_params_apply(d, bits, &q) != CT_OK) {
     snprintf(why, n, "%s", ct_last_error());
     return false;
   }
-  size_t s = p->min_indirect > 32 ? p->min_indirect : 32;
-  if (!ct__check_product(d, bits, s + 3, s + 1, s + 5, "Xgemm", why, n)) return false;
-  if (p->min_indirect >= 2) {
-    size_t t = p->min_indirect - 1 < 41 ? p->min_indirect - 1 : 41;
+  if (!ct__check_product(d, bits, CT__VERIFY_M, CT__VERIFY_N, CT__VERIFY_K, "Xgemm", why, n)) return false;
+  /* Below a crossover of 1 XgemmDirect is never used; below 42 it is used only under it. */
+  if (q.min_indirect >= 2) {
+    size_t t = q.min_indirect - 1 < CT__VERIFY_DIRECT ? q.min_indirect - 1 : CT__VERIFY_DIRECT;
     if (!ct__check_product(d, bits, t, t, t, "XgemmDirect", why, n)) return false;
   }
   return true;
@@ -318,20 +330,6 @@ bool ct__gemm_params_verify(ct_device *d, int bits, const ct__gemm_params *p, ch
   pthread_mutex_unlock(&ct__verified_lock);
   char reason[384] = "";
   bool ok = ct__verify_installed(d, bits, p, reason, sizeof reason);
-  if (!ok) {
-    /* The bad set is installed now: put a good one in its place. */
-    const ct__gemm_tuning *shipped = ct__gemm_shipped_tuning(d);
-    enum ct__prec pr = bits == 16 ? CT__PREC_F16 : bits == 32 ? CT__PREC_F32 : CT__PREC_F64;
-    char spare[384];
-    if (shipped && shipped->has[pr]) {
-      ct__gemm_params_apply(d, bits, &shipped->p[pr]);
-    } else if (ct__gemm_params_valid(&ct__conservative, &d->props, (size_t)bits / 8, spare, sizeof spare) &&
-               ct__verify_installed(d, bits, &ct__conservative, spare, sizeof spare)) {
-      size_t len = strlen(reason);
-      snprintf(reason + len, sizeof reason - len,
-               " (CLBlast cannot drop an override: libcltensor's conservative f%d set replaces it)", bits);
-    }
-  }
   snprintf(why, why_size, "%s", reason);
   pthread_mutex_lock(&ct__verified_lock);
   if (ct__nverified < CT__VERIFIED_MAX) {
@@ -345,6 +343,14 @@ bool ct__gemm_params_verify(ct_device *d, int bits, const ct__gemm_params *p, ch
   }
   pthread_mutex_unlock(&ct__verified_lock);
   return ok;
+}
+
+const ct__gemm_params *ct__gemm_conservative(ct_device *d, enum ct__prec pr, char *why, size_t why_size) {
+  int bits = ct__prec_bits(pr);
+  if (!ct__gemm_params_valid(&ct__conservative, &d->props, (size_t)bits / 8, why, why_size) ||
+      !ct__gemm_params_verify(d, bits, &ct__conservative, why, why_size))
+    return NULL;
+  return &ct__conservative;
 }
 
 /* ---- File location ---- */
@@ -408,15 +414,6 @@ bool ct__gemm_tuning_load(ct__gemm_tuning *out, char *path, size_t path_size, ct
       snprintf(note, note_size, "tuning file %s ignored: malformed: %s", path, why);
     else
       ok = true;
-    /* Every set this device can use must compute right products (see Verification). */
-    for (int pr = 0; ok && pr < CT__PREC_COUNT; pr++) {
-      if (!out->has[pr] || (pr == CT__PREC_F16 && !d->props.fp16) || (pr == CT__PREC_F64 && !d->props.fp64))
-        continue;
-      if (!ct__gemm_params_verify(d, ct__prec_bits(pr), &out->p[pr], why, sizeof why)) {
-        snprintf(note, note_size, "tuning file %s ignored: %s", path, why);
-        ok = false;
-      }
-    }
   }
   close(fd);
   free(text);

@@ -1073,6 +1073,46 @@ START_TEST(test_symlinked_folder) {
 }
 END_TEST
 
+/* The folders above the cache folder: another user's one, or a non-sticky shared one, could
+ * swap the checked folder for a link between the check and a write; a sticky shared one (/tmp)
+ * cannot. */
+START_TEST(test_untrusted_ancestor_is_refused) {
+  char *top = make_tmpdir(), dir[4096], path[4096];
+  snprintf(dir, sizeof dir, "%s/mid/c", top);
+  store_fake(dir, path, sizeof path);
+  ck_assert_int_eq(load_fake(), CT__CACHE_HIT);
+  char mid[4096], why[512], real[4096];
+  snprintf(mid, sizeof mid, "%s/mid", top);
+  ck_assert_int_eq(chmod(mid, 0777), 0);
+  ck_assert_int_eq(load_fake(), CT__CACHE_OFF);
+  ck_assert_int_eq(ct__cache_dir_check(dir, real, sizeof real, why, sizeof why), CT__TRUST_DIR_REFUSED);
+  ck_assert_msg(strstr(why, mid) && strstr(why, "not sticky"), "%s", why);
+  ck_assert_int_eq(chmod(mid, 01777), 0);
+  ck_assert_int_eq(load_fake(), CT__CACHE_HIT);
+  ck_assert_int_eq(chmod(mid, 0755), 0);
+  if (geteuid() == 0) {
+    ck_assert_int_eq(chown(mid, OTHER_UID, OTHER_UID), 0);
+    ck_assert_int_eq(load_fake(), CT__CACHE_OFF);
+    ck_assert_int_eq(ct__cache_dir_check(dir, real, sizeof real, why, sizeof why), CT__TRUST_DIR_REFUSED);
+    ck_assert_msg(strstr(why, mid) && strstr(why, "owned by another user"), "%s", why);
+    struct ct__cache_key k = fake_key();
+    k.options = "-DX=2";
+    ck_assert_int_eq(ct__cache_store(&k, FAKE_BIN, sizeof FAKE_BIN), 0);
+    ck_assert_int_eq(count_files(dir, ".clbin"), 1);
+    ck_assert_int_eq(chown(mid, 0, 0), 0);
+  }
+  rm_rf(top);
+  free(top);
+  /* Directly in /tmp (root's, 1777, sticky): accepted. */
+  char tmp[] = "/tmp/ct-kernel-XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(tmp));
+  store_fake(tmp, path, sizeof path);
+  ck_assert_int_eq(ct__cache_dir_check(tmp, real, sizeof real, why, sizeof why), CT__TRUST_OK);
+  ck_assert_int_eq(load_fake(), CT__CACHE_HIT);
+  rm_rf(tmp);
+}
+END_TEST
+
 /* Each file must be a regular file of ours that nobody else can write. */
 START_TEST(test_untrusted_file_is_rejected) {
   char *dir = make_tmpdir(), path[4096], copy[4200];
@@ -1186,6 +1226,7 @@ int main(int argc, char **argv) {
   tcase_add_test(trust, test_cache_switch_in_the_engine);
   tcase_add_test(trust, test_untrusted_folder_is_not_read);
   tcase_add_test(trust, test_symlinked_folder);
+  tcase_add_test(trust, test_untrusted_ancestor_is_refused);
   tcase_add_test(trust, test_untrusted_file_is_rejected);
   tcase_add_test(trust, test_fifo_entry_does_not_hang);
   tcase_add_test(trust, test_huge_entry_is_not_read);

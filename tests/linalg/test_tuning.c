@@ -586,12 +586,14 @@ END_TEST
 /* A set that passes every constraint but computes wrong products on PoCL 3.1: the issue's
  * family (GEMMK=1 KREG=16 KWG=1 ... VWN=2, which cltensor-tune rejects with "wrong result"),
  * drawn from cltensor-tune's GEMMK=1 space; applied directly it got 16256 of the 16384
- * elements of a 128x128 product wrong. */
+ * elements of a 128x128 product wrong. Its crossover is a legitimate 2048: verification must
+ * still use a small product, not one at the crossover (2051x2049x2053). */
 static ct__gemm_params bad_params(void) {
   ct__gemm_params p = test_params();
   /* GEMMK KREG KWG KWI MDIMA MDIMC MWG NDIMB NDIMC NWG SA SB STRM STRN VWM VWN */
   const size_t x[CT__XGEMM_NPARAMS] = {1, 16, 1, 1, 8, 8, 128, 4, 4, 64, 0, 0, 0, 0, 1, 2};
   memcpy(p.xgemm, x, sizeof x);
+  p.min_indirect = 2048;
   return p;
 }
 
@@ -607,10 +609,10 @@ START_TEST(test_wrong_products_are_not_used) {
   const char *msg;
   ck_assert_ct_ok(ct_gemm_tuning_status(d, &src, &msg));
   ck_assert_msg(src != CT_GEMM_TUNING_FILE && strstr(msg, "ignored") && strstr(msg, "wrong products") &&
-                    strstr(msg, "Xgemm"),
+                    strstr(msg, "Xgemm") && strstr(msg, "67x65x69"),
                 "source %d: %s", (int)src, msg);
   ck_assert_str_eq(ct_last_error(), "");
-  /* what the file would have broken */
+  /* what the file would have broken: the replacement (shipped or conservative) is right */
   ct_tensor *a = lt_random(d, CT_F32, 2, (int64_t[]){128, 128}, 1), *b = lt_random(d, CT_F32, 2, (int64_t[]){128, 128}, 2);
   lt_matmul_check(a, b, "128x128 after a bad tuning file");
   ct_release(a);
@@ -619,20 +621,73 @@ START_TEST(test_wrong_products_are_not_used) {
   char again[512];
   ck_assert(!ct__gemm_params_verify(d, 32, &bad, again, sizeof again));
   ck_assert_msg(strstr(again, "wrong products"), "%s", again);
-  /* and a good set passes */
-  ct__gemm_params good = test_params();
-  ck_assert_msg(ct__gemm_params_verify(d, 32, &good, why, sizeof why), "%s", why);
-  /* f64 has no shipped set, and CLBlast cannot drop the bad one once tried: the conservative
-   * set takes its place, and products are right again */
-  if (ct_device_properties(d)->fp64) {
-    ck_assert(!ct__gemm_params_verify(d, 64, &bad, why, sizeof why));
-    ck_assert_msg(strstr(why, "wrong products") && strstr(why, "conservative"), "%s", why);
-    a = lt_random(d, CT_F64, 2, (int64_t[]){128, 128}, 3);
-    b = lt_random(d, CT_F64, 2, (int64_t[]){128, 128}, 4);
-    lt_matmul_check(a, b, "f64 128x128 after a bad set");
-    ct_release(a);
-    ct_release(b);
-  }
+}
+END_TEST
+
+/* A file whose f32 set verifies but whose f64 set does not is ignored as a whole: each
+ * precision it touched gets the shipped set or, where there is none, the conservative one
+ * (CLBlast cannot drop an override), and the status says so. */
+START_TEST(test_ignored_file_leaves_nothing_installed) {
+  fresh_cache();
+  setenv("CLTENSOR_GEMM", "clblast", 1);
+  ct_device *d = ct_test_device();
+  if (!ct_device_properties(d)->fp64) return;
+  char path[1024];
+  ck_assert_ct_ok(ct__gemm_tuning_path(path, sizeof path, d));
+  ct__gemm_tuning t;
+  memset(&t, 0, sizeof t);
+  t.has[CT__PREC_F32] = t.has[CT__PREC_F64] = true;
+  t.p[CT__PREC_F32] = test_params();
+  t.p[CT__PREC_F64] = bad_params();
+  t.p[CT__PREC_F64].min_indirect = 20;
+  ck_assert_ct_ok(ct__gemm_tuning_save(path, d, &t, NULL));
+  ct_gemm_tuning_source src;
+  const char *msg;
+  ck_assert_ct_ok(ct_gemm_tuning_status(d, &src, &msg));
+  ck_assert_msg(src == CT_GEMM_TUNING_SHIPPED && strstr(msg, "ignored") && strstr(msg, "f64 Xgemm") &&
+                    strstr(msg, "f64: libcltensor's conservative"),
+                "source %d: %s", (int)src, msg);
+  struct ct__gemm_state *s;
+  ck_assert_ct_ok(ct__gemm_state(&s, d));
+  const ct__gemm_tuning *shipped = ct__gemm_shipped_tuning(d);
+  ct__gemm_params tp = test_params();
+  ck_assert(s->tuned[CT__PREC_F32] && s->tuned[CT__PREC_F64]);
+  ck_assert_int_ne(memcmp(&s->params[CT__PREC_F32], &tp, sizeof tp), 0);
+  ck_assert_int_eq(s->set[CT__PREC_F32], shipped && shipped->has[CT__PREC_F32] ? CT__SET_SHIPPED
+                                                                              : CT__SET_CONSERVATIVE);
+  ck_assert_int_eq(s->set[CT__PREC_F64], CT__SET_CONSERVATIVE);
+  ck_assert_msg(strstr(msg, s->set[CT__PREC_F32] == CT__SET_SHIPPED ? "f32: libcltensor's shipped"
+                                                                    : "f32: libcltensor's conservative"), "%s", msg);
+  ct_tensor *a = lt_random(d, CT_F64, 2, (int64_t[]){70, 66}, 3), *b = lt_random(d, CT_F64, 2, (int64_t[]){66, 68}, 4);
+  lt_matmul_check(a, b, "f64 after a bad set");
+  ct_release(a);
+  ct_release(b);
+}
+END_TEST
+
+/* The tuning is read only for the CLBlast route: a GEMM on the host route reads no file (and
+ * compiles no verification product); the status query reads it then, from where the cache
+ * folder is at that time. */
+START_TEST(test_host_route_loads_no_tuning) {
+  if (!ct__gemm_host_available()) return;
+  fresh_cache();
+  setenv("CLTENSOR_GEMM", "host", 1);
+  ct_device *d = ct_test_device();
+  char path[1024];
+  ct__gemm_params p = test_params();
+  save_f32_file(d, &p, path, sizeof path);
+  ct_tensor *a = lt_random(d, CT_F32, 2, (int64_t[]){8, 8}, 1);
+  lt_matmul_check(a, a, "host route");
+  ct_release(a);
+  char other[700];
+  snprintf(other, sizeof other, "%s/elsewhere", cache_dir);
+  ck_assert_int_eq(mkdir(other, 0700), 0);
+  setenv("CLTENSOR_CACHE_DIR", other, 1);
+  ct_gemm_tuning_source src;
+  const char *msg;
+  ck_assert_ct_ok(ct_gemm_tuning_status(d, &src, &msg));
+  ck_assert_msg(src != CT_GEMM_TUNING_FILE && strstr(msg, "no tuning file") && strstr(msg, other),
+                "source %d: %s", (int)src, msg);
 }
 END_TEST
 
@@ -674,10 +729,12 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_tuning_env);
   tcase_add_test(tc, test_tuning_env_invalid);
   tcase_add_test(tc, test_untrusted_tuning_file_is_not_read);
+  tcase_add_test(tc, test_host_route_loads_no_tuning);
   suite_add_tcase(s, tc);
   TCase *verify = tcase_create("verify");
   tcase_set_timeout(verify, 600);
   tcase_add_test(verify, test_wrong_products_are_not_used);
+  tcase_add_test(verify, test_ignored_file_leaves_nothing_installed);
   suite_add_tcase(s, verify);
   TCase *hang = tcase_create("no-hang");
   tcase_set_timeout(hang, 60);
