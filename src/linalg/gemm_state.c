@@ -8,6 +8,7 @@
 
 #include <clblast_c.h>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "linalg/linalg.h"
 
@@ -46,12 +47,14 @@ static bool ct__load_tuning_file(struct ct__gemm_state *s, ct_device *d, char *n
   char path[4096];
   ct__gemm_tuning t;
   if (!ct__gemm_tuning_load(&t, path, sizeof path, d, note, note_size)) return false;
+  char esc[512]; /* under a folder from the environment */
+  ct__escape(esc, sizeof esc, path);
   if (ct__apply_tuning(s, d, &t) != CT_OK) {
-    ct__gemm_note(note, note_size, "tuning file %s ignored: %s", path, ct_last_error());
+    ct__gemm_note(note, note_size, "tuning file %s ignored: %s", esc, ct_last_error());
     memset(s->tuned, 0, sizeof s->tuned);
     return false;
   }
-  ct__gemm_note(note, note_size, "tuning file %s applied", path);
+  ct__gemm_note(note, note_size, "tuning file %s applied", esc);
   return true;
 }
 
