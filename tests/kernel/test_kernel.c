@@ -1156,27 +1156,44 @@ static long maxrss_kib(void) {
   return ru.ru_maxrss;
 }
 
-/* A 1 GiB entry (sparse: no disk used) is refused from its header and size, not read whole. */
+/* A 1 GiB entry (sparse: no disk used) is refused from its header and size, not read whole;
+ * a 100 MiB one, below the size cap, from its header alone. */
 START_TEST(test_huge_entry_is_not_read) {
   char *dir = make_tmpdir(), path[4096];
   store_fake(dir, path, sizeof path);
   size_t n;
   unsigned char *b = read_all(path, &n);
-  const off_t huge = (off_t)1 << 30;
+  /* First, while the high-water mark is low: a wrong header on an entry the size cap lets
+   * through. Reading it whole would add its 100 MiB; the bound is a quarter of that, the
+   * ratio of the bound below. */
+  const off_t big = (off_t)100 << 20;
+  ck_assert_int_lt(big, CT__CACHE_MAX_BYTES);
   long before = maxrss_kib();
+  ck_assert_int_eq(truncate(path, big), 0);
+  int fd = open(path, O_WRONLY);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(pwrite(fd, "NOTOURS!", 8, 0), 8);
+  close(fd);
+  ck_assert_int_eq(load_fake(), CT__CACHE_REJECTED);
+  long grown = maxrss_kib() - before;
+  ck_assert_msg(grown < (long)(big / 4 / 1024), "resident size grew by %ld KiB loading a 100 MiB entry", grown);
+  write_all(path, b, n);
+  ck_assert_int_eq(load_fake(), CT__CACHE_HIT);
+  const off_t huge = (off_t)1 << 30;
+  before = maxrss_kib();
   /* A valid header whose length field disagrees with the size, then one that agrees. */
   ck_assert_int_eq(truncate(path, huge), 0);
   ck_assert_int_eq(load_fake(), CT__CACHE_REJECTED);
   uint64_t blen = (uint64_t)huge - (n - sizeof FAKE_BIN);
   unsigned char le[8];
   for (int i = 0; i < 8; i++) le[i] = (unsigned char)(blen >> (8 * i));
-  int fd = open(path, O_WRONLY);
+  fd = open(path, O_WRONLY);
   ck_assert_int_ge(fd, 0);
   ck_assert_int_eq(pwrite(fd, le, 8, (off_t)(n - sizeof FAKE_BIN - 32 - 8)), 8);
   close(fd);
   ck_assert_int_eq(load_fake(), CT__CACHE_REJECTED);
   /* Reading either whole would add 1 GiB; the margin allows for any allocator noise. */
-  long grown = maxrss_kib() - before;
+  grown = maxrss_kib() - before;
   ck_assert_msg(grown < 256 * 1024, "resident size grew by %ld KiB loading a 1 GiB entry", grown);
   free(b);
   rm_rf(dir);
