@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/atomic_file.h"
+#include "core/env.h"
 #include "core/error.h"
 
 /* The XSI strerror_r (_POSIX_C_SOURCE without _GNU_SOURCE) returns an int. */
@@ -48,10 +49,12 @@ int ct__open_regular(const char *path, int extra_flags, struct stat *sb) {
 
 /* CT_ERR_IO for a failed step (verb) on the temporary file; quiet writers only get the status. */
 static ct_status ct__afile_fail(const struct ct__afile *f, const char *verb, int err) {
-  char eb[128];
+  /* Paths are escaped (core/env.h): they can come from the environment (the tuning file). */
+  char eb[128], et[512], ep[512];
   if (!f->fn) return CT_ERR_IO;
   return ct__error(CT_ERR_IO, "%s: cannot %s '%s' (temporary file for '%s'): %s", f->fn, verb,
-                   f->tmp, f->path, ct__strerror(err, eb, sizeof eb));
+                   ct__escape(et, sizeof et, f->tmp), ct__escape(ep, sizeof ep, f->path),
+                   ct__strerror(err, eb, sizeof eb));
 }
 
 static atomic_uint ct__tmp_counter;
@@ -62,8 +65,9 @@ static ct_status ct__afile_check_target(const struct ct__afile *f) {
   struct stat sb;
   if (stat(f->path, &sb) != 0 || S_ISREG(sb.st_mode)) return CT_OK;
   if (!f->fn) return CT_ERR_IO;
+  char ep[512];
   return ct__error(CT_ERR_IO, "%s: refusing to replace '%s': it is %s, not a regular file", f->fn,
-                   f->path, ct__file_kind(sb.st_mode));
+                   ct__escape(ep, sizeof ep, f->path), ct__file_kind(sb.st_mode));
 }
 
 ct_status ct__afile_open(struct ct__afile *f, const char *path, mode_t mode, const char *fn) {
@@ -148,11 +152,12 @@ ct_status ct__afile_commit(struct ct__afile *f) {
   /* Again: something else may have been put there while this file was written. */
   if (st == CT_OK) st = ct__afile_check_target(f);
   if (st == CT_OK && rename(f->tmp, f->path) != 0) {
-    char eb[128];
+    char eb[128], et[512], ep[512];
     int e = errno;
     st = !f->fn ? CT_ERR_IO
-                : ct__error(CT_ERR_IO, "%s: cannot rename '%s' to '%s': %s", f->fn, f->tmp,
-                            f->path, ct__strerror(e, eb, sizeof eb));
+                : ct__error(CT_ERR_IO, "%s: cannot rename '%s' to '%s': %s", f->fn,
+                            ct__escape(et, sizeof et, f->tmp), ct__escape(ep, sizeof ep, f->path),
+                            ct__strerror(e, eb, sizeof eb));
   }
   if (st != CT_OK) {
     ct__afile_abort(f);

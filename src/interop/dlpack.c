@@ -126,16 +126,11 @@ static ct_status ct__dl_import(ct_tensor **out, const DLTensor *dl, ct_device *d
   ct_dtype t = CT_BOOL;
   CT__TRY(ct__dl_to_ct(&t, dl->dtype, fn));
   size_t esize = ct_dtype_size(t);
-  uint64_t numel = 1;
-  char sb[256];
-  for (int i = 0; i < ndim; i++) {
-    if (dl->shape[i] < 0)
-      return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: shape[%d] is %" PRId64, fn, i, dl->shape[i]);
-    if (dl->shape[i] && numel > (uint64_t)INT64_MAX / esize / (uint64_t)dl->shape[i])
-      return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: shape %s is too large", fn,
-                       ct__shape_str(sb, sizeof sb, ndim, dl->shape));
-    numel *= (uint64_t)dl->shape[i];
-  }
+  /* The one shape check (tensor.h): its element count and byte size, and the product of its
+   * nonzero dims (the contiguous strides below), all fit. */
+  int64_t count;
+  CT__TRY(ct__shape_numel(&count, ndim, dl->shape, esize, fn));
+  uint64_t numel = (uint64_t)count;
 
   if (dl->device.device_type == kDLOpenCL) {
     if (read_only)

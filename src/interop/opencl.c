@@ -68,36 +68,21 @@ ct_status ct__wrap_cl_mem(ct_tensor **out, ct_device *d, cl_mem mem, size_t byte
   if (ndim < 0 || ndim > CT_MAX_DIMS)
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: ndim %d is outside [0, %d]", fn, ndim, CT_MAX_DIMS);
   if (ndim > 0) CT__CHECK_NOT_NULL(fn, shape);
+  /* The shape's element count and byte size must fit like any tensor's, whatever the strides:
+   * a broadcast (stride 0) dim of 2^62 f32 fits a 4-byte buffer but not ct_tensor_nbytes(). */
+  int64_t numel;
+  CT__TRY(ct__shape_numel(&numel, ndim, shape, esize, fn));
   int64_t st[CT_MAX_DIMS];
   for (int i = ndim - 1; i >= 0; i--) {
-    if (shape[i] < 0)
-      return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: shape[%d] is %" PRId64 ", dims must be >= 0", fn, i,
-                       shape[i]);
     if (strides) {
       if (strides[i] < 0)
         return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: strides[%d] is %" PRId64 ", strides must be >= 0",
                          fn, i, strides[i]);
       st[i] = strides[i];
-    } else if (i == ndim - 1) {
-      st[i] = 1;
     } else {
-      int64_t next = shape[i + 1] ? shape[i + 1] : 1;
-      if (st[i + 1] > INT64_MAX / next) {
-        char sb[256];
-        return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: shape %s has more than 2^63 elements", fn,
-                         ct__shape_str(sb, sizeof sb, ndim, shape));
-      }
-      st[i] = st[i + 1] * next;
+      /* Cannot overflow: ct__shape_numel() checked the product of the nonzero dims. */
+      st[i] = i == ndim - 1 ? 1 : st[i + 1] * (shape[i + 1] ? shape[i + 1] : 1);
     }
-  }
-  uint64_t numel = 1;
-  for (int i = 0; i < ndim; i++) {
-    if (numel && shape[i] && numel > (uint64_t)INT64_MAX / (uint64_t)shape[i]) {
-      char sb[256];
-      return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: shape %s has more than 2^63 elements", fn,
-                       ct__shape_str(sb, sizeof sb, ndim, shape));
-    }
-    numel *= (uint64_t)shape[i];
   }
   if (byte_offset % esize != 0)
     return ct__error(CT_ERR_INVALID_ARGUMENT,

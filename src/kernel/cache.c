@@ -195,7 +195,9 @@ static const char *ct__owner_problem(const struct stat *st) {
 }
 
 enum ct__trust ct__cache_dir_check(const char *dir, char *real, size_t cap, char *why, size_t n) {
-  char eb[128], prefix[PATH_MAX];
+  /* The folder comes from the environment: escaped in every message (core/env.h). */
+  char eb[128], prefix[PATH_MAX], ed[512], ex[512];
+  ct__escape(ed, sizeof ed, dir);
   size_t len = strlen(dir);
   if (len == 0 || len >= sizeof prefix)
     return ct__refuse(CT__TRUST_DIR_REFUSED, why, n, "cache folder path too long or empty");
@@ -211,29 +213,31 @@ enum ct__trust ct__cache_dir_check(const char *dir, char *real, size_t cap, char
       int e = errno;
       prefix[i] = c;
       if (e == ENOENT) return CT__TRUST_MISSING; /* created by the first store */
-      return ct__refuse(CT__TRUST_DIR_REFUSED, why, n, "cache folder %s: %s", dir,
+      return ct__refuse(CT__TRUST_DIR_REFUSED, why, n, "cache folder %s: %s", ed,
                         ct__strerror(e, eb, sizeof eb));
     }
     if (S_ISLNK(ls.st_mode) && ls.st_uid != geteuid() && ls.st_uid != 0)
       return ct__refuse(CT__TRUST_DIR_REFUSED, why, n,
-                        "cache folder %s refused: the symbolic link %s is owned by another user", dir,
-                        prefix);
+                        "cache folder %s refused: the symbolic link %s is owned by another user", ed,
+                        ct__escape(ex, sizeof ex, prefix));
     prefix[i] = c;
   }
   char resolved[PATH_MAX];
   if (!realpath(dir, resolved)) {
     int e = errno;
     if (e == ENOENT) return CT__TRUST_MISSING;
-    return ct__refuse(CT__TRUST_DIR_REFUSED, why, n, "cache folder %s: %s", dir,
+    return ct__refuse(CT__TRUST_DIR_REFUSED, why, n, "cache folder %s: %s", ed,
                       ct__strerror(e, eb, sizeof eb));
   }
   struct stat st;
   if (stat(resolved, &st) != 0 || !S_ISDIR(st.st_mode))
-    return ct__refuse(CT__TRUST_DIR_REFUSED, why, n, "cache folder %s (%s) is not a folder", dir, resolved);
+    return ct__refuse(CT__TRUST_DIR_REFUSED, why, n, "cache folder %s (%s) is not a folder", ed,
+                      ct__escape(ex, sizeof ex, resolved));
   const char *bad = ct__owner_problem(&st);
   if (bad)
-    return ct__refuse(CT__TRUST_DIR_REFUSED, why, n, "cache folder %s%s%s%s refused: %s", dir,
-                      strcmp(dir, resolved) ? " (" : "", strcmp(dir, resolved) ? resolved : "",
+    return ct__refuse(CT__TRUST_DIR_REFUSED, why, n, "cache folder %s%s%s%s refused: %s", ed,
+                      strcmp(dir, resolved) ? " (" : "",
+                      strcmp(dir, resolved) ? ct__escape(ex, sizeof ex, resolved) : "",
                       strcmp(dir, resolved) ? ")" : "", bad);
   /* Every folder above the real one too (as OpenSSH's secure_path): whoever can write to one of
    * them can rename the checked folder away and put a link (to /etc, say) in its place between
@@ -258,7 +262,8 @@ enum ct__trust ct__cache_dir_check(const char *dir, char *real, size_t cap, char
     if (top) break;
   }
   if (strlen(resolved) >= cap)
-    return ct__refuse(CT__TRUST_DIR_REFUSED, why, n, "cache folder path too long: %s", resolved);
+    return ct__refuse(CT__TRUST_DIR_REFUSED, why, n, "cache folder path too long: %s",
+                      ct__escape(ex, sizeof ex, resolved));
   strcpy(real, resolved);
   return CT__TRUST_OK;
 }
@@ -267,11 +272,12 @@ enum ct__trust ct__cache_open(const char *path, uint64_t max_size, int *fd, uint
                               size_t n) {
   *fd = -1;
   *size = 0;
-  char dir[PATH_MAX], real[PATH_MAX], file[PATH_MAX], eb[128];
+  char dir[PATH_MAX], real[PATH_MAX], file[PATH_MAX], eb[128], ep[512];
+  ct__escape(ep, sizeof ep, path); /* under a folder from the environment */
   const char *slash = strrchr(path, '/');
   size_t dl = slash ? (size_t)(slash - path) : 0;
   if (!slash || dl >= sizeof dir)
-    return ct__refuse(CT__TRUST_DIR_REFUSED, why, n, "%s: not a path in a cache folder", path);
+    return ct__refuse(CT__TRUST_DIR_REFUSED, why, n, "%s: not a path in a cache folder", ep);
   memcpy(dir, path, dl);
   dir[dl ? dl : 1] = '\0';
   if (dl == 0) dir[0] = '/';
@@ -279,29 +285,29 @@ enum ct__trust ct__cache_open(const char *path, uint64_t max_size, int *fd, uint
   if (t != CT__TRUST_OK) return t;
   int fl = snprintf(file, sizeof file, "%s%s", real, slash);
   if (fl < 0 || (size_t)fl >= sizeof file)
-    return ct__refuse(CT__TRUST_FILE_REFUSED, why, n, "%s: path too long", path);
+    return ct__refuse(CT__TRUST_FILE_REFUSED, why, n, "%s: path too long", ep);
   /* ct__open_regular never blocks on a FIFO and never opens a device; O_NOFOLLOW: the file
    * itself is never a link (the folder's links were checked above). */
   struct stat st;
   int f = ct__open_regular(file, O_NOFOLLOW, &st);
-  if (f == -2) return ct__refuse(CT__TRUST_FILE_REFUSED, why, n, "%s refused: not a regular file", path);
+  if (f == -2) return ct__refuse(CT__TRUST_FILE_REFUSED, why, n, "%s refused: not a regular file", ep);
   if (f < 0) {
     int e = errno;
     if (e == ENOENT) return CT__TRUST_MISSING;
     if (e == ELOOP)
-      return ct__refuse(CT__TRUST_FILE_REFUSED, why, n, "%s is a symbolic link", path);
-    return ct__refuse(CT__TRUST_FILE_REFUSED, why, n, "cannot open %s: %s", path,
+      return ct__refuse(CT__TRUST_FILE_REFUSED, why, n, "%s is a symbolic link", ep);
+    return ct__refuse(CT__TRUST_FILE_REFUSED, why, n, "cannot open %s: %s", ep,
                       ct__strerror(e, eb, sizeof eb));
   }
   const char *bad = ct__owner_problem(&st);
   if (!bad && (st.st_size < 0 || (uint64_t)st.st_size > max_size)) {
     close(f);
-    return ct__refuse(CT__TRUST_FILE_REFUSED, why, n, "%s is larger than %llu bytes", path,
+    return ct__refuse(CT__TRUST_FILE_REFUSED, why, n, "%s is larger than %llu bytes", ep,
                       (unsigned long long)max_size);
   }
   if (bad) {
     close(f);
-    return ct__refuse(CT__TRUST_FILE_REFUSED, why, n, "%s refused: %s", path, bad);
+    return ct__refuse(CT__TRUST_FILE_REFUSED, why, n, "%s refused: %s", ep, bad);
   }
   *fd = f;
   *size = (uint64_t)st.st_size;

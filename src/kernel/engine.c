@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "cltensor/version.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "device/device.h"
 #include "kernel/cache.h"
@@ -233,15 +234,20 @@ static ct_status ct__source_text(const char **out, struct ct__engine *e, const c
   }
   if (strchr(file, '/') || strcmp(file, "..") == 0)
     return ct__error(CT_ERR_INTERNAL, "kernel engine: '%s' is not a plain kernels/ file name", file);
-  char path[PATH_MAX];
+  /* The folder may come from $CLTENSOR_KERNEL_DIR: escaped in every message (core/env.h). */
+  char path[PATH_MAX], esc[512];
   int n = snprintf(path, sizeof path, "%s/%s", e->kernel_dir, file);
   if (n < 0 || (size_t)n >= sizeof path)
-    return ct__error(CT_ERR_IO, "kernel engine: kernel folder path too long: %s", e->kernel_dir);
+    return ct__error(CT_ERR_IO, "kernel engine: kernel folder path too long: %s",
+                     ct__escape(esc, sizeof esc, e->kernel_dir));
+  ct__escape(esc, sizeof esc, path);
   FILE *f = fopen(path, "rb");
-  if (!f)
-    return ct__error(CT_ERR_IO, "kernel engine: cannot read %s (kernel folder from %s): %s", path,
+  if (!f) {
+    int err = errno;
+    return ct__error(CT_ERR_IO, "kernel engine: cannot read %s (kernel folder from %s): %s", esc,
                      getenv("CLTENSOR_KERNEL_DIR") ? "$CLTENSOR_KERNEL_DIR" : "-Dkernel_dir",
-                     strerror(errno));
+                     strerror(err));
+  }
   size_t cap = 1 << 16, len = 0;
   char *text = malloc(cap);
   struct ct__loaded *l = malloc(sizeof *l + strlen(file) + 1);
@@ -261,11 +267,11 @@ static ct_status ct__source_text(const char **out, struct ct__engine *e, const c
     if (r == 0) break;
   }
   if (!text || !l) {
-    st = ct__error(CT_ERR_OUT_OF_MEMORY, "kernel engine: out of host memory reading %s", path);
+    st = ct__error(CT_ERR_OUT_OF_MEMORY, "kernel engine: out of host memory reading %s", esc);
   } else if (ferror(f)) {
-    st = ct__error(CT_ERR_IO, "kernel engine: error reading %s", path);
+    st = ct__error(CT_ERR_IO, "kernel engine: error reading %s", esc);
   } else if (memchr(text, '\0', len)) {
-    st = ct__error(CT_ERR_IO, "kernel engine: %s contains a NUL byte", path);
+    st = ct__error(CT_ERR_IO, "kernel engine: %s contains a NUL byte", esc);
   }
   fclose(f);
   if (st != CT_OK) {

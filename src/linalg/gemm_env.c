@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <strings.h>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "linalg/linalg.h"
 
@@ -31,22 +32,24 @@ void ct__gemm_env_route(struct ct__gemm_state *s, const ct_device *d) {
       s->route = CT__ROUTE_HOST;
     }
   } else {
+    char esc[96];
     s->route_status = CT_ERR_INVALID_ARGUMENT;
     ct__gemm_note(s->route_error, sizeof s->route_error,
-             "CLTENSOR_GEMM='%.64s' is not valid: use auto, clblast or host", env);
+             "CLTENSOR_GEMM='%s' is not valid: use auto, clblast or host", ct__escape(esc, sizeof esc, env));
   }
 }
 
 bool ct__gemm_env_tuning(struct ct__gemm_state *s) {
   const char *tenv = getenv("CLTENSOR_GEMM_TUNING");
   if (tenv && *tenv && strcasecmp(tenv, "auto") != 0 && strcasecmp(tenv, "builtin") != 0) {
+    char esc[96];
+    ct__escape(esc, sizeof esc, tenv);
     if (s->route_status == CT_OK) {
       s->route_status = CT_ERR_INVALID_ARGUMENT;
       ct__gemm_note(s->route_error, sizeof s->route_error,
-                    "CLTENSOR_GEMM_TUNING='%.64s' is not valid: use auto or builtin", tenv);
+                    "CLTENSOR_GEMM_TUNING='%s' is not valid: use auto or builtin", esc);
     }
-    ct__gemm_note(s->tuning_message, sizeof s->tuning_message, "CLTENSOR_GEMM_TUNING='%.64s' is not valid",
-                  tenv);
+    ct__gemm_note(s->tuning_message, sizeof s->tuning_message, "CLTENSOR_GEMM_TUNING='%s' is not valid", esc);
     return false;
   }
   if (tenv && strcasecmp(tenv, "builtin") == 0) {

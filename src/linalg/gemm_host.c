@@ -3,6 +3,7 @@
  * else on blocking maps from the calling thread. Built only with -Dhost_blas
  * (CT_HAVE_HOST_BLAS). docs/GEMM.md, "Routes". */
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,11 +102,37 @@ static int ct__regions(const struct ct__gemm_op *op, struct ct__region reg[3], i
  *     alive (the implementation retains them) until it has run;
  *   - sub-buffers are replaced by their parent and origin before any of this. */
 
-/* Pointers that probe commands hand to the GEMM command after them; freed by the GEMM, or by
- * the enqueuing thread after a clFinish when the GEMM could not be enqueued. */
+/* Pointers that probe commands hand to the GEMM command after them. Freed when the GEMM's
+ * command completes or is terminated (an event callback: a command skipped after an earlier
+ * failure never runs its function), or by the enqueuing thread after a clFinish when the GEMM
+ * could not be enqueued. */
 struct ct__native_ptrs {
   char *base[3];
 };
+
+static atomic_long ct__ptrs_live;
+
+long ct__gemm_host_blocks_live(void) { return atomic_load(&ct__ptrs_live); }
+
+static struct ct__native_ptrs *ct__ptrs_new(void) {
+  struct ct__native_ptrs *p = calloc(1, sizeof *p);
+  if (p) atomic_fetch_add(&ct__ptrs_live, 1);
+  return p;
+}
+
+static void ct__ptrs_free(struct ct__native_ptrs *p) {
+  if (!p) return;
+  atomic_fetch_sub(&ct__ptrs_live, 1);
+  free(p);
+}
+
+/* CL_COMPLETE fires for a command that ran and, with a negative status, for one that was
+ * terminated: either way nothing reads the block any more. */
+static void CL_CALLBACK ct__ptrs_release(cl_event ev, cl_int status, void *p) {
+  (void)ev;
+  (void)status;
+  ct__ptrs_free(p);
+}
 
 struct ct__native_probe {
   struct ct__native_ptrs *ptrs;
@@ -140,8 +167,11 @@ static void CL_CALLBACK ct__gemm_native(void *p) {
       for (int j = 0; j < last; j++) probed |= g->base[i] == base[j];
       if (!probed) base[last] = g->base[i];
     }
-    free(g->ptrs);
   }
+  /* A probe that did not run (it failed) left its pointer NULL: BLAS must not get it. The
+   * failure shows in the probe's command status; there is no way to report it from here. */
+  for (int j = 0; j < g->nreg; j++)
+    if (!base[j]) return;
   int64_t es = (int64_t)ct_dtype_size(g->op.dtype);
   ct__host_multiply(&g->op, base[g->which[0]] + g->op.a.off * es, base[g->which[1]] + g->op.b.off * es,
                     base[g->which[2]] + g->op.c.off * es);
@@ -194,24 +224,33 @@ static ct_status ct__gemm_host_native(ct_device *d, const struct ct__gemm_op *op
   cl_command_queue q = ct__device_queue(d);
   cl_int err = CL_SUCCESS;
   if (g.nreg > 1) {
-    g.ptrs = calloc(1, sizeof *g.ptrs);
+    g.ptrs = ct__ptrs_new();
     if (!g.ptrs) return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory for the host BLAS on %s", op->fn,
                                   d->spec);
     for (int j = 0; j < g.nreg - 1 && err == CL_SUCCESS; j++) err = ct__enqueue_probe(q, g.ptrs, j, mems[j]);
   }
-  cl_event ev;
+  cl_event ev = NULL;
   cl_event *evp = ct__profile_event(d, &ev);
+  bool profiled = evp != NULL;
+  /* With probes, the GEMM's event frees their block (one command alone needs none). */
+  if (g.ptrs) evp = &ev;
   if (err == CL_SUCCESS)
     err = clEnqueueNativeKernel(q, ct__gemm_native, &g, sizeof g, (cl_uint)g.nreg, mems, locs, 0, NULL, evp);
   if (err != CL_SUCCESS) {
     /* Probes already enqueued still write into ptrs. */
     if (g.ptrs) {
       clFinish(q);
-      free(g.ptrs);
+      ct__ptrs_free(g.ptrs);
     }
     return ct__cl_error(err, "%s: enqueueing the host BLAS on %s", op->fn, d->spec);
   }
-  if (evp) ct__profile_record(d, op->dtype == CT_F64 ? "cblas_dgemm (host)" : "cblas_sgemm (host)", ev);
+  if (g.ptrs && clSetEventCallback(ev, CL_COMPLETE, ct__ptrs_release, g.ptrs) != CL_SUCCESS) {
+    /* No callback: wait for the command (run or terminated) and free the block here. */
+    clWaitForEvents(1, &ev);
+    ct__ptrs_free(g.ptrs);
+  }
+  if (profiled) ct__profile_record(d, op->dtype == CT_F64 ? "cblas_dgemm (host)" : "cblas_sgemm (host)", ev);
+  else if (ev) clReleaseEvent(ev);
   return CT_OK;
 }
 
@@ -278,6 +317,8 @@ ct_status ct__gemm_host(ct_device *d, const struct ct__gemm_op *op) {
 #else
 
 bool ct__gemm_host_available(void) { return false; }
+
+long ct__gemm_host_blocks_live(void) { return 0; }
 
 ct_status ct__gemm_host(ct_device *d, const struct ct__gemm_op *op) {
   return ct__error(CT_ERR_UNSUPPORTED, "%s: libcltensor was built without a host BLAS, so GEMM on %s can't "

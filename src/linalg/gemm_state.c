@@ -8,6 +8,7 @@
 
 #include <clblast_c.h>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "linalg/linalg.h"
 
@@ -52,23 +53,25 @@ static bool ct__load_tuning_file(struct ct__gemm_state *s, ct_device *d, bool *t
   char path[4096], why[400];
   ct__gemm_tuning t;
   if (!ct__gemm_tuning_load(&t, path, sizeof path, d, note, note_size)) return false;
+  char esc[512]; /* under a folder from the environment */
+  ct__escape(esc, sizeof esc, path);
   /* Every set this device can use must compute right products (tuning.c, Verification). */
   for (int pr = 0; pr < CT__PREC_COUNT; pr++) {
     if (!t.has[pr] || !ct__prec_usable(d, pr)) continue;
     touched[pr] = true;
     if (!ct__gemm_params_verify(d, ct__prec_bits(pr), &t.p[pr], why, sizeof why)) {
-      ct__gemm_note(note, note_size, "tuning file %s ignored: %s", path, why);
+      ct__gemm_note(note, note_size, "tuning file %s ignored: %s", esc, why);
       return false;
     }
   }
   for (int pr = 0; pr < CT__PREC_COUNT; pr++) {
     if (!t.has[pr] || !ct__prec_usable(d, pr)) continue;
     if (!ct__install(s, d, pr, &t.p[pr], CT__SET_FILE)) {
-      ct__gemm_note(note, note_size, "tuning file %s ignored: %s", path, ct_last_error());
+      ct__gemm_note(note, note_size, "tuning file %s ignored: %s", esc, ct_last_error());
       return false;
     }
   }
-  ct__gemm_note(note, note_size, "tuning file %s applied", path);
+  ct__gemm_note(note, note_size, "tuning file %s applied", esc);
   return true;
 }
 

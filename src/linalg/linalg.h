@@ -187,6 +187,10 @@ ct_status ct__gemm_host(ct_device *d, const struct ct__gemm_op *op);
 /* Whether the library was built with a host CBLAS. */
 bool ct__gemm_host_available(void);
 
+/* Probe pointer blocks of host-route GEMMs not yet freed (for tests: each is freed when its GEMM
+ * command completes or is terminated). 0 without a host BLAS. */
+long ct__gemm_host_blocks_live(void);
+
 /* "CLBlastInvalidLeadDimA" etc.; "CLBlastUnknownStatus" for codes outside 1.5's table. */
 const char *ct__clblast_status_name(int status);
 /* Maps a failed CLBlast call to a status and sets the message "<text>: <name> (<code>)". */

@@ -12,6 +12,7 @@
 
 #include "cltensor/version.h"
 #include "core/atomic_file.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "kernel/cache.h"
 #include "linalg/linalg.h"
@@ -373,7 +374,10 @@ ct_status ct__gemm_tuning_path(char *buf, size_t size, const ct_device *d) {
   char hex[33];
   ct__hex(hex, digest, 16);
   int n = snprintf(buf, size, "%s/gemm-%s.txt", dir, hex);
-  if (n < 0 || (size_t)n >= size) return ct__error(CT_ERR_IO, "GEMM tuning: cache folder path too long: %s", dir);
+  if (n < 0 || (size_t)n >= size) {
+    char esc[512];
+    return ct__error(CT_ERR_IO, "GEMM tuning: cache folder path too long: %s", ct__escape(esc, sizeof esc, dir));
+  }
   return CT_OK;
 }
 
@@ -388,30 +392,33 @@ bool ct__gemm_tuning_load(ct__gemm_tuning *out, char *path, size_t path_size, ct
     return false;
   }
   /* The kernel cache's trust rules (src/kernel/cache.h): the parameters go to CLBlast's
-   * compiler, so a file someone else could have written is not read at all. */
+   * compiler, so a file someone else could have written is not read at all. The path is under
+   * a folder from the environment: escaped in the notes (core/env.h). */
+  char ep[512];
+  ct__escape(ep, sizeof ep, path);
   int fd;
   uint64_t size;
   char why[1024];
   switch (ct__cache_open(path, CT__TUNING_FILE_MAX, &fd, &size, why, sizeof why)) {
     case CT__TRUST_OK: break;
-    case CT__TRUST_MISSING: snprintf(note, note_size, "no tuning file %s", path); return false;
+    case CT__TRUST_MISSING: snprintf(note, note_size, "no tuning file %s", ep); return false;
     default: snprintf(note, note_size, "tuning file ignored: %s", why); return false;
   }
   char *text = malloc((size_t)size + 1);
   bool ok = false;
   if (!text) {
-    snprintf(note, note_size, "tuning file %s ignored: out of host memory", path);
+    snprintf(note, note_size, "tuning file %s ignored: out of host memory", ep);
   } else if (!ct__read_exact(fd, text, (size_t)size)) {
-    snprintf(note, note_size, "tuning file %s ignored: read error", path);
+    snprintf(note, note_size, "tuning file %s ignored: read error", ep);
   } else if (memchr(text, '\0', (size_t)size)) {
-    snprintf(note, note_size, "tuning file %s ignored: malformed: it contains NUL bytes", path);
+    snprintf(note, note_size, "tuning file %s ignored: malformed: it contains NUL bytes", ep);
   } else {
     text[size] = '\0';
     ct_status st = ct__gemm_tuning_parse(out, text, &d->props, why, sizeof why);
     if (st == CT_ERR_DEVICE_MISMATCH)
-      snprintf(note, note_size, "tuning file %s ignored: it is for another device: %s", path, why);
+      snprintf(note, note_size, "tuning file %s ignored: it is for another device: %s", ep, why);
     else if (st != CT_OK)
-      snprintf(note, note_size, "tuning file %s ignored: malformed: %s", path, why);
+      snprintf(note, note_size, "tuning file %s ignored: malformed: %s", ep, why);
     else
       ok = true;
   }
@@ -604,7 +611,9 @@ static void ct__write_set(FILE *f, const char *prec, const char *kernel, const c
 static ct_status ct__make_parents(const char *path) {
   char dir[4096];
   int n = snprintf(dir, sizeof dir, "%s", path);
-  if (n < 0 || (size_t)n >= sizeof dir) return ct__error(CT_ERR_IO, "GEMM tuning: path too long: %s", path);
+  char esc[512];
+  if (n < 0 || (size_t)n >= sizeof dir)
+    return ct__error(CT_ERR_IO, "GEMM tuning: path too long: %s", ct__escape(esc, sizeof esc, path));
   char *slash = strrchr(dir, '/');
   if (!slash || slash == dir) return CT_OK;
   *slash = '\0';
@@ -614,8 +623,9 @@ static ct_status ct__make_parents(const char *path) {
       *q = '\0';
       if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
         char eb[128];
-        return ct__error(CT_ERR_IO, "GEMM tuning: cannot create folder %s: %s", dir,
-                         ct__strerror(errno, eb, sizeof eb));
+        int e = errno;
+        return ct__error(CT_ERR_IO, "GEMM tuning: cannot create folder %s: %s", ct__escape(esc, sizeof esc, dir),
+                         ct__strerror(e, eb, sizeof eb));
       }
       *q = c;
       if (c == '\0') break;
@@ -631,8 +641,10 @@ ct_status ct__gemm_tuning_save(const char *path, const ct_device *d, const ct__g
    * writer (unique temporary name, fsync, rename) and a stdio error can only mean memory. */
   char *text = NULL;
   size_t len = 0;
+  char esc[512];
+  ct__escape(esc, sizeof esc, path);
   FILE *f = open_memstream(&text, &len);
-  if (!f) return ct__error(CT_ERR_OUT_OF_MEMORY, "GEMM tuning: out of host memory formatting %s", path);
+  if (!f) return ct__error(CT_ERR_OUT_OF_MEMORY, "GEMM tuning: out of host memory formatting %s", esc);
   fprintf(f, "# CLBlast GEMM parameters for one OpenCL device, written by cltensor-tune.\n"
              "# Format: docs/GEMM.md. A file whose device, vendor, driver or library differs is ignored.\n");
   if (comment) {
@@ -654,7 +666,7 @@ ct_status ct__gemm_tuning_save(const char *path, const ct_device *d, const ct__g
   if (fclose(f) != 0) bad = true;
   if (bad) {
     free(text);
-    return ct__error(CT_ERR_OUT_OF_MEMORY, "GEMM tuning: out of host memory formatting %s", path);
+    return ct__error(CT_ERR_OUT_OF_MEMORY, "GEMM tuning: out of host memory formatting %s", esc);
   }
   struct ct__afile w;
   /* 0644, not 0666: under a umask of 002 a group-writable file would fail the trust rules the

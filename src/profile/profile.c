@@ -435,23 +435,35 @@ static void ct__prof_write(FILE *f, struct ct__prof_dev **v, size_t n) {
 /* Writes the table to $CLTENSOR_PROFILE_FILE; 0, or the errno of the open or of the write.
  * The file is the user's own choice, written as a shell redirection would (a terminal or
  * /dev/stdout is fine), except that a FIFO nobody reads is an error (ENXIO), not a hang at
- * exit: the open does not block. */
+ * exit: the open does not block. The table is formatted in memory and written with write(),
+ * so that the errno reported is the one of the call that failed (a buffered stdio stream fails
+ * inside whichever fprintf happens to flush, and errno is not kept until the end). */
 static int ct__prof_write_file(const char *path, struct ct__prof_dev **v, size_t n) {
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0666);
   if (fd < 0) return errno;
   int fl = fcntl(fd, F_GETFL);
   if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-  FILE *f = fdopen(fd, "w");
-  if (!f) {
-    int e = errno;
-    close(fd);
-    return e;
-  }
-  errno = 0;
-  ct__prof_write(f, v, n);
+  char *text = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&text, &len);
   int err = 0;
-  if (fflush(f) != 0 || ferror(f)) err = errno ? errno : EIO;
-  if (fclose(f) != 0 && !err) err = errno ? errno : EIO;
+  if (m) {
+    ct__prof_write(m, v, n);
+    /* A memory stream fails only for lack of memory. */
+    if (ferror(m)) err = ENOMEM;
+    if (fclose(m) != 0) err = ENOMEM;
+  } else {
+    err = ENOMEM;
+  }
+  for (size_t off = 0; !err && off < len;) {
+    ssize_t w = write(fd, text + off, len - off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) err = errno;
+    else if (w == 0) err = EIO;
+    else off += (size_t)w;
+  }
+  free(text);
+  if (close(fd) != 0 && !err) err = errno;
   return err;
 }
 

@@ -29,6 +29,16 @@
   ck_assert_msg(strstr(ct_last_error(), (sub)) != NULL, "ct_last_error() = \"%s\" lacks \"%s\"", \
                 ct_last_error(), (sub))
 
+/* Asserts that a message holds no raw control byte or DEL (hostile values must reach it
+ * escaped, as \xNN: core/env.h). */
+#define ck_assert_plain_text(msg)                                                          \
+  do {                                                                                     \
+    const char *m_ = (msg);                                                                \
+    for (const unsigned char *p_ = (const unsigned char *)m_; *p_; p_++)                   \
+      ck_assert_msg(*p_ >= 0x20 && *p_ != 0x7f, "raw byte 0x%02x at offset %d of \"%s\"", *p_, \
+                    (int)((const char *)p_ - m_), m_);                                     \
+  } while (0)
+
 /* Runs a suite with CK_TAP output configured by the environment; returns a process exit code
  * (EXIT_FAILURE on any failure, never a raw count). */
 static inline int ct_test_run(Suite *s) {

@@ -52,12 +52,14 @@ check "  every device listed" "grep -q 'cpu:0' '$tmp/envbad' && grep -q 'cpu:1' 
 check "  no default marked" "! grep -q '^\*' '$tmp/envbad'"
 check "  a warning naming the value" "grep -q \"warning: \\\$CLTENSOR_DEVICE='nonsense'\" '$tmp/envbad.err'"
 
-CLTENSOR_DEVICE=gpu "$info" --device cpu >"$tmp/envgpu" 2>"$tmp/envgpu.err"
-check "CLTENSOR_DEVICE=gpu --device cpu: exit 0" "[ $? -eq 0 ]"
+# A well-formed spec that selects no device on any machine (the highest index a spec takes;
+# plain 'gpu' is valid where there is a GPU).
+CLTENSOR_DEVICE=gpu:999999999 "$info" --device cpu >"$tmp/envgpu" 2>"$tmp/envgpu.err"
+check "CLTENSOR_DEVICE=gpu:999999999 --device cpu: exit 0" "[ $? -eq 0 ]"
 check "  lists cpu:0 unmarked" "grep -q '^  cpu:0' '$tmp/envgpu'"
-check "  warns about 'gpu'" "grep -q \"CLTENSOR_DEVICE='gpu'\" '$tmp/envgpu.err'"
+check "  warns about 'gpu:999999999'" "grep -q \"CLTENSOR_DEVICE='gpu:999999999'\" '$tmp/envgpu.err'"
 
-CLTENSOR_DEVICE=gpu "$info" --json >"$tmp/envjson" 2>/dev/null
+CLTENSOR_DEVICE=gpu:999999999 "$info" --json >"$tmp/envjson" 2>/dev/null
 check "  --json: valid, no default" \
   "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d and not any(x[\"default\"] for x in d)' '$tmp/envjson'"
 

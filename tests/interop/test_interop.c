@@ -264,8 +264,21 @@ START_TEST(test_wrap_checks) {
   ck_assert_ct_status(ct_from_cl_mem(&t, d, m, 0, CT_U8, 1, &neg, NULL), CT_ERR_INVALID_ARGUMENT);
   int64_t huge[3] = {INT64_C(1) << 40, INT64_C(1) << 40, 1 << 20};
   ck_assert_ct_status(ct_from_cl_mem(&t, d, m, 0, CT_U8, 3, huge, NULL), CT_ERR_INVALID_ARGUMENT);
-  ck_assert_error_contains("more than 2^63 elements");
+  ck_assert_error_contains("too many elements");
   ck_assert_ct_status(ct_from_cl_mem(&t, d, m, 0, CT_U8, 9, huge, NULL), CT_ERR_INVALID_ARGUMENT);
+  /* Count x element size must fit as well, whatever the strides: 2^62 broadcast f32 fit the
+   * buffer's 64 bytes, but their 2^64 bytes made ct_tensor_nbytes() wrap to 0. */
+  int64_t n62 = INT64_C(1) << 62, zero = 0;
+  ck_assert_ct_status(ct_from_cl_mem(&t, d, m, 0, CT_F32, 1, &n62, &zero), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_null(t);
+  ck_assert_error_contains("the byte size overflows");
+  int64_t empty[3] = {0, INT64_C(1) << 62, INT64_C(1) << 62};
+  ck_assert_ct_status(ct_from_cl_mem(&t, d, m, 0, CT_U8, 3, empty, NULL), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_null(t);
+  ck_assert_ct_ok(ct_from_cl_mem(&t, d, m, 0, CT_U8, 1, &n62, &zero)); /* 2^62 bytes fit */
+  ck_assert_uint_eq(ct_tensor_nbytes(t), (uint64_t)1 << 62);
+  ct_release(t);
+  t = (ct_tensor *)1;
   ck_assert_ct_status(ct_from_cl_mem(&t, d, m, 0, (ct_dtype)42, 1, &n4, NULL), CT_ERR_INVALID_ARGUMENT);
   ck_assert_ct_status(ct_from_cl_mem(&t, d, NULL, 0, CT_U8, 1, &n4, NULL), CT_ERR_INVALID_ARGUMENT);
   ck_assert_ct_status(ct_from_cl_mem(&t, NULL, m, 0, CT_U8, 1, &n4, NULL), CT_ERR_INVALID_ARGUMENT);

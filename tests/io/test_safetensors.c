@@ -282,6 +282,34 @@ START_TEST(test_many_keys) {
 }
 END_TEST
 
+static long maxrss_kib(void) {
+  struct rusage ru;
+  ck_assert_int_eq(getrusage(RUSAGE_SELF, &ru), 0);
+  return ru.ru_maxrss;
+}
+
+/* A 25 MB header of 416,667 empty tensors is parsed in memory near its own size: the text is
+ * walked in place and cJSON sees one entry at a time (a cJSON tree of the whole header took
+ * ~490 MB). ru_maxrss is the process's high-water mark, so the growth is taken over the parse
+ * alone, with the image built before (one malloc, no transient peak); the fixed parser grows
+ * it by ~56 MB, and the bound is 8x the header (200 MB). */
+START_TEST(test_large_header_memory) {
+  const int n = 416667;
+  size_t len;
+  uint8_t *b = st_many(n, 1, 0, &len);
+  ck_assert_uint_gt(len, (size_t)24000000);
+  long before = maxrss_kib();
+  struct ct__st_header h;
+  ck_assert_ct_ok(ct__safetensors_parse(&h, b, len, len, "large.safetensors"));
+  long grown = maxrss_kib() - before;
+  ck_assert_uint_eq(h.count, (size_t)n);
+  ct__safetensors_header_free(&h);
+  free(b);
+  ck_assert_msg(grown < (long)(8 * len / 1024), "parsing a %zu-byte header grew the resident size by %ld KiB",
+                len, grown);
+}
+END_TEST
+
 /* ---- with a device ---- */
 
 START_TEST(test_reference_fixture) { ct_io_check_st_fixture(ct_test_device()); }
@@ -521,7 +549,12 @@ int main(void) {
   tcase_add_test(tc, test_hostile_entries);
   tcase_add_test(tc, test_hostile_layout_names_metadata);
   tcase_add_test(tc, test_hostile_strings);
+  suite_add_tcase(s, tc);
+  /* The large headers: seconds each, more on a loaded machine than Check's default 4 s. */
+  tc = tcase_create("large");
+  tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_many_keys);
+  tcase_add_test(tc, test_large_header_memory);
   suite_add_tcase(s, tc);
   tc = tcase_create("load-save");
   tcase_add_test(tc, test_reference_fixture);

@@ -822,6 +822,20 @@ START_TEST(test_kernel_dir_reads_sources) {
 }
 END_TEST
 
+/* A hostile $CLTENSOR_KERNEL_DIR reaches the message escaped (core/env.h). */
+START_TEST(test_kernel_dir_is_escaped) {
+  setenv("CLTENSOR_CACHE", "0", 1);
+  setenv("CLTENSOR_KERNEL_DIR", "/nonexistent/k\x1b[31m\nct_foo: fine", 1);
+  ct_device *d = ct_test_device();
+  ct__kernel *k;
+  ck_assert_ct_status(ct__kernel_get(&k, d, "missing.cl", "scale", NULL), CT_ERR_IO);
+  ck_assert_error_contains("cannot read /nonexistent/k\\x1b[31m\\x0act_foo: fine/");
+  ck_assert_plain_text(ct_last_error());
+  ct_shutdown();
+  unsetenv("CLTENSOR_KERNEL_DIR");
+}
+END_TEST
+
 START_TEST(test_kernel_dir_source_tree) {
   /* The meson test environment names the source root. */
   const char *root = getenv("CLTENSOR_SOURCE_ROOT");
@@ -1145,33 +1159,81 @@ START_TEST(test_fifo_entry_does_not_hang) {
 }
 END_TEST
 
+/* A hostile $CLTENSOR_CACHE_DIR reaches the trust messages escaped (core/env.h): an ESC cannot
+ * colour the terminal, a newline cannot forge a second line. */
+START_TEST(test_cache_dir_is_escaped) {
+  char *base = make_tmpdir(), dir[4200], got[4096], real[4096], path[4300], why[1024];
+  snprintf(dir, sizeof dir, "%s/c\x1b[31m\nd", base);
+  ck_assert_int_eq(mkdir(dir, 0700), 0);
+  ck_assert_int_eq(chmod(dir, 0777), 0);
+  setenv("CLTENSOR_CACHE_DIR", dir, 1);
+  unsetenv("CLTENSOR_CACHE");
+  ck_assert_int_eq(ct__cache_dir(got, sizeof got), 1);
+  ck_assert_str_eq(got, dir);
+  ck_assert_int_eq(ct__cache_dir_check(got, real, sizeof real, why, sizeof why), CT__TRUST_DIR_REFUSED);
+  ck_assert_msg(strstr(why, "/c\\x1b[31m\\x0ad refused: writable"), "%s", why);
+  ck_assert_plain_text(why);
+  /* a file in it, refused for the folder and then for itself */
+  snprintf(path, sizeof path, "%s/x.clbin", dir);
+  write_all(path, FAKE_BIN, sizeof FAKE_BIN);
+  int fd;
+  uint64_t size;
+  ck_assert_int_eq(ct__cache_open(path, 1024, &fd, &size, why, sizeof why), CT__TRUST_DIR_REFUSED);
+  ck_assert_plain_text(why);
+  ck_assert_int_eq(chmod(dir, 0700), 0);
+  ck_assert_int_eq(chmod(path, 0666), 0);
+  ck_assert_int_eq(ct__cache_open(path, 1024, &fd, &size, why, sizeof why), CT__TRUST_FILE_REFUSED);
+  ck_assert_msg(strstr(why, "/c\\x1b[31m\\x0ad/x.clbin refused"), "%s", why);
+  ck_assert_plain_text(why);
+  rm_rf(base);
+  free(base);
+}
+END_TEST
+
 static long maxrss_kib(void) {
   struct rusage ru;
   ck_assert_int_eq(getrusage(RUSAGE_SELF, &ru), 0);
   return ru.ru_maxrss;
 }
 
-/* A 1 GiB entry (sparse: no disk used) is refused from its header and size, not read whole. */
+/* A 1 GiB entry (sparse: no disk used) is refused from its header and size, not read whole;
+ * a 100 MiB one, below the size cap, from its header alone. */
 START_TEST(test_huge_entry_is_not_read) {
   char *dir = make_tmpdir(), path[4096];
   store_fake(dir, path, sizeof path);
   size_t n;
   unsigned char *b = read_all(path, &n);
-  const off_t huge = (off_t)1 << 30;
+  /* First, while the high-water mark is low: a wrong header on an entry the size cap lets
+   * through. Reading it whole would add its 100 MiB; the bound is a quarter of that, the
+   * ratio of the bound below. */
+  const off_t big = (off_t)100 << 20;
+  ck_assert_int_lt(big, CT__CACHE_MAX_BYTES);
   long before = maxrss_kib();
+  ck_assert_int_eq(truncate(path, big), 0);
+  int fd = open(path, O_WRONLY);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(pwrite(fd, "NOTOURS!", 8, 0), 8);
+  close(fd);
+  ck_assert_int_eq(load_fake(), CT__CACHE_REJECTED);
+  long grown = maxrss_kib() - before;
+  ck_assert_msg(grown < (long)(big / 4 / 1024), "resident size grew by %ld KiB loading a 100 MiB entry", grown);
+  write_all(path, b, n);
+  ck_assert_int_eq(load_fake(), CT__CACHE_HIT);
+  const off_t huge = (off_t)1 << 30;
+  before = maxrss_kib();
   /* A valid header whose length field disagrees with the size, then one that agrees. */
   ck_assert_int_eq(truncate(path, huge), 0);
   ck_assert_int_eq(load_fake(), CT__CACHE_REJECTED);
   uint64_t blen = (uint64_t)huge - (n - sizeof FAKE_BIN);
   unsigned char le[8];
   for (int i = 0; i < 8; i++) le[i] = (unsigned char)(blen >> (8 * i));
-  int fd = open(path, O_WRONLY);
+  fd = open(path, O_WRONLY);
   ck_assert_int_ge(fd, 0);
   ck_assert_int_eq(pwrite(fd, le, 8, (off_t)(n - sizeof FAKE_BIN - 32 - 8)), 8);
   close(fd);
   ck_assert_int_eq(load_fake(), CT__CACHE_REJECTED);
   /* Reading either whole would add 1 GiB; the margin allows for any allocator noise. */
-  long grown = maxrss_kib() - before;
+  grown = maxrss_kib() - before;
   ck_assert_msg(grown < 256 * 1024, "resident size grew by %ld KiB loading a 1 GiB entry", grown);
   free(b);
   rm_rf(dir);
@@ -1200,6 +1262,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_unknown_file_and_kernel);
   tcase_add_test(tc, test_build_error_has_log);
   tcase_add_test(tc, test_kernel_dir_reads_sources);
+  tcase_add_test(tc, test_kernel_dir_is_escaped);
   tcase_add_test(tc, test_kernel_dir_source_tree);
   tcase_add_test(tc, test_concurrent_get_from_8_threads);
   suite_add_tcase(s, tc);
@@ -1230,6 +1293,7 @@ int main(int argc, char **argv) {
   tcase_add_test(trust, test_untrusted_file_is_rejected);
   tcase_add_test(trust, test_fifo_entry_does_not_hang);
   tcase_add_test(trust, test_huge_entry_is_not_read);
+  tcase_add_test(trust, test_cache_dir_is_escaped);
   suite_add_tcase(s, trust);
   return ct_test_run(s);
 }

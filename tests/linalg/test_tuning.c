@@ -514,6 +514,55 @@ START_TEST(test_tuning_env_invalid) {
 }
 END_TEST
 
+/* Hostile values of $CLTENSOR_GEMM, $CLTENSOR_GEMM_TUNING and $CLTENSOR_CACHE_DIR reach the
+ * messages escaped: an ESC cannot colour the terminal, a newline cannot forge a second line. */
+START_TEST(test_env_values_are_escaped) {
+  setenv("CLTENSOR_GEMM", "x\x1b[31m\nct_matmul: fine", 1);
+  ct_device *d = ct_test_device();
+  ct_tensor *a = lt_random(d, CT_F32, 2, (int64_t[]){2, 2}, 1), *c = NULL;
+  ck_assert_ct_status(ct_matmul(&c, a, a), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("CLTENSOR_GEMM='x\\x1b[31m\\x0act_matmul: fine'");
+  ck_assert_plain_text(ct_last_error());
+  ct_release(a);
+  ct_shutdown();
+
+  unsetenv("CLTENSOR_GEMM");
+  setenv("CLTENSOR_GEMM_TUNING", "y\x1b[2J\nz", 1);
+  d = ct_test_device();
+  ct_gemm_tuning_source src;
+  const char *msg;
+  ck_assert_ct_ok(ct_gemm_tuning_status(d, &src, &msg));
+  ck_assert_msg(strstr(msg, "CLTENSOR_GEMM_TUNING='y\\x1b[2J\\x0az'"), "%s", msg);
+  ck_assert_plain_text(msg);
+  a = lt_random(d, CT_F32, 2, (int64_t[]){2, 2}, 1);
+  ck_assert_ct_status(ct_matmul(&c, a, a), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("CLTENSOR_GEMM_TUNING='y\\x1b[2J\\x0az'");
+  ck_assert_plain_text(ct_last_error());
+  ct_release(a);
+  ct_shutdown();
+
+  /* the cache folder: named in the tuning status ("no tuning file <path>") */
+  unsetenv("CLTENSOR_GEMM_TUNING");
+  setenv("CLTENSOR_GEMM", "clblast", 1);
+  fresh_cache();
+  char sub[700];
+  snprintf(sub, sizeof sub, "%s/c\x1b[31m\nd", cache_dir);
+  setenv("CLTENSOR_CACHE_DIR", sub, 1);
+  d = ct_test_device();
+  ck_assert_ct_ok(ct_gemm_tuning_status(d, &src, &msg));
+  ck_assert_msg(strstr(msg, "no tuning file") && strstr(msg, "/c\\x1b[31m\\x0ad/gemm-"), "%s", msg);
+  ck_assert_plain_text(msg);
+  ct_shutdown();
+  /* ... and in the reason a refused file is ignored for */
+  ck_assert_int_eq(mkdir(sub, 0700), 0);
+  ck_assert_int_eq(chmod(sub, 0777), 0);
+  d = ct_test_device();
+  ck_assert_ct_ok(ct_gemm_tuning_status(d, &src, &msg));
+  ck_assert_msg(strstr(msg, "ignored") && strstr(msg, "/c\\x1b[31m\\x0ad refused"), "%s", msg);
+  ck_assert_plain_text(msg);
+}
+END_TEST
+
 /* ---- Trust: the tuning file obeys the kernel cache's rules (src/kernel/cache.h) ---- */
 
 #define OTHER_UID 65534 /* "another user" (the tests run as root in CI) */
@@ -736,6 +785,10 @@ int main(int argc, char **argv) {
   tcase_add_test(verify, test_wrong_products_are_not_used);
   tcase_add_test(verify, test_ignored_file_leaves_nothing_installed);
   suite_add_tcase(s, verify);
+  TCase *esc = tcase_create("escape");
+  tcase_set_timeout(esc, 300);
+  tcase_add_test(esc, test_env_values_are_escaped);
+  suite_add_tcase(s, esc);
   TCase *hang = tcase_create("no-hang");
   tcase_set_timeout(hang, 60);
   tcase_add_test(hang, test_fifo_tuning_file_does_not_hang);

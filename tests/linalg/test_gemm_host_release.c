@@ -1,0 +1,97 @@
+/* The host-BLAS route's native-kernel path when its commands do not run: a GEMM whose command is
+ * skipped (PoCL terminates the commands after a failed one without running their functions)
+ * must still free its probe pointer block, and a GEMM whose probe did not run must not hand
+ * BLAS a NULL pointer.
+ *
+ * PoCL 3.1 aborts when a user event is failed (pocl_update_event_failed), so a real failed
+ * command cannot be staged. Instead this binary interposes clEnqueueNativeKernel (the library
+ * is linked statically into it) and, when told to, enqueues a marker in place of the chosen
+ * commands: their functions never run and their events complete, as for a skipped command. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdatomic.h>
+#include <unistd.h>
+
+#include "ct_test.h"
+#include "device/device.h"
+#include "linalg/linalg.h"
+#include "linalg_util.h"
+
+enum skip { SKIP_NONE, SKIP_GEMM, SKIP_PROBES };
+static _Atomic int skip_mode = SKIP_NONE;
+static atomic_int skipped;
+
+typedef cl_int (*native_fn)(cl_command_queue, void(CL_CALLBACK *)(void *), void *, size_t, cl_uint, const cl_mem *,
+                            const void **, cl_uint, const cl_event *, cl_event *);
+
+cl_int clEnqueueNativeKernel(cl_command_queue q, void(CL_CALLBACK *fn)(void *), void *args, size_t args_size,
+                             cl_uint nmem, const cl_mem *mems, const void **locs, cl_uint nwait,
+                             const cl_event *wait, cl_event *ev) {
+  static native_fn real;
+  if (!real) real = (native_fn)dlsym(RTLD_NEXT, "clEnqueueNativeKernel");
+  int mode = atomic_load(&skip_mode);
+  /* The GEMM lists all of its (here: distinct) buffers, a probe one. */
+  if ((mode == SKIP_GEMM && nmem > 1) || (mode == SKIP_PROBES && nmem == 1)) {
+    atomic_fetch_add(&skipped, 1);
+    return clEnqueueMarkerWithWaitList(q, nwait, wait, ev);
+  }
+  return real(q, fn, args, args_size, nmem, mems, locs, nwait, wait, ev);
+}
+
+/* a, b and c in buffers of their own: the GEMM has two probes and a pointer block. */
+static void run_product(ct_device *d, enum skip mode) {
+  ct_tensor *a = lt_own_buffer(d, CT_F32, 2, (int64_t[]){8, 8}), *b = lt_own_buffer(d, CT_F32, 2, (int64_t[]){8, 8}),
+            *c = lt_own_buffer(d, CT_F32, 2, (int64_t[]){8, 8});
+  cl_command_queue q = ct__device_queue(d);
+  ck_assert_int_eq(clFinish(q), CL_SUCCESS);
+  long before = ct__gemm_host_blocks_live();
+  atomic_store(&skipped, 0);
+  atomic_store(&skip_mode, mode);
+  ck_assert_ct_ok(ct_matmul_out(c, a, b));
+  atomic_store(&skip_mode, SKIP_NONE);
+  ck_assert_int_eq(atomic_load(&skipped), mode == SKIP_GEMM ? 1 : mode == SKIP_PROBES ? 2 : 0);
+  ck_assert_int_eq(clFinish(q), CL_SUCCESS);
+  /* Freed by an event callback, which may run just after clFinish returns: poll, with a
+   * generous deadline that only bounds a hang. */
+  for (int i = 0; i < 3000 && ct__gemm_host_blocks_live() != before; i++) usleep(10000);
+  ck_assert_int_eq(ct__gemm_host_blocks_live(), before);
+  ct_release(c);
+  ct_release(b);
+  ct_release(a);
+}
+
+static ct_device *native_host_device(void) {
+  ct_device *d = ct_test_device();
+  ct_gemm_route route;
+  ck_assert_ct_ok(ct_gemm_route_get(&route, d));
+  ck_assert_msg(route == CT_GEMM_ROUTE_HOST && d->native_kernels,
+                "this test needs the host route with native kernels (CLTENSOR_GEMM=host on PoCL)");
+  return d;
+}
+
+START_TEST(test_gemm_run_frees_its_block) {
+  run_product(native_host_device(), SKIP_NONE);
+}
+END_TEST
+
+START_TEST(test_skipped_gemm_frees_its_block) {
+  run_product(native_host_device(), SKIP_GEMM);
+}
+END_TEST
+
+/* Before the fix: BLAS got a NULL base pointer (a crash). Now the product is skipped. */
+START_TEST(test_gemm_after_skipped_probes_is_not_run) {
+  run_product(native_host_device(), SKIP_PROBES);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("linalg-gemm-host-release");
+  TCase *tc = tcase_create("release");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_gemm_run_frees_its_block);
+  tcase_add_test(tc, test_skipped_gemm_frees_its_block);
+  tcase_add_test(tc, test_gemm_after_skipped_probes_is_not_run);
+  suite_add_tcase(s, tc);
+  return ct_test_run(s);
+}
