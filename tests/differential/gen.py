@@ -101,6 +101,7 @@ LIB_RULES = {
     'bool-unary': True,                # abs, relu, floor, ceil, round are the identity on bool
     'scalar-unrounded': True,          # an f16/bf16 op's scalar enters the f32 computation unrounded
     'u64-reduce': True,                # reductions refuse u64
+    'relu-neg-zero': True,             # relu(-0.0) is +0.0
     'zero-dim-rounded': True,          # a 0-d operand is rounded to an f16/bf16 result dtype first
 }
 REASONS = {
@@ -125,6 +126,7 @@ REASONS = {
     'bool-unary': 'abs, relu, floor, ceil and round are the identity on bool; PyTorch raises',
     'scalar-unrounded': 'an f16/bf16 tensor-scalar op computes in f32 with the scalar unrounded; PyTorch '
                         'first rounds the scalar to f16/bf16 in some ops (remainder, floor_divide, comparisons)',
+    'relu-neg-zero': 'relu is max(x, 0): relu(-0.0) is +0.0; PyTorch keeps -0.0',
     'zero-dim-rounded': 'a 0-d tensor operand of another dtype is converted to an f16/bf16 result dtype '
                         'before the op, as every operand; PyTorch\'s CPU add/sub/mul/div take a 0-d '
                         'operand\'s original value, unrounded, into the f32 computation',
@@ -380,14 +382,15 @@ class Writer:
 
 
 def same(x, y):
-    """Results identical (dtype, shape, values with NaN equal to NaN), or both errors."""
+    """Results identical (dtype, shape, values with NaN equal to NaN, the sign of zero included, as
+    the C test compares), or both errors."""
     if x is None or y is None:
         return x is None and y is None
     if x.dtype != y.dtype or x.shape != y.shape:
         return False
     if x.dtype.is_floating_point:
         a, b = x.double(), y.double()
-        return bool(torch.all((a == b) | (torch.isnan(a) & torch.isnan(b))))
+        return bool(torch.all(((a == b) & (torch.signbit(a) == torch.signbit(b))) | (torch.isnan(a) & torch.isnan(b))))
     return bool(torch.equal(x, y))
 
 
@@ -571,12 +574,18 @@ def unary(op, x, lib, rules):
         if x.dtype == torch.bool and lib and LIB_RULES['bool-unary']:
             rules.add('bool-unary')
             return x.clone()
+        if op == 'relu' and lib and x.dtype.is_floating_point and bool((x == 0).any()):
+            rules.add('relu-neg-zero')  # max(x, 0): -0.0 gives +0.0, where PyTorch keeps -0.0
+            return torch.relu(x).masked_fill(x == 0, 0.0)
         return getattr(torch, op)(x)
     if op == 'logical_not':
         return torch.logical_not(x)
     out = float_result(x)
     xd = x.to(out).double()
-    f = {'exp': torch.exp, 'log': torch.log, 'sqrt': torch.sqrt, 'rsqrt': torch.rsqrt, 'sin': torch.sin,
+    # sqrt from NumPy (IEEE's correctly rounded sqrt): PyTorch 2.15's CPU f64 sqrt is not, its
+    # sqrt(0.5) is one ulp low; for f32 and below the f64 result rounded once is exact as well.
+    f = {'exp': torch.exp, 'log': torch.log, 'sqrt': lambda t: torch.from_numpy(np.asarray(np.sqrt(t.numpy()))),
+         'rsqrt': torch.rsqrt, 'sin': torch.sin,
          'cos': torch.cos, 'tanh': torch.tanh, 'sigmoid': torch.sigmoid,
          'gelu': gelu_ref}[op]
     return f(xd).to(out)
