@@ -26,7 +26,9 @@ A shape is its dims joined by '.', or '-' for 0 dims. A result R is <dtype>:<off
 want_<dtype>>:<shape>, or `error` (PyTorch raises; the library must return an error).
 `alt` is what the library documents instead where it deliberately differs from PyTorch (the
 reason is the `divergence` line of the tag): the case passes when the library gives `want` (and
-the C test then notes that the divergence is gone) or `alt`.
+the C test then notes that the divergence is gone) or `alt`. `alt=error` is an expected error:
+the library documents a refusal where PyTorch computes (e.g. `scalar-range`: uint8 + 1000 wraps
+in PyTorch, ct_add_scalar returns CT_ERR_INVALID_ARGUMENT).
 
 Tolerance: a float result element passes when |got - want| <= ulp * ulp_of(want) + atol, in the
 result dtype's ulps (NaN must meet NaN, an infinity the same infinity; with ulp = atol = 0 the
@@ -42,8 +44,11 @@ Reference per op: PyTorch (CPU), in the result dtype, except where noted in the 
 integer floor_divide/remainder use NumPy (PyTorch traps with SIGFPE on MIN // -1 and raises on
 a zero divisor; elsewhere both give Python's floor semantics), integer GEMMs use NumPy's int64
 matmul (PyTorch's CPU has no integer GEMM for every dtype; wrapping mod 2^bits is the same).
+The storage dtypes u16, u32, u64 (STORAGE) run a few ops each, in gen_storage(), which names the
+reference per op (PyTorch's CPU lacks add, sub, lt, arange and eye for them).
 
-Adding a dtype: add its name to TESTED (it must be in DTYPES), regenerate. The flags in
+Adding a dtype: add its name to TESTED (it must be in DTYPES), regenerate; each new dtype costs a
+cold run one kernel build per (op, dtype) it adds. The flags in
 LIB_RULES say which deliberate differences the library has today; switch one off when the
 library adopts PyTorch's rule and regenerate.
 """
@@ -72,31 +77,42 @@ DTYPES = {
     'f32': (torch.float32, np.float32),
     'f64': (torch.float64, np.float64),
 }
-# The dtypes libcltensor has (adding one is this line plus a regenerate).
-TESTED = ['bool', 'u8', 'i8', 'i32', 'i64', 'f16', 'bf16', 'f32', 'f64']
+# The dtypes every op is tested on (adding one is this line plus a regenerate).
+TESTED = ['bool', 'u8', 'i8', 'i16', 'i32', 'i64', 'f16', 'bf16', 'f32', 'f64']
+# The storage dtypes: libcltensor takes them in every op (alone or with floats), but PyTorch's CPU
+# implements only some ops on them, so gen_storage() tests a chosen few ops, each with the
+# reference it names (PyTorch where it computes the op, else NumPy / exact Python integers under
+# PyTorch's promotion rules). Their (op, dtype) kernels are kept few: a cold run builds each once.
+STORAGE = ['u16', 'u32', 'u64']
 
-# The library's deliberate differences from PyTorch today (docs/OPS.md lists them).
+# The library's deliberate differences from PyTorch today (docs/OPS.md, "Deliberate divergences
+# from PyTorch", lists the same tags).
 LIB_RULES = {
-    'u8-i8-i32': 'i16' not in TESTED,  # u8 with i8 promotes to i32 (no i16 yet)
-    'zero-dim-promotion': True,        # 0-d tensors promote like dimensioned ones
     'integral-scalar': True,           # a double with an integral value is an integer scalar
+    'scalar-range': True,              # an integer dtype refuses a scalar it cannot represent
+    'full-float-range': True,          # ct_full into a float dtype takes every value (overflow is inf)
     'int-div-zero': True,              # integer x // 0 and x % 0 give 0
     'neg-int-scalar-pow': True,        # integer tensor ** negative integer scalar follows the tensor rule
     'bool-pow': True,                  # bool ** bool is a or not b
     'where-cond': True,                # where's cond may be any dtype (nonzero is true)
     'float-int-cast': True,            # float -> integer casts saturate, NaN gives 0
-    'full-saturate': True,             # ct_full converts the value as ct_cast does
     'bool-arg': True,                  # argmax/argmin take bool
     'bool-sub': True,                  # bool - integer/float computes in the promoted dtype
     'bool-unary': True,                # abs, relu, floor, ceil, round are the identity on bool
     'scalar-unrounded': True,          # an f16/bf16 op's scalar enters the f32 computation unrounded
+    'u64-reduce': True,                # reductions refuse u64
+    'relu-neg-zero': True,             # relu(-0.0) is +0.0
+    'zero-dim-rounded': True,          # a 0-d operand is rounded to an f16/bf16 result dtype first
 }
 REASONS = {
-    'u8-i8-i32': 'u8 with i8 promotes to i32: libcltensor has no i16 (PyTorch gives i16)',
-    'zero-dim-promotion': 'a 0-d tensor operand lifts the result dtype within its category '
-                          '(PyTorch ranks dimensioned tensors above 0-d ones: f32[2] + f64[] is f32 there)',
     'integral-scalar': 'a double scalar with an integral value counts as an integer scalar '
                        '(i32 tensor * 2.0 stays i32; PyTorch gives f32 for a Python float)',
+    'scalar-range': 'an integer dtype refuses a value it cannot represent (CT_ERR_INVALID_ARGUMENT): '
+                    'ct_full\'s value, ct_arange\'s start and last value, a tensor-scalar op\'s scalar, '
+                    'ct_clamp\'s bounds; PyTorch wraps (uint8 + 1000, arange(-2, 3) in uint8, full(-1) in '
+                    'uint8 is 255) and takes any clamp bound',
+    'full-float-range': 'ct_full into f16/bf16/f32 takes every value (beyond the largest finite is inf); '
+                        'torch.full refuses a value outside float\'s range',
     'int-div-zero': 'integer floor_divide/remainder by 0 give 0 (as NumPy); PyTorch raises ZeroDivisionError',
     'neg-int-scalar-pow': 'an integer tensor to a negative integer scalar power follows the tensor rule '
                           '(1, +-1 or 0); PyTorch refuses it',
@@ -104,13 +120,18 @@ REASONS = {
     'where-cond': 'ct_where takes a cond of any dtype (nonzero is true); PyTorch wants bool',
     'float-int-cast': 'float -> integer casts saturate and NaN gives 0; PyTorch leaves out-of-range '
                       'values undefined (x86 gives MIN)',
-    'full-saturate': 'ct_full converts an out-of-range value as ct_cast does; torch.full raises',
     'bool-arg': 'argmax/argmin of bool compare false < true; PyTorch has no bool argmax',
     'bool-sub': 'sub with one bool operand computes in the promoted dtype (bool - i32 is i32); '
                 'PyTorch refuses any bool operand of -',
     'bool-unary': 'abs, relu, floor, ceil and round are the identity on bool; PyTorch raises',
     'scalar-unrounded': 'an f16/bf16 tensor-scalar op computes in f32 with the scalar unrounded; PyTorch '
                         'first rounds the scalar to f16/bf16 in some ops (remainder, floor_divide, comparisons)',
+    'relu-neg-zero': 'relu is max(x, 0): relu(-0.0) is +0.0; PyTorch keeps -0.0',
+    'zero-dim-rounded': 'a 0-d tensor operand of another dtype is converted to an f16/bf16 result dtype '
+                        'before the op, as every operand; PyTorch\'s CPU add/sub/mul/div take a 0-d '
+                        'operand\'s original value, unrounded, into the f32 computation',
+    'u64-reduce': 'reductions refuse u64 (CT_ERR_UNSUPPORTED; cast to i64 or f64 first); PyTorch sums '
+                  'uint64 into int64, wrapping',
 }
 
 FLOATS = ('f16', 'bf16', 'f32', 'f64')
@@ -346,13 +367,13 @@ class Writer:
             if f.endswith('.npy') or f == 'manifest.txt':
                 os.remove(os.path.join(out, f))
         lines = ['# ' + header]
-        for name in TESTED:
+        for name in TESTED + STORAGE:
             lines.append('pool %s %s' % (name, 'f32' if name == 'bf16' else name))
         for tag, on in LIB_RULES.items():
             if on:
                 lines.append('divergence %s %s' % (tag, REASONS[tag]))
         for which in ('in', 'want'):
-            for name in TESTED:
+            for name in TESTED + STORAGE:
                 parts = self.pools[which].get(name, [])
                 arr = np.concatenate(parts) if parts else np.zeros(0, DTYPES[name][1])
                 np.save(os.path.join(out, '%s_%s.npy' % (which, name)), arr)
@@ -361,14 +382,15 @@ class Writer:
 
 
 def same(x, y):
-    """Results identical (dtype, shape, values with NaN equal to NaN), or both errors."""
+    """Results identical (dtype, shape, values with NaN equal to NaN, the sign of zero included, as
+    the C test compares), or both errors."""
     if x is None or y is None:
         return x is None and y is None
     if x.dtype != y.dtype or x.shape != y.shape:
         return False
     if x.dtype.is_floating_point:
         a, b = x.double(), y.double()
-        return bool(torch.all((a == b) | (torch.isnan(a) & torch.isnan(b))))
+        return bool(torch.all(((a == b) & (torch.signbit(a) == torch.signbit(b))) | (torch.isnan(a) & torch.isnan(b))))
     return bool(torch.equal(x, y))
 
 
@@ -381,25 +403,10 @@ def run(fn):
 
 # ---------------------------------------------------------------- promotion
 
-def lib_promote(x, y, rules):
-    """The library's tensor-tensor promotion (LIB_RULES on): PyTorch's table without dim ranks."""
-    a, b = dname(x.dtype), dname(y.dtype)
-    if LIB_RULES['u8-i8-i32'] and {a, b} == {'u8', 'i8'}:
-        rules.add('u8-i8-i32')
-        return torch.int32
-    return torch.promote_types(x.dtype, y.dtype)
-
-
 def to_lib_common(ts, rules):
-    """Casts tensor operands to the library's common dtype (so PyTorch then computes as the library
-    documents), noting which rule made it differ from PyTorch's own choice."""
-    common = ts[0].dtype
-    for t in ts[1:]:
-        common = lib_promote(torch.empty(0, dtype=common), t, rules)
-    if LIB_RULES['zero-dim-promotion'] and any(t.dim() == 0 for t in ts) and any(t.dim() for t in ts):
-        theirs = torch.result_type(*ts[:2]) if len(ts) == 2 else None
-        if theirs is not None and theirs != common:
-            rules.add('zero-dim-promotion')
+    """Casts tensor operands to the library's common dtype, PyTorch's torch.result_type (the
+    table and the zero-dim ranking), so PyTorch then computes as the library documents."""
+    common = torch.result_type(*ts) if len(ts) == 2 else ts[0].dtype
     return [t.to(common) for t in ts]
 
 
@@ -445,6 +452,9 @@ def binary(op, x, y, lib, rules):
     if lib:
         if op == 'sub' and torch.bool in (x.dtype, y.dtype) and x.dtype != y.dtype:
             rules.add('bool-sub')
+        common = torch.result_type(x, y)
+        if common in (torch.float16, torch.bfloat16) and any(t.dim() == 0 and t.dtype != common for t in (x, y)):
+            rules.add('zero-dim-rounded')
         x, y = to_lib_common([x, y], rules)
     common = torch.result_type(x, y)
     if op in ('floor_divide', 'remainder') and not common.is_floating_point:
@@ -498,10 +508,16 @@ def scalar_op(op, x, s, lib, rules):
         if isinstance(sv, int) and not rt.is_floating_point and rt != torch.bool:
             lo, hi = int_range(dname(rt))
             if not lo <= sv <= hi:
+                rules.add('scalar-range')
                 raise Raised()  # "cannot be converted to u8 without overflow"
         if x.dtype == torch.bool and rt != torch.bool and op in ('sub', 'rsub'):
             rules.add('bool-sub')
         x = x.to(rt)
+        if dname(rt) in STORAGE and op in ('add', 'sub', 'rsub'):
+            # PyTorch's CPU has no add for the storage dtypes: exact integers, wrapped as its others
+            sign = {'add': (1, 1), 'sub': (1, -1), 'rsub': (-1, 1)}[op]
+            return int_tensor([(sign[0] * v + sign[1] * sv) % (int_range(dname(rt))[1] + 1)
+                               for v in x.reshape(-1).tolist()], dname(rt), list(x.shape))
         if op in ('floor_divide', 'remainder') and not rt.is_floating_point and rt != torch.bool:
             if sv == 0:
                 rules.add('int-div-zero')
@@ -528,6 +544,15 @@ def rdiv(s, x, rt):
     return torch.div(torch.tensor(s, dtype=ct), x.to(ct)).to(rt)
 
 
+def storage_binary(op, x, y):
+    """x op y for two tensors of one storage dtype where PyTorch's CPU lacks the kernel (add, sub,
+    lt): NumPy, which wraps integers as PyTorch does; the result dtype is PyTorch's (u + u is u)."""
+    xn, yn = np.broadcast_arrays(x.numpy(), y.numpy())
+    with np.errstate(all='ignore'):
+        r = {'add': np.add, 'sub': np.subtract, 'lt': np.less}[op](xn, yn)
+    return torch.from_numpy(np.array(r, dtype=np.bool_ if op == 'lt' else xn.dtype))
+
+
 def gelu_ref(x):
     """gelu, x/2 * erfc(-x/sqrt(2)), evaluated with mpmath at 40 digits and rounded once: PyTorch's
     own x/2 * (1 + erf(x/sqrt(2))) cancels for x < -5 even in f64 (1 + erf is ~1e-15 there,
@@ -549,12 +574,18 @@ def unary(op, x, lib, rules):
         if x.dtype == torch.bool and lib and LIB_RULES['bool-unary']:
             rules.add('bool-unary')
             return x.clone()
+        if op == 'relu' and lib and x.dtype.is_floating_point and bool((x == 0).any()):
+            rules.add('relu-neg-zero')  # max(x, 0): -0.0 gives +0.0, where PyTorch keeps -0.0
+            return torch.relu(x).masked_fill(x == 0, 0.0)
         return getattr(torch, op)(x)
     if op == 'logical_not':
         return torch.logical_not(x)
     out = float_result(x)
     xd = x.to(out).double()
-    f = {'exp': torch.exp, 'log': torch.log, 'sqrt': torch.sqrt, 'rsqrt': torch.rsqrt, 'sin': torch.sin,
+    # sqrt from NumPy (IEEE's correctly rounded sqrt): PyTorch 2.15's CPU f64 sqrt is not, its
+    # sqrt(0.5) is one ulp low; for f32 and below the f64 result rounded once is exact as well.
+    f = {'exp': torch.exp, 'log': torch.log, 'sqrt': lambda t: torch.from_numpy(np.asarray(np.sqrt(t.numpy()))),
+         'rsqrt': torch.rsqrt, 'sin': torch.sin,
          'cos': torch.cos, 'tanh': torch.tanh, 'sigmoid': torch.sigmoid,
          'gelu': gelu_ref}[op]
     return f(xd).to(out)
@@ -684,9 +715,6 @@ def gen_where_clamp(g, reps):
                     rules.add('where-cond')
                     cc = cc != 0
                 xx, yy = to_lib_common([x, y], rules)
-                if LIB_RULES['zero-dim-promotion'] and (x.dim() == 0) != (y.dim() == 0):
-                    if torch.result_type(x, y) != xx.dtype:
-                        rules.add('zero-dim-promotion')
                 return torch.where(cc, xx, yy)
             g.emit('where', 'where', ['a=' + cs, 'b=' + xs, 'c=' + ys], lambda: torch.where(c, x, y), lib_where)
         for a in TESTED:
@@ -712,9 +740,11 @@ def gen_where_clamp(g, reps):
                         rt = torch.result_type(torch.empty(0, dtype=rt), v)
                 xx = x.to(rt)
                 if not rt.is_floating_point:
-                    lo_r, hi_r = int_range(dname(rt))
-                    lv = None if lv is None else min(max(lv, lo_r), hi_r)
-                    hv = None if hv is None else min(max(hv, lo_r), hi_r)
+                    if rt != torch.bool:
+                        lo_r, hi_r = int_range(dname(rt))
+                        if any(v is not None and not lo_r <= v <= hi_r for v in (lv, hv)):
+                            rules.add('scalar-range')
+                            raise Raised()  # the bound cannot be converted to the dtype
                     if rt == torch.bool:
                         lv = None if lv is None else bool(lv)
                         hv = None if hv is None else bool(hv)
@@ -733,21 +763,68 @@ def gen_where_clamp(g, reps):
                    wrap_raise(lambda: clamp(False, set())), lambda rules: clamp(True, rules))
 
 
+def int_tensor(vals, name, shape):
+    """A tensor of dtype name holding the exact Python integers vals (torch cannot build every
+    storage dtype from Python ints, NumPy can)."""
+    return torch.from_numpy(np.array(vals, dtype=DTYPES[name][1]).reshape(shape))
+
+
 def sat_cast(x, to, rules):
-    """ct_cast's documented float -> integer rule: truncate, saturate, NaN -> 0."""
+    """ct_cast's documented float -> integer rule: truncate, saturate, NaN -> 0 (exact in Python
+    integers, as f64 cannot hold the u64/i64 bounds)."""
     if x.dtype.is_floating_point and not to.is_floating_point and to != torch.bool:
         lo, hi = int_range(dname(to))
-        xd = x.double()
-        bad = ~torch.isfinite(xd) | (xd.trunc() < lo) | (xd.trunc() > hi)
-        if bool(bad.any()):
-            rules.add('float-int-cast')
-        xd = torch.nan_to_num(xd, nan=0.0).clamp(lo, hi).trunc()
-        if hi >= 2 ** 53:  # the clamp rounds hi up to 2^63 in f64: saturate by hand
-            big = xd >= float(hi)
-            r = xd.clamp(max=float(2 ** 62)).to(to)
-            return r.masked_fill(big, hi).masked_fill(xd <= float(lo), lo)
-        return xd.to(to)
+        out = []
+        for v in x.double().reshape(-1).tolist():
+            iv = 0 if math.isnan(v) else (hi if v > 0 else lo) if math.isinf(v) else int(v)
+            if not math.isfinite(v) or not lo <= iv <= hi:
+                rules.add('float-int-cast')
+            out.append(min(max(iv, lo), hi))
+        return int_tensor(out, dname(to), list(x.shape))
     return x.to(to)
+
+
+def full_ref(a, shape, v, lib, rules):
+    """torch.full with the value as the library reads the double (an integral value is an integer,
+    so -1 into uint8 is PyTorch's 255), or the library's documented ct_full."""
+    if not is_float(a) and a != 'bool':
+        if not lib:
+            return torch.full(shape, int(v) if math.isfinite(v) and v == int(v) else v, dtype=tdt(a))
+        lo, hi = int_range(a)
+        if not (math.isfinite(v) and lo <= v <= hi):
+            rules.add('scalar-range')
+            raise Raised()
+        return int_tensor([int(v)] * numel(shape), a, shape)  # a fraction truncates toward zero
+    if a == 'bool':
+        return torch.full(shape, v, dtype=torch.bool) if not lib else torch.full(shape, v != 0)
+    if not lib:
+        return torch.full(shape, v, dtype=tdt(a))
+    if run(lambda: torch.full(shape, v, dtype=tdt(a))) is None:
+        rules.add('full-float-range')
+    return torch.full(shape, v, dtype=torch.float64).to(tdt(a))
+
+
+def arange_ref(a, start, end, step, lib, rules):
+    """arange: floats in f64 rounded once; integers exact, wrapping as PyTorch's arange does
+    (computed here for the storage dtypes, whose arange PyTorch's CPU lacks); the library
+    refuses a start or last value the dtype cannot hold."""
+    if is_float(a):
+        return torch.arange(start, end, step, dtype=torch.float64).to(tdt(a))
+    n = max(0, math.ceil((end - start) / step))
+    vals = [int(start) + i * int(step) for i in range(n)]
+    lo, hi = int_range(a)
+    if lib and vals and not (lo <= vals[0] <= hi and lo <= vals[-1] <= hi):
+        rules.add('scalar-range')
+        raise Raised()
+    if a in STORAGE:
+        return int_tensor([v % (hi + 1) for v in vals], a, [n])
+    return torch.arange(start, end, step, dtype=tdt(a))
+
+
+def eye_ref(a, n, m):
+    if a in STORAGE:  # PyTorch's CPU has no eye for them
+        return torch.from_numpy(np.eye(n, m, dtype=DTYPES[a][1]))
+    return torch.eye(n, m, dtype=tdt(a))
 
 
 def gen_tensor(g, reps):
@@ -760,35 +837,90 @@ def gen_tensor(g, reps):
         for a in TESTED:
             x, xs = g.operand(a, rand_shape(g.rng))
             g.emit('tensor', 'contiguous', ['a=' + xs], lambda: x.contiguous())
-            shape = rand_shape(g.rng)
-            v = float(values(g.rng, 'f64' if g.rng.random() < 0.5 else 'i32', 1)[0])
-            if not math.isfinite(v) and not is_float(a):
-                v = 3.0
-
-            def full(lib, rules):
-                if not is_float(a) and a != 'bool':
-                    lo, hi = int_range(a)
-                    if not lo <= v <= hi or v != int(v):
-                        if v == int(v) and not (lib and LIB_RULES['full-saturate']):
-                            raise Raised()
-                        if v == int(v):
-                            rules.add('full-saturate')
-                        return sat_cast(torch.full(shape, v, dtype=torch.float64), tdt(a), set())
-                return torch.full(shape, v, dtype=torch.float64).to(tdt(a)) if a != 'bool' else \
-                    torch.full(shape, v != 0)
-            g.emit('tensor', 'full', ['to=' + a, 'shape=' + fmt_shape(shape), 'value=' + fmt_num(v)],
-                   wrap_raise(lambda: full(False, set())), lambda rules: full(True, rules))
+            emit_full(g, a)
         for a in TESTED:
             if a == 'bool':
                 continue
-            start = float(g.rng.integers(-5, 5))
-            step = float(g.rng.choice([1, 2, -1, 3, 0.5] if is_float(a) else [1, 2, -1, 3]))
-            end = start + step * float(g.rng.integers(0, 12)) + (0.5 * step if g.rng.random() < 0.3 else 0)
-            g.emit('tensor', 'arange', ['to=' + a, 'start=' + fmt_num(start), 'end=' + fmt_num(end),
-                                        'step=' + fmt_num(step)],
-                   lambda: torch.arange(start, end, step, dtype=torch.float64).to(tdt(a)))
-            n, m = int(g.rng.integers(0, 5)), int(g.rng.integers(0, 5))
-            g.emit('tensor', 'eye', ['to=' + a, 'n=%d' % n, 'm=%d' % m], lambda: torch.eye(n, m, dtype=tdt(a)))
+            emit_arange_eye(g, a)
+
+
+def emit_full(g, a):
+    shape = rand_shape(g.rng)
+    v = float(values(g.rng, 'f64' if g.rng.random() < 0.5 else 'i32', 1)[0])
+    g.emit('tensor', 'full', ['to=' + a, 'shape=' + fmt_shape(shape), 'value=' + fmt_num(v)],
+           wrap_raise(lambda: full_ref(a, shape, v, False, set())), lambda rules: full_ref(a, shape, v, True, rules))
+
+
+def emit_arange_eye(g, a):
+    start = float(g.rng.integers(-5, 5))
+    step = float(g.rng.choice([1, 2, -1, 3, 0.5] if is_float(a) else [1, 2, -1, 3]))
+    end = start + step * float(g.rng.integers(0, 12)) + (0.5 * step if g.rng.random() < 0.3 else 0)
+    g.emit('tensor', 'arange', ['to=' + a, 'start=' + fmt_num(start), 'end=' + fmt_num(end),
+                                'step=' + fmt_num(step)],
+           wrap_raise(lambda: arange_ref(a, start, end, step, False, set())),
+           lambda rules: arange_ref(a, start, end, step, True, rules))
+    n, m = int(g.rng.integers(0, 5)), int(g.rng.integers(0, 5))
+    g.emit('tensor', 'eye', ['to=' + a, 'n=%d' % n, 'm=%d' % m], lambda: eye_ref(a, n, m))
+
+
+def gen_storage(g, reps):
+    """The storage dtypes u16, u32, u64 on a few ops each (their kernels cost a cold run time).
+    References: PyTorch where its CPU has the op (mul, div, maximum, eq, where, casts, contiguous,
+    full, sum, adding a float tensor); NumPy for add, sub and lt of two storage tensors, exact
+    Python integers for add_scalar, arange and eye (PyTorch's CPU lacks those kernels; the values
+    follow its promotion and wrapping, as for its other integer dtypes). Mixing with another
+    integer or bool dtype is an error in both; matmul is refused by both."""
+    others = [d for d in TESTED if not is_float(d)]
+    floats = [d for d in FLOATS if d in TESTED]
+    for _ in range(reps):
+        for k, u in enumerate(STORAGE):
+            for op in ('add', 'sub', 'mul', 'div', 'maximum', 'eq', 'lt'):
+                out = rand_shape(g.rng)
+                x, xs = g.operand(u, operand_shape(g.rng, out))
+                y, ys = g.operand(u, operand_shape(g.rng, out))
+                ref = (lambda: storage_binary(op, x, y)) if op in ('add', 'sub', 'lt') else \
+                    (lambda: binary(op, x, y, False, set()))
+                g.emit('binary', op, ['a=' + xs, 'b=' + ys], ref, None, lambda r: (binary_tol(op, r.dtype), 0.0))
+            for b in (floats[k % len(floats)], others[(2 * k + 1) % len(others)]):
+                out = rand_shape(g.rng)
+                x, xs = g.operand(u, operand_shape(g.rng, out))
+                y, ys = g.operand(b, operand_shape(g.rng, out))
+                g.emit('binary', 'add', ['a=' + xs, 'b=' + ys], wrap_raise(lambda: binary('add', x, y, False, set())),
+                       lambda rules: binary('add', x, y, True, rules))
+            for op in ('add', 'mul'):
+                sc = float(SCALARS[int(g.rng.integers(len(SCALARS)))])
+                x, xs = g.operand(u, rand_shape(g.rng))
+                g.emit('scalar', op, ['a=' + xs, 's=' + fmt_num(sc)],
+                       wrap_raise(lambda: scalar_op(op, x, sc, False, set())),
+                       lambda rules: scalar_op(op, x, sc, True, rules))
+            out = rand_shape(g.rng)
+            c, cs = g.operand('bool', operand_shape(g.rng, out))
+            x, xs = g.operand(u, operand_shape(g.rng, out))
+            y, ys = g.operand(u, operand_shape(g.rng, out))
+            g.emit('where', 'where', ['a=' + cs, 'b=' + xs, 'c=' + ys], lambda: torch.where(c, x, y))
+            for a, b in [(u, 'f32'), (u, 'f64'), (u, 'i64'), ('f32', u), ('f64', u), ('i64', u), ('bool', u)]:
+                x, xs = g.operand(a, rand_shape(g.rng))
+                g.emit('tensor', 'cast', ['a=' + xs, 'to=' + b], lambda: x.to(tdt(b)),
+                       lambda rules: sat_cast(x, tdt(b), rules))
+            x, xs = g.operand(u, rand_shape(g.rng))
+            g.emit('tensor', 'contiguous', ['a=' + xs], lambda: x.contiguous())
+            emit_full(g, u)
+            emit_arange_eye(g, u)
+            x, xs = g.operand(u, rand_shape(g.rng))
+            dims = red_dims(g.rng, x.dim())
+            keep = int(g.rng.integers(0, 2))
+
+            def storage_sum(rules):
+                if u == 'u64':
+                    rules.add('u64-reduce')
+                    raise Raised()
+                return reduce_ref('sum', x, dims, bool(keep), 0)
+            g.emit('reduce', 'sum', ['a=' + xs, 'dims=' + (','.join(str(d) for d in dims) if dims else 'all'),
+                                     'keep=%d' % keep],
+                   lambda: reduce_ref('sum', x, dims, bool(keep), 0), storage_sum)
+            x, xs = g.operand(u, [2, 3], 'small')
+            y, ys = g.operand(u, [3, 2], 'small')
+            g.emit('linalg', 'matmul', ['a=' + xs, 'b=' + ys], lambda: None)
 
 
 # ---- reductions ----
@@ -999,7 +1131,7 @@ def mm_tol(x, y, k):
 
 
 def gen_linalg(g, reps):
-    mm_dtypes = [d for d in TESTED if d != 'bool' and (is_float(d) or d in ('u8', 'i8', 'i32', 'i64'))]
+    mm_dtypes = [d for d in TESTED if d != 'bool']
     for _ in range(reps):
         for i in range(3):
             for a in mm_dtypes:
@@ -1076,7 +1208,7 @@ def main():
     ap.add_argument('--out', default=os.path.join(os.path.dirname(os.path.abspath(__file__)), 'cases'))
     ap.add_argument('--large', action='store_true', help='add GEMMs of a few hundred rows (megabytes; local runs)')
     ap.add_argument('--only', default='', help='comma-separated groups (binary, scalar, unary, where, '
-                                                'clamp, tensor, reduce, linalg); default all')
+                                                'clamp, tensor, reduce, linalg, storage); default all')
     args = ap.parse_args()
     torch.manual_seed(args.seed)
     warnings.filterwarnings('ignore')  # PyTorch's deprecation notes for the cases it still accepts
@@ -1084,7 +1216,7 @@ def main():
     groups = set(args.only.split(',')) if args.only else None
     for name, fn in (('binary', gen_binary), ('scalar', gen_scalar), ('unary', gen_unary),
                      ('where', gen_where_clamp), ('tensor', gen_tensor), ('reduce', gen_reduce),
-                     ('linalg', gen_linalg)):
+                     ('linalg', gen_linalg), ('storage', gen_storage)):
         if groups is None or name in groups:
             fn(g, args.cases)
     if args.large:
