@@ -127,39 +127,6 @@ void ct__long8(cl_long8 *shape8, cl_long8 *stride8, int ndim, const int64_t *sha
   }
 }
 
-size_t ct__pow2_floor(size_t n) {
-  size_t p = 1;
-  while (p <= n / 2) p *= 2;
-  return p;
-}
-
-ct_status ct__group_limit(size_t *out, ct__kernel *k, cl_kernel ck, ct_device *d, size_t cap,
-                          size_t per_item) {
-  size_t kwg = 0;
-  cl_ulong klocal = 0;
-  cl_int err = clGetKernelWorkGroupInfo(ck, d->id, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL);
-  if (err != CL_SUCCESS)
-    return ct__cl_error(err, "kernel %s on %s: clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE) failed",
-                        ct__kernel_name(k), d->spec);
-  err = clGetKernelWorkGroupInfo(ck, d->id, CL_KERNEL_LOCAL_MEM_SIZE, sizeof klocal, &klocal, NULL);
-  if (err != CL_SUCCESS) klocal = 0;
-  size_t lim = cap;
-  if (kwg && kwg < lim) lim = kwg;
-  if (d->props.max_work_group_size < lim) lim = d->props.max_work_group_size;
-  if (per_item) {
-    uint64_t avail = d->props.local_mem_bytes > klocal ? d->props.local_mem_bytes - klocal : 0;
-    if (avail / per_item < lim) lim = (size_t)(avail / per_item);
-  }
-  if (lim < 1)
-    return ct__error(CT_ERR_UNSUPPORTED,
-                     "kernel %s on %s: no work-group size fits (kernel limit %zu, local memory %llu "
-                     "bytes, %zu bytes per work-item)",
-                     ct__kernel_name(k), d->spec, kwg, (unsigned long long)d->props.local_mem_bytes,
-                     per_item);
-  *out = ct__pow2_floor(lim);
-  return CT_OK;
-}
-
 int ct__reduce_gpu_layout = 0;
 
 int64_t ct__elem_offset(const ct_tensor *t) {

@@ -208,15 +208,9 @@ static ct_status limits(size_t *lrows, size_t *lcols, ct_device *d, ct_dtype in_
   ct__kernel *k;
   size_t per = ct_dtype_size(acc_dtype(in_dt)) + sizeof(cl_long);
   CT__TRY(reduce_kernel(&k, d, in_dt, true, op, fn));
-  cl_kernel ck = ct__kernel_lock(k);
-  ct_status st = ct__group_limit(lrows, k, ck, d, 256, per);
-  ct__kernel_unlock(k);
-  CT__TRY(st);
+  CT__TRY(ct__kernel_group_limit(lrows, k, d, 256, per));
   CT__TRY(reduce_kernel(&k, d, in_dt, false, op, fn));
-  ck = ct__kernel_lock(k);
-  st = ct__group_limit(lcols, k, ck, d, 64, 0);
-  ct__kernel_unlock(k);
-  return st;
+  return ct__kernel_group_limit(lcols, k, d, 64, 0);
 }
 
 /* Reduces `in` (geometry g) into the final outputs fo, in one pass or, when the plan splits

@@ -52,15 +52,6 @@ int ct__coalesce(int ndim, int64_t *shape, int nst, int64_t *const *strides);
 void ct__long8(cl_long8 *shape8, cl_long8 *stride8, int ndim, const int64_t *shape,
                const int64_t *strides);
 
-/* The largest power of two <= n (n >= 1). */
-size_t ct__pow2_floor(size_t n);
-
-/* The largest power-of-two work-group size usable for k on d, at most cap, with per_item bytes
- * of local memory each: the device's and the kernel's limits (CL_KERNEL_WORK_GROUP_SIZE) and
- * local memory. Call with k locked. */
-ct_status ct__group_limit(size_t *out, ct__kernel *k, cl_kernel ck, ct_device *d, size_t cap,
-                          size_t per_item);
-
 /* Tests set this to 1 to run the GPU layout on a CPU device, so both layouts are exercised
  * wherever the tests run. Read at each call; not for applications. */
 extern int ct__reduce_gpu_layout;

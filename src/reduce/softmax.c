@@ -81,7 +81,7 @@ static ct_status softmax_api(ct_tensor **out, const ct_tensor *x, int dim, int l
   size_t accsz = x->dtype == CT_F64 ? sizeof(cl_double) : sizeof(cl_float);
   cl_kernel ck = ct__kernel_lock(k);
   size_t lmax = 1;
-  st = ct__group_limit(&lmax, k, ck, d, rows ? 256 : 64, rows ? accsz : 0);
+  st = ct__kernel_group_limit(&lmax, k, d, rows ? 256 : 64, rows ? accsz : 0);
   cl_uint a = 0;
 #define ARG(v)                                                  \
   do {                                                          \
