@@ -305,6 +305,11 @@ START_TEST(test_large_header_memory) {
   ck_assert_uint_eq(h.count, (size_t)n);
   ct__safetensors_header_free(&h);
   free(b);
+  const char *skip = ct_test_host_memory_unmeasurable();
+  if (skip) {
+    printf("# peak memory not checked: %s (the parse itself ran)\n", skip);
+    return;
+  }
   ck_assert_msg(grown < (long)(8 * len / 1024), "parsing a %zu-byte header grew the resident size by %ld KiB",
                 len, grown);
 }

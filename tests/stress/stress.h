@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cltensor/cltensor.h"
+#include "ct_test.h"
 
 /* Resident set size of this process in bytes (/proc/self/statm), 0 when unreadable. Free heap
  * memory goes back to the system first (malloc_trim): glibc keeps freed chunks mapped, and after
@@ -39,22 +40,6 @@ static inline uint64_t stress_heap_bytes(void) {
   return (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd;
 }
 
-/* Why host memory figures mean nothing in this run (a sanitizer's allocator keeps freed memory
- * in quarantine and adds shadow memory; valgrind replaces malloc), or NULL when they do. The
- * leak and soak tests then skip their heap and RSS bounds, and LeakSanitizer or valgrind's leak
- * check stands in for them. */
-static inline const char *stress_host_memory_unmeasurable(void) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  return "a sanitizer's allocator";
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-  return "a sanitizer's allocator";
-#endif
-#endif
-  const char *pre = getenv("LD_PRELOAD");
-  if (pre && strstr(pre, "vgpreload")) return "valgrind";
-  return NULL;
-}
 
 /* A failure description, filled by the first failing check of a workload. */
 typedef struct stress_why {

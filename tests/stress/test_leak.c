@@ -149,7 +149,7 @@ START_TEST(test_repeated_cycles_flat) {
          CYCLES, (unsigned long long)heap[1], (unsigned long long)heap_end, (long long)heap_growth,
          (long long)heap_bound, (unsigned long long)rss[1], (unsigned long long)rss_end,
          (long long)rss_growth, (long long)rss_bound);
-  const char *skip = stress_host_memory_unmeasurable();
+  const char *skip = ct_test_host_memory_unmeasurable();
   if (skip) {
     printf("# heap and RSS bounds not checked under %s\n", skip);
     return;

@@ -127,7 +127,7 @@ START_TEST(test_soak) {
   ck_assert_msg(s1.reserved_bytes <= s0.reserved_bytes, "reserved device memory grew: %llu -> %llu",
                 (unsigned long long)s0.reserved_bytes, (unsigned long long)s1.reserved_bytes);
   ck_assert_msg(mem1 <= mem0, "OpenCL buffers grew: %ld -> %ld", mem0, mem1);
-  const char *skip = stress_host_memory_unmeasurable();
+  const char *skip = ct_test_host_memory_unmeasurable();
   if (skip) printf("# heap and RSS bounds not checked under %s\n", skip);
   ck_assert_msg(skip || (int64_t)heap1 - (int64_t)heap0 <= (256 << 10), "host heap grew: %llu -> %llu",
                 (unsigned long long)heap0, (unsigned long long)heap1);
