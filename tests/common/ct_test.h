@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "cltensor/cltensor.h"
 
@@ -72,6 +73,14 @@ static inline const char *ct_test_host_memory_unmeasurable(void) {
   const char *pre = getenv("LD_PRELOAD");
   if (pre && strstr(pre, "vgpreload")) return "valgrind";
   return NULL;
+}
+
+/* This process's resident high-water mark in KiB (ru_maxrss): growth over a step bounds what the
+ * step held at once. Check forks each test, so the mark starts with the test. */
+static inline long ct_test_maxrss_kib(void) {
+  struct rusage ru;
+  ck_assert_int_eq(getrusage(RUSAGE_SELF, &ru), 0);
+  return ru.ru_maxrss;
 }
 
 #endif

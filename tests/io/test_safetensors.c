@@ -282,12 +282,6 @@ START_TEST(test_many_keys) {
 }
 END_TEST
 
-static long maxrss_kib(void) {
-  struct rusage ru;
-  ck_assert_int_eq(getrusage(RUSAGE_SELF, &ru), 0);
-  return ru.ru_maxrss;
-}
-
 /* A 25 MB header of 416,667 empty tensors is parsed in memory near its own size: the text is
  * walked in place and cJSON sees one entry at a time (a cJSON tree of the whole header took
  * ~490 MB). ru_maxrss is the process's high-water mark, so the growth is taken over the parse
@@ -298,10 +292,10 @@ START_TEST(test_large_header_memory) {
   size_t len;
   uint8_t *b = st_many(n, 1, 0, &len);
   ck_assert_uint_gt(len, (size_t)24000000);
-  long before = maxrss_kib();
+  long before = ct_test_maxrss_kib();
   struct ct__st_header h;
   ck_assert_ct_ok(ct__safetensors_parse(&h, b, len, len, "large.safetensors"));
-  long grown = maxrss_kib() - before;
+  long grown = ct_test_maxrss_kib() - before;
   ck_assert_uint_eq(h.count, (size_t)n);
   ct__safetensors_header_free(&h);
   free(b);

@@ -1190,12 +1190,6 @@ START_TEST(test_cache_dir_is_escaped) {
 }
 END_TEST
 
-static long maxrss_kib(void) {
-  struct rusage ru;
-  ck_assert_int_eq(getrusage(RUSAGE_SELF, &ru), 0);
-  return ru.ru_maxrss;
-}
-
 /* A 1 GiB entry (sparse: no disk used) is refused from its header and size, not read whole;
  * a 100 MiB one, below the size cap, from its header alone. */
 START_TEST(test_huge_entry_is_not_read) {
@@ -1208,19 +1202,19 @@ START_TEST(test_huge_entry_is_not_read) {
    * ratio of the bound below. */
   const off_t big = (off_t)100 << 20;
   ck_assert_int_lt(big, CT__CACHE_MAX_BYTES);
-  long before = maxrss_kib();
+  long before = ct_test_maxrss_kib();
   ck_assert_int_eq(truncate(path, big), 0);
   int fd = open(path, O_WRONLY);
   ck_assert_int_ge(fd, 0);
   ck_assert_int_eq(pwrite(fd, "NOTOURS!", 8, 0), 8);
   close(fd);
   ck_assert_int_eq(load_fake(), CT__CACHE_REJECTED);
-  long grown = maxrss_kib() - before;
+  long grown = ct_test_maxrss_kib() - before;
   ck_assert_msg(grown < (long)(big / 4 / 1024), "resident size grew by %ld KiB loading a 100 MiB entry", grown);
   write_all(path, b, n);
   ck_assert_int_eq(load_fake(), CT__CACHE_HIT);
   const off_t huge = (off_t)1 << 30;
-  before = maxrss_kib();
+  before = ct_test_maxrss_kib();
   /* A valid header whose length field disagrees with the size, then one that agrees. */
   ck_assert_int_eq(truncate(path, huge), 0);
   ck_assert_int_eq(load_fake(), CT__CACHE_REJECTED);
@@ -1233,7 +1227,7 @@ START_TEST(test_huge_entry_is_not_read) {
   close(fd);
   ck_assert_int_eq(load_fake(), CT__CACHE_REJECTED);
   /* Reading either whole would add 1 GiB; the margin allows for any allocator noise. */
-  grown = maxrss_kib() - before;
+  grown = ct_test_maxrss_kib() - before;
   ck_assert_msg(grown < 256 * 1024, "resident size grew by %ld KiB loading a 1 GiB entry", grown);
   free(b);
   rm_rf(dir);
