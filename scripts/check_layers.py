@@ -24,8 +24,8 @@ RANKS = [
                     # tensors and ops that record transfers and GEMMs through it
     ['memory'],
     ['tensor'],
-    ['elementwise', 'reduce', 'random', 'linalg'],
-    ['io', 'interop'],
+    ['elementwise', 'reduce', 'random', 'linalg', 'shape', 'index'],
+    ['nn', 'io', 'interop'],  # nn: composite ops over the op families
 ]
 RANK = {layer: r for r, layers in enumerate(RANKS) for layer in layers}
 

@@ -1,0 +1,18 @@
+/* libcltensor: shape ops (filled in by issue #14). */
+#ifndef CLTENSOR_SHAPE_H
+#define CLTENSOR_SHAPE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cltensor/export.h"
+#include "cltensor/status.h"
+#include "cltensor/dtype.h"
+#include "cltensor/device.h"
+#include "cltensor/tensor.h"
+
+CT_BEGIN_DECLS
+
+CT_END_DECLS
+
+#endif
