@@ -29,8 +29,9 @@ typedef enum bench_group {
   BENCH_FIRST_RESULT = 1u << 7,
   BENCH_SHAPE = 1u << 8,  /* cat (group_shape.c) */
   BENCH_INDEX = 1u << 9,  /* index_select, gather, cumsum, sort (group_index.c) */
-  BENCH_NN = 1u << 10,    /* conv2d and the model forwards (group_nn.c) */
-  BENCH_ALL = (1u << 11) - 1
+  BENCH_NN = 1u << 10,    /* conv2d (group_nn.c) */
+  BENCH_MODELS = 1u << 11, /* the example models' forwards (group_models.c) */
+  BENCH_ALL = (1u << 12) - 1
 } bench_group;
 
 typedef struct bench_opts {
