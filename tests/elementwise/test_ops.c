@@ -15,14 +15,8 @@
  * functions; f32, i8, u8, i64 and bool for the rest (plus the dtypes it refuses, which build
  * nothing). Layouts, broadcasting and errors are in test_layout.c. */
 #include "elementwise/elementwise.h"
+#include "ew_fns.h"
 #include "ew_util.h"
-
-typedef ct_status (*bin_fn)(ct_tensor **, const ct_tensor *, const ct_tensor *);
-typedef ct_status (*bin_out_fn)(ct_tensor *, const ct_tensor *, const ct_tensor *);
-typedef ct_status (*un_fn)(ct_tensor **, const ct_tensor *);
-typedef ct_status (*un_out_fn)(ct_tensor *, const ct_tensor *);
-typedef ct_status (*sc_fn)(ct_tensor **, const ct_tensor *, double);
-typedef ct_status (*sc_out_fn)(ct_tensor *, const ct_tensor *, double);
 
 /* Row lists by kind. T_<list>_<kind>(name, ref) emits a row of that list or nothing. */
 #define T_NONE(name, ref)

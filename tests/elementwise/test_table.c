@@ -8,13 +8,8 @@
  * time the text of elementwise.h and elementwise.cl is searched, so a declaration must sit in
  * that header (not elsewhere) and a function in that kernel source. No device is used. */
 #include "ct_test.h"
+#include "ew_fns.h"
 
-typedef ct_status (*bin_fn)(ct_tensor **, const ct_tensor *, const ct_tensor *);
-typedef ct_status (*bin_out_fn)(ct_tensor *, const ct_tensor *, const ct_tensor *);
-typedef ct_status (*un_fn)(ct_tensor **, const ct_tensor *);
-typedef ct_status (*un_out_fn)(ct_tensor *, const ct_tensor *);
-typedef ct_status (*sc_fn)(ct_tensor **, const ct_tensor *, double);
-typedef ct_status (*sc_out_fn)(ct_tensor *, const ct_tensor *, double);
 typedef ct_status (*where_fn)(ct_tensor **, const ct_tensor *, const ct_tensor *, const ct_tensor *);
 typedef ct_status (*where_out_fn)(ct_tensor *, const ct_tensor *, const ct_tensor *, const ct_tensor *);
 typedef ct_status (*clamp_fn)(ct_tensor **, const ct_tensor *, double, double);

@@ -15,18 +15,15 @@
  * NaN must match NaN, infinities exactly, bool and integer results bit for bit. */
 #include "elementwise/elementwise.h"
 #include "ew_util.h"
+#include "ew_fns.h"
 #include "torch_ops_fixture.h"
-
-typedef ct_status (*bin_fn)(ct_tensor **, const ct_tensor *, const ct_tensor *);
-typedef ct_status (*un_fn)(ct_tensor **, const ct_tensor *);
-typedef ct_status (*unp_fn)(ct_tensor **, const ct_tensor *, double);
 
 /* Every binary and unary op of the table, by name. */
 static const struct {
   const char *name;
   bin_fn bin;
   un_fn un;
-  unp_fn unp;
+  sc_fn unp;
 } ops[] = {
 #define T_K_BIN(name) {#name, ct_##name, NULL, NULL},
 #define T_K_BINS T_K_BIN
