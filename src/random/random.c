@@ -1,8 +1,10 @@
 /* rand/randn: the global (seed, offset) state and launches of kernels/random.cl. */
 #include <pthread.h>
 #include <stdbool.h>
+#include <inttypes.h>
 #include <stdio.h>
 
+#include "cltensor/shape.h"
 #include "core/error.h"
 #include "device/device.h"
 #include "kernel/engine.h"
@@ -151,6 +153,77 @@ ct_status ct__random_bits(ct_tensor **out, ct_device *d, int64_t nblocks, uint64
   ct__karg_ulong(&a, "offset", offset);
   st = ct__kargs_end(&a, fn);
   if (st == CT_OK) st = launch(k, d, nblocks);
+  ct__kernel_unlock(k);
+  if (st != CT_OK) {
+    ct_release(o);
+    return st;
+  }
+  *out = o;
+  return CT_OK;
+}
+
+/* The values an integer dtype holds, as int64 (u64 above INT64_MAX is unreachable from int64
+ * bounds). False for the floats, which take any bound. */
+static bool int_range(ct_dtype t, int64_t *lo, int64_t *hi) {
+  switch (t) {
+    case CT_BOOL: *lo = 0; *hi = 1; return true;
+    case CT_U8: *lo = 0; *hi = UINT8_MAX; return true;
+    case CT_I8: *lo = INT8_MIN; *hi = INT8_MAX; return true;
+    case CT_I16: *lo = INT16_MIN; *hi = INT16_MAX; return true;
+    case CT_U16: *lo = 0; *hi = UINT16_MAX; return true;
+    case CT_I32: *lo = INT32_MIN; *hi = INT32_MAX; return true;
+    case CT_U32: *lo = 0; *hi = UINT32_MAX; return true;
+    case CT_I64: *lo = INT64_MIN; *hi = INT64_MAX; return true;
+    case CT_U64: *lo = 0; *hi = INT64_MAX; return true;
+    default: return false;
+  }
+}
+
+ct_status ct_randint(ct_tensor **out, ct_device *d, ct_dtype dtype, int64_t low, int64_t high, int ndim,
+                     const int64_t *shape) {
+  const char *fn = "ct_randint";
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL(fn, d);
+  if ((unsigned)dtype >= CT_DTYPE_COUNT)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: dtype %d is not a ct_dtype", fn, (int)dtype);
+  if (low >= high)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: low %" PRId64 " must be less than high %" PRId64, fn, low, high);
+  int64_t tmin, tmax;
+  if (int_range(dtype, &tmin, &tmax) && (low < tmin || high - 1 > tmax))
+    return ct__error(CT_ERR_INVALID_ARGUMENT,
+                     "%s: [low, high) = [%" PRId64 ", %" PRId64 ") does not fit dtype %s (values %" PRId64
+                     "..%" PRId64 ")",
+                     fn, low, high, ct_dtype_name(dtype), tmin, tmax);
+  ct_tensor *o = NULL;
+  CT__TRY(ct__tensor_new(&o, d, dtype, ndim, shape, fn));
+  uint64_t seed, offset;
+  rng_take(&seed, &offset);
+  int64_t n = ct_numel(o);
+  if (n == 0) {
+    *out = o;
+    return CT_OK;
+  }
+  uint64_t range = (uint64_t)high - (uint64_t)low;
+  int64_t per = range > (UINT64_C(1) << 32) ? 2 : 4;
+  ct__kernel *k;
+  ct_status st = random_kernel(&k, d, "randint_fill", fn);
+  if (st != CT_OK) {
+    ct_release(o);
+    return st;
+  }
+  struct ct__kargs a;
+  ct__kargs_begin(&a, k, ct__kernel_lock(k));
+  ct__karg_mem(&a, "out", ct__tensor_mem(o));
+  ct__karg_long(&a, "out_off", (cl_long)(ct__tensor_byte_offset(o) / ct_dtype_size(dtype)));
+  ct__karg_long(&a, "n", n);
+  ct__karg_int(&a, "dt", (cl_int)dtype);
+  ct__karg_long(&a, "low", low);
+  ct__karg_ulong(&a, "range", range);
+  ct__karg_ulong(&a, "seed", seed);
+  ct__karg_ulong(&a, "offset", offset);
+  st = ct__kargs_end(&a, fn);
+  if (st == CT_OK) st = launch(k, d, (n + per - 1) / per);
   ct__kernel_unlock(k);
   if (st != CT_OK) {
     ct_release(o);
