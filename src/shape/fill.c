@@ -78,7 +78,8 @@ ct_status ct_linspace(ct_tensor **out, ct_device *d, ct_dtype dtype, double star
     ct_release(o);
     return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: no host memory for %" PRId64 " staged values", fn, steps);
   }
-  int64_t half = steps / 2;
+  /* steps == 1 gives start, as torch.linspace (the formula below would give end). */
+  int64_t half = steps == 1 ? 1 : steps / 2;
   /* torch.linspace's CPU kernel: the step in the dtype's compute precision (f32 for f32 and the
    * 16-bit floats, f64 for f64 and, with an f64 step, for the integers), the first half counted
    * from start and the second from end, so both ends are exact. */
