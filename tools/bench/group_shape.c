@@ -1,0 +1,74 @@
+/* The shape group: ct_cat on 2^24 f32 elements, against a ct_copy of the same bytes (issue 14:
+ * at least 0.5x the bandwidth of a copy). Both move the same bytes (each element read once and
+ * written once), so GB/s counts 2 * 4 bytes per element for both. Two forms: along the last dim
+ * (strided slices of the result: the strided copy kernel) and along dim 0 (contiguous slices:
+ * buffer copies). */
+#include <stdio.h>
+#include <string.h>
+
+#include "bench.h"
+
+typedef struct shape_ctx {
+  ct_device *d;
+  ct_tensor *parts[2];
+  int dim;
+  ct_tensor *src, *dst; /* the reference copy */
+} shape_ctx;
+
+static int do_cat(void *p) {
+  shape_ctx *c = p;
+  ct_tensor *out = NULL;
+  ct_status st = ct_cat(&out, c->parts, 2, c->dim);
+  ct_release(out);
+  return st == CT_OK ? 0 : bench_ct_fail("ct_cat", st);
+}
+
+static int do_copy(void *p) {
+  shape_ctx *c = p;
+  ct_status st = ct_copy(c->dst, c->src);
+  return st == CT_OK ? 0 : bench_ct_fail("ct_copy", st);
+}
+
+static int sync_dev(void *p) {
+  shape_ctx *c = p;
+  ct_status st = ct_device_synchronize(c->d);
+  return st == CT_OK ? 0 : bench_ct_fail("ct_device_synchronize", st);
+}
+
+static void cat_one(const bench_opts *o, ct_device *d, int lg, int dim) {
+  int64_t n = (int64_t)1 << lg, rows = (int64_t)1 << (lg / 2), cols = n / rows;
+  /* Each part is half of the result: [rows, cols/2] along dim 1, [rows/2, cols] along dim 0. */
+  int64_t ps[2] = {dim ? rows : rows / 2, dim ? cols / 2 : cols}, flat[1] = {n};
+  char name[40], sz[32];
+  snprintf(name, sizeof name, "cat.dim%d", dim);
+  snprintf(sz, sizeof sz, "2x[%lld,%lld]", (long long)ps[0], (long long)ps[1]);
+  bench_fig f, ref;
+  bench_fig_init(&f, name, n, sz, "f32", "GB/s");
+  bench_fig_init(&ref, "copy", n, sz, "f32", "GB/s");
+  shape_ctx c = {.d = d, .dim = dim};
+  bench_progress(o, "%s %s", name, sz);
+  ct_status st = ct_ones(&c.parts[0], d, CT_F32, 2, ps);
+  if (st == CT_OK) st = ct_zeros(&c.parts[1], d, CT_F32, 2, ps);
+  if (st == CT_OK) st = ct_ones(&c.src, d, CT_F32, 1, flat);
+  if (st == CT_OK) st = ct_empty(&c.dst, d, CT_F32, 1, flat);
+  if (st != CT_OK) {
+    bench_ct_fail("creating the inputs", st);
+    bench_fig_fail(&f, false, bench_error());
+    bench_emit(o, &f);
+  } else {
+    double gb = 2.0 * (double)n * sizeof(float) / 1e9;
+    bench_item items[2] = {{&f, do_cat, sync_dev, &c, 1000, gb, false}, {&ref, do_copy, sync_dev, &c, 1000, gb, false}};
+    bench_measure_set(o, items, 2);
+    if (!ref.error[0]) bench_fig_add_ref(&f, &ref);
+    bench_emit(o, &f);
+  }
+  for (int i = 0; i < 2; i++) ct_release(c.parts[i]);
+  ct_release(c.src);
+  ct_release(c.dst);
+}
+
+void bench_group_shape(const bench_opts *o, ct_device *d) {
+  int lg = o->quick ? 20 : 24;
+  cat_one(o, d, lg, 1);
+  cat_one(o, d, lg, 0);
+}
