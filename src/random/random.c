@@ -61,6 +61,36 @@ static ct_status launch(ct__kernel *k, ct_device *d, int64_t items) {
   return ct__kernel_launch(k, d, 1, &global, &local);
 }
 
+/* The launches that fill a new tensor o: fill_begin() gets the kernel, locks it and sets its
+ * first arguments (out, out_off, n), releasing o on failure; the caller adds the rest, and
+ * fill_end() launches `items` work-items, unlocks, and stores o in *out (or releases it). */
+static ct_status fill_begin(ct__kernel **k, struct ct__kargs *a, ct_device *d, ct_tensor *o, const char *name,
+                            const char *fn) {
+  ct_status st = random_kernel(k, d, name, fn);
+  if (st != CT_OK) {
+    ct_release(o);
+    return st;
+  }
+  ct__kargs_begin(a, *k, ct__kernel_lock(*k));
+  ct__karg_mem(a, "out", ct__tensor_mem(o));
+  ct__karg_long(a, "out_off", (cl_long)(ct__tensor_byte_offset(o) / ct_dtype_size(o->dtype)));
+  ct__karg_long(a, "n", ct_numel(o));
+  return CT_OK;
+}
+
+static ct_status fill_end(ct_tensor **out, struct ct__kargs *a, ct__kernel *k, ct_device *d, ct_tensor *o,
+                          int64_t items, const char *fn) {
+  ct_status st = ct__kargs_end(a, fn);
+  if (st == CT_OK) st = launch(k, d, items);
+  ct__kernel_unlock(k);
+  if (st != CT_OK) {
+    ct_release(o);
+    return st;
+  }
+  *out = o;
+  return CT_OK;
+}
+
 /* With use_global, (seed, offset) come from the global state, taken only once the result
  * exists, so a call that fails its checks consumes nothing. */
 static ct_status fill(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape,
@@ -80,31 +110,16 @@ static ct_status fill(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const
     *out = o;
     return CT_OK;
   }
-  ct__kernel *k;
-  ct_status st = random_kernel(&k, d, "rand_fill", fn);
-  if (st != CT_OK) {
-    ct_release(o);
-    return st;
-  }
   int64_t per = t == CT_F64 ? 2 : 4;
+  ct__kernel *k;
   struct ct__kargs a;
-  ct__kargs_begin(&a, k, ct__kernel_lock(k));
-  ct__karg_mem(&a, "out", ct__tensor_mem(o));
-  ct__karg_long(&a, "out_off", (cl_long)(ct__tensor_byte_offset(o) / ct_dtype_size(t)));
-  ct__karg_long(&a, "n", n);
+  ct_status st = fill_begin(&k, &a, d, o, "rand_fill", fn);
+  if (st != CT_OK) return st;
   ct__karg_int(&a, "dt", (cl_int)t);
   ct__karg_int(&a, "normal", normal);
   ct__karg_ulong(&a, "seed", seed);
   ct__karg_ulong(&a, "offset", offset);
-  st = ct__kargs_end(&a, fn);
-  if (st == CT_OK) st = launch(k, d, (n + per - 1) / per);
-  ct__kernel_unlock(k);
-  if (st != CT_OK) {
-    ct_release(o);
-    return st;
-  }
-  *out = o;
-  return CT_OK;
+  return fill_end(out, &a, k, d, o, (n + per - 1) / per, fn);
 }
 
 ct_status ct_rand(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape) {
@@ -207,28 +222,13 @@ ct_status ct_randint(ct_tensor **out, ct_device *d, ct_dtype dtype, int64_t low,
   uint64_t range = (uint64_t)high - (uint64_t)low;
   int64_t per = range > (UINT64_C(1) << 32) ? 2 : 4;
   ct__kernel *k;
-  ct_status st = random_kernel(&k, d, "randint_fill", fn);
-  if (st != CT_OK) {
-    ct_release(o);
-    return st;
-  }
   struct ct__kargs a;
-  ct__kargs_begin(&a, k, ct__kernel_lock(k));
-  ct__karg_mem(&a, "out", ct__tensor_mem(o));
-  ct__karg_long(&a, "out_off", (cl_long)(ct__tensor_byte_offset(o) / ct_dtype_size(dtype)));
-  ct__karg_long(&a, "n", n);
+  ct_status st = fill_begin(&k, &a, d, o, "randint_fill", fn);
+  if (st != CT_OK) return st;
   ct__karg_int(&a, "dt", (cl_int)dtype);
   ct__karg_long(&a, "low", low);
   ct__karg_ulong(&a, "range", range);
   ct__karg_ulong(&a, "seed", seed);
   ct__karg_ulong(&a, "offset", offset);
-  st = ct__kargs_end(&a, fn);
-  if (st == CT_OK) st = launch(k, d, (n + per - 1) / per);
-  ct__kernel_unlock(k);
-  if (st != CT_OK) {
-    ct_release(o);
-    return st;
-  }
-  *out = o;
-  return CT_OK;
+  return fill_end(out, &a, k, d, o, (n + per - 1) / per, fn);
 }
