@@ -730,6 +730,195 @@ START_TEST(test_randint) {
 }
 END_TEST
 
+/* ---- random cases ---- */
+
+/* A strided view of the given shape: a permuted fresh tensor, permuted back. */
+static ct_tensor *rand_view(ct_device *d, ct_dtype t, int nd, const int64_t *shape, uint64_t *rs) {
+  int p[CT_MAX_DIMS], q[CT_MAX_DIMS];
+  int64_t bs[CT_MAX_DIMS];
+  for (int i = 0; i < nd; i++) p[i] = i;
+  for (int i = nd - 1; i > 0; i--) {
+    int j = (int)(rnd64(rs) % (uint64_t)(i + 1)), tmp = p[i];
+    p[i] = p[j];
+    p[j] = tmp;
+  }
+  for (int i = 0; i < nd; i++) {
+    bs[i] = shape[p[i]];
+    q[p[i]] = i;
+  }
+  ct_tensor *b = mk(d, t, nd, bs, rnd64(rs)), *v = NULL;
+  ck_assert_ct_ok(ct_permute(&v, b, q));
+  ct_release(b);
+  return v;
+}
+
+static int64_t rnd_in(uint64_t *rs, int64_t lo, int64_t hi) { return lo + (int64_t)(rnd64(rs) % (uint64_t)(hi - lo + 1)); }
+
+/* Random shapes (size-0 dims included), strided inputs and arguments for cat, stack, flip, roll,
+ * repeat, tril/triu and pad, against host loops over the logical values; i32, whose program (a
+ * 4-byte copy) the other tests build too. */
+START_TEST(test_random_cases) {
+  ct_device *d = ct_test_device();
+  uint64_t rs = 20261201;
+  const ct_dtype t = CT_I32;
+  for (int iter = 0; iter < 120; iter++) {
+    int nd = (int)rnd_in(&rs, 1, 4), op = iter % 7;
+    int64_t sh[CT_MAX_DIMS];
+    for (int i = 0; i < nd; i++) sh[i] = rnd64(&rs) % 8 == 0 ? 0 : rnd_in(&rs, 1, 4);
+    ct_tensor *x = rand_view(d, t, nd, sh, &rs), *o = NULL;
+    int32_t *hx = read_all(x), *want = NULL;
+    int64_t os[CT_MAX_DIMS], on = 1;
+    int ond = nd;
+    memcpy(os, sh, sizeof os);
+    char what[96];
+    if (op == 0 || op == 1) { /* cat, stack of x and a second input */
+      int dim = (int)rnd_in(&rs, op == 0 ? -nd : -nd - 1, op == 0 ? nd - 1 : nd), dd = dim < 0 ? dim + nd + op : dim;
+      int64_t s2[CT_MAX_DIMS];
+      memcpy(s2, sh, sizeof s2);
+      if (op == 0) s2[dd] = rnd_in(&rs, 0, 3);
+      ct_tensor *y = rand_view(d, t, nd, s2, &rs), *ts[2] = {x, y};
+      int32_t *hy = read_all(y);
+      ck_assert_ct_ok(op == 0 ? ct_cat(&o, ts, 2, dim) : ct_stack(&o, ts, 2, dim));
+      if (op == 0) {
+        os[dd] = sh[dd] + s2[dd];
+      } else {
+        ond = nd + 1;
+        for (int k = 0, j = 0; k < ond; k++) os[k] = k == dd ? 2 : sh[j++];
+      }
+      for (int k = 0; k < ond; k++) on *= os[k];
+      want = malloc((size_t)(on ? on : 1) * 4);
+      for (int64_t e = 0; e < on; e++) {
+        int64_t c[CT_MAX_DIMS + 1];
+        coords(e, ond, os, c);
+        if (op == 0) {
+          int second = c[dd] >= sh[dd];
+          if (second) c[dd] -= sh[dd];
+          want[e] = second ? hy[ravel(nd, s2, c)] : hx[ravel(nd, sh, c)];
+        } else {
+          int64_t which = c[dd];
+          memmove(c + dd, c + dd + 1, (size_t)(ond - dd - 1) * sizeof *c);
+          want[e] = which ? hy[ravel(nd, sh, c)] : hx[ravel(nd, sh, c)];
+        }
+      }
+      snprintf(what, sizeof what, "case %d: %s dim %d", iter, op == 0 ? "cat" : "stack", dim);
+      free(hy);
+      ct_release(y);
+    } else if (op == 2 || op == 3) { /* flip of a random set of dims; roll */
+      int dims[CT_MAX_DIMS], n = 0, flipped[CT_MAX_DIMS] = {0};
+      int64_t shift = rnd_in(&rs, -9, 9);
+      int rdim = (int)rnd_in(&rs, -nd, nd - 1), rd = rdim < 0 ? rdim + nd : rdim;
+      for (int i = 0; i < nd; i++)
+        if (rnd64(&rs) % 2) {
+          dims[n++] = rnd64(&rs) % 2 ? i - nd : i;
+          flipped[i] = 1;
+        }
+      ck_assert_ct_ok(op == 2 ? ct_flip(&o, x, n, dims) : ct_roll(&o, x, shift, rdim));
+      for (int k = 0; k < nd; k++) on *= os[k];
+      want = malloc((size_t)(on ? on : 1) * 4);
+      for (int64_t e = 0; e < on; e++) {
+        int64_t c[CT_MAX_DIMS];
+        coords(e, nd, os, c);
+        if (op == 2) {
+          for (int k = 0; k < nd; k++)
+            if (flipped[k]) c[k] = sh[k] - 1 - c[k];
+        } else {
+          c[rd] = ((c[rd] - shift) % sh[rd] + sh[rd]) % sh[rd];
+        }
+        want[e] = hx[ravel(nd, sh, c)];
+      }
+      snprintf(what, sizeof what, "case %d: %s", iter, op == 2 ? "flip" : "roll");
+    } else if (op == 4) { /* repeat, sometimes with an extra leading dim */
+      ond = nd + (int)rnd_in(&rs, 0, 1);
+      int64_t rep[CT_MAX_DIMS];
+      for (int k = 0; k < ond; k++) {
+        rep[k] = rnd_in(&rs, 0, 3);
+        if (rep[k] == 0 && rnd64(&rs) % 2) rep[k] = 1; /* mostly non-empty */
+        os[k] = (k < ond - nd ? 1 : sh[k - (ond - nd)]) * rep[k];
+        on *= os[k];
+      }
+      ck_assert_ct_ok(ct_repeat(&o, x, ond, rep));
+      want = malloc((size_t)(on ? on : 1) * 4);
+      for (int64_t e = 0; e < on; e++) {
+        int64_t c[CT_MAX_DIMS];
+        coords(e, ond, os, c);
+        for (int k = ond - nd; k < ond; k++) c[k - (ond - nd)] = c[k] % sh[k - (ond - nd)];
+        want[e] = hx[ravel(nd, sh, c)];
+      }
+      snprintf(what, sizeof what, "case %d: repeat", iter);
+    } else if (op == 5) { /* tril/triu (a 1-D x gets a second dim) */
+      if (nd == 1) {
+        ct_tensor *u = NULL;
+        ck_assert_ct_ok(ct_unsqueeze(&u, x, 0));
+        ct_release(x);
+        x = u;
+        memmove(sh + 1, sh, sizeof *sh);
+        os[0] = sh[0] = 1;
+        os[1] = sh[1];
+        nd = ond = 2;
+      }
+      int64_t diag = rnd_in(&rs, -3, 3);
+      int upper = (int)(rnd64(&rs) % 2);
+      ck_assert_ct_ok(upper ? ct_triu(&o, x, diag) : ct_tril(&o, x, diag));
+      for (int k = 0; k < nd; k++) on *= os[k];
+      want = malloc((size_t)(on ? on : 1) * 4);
+      for (int64_t e = 0; e < on; e++) {
+        int64_t c[CT_MAX_DIMS];
+        coords(e, nd, os, c);
+        int64_t dc = c[nd - 1] - c[nd - 2];
+        want[e] = (upper ? dc >= diag : dc <= diag) ? hx[e] : 0;
+      }
+      snprintf(what, sizeof what, "case %d: %s %" PRId64, iter, upper ? "triu" : "tril", diag);
+    } else { /* pad: constant with crops on any dims, or reflect/replicate in PyTorch's forms */
+      ct_pad_mode mode = CT_PAD_CONSTANT;
+      int npd = (int)rnd_in(&rs, 0, nd);
+      int empty = 0;
+      for (int k = 0; k < nd; k++) empty |= sh[k] == 0;
+      if (nd >= 2 && !empty && rnd64(&rs) % 2) {
+        mode = rnd64(&rs) % 2 ? CT_PAD_REFLECT : CT_PAD_REPLICATE;
+        npd = nd - (int)rnd_in(&rs, 1, nd >= 3 ? 2 : 1);
+        if (npd > 3) npd = 3;
+      }
+      int64_t pad[2 * CT_MAX_DIMS], lo[CT_MAX_DIMS] = {0};
+      for (int p = 0; p < npd; p++) {
+        int k = nd - 1 - p;
+        for (int side = 0; side < 2; side++) {
+          int64_t v = mode == CT_PAD_REFLECT ? rnd_in(&rs, -1, sh[k] - 1) : rnd_in(&rs, -1, 3);
+          if (mode == CT_PAD_CONSTANT && v < 0 && sh[k] + v + pad[2 * p] < 0) v = 0;
+          pad[2 * p + side] = v;
+        }
+        if (sh[k] + pad[2 * p] + pad[2 * p + 1] < 0) pad[2 * p + 1] = 0;
+        lo[k] = pad[2 * p];
+        os[k] = sh[k] + pad[2 * p] + pad[2 * p + 1];
+      }
+      double value = (double)rnd_in(&rs, -50, 50);
+      ck_assert_ct_ok(ct_pad(&o, x, 2 * npd, pad, mode, value));
+      for (int k = 0; k < nd; k++) on *= os[k];
+      want = malloc((size_t)(on ? on : 1) * 4);
+      for (int64_t e = 0; e < on; e++) {
+        int64_t c[CT_MAX_DIMS];
+        int outside = 0;
+        coords(e, nd, os, c);
+        for (int k = 0; k < nd; k++) {
+          int64_t v = c[k] - lo[k];
+          if (mode == CT_PAD_CONSTANT) outside |= v < 0 || v >= sh[k];
+          else if (mode == CT_PAD_REPLICATE) v = v < 0 ? 0 : v >= sh[k] ? sh[k] - 1 : v;
+          else v = v < 0 ? -v : v >= sh[k] ? 2 * (sh[k] - 1) - v : v;
+          c[k] = v;
+        }
+        want[e] = outside ? (int32_t)value : hx[ravel(nd, sh, c)];
+      }
+      snprintf(what, sizeof what, "case %d: pad mode %d npad %d", iter, (int)mode, 2 * npd);
+    }
+    check_shape(o, t, ond, os);
+    check_bytes(o, want, what);
+    free(want);
+    free(hx);
+    ct_release(o);
+    ct_release(x);
+  }
+}
+END_TEST
+
 static Suite *shape_suite(void) {
   Suite *s = suite_create("shape");
   TCase *tc = tcase_create("assemble");
@@ -751,6 +940,9 @@ static Suite *shape_suite(void) {
   tcase_add_test(tc, test_clone_like_fill);
   tcase_add_test(tc, test_linspace);
   tcase_add_test(tc, test_randint);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("random_cases");
+  tcase_add_test(tc, test_random_cases);
   suite_add_tcase(s, tc);
   return s;
 }
