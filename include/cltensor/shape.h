@@ -119,9 +119,11 @@ CT_API ct_status ct_linspace(ct_tensor **out, ct_device *d, ct_dtype dtype, doub
  * per call, the same values on every device for the same state). Element i of the row-major
  * order takes, for a range r = high - low up to 2^32, word (i mod 4) of Philox block i / 4 and
  * gives low + w mod r; above 2^32 it takes the 64-bit (w1 << 32 | w0) or (w3 << 32 | w2) of
- * block i / 2. Every dtype but bool (bool is allowed for [0, 2) only); low < high, and low
- * and high - 1 must fit dtype (CT_ERR_INVALID_ARGUMENT naming low, high and the dtype; floats
- * hold any range, f16/bf16 round large values as ct_cast() does). OUT: *out. */
+ * block i / 2 (PyTorch's mapping, not its generator: the values differ from torch.randint's).
+ * Every dtype; low < high, and low and high - 1 must fit dtype (CT_ERR_INVALID_ARGUMENT naming
+ * low, high and the dtype), as torch.randint: bool takes [0, 2) at most, f16 its finite range
+ * [-65504, 65504], the other floats any int64 (integers beyond a float's significand round as
+ * ct_cast() rounds). OUT: *out. */
 CT_API ct_status ct_randint(ct_tensor **out, ct_device *d, ct_dtype dtype, int64_t low, int64_t high, int ndim,
                             const int64_t *shape);
 

@@ -177,20 +177,21 @@ ct_status ct__random_bits(ct_tensor **out, ct_device *d, int64_t nblocks, uint64
   return CT_OK;
 }
 
-/* The values an integer dtype holds, as int64 (u64 above INT64_MAX is unreachable from int64
- * bounds). False for the floats, which take any bound. */
-static bool int_range(ct_dtype t, int64_t *lo, int64_t *hi) {
+/* The integers a dtype holds, as int64 (u64 above INT64_MAX is unreachable from int64 bounds). */
+static void int_range(ct_dtype t, int64_t *lo, int64_t *hi) {
   switch (t) {
-    case CT_BOOL: *lo = 0; *hi = 1; return true;
-    case CT_U8: *lo = 0; *hi = UINT8_MAX; return true;
-    case CT_I8: *lo = INT8_MIN; *hi = INT8_MAX; return true;
-    case CT_I16: *lo = INT16_MIN; *hi = INT16_MAX; return true;
-    case CT_U16: *lo = 0; *hi = UINT16_MAX; return true;
-    case CT_I32: *lo = INT32_MIN; *hi = INT32_MAX; return true;
-    case CT_U32: *lo = 0; *hi = UINT32_MAX; return true;
-    case CT_I64: *lo = INT64_MIN; *hi = INT64_MAX; return true;
-    case CT_U64: *lo = 0; *hi = INT64_MAX; return true;
-    default: return false;
+    case CT_BOOL: *lo = 0; *hi = 1; return;
+    case CT_U8: *lo = 0; *hi = UINT8_MAX; return;
+    case CT_I8: *lo = INT8_MIN; *hi = INT8_MAX; return;
+    case CT_I16: *lo = INT16_MIN; *hi = INT16_MAX; return;
+    case CT_U16: *lo = 0; *hi = UINT16_MAX; return;
+    case CT_I32: *lo = INT32_MIN; *hi = INT32_MAX; return;
+    case CT_U32: *lo = 0; *hi = UINT32_MAX; return;
+    case CT_I64: *lo = INT64_MIN; *hi = INT64_MAX; return;
+    case CT_U64: *lo = 0; *hi = INT64_MAX; return;
+    /* The floats: their finite range, as torch.randint (only f16's is narrower than int64). */
+    case CT_F16: *lo = -65504; *hi = 65504; return;
+    default: *lo = INT64_MIN; *hi = INT64_MAX; return;
   }
 }
 
@@ -205,7 +206,8 @@ ct_status ct_randint(ct_tensor **out, ct_device *d, ct_dtype dtype, int64_t low,
   if (low >= high)
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: low %" PRId64 " must be less than high %" PRId64, fn, low, high);
   int64_t tmin, tmax;
-  if (int_range(dtype, &tmin, &tmax) && (low < tmin || high - 1 > tmax))
+  int_range(dtype, &tmin, &tmax);
+  if (low < tmin || high - 1 > tmax)
     return ct__error(CT_ERR_INVALID_ARGUMENT,
                      "%s: [low, high) = [%" PRId64 ", %" PRId64 ") does not fit dtype %s (values %" PRId64
                      "..%" PRId64 ")",
