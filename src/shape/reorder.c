@@ -53,7 +53,8 @@ static ct_status ct__gather(ct_tensor **out, const ct_tensor *x, int ndim, const
   char opts[32];
   snprintf(opts, sizeof opts, "-DCT_BITS=%s", ct__bits_name(es));
   ct__kernel *k = NULL;
-  if (st == CT_OK) st = ct__kernel_get(&k, d, "shape.cl", "shape_gather", opts);
+  if (st == CT_OK && (st = ct__kernel_get(&k, d, "shape.cl", "shape_gather", opts)) != CT_OK)
+    ct__error_append(" (in %s)", fn);
   if (st == CT_OK) {
     uint64_t zero = 0;
     struct ct__kargs a;
