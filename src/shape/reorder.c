@@ -39,12 +39,17 @@ static ct_status ct__gather(ct_tensor **out, const ct_tensor *x, int ndim, const
     *out = o;
     return CT_OK;
   }
-  int64_t sshape[CT_MAX_DIMS], sstr[CT_MAX_DIMS], xoff = 0, ooff = 0;
-  int lead = ndim - x->ndim;
-  for (int i = 0; i < ndim; i++) {
-    sshape[i] = i < lead ? 1 : x->shape[i - lead];
-    sstr[i] = i < lead ? 0 : x->strides[i - lead];
+  /* The geometry padded to at least 2 dims with leading size-1 dims (x's too): the kernel takes
+   * the two innermost as scalars and the rest (outermost first) in long8s. */
+  int nd = ndim < 2 ? 2 : ndim, lead = nd - x->ndim, pre = nd - ndim;
+  int64_t osh[CT_MAX_DIMS], ssh[CT_MAX_DIMS], sst[CT_MAX_DIMS], slo[CT_MAX_DIMS], xoff = 0, ooff = 0;
+  for (int i = 0; i < nd; i++) {
+    osh[i] = i < pre ? 1 : oshape[i - pre];
+    slo[i] = i < pre ? 0 : lo[i - pre];
+    ssh[i] = i < lead ? 1 : x->shape[i - lead];
+    sst[i] = i < lead ? 0 : x->strides[i - lead];
   }
+  int no = nd - 2;
   ct_status st = CT_OK;
   if (!ct__tensor_elem_offset(x, &xoff) || !ct__tensor_elem_offset(o, &ooff))
     st = ct__error(CT_ERR_UNSUPPORTED, "%s: x's byte offset is not a whole number of %s elements", fn,
@@ -63,20 +68,33 @@ static ct_status ct__gather(ct_tensor **out, const ct_tensor *x, int ndim, const
     ct__karg_long(&a, "dst_off", ooff);
     ct__karg_mem(&a, "src", ct__tensor_mem(x));
     ct__karg_long(&a, "src_off", xoff);
-    ct__karg_long8(&a, "oshape", ndim, oshape, 1);
-    ct__karg_long8(&a, "sshape", ndim, sshape, 1);
-    ct__karg_long8(&a, "sstr", ndim, sstr, 0);
-    ct__karg_long8(&a, "lo", ndim, lo, 0);
-    ct__karg_int(&a, "ndim", ndim);
+    ct__karg_long8(&a, "oshape", no, osh, 1);
+    ct__karg_long8(&a, "sshape", no, ssh, 1);
+    ct__karg_long8(&a, "sstr", no, sst, 0);
+    ct__karg_long8(&a, "lo", no, slo, 0);
+    ct__karg_int(&a, "nouter", no);
+    ct__karg_long(&a, "n0", osh[nd - 1]);
+    ct__karg_long(&a, "s0", ssh[nd - 1]);
+    ct__karg_long(&a, "st0", sst[nd - 1]);
+    ct__karg_long(&a, "lo0", slo[nd - 1]);
+    ct__karg_long(&a, "n1", osh[nd - 2]);
+    ct__karg_long(&a, "s1", ssh[nd - 2]);
+    ct__karg_long(&a, "st1", sst[nd - 2]);
+    ct__karg_long(&a, "lo1", slo[nd - 2]);
+    /* Rows are cut into runs of at most 4096 elements, so that a long row (a 1-D tensor) still
+     * spreads over many work-items. */
+    int64_t n0 = osh[nd - 1], chunk = n0 < 4096 ? n0 : 4096, nchunks = (n0 + chunk - 1) / chunk;
+    ct__karg_long(&a, "chunk", chunk);
+    ct__karg_long(&a, "nchunks", nchunks);
     ct__karg_int(&a, "mode", mode);
     ct__karg_long(&a, "diag", diag);
     ct__karg(&a, "value", es, value ? value : &zero);
-    ct__karg_long(&a, "n", n);
     st = ct__kargs_end(&a, fn);
     if (st == CT_OK) {
-      size_t global = (size_t)n, local;
-      ct__launch_dims(k, 1, &global, &local);
-      st = ct__kernel_launch(k, d, 1, &global, &local);
+      /* One work-item per run of an output row. */
+      size_t global[2] = {(size_t)(osh[nd - 2] * nchunks), (size_t)(n / (n0 * osh[nd - 2]))}, local[2];
+      ct__launch_dims(k, 2, global, local);
+      st = ct__kernel_launch(k, d, 2, global, local);
     }
     ct__kernel_unlock(k);
   }

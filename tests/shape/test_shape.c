@@ -730,6 +730,45 @@ START_TEST(test_randint) {
 }
 END_TEST
 
+/* Rows longer than the kernel's 4096-element runs: each row spreads over several work-items. */
+START_TEST(test_long_rows) {
+  ct_device *d = ct_test_device();
+  const int64_t n = 9000;
+  int64_t s1[2] = {2, n};
+  ct_tensor *x = mk(d, CT_I16, 2, s1, 77), *o = NULL;
+  int16_t *hx = read_all(x), *want = malloc((size_t)(2 * (2 * n + 8)) * sizeof *want);
+  for (int m = 0; m < 3; m++) {
+    int64_t pad[2] = {3, 5};
+    ck_assert_ct_ok(ct_pad(&o, x, 2, pad, (ct_pad_mode)m, 9));
+    for (int r = 0; r < 2; r++)
+      for (int64_t c = 0; c < n + 8; c++) {
+        int64_t v = c - 3;
+        int outside = 0;
+        if (m == CT_PAD_CONSTANT) outside = v < 0 || v >= n;
+        else if (m == CT_PAD_REPLICATE) v = v < 0 ? 0 : v >= n ? n - 1 : v;
+        else v = v < 0 ? -v : v >= n ? 2 * (n - 1) - v : v;
+        want[r * (n + 8) + c] = outside ? 9 : hx[r * n + v];
+      }
+    check_bytes(o, want, "pad long rows");
+    ct_release(o);
+  }
+  int64_t rep[2] = {1, 2};
+  ck_assert_ct_ok(ct_repeat(&o, x, 2, rep));
+  for (int r = 0; r < 2; r++)
+    for (int64_t c = 0; c < 2 * n; c++) want[r * 2 * n + c] = hx[r * n + c % n];
+  check_bytes(o, want, "repeat long rows");
+  ct_release(o);
+  ck_assert_ct_ok(ct_triu(&o, x, 4100));
+  for (int r = 0; r < 2; r++)
+    for (int64_t c = 0; c < n; c++) want[r * n + c] = c - r >= 4100 ? hx[r * n + c] : 0;
+  check_bytes(o, want, "triu long rows");
+  ct_release(o);
+  free(want);
+  free(hx);
+  ct_release(x);
+}
+END_TEST
+
 /* ---- random cases ---- */
 
 /* A strided view of the given shape: a permuted fresh tensor, permuted back. */
@@ -943,6 +982,7 @@ static Suite *shape_suite(void) {
   suite_add_tcase(s, tc);
   tc = tcase_create("random_cases");
   tcase_add_test(tc, test_random_cases);
+  tcase_add_test(tc, test_long_rows);
   suite_add_tcase(s, tc);
   return s;
 }
