@@ -2,7 +2,8 @@
  * at least 0.5x the bandwidth of a copy). Both move the same bytes (each element read once and
  * written once), so GB/s counts 2 * 4 bytes per element for both. Two forms: along the last dim
  * (strided slices of the result: the strided copy kernel) and along dim 0 (contiguous slices:
- * buffer copies). */
+ * buffer copies). And ct_pad's constant pad of a ResNet-style activation (no target; GB/s
+ * counts the input read and the output written), against a copy of the input. */
 #include <stdio.h>
 #include <string.h>
 
@@ -10,7 +11,7 @@
 
 typedef struct shape_ctx {
   ct_device *d;
-  ct_tensor *parts[2];
+  ct_tensor *parts[2]; /* cat's inputs; parts[0] is pad's */
   int dim;
   ct_tensor *src, *dst; /* the reference copy */
 } shape_ctx;
@@ -21,6 +22,15 @@ static int do_cat(void *p) {
   ct_status st = ct_cat(&out, c->parts, 2, c->dim);
   ct_release(out);
   return st == CT_OK ? 0 : bench_ct_fail("ct_cat", st);
+}
+
+static int do_pad(void *p) {
+  shape_ctx *c = p;
+  ct_tensor *out = NULL;
+  const int64_t pad[4] = {1, 1, 1, 1};
+  ct_status st = ct_pad(&out, c->parts[0], 4, pad, CT_PAD_CONSTANT, 0);
+  ct_release(out);
+  return st == CT_OK ? 0 : bench_ct_fail("ct_pad", st);
 }
 
 static int do_copy(void *p) {
@@ -67,8 +77,38 @@ static void cat_one(const bench_opts *o, ct_device *d, int lg, int dim) {
   ct_release(c.dst);
 }
 
+static void pad_one(const bench_opts *o, ct_device *d) {
+  int64_t s[4] = {o->quick ? 8 : 32, o->quick ? 16 : 64, 56, 56}, n = s[0] * s[1] * s[2] * s[3], flat[1] = {n};
+  int64_t nout = s[0] * s[1] * 58 * 58;
+  char sz[48];
+  snprintf(sz, sizeof sz, "[%lld,%lld,56,56]+1", (long long)s[0], (long long)s[1]);
+  bench_fig f, ref;
+  bench_fig_init(&f, "pad.constant", n, sz, "f32", "GB/s");
+  bench_fig_init(&ref, "copy", n, sz, "f32", "GB/s");
+  shape_ctx c = {.d = d};
+  bench_progress(o, "pad %s", sz);
+  ct_status st = ct_ones(&c.parts[0], d, CT_F32, 4, s);
+  if (st == CT_OK) st = ct_ones(&c.src, d, CT_F32, 1, flat);
+  if (st == CT_OK) st = ct_empty(&c.dst, d, CT_F32, 1, flat);
+  if (st != CT_OK) {
+    bench_ct_fail("creating the inputs", st);
+    bench_fig_fail(&f, false, bench_error());
+    bench_emit(o, &f);
+  } else {
+    bench_item items[2] = {{&f, do_pad, sync_dev, &c, 1000, (double)(n + nout) * sizeof(float) / 1e9, false},
+                           {&ref, do_copy, sync_dev, &c, 1000, 2.0 * (double)n * sizeof(float) / 1e9, false}};
+    bench_measure_set(o, items, 2);
+    if (!ref.error[0]) bench_fig_add_ref(&f, &ref);
+    bench_emit(o, &f);
+  }
+  ct_release(c.parts[0]);
+  ct_release(c.src);
+  ct_release(c.dst);
+}
+
 void bench_group_shape(const bench_opts *o, ct_device *d) {
   int lg = o->quick ? 20 : 24;
   cat_one(o, d, lg, 1);
   cat_one(o, d, lg, 0);
+  pad_one(o, d);
 }
