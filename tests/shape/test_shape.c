@@ -958,9 +958,55 @@ START_TEST(test_random_cases) {
 }
 END_TEST
 
-static Suite *shape_suite(void) {
+/* ---- two devices (POCL_DEVICES="pthread pthread") ---- */
+
+/* Mixed devices are refused naming the tensor; every op gives the same bits on either device,
+ * randint included (the generator's state is global). */
+START_TEST(test_two_devices) {
+  ct_device *d0 = NULL, *d1 = NULL;
+  ck_assert_ct_ok(ct_device_get(&d0, 0));
+  ck_assert_ct_ok(ct_device_get(&d1, 1));
+  int64_t sh[2] = {3, 4};
+  ct_tensor *a = mk(d0, CT_F32, 2, sh, 5), *b = NULL, *o = NULL;
+  ck_assert_ct_ok(ct_to_device(&b, a, d1));
+  ct_tensor *mixed[2] = {a, b};
+  ck_assert_ct_status(ct_cat(&o, mixed, 2, 0), CT_ERR_DEVICE_MISMATCH);
+  ck_assert_error_contains("ts[1]");
+  ck_assert_ct_status(ct_stack(&o, mixed, 2, 0), CT_ERR_DEVICE_MISMATCH);
+  ck_assert_ptr_null(o);
+  ct_tensor *r[2][4] = {{0}};
+  for (int k = 0; k < 2; k++) {
+    ct_tensor *x = k ? b : a, *pair[2] = {x, x};
+    int64_t pad[2] = {2, 1};
+    ck_assert_ct_ok(ct_cat(&r[k][0], pair, 2, 1));
+    ck_assert_ct_ok(ct_pad(&r[k][1], x, 2, pad, CT_PAD_REFLECT, 0));
+    ck_assert_ct_ok(ct_tril(&r[k][2], x, 1));
+    ct_rng_set_state(5, 3);
+    ck_assert_ct_ok(ct_randint(&r[k][3], k ? d1 : d0, CT_I32, -100, 100, 2, sh));
+    for (int i = 0; i < 4; i++) ck_assert_ptr_eq(ct_tensor_device(r[k][i]), k ? d1 : d0);
+  }
+  for (int i = 0; i < 4; i++) {
+    void *h = read_all(r[0][i]);
+    check_bytes(r[1][i], h, "device 1 against device 0");
+    free(h);
+    ct_release(r[0][i]);
+    ct_release(r[1][i]);
+  }
+  ct_release(a);
+  ct_release(b);
+}
+END_TEST
+
+static Suite *shape_suite(int two) {
   Suite *s = suite_create("shape");
-  TCase *tc = tcase_create("assemble");
+  TCase *tc;
+  if (two) { /* the two-device runner adds only what needs two devices */
+    tc = tcase_create("two_devices");
+    tcase_add_test(tc, test_two_devices);
+    suite_add_tcase(s, tc);
+    return s;
+  }
+  tc = tcase_create("assemble");
   tcase_add_test(tc, test_cat_every_dtype);
   tcase_add_test(tc, test_cat_promote);
   tcase_add_test(tc, test_cat_edges);
@@ -987,4 +1033,6 @@ static Suite *shape_suite(void) {
   return s;
 }
 
-int main(void) { return ct_test_run(shape_suite()); }
+/* argv[1]: "one" (one PoCL device: every test) or "two" (POCL_DEVICES="pthread pthread": the
+ * two-device test only, the rest being device-independent). */
+int main(int argc, char **argv) { return ct_test_run(shape_suite(argc > 1 && strcmp(argv[1], "two") == 0)); }
