@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "core/dtype.h"
+#include "core/host.h"
 #include "core/error.h"
 #include "shape/shape.h"
 #include "tensor/tensor.h"
@@ -73,10 +74,11 @@ ct_status ct_linspace(ct_tensor **out, ct_device *d, ct_dtype dtype, double star
     return CT_OK;
   }
   size_t es = ct_dtype_size(dtype);
-  unsigned char *h = malloc((size_t)steps * es);
-  if (!h) {
+  unsigned char *h = NULL;
+  ct_status st = ct__host_malloc((void **)&h, (size_t)steps * es, fn);
+  if (st != CT_OK) {
     ct_release(o);
-    return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: no host memory for %" PRId64 " staged values", fn, steps);
+    return st;
   }
   /* steps == 1 gives start, as torch.linspace (the formula below would give end). */
   int64_t half = steps == 1 ? 1 : steps / 2;
@@ -103,7 +105,7 @@ ct_status ct_linspace(ct_tensor **out, ct_device *d, ct_dtype dtype, double star
       ct__host_store_double(dtype, h + (size_t)i * es, v);
     }
   }
-  ct_status st = ct_copy_from_host(o, h, (size_t)steps * es);
+  st = ct_copy_from_host(o, h, (size_t)steps * es);
   free(h);
   if (st != CT_OK) {
     ct_release(o);

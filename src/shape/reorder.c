@@ -6,7 +6,6 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "device/device.h"
 #include "kernel/engine.h"
 #include "kernel/kargs.h"
 #include "shape/shape.h"
