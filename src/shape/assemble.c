@@ -93,7 +93,7 @@ ct_status ct_cat(ct_tensor **out, ct_tensor *const *ts, int n, int dim) {
   for (int i = 0; i < n && st == CT_OK; i++) {
     const ct_tensor *t = ts[i];
     if ((ct__cat_skipped(t) && i != ref) || t->shape[d] == 0 || ct_numel(t) == 0) continue;
-    ct_tensor *slot;
+    ct_tensor *slot = NULL;
     st = ct__shape_narrow(&slot, o, d, at, t->shape[d]);
     if (st == CT_OK) st = ct__copy(slot, t, fn);
     ct_release(slot);
@@ -138,7 +138,7 @@ ct_status ct_stack(ct_tensor **out, ct_tensor *const *ts, int n, int dim) {
     for (int k = 0, j = 0; k <= r->ndim; k++)
       if (k != d) sstr[j++] = o->strides[k];
     for (int i = 0; i < n && st == CT_OK; i++) {
-      ct_tensor *slot;
+      ct_tensor *slot = NULL;
       st = ct__tensor_view(&slot, o, r->ndim, r->shape, sstr, o->offset + i * o->strides[d]);
       if (st == CT_OK) st = ct__copy(slot, ts[i], fn);
       ct_release(slot);
