@@ -104,3 +104,48 @@ __kernel void rand_fill(__global void *out, long out_off, long n, int dt, int no
   }
   for (int k = 0; k < 4 && k < left; k++) ct_store_f(out, e + k, dt, v[k]);
 }
+
+/* randint (include/cltensor/shape.h): n integers low + (w mod range) stored as dtype dt. A range
+ * up to 2^32 takes one 32-bit word per element (four per block), a wider one the 64-bit
+ * (w1 << 32 | w0) and (w3 << 32 | w2) (two per block). */
+inline void ct_store_int(__global void *out, long i, int dt, long v) {
+  switch (dt) {
+    case CT_DT_BOOL: ((__global uchar *)out)[i] = (uchar)(v != 0); break;
+    case CT_DT_U8: ((__global uchar *)out)[i] = (uchar)v; break;
+    case CT_DT_I8: ((__global char *)out)[i] = (char)v; break;
+    case CT_DT_I16: ((__global short *)out)[i] = (short)v; break;
+    case CT_DT_U16: ((__global ushort *)out)[i] = (ushort)v; break;
+    case CT_DT_I32: ((__global int *)out)[i] = (int)v; break;
+    case CT_DT_U32: ((__global uint *)out)[i] = (uint)v; break;
+    case CT_DT_I64: ((__global long *)out)[i] = v; break;
+    case CT_DT_U64: ((__global ulong *)out)[i] = (ulong)v; break;
+    case CT_DT_F16: vstore_half_rte(convert_float_rte(v), (size_t)i, (__global half *)out); break;
+    case CT_DT_BF16: ((__global ushort *)out)[i] = ct_f32_to_bf16(convert_float_rte(v)); break;
+    case CT_DT_F32: ((__global float *)out)[i] = convert_float_rte(v); break;
+#if defined(CT_HAS_FP64) && CT_HAS_FP64
+    case CT_DT_F64: ((__global double *)out)[i] = convert_double_rte(v); break;
+#endif
+    default: break;
+  }
+}
+
+__kernel void randint_fill(__global void *out, long out_off, long n, int dt, long low, ulong range, ulong seed,
+                           ulong offset) {
+  long b = get_global_id(0);
+  int wide = range > 0x100000000ul;
+  long per = wide ? 2 : 4;
+  if (b * per >= n) return;
+  uint4 w = ct_philox_block((ulong)b, seed, offset);
+  ulong r[4];
+  if (wide) {
+    r[0] = ((((ulong)w.y) << 32) | w.x) % range;
+    r[1] = ((((ulong)w.w) << 32) | w.z) % range;
+  } else {
+    r[0] = w.x % range;
+    r[1] = w.y % range;
+    r[2] = w.z % range;
+    r[3] = w.w % range;
+  }
+  long e = out_off + per * b, left = n - per * b;
+  for (int k = 0; k < per && k < left; k++) ct_store_int(out, e + k, dt, (long)((ulong)low + r[k]));
+}
