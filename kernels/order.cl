@@ -1,0 +1,238 @@
+/* Kernels of the ops whose arithmetic or ordering depends on the dtype: scatter_add, cumsum /
+ * cumprod, sort. One program per dtype (-DCT_IN=<dtype>) holds them all.
+ *
+ * Lines: these ops walk "lines", the elements along one dim at fixed other coordinates. A line
+ * number enumerates those coordinates row-major over the shape with the walked dim set to 1,
+ * and ct_offset() (common.cl) turns it into each tensor's element offset. */
+#define TIN CT_T(CT_IN)
+
+/* Raw elements for moving bits (half is not dereferenceable without cl_khr_fp16). */
+#if CT_IN == CT_DT_F16
+#define RAW ushort
+#else
+#define RAW TIN
+#endif
+
+inline void ct_report_bad(__global long *err, long pos, long v, long aux) {
+  if (atomic_cmpxchg((volatile __global int *)err, 0, 1) == 0) {
+    err[1] = pos;
+    err[2] = v;
+    err[3] = aux;
+  }
+}
+
+inline long ct_load_index(__global const uchar *idx, long i, int idx64) {
+  return idx64 ? ((__global const long *)idx)[i] : (long)((__global const int *)idx)[i];
+}
+
+/* ---- scatter_add ---------------------------------------------------------------------- */
+
+/* One work-item per line of the index (all its coordinates but `dim`): out (a contiguous copy
+ * of x) gets src[.., k, ..] added at out[.., index[.., k, ..], ..] for k = 0, 1, ... in order,
+ * each addition rounded to the dtype. Two index entries of one line may name the same
+ * destination, and lines never share destinations, so the order is fixed and the result is
+ * deterministic. */
+#if CT_IN == CT_DT_BOOL
+#define ADD_TO(p, i, s, j) ((p)[i] = (uchar)((p)[i] != 0 || (s)[j] != 0))
+#elif CT_IN == CT_DT_F16 || CT_IN == CT_DT_BF16
+#define ADD_TO(p, i, s, j) CT_STOREF(CT_IN, p, i, CT_LOADF(CT_IN, p, i) + CT_LOADF(CT_IN, s, j))
+#elif CT_IN == CT_DT_F32 || CT_IN == CT_DT_F64
+#define ADD_TO(p, i, s, j) ((p)[i] += (s)[j])
+#else
+/* Integers wrap: add as unsigned bits of the same width. */
+#define ADD_TO(p, i, s, j) ((p)[i] = (TIN)((ulong)(p)[i] + (ulong)(s)[j]))
+#endif
+
+__kernel void scatter_add_lines(__global TIN *out, long out_off, long8 ostr, __global const TIN *src,
+                                long src_off, long8 sstr, __global const uchar *idx, long idx_off,
+                                long8 istr, int idx64, int ndim, long8 lshape, long klen, long o_step,
+                                long s_step, long i_step, long dim_size, long nlines,
+                                __global long *err) {
+  long line = get_global_id(0);
+  if (line >= nlines) return;
+  long ob = out_off + ct_offset(line, ndim, lshape, ostr);
+  long sb = src_off + ct_offset(line, ndim, lshape, sstr);
+  long ib = idx_off + ct_offset(line, ndim, lshape, istr);
+  for (long k = 0; k < klen; k++) {
+    long v = ct_load_index(idx, ib + k * i_step, idx64);
+    if (v < 0 || v >= dim_size) {
+      ct_report_bad(err, line, v, k);
+      continue;
+    }
+    ADD_TO(out, ob + v * o_step, src, sb + k * s_step);
+  }
+}
+
+/* ---- cumsum / cumprod ----------------------------------------------------------------- */
+
+/* Accumulator and result: integers and bool in long (the result is i64), f16/bf16/f32 in
+ * float (the result keeps the dtype), f64 in double. */
+#if CT_ISFLOAT(CT_IN)
+#if CT_IN == CT_DT_F64
+#define ACC double
+#define CT_OUT CT_DT_F64
+#define LOADA(p, i) ((p)[i])
+#define STOREA(p, i, v) ((p)[i] = (v))
+#else
+#define ACC float
+#define CT_OUT CT_IN
+#define LOADA(p, i) CT_LOADF(CT_IN, p, i)
+#define STOREA(p, i, v) CT_STOREF(CT_IN, p, i, v)
+#endif
+#define ACC_ADD(a, b) ((a) + (b))
+#define ACC_MUL(a, b) ((a) * (b))
+#else
+#define ACC long
+#define CT_OUT CT_DT_I64
+#define LOADA(p, i) ((long)(p)[i])
+#define STOREA(p, i, v) ((p)[i] = (v))
+#define ACC_ADD(a, b) ((long)((ulong)(a) + (ulong)(b)))
+#define ACC_MUL(a, b) ((long)((ulong)(a) * (ulong)(b)))
+#endif
+
+/* One work-item per line: out[.., k, ..] = x[.., 0, ..] op ... op x[.., k, ..], in order.
+ * prod selects cumprod. */
+__kernel void cum_lines(__global CT_T(CT_OUT) *out, long out_off, long8 ostr, __global const TIN *x,
+                        long x_off, long8 xstr, int ndim, long8 lshape, long n, long o_step,
+                        long x_step, int prod, long nlines) {
+  long line = get_global_id(0);
+  if (line >= nlines) return;
+  long ob = out_off + ct_offset(line, ndim, lshape, ostr);
+  long xb = x_off + ct_offset(line, ndim, lshape, xstr);
+  ACC acc = prod ? (ACC)1 : (ACC)0;
+  if (prod) {
+    for (long k = 0; k < n; k++) {
+      acc = ACC_MUL(acc, LOADA(x, xb + k * x_step));
+      STOREA(out, ob + k * o_step, acc);
+    }
+  } else {
+    for (long k = 0; k < n; k++) {
+      acc = ACC_ADD(acc, LOADA(x, xb + k * x_step));
+      STOREA(out, ob + k * o_step, acc);
+    }
+  }
+}
+
+/* ---- sort ------------------------------------------------------------------------------ */
+
+/* Keys are compared as KT: float for f16/bf16/f32 (exact), double for f64, the dtype itself
+ * for integers and bool. The sort moves (key, position) pairs through two work buffers whose
+ * slices are contiguous (slice s at s * n); values are finally read back from x through the
+ * positions, so their bits (NaN payloads, -0.0) are x's. */
+#if CT_ISFLOAT(CT_IN)
+#if CT_IN == CT_DT_F64
+#define KT double
+#define LOADK(p, i) ((p)[i])
+#else
+#define KT float
+#define LOADK(p, i) CT_LOADF(CT_IN, p, i)
+#endif
+/* NaN is greater than everything. */
+inline bool ct_before(KT a, KT b, int desc) {
+  return desc ? (a > b || (isnan(a) && !isnan(b))) : (a < b || (isnan(b) && !isnan(a)));
+}
+#else
+#define KT TIN
+#define LOADK(p, i) ((p)[i])
+inline bool ct_before(KT a, KT b, int desc) { return desc ? a > b : a < b; }
+#endif
+
+#define CT_SORT_BLOCK 32
+
+/* Work-item per block of CT_SORT_BLOCK positions of a slice: loads them from x and sorts them
+ * by stable insertion (only a strictly earlier key moves past another). */
+__kernel void sort_blocks(__global KT *keys, long k_off, __global long *pos, long p_off,
+                          __global const TIN *x, long x_off, long8 xstr, int ndim, long8 lshape,
+                          long n, long x_step, int desc, long nblocks, long nitems) {
+  long gid = get_global_id(0);
+  if (gid >= nitems) return;
+  keys += k_off;
+  pos += p_off;
+  long s = gid / nblocks;
+  long p0 = (gid - s * nblocks) * CT_SORT_BLOCK;
+  int m = (int)min((long)CT_SORT_BLOCK, n - p0);
+  long xb = x_off + ct_offset(s, ndim, lshape, xstr);
+  KT k[CT_SORT_BLOCK];
+  long q[CT_SORT_BLOCK];
+  for (int i = 0; i < m; i++) {
+    KT v = LOADK(x, xb + (p0 + i) * x_step);
+    int j = i;
+    while (j > 0 && ct_before(v, k[j - 1], desc)) {
+      k[j] = k[j - 1];
+      q[j] = q[j - 1];
+      j--;
+    }
+    k[j] = v;
+    q[j] = p0 + i;
+  }
+  long b = s * n + p0;
+  for (int i = 0; i < m; i++) {
+    keys[b + i] = k[i];
+    pos[b + i] = q[i];
+  }
+}
+
+/* One merge pass: runs of `width` sorted positions are merged in pairs into runs of 2 width.
+ * A work-item makes `tile` consecutive outputs (tile divides 2 width): it finds where its first
+ * output's merge path crosses the two runs by binary search, then merges sequentially. Ties go
+ * to the left run, which keeps the sort stable. */
+__kernel void sort_merge(__global const KT *kin, long kin_off, __global const long *pin, long pin_off,
+                         __global KT *kout, long kout_off, __global long *pout, long pout_off, long n,
+                         long width, long tile, long ntiles, int desc, long nitems) {
+  long gid = get_global_id(0);
+  if (gid >= nitems) return;
+  kin += kin_off;
+  pin += pin_off;
+  kout += kout_off;
+  pout += pout_off;
+  long s = gid / ntiles;
+  long p0 = (gid - s * ntiles) * tile;
+  long ps = p0 / (2 * width) * (2 * width);
+  long lenl = min(width, n - ps);
+  long lenr = max(0L, min(width, n - ps - lenl));
+  long base = s * n + ps;
+  __global const KT *L = kin + base, *R = kin + base + lenl;
+  long k = p0 - ps;
+  long lo = max(0L, k - lenr), hi = min(k, lenl);
+  while (lo < hi) {
+    long mid = (lo + hi) / 2;
+    /* L[mid] is among the first k outputs when it goes before R[k - 1 - mid]. */
+    if (!ct_before(R[k - 1 - mid], L[mid], desc))
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  long i = lo, j = k - lo;
+  long cnt = min(tile, lenl + lenr - k);
+  long o = base + k;
+  for (long c = 0; c < cnt; c++) {
+    bool left = j >= lenr || (i < lenl && !ct_before(R[j], L[i], desc));
+    if (left) {
+      kout[o + c] = L[i];
+      pout[o + c] = pin[base + i];
+      i++;
+    } else {
+      kout[o + c] = R[j];
+      pout[o + c] = pin[base + lenl + j];
+      j++;
+    }
+  }
+}
+
+/* The first kout positions of each sorted slice into the outputs (contiguous, walked dim of
+ * size kout): indices, and values read from x at those positions. Either output may be absent
+ * (has_vals / has_idx 0). */
+__kernel void sort_write(__global RAW *vals, __global long *oidx, long o_off, long io_off, long8 ostr,
+                         int has_vals, int has_idx, __global const long *pos, long p_off,
+                         __global const RAW *x, long x_off, long8 xstr, int ndim, long8 lshape, long n,
+                         long kout, long o_step, long x_step, long nitems) {
+  long gid = get_global_id(0);
+  if (gid >= nitems) return;
+  pos += p_off;
+  long s = gid / kout;
+  long p = gid - s * kout;
+  long q = pos[s * n + p];
+  long ob = ct_offset(s, ndim, lshape, ostr) + p * o_step;
+  if (has_vals) vals[o_off + ob] = x[x_off + ct_offset(s, ndim, lshape, xstr) + q * x_step];
+  if (has_idx) oidx[io_off + ob] = q;
+}

@@ -1,0 +1,72 @@
+/* cumsum and cumprod: kernels/order.cl's cum_lines, one work-item per line along dim. */
+#include <stdio.h>
+
+#include "core/error.h"
+#include "device/device.h"
+#include "index/index.h"
+
+static ct_status cum(ct_tensor **out, const ct_tensor *x, int dim, int prod, const char *fn) {
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL(fn, x);
+  if (x->dtype == CT_U64)
+    return ct__error(CT_ERR_UNSUPPORTED, "%s: dtype u64 is not supported (cast to i64 first)", fn);
+  int dd;
+  CT__TRY(ct__index_dim(&dd, x, dim, fn));
+  ct_dtype odt = ct_dtype_is_float(x->dtype) ? x->dtype : CT_I64;
+  ct_tensor *r;
+  CT__TRY(ct__tensor_new(&r, x->storage->device, odt, x->ndim, x->shape, fn));
+  int64_t numel = ct_numel(x);
+  if (numel == 0) {
+    *out = r;
+    return CT_OK;
+  }
+  int n = x->ndim ? x->ndim : 1;
+  int64_t lshape[CT_MAX_DIMS], ostr[CT_MAX_DIMS], xstr[CT_MAX_DIMS];
+  lshape[0] = 1;
+  ostr[0] = xstr[0] = 0;
+  for (int i = 0; i < x->ndim; i++) {
+    lshape[i] = x->shape[i];
+    ostr[i] = r->strides[i];
+    xstr[i] = x->strides[i];
+  }
+  int64_t len = lshape[dd], o_step = ostr[dd], x_step = xstr[dd];
+  lshape[dd] = 1;
+  int64_t nlines = numel / len;
+  ct_device *d = x->storage->device;
+  char opts[32];
+  snprintf(opts, sizeof opts, "-DCT_IN=%d", (int)x->dtype);
+  ct__kernel *k;
+  cl_long oo = 0, xo = 0;
+  ct_status st = ct__index_kernel(&k, d, "order.cl", "cum_lines", opts, fn);
+  if (st == CT_OK) st = ct__index_elem_off(&oo, r, fn);
+  if (st == CT_OK) st = ct__index_elem_off(&xo, x, fn);
+  if (st == CT_OK) {
+    struct ct__kargs a;
+    ct__kargs_begin(&a, k, ct__kernel_lock(k));
+    ct__karg_mem(&a, "out", ct__tensor_mem(r));
+    ct__karg_long(&a, "out_off", oo);
+    ct__karg_long8(&a, "ostr", n, ostr, 0);
+    ct__karg_mem(&a, "x", ct__tensor_mem(x));
+    ct__karg_long(&a, "x_off", xo);
+    ct__karg_long8(&a, "xstr", n, xstr, 0);
+    ct__karg_int(&a, "ndim", n);
+    ct__karg_long8(&a, "lshape", n, lshape, 1);
+    ct__karg_long(&a, "n", len);
+    ct__karg_long(&a, "o_step", o_step);
+    ct__karg_long(&a, "x_step", x_step);
+    ct__karg_int(&a, "prod", prod);
+    ct__karg_long(&a, "nlines", nlines);
+    st = ct__index_launch(k, &a, d, nlines, fn);
+  }
+  if (st != CT_OK) {
+    ct_release(r);
+    return st;
+  }
+  *out = r;
+  return CT_OK;
+}
+
+ct_status ct_cumsum(ct_tensor **out, const ct_tensor *x, int dim) { return cum(out, x, dim, 0, "ct_cumsum"); }
+
+ct_status ct_cumprod(ct_tensor **out, const ct_tensor *x, int dim) { return cum(out, x, dim, 1, "ct_cumprod"); }
