@@ -9,7 +9,7 @@
  *
  * Out-of-range indices are found here: the first work-item to see one wins err[0] (a 32-bit
  * atomic compare-exchange, OpenCL 1.1 core) and records the output position and the value in
- * err[1] and err[2]; the host reads err after the kernel. A bad index is not dereferenced. */
+ * err[1] and err[2] (err at element err_off of its buffer); the host reads it after the kernel. A bad index is not dereferenced. */
 #define T CT_BITS
 #define CT_CHUNK 256
 
@@ -49,9 +49,10 @@ inline void ct_row_offsets(long row, int ndim, long8 shape, long8 s1, long8 s2, 
 __kernel void gather_bits(__global T *out, long out_off, __global const T *x, long x_off, long8 xstr,
                           __global const uchar *idx, long idx_off, long8 istr, int idx64,
                           long sel_stride, long sel_size, int ndim, long8 shape, long nitems,
-                          __global long *err) {
+                          __global long *err, long err_off) {
   long gid = get_global_id(0);
   if (gid >= nitems) return;
+  err += err_off;
   long xs[8], is[8], sh[8];
   vstore8(xstr, 0, xs);
   vstore8(istr, 0, is);

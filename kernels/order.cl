@@ -47,9 +47,10 @@ __kernel void scatter_add_lines(__global TIN *out, long out_off, long8 ostr, __g
                                 long src_off, long8 sstr, __global const uchar *idx, long idx_off,
                                 long8 istr, int idx64, int ndim, long8 lshape, long klen, long o_step,
                                 long s_step, long i_step, long dim_size, long nlines,
-                                __global long *err) {
+                                __global long *err, long err_off) {
   long line = get_global_id(0);
   if (line >= nlines) return;
+  err += err_off;
   long ob = out_off + ct_offset(line, ndim, lshape, ostr);
   long sb = src_off + ct_offset(line, ndim, lshape, sstr);
   long ib = idx_off + ct_offset(line, ndim, lshape, istr);

@@ -55,6 +55,7 @@ static ct_status gather_run(ct_tensor *out, const ct_tensor *x, const ct_tensor 
   ct__karg_long8(&a, "shape", g->ndim, g->shape, 1);
   ct__karg_long(&a, "nitems", nitems);
   ct__karg_mem(&a, "err", ct__tensor_mem(rec));
+  ct__karg_long(&a, "err_off", (cl_long)(ct__tensor_byte_offset(rec) / sizeof(cl_long)));
   ct_status st = ct__index_launch(k, &a, d, nitems, fn);
   if (st == CT_OK) st = ct__index_bad_read(rec, bad, fn);
   ct_release(rec);

@@ -94,6 +94,7 @@ ct_status ct_scatter_add(ct_tensor **out, const ct_tensor *x, int dim, const ct_
     ct__karg_long(&a, "dim_size", dim_size);
     ct__karg_long(&a, "nlines", nlines);
     ct__karg_mem(&a, "err", ct__tensor_mem(rec));
+    ct__karg_long(&a, "err_off", (cl_long)(ct__tensor_byte_offset(rec) / sizeof(cl_long)));
     st = ct__index_launch(k, &a, d, nlines, fn);
   }
   if (st == CT_OK) st = ct__index_bad_read(rec, bad, fn);
