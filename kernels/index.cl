@@ -68,14 +68,28 @@ __kernel void gather_bits(__global T *out, long out_off, __global const T *x, lo
   ib += idx_off;
   long ob = out_off + row * inner;
   long xi = xs[ndim - 1], ii = is[ndim - 1];
-  for (long e = e0; e < e1; e++) {
-    long v = ct_load_index(idx, ib + e * ii, idx64);
+  if (ii == 0) {
+    /* One index for the whole chunk (index_select along an outer dim, embedding): a strided
+     * copy of a row, contiguous in the common case. */
+    long v = ct_load_index(idx, ib, idx64);
     if (v < 0 || v >= sel_size) {
-      ct_report_bad(err, row * inner + e, v);
-      out[ob + e] = (T)0;
-    } else {
-      out[ob + e] = x[xb + e * xi + v * sel_stride];
+      ct_report_bad(err, row * inner + e0, v);
+      for (long e = e0; e < e1; e++) out[ob + e] = (T)0;
+      return;
     }
+    __global const T *src = x + xb + v * sel_stride;
+    if (xi == 1) {
+      for (long e = e0; e < e1; e++) out[ob + e] = src[e];
+    } else {
+      for (long e = e0; e < e1; e++) out[ob + e] = src[e * xi];
+    }
+    return;
+  }
+  for (long e = e0; e < e1; e++) {
+    long v = idx64 ? ((__global const long *)idx)[ib + e * ii] : (long)((__global const int *)idx)[ib + e * ii];
+    bool ok = v >= 0 && v < sel_size;
+    if (!ok) ct_report_bad(err, row * inner + e, v);
+    out[ob + e] = ok ? x[xb + e * xi + v * sel_stride] : (T)0;
   }
 }
 

@@ -91,8 +91,8 @@ __kernel void scatter_add_lines(__global TIN *out, long out_off, long8 ostr, __g
 #define ACC_MUL(a, b) ((long)((ulong)(a) * (ulong)(b)))
 #endif
 
-/* One work-item per line: out[.., k, ..] = x[.., 0, ..] op ... op x[.., k, ..], in order.
- * prod selects cumprod. */
+/* One work-item per line: out[.., k, ..] = x[.., 0, ..] op ... op x[.., k, ..], in order; for
+ * scans along the innermost dim, where a line is contiguous. prod selects cumprod. */
 __kernel void cum_lines(__global CT_T(CT_OUT) *out, long out_off, long8 ostr, __global const TIN *x,
                         long x_off, long8 xstr, int ndim, long8 lshape, long n, long o_step,
                         long x_step, int prod, long nlines) {
@@ -113,6 +113,42 @@ __kernel void cum_lines(__global CT_T(CT_OUT) *out, long out_off, long8 ostr, __
     }
   }
 }
+
+#if !(CT_IN == CT_DT_F16 || CT_IN == CT_DT_BF16)
+/* Scans along an outer dim, for dtypes whose accumulator is the result's dtype: a work-item owns
+ * up to CT_CUM_CHUNK neighbouring lines (along the innermost dim, of size inner) and walks
+ * them together, k outermost, so that it reads and writes whole rows; the previous result is
+ * read back from out as the accumulator (the same value, exactly). */
+#define CT_CUM_CHUNK 256
+__kernel void cum_cols(__global CT_T(CT_OUT) *restrict out, long out_off, long8 ostr,
+                       __global const TIN *restrict x, long x_off, long8 xstr, int ndim, long8 lshape,
+                       long n, long o_step, long x_step, int prod, long inner, long o_in, long x_in,
+                       long nitems) {
+  long gid = get_global_id(0);
+  if (gid >= nitems) return;
+  long per_row = (inner + CT_CUM_CHUNK - 1) / CT_CUM_CHUNK;
+  long row = gid / per_row;
+  long e0 = (gid - row * per_row) * CT_CUM_CHUNK;
+  long e1 = min(e0 + CT_CUM_CHUNK, inner);
+  long ob = out_off + ct_offset(row * inner + e0, ndim, lshape, ostr);
+  long xb = x_off + ct_offset(row * inner + e0, ndim, lshape, xstr);
+  long m = e1 - e0;
+  __global CT_T(CT_OUT) *o = out + ob;
+  __global const TIN *xx = x + xb;
+  /* The first step as cum_lines makes it (0 + -0.0 is +0.0). */
+  for (long e = 0; e < m; e++)
+    o[e * o_in] = prod ? ACC_MUL((ACC)1, LOADA(xx, e * x_in)) : ACC_ADD((ACC)0, LOADA(xx, e * x_in));
+  for (long k = 1; k < n; k++) {
+    __global CT_T(CT_OUT) *op = o + (k - 1) * o_step, *oc = o + k * o_step;
+    __global const TIN *xk = xx + k * x_step;
+    if (prod) {
+      for (long e = 0; e < m; e++) oc[e * o_in] = ACC_MUL(op[e * o_in], LOADA(xk, e * x_in));
+    } else {
+      for (long e = 0; e < m; e++) oc[e * o_in] = ACC_ADD(op[e * o_in], LOADA(xk, e * x_in));
+    }
+  }
+}
+#endif
 
 /* ---- sort ------------------------------------------------------------------------------ */
 

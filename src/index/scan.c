@@ -36,9 +36,13 @@ static ct_status cum(ct_tensor **out, const ct_tensor *x, int dim, int prod, con
   ct_device *d = x->storage->device;
   char opts[32];
   snprintf(opts, sizeof opts, "-DCT_IN=%d", (int)x->dtype);
+  /* Along an outer dim, cum_cols walks neighbouring lines together (not for f16/bf16, whose f32
+   * accumulators it could not keep in the result). */
+  bool cols = dd != n - 1 && x->dtype != CT_F16 && x->dtype != CT_BF16;
+  int64_t inner = lshape[n - 1];
   ct__kernel *k;
   cl_long oo = 0, xo = 0;
-  ct_status st = ct__index_kernel(&k, d, "order.cl", "cum_lines", opts, fn);
+  ct_status st = ct__index_kernel(&k, d, "order.cl", cols ? "cum_cols" : "cum_lines", opts, fn);
   if (st == CT_OK) st = ct__index_elem_off(&oo, r, fn);
   if (st == CT_OK) st = ct__index_elem_off(&xo, x, fn);
   if (st == CT_OK) {
@@ -56,8 +60,17 @@ static ct_status cum(ct_tensor **out, const ct_tensor *x, int dim, int prod, con
     ct__karg_long(&a, "o_step", o_step);
     ct__karg_long(&a, "x_step", x_step);
     ct__karg_int(&a, "prod", prod);
-    ct__karg_long(&a, "nlines", nlines);
-    st = ct__index_launch(k, &a, d, nlines, fn);
+    if (cols) {
+      int64_t nitems = nlines / inner * ((inner + 255) / 256); /* CT_CUM_CHUNK in kernels/order.cl */
+      ct__karg_long(&a, "inner", inner);
+      ct__karg_long(&a, "o_in", ostr[n - 1]);
+      ct__karg_long(&a, "x_in", xstr[n - 1]);
+      ct__karg_long(&a, "nitems", nitems);
+      st = ct__index_launch(k, &a, d, nitems, fn);
+    } else {
+      ct__karg_long(&a, "nlines", nlines);
+      st = ct__index_launch(k, &a, d, nlines, fn);
+    }
   }
   if (st != CT_OK) {
     ct_release(r);

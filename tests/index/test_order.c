@@ -78,6 +78,23 @@ START_TEST(test_cum_dtypes) {
   }
   free(ov);
   ct_release(o);
+  /* along the outer dim of an [8, 5] view (neighbouring lines walked together) */
+  int64_t s85[2] = {8, 5};
+  ct_tensor *x85 = NULL;
+  ck_assert_ct_ok(ct_view(&x85, xi, 2, s85));
+  ck_assert_ct_ok(ct_cumsum(&o, x85, 0));
+  ck_assert_int_eq(ct_tensor_dtype(o), CT_I64);
+  ov = ix_read(o);
+  for (int j = 0; j < 5; j++) {
+    int64_t cs = 0;
+    for (int i = 0; i < 8; i++) {
+      cs += iv[i * 5 + j];
+      ck_assert_int_eq(ov[i * 5 + j], cs);
+    }
+  }
+  free(ov);
+  ct_release(o);
+  ct_release(x85);
   ct_release(xi);
 
   uint16_t hv[40];
