@@ -85,11 +85,29 @@ __kernel void gather_bits(__global T *out, long out_off, __global const T *x, lo
     }
     return;
   }
-  for (long e = e0; e < e1; e++) {
-    long v = idx64 ? ((__global const long *)idx)[ib + e * ii] : (long)((__global const int *)idx)[ib + e * ii];
-    bool ok = v >= 0 && v < sel_size;
-    if (!ok) ct_report_bad(err, row * inner + e, v);
-    out[ob + e] = ok ? x[xb + e * xi + v * sel_stride] : (T)0;
+  __global const T *xr = x + xb;
+  if (idx64) {
+    __global const long *ip = (__global const long *)idx + ib;
+    for (long e = e0; e < e1; e++) {
+      long v = ip[e * ii];
+      if (v < 0 || v >= sel_size) {
+        ct_report_bad(err, row * inner + e, v);
+        out[ob + e] = (T)0;
+      } else {
+        out[ob + e] = xr[e * xi + v * sel_stride];
+      }
+    }
+  } else {
+    __global const int *ip = (__global const int *)idx + ib;
+    for (long e = e0; e < e1; e++) {
+      long v = ip[e * ii];
+      if (v < 0 || v >= sel_size) {
+        ct_report_bad(err, row * inner + e, v);
+        out[ob + e] = (T)0;
+      } else {
+        out[ob + e] = xr[e * xi + v * sel_stride];
+      }
+    }
   }
 }
 
