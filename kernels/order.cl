@@ -174,25 +174,25 @@ inline bool ct_before(KT a, KT b, int desc) {
 inline bool ct_before(KT a, KT b, int desc) { return desc ? a > b : a < b; }
 #endif
 
-#define CT_SORT_BLOCK 32
+#define CT_SORT_BLOCK 16
 
-/* Work-item per block of CT_SORT_BLOCK positions of a slice: loads them from x and sorts them
- * by stable insertion (only a strictly earlier key moves past another). */
+/* Work-item per block of CT_SORT_BLOCK positions of a slice: copies them from x into the work
+ * buffers and sorts them there by stable insertion (only a strictly earlier key moves past
+ * another). The block stays in the cache; private arrays would not (PoCL keeps a work-group's
+ * private arrays side by side in memory). */
 __kernel void sort_blocks(__global KT *keys, long k_off, __global long *pos, long p_off,
                           __global const TIN *x, long x_off, long8 xstr, int ndim, long8 lshape,
                           long n, long x_step, int desc, long nblocks, long nitems) {
   long gid = get_global_id(0);
   if (gid >= nitems) return;
-  keys += k_off;
-  pos += p_off;
   long s = gid / nblocks;
   long p0 = (gid - s * nblocks) * CT_SORT_BLOCK;
   int m = (int)min((long)CT_SORT_BLOCK, n - p0);
-  long xb = x_off + ct_offset(s, ndim, lshape, xstr);
-  KT k[CT_SORT_BLOCK];
-  long q[CT_SORT_BLOCK];
+  long xb = x_off + ct_offset(s, ndim, lshape, xstr) + p0 * x_step;
+  __global KT *k = keys + k_off + s * n + p0;
+  __global long *q = pos + p_off + s * n + p0;
   for (int i = 0; i < m; i++) {
-    KT v = LOADK(x, xb + (p0 + i) * x_step);
+    KT v = LOADK(x, xb + i * x_step);
     int j = i;
     while (j > 0 && ct_before(v, k[j - 1], desc)) {
       k[j] = k[j - 1];
@@ -201,11 +201,6 @@ __kernel void sort_blocks(__global KT *keys, long k_off, __global long *pos, lon
     }
     k[j] = v;
     q[j] = p0 + i;
-  }
-  long b = s * n + p0;
-  for (int i = 0; i < m; i++) {
-    keys[b + i] = k[i];
-    pos[b + i] = q[i];
   }
 }
 
@@ -241,35 +236,49 @@ __kernel void sort_merge(__global const KT *kin, long kin_off, __global const lo
   }
   long i = lo, j = k - lo;
   long cnt = min(tile, lenl + lenr - k);
-  long o = base + k;
+  __global KT *ko = kout + base + k;
+  __global long *po = pout + base + k;
+  __global const long *pl = pin + base, *pr = pin + base + lenl;
+  /* The next key of each run stays in a register. */
+  KT a = i < lenl ? L[i] : (KT)0, b = j < lenr ? R[j] : (KT)0;
   for (long c = 0; c < cnt; c++) {
-    bool left = j >= lenr || (i < lenl && !ct_before(R[j], L[i], desc));
-    if (left) {
-      kout[o + c] = L[i];
-      pout[o + c] = pin[base + i];
+    if (j >= lenr || (i < lenl && !ct_before(b, a, desc))) {
+      ko[c] = a;
+      po[c] = pl[i];
       i++;
+      if (i < lenl) a = L[i];
     } else {
-      kout[o + c] = R[j];
-      pout[o + c] = pin[base + lenl + j];
+      ko[c] = b;
+      po[c] = pr[j];
       j++;
+      if (j < lenr) b = R[j];
     }
   }
 }
 
 /* The first kout positions of each sorted slice into the outputs (contiguous, walked dim of
  * size kout): indices, and values read from x at those positions. Either output may be absent
- * (has_vals / has_idx 0). */
+ * (has_vals / has_idx 0). A work-item per CT_WRITE_CHUNK positions of a slice. */
+#define CT_WRITE_CHUNK 256
 __kernel void sort_write(__global RAW *vals, __global long *oidx, long o_off, long io_off, long8 ostr,
                          int has_vals, int has_idx, __global const long *pos, long p_off,
                          __global const RAW *x, long x_off, long8 xstr, int ndim, long8 lshape, long n,
                          long kout, long o_step, long x_step, long nitems) {
   long gid = get_global_id(0);
   if (gid >= nitems) return;
-  pos += p_off;
-  long s = gid / kout;
-  long p = gid - s * kout;
-  long q = pos[s * n + p];
-  long ob = ct_offset(s, ndim, lshape, ostr) + p * o_step;
-  if (has_vals) vals[o_off + ob] = x[x_off + ct_offset(s, ndim, lshape, xstr) + q * x_step];
-  if (has_idx) oidx[io_off + ob] = q;
+  long per = (kout + CT_WRITE_CHUNK - 1) / CT_WRITE_CHUNK;
+  long s = gid / per;
+  long p0 = (gid - s * per) * CT_WRITE_CHUNK;
+  long p1 = min(p0 + CT_WRITE_CHUNK, kout);
+  __global const long *q = pos + p_off + s * n;
+  long ob = ct_offset(s, ndim, lshape, ostr);
+  if (has_vals) {
+    __global const RAW *xs = x + x_off + ct_offset(s, ndim, lshape, xstr);
+    __global RAW *vo = vals + o_off + ob;
+    for (long p = p0; p < p1; p++) vo[p * o_step] = xs[q[p] * x_step];
+  }
+  if (has_idx) {
+    __global long *io = oidx + io_off + ob;
+    for (long p = p0; p < p1; p++) io[p * o_step] = q[p];
+  }
 }

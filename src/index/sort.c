@@ -1,5 +1,5 @@
 /* sort, argsort, topk: a stable merge sort of every slice along dim by kernels/order.cl:
- * sort_blocks sorts blocks of 32 positions, sort_merge passes double the sorted runs (ping-pong
+ * sort_blocks sorts blocks of 16 positions, sort_merge passes double the sorted runs (ping-pong
  * between two work buffers of (key, position) pairs), sort_write writes the first kout positions
  * and their values. topk is the sort's first k: stable, so ties keep the lower position first. */
 #include <inttypes.h>
@@ -9,7 +9,7 @@
 #include "device/device.h"
 #include "index/index.h"
 
-#define SORT_BLOCK 32  /* CT_SORT_BLOCK in kernels/order.cl */
+#define SORT_BLOCK 16  /* CT_SORT_BLOCK in kernels/order.cl */
 #define MERGE_TILE 256
 
 /* The work buffers' key dtype: what ct_before() in kernels/order.cl compares. */
@@ -124,8 +124,9 @@ static ct_status sort_run(ct_tensor *vals, ct_tensor *idx, const ct_tensor *x, i
     ct__karg_long(&a, "kout", kout);
     ct__karg_long(&a, "o_step", o_step);
     ct__karg_long(&a, "x_step", x_step);
-    ct__karg_long(&a, "nitems", nslices * kout);
-    st = ct__index_launch(kw, &a, d, nslices * kout, fn);
+    int64_t nitems = nslices * ((kout + 255) / 256); /* CT_WRITE_CHUNK in kernels/order.cl */
+    ct__karg_long(&a, "nitems", nitems);
+    st = ct__index_launch(kw, &a, d, nitems, fn);
   }
   for (int i = 0; i < 2; i++) {
     ct_release(keys[i]);
