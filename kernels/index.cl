@@ -20,6 +20,15 @@ inline void ct_report_bad(__global long *err, long pos, long v) {
   }
 }
 
+/* Work-item gid's chunk [*e0, *e1) of `chunk` elements of a row of `inner`; returns the row. */
+inline long ct_chunk(long gid, long inner, long chunk, long *e0, long *e1) {
+  long per_row = (inner + chunk - 1) / chunk;
+  long row = gid / per_row;
+  *e0 = (gid - row * per_row) * chunk;
+  *e1 = min(*e0 + chunk, inner);
+  return row;
+}
+
 inline long ct_load_index(__global const uchar *idx, long i, int idx64) {
   return idx64 ? ((__global const long *)idx)[i] : (long)((__global const int *)idx)[i];
 }
@@ -58,10 +67,8 @@ __kernel void gather_bits(__global T *out, long out_off, __global const T *x, lo
   vstore8(istr, 0, is);
   vstore8(shape, 0, sh);
   long inner = sh[ndim - 1];
-  long per_row = (inner + CT_CHUNK - 1) / CT_CHUNK;
-  long row = gid / per_row;
-  long e0 = (gid - row * per_row) * CT_CHUNK;
-  long e1 = min(e0 + CT_CHUNK, inner);
+  long e0, e1;
+  long row = ct_chunk(gid, inner, CT_CHUNK, &e0, &e1);
   long xb, ib;
   ct_row_offsets(row, ndim, shape, xstr, istr, &xb, &ib);
   xb += x_off;
@@ -122,10 +129,8 @@ __kernel void masked_fill_bits(__global T *out, long out_off, __global const T *
   vstore8(mstr, 0, ms);
   vstore8(shape, 0, sh);
   long inner = sh[ndim - 1];
-  long per_row = (inner + CT_CHUNK - 1) / CT_CHUNK;
-  long row = gid / per_row;
-  long e0 = (gid - row * per_row) * CT_CHUNK;
-  long e1 = min(e0 + CT_CHUNK, inner);
+  long e0, e1;
+  long row = ct_chunk(gid, inner, CT_CHUNK, &e0, &e1);
   long xb, mb;
   ct_row_offsets(row, ndim, shape, xstr, mstr, &xb, &mb);
   xb += x_off;

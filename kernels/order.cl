@@ -21,6 +21,15 @@ inline void ct_report_bad(__global long *err, long pos, long v, long aux) {
   }
 }
 
+/* Work-item gid's chunk [*e0, *e1) of `chunk` elements of a row of `inner`; returns the row. */
+inline long ct_chunk(long gid, long inner, long chunk, long *e0, long *e1) {
+  long per_row = (inner + chunk - 1) / chunk;
+  long row = gid / per_row;
+  *e0 = (gid - row * per_row) * chunk;
+  *e1 = min(*e0 + chunk, inner);
+  return row;
+}
+
 inline long ct_load_index(__global const uchar *idx, long i, int idx64) {
   return idx64 ? ((__global const long *)idx)[i] : (long)((__global const int *)idx)[i];
 }
@@ -126,10 +135,8 @@ __kernel void cum_cols(__global CT_T(CT_OUT) *restrict out, long out_off, long8 
                        long nitems) {
   long gid = get_global_id(0);
   if (gid >= nitems) return;
-  long per_row = (inner + CT_CUM_CHUNK - 1) / CT_CUM_CHUNK;
-  long row = gid / per_row;
-  long e0 = (gid - row * per_row) * CT_CUM_CHUNK;
-  long e1 = min(e0 + CT_CUM_CHUNK, inner);
+  long e0, e1;
+  long row = ct_chunk(gid, inner, CT_CUM_CHUNK, &e0, &e1);
   long ob = out_off + ct_offset(row * inner + e0, ndim, lshape, ostr);
   long xb = x_off + ct_offset(row * inner + e0, ndim, lshape, xstr);
   long m = e1 - e0;
@@ -266,10 +273,8 @@ __kernel void sort_write(__global RAW *vals, __global long *oidx, long o_off, lo
                          long kout, long o_step, long x_step, long nitems) {
   long gid = get_global_id(0);
   if (gid >= nitems) return;
-  long per = (kout + CT_WRITE_CHUNK - 1) / CT_WRITE_CHUNK;
-  long s = gid / per;
-  long p0 = (gid - s * per) * CT_WRITE_CHUNK;
-  long p1 = min(p0 + CT_WRITE_CHUNK, kout);
+  long p0, p1;
+  long s = ct_chunk(gid, kout, CT_WRITE_CHUNK, &p0, &p1);
   __global const long *q = pos + p_off + s * n;
   long ob = ct_offset(s, ndim, lshape, ostr);
   if (has_vals) {

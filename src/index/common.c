@@ -80,6 +80,20 @@ ct_status ct__index_launch(ct__kernel *k, struct ct__kargs *a, ct_device *d, int
   return st;
 }
 
+int ct__index_lines(int64_t *lshape, int64_t *len, int ndim, const int64_t *shape, int dd, int nt,
+                    const ct_tensor *const *ts, int64_t (*str)[CT_MAX_DIMS], int64_t *step) {
+  lshape[0] = 1;
+  for (int t = 0; t < nt; t++) str[t][0] = 0;
+  for (int i = 0; i < ndim; i++) {
+    lshape[i] = shape[i];
+    for (int t = 0; t < nt; t++) str[t][i] = ts[t]->strides[i];
+  }
+  *len = lshape[dd];
+  for (int t = 0; t < nt; t++) step[t] = str[t][dd];
+  lshape[dd] = 1;
+  return ndim ? ndim : 1;
+}
+
 const char *ct__index_bits_type(size_t es) {
   switch (es) {
     case 1: return "uchar";

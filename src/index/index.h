@@ -40,6 +40,13 @@ ct_status ct__index_kernel(ct__kernel **k, ct_device *d, const char *file, const
 ct_status ct__index_launch(ct__kernel *k, struct ct__kargs *a, ct_device *d, int64_t nitems,
                            const char *fn);
 
+/* Lines along dim dd (the elements along dd at fixed other coordinates), numbered row-major over
+ * lshape: `shape` (ndim dims; a 0-dim shape counts as [1]) with dim dd set to 1. For each of the
+ * nt tensors ts[i] (of ndim dims) str[i] gets its strides (0 for a 0-dim one) and step[i] its
+ * stride along dd. Returns lshape's number of dims (at least 1); *len gets shape[dd]. */
+int ct__index_lines(int64_t *lshape, int64_t *len, int ndim, const int64_t *shape, int dd, int nt,
+                    const ct_tensor *const *ts, int64_t (*str)[CT_MAX_DIMS], int64_t *step);
+
 /* "uchar", "ushort", "uint" or "ulong" for an element size. */
 const char *ct__index_bits_type(size_t elem_size);
 

@@ -21,17 +21,10 @@ static ct_status cum(ct_tensor **out, const ct_tensor *x, int dim, int prod, con
     *out = r;
     return CT_OK;
   }
-  int n = x->ndim ? x->ndim : 1;
-  int64_t lshape[CT_MAX_DIMS], ostr[CT_MAX_DIMS], xstr[CT_MAX_DIMS];
-  lshape[0] = 1;
-  ostr[0] = xstr[0] = 0;
-  for (int i = 0; i < x->ndim; i++) {
-    lshape[i] = x->shape[i];
-    ostr[i] = r->strides[i];
-    xstr[i] = x->strides[i];
-  }
-  int64_t len = lshape[dd], o_step = ostr[dd], x_step = xstr[dd];
-  lshape[dd] = 1;
+  int64_t lshape[CT_MAX_DIMS], str[2][CT_MAX_DIMS], step[2], len;
+  const ct_tensor *ts[2] = {r, x};
+  int n = ct__index_lines(lshape, &len, x->ndim, x->shape, dd, 2, ts, str, step);
+  const int64_t *ostr = str[0], *xstr = str[1], o_step = step[0], x_step = step[1];
   int64_t nlines = numel / len;
   ct_device *d = x->storage->device;
   char opts[32];

@@ -46,19 +46,11 @@ ct_status ct_scatter_add(ct_tensor **out, const ct_tensor *x, int dim, const ct_
     return CT_OK;
   }
   /* Lines: the index's coordinates with dim set to 1. */
-  int n = x->ndim ? x->ndim : 1;
-  int64_t lshape[CT_MAX_DIMS], ostr[CT_MAX_DIMS], sstr[CT_MAX_DIMS], istr[CT_MAX_DIMS];
-  lshape[0] = 1;
-  ostr[0] = sstr[0] = istr[0] = 0;
-  for (int i = 0; i < x->ndim; i++) {
-    lshape[i] = index->shape[i];
-    ostr[i] = r->strides[i];
-    sstr[i] = src->strides[i];
-    istr[i] = index->strides[i];
-  }
-  int64_t klen = lshape[dd], dim_size = x->ndim ? x->shape[dd] : 1;
-  int64_t o_step = ostr[dd], s_step = sstr[dd], i_step = istr[dd];
-  lshape[dd] = 1;
+  int64_t lshape[CT_MAX_DIMS], str[3][CT_MAX_DIMS], step[3], klen;
+  const ct_tensor *ts[3] = {r, src, index};
+  int n = ct__index_lines(lshape, &klen, x->ndim, index->shape, dd, 3, ts, str, step);
+  const int64_t *ostr = str[0], *sstr = str[1], *istr = str[2];
+  int64_t o_step = step[0], s_step = step[1], i_step = step[2], dim_size = x->ndim ? x->shape[dd] : 1;
   int64_t nlines = ni / klen;
   ct_device *d = x->storage->device;
   char opts[32];

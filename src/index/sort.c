@@ -23,17 +23,10 @@ static ct_status sort_run(ct_tensor *vals, ct_tensor *idx, const ct_tensor *x, i
   if (numel == 0 || kout == 0) return CT_OK;
   ct_device *d = x->storage->device;
   const ct_tensor *o = vals ? vals : idx;
-  int nd = x->ndim ? x->ndim : 1;
-  int64_t lshape[CT_MAX_DIMS], xstr[CT_MAX_DIMS], ostr[CT_MAX_DIMS];
-  lshape[0] = 1;
-  xstr[0] = ostr[0] = 0;
-  for (int i = 0; i < x->ndim; i++) {
-    lshape[i] = x->shape[i];
-    xstr[i] = x->strides[i];
-    ostr[i] = o->strides[i];
-  }
-  int64_t n = lshape[dd], x_step = xstr[dd], o_step = ostr[dd];
-  lshape[dd] = 1;
+  int64_t lshape[CT_MAX_DIMS], str[2][CT_MAX_DIMS], step[2], n;
+  const ct_tensor *ts[2] = {o, x};
+  int nd = ct__index_lines(lshape, &n, x->ndim, x->shape, dd, 2, ts, str, step);
+  const int64_t *ostr = str[0], *xstr = str[1], o_step = step[0], x_step = step[1];
   int64_t nslices = numel / n;
   char opts[32];
   snprintf(opts, sizeof opts, "-DCT_IN=%d", (int)x->dtype);
