@@ -1,0 +1,32 @@
+/* Helpers shared by the nn ops (conv.c, pool.c, norm.c). */
+#ifndef CT_NN_NN_H
+#define CT_NN_NN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cltensor/nn.h"
+#include "kernel/kargs.h"
+#include "tensor/tensor.h"
+
+/* CT_ERR_DTYPE_MISMATCH unless t is a float dtype the device computes: "<fn>: <what> has dtype
+ * <name>; ... takes f16, bf16, f32 or f64". */
+ct_status ct__nn_check_float(const char *fn, const char *what, const ct_tensor *t);
+
+/* x as a 4-D [N, C, H, W] view: x itself (retained) when it has 4 dims, a [1, C, H, W] view of
+ * an unbatched [C, H, W] x. CT_ERR_SHAPE_MISMATCH for other ranks, naming x's shape. */
+ct_status ct__nn_batched4(ct_tensor **out, const ct_tensor *x, const char *fn);
+
+/* Drops dim 0 of a [1, ...] result made for an unbatched input: *t is replaced by the view. */
+ct_status ct__nn_unbatch(ct_tensor **t);
+
+/* Launches k (1-D, total work-items, each ignoring ids past total) with its arguments set in a;
+ * unlocks k. */
+ct_status ct__nn_launch1(ct__kernel *k, struct ct__kargs *a, ct_device *d, int64_t total, const char *fn);
+
+/* The kernel `name` of `file` built for dtype dt ("-DCT_IN=<dt>" plus extra options, may be
+ * NULL); the error names fn. */
+ct_status ct__nn_kernel(ct__kernel **k, ct_device *d, const char *file, const char *name, ct_dtype dt,
+                        const char *extra, const char *fn);
+
+#endif
