@@ -6,7 +6,7 @@
  * GEMM route (src/linalg/: OpenBLAS on the buffers' memory on PoCL, CLBlast elsewhere), writing
  * straight into the output for f32/f64. f16/bf16 are unfolded to f32 and the product converted
  * (and the bias added) by conv_finish. The chunk of images is as many as keep the column buffer
- * within CT__COL_BYTES (at least one image), so memory stays bounded whatever the batch.
+ * within ct__nn_col_bytes (64 MiB) (at least one image), so memory stays bounded whatever the batch.
  * The direct path (conv_direct) serves convolutions with few products per output element
  * (depthwise, K <= 16), where unfolding would cost more than the arithmetic. */
 #include <stdio.h>
@@ -17,7 +17,7 @@
 #include "linalg/linalg.h"
 #include "nn/nn.h"
 
-#define CT__COL_BYTES ((int64_t)64 << 20)
+int64_t ct__nn_col_bytes = (int64_t)64 << 20;
 
 struct conv {
   const char *fn;
@@ -168,7 +168,7 @@ static ct_status conv_gemm(ct_device *d, const struct conv *cv, const ct_tensor 
   bool direct_out = cdt == out->dtype;
   int64_t g = cv->groups, og = cv->Cout / g, K = cv->C / g * cv->kh * cv->kw, P = cv->OH * cv->OW;
   int64_t per_img = cv->C * cv->kh * cv->kw * P * (int64_t)ct_dtype_size(cdt);
-  int64_t chunk = per_img > 0 ? CT__COL_BYTES / per_img : cv->N;
+  int64_t chunk = per_img > 0 ? ct__nn_col_bytes / per_img : cv->N;
   if (chunk < 1) chunk = 1;
   if (chunk > cv->N) chunk = cv->N;
   ct__kernel *kcol, *kfin = NULL;

@@ -29,4 +29,9 @@ ct_status ct__nn_launch1(ct__kernel *k, struct ct__kargs *a, ct_device *d, int64
 ct_status ct__nn_kernel(ct__kernel **k, ct_device *d, const char *file, const char *name, ct_dtype dt,
                         const char *extra, const char *fn);
 
+/* The bound on conv's column buffer in bytes (at least one image's columns are used whatever
+ * it says): 64 MiB. Tests lower it to make the chunking over the batch run on small inputs; not
+ * for concurrent change. */
+extern int64_t ct__nn_col_bytes;
+
 #endif
