@@ -32,10 +32,12 @@ typedef CT_T(CT_PD) pd_t;
 
 /* v rounded to the I/O dtype and back (PyTorch's rms_norm rounds there before the weight). */
 inline acc_t ct_round_io(acc_t v) {
-#if CT_IN == CT_DT_F16 || CT_IN == CT_DT_BF16
-  io_t t[1];
-  STOREA(t, 0, v);
-  return LOADA(t, 0);
+#if CT_IN == CT_DT_F16
+  ushort t;
+  vstore_half_rte(v, 0, (__private half *)&t);
+  return vload_half(0, (__private const half *)&t);
+#elif CT_IN == CT_DT_BF16
+  return ct_bf16_to_f32(ct_f32_to_bf16(v));
 #else
   return v;
 #endif
