@@ -18,6 +18,7 @@
 #include "nn/nn.h"
 
 int64_t ct__nn_col_bytes = (int64_t)64 << 20;
+int ct__nn_conv_path = CT__CONV_AUTO;
 
 struct conv {
   const char *fn;
@@ -248,6 +249,110 @@ static ct_status conv_gemm(ct_device *d, const struct conv *cv, const ct_tensor 
   return st;
 }
 
+/* The blocked direct path (kernels/conv.cl, "the blocked direct path"): stride 1, f32/f16/bf16
+ * on CPU devices. CB and PB as in the kernels. */
+#define CT__CB 8
+#define CT__PB 32
+
+static ct_status conv_blocked(ct_device *d, const struct conv *cv, const ct_tensor *x4, const ct_tensor *wc,
+                              const ct_tensor *bias, ct_tensor *out) {
+  const char *fn = cv->fn;
+  int64_t g = cv->groups, og = cv->Cout / g, cg = cv->C / g;
+  int64_t Hp = cv->H + 2 * (int64_t)cv->ph, Wp = cv->W + 2 * (int64_t)cv->pw, plane = Hp * Wp;
+  int64_t ncb = (og + CT__CB - 1) / CT__CB, npb = (cv->OH * Wp + CT__PB - 1) / CT__PB;
+  /* The last block's vector loads run past its plane by at most this many floats. */
+  int64_t slack = CT__PB + ((int64_t)cv->kh - 1) * cv->dh * Wp + ((int64_t)cv->kw - 1) * cv->dw + 16;
+  int64_t per_img = cv->C * plane * 4;
+  int64_t chunk = ct__nn_col_bytes / (per_img > 0 ? per_img : 1);
+  if (chunk < 1) chunk = 1;
+  if (chunk > cv->N) chunk = cv->N;
+  ct__kernel *kpad, *kpack, *kblk;
+  CT__TRY(ct__nn_kernel(&kpad, d, "conv.cl", "conv_pad", x4->dtype, NULL, fn));
+  CT__TRY(ct__nn_kernel(&kpack, d, "conv.cl", "conv_wpack", x4->dtype, NULL, fn));
+  CT__TRY(ct__nn_kernel(&kblk, d, "conv.cl", "conv_blk", x4->dtype, NULL, fn));
+  ct_tensor *xp = NULL, *wt = NULL;
+  int64_t xps[1] = {chunk * cv->C * plane + slack}, wts[1] = {g * ncb * cg * cv->kh * cv->kw * CT__CB};
+  ct_status st = ct__tensor_new(&xp, d, CT_F32, 1, xps, fn);
+  if (st == CT_OK) st = ct__tensor_new(&wt, d, CT_F32, 1, wts, fn);
+  int64_t xp_off = 0, wt_off = 0, w_off = 0, b_off = 0, out_off = 0;
+  if (st == CT_OK) {
+    ct__tensor_elem_offset(xp, &xp_off);
+    ct__tensor_elem_offset(wt, &wt_off);
+    ct__tensor_elem_offset(wc, &w_off);
+    if (bias) ct__tensor_elem_offset(bias, &b_off);
+    ct__tensor_elem_offset(out, &out_off);
+    struct ct__kargs a;
+    ct__kargs_begin(&a, kpack, ct__kernel_lock(kpack));
+    ct__karg_mem(&a, "w", ct__tensor_mem(wc));
+    ct__karg_long(&a, "w_off", w_off);
+    ct__karg_int(&a, "Cg", (cl_int)cg);
+    ct__karg_int(&a, "kh", (cl_int)cv->kh);
+    ct__karg_int(&a, "kw", (cl_int)cv->kw);
+    ct__karg_int(&a, "og", (cl_int)og);
+    ct__karg_int(&a, "ncb", (cl_int)ncb);
+    ct__karg_mem(&a, "wt", ct__tensor_mem(wt));
+    ct__karg_long(&a, "wt_off", wt_off);
+    ct__karg_long(&a, "total", wts[0]);
+    st = ct__nn_launch1(kpack, &a, d, wts[0], fn);
+  }
+  for (int64_t n0 = 0; st == CT_OK && n0 < cv->N; n0 += chunk) {
+    int64_t nimg = cv->N - n0 < chunk ? cv->N - n0 : chunk;
+    struct ct__kargs a;
+    ct__kargs_begin(&a, kpad, ct__kernel_lock(kpad));
+    ct__karg_mem(&a, "x", ct__tensor_mem(x4));
+    karg_xgeom(&a, x4, cv);
+    ct__karg_int(&a, "ph", cv->ph);
+    ct__karg_int(&a, "pw", cv->pw);
+    ct__karg_int(&a, "Hp", (cl_int)Hp);
+    ct__karg_int(&a, "Wp", (cl_int)Wp);
+    ct__karg_long(&a, "n0", n0);
+    ct__karg_mem(&a, "xp", ct__tensor_mem(xp));
+    ct__karg_long(&a, "xp_off", xp_off);
+    ct__karg_long(&a, "rows", nimg * cv->C * Hp);
+    st = ct__nn_launch1(kpad, &a, d, nimg * cv->C * Hp, fn);
+    if (st != CT_OK) break;
+    int64_t items = nimg * g * ncb * npb;
+    ct__kargs_begin(&a, kblk, ct__kernel_lock(kblk));
+    ct__karg_mem(&a, "xp", ct__tensor_mem(xp));
+    ct__karg_long(&a, "xp_off", xp_off);
+    ct__karg_long(&a, "plane", plane);
+    ct__karg_int(&a, "Ctot", (cl_int)cv->C);
+    ct__karg_int(&a, "Cg", (cl_int)cg);
+    ct__karg_int(&a, "Wp", (cl_int)Wp);
+    ct__karg_mem(&a, "wt", ct__tensor_mem(wt));
+    ct__karg_long(&a, "wt_off", wt_off);
+    ct__karg_int(&a, "kh", (cl_int)cv->kh);
+    ct__karg_int(&a, "kw", (cl_int)cv->kw);
+    ct__karg_int(&a, "dh", cv->dh);
+    ct__karg_int(&a, "dw", cv->dw);
+    ct__karg_mem(&a, "bias", ct__tensor_mem(bias ? bias : out));
+    ct__karg_long(&a, "bias_off", b_off);
+    ct__karg_int(&a, "has_bias", bias != NULL);
+    ct__karg_mem(&a, "out", ct__tensor_mem(out));
+    ct__karg_long(&a, "out_off", out_off);
+    ct__karg_int(&a, "Cout", (cl_int)cv->Cout);
+    ct__karg_int(&a, "og", (cl_int)og);
+    ct__karg_int(&a, "ncb", (cl_int)ncb);
+    ct__karg_int(&a, "groups", (cl_int)g);
+    ct__karg_int(&a, "OH", (cl_int)cv->OH);
+    ct__karg_int(&a, "OW", (cl_int)cv->OW);
+    ct__karg_int(&a, "npb", (cl_int)npb);
+    ct__karg_long(&a, "n0", n0);
+    ct__karg_long(&a, "items", items);
+    st = ct__kargs_end(&a, fn);
+    if (st == CT_OK) {
+      /* Each work-item is a long register-blocked loop: small fixed groups (one PoCL compile)
+       * spread them over the cores. */
+      size_t local = 8, global = ((size_t)items + local - 1) / local * local;
+      st = ct__kernel_launch(kblk, d, 1, &global, &local);
+    }
+    ct__kernel_unlock(kblk);
+  }
+  ct_release(xp);
+  ct_release(wt);
+  return st;
+}
+
 /* x4 is [N, C, H, W] (a view for unbatched and 1-D inputs), w4 [Cout, C/g, kh, kw]. */
 static ct_status conv_run(ct_tensor **out, const struct conv *cv, const ct_tensor *x4, const ct_tensor *w4,
                           const ct_tensor *bias) {
@@ -261,14 +366,25 @@ static ct_status conv_run(ct_tensor **out, const struct conv *cv, const ct_tenso
     return CT_OK;
   }
   int64_t K = cv->C / cv->groups * cv->kh * cv->kw;
-  bool direct = K <= 16 || cv->C / cv->groups == 1;
+  int path = ct__nn_conv_path;
+  if (path == CT__CONV_AUTO) {
+    if (K <= 16 || cv->C / cv->groups == 1) path = CT__CONV_DIRECT;
+    else if (cv->sh == 1 && cv->sw == 1 && x4->dtype != CT_F64 && d->props.type == CT_DEVICE_CPU)
+      path = CT__CONV_BLOCKED;
+    else path = CT__CONV_GEMM;
+  }
+  if (path == CT__CONV_BLOCKED && (cv->sh != 1 || cv->sw != 1 || x4->dtype == CT_F64)) path = CT__CONV_GEMM;
   /* w contiguous (a copy when it is a view: it is small); for the GEMM path of the compute
    * dtype (f32 for f16/bf16). */
-  ct_dtype cdt = direct || x4->dtype == CT_F64 ? x4->dtype : CT_F32;
+  ct_dtype cdt = path != CT__CONV_GEMM || x4->dtype == CT_F64 ? x4->dtype : CT_F32;
   ct_tensor *wc = NULL, *bc = NULL;
   ct_status st = ct__contiguous(&wc, w4, cdt, 0, fn);
   if (st == CT_OK && bias) st = ct__contiguous(&bc, bias, x4->dtype, 0, fn);
-  if (st == CT_OK) st = direct ? conv_direct(d, cv, x4, wc, bc, o) : conv_gemm(d, cv, x4, wc, bc, o);
+  if (st == CT_OK) {
+    if (path == CT__CONV_DIRECT) st = conv_direct(d, cv, x4, wc, bc, o);
+    else if (path == CT__CONV_BLOCKED) st = conv_blocked(d, cv, x4, wc, bc, o);
+    else st = conv_gemm(d, cv, x4, wc, bc, o);
+  }
   ct_release(wc);
   ct_release(bc);
   if (st != CT_OK) {

@@ -34,4 +34,10 @@ ct_status ct__nn_kernel(ct__kernel **k, ct_device *d, const char *file, const ch
  * for concurrent change. */
 extern int64_t ct__nn_col_bytes;
 
+/* Which conv path runs (conv.c): AUTO picks (direct for few products per output, blocked for
+ * stride-1 non-f64 convs on CPU devices, else im2col + GEMM); tests force the others. The
+ * blocked path falls back to GEMM where it does not apply (stride > 1, f64). */
+enum { CT__CONV_AUTO, CT__CONV_DIRECT, CT__CONV_GEMM, CT__CONV_BLOCKED };
+extern int ct__nn_conv_path;
+
 #endif

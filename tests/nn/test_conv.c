@@ -6,7 +6,8 @@
  * rounding and f16/bf16 outputs one rounding of u_out |y|. The test allows twice that:
  *   |y - ref| <= 2 (K + 2) u sum |x w| + 2 u_out |ref| + 1e-30.
  * Cases cover both paths (im2col + GEMM and the direct kernel), stride, padding, dilation,
- * groups, bias, strided inputs, unbatched inputs, the batch chunking and f16/bf16/f64. */
+ * groups, bias, strided inputs, unbatched inputs, the batch chunking and f16/bf16/f64, each on
+ * every path the library has (the direct kernel, im2col + GEMM, the blocked direct kernel). */
 #include <math.h>
 #include <stdio.h>
 
@@ -32,6 +33,8 @@ static const struct ccase cases[] = {
     {"transposed x", 2, 8, 9, 7, 6, 3, 3, {1, 2}, {1, 0}, {1, 1}, 1, true, false, V_TRANSPOSE},
     {"channel-sliced x", 2, 6, 6, 6, 4, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false, false, V_SLICE},
     {"unbatched", 1, 5, 8, 6, 3, 3, 3, {1, 1}, {0, 1}, {1, 1}, 1, true, true, V_NONE},
+    {"groups 2, 16 channels each, dilation 2", 2, 32, 10, 9, 32, 3, 3, {1, 1}, {2, 1}, {2, 1}, 2, true, false, V_NONE},
+    {"5x5, wide row", 1, 3, 6, 40, 10, 5, 5, {1, 1}, {2, 2}, {1, 1}, 1, true, false, V_NONE},
     {"size-0 batch", 0, 4, 5, 5, 3, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, false, V_NONE},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
@@ -125,9 +128,15 @@ static void run_case(ct_device *d, ct_dtype dt, const struct ccase *c) {
   ct_release(y);
 }
 
+static const int k_paths[4] = {CT__CONV_AUTO, CT__CONV_DIRECT, CT__CONV_GEMM, CT__CONV_BLOCKED};
+
+/* Every case on every path (the blocked path falls back to the GEMM for strides > 1). */
 START_TEST(test_conv2d_f32) {
   ct_device *d = ct_test_device();
-  run_case(d, CT_F32, &cases[_i]);
+  for (int p = 0; p < 4; p++) {
+    ct__nn_conv_path = k_paths[p];
+    run_case(d, CT_F32, &cases[_i]);
+  }
 }
 END_TEST
 
@@ -138,7 +147,10 @@ START_TEST(test_conv2d_dtypes) {
   const int which[2] = {0, 3};
   for (int t = 0; t < 3; t++) {
     if (dts[t] == CT_F64 && !nt_has_f64(d)) continue;
-    for (int i = 0; i < 2; i++) run_case(d, dts[t], &cases[which[i]]);
+    for (int p = 0; p < 4; p++) {
+      ct__nn_conv_path = k_paths[p];
+      for (int i = 0; i < 2; i++) run_case(d, dts[t], &cases[which[i]]);
+    }
   }
 }
 END_TEST
@@ -147,12 +159,17 @@ END_TEST
 START_TEST(test_conv2d_chunks) {
   ct_device *d = ct_test_device();
   struct ccase c = {"chunks", 5, 4, 6, 6, 8, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, false, V_NONE};
-  ct__nn_col_bytes = 2 * 4 * 9 * 36 * 4;
-  run_case(d, CT_F32, &c);
-  c.groups = 2;
-  run_case(d, CT_F32, &c);
-  ct__nn_col_bytes = 1;  /* still one image at a time */
-  run_case(d, CT_F32, &c);
+  for (int p = 2; p < 4; p++) {
+    ct__nn_conv_path = k_paths[p];
+    ct__nn_col_bytes = 2 * 4 * 9 * 36 * 4;  /* the GEMM path's columns; the blocked path's
+                                             * padded input (4 x 8 x 8 floats) gets more */
+    c.groups = 1;
+    run_case(d, CT_F32, &c);
+    c.groups = 2;
+    run_case(d, CT_F32, &c);
+    ct__nn_col_bytes = 1;  /* still one image at a time */
+    run_case(d, CT_F32, &c);
+  }
 }
 END_TEST
 

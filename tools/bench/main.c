@@ -43,7 +43,8 @@ static const struct {
 } k_groups[] = {{"transfer", BENCH_TRANSFER}, {"elementwise", BENCH_ELEMENTWISE},
                 {"reduce", BENCH_REDUCE},     {"softmax", BENCH_SOFTMAX},
                 {"chain", BENCH_CHAIN},       {"mlp", BENCH_MLP},
-                {"matmul", BENCH_MATMUL},     {"first_result", BENCH_FIRST_RESULT}};
+                {"matmul", BENCH_MATMUL},     {"first_result", BENCH_FIRST_RESULT},
+                {"nn", BENCH_NN}};
 
 static int parse_groups(const char *list, unsigned *out) {
   *out = 0;
@@ -174,6 +175,7 @@ int main(int argc, char **argv) {
   clref_close(r);
   if (o.groups & BENCH_MATMUL) bench_group_matmul(&o, d);
   if (o.groups & BENCH_FIRST_RESULT) bench_group_first_result(&o, d);
+  if (o.groups & BENCH_NN) bench_group_nn(&o, d);
   int failed = bench_output_end(&o);
   ct_shutdown();
   if (fclose(o.out) != 0) {
