@@ -81,4 +81,34 @@ static inline bool nt_has_f64(ct_device *d) {
   return p && p->fp64;
 }
 
+/* PyTorch's results (tests/nn/data/nn_ref.safetensors, made by gen_nn.py beside it). */
+static inline ct_safetensors *nt_fixture(ct_device *d) {
+  const char *root = getenv("CLTENSOR_SOURCE_ROOT");
+  char path[1024];
+  snprintf(path, sizeof path, "%s/tests/nn/data/nn_ref.safetensors", root ? root : ".");
+  ct_safetensors *st = NULL;
+  ck_assert_ct_ok(ct_safetensors_load(&st, path, d));
+  return st;
+}
+
+static inline ct_tensor *nt_get(const ct_safetensors *st, const char *name) {
+  ct_tensor *t = NULL;
+  ck_assert_ct_ok(ct_safetensors_get(&t, st, name));
+  return t;
+}
+
+/* Asserts y and ref (same shape) agree within atol + rtol |ref| elementwise. */
+static inline void nt_assert_close(const ct_tensor *y, const ct_tensor *ref, double atol, double rtol,
+                                   const char *what) {
+  ck_assert_int_eq(ct_tensor_ndim(y), ct_tensor_ndim(ref));
+  for (int i = 0; i < ct_tensor_ndim(y); i++) ck_assert_int_eq(ct_tensor_shape(y)[i], ct_tensor_shape(ref)[i]);
+  ck_assert_int_eq(ct_tensor_dtype(y), ct_tensor_dtype(ref));
+  double *a = nt_read(y), *b = nt_read(ref);
+  for (int64_t i = 0; i < ct_numel(y); i++)
+    ck_assert_msg(fabs(a[i] - b[i]) <= atol + rtol * fabs(b[i]), "%s: [%lld] = %.9g, PyTorch %.9g", what,
+                  (long long)i, a[i], b[i]);
+  free(a);
+  free(b);
+}
+
 #endif

@@ -254,6 +254,37 @@ START_TEST(test_conv_errors) {
 }
 END_TEST
 
+/* PyTorch's conv2d/conv1d on the cases of tests/nn/data/gen_nn.py. f32 with |x|, |w|, |b| < 1
+ * and at most 144 products per output: any summation order is within 144 * 2^-24 * 145 < 1.3e-3
+ * absolutely in the worst case, far less in practice; 1e-5 + 1e-4 |ref| (the GEMM-order
+ * tolerance of the issue) holds with a wide margin for these sums of random signs. */
+START_TEST(test_conv_torch) {
+  ct_device *d = ct_test_device();
+  ct_safetensors *st = nt_fixture(d);
+  for (int p = 0; p < 4; p++) {
+    ct__nn_conv_path = k_paths[p];
+    ct_tensor *x = nt_get(st, "conv_a.x"), *w = nt_get(st, "conv_a.w"), *b = nt_get(st, "conv_a.b");
+    ct_tensor *ref = nt_get(st, "conv_a.y"), *y;
+    ck_assert_ct_ok(ct_conv2d(&y, x, w, b, (int[]){2, 1}, (int[]){1, 2}, (int[]){2, 1}, 2));
+    nt_assert_close(y, ref, 1e-5, 1e-4, "conv_a");
+    ct_release(x), ct_release(w), ct_release(b), ct_release(ref), ct_release(y);
+    x = nt_get(st, "conv_b.x"), w = nt_get(st, "conv_b.w"), b = nt_get(st, "conv_b.b"), ref = nt_get(st, "conv_b.y");
+    ck_assert_ct_ok(ct_conv2d(&y, x, w, b, NULL, (int[]){1, 1}, NULL, 1));
+    nt_assert_close(y, ref, 1e-5, 1e-4, "conv_b");
+    ct_release(x), ct_release(w), ct_release(b), ct_release(ref), ct_release(y);
+    x = nt_get(st, "conv_c.x"), w = nt_get(st, "conv_c.w"), ref = nt_get(st, "conv_c.y");
+    ck_assert_ct_ok(ct_conv2d(&y, x, w, NULL, (int[]){2, 2}, (int[]){1, 1}, NULL, 4));
+    nt_assert_close(y, ref, 1e-5, 1e-4, "conv_c");
+    ct_release(x), ct_release(w), ct_release(ref), ct_release(y);
+    x = nt_get(st, "conv1d.x"), w = nt_get(st, "conv1d.w"), b = nt_get(st, "conv1d.b"), ref = nt_get(st, "conv1d.y");
+    ck_assert_ct_ok(ct_conv1d(&y, x, w, b, 2, 1, 2, 2));
+    nt_assert_close(y, ref, 1e-5, 1e-4, "conv1d");
+    ct_release(x), ct_release(w), ct_release(b), ct_release(ref), ct_release(y);
+  }
+  ct_safetensors_free(st);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("nn-conv");
   TCase *tc = tcase_create("conv");
@@ -263,6 +294,7 @@ int main(void) {
   tcase_add_test(tc, test_conv2d_chunks);
   tcase_add_test(tc, test_conv1d);
   tcase_add_test(tc, test_conv_errors);
+  tcase_add_test(tc, test_conv_torch);
   suite_add_tcase(s, tc);
   return ct_test_run(s);
 }

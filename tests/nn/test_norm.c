@@ -307,6 +307,47 @@ START_TEST(test_norm_errors) {
 }
 END_TEST
 
+/* PyTorch's norms on the cases of tests/nn/data/gen_nn.py. f32: rows of at most 20 (layer/rms
+ * norm) or 100 values (batch norm) with |x| <= 3: the statistics' summation order changes y by
+ * far less than 1e-5 + 1e-5 |ref|. bf16 layer_norm: both compute in f32 and round once, so the
+ * results differ only where the f32 values straddle a rounding boundary: at most one bf16 ulp
+ * (2^-7 |ref|). */
+START_TEST(test_norm_torch) {
+  ct_device *d = ct_test_device();
+  ct_safetensors *st = nt_fixture(d);
+  ct_tensor *x = nt_get(st, "ln_bf16.x"), *w = nt_get(st, "ln_bf16.w"), *b = nt_get(st, "ln_bf16.b");
+  ct_tensor *ref = nt_get(st, "ln_bf16.y"), *y;
+  ck_assert_ct_ok(ct_layer_norm(&y, x, 1, w, b, 1e-5));
+  nt_assert_close(y, ref, 1e-30, ldexp(1, -7), "layer_norm bf16");
+  ct_release(x), ct_release(w), ct_release(b), ct_release(ref), ct_release(y);
+  x = nt_get(st, "ln.x"), w = nt_get(st, "ln.w"), b = nt_get(st, "ln.b"), ref = nt_get(st, "ln.y");
+  ck_assert_ct_ok(ct_layer_norm(&y, x, 2, w, b, 1e-5));
+  nt_assert_close(y, ref, 1e-5, 1e-5, "layer_norm");
+  ct_release(x), ct_release(w), ct_release(b), ct_release(ref), ct_release(y);
+  x = nt_get(st, "rms.x"), w = nt_get(st, "rms.w"), ref = nt_get(st, "rms.y");
+  ck_assert_ct_ok(ct_rms_norm(&y, x, 1, w, NAN));
+  nt_assert_close(y, ref, 1e-5, 1e-5, "rms_norm");
+  ct_release(x), ct_release(w), ct_release(ref), ct_release(y);
+  x = nt_get(st, "bn.x"), w = nt_get(st, "bn.w"), b = nt_get(st, "bn.b");
+  ct_tensor *rm = nt_get(st, "bn.rm"), *rv = nt_get(st, "bn.rv");
+  ref = nt_get(st, "bn.y_train");
+  ck_assert_ct_ok(ct_batch_norm(&y, x, rm, rv, w, b, true, 0.1, 1e-5));
+  nt_assert_close(y, ref, 1e-5, 1e-5, "batch_norm training");
+  ct_release(ref), ct_release(y);
+  ref = nt_get(st, "bn.rm_after");
+  nt_assert_close(rm, ref, 1e-6, 1e-5, "running_mean after training");
+  ct_release(ref);
+  ref = nt_get(st, "bn.rv_after");
+  nt_assert_close(rv, ref, 1e-6, 1e-5, "running_var after training");
+  ct_release(ref);
+  ref = nt_get(st, "bn.y_eval");
+  ck_assert_ct_ok(ct_batch_norm(&y, x, rm, rv, w, b, false, 0.1, 1e-5));
+  nt_assert_close(y, ref, 1e-5, 1e-5, "batch_norm eval");
+  ct_release(ref), ct_release(y), ct_release(x), ct_release(w), ct_release(b), ct_release(rm), ct_release(rv);
+  ct_safetensors_free(st);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("nn-norm");
   TCase *tc = tcase_create("norm");
@@ -318,6 +359,7 @@ int main(void) {
   tcase_add_loop_test(tc, test_batch_norm_f32, 0, NB);
   tcase_add_test(tc, test_batch_norm_dtypes);
   tcase_add_test(tc, test_norm_errors);
+  tcase_add_test(tc, test_norm_torch);
   suite_add_tcase(s, tc);
   return ct_test_run(s);
 }

@@ -161,6 +161,34 @@ START_TEST(test_pool_errors) {
 }
 END_TEST
 
+/* PyTorch's pools on the cases of tests/nn/data/gen_nn.py: max is exact; the averages of at
+ * most 9 terms of |x| < 1 differ by the summation order at most 9 * 2^-24 * 9 / 9 < 1e-6. */
+START_TEST(test_pool_torch) {
+  ct_device *d = ct_test_device();
+  ct_safetensors *st = nt_fixture(d);
+  ct_tensor *x = nt_get(st, "pool.x"), *ax = nt_get(st, "pool.ax"), *ref, *y;
+  ref = nt_get(st, "pool.max");
+  ck_assert_ct_ok(ct_max_pool2d(&y, x, (int[]){3, 3}, (int[]){2, 2}, (int[]){1, 1}));
+  nt_assert_close(y, ref, 0, 0, "max_pool2d");
+  ct_release(ref), ct_release(y);
+  ref = nt_get(st, "pool.avg");
+  ck_assert_ct_ok(ct_avg_pool2d(&y, x, (int[]){3, 3}, (int[]){2, 2}, (int[]){1, 1}));
+  nt_assert_close(y, ref, 1e-6, 1e-6, "avg_pool2d");
+  ct_release(ref), ct_release(y);
+  ref = nt_get(st, "pool.avg_k2");
+  ck_assert_ct_ok(ct_avg_pool2d(&y, x, (int[]){2, 2}, NULL, NULL));
+  nt_assert_close(y, ref, 1e-6, 1e-6, "avg_pool2d k2");
+  ct_release(ref), ct_release(y);
+  ref = nt_get(st, "pool.adaptive");
+  ck_assert_ct_ok(ct_adaptive_avg_pool2d(&y, ax, (int64_t[]){3, 4}));
+  nt_assert_close(y, ref, 1e-6, 1e-6, "adaptive_avg_pool2d");
+  ct_release(ref), ct_release(y);
+  ct_release(x);
+  ct_release(ax);
+  ct_safetensors_free(st);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("nn-pool");
   TCase *tc = tcase_create("pool");
@@ -169,6 +197,7 @@ int main(void) {
   tcase_add_test(tc, test_pool_dtypes);
   tcase_add_test(tc, test_max_pool_nan);
   tcase_add_test(tc, test_pool_errors);
+  tcase_add_test(tc, test_pool_torch);
   suite_add_tcase(s, tc);
   return ct_test_run(s);
 }

@@ -25,7 +25,8 @@ static void usage(FILE *f) {
           "                      or \"skipped\" instead of the numbers\n"
           "  -q, --quick         fewer sizes and runs: about a minute, for smoke tests\n"
           "  -o, --only GROUPS   comma-separated: transfer, elementwise, reduce, softmax, chain, mlp,\n"
-          "                      matmul, first_result (default: all)\n"
+          "                      matmul, first_result, nn (default: all; nn runs PyTorch beside it\n"
+          "                      when $CLTENSOR_BENCH_PYTHON names a Python with torch)\n"
           "  -r, --runs N        timed runs per figure after the warm-up (default 7, quick 3)\n"
           "  -h, --help          this text\n"
           "  -V, --version       the version\n"
@@ -56,7 +57,7 @@ static int parse_groups(const char *list, unsigned *out) {
       if (strlen(k_groups[i].name) == len && strncmp(s, k_groups[i].name, len) == 0) break;
     if (i == n) {
       fprintf(stderr, "cltensor-bench: unknown group '%.*s' in --only (groups: transfer, elementwise, "
-                      "reduce, softmax, chain, mlp, matmul, first_result)\n", (int)len, s);
+                      "reduce, softmax, chain, mlp, matmul, first_result, nn)\n", (int)len, s);
       return -1;
     }
     *out |= k_groups[i].bit;
