@@ -1,5 +1,5 @@
 /* The nn group: convolution figures, each beside PyTorch's CPU time for the same conv measured
- * in this sitting (tools/bench/torch_conv.py, run when $CLTENSOR_BENCH_PYTHON names a Python
+ * in this sitting (tools/bench/torch_conv.py, run before and after ours when $CLTENSOR_BENCH_PYTHON names a Python
  * with PyTorch) and beside the floor of the library's own route: the same GEMM work (one
  * [Cout, Cin k k] x [Cin k k, OH OW] product per image) through ct_matmul on a ready column
  * matrix. More figures (the models' forwards) go in the table or beside bench_group_nn(). */
@@ -109,19 +109,23 @@ static void conv_figure(const bench_opts *o, ct_device *d, const conv_case *cc) 
     bench_emit(o, &f);
     goto done;
   }
+  /* PyTorch runs in a process of its own (its own threads) right before and right after ours;
+   * its figure is the two medians' mean, so a change of load during the sitting weighs on
+   * both sides alike. */
+  char why[128] = "";
+  double before = torch_conv_ms(cc, why, sizeof why);
   bench_item items[2] = {{&f, do_conv, sync_conv, &c, 100, gflop, false},
                          {&gemm, do_gemm, sync_conv, &c, 100, gflop, false}};
   bench_measure_set(o, items, 2);
   bench_gemm_note(d, f.note, sizeof f.note);
   if (!gemm.error[0]) bench_fig_add_ref(&f, &gemm);
-  /* PyTorch in this sitting, right after ours (a process of its own, its own threads). */
-  char why[128] = "";
-  double ms = torch_conv_ms(cc, why, sizeof why);
-  if (ms > 0) {
+  double after = before > 0 ? torch_conv_ms(cc, why, sizeof why) : -1;
+  if (before > 0 && after > 0) {
     bench_fig ref;
     bench_fig_init(&ref, "torch_conv2d", cc->n, shape_s, "f32", "GFLOP/s");
-    bench_samples s = {.n = 1};
-    s.s[0] = ms / 1e3;
+    bench_samples s = {.n = 2};
+    s.s[0] = before / 1e3;
+    s.s[1] = after / 1e3;
     bench_fig_set(&ref, &s, gflop);
     bench_fig_add_ref(&f, &ref);
   } else {
