@@ -102,9 +102,13 @@ __kernel void norm_rows(__global const io_t *x, long x_off, int kndim, long8 ksh
   }
 }
 
-/* x is [N, C, S...]: element (n, c, s) at x_off + n * sn + c * sc + ct_offset(s, spatial). */
+/* x is [N, C, S...]: element (n, c, s) at x_off + n * sn + c * sc + ct_offset(s, spatial);
+ * sflat when the spatial dims are contiguous (offset s), the common case, which spares the
+ * divisions of ct_offset. */
+#define BN_ELEM(i) (x_off + ((i) / S) * sn + c * sc + \
+                    (sflat ? (i) % S : ct_offset((i) % S, sndim, sshape, sstr)))
 __kernel void bn_stats(__global const io_t *x, long x_off, long N, long C, long sn, long sc, int sndim,
-                       long8 sshape, long8 sstr, long S, __global pd_t *rm, long rm_off,
+                       long8 sshape, long8 sstr, int sflat, long S, __global pd_t *rm, long rm_off,
                        __global pd_t *rv, long rv_off, int has_running, __global const pd_t *w,
                        long w_off, int has_w, __global const pd_t *b, long b_off, int has_b,
                        int training, acc_t momentum, acc_t eps, __global acc_t *ss, long ss_off) {
@@ -117,8 +121,7 @@ __kernel void bn_stats(__global const io_t *x, long x_off, long N, long C, long 
     ulong cnt = 0;
     for (long i = 0; i < cnt_all;) {
       acc_t s = 0;
-      for (int t = 0; t < 16 && i < cnt_all; t++, i++)
-        s += LOADA(x, x_off + (i / S) * sn + c * sc + ct_offset(i % S, sndim, sshape, sstr));
+      for (int t = 0; t < 16 && i < cnt_all; t++, i++) s += LOADA(x, BN_ELEM(i));
       ct_push(st, &cnt, s);
     }
     mean = ct_pop(st, cnt) / (acc_t)cnt_all;
@@ -126,7 +129,7 @@ __kernel void bn_stats(__global const io_t *x, long x_off, long N, long C, long 
     for (long i = 0; i < cnt_all;) {
       acc_t s = 0;
       for (int t = 0; t < 16 && i < cnt_all; t++, i++) {
-        acc_t v = LOADA(x, x_off + (i / S) * sn + c * sc + ct_offset(i % S, sndim, sshape, sstr)) - mean;
+        acc_t v = LOADA(x, BN_ELEM(i)) - mean;
         s += v * v;
       }
       ct_push(st, &cnt, s);
@@ -148,12 +151,12 @@ __kernel void bn_stats(__global const io_t *x, long x_off, long N, long C, long 
   ss[ss_off + C + c] = shift;
 }
 
-__kernel void bn_apply(__global const io_t *x, long x_off, int ndim, long8 shape, long8 str, long C,
+__kernel void bn_apply(__global const io_t *x, long x_off, int ndim, long8 shape, long8 str, int flat, long C,
                        long S, __global const acc_t *ss, long ss_off, __global io_t *out, long out_off,
                        long total) {
   long o = get_global_id(0);
   if (o >= total) return;
   long c = (o / S) % C;
-  acc_t v = LOADA(x, x_off + ct_offset(o, ndim, shape, str));
+  acc_t v = LOADA(x, x_off + (flat ? o : ct_offset(o, ndim, shape, str)));
   STOREA(out, out_off + o, v * ss[ss_off + c] + ss[ss_off + C + c]);
 }

@@ -30,6 +30,16 @@ static ct_status param_dtype(ct_dtype *pd, const ct_tensor *x, const ct_tensor *
   return CT_OK;
 }
 
+/* Whether x's dims from `from` on are laid out contiguously (element j of that block at j). */
+static bool dims_flat(const ct_tensor *x, int from) {
+  int64_t expect = 1;
+  for (int i = x->ndim - 1; i >= from; i--) {
+    if (x->shape[i] != 1 && x->strides[i] != expect) return false;
+    expect *= x->shape[i];
+  }
+  return true;
+}
+
 static void karg_acc(struct ct__kargs *a, const char *name, ct_dtype xdt, double v) {
   if (xdt == CT_F64) ct__karg_double(a, name, v);
   else ct__karg_float(a, name, (float)v);
@@ -88,12 +98,7 @@ static ct_status norm_api(ct_tensor **out, const ct_tensor *x, int nnorm, const 
     /* weight and bias are read in the row's order: contiguous copies if they are views. */
     if (weight) st = ct__contiguous(&wc, weight, weight->dtype, 0, fn);
     if (st == CT_OK && bias) st = ct__contiguous(&bc, bias, bias->dtype, 0, fn);
-    bool flat = true;
-    int64_t expect = 1;
-    for (int i = x->ndim - 1; i >= outer; i--) {
-      if (x->shape[i] != 1 && x->strides[i] != expect) flat = false;
-      expect *= x->shape[i];
-    }
+    bool flat = dims_flat(x, outer);
     char extra[32];
     snprintf(extra, sizeof extra, "-DCT_PD=%d", (int)pd);
     ct__kernel *k = NULL;
@@ -218,6 +223,7 @@ ct_status ct_batch_norm(ct_tensor **out, const ct_tensor *x, ct_tensor *running_
     ct__karg_int(&a, "sndim", x->ndim - 2);
     ct__karg_long8(&a, "sshape", x->ndim - 2, x->shape + 2, 1);
     ct__karg_long8(&a, "sstr", x->ndim - 2, x->strides + 2, 0);
+    ct__karg_int(&a, "sflat", dims_flat(x, 2));
     ct__karg_long(&a, "S", S);
     karg_param(&a, "rm", "rm_off", NULL, running_mean, o);
     karg_param(&a, "rv", "rv_off", NULL, running_var, o);
@@ -239,6 +245,7 @@ ct_status ct_batch_norm(ct_tensor **out, const ct_tensor *x, ct_tensor *running_
     ct__karg_int(&a, "ndim", x->ndim);
     ct__karg_long8(&a, "shape", x->ndim, x->shape, 1);
     ct__karg_long8(&a, "str", x->ndim, x->strides, 0);
+    ct__karg_int(&a, "flat", ct_tensor_is_contiguous(x));
     ct__karg_long(&a, "C", C);
     ct__karg_long(&a, "S", S);
     ct__karg_mem(&a, "ss", ct__tensor_mem(ss));
