@@ -20,6 +20,10 @@ ct_status ct__nn_batched4(ct_tensor **out, const ct_tensor *x, const char *fn);
 /* Drops dim 0 of a [1, ...] result made for an unbatched input: *t is replaced by the view. */
 ct_status ct__nn_unbatch(ct_tensor **t);
 
+/* The end of an op: *out = o on success; o released (NULL allowed) and *out left NULL on
+ * failure. Returns st. */
+ct_status ct__nn_result(ct_tensor **out, ct_tensor *o, ct_status st);
+
 /* Launches k (1-D, total work-items, each ignoring ids past total) with its arguments set in a;
  * unlocks k. */
 ct_status ct__nn_launch1(ct__kernel *k, struct ct__kargs *a, ct_device *d, int64_t total, const char *fn);

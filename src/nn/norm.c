@@ -131,12 +131,7 @@ static ct_status norm_api(ct_tensor **out, const ct_tensor *x, int nnorm, const 
   }
   ct_release(wc);
   ct_release(bc);
-  if (st != CT_OK) {
-    ct_release(o);
-    return st;
-  }
-  *out = o;
-  return CT_OK;
+  return ct__nn_result(out, o, st);
 }
 
 ct_status ct_layer_norm(ct_tensor **out, const ct_tensor *x, int nnorm, const ct_tensor *weight,
@@ -256,10 +251,5 @@ ct_status ct_batch_norm(ct_tensor **out, const ct_tensor *x, ct_tensor *running_
     st = ct__nn_launch1(ka, &a, d, ct_numel(x), fn);
   }
   ct_release(ss);
-  if (st != CT_OK) {
-    ct_release(o);
-    return st;
-  }
-  *out = o;
-  return CT_OK;
+  return ct__nn_result(out, o, st);
 }

@@ -45,12 +45,7 @@ static ct_status pool_run(ct_tensor **out, const ct_tensor *x, int mode, const i
     }
   }
   if (st == CT_OK && x->ndim == 3) st = ct__nn_unbatch(&o);
-  if (st != CT_OK) {
-    ct_release(o);
-    return st;
-  }
-  *out = o;
-  return CT_OK;
+  return ct__nn_result(out, o, st);
 }
 
 static ct_status pool_window(ct_tensor **out, const ct_tensor *x, const int kernel[2], const int stride[2],
