@@ -13,6 +13,77 @@
 
 CT_BEGIN_DECLS
 
+/* ---- convolution, pooling, normalization ----
+ * Images are NCHW ([N, C, H, W], or unbatched [C, H, W]), sequences NCL ([N, C, L] or [C, L]).
+ * Floats only: f32, f64 (devices with fp64), f16 and bf16 (stored as such, computed in f32 and
+ * rounded once, as PyTorch's CPU kernels do). Every function returns a new tensor in *out
+ * (release it with ct_release), borrows its inputs, sets *out = NULL on failure and reads
+ * strided inputs as they are unless its comment says it copies. Statuses: CT_OK;
+ * CT_ERR_INVALID_ARGUMENT (NULL, a bad size, stride, padding, dim); CT_ERR_SHAPE_MISMATCH (ranks,
+ * channels, parameter shapes); CT_ERR_DTYPE_MISMATCH (non-float or mixed dtypes);
+ * CT_ERR_DEVICE_MISMATCH; CT_ERR_UNSUPPORTED (f64 without fp64); CT_ERR_OUT_OF_MEMORY;
+ * CT_ERR_OPENCL; CT_ERR_KERNEL_BUILD. */
+
+/* 2-D convolution (torch.nn.functional.conv2d): x [N, Cin, H, W] or [Cin, H, W], w
+ * [Cout, Cin / groups, kh, kw], bias NULL or [Cout]; stride, padding, dilation as {h, w}
+ * (stride and dilation >= 1, padding >= 0; NULL means {1, 1}, {0, 0}, {1, 1}); groups >= 1
+ * dividing Cin and Cout. Out: [N, Cout, OH, OW] (or [Cout, OH, OW]) with
+ * OH = (H + 2 ph - dh (kh - 1) - 1) / sh + 1. x, w and bias share one float dtype; integer
+ * dtypes give CT_ERR_DTYPE_MISMATCH (PyTorch's CPU refuses them as well). Computed as im2col
+ * plus the library's GEMM (the device's GEMM route: the host BLAS on PoCL, else CLBlast) a few
+ * images at a time, so the column buffer stays bounded (at most 64 MiB or one image's); a
+ * direct kernel for depthwise and other small-window-per-output cases. A non-contiguous w is
+ * copied (it is small); x is read through its strides. */
+CT_API ct_status ct_conv2d(ct_tensor **out, const ct_tensor *x, const ct_tensor *w, const ct_tensor *bias,
+                           const int stride[2], const int padding[2], const int dilation[2], int groups);
+
+/* 1-D convolution (torch.nn.functional.conv1d): x [N, Cin, L] or [Cin, L], w [Cout, Cin / groups, k],
+ * bias NULL or [Cout]. ct_conv2d over a height of 1; the same rules and statuses. */
+CT_API ct_status ct_conv1d(ct_tensor **out, const ct_tensor *x, const ct_tensor *w, const ct_tensor *bias,
+                           int stride, int padding, int dilation, int groups);
+
+/* 2-D max pooling (F.max_pool2d, ceil_mode false, dilation 1): kernel {kh, kw} >= 1; stride
+ * NULL means the kernel size (PyTorch's default), else >= 1; padding NULL means {0, 0}, else at
+ * most half the kernel (PyTorch's rule); padded positions never win. A NaN in a window makes
+ * that output NaN (as PyTorch). x [N, C, H, W] or [C, H, W]; each spatial dim padded must
+ * hold one window. */
+CT_API ct_status ct_max_pool2d(ct_tensor **out, const ct_tensor *x, const int kernel[2], const int stride[2],
+                               const int padding[2]);
+
+/* 2-D average pooling (F.avg_pool2d with its defaults: count_include_pad true, ceil_mode
+ * false): every window divides by kh * kw, padded zeros included. Arguments as ct_max_pool2d. */
+CT_API ct_status ct_avg_pool2d(ct_tensor **out, const ct_tensor *x, const int kernel[2], const int stride[2],
+                               const int padding[2]);
+
+/* Adaptive average pooling (F.adaptive_avg_pool2d) to size {OH, OW} (>= 1; an input dim of 0
+ * needs an output dim of 0 of the batch only): output (i, j) averages rows
+ * [floor(i H / OH), ceil((i + 1) H / OH)) and the same for columns, PyTorch's windows. */
+CT_API ct_status ct_adaptive_avg_pool2d(ct_tensor **out, const ct_tensor *x, const int64_t size[2]);
+
+/* Layer normalization (F.layer_norm) over x's last nnorm dims (1 <= nnorm <= ndim):
+ * y = (x - mean) / sqrt(var + eps) * weight + bias with the biased variance; weight and bias
+ * NULL or of shape x.shape[-nnorm:] and x's dtype. eps >= 0 (PyTorch's default 1e-5). */
+CT_API ct_status ct_layer_norm(ct_tensor **out, const ct_tensor *x, int nnorm, const ct_tensor *weight,
+                               const ct_tensor *bias, double eps);
+
+/* RMS normalization (F.rms_norm): y = x / sqrt(mean(x^2) + eps) * weight over the last nnorm
+ * dims; weight NULL or of shape x.shape[-nnorm:]. eps NaN means PyTorch's default,
+ * torch.finfo(x.dtype).eps (2^-23 for f32, 2^-52 for f64, 2^-10 for f16, 2^-7 for bf16). */
+CT_API ct_status ct_rms_norm(ct_tensor **out, const ct_tensor *x, int nnorm, const ct_tensor *weight, double eps);
+
+/* Batch normalization (F.batch_norm) of x [N, C, ...] (at least 2 dims) per channel C.
+ * training: normalizes with the batch's mean and biased variance over N and the trailing dims,
+ * and, when given, updates running_mean and running_var IN PLACE:
+ * running = (1 - momentum) * running + momentum * stat, the variance with the unbiased batch
+ * variance (as PyTorch; needs more than one value per channel: CT_ERR_INVALID_ARGUMENT
+ * otherwise). Eval (training false): normalizes with running_mean and running_var, which are
+ * then required. running stats, weight and bias: NULL or [C], contiguous, of one float dtype
+ * (x's, or f32 for f16/bf16 x as PyTorch's mixed mode); the running stats are written, so they
+ * must not be views that overlap x. */
+CT_API ct_status ct_batch_norm(ct_tensor **out, const ct_tensor *x, ct_tensor *running_mean,
+                               ct_tensor *running_var, const ct_tensor *weight, const ct_tensor *bias,
+                               bool training, double momentum, double eps);
+
 CT_END_DECLS
 
 #endif

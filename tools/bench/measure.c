@@ -409,6 +409,7 @@ int bench_output_end(const bench_opts *o) {
   target("matmul CLBlast route 2048 >= 4x clblast_sgemm", "matmul.clblast", 2048, "clblast_sgemm", 4.0);
   target("cat f32 2^24 (last dim) >= 0.5x copy", "cat.dim1", (int64_t)1 << 24, "copy", 0.5);
   target("cat f32 2^24 (dim 0) >= 0.5x copy", "cat.dim0", (int64_t)1 << 24, "copy", 0.5);
+  target("conv2d ResNet layer (32x64x56x56, 3x3) >= 0.8x PyTorch CPU", "conv2d", 32, "torch_conv2d", 0.8);
   const bench_fig *cold = find_emitted("first_result.cold", 1024);
   const bench_fig *warm = find_emitted("first_result.warm", 1024);
   fprintf(g_out, "  %-52s ", "first result of a new process, warm vs cold cache");
