@@ -39,14 +39,16 @@ CT_API ct_status ct_scaled_dot_product_attention(ct_tensor **out, const ct_tenso
                                                  const ct_tensor *mask, bool causal, double scale);
 
 /* OUT: *out, dropout (torch.nn.functional.dropout): with training set, each element is kept
- * with probability 1 - p and scaled by 1 / (1 - p), else zeroed; the result is a new contiguous
- * tensor of x's shape and dtype (float dtypes). Without training, or with p == 0, *out is a new
- * reference to x itself (ct_retain; PyTorch also returns the input), so writes through either
- * are seen by both; p == 1 gives zeros.
+ * with probability 1 - p and scaled by 1 / (1 - p), else multiplied by 0 (as PyTorch's mask
+ * product: 0, or -0, and NaN for NaN and inf); the result is a new contiguous tensor of x's
+ * shape and dtype (float dtypes; f16/bf16 compute in f32). Without training, or with p == 0,
+ * *out is a new reference to x itself (ct_retain; PyTorch also returns the input), so writes
+ * through either are seen by both; p == 1 gives x * 0 without drawing.
  * Bits: the mask comes from the Philox generator of random.h and uses and advances the global
  * (seed, offset) state like ct_rand() (one offset per call that draws: training with
  * 0 < p < 1). Element i (row-major) is kept when the 24-bit uniform u = (w >> 8) * 2^-24 of word
- * i % 4 of block i / 4 satisfies u >= p, so the same seed gives the same mask on every device.
+ * i % 4 of block i / 4 satisfies u >= p (p rounded to f32), which is exactly where
+ * ct_rand_seeded(f32, same shape, seed, offset) is >= p, so the same seed gives the same mask on every device.
  * x may have any strides. CT_ERR_INVALID_ARGUMENT for p outside [0, 1] or NaN, NULL;
  * CT_ERR_DTYPE_MISMATCH for a non-float x. */
 CT_API ct_status ct_dropout(ct_tensor **out, const ct_tensor *x, double p, bool training);
