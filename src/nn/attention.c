@@ -12,6 +12,7 @@
 #include "device/device.h"
 #include "kernel/engine.h"
 #include "kernel/kargs.h"
+#include "nn/nn.h"
 #include "reduce/reduce.h"
 #include "tensor/tensor.h"
 
@@ -79,12 +80,7 @@ static ct_status masked_softmax(ct_tensor *scores, const ct_tensor *me, bool cau
   ct__karg_long8(&a, "mstride", mndim, mstride, 0);
   ct__karg_long(&a, "mstep", mstep);
   st = ct__kargs_end(&a, FN);
-  if (st == CT_OK) {
-    size_t local;
-    st = ct__kernel_group_limit(&local, k, d, 64, 0);
-    size_t global = ((size_t)rows + local - 1) / local * local;
-    if (st == CT_OK) st = ct__kernel_launch(k, d, 1, &global, &local);
-  }
+  if (st == CT_OK) st = ct__nn_launch_items(k, d, rows);
   ct__kernel_unlock(k);
   return st;
 }

@@ -9,6 +9,7 @@
 #include "device/device.h"
 #include "kernel/engine.h"
 #include "kernel/kargs.h"
+#include "nn/nn.h"
 #include "random/random.h"
 #include "reduce/reduce.h"
 #include "tensor/tensor.h"
@@ -77,12 +78,7 @@ ct_status ct_dropout(ct_tensor **out, const ct_tensor *x, double p, bool trainin
   ct__karg_ulong(&a, "seed", seed);
   ct__karg_ulong(&a, "offset", offset);
   st = ct__kargs_end(&a, fn);
-  if (st == CT_OK) {
-    size_t local;
-    st = ct__kernel_group_limit(&local, k, d, 64, 0);
-    size_t global = ((size_t)((n + 3) / 4) + local - 1) / local * local;
-    if (st == CT_OK) st = ct__kernel_launch(k, d, 1, &global, &local);
-  }
+  if (st == CT_OK) st = ct__nn_launch_items(k, d, (n + 3) / 4);
   ct__kernel_unlock(k);
   if (st != CT_OK) {
     ct_release(o);

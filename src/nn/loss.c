@@ -11,6 +11,7 @@
 #include "device/device.h"
 #include "kernel/engine.h"
 #include "kernel/kargs.h"
+#include "nn/nn.h"
 #include "reduce/reduce.h"
 #include "tensor/tensor.h"
 
@@ -177,12 +178,7 @@ static ct_status class_loss(ct_tensor **out, const ct_tensor *x, const ct_tensor
       if (adt == CT_F64) ct__karg_double(&a, "eps", eps);
       else ct__karg_float(&a, "eps", (float)eps);
       st = ct__kargs_end(&a, fn);
-      if (st == CT_OK) {
-        size_t local;
-        st = ct__kernel_group_limit(&local, k, d, 64, 0);
-        size_t global = ((size_t)npos + local - 1) / local * local;
-        if (st == CT_OK) st = ct__kernel_launch(k, d, 1, &global, &local);
-      }
+      if (st == CT_OK) st = ct__nn_launch_items(k, d, npos);
       ct__kernel_unlock(k);
     }
     if (st == CT_OK) st = check_flag(flag, target, ncls, ignore_index, fn);

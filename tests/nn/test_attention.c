@@ -14,39 +14,21 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ct_fixture.h"
 #include "ct_test.h"
-#include "tensor/tensor.h"
 
 #include "data/attention_ref.h"
 
 #define NCASES ((int)(sizeof sdpa_cases / sizeof sdpa_cases[0]))
 
-static int64_t numel_of(int ndim, const int64_t *shape) {
-  int64_t n = 1;
-  for (int i = 0; i < ndim; i++) n *= shape[i];
-  return n;
-}
-
-static ct_tensor *from_doubles(ct_device *d, ct_dtype dt, int ndim, const int64_t *shape,
-                               const double *v) {
-  int64_t n = numel_of(ndim, shape);
-  size_t es = ct_dtype_size(dt);
-  unsigned char *h = calloc((size_t)n + 1, es);
-  for (int64_t i = 0; i < n; i++) ct__host_store_double(dt, h + i * es, v[i]);
-  ct_tensor *t = NULL;
-  ck_assert_ct_ok(ct_from_host(&t, d, dt, ndim, shape, h));
-  free(h);
-  return t;
-}
-
 static ct_tensor *make(ct_device *d, const struct sdpa_t *t) {
-  return from_doubles(d, t->dt, t->ndim, t->shape, t->v);
+  return ct_test_from_doubles(d, t->dt, t->ndim, t->shape, t->v);
 }
 
 /* t's values stored with the last two dims swapped, returned as the transposed view. */
 static ct_tensor *make_transposed(ct_device *d, const struct sdpa_t *t) {
   int nd = t->ndim;
-  int64_t r = t->shape[nd - 2], c = t->shape[nd - 1], batch = numel_of(nd - 2, t->shape);
+  int64_t r = t->shape[nd - 2], c = t->shape[nd - 1], batch = ct_test_numel(nd - 2, t->shape);
   int64_t sh[4];
   memcpy(sh, t->shape, sizeof sh);
   sh[nd - 2] = c;
@@ -55,7 +37,7 @@ static ct_tensor *make_transposed(ct_device *d, const struct sdpa_t *t) {
   for (int64_t b = 0; b < batch; b++)
     for (int64_t i = 0; i < r; i++)
       for (int64_t j = 0; j < c; j++) tv[b * r * c + j * r + i] = t->v[b * r * c + i * c + j];
-  ct_tensor *base = from_doubles(d, t->dt, nd, sh, tv), *v = NULL;
+  ct_tensor *base = ct_test_from_doubles(d, t->dt, nd, sh, tv), *v = NULL;
   ck_assert_ct_ok(ct_transpose(&v, base, -2, -1));
   ct_release(base);
   free(tv);
@@ -72,15 +54,13 @@ START_TEST(test_reference) {
   ck_assert_int_eq(ct_tensor_dtype(o), c->out.dt);
   ck_assert_int_eq(ct_tensor_ndim(o), c->out.ndim);
   for (int i = 0; i < c->out.ndim; i++) ck_assert_int_eq(ct_tensor_shape(o)[i], c->out.shape[i]);
-  int64_t n = numel_of(c->out.ndim, c->out.shape);
+  int64_t n = ct_test_numel(c->out.ndim, c->out.shape);
   double vmax = 0;
-  for (int64_t i = 0; i < numel_of(c->v.ndim, c->v.shape); i++) vmax = fmax(vmax, fabs(c->v.v[i]));
+  for (int64_t i = 0; i < ct_test_numel(c->v.ndim, c->v.shape); i++) vmax = fmax(vmax, fabs(c->v.v[i]));
   double rel = c->q.dt == CT_F16 ? 5e-3 : c->q.dt == CT_F64 ? 1e-12 : 2e-5;
-  size_t es = ct_dtype_size(c->out.dt);
-  unsigned char *res = calloc((size_t)n + 1, es);
-  ck_assert_ct_ok(ct_to_host(o, res, (size_t)n * es));
+  double *res = ct_test_to_doubles(o);
   for (int64_t i = 0; i < n; i++) {
-    double got = ct__host_load_double(c->out.dt, res + i * es), want = c->out.v[i];
+    double got = res[i], want = c->out.v[i];
     ck_assert_msg(fabs(got - want) <= rel * (1 + vmax), "%s [%lld]: %.9g, expected %.9g", c->name,
                   (long long)i, got, want);
   }

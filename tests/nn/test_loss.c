@@ -14,35 +14,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ct_fixture.h"
 #include "ct_test.h"
-#include "tensor/tensor.h"
 
 #include "data/loss_ref.h"
 
 #define NCASES ((int)(sizeof loss_cases / sizeof loss_cases[0]))
-
-static int64_t numel_of(int ndim, const int64_t *shape) {
-  int64_t n = 1;
-  for (int i = 0; i < ndim; i++) n *= shape[i];
-  return n;
-}
-
-static ct_tensor *from_doubles(ct_device *d, ct_dtype dt, int ndim, const int64_t *shape,
-                               const double *v) {
-  int64_t n = numel_of(ndim, shape);
-  size_t es = ct_dtype_size(dt);
-  unsigned char *h = calloc((size_t)n + 1, es);
-  for (int64_t i = 0; i < n; i++) {
-    if (ct_dtype_is_float(dt))
-      ct__host_store_double(dt, h + i * es, v[i]);
-    else
-      ct__host_store_int(dt, h + i * es, (int64_t)v[i]);
-  }
-  ct_tensor *t = NULL;
-  ck_assert_ct_ok(ct_from_host(&t, d, dt, ndim, shape, h));
-  free(h);
-  return t;
-}
 
 START_TEST(test_reference) {
   const struct loss_case *c = &loss_cases[_i];
@@ -54,14 +31,14 @@ START_TEST(test_reference) {
     double *tv = malloc(sizeof(double) * (size_t)(n * k));
     for (int64_t i = 0; i < n; i++)
       for (int64_t j = 0; j < k; j++) tv[j * n + i] = c->x[i * k + j];
-    ct_tensor *base = from_doubles(d, c->dt, 2, tsh, tv);
+    ct_tensor *base = ct_test_from_doubles(d, c->dt, 2, tsh, tv);
     ck_assert_ct_ok(ct_transpose(&x, base, 0, 1));
     ct_release(base);
     free(tv);
   } else {
-    x = from_doubles(d, c->dt, c->xndim, c->xshape, c->x);
+    x = ct_test_from_doubles(d, c->dt, c->xndim, c->xshape, c->x);
   }
-  y = from_doubles(d, c->ydt, c->yndim, c->yshape, c->y);
+  y = ct_test_from_doubles(d, c->ydt, c->yndim, c->yshape, c->y);
   if (c->op == 0)
     ck_assert_ct_ok(ct_cross_entropy(&r, x, y, c->ignore, c->eps, c->red));
   else if (c->op == 1)
@@ -72,12 +49,10 @@ START_TEST(test_reference) {
   ck_assert_int_eq(ct_tensor_ndim(r), c->ondim);
   for (int i = 0; i < c->ondim; i++) ck_assert_int_eq(ct_tensor_shape(r)[i], c->oshape[i]);
   double xmax = 0;
-  for (int64_t i = 0; i < numel_of(c->xndim, c->xshape); i++) xmax = fmax(xmax, fabs(c->x[i]));
-  size_t os = ct_dtype_size(c->dt);
-  unsigned char *res = calloc((size_t)c->on + 1, os);
-  ck_assert_ct_ok(ct_to_host(r, res, (size_t)c->on * os));
+  for (int64_t i = 0; i < ct_test_numel(c->xndim, c->xshape); i++) xmax = fmax(xmax, fabs(c->x[i]));
+  double *res = ct_test_to_doubles(r);
   for (int i = 0; i < c->on; i++) {
-    double got = ct__host_load_double(c->dt, res + i * os), want = c->out[i];
+    double got = res[i], want = c->out[i];
     if (isnan(want)) {
       ck_assert_msg(isnan(got), "%s [%d]: %g, expected NaN", c->name, i, got);
       continue;
@@ -101,7 +76,7 @@ START_TEST(test_target_out_of_range) {
   ct_tensor *x = NULL, *t, *r = (ct_tensor *)1;
   ck_assert_ct_ok(ct_zeros(&x, d, CT_F32, 2, xs));
   const double tv[4] = {1, 5, 0, -3};
-  t = from_doubles(d, CT_I64, 1, ts, tv);
+  t = ct_test_from_doubles(d, CT_I64, 1, ts, tv);
   ck_assert_ct_status(ct_cross_entropy(&r, x, t, -100, 0.0, CT_REDUCTION_MEAN),
                       CT_ERR_INVALID_ARGUMENT);
   ck_assert_ptr_null(r);
@@ -112,7 +87,7 @@ START_TEST(test_target_out_of_range) {
   const double tv3[6] = {0, 1, 2, 3, -100, -1};
   ct_tensor *x3t = NULL;
   ck_assert_ct_ok(ct_zeros(&x3t, d, CT_F32, 3, x3));
-  t = from_doubles(d, CT_I64, 2, t3, tv3);
+  t = ct_test_from_doubles(d, CT_I64, 2, t3, tv3);
   ck_assert_ct_status(ct_nll_loss(&r, x3t, t, -100, CT_REDUCTION_NONE), CT_ERR_INVALID_ARGUMENT);
   ck_assert_error_contains("ct_nll_loss: target -1 at position [1, 2]");
   ct_release(t);

@@ -12,8 +12,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ct_fixture.h"
 #include "ct_test.h"
-#include "tensor/tensor.h"
 
 #include "data/logsumexp_ref.h"
 
@@ -29,16 +29,7 @@ static ct_status run_op(int op, ct_tensor **out, const ct_tensor *x, int ndims, 
 START_TEST(test_reference) {
   const struct lse_case *c = &lse_cases[_i];
   ct_device *d = ct_test_device();
-  size_t es = ct_dtype_size(c->dt);
-  unsigned char *host = calloc((size_t)c->n + 1, es);
-  for (int i = 0; i < c->n; i++) {
-    if (ct_dtype_is_float(c->dt))
-      ct__host_store_double(c->dt, host + i * es, c->in[i]);
-    else
-      ct__host_store_int(c->dt, host + i * es, (int64_t)c->in[i]);
-  }
-  ct_tensor *base = NULL, *x = NULL, *r = NULL;
-  ck_assert_ct_ok(ct_from_host(&base, d, c->dt, c->ndim, c->shape, host));
+  ct_tensor *base = ct_test_from_doubles(d, c->dt, c->ndim, c->shape, c->in), *x = NULL, *r = NULL;
   if (c->view == 't') {
     ck_assert_ct_ok(ct_transpose(&x, base, 0, -1));
   } else if (c->view == 'e') {
@@ -53,11 +44,9 @@ START_TEST(test_reference) {
   ck_assert_int_eq(ct_tensor_ndim(r), c->ondim);
   for (int i = 0; i < c->ondim; i++) ck_assert_int_eq(ct_tensor_shape(r)[i], c->oshape[i]);
   ck_assert_int_eq(ct_numel(r), c->on);
-  size_t os = ct_dtype_size(c->odt);
-  unsigned char *res = calloc((size_t)c->on + 1, os);
-  ck_assert_ct_ok(ct_to_host(r, res, (size_t)c->on * os));
+  double *res = ct_test_to_doubles(r);
   for (int i = 0; i < c->on; i++) {
-    double got = ct__host_load_double(c->odt, res + i * os), want = c->out[i];
+    double got = res[i], want = c->out[i];
     if (isnan(want)) {
       ck_assert_msg(isnan(got), "%s [%d]: %g, expected NaN", c->name, i, got);
     } else if (isinf(want)) {
@@ -69,7 +58,6 @@ START_TEST(test_reference) {
     }
   }
   free(res);
-  free(host);
   ct_release(r);
   ct_release(x);
   ct_release(base);
