@@ -12,7 +12,8 @@
  * and 0 for a target equal to ignore_index, into lv[lv_off + p]; lv[lv_off + npos + p] gets 1
  * or 0 (the mean divides by the
  * count of non-ignored targets). A target outside [0, C) that is not ignore_index is an error:
- * the smallest such position goes into bad[bad_off] (atomic_min; the host initialises it to INT_MAX and
+ * the smallest such position (positions from 2^31 - 2 on count as 2^31 - 2: a 32-bit flag)
+ * goes into bad[bad_off] (atomic_min; the host initialises it to INT_MAX and
  * reads it back after the kernel), and the position's loss is 0. */
 
 typedef CT_T(CT_IN) in_t;

@@ -66,7 +66,16 @@ static ct_status check_flag(ct_tensor *flag, const ct_tensor *target, int64_t nc
   cl_int bad = INT_MAX;
   CT__TRY(ct_to_host(flag, &bad, sizeof bad));
   if (bad == INT_MAX) return CT_OK;
+  char ps[256];
   int64_t p = bad, e = 0, q = p;
+  if (bad == INT_MAX - 1 && ct_numel(target) > INT_MAX - 1)
+    /* The flag is a 32-bit int (OpenCL 1.2 has no portable 64-bit atomic_min): positions
+     * from 2^31 - 2 on share its last value. */
+    return ct__error(CT_ERR_INVALID_ARGUMENT,
+                     "%s: a target at position %s or later is out of range for %lld classes "
+                     "(expected 0..%lld, or ignore_index %lld)",
+                     fn, pos_str(ps, sizeof ps, target->ndim, target->shape, p), (long long)ncls,
+                     (long long)ncls - 1, (long long)ignore_index);
   for (int i = target->ndim - 1; i >= 0; i--) {
     e += (q % target->shape[i]) * target->strides[i];
     q /= target->shape[i];
@@ -77,7 +86,6 @@ static ct_status check_flag(ct_tensor *flag, const ct_tensor *target, int64_t nc
   if (st == CT_OK) st = ct_to_host(one, &value, sizeof value);
   ct_release(one);
   if (st != CT_OK) return st;
-  char ps[256];
   return ct__error(CT_ERR_INVALID_ARGUMENT,
                    "%s: target %lld at position %s is out of range for %lld classes (expected "
                    "0..%lld, or ignore_index %lld)",

@@ -1,7 +1,8 @@
 /* ct_scaled_dot_product_attention against PyTorch (data/attention_ref.h, made by
  * data/gen_attention.py): no mask, bool and additive masks with fully masked rows (zeros, not
  * NaN), causal with L < S and L > S, causal with a mask, an explicit scale, broadcast batch
- * dims, a transposed k, no keys, E = 0, f16 and f64; the memory bound; and the errors.
+ * dims, a transposed k, no keys, no queries, an empty batch, E = 0, f16 and f64; a mask with
+ * more batch dims than q, k, v; the memory bound; and the errors.
  *
  * Tolerances. The reference is the f64 computation on the same (f32-representable) inputs. Each
  * output is a convex combination of v's rows: f32 scores are within a few ulps of |s| (|s| < 10
@@ -110,6 +111,42 @@ START_TEST(test_memory_bound) {
 }
 END_TEST
 
+/* A mask whose batch dims exceed q's, k's and v's (PyTorch refuses; here they broadcast): each
+ * batch entry equals the call with that entry's mask alone (within the f32 bound of
+ * test_reference, |v| < 6: the batched and the single GEMM may sum in different orders). */
+START_TEST(test_mask_batch) {
+  ct_device *d = ct_test_device();
+  int64_t qs[2] = {4, 8}, ks[2] = {6, 8}, vs[2] = {6, 5}, ms[3] = {3, 4, 6};
+  ct_tensor *q = NULL, *k = NULL, *v = NULL, *m = NULL, *o = NULL;
+  ck_assert_ct_ok(ct_randn_seeded(&q, d, CT_F32, 2, qs, 3, 0));
+  ck_assert_ct_ok(ct_randn_seeded(&k, d, CT_F32, 2, ks, 3, 1));
+  ck_assert_ct_ok(ct_randn_seeded(&v, d, CT_F32, 2, vs, 3, 2));
+  ck_assert_ct_ok(ct_randn_seeded(&m, d, CT_F32, 3, ms, 3, 3));
+  ck_assert_ct_ok(ct_scaled_dot_product_attention(&o, q, k, v, m, false, NAN));
+  ck_assert_int_eq(ct_tensor_ndim(o), 3);
+  ck_assert_int_eq(ct_tensor_shape(o)[0], 3);
+  double *all = ct_test_to_doubles(o);
+  for (int b = 0; b < 3; b++) {
+    ct_tensor *mb = NULL, *mb2 = NULL, *ob = NULL;
+    ck_assert_ct_ok(ct_slice(&mb, m, 0, b, b + 1, 1));
+    ck_assert_ct_ok(ct_squeeze(&mb2, mb, 0));
+    ck_assert_ct_ok(ct_scaled_dot_product_attention(&ob, q, k, v, mb2, false, NAN));
+    double *one = ct_test_to_doubles(ob);
+    for (int i = 0; i < 20; i++) ck_assert_double_eq_tol(all[b * 20 + i], one[i], 2e-5 * 7);
+    free(one);
+    ct_release(mb);
+    ct_release(mb2);
+    ct_release(ob);
+  }
+  free(all);
+  ct_release(q);
+  ct_release(k);
+  ct_release(v);
+  ct_release(m);
+  ct_release(o);
+}
+END_TEST
+
 START_TEST(test_errors) {
   ct_device *d = ct_test_device();
   int64_t qs[3] = {2, 4, 8}, ks[3] = {2, 6, 8}, vs[3] = {2, 6, 5}, kbad[3] = {2, 6, 7},
@@ -158,6 +195,9 @@ int main(void) {
   Suite *s = suite_create("attention");
   TCase *tc = tcase_create("reference");
   tcase_add_loop_test(tc, test_reference, 0, NCASES);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("mask batch");
+  tcase_add_test(tc, test_mask_batch);
   suite_add_tcase(s, tc);
   tc = tcase_create("memory");
   tcase_add_test(tc, test_memory_bound);

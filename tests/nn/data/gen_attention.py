@@ -48,6 +48,8 @@ cases = [
     ("k transposed view", r(2, 4, 8), r(2, 6, 8), r(2, 6, 5), None, False, NAN, "k"),
     ("no keys", r(2, 3, 4), r(2, 0, 4), r(2, 0, 5), None, False, NAN, ""),
     ("E = 0", r(2, 3, 0), r(2, 4, 0), r(2, 4, 5), None, False, NAN, ""),
+    ("empty batch", r(0, 4, 8), r(0, 6, 8), r(0, 6, 5), None, True, NAN, ""),
+    ("no queries", r(2, 0, 8), r(2, 6, 8), r(2, 6, 5), bm[:0], False, NAN, ""),
     ("f16", r(2, 4, 8, dt=torch.float16), r(2, 6, 8, dt=torch.float16),
      r(2, 6, 5, dt=torch.float16), bm, True, NAN, ""),
     ("f64", r(2, 4, 8, dt=torch.float64), r(2, 6, 8, dt=torch.float64),
