@@ -173,6 +173,13 @@ ct_status ct_scaled_dot_product_attention(ct_tensor **out, const ct_tensor *q, c
   if (st == CT_OK) st = ct_expand(&qe, qc, bn + 2, qshape);
   if (st == CT_OK) st = ct_transpose(&kt, kc, -2, -1);
   if (st == CT_OK) st = ct_matmul(&sc, qe, kt);
+  if (st == CT_OK && !ct_tensor_is_contiguous(sc)) {
+    /* The kernel walks the scores as contiguous rows (ct_matmul's results are). */
+    ct_tensor *c = NULL;
+    st = ct__contiguous(&c, sc, cdt, 0, FN);
+    ct_release(sc);
+    sc = c;
+  }
   if (st == CT_OK && mask) st = ct_expand(&me, mask, bn + 2, sshape);
   if (st == CT_OK && ct_numel(sc) > 0) st = masked_softmax(sc, me, causal, scale);
   if (st == CT_OK) st = ct_matmul(&o, sc, vc);

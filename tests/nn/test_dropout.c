@@ -57,6 +57,20 @@ START_TEST(test_mask_is_rand_bits) {
     ck_assert_msg(hy[i] == (keep ? hx[i] * scale : 0.0f), "[%d]: %g (u %g, x %g)", i, hy[i], hu[i], hx[i]);
   }
   ck_assert_int_gt(kept, 0);
+  /* f64: the same mask, values x * (1 / (1 - p)) in double. */
+  if (ct_device_properties(d)->fp64) {
+    ct_tensor *x64 = NULL, *y64 = NULL;
+    ck_assert_ct_ok(ct_cast(&x64, x, CT_F64));
+    ct_manual_seed(1234);
+    ck_assert_ct_ok(ct_dropout(&y64, x64, p, true));
+    double h64[37 * 29];
+    ck_assert_ct_ok(ct_to_host(y64, h64, sizeof h64));
+    for (int i = 0; i < 37 * 29; i++)
+      ck_assert_msg(h64[i] == (hu[i] >= (float)p ? (double)hx[i] * (1.0 / (1.0 - p)) : 0.0),
+                    "f64 [%d]: %g", i, h64[i]);
+    ct_release(x64);
+    ct_release(y64);
+  }
   free(hy);
   free(hu);
   free(hx);
