@@ -9,9 +9,15 @@
  *
  * Each work-item owns a row: s_j = score_j * scale (+ mask_j), with masked keys -inf; then
  * exp(s_j - m) / sum, m the row's maximum. A row whose keys are all masked (m = -inf) becomes
- * zeros, PyTorch's rule, not 0 / 0. */
+ * zeros, PyTorch's rule, not 0 / 0. The row is contiguous, so the passes without a mask to read
+ * load and store 8 elements at a time. */
 
 typedef CT_T(CT_IN) acc_t;
+#if CT_IN == CT_DT_F64
+typedef double8 acc8_t;
+#else
+typedef float8 acc8_t;
+#endif
 
 inline acc_t ct_mask_load(__global const void *mask, long i, int m_dt) {
   if (m_dt == CT_DT_F16) return (acc_t)vload_half((size_t)i, (__global const half *)mask);
@@ -22,16 +28,22 @@ inline acc_t ct_mask_load(__global const void *mask, long i, int m_dt) {
   return (acc_t)((__global const float *)mask)[i];
 }
 
-/* Score j of the row, scaled and masked. */
-inline acc_t ct_score(__global const acc_t *row, long j, long i, acc_t scale, int causal,
-                      __global const void *mask, long mb, long mstep, int m_kind, int m_dt) {
-  if (causal && j > i) return (acc_t)(-INFINITY);
-  acc_t s = row[j] * scale;
-  if (m_kind == 1 && ((__global const uchar *)mask)[mb + j * mstep] == 0) return (acc_t)(-INFINITY);
-  if (m_kind == 2) s += ct_mask_load(mask, mb + j * mstep, m_dt);
-  return s;
+#define MAXN(a, b) (((a) > (b) || isnan(a)) ? (a) : (b))
+#define MAXN8(a, b) select((b), (a), ((a) > (b)) | isnan(a))
+
+inline acc_t ct_hmax8(acc8_t v) {
+  acc_t t[8];
+  vstore8(v, 0, t);
+  acc_t m = t[0];
+  for (int l = 1; l < 8; l++) m = MAXN(m, t[l]);
+  return m;
 }
 
+/* Three passes over the row, the last two plain vector loops:
+ *  1. s_j = score_j * scale, masked keys -inf, + the additive mask; written back; the maximum;
+ *  2. exp(s_j - m), written back, and their sum;
+ *  3. division by the sum.
+ * With causal, keys j > i are only written (zeros): they take no part. */
 __kernel void sdpa_softmax(__global acc_t *scores, long s_off, long rows, long L, long S,
                            acc_t scale, int causal, __global const void *mask, long m_off,
                            int m_kind, int m_dt, int mndim, long8 mshape, long8 mstride,
@@ -39,23 +51,59 @@ __kernel void sdpa_softmax(__global acc_t *scores, long s_off, long rows, long L
   long r = get_global_id(0);
   if (r >= rows) return;
   long i = r % L;
+  long n = causal ? min(S, i + 1) : S;
   __global acc_t *row = scores + s_off + r * S;
+  for (long j = n; j < S; j++) row[j] = (acc_t)0;
   long mb = m_kind ? m_off + ct_offset(r, mndim, mshape, mstride) : 0;
   acc_t m = (acc_t)(-INFINITY);
-  for (long j = 0; j < S; j++) {
-    acc_t s = ct_score(row, j, i, scale, causal, mask, mb, mstep, m_kind, m_dt);
-    m = (s > m || isnan(s)) && !isnan(m) ? s : m;
+  if (m_kind == 1) {
+    __global const uchar *mk = (__global const uchar *)mask + mb;
+    for (long j = 0; j < n; j++) {
+      acc_t s = mk[j * mstep] ? row[j] * scale : (acc_t)(-INFINITY);
+      row[j] = s;
+      m = MAXN(s, m);
+    }
+  } else if (m_kind == 2) {
+    for (long j = 0; j < n; j++) {
+      acc_t s = row[j] * scale + ct_mask_load(mask, mb + j * mstep, m_dt);
+      row[j] = s;
+      m = MAXN(s, m);
+    }
+  } else {
+    long nv = n / 8;
+    acc8_t m8 = (acc8_t)(-INFINITY), sc8 = (acc8_t)scale;
+    for (long k = 0; k < nv; k++) {
+      acc8_t s = vload8(k, row) * sc8;
+      vstore8(s, k, row);
+      m8 = MAXN8(s, m8);
+    }
+    m = ct_hmax8(m8);
+    for (long j = nv * 8; j < n; j++) {
+      acc_t s = row[j] * scale;
+      row[j] = s;
+      m = MAXN(s, m);
+    }
   }
   if (m == (acc_t)(-INFINITY)) {
-    for (long j = 0; j < S; j++) row[j] = (acc_t)0;
+    for (long j = 0; j < n; j++) row[j] = (acc_t)0;
     return;
   }
-  /* exp(s_j - m) replaces score j as soon as it is read. */
-  acc_t sum = 0;
-  for (long j = 0; j < S; j++) {
-    acc_t e = exp(ct_score(row, j, i, scale, causal, mask, mb, mstep, m_kind, m_dt) - m);
+  long nv = n / 8;
+  acc8_t m8 = (acc8_t)m, sum8 = (acc8_t)0;
+  for (long k = 0; k < nv; k++) {
+    acc8_t e = exp(vload8(k, row) - m8);
+    vstore8(e, k, row);
+    sum8 += e;
+  }
+  acc_t t[8];
+  vstore8(sum8, 0, t);
+  acc_t sum = ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
+  for (long j = nv * 8; j < n; j++) {
+    acc_t e = exp(row[j] - m);
     row[j] = e;
     sum += e;
   }
-  for (long j = 0; j < S; j++) row[j] = row[j] / sum;
+  acc8_t s8 = (acc8_t)sum;
+  for (long k = 0; k < nv; k++) vstore8(vload8(k, row) / s8, k, row);
+  for (long j = nv * 8; j < n; j++) row[j] = row[j] / sum;
 }
