@@ -148,4 +148,38 @@ __kernel void randint_fill(__global void *out, long out_off, long n, int dt, lon
   }
   long e = out_off + per * b, left = n - per * b;
   for (int k = 0; k < per && k < left; k++) ct_store_int(out, e + k, dt, (long)((ulong)low + r[k]));
+/* Dropout (ct_dropout, src/nn/dropout.c): element i (row-major over the input's shape, read
+ * through its strides) is kept when the 24-bit uniform of word i % 4 of block i / 4,
+ * (w >> 8) * 2^-24, is >= p, and is then multiplied by scale = 1 / (1 - p) (f64: the double
+ * scale, scale_bits being its bits, as float arguments can't carry it); else it becomes
+ * x * 0 (as PyTorch's mask product: -0 for negative x, NaN for NaN and inf). Work-item
+ * b writes elements 4b..4b+3 of the contiguous output. dt is the dtype of both (f16, bf16, f32,
+ * f64). */
+__kernel void dropout_fill(__global const void *in, long in_off, int ndim, long8 shape,
+                           long8 strides, __global void *out, long out_off, long n, int dt,
+                           float p, float scale, ulong scale_bits, ulong seed, ulong offset) {
+  long b = get_global_id(0);
+  if (b * 4 >= n) return;
+  uint4 w = ct_philox_block((ulong)b, seed, offset);
+  uint ws[4] = {w.x, w.y, w.z, w.w};
+  for (int k = 0; k < 4 && 4 * b + k < n; k++) {
+    long i = 4 * b + k, src = in_off + ct_offset(i, ndim, shape, strides), dst = out_off + i;
+    bool keep = ct_u24(ws[k]) >= p;
+#if defined(CT_HAS_FP64) && CT_HAS_FP64
+    if (dt == CT_DT_F64) {
+      double x = ((__global const double *)in)[src];
+      ((__global double *)out)[dst] = keep ? x * as_double(scale_bits) : x * 0.0;
+      continue;
+    }
+#endif
+    float x;
+    if (dt == CT_DT_F16)
+      x = vload_half((size_t)src, (__global const half *)in);
+    else if (dt == CT_DT_BF16)
+      x = ct_bf16_to_f32(((__global const ushort *)in)[src]);
+    else
+      x = ((__global const float *)in)[src];
+    ct_store_f(out, dst, dt, keep ? x * scale : x * 0.0f);
+  }
+  (void)scale_bits;
 }

@@ -1,4 +1,4 @@
-/* Helpers shared by the nn ops (conv.c, pool.c, norm.c). */
+/* Helpers shared by the nn ops (conv.c, pool.c, norm.c; attention.c, dropout.c, loss.c). */
 #ifndef CT_NN_NN_H
 #define CT_NN_NN_H
 
@@ -6,6 +6,8 @@
 #include <stdint.h>
 
 #include "cltensor/nn.h"
+#include "core/error.h"
+#include "kernel/engine.h"
 #include "kernel/kargs.h"
 #include "tensor/tensor.h"
 
@@ -43,5 +45,15 @@ extern int64_t ct__nn_col_bytes;
  * blocked path falls back to GEMM where it does not apply (stride > 1, f64). */
 enum { CT__CONV_AUTO, CT__CONV_DIRECT, CT__CONV_GEMM, CT__CONV_BLOCKED };
 extern int ct__nn_conv_path;
+
+/* Launches k (locked) over `items` work-items, one each, in groups of a fixed size (the kernels
+ * check their bounds): one size per kernel, so implementations that compile per work-group size
+ * (PoCL) compile once. */
+static inline ct_status ct__nn_launch_items(ct__kernel *k, ct_device *d, int64_t items) {
+  size_t local;
+  CT__TRY(ct__kernel_group_limit(&local, k, d, 64, 0));
+  size_t global = ((size_t)items + local - 1) / local * local;
+  return ct__kernel_launch(k, d, 1, &global, &local);
+}
 
 #endif

@@ -38,7 +38,7 @@ ct_status ct_rng_get_state(uint64_t *seed, uint64_t *offset) {
 }
 
 /* Takes the current state and advances the offset, as one step. */
-static void rng_take(uint64_t *seed, uint64_t *offset) {
+void ct__rng_take(uint64_t *seed, uint64_t *offset) {
   pthread_mutex_lock(&rng_lock);
   *seed = rng_seed;
   *offset = rng_offset++;
@@ -104,7 +104,7 @@ static ct_status fill(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const
                      ct_dtype_name(t));
   ct_tensor *o = NULL;
   CT__TRY(ct__tensor_new(&o, d, t, ndim, shape, fn));
-  if (use_global) rng_take(&seed, &offset);
+  if (use_global) ct__rng_take(&seed, &offset);
   int64_t n = ct_numel(o);
   if (n == 0) {
     *out = o;
