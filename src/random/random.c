@@ -215,7 +215,7 @@ ct_status ct_randint(ct_tensor **out, ct_device *d, ct_dtype dtype, int64_t low,
   ct_tensor *o = NULL;
   CT__TRY(ct__tensor_new(&o, d, dtype, ndim, shape, fn));
   uint64_t seed, offset;
-  rng_take(&seed, &offset);
+  ct__rng_take(&seed, &offset);
   int64_t n = ct_numel(o);
   if (n == 0) {
     *out = o;
