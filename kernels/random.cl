@@ -148,6 +148,8 @@ __kernel void randint_fill(__global void *out, long out_off, long n, int dt, lon
   }
   long e = out_off + per * b, left = n - per * b;
   for (int k = 0; k < per && k < left; k++) ct_store_int(out, e + k, dt, (long)((ulong)low + r[k]));
+}
+
 /* Dropout (ct_dropout, src/nn/dropout.c): element i (row-major over the input's shape, read
  * through its strides) is kept when the 24-bit uniform of word i % 4 of block i / 4,
  * (w >> 8) * 2^-24, is >= p, and is then multiplied by scale = 1 / (1 - p) (f64: the double
