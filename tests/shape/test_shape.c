@@ -421,6 +421,19 @@ START_TEST(test_repeat) {
   ck_assert_ct_ok(ct_repeat(&o, x, 2, rep0));
   ck_assert_int_eq(ct_numel(o), 0);
   ct_release(o);
+  /* A 0-dim x: no repeats gives the scalar, two give a filled [2, 2]. */
+  ct_tensor *sc = NULL;
+  ck_assert_ct_ok(ct_full(&sc, d, CT_I32, 0, NULL, 7));
+  ck_assert_ct_ok(ct_repeat(&o, sc, 0, NULL));
+  ck_assert_int_eq(ct_tensor_ndim(o), 0);
+  int32_t seven[4] = {7, 7, 7, 7};
+  check_bytes(o, seven, "repeat of a scalar");
+  ct_release(o);
+  ck_assert_ct_ok(ct_repeat(&o, sc, 2, rep));
+  check_shape(o, CT_I32, 2, rep);
+  check_bytes(o, seven, "repeat of a scalar into [2, 2]");
+  ct_release(o);
+  ct_release(sc);
   ck_assert_ct_status(ct_repeat(&o, x, 1, rep), CT_ERR_INVALID_ARGUMENT);
   ck_assert_error_contains("ndim is 1");
   int64_t neg[2] = {1, -2};
