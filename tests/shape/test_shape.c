@@ -1016,6 +1016,7 @@ static Suite *shape_suite(int two) {
   TCase *tc;
   if (two) { /* the two-device runner adds only what needs two devices */
     tc = tcase_create("two_devices");
+    tcase_set_tags(tc, "two-devices");
     tcase_add_test(tc, test_two_devices);
     suite_add_tcase(s, tc);
     return s;
