@@ -783,6 +783,38 @@ START_TEST(test_long_rows) {
 }
 END_TEST
 
+/* Regression: shape_gather's NDRange is rounded up to whole work-groups in both dims, and the
+ * kernel once checked only dim 0, so the work-items past the outer count wrote whole slabs past
+ * the result's end (Oclgrind reported them; PoCL wrote silently). Here the result [5, 64, 4096]
+ * f32 (5 MiB, a 6 MiB block) is carved from the front of a zeroed, cached 16 MiB block; the
+ * PoCL launch is 8 slabs of 1 MiB along dim 1, so a missing check writes 3 MiB of ones past it.
+ * The next 2 MiB block comes from the rest of that zeroed block and must still be zero. When
+ * the allocator lays blocks out otherwise, the check is not made (it cannot fail falsely). */
+START_TEST(test_gather_stays_in_bounds) {
+  ct_device *d = ct_test_device();
+  int64_t xs[3] = {5, 64, 4096}, bs[1] = {INT64_C(4) << 20}, ss[1] = {INT64_C(512) << 10};
+  ct_tensor *x = NULL, *big = NULL, *o = NULL, *s2 = NULL;
+  ck_assert_ct_ok(ct_ones(&x, d, CT_F32, 3, xs));
+  ck_assert_ct_ok(ct_zeros(&big, d, CT_F32, 1, bs));
+  ck_assert_ct_ok(ct_device_synchronize(d));
+  cl_mem mem = ct__tensor_mem(big);
+  size_t lo = ct__tensor_byte_offset(big), hi = lo + ct_tensor_nbytes(big);
+  ct_release(big);
+  ck_assert_ct_ok(ct_pad(&o, x, 0, NULL, CT_PAD_CONSTANT, 0));
+  ck_assert_ct_ok(ct_empty(&s2, d, CT_F32, 1, ss));
+  size_t so = ct__tensor_byte_offset(s2);
+  if (ct__tensor_mem(o) == mem && ct__tensor_mem(s2) == mem && so >= lo && so + ct_tensor_nbytes(s2) <= hi &&
+      so >= ct__tensor_byte_offset(o) + ct_tensor_nbytes(o)) {
+    uint32_t *h = read_all(s2);
+    for (int64_t i = 0; i < ss[0]; i++) ck_assert_msg(h[i] == 0, "word %" PRId64 " past the result was written", i);
+    free(h);
+  }
+  ct_release(s2);
+  ct_release(o);
+  ct_release(x);
+}
+END_TEST
+
 /* ---- random cases ---- */
 
 /* A strided view of the given shape: a permuted fresh tensor, permuted back. */
@@ -1044,6 +1076,7 @@ static Suite *shape_suite(int two) {
   tc = tcase_create("random_cases");
   tcase_add_test(tc, test_random_cases);
   tcase_add_test(tc, test_long_rows);
+  tcase_add_test(tc, test_gather_stays_in_bounds);
   suite_add_tcase(s, tc);
   return s;
 }
