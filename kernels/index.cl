@@ -118,6 +118,16 @@ __kernel void gather_bits(__global T *out, long out_off, __global const T *x, lo
   }
 }
 
+/* Only checks the indices (of shape `shape`, strided): for ops whose result is empty although
+ * the index is not (PyTorch still checks them). err records the index's linear position. */
+__kernel void index_check(__global const uchar *idx, long idx_off, long8 istr, int idx64, int ndim,
+                          long8 shape, long sel_size, long nitems, __global long *err, long err_off) {
+  long i = get_global_id(0);
+  if (i >= nitems) return;
+  long v = ct_load_index(idx, idx_off + ct_offset(i, ndim, shape, istr), idx64);
+  if (v < 0 || v >= sel_size) ct_report_bad(err + err_off, i, v);
+}
+
 /* out[p] = mask[p] ? value : x[p], x and mask strided (zero strides broadcast). */
 __kernel void masked_fill_bits(__global T *out, long out_off, __global const T *x, long x_off, long8 xstr,
                                __global const uchar *mask, long mask_off, long8 mstr, T value, int ndim,
