@@ -1,7 +1,8 @@
 /* sort, argsort, topk: a stable merge sort of every slice along dim by kernels/order.cl:
  * sort_blocks sorts blocks of 16 positions, sort_merge passes double the sorted runs (ping-pong
- * between two work buffers of (key, position) pairs), sort_write writes the first kout positions
- * and their values. topk is the sort's first k: stable, so ties keep the lower position first. */
+ * between two work buffers of (key, position) pairs), or, for many slices, sort_slices does all
+ * of that for a slice per work-item; sort_write writes the first kout positions and their
+ * values. topk is the sort's first k: stable, so ties keep the lower position first. */
 #include <inttypes.h>
 #include <stdio.h>
 
@@ -30,7 +31,8 @@ static ct_status sort_run(ct_tensor *vals, ct_tensor *idx, const ct_tensor *x, i
   int64_t nslices = numel / n;
   char opts[32];
   snprintf(opts, sizeof opts, "-DCT_IN=%d", (int)x->dtype);
-  ct__kernel *kb, *km, *kw;
+  ct__kernel *kb, *km, *kw, *ks;
+  CT__TRY(ct__index_kernel(&ks, d, "order.cl", "sort_slices", opts, fn));
   CT__TRY(ct__index_kernel(&kb, d, "order.cl", "sort_blocks", opts, fn));
   CT__TRY(ct__index_kernel(&km, d, "order.cl", "sort_merge", opts, fn));
   CT__TRY(ct__index_kernel(&kw, d, "order.cl", "sort_write", opts, fn));
@@ -53,7 +55,32 @@ static ct_status sort_run(ct_tensor *vals, ct_tensor *idx, const ct_tensor *x, i
     if (st == CT_OK) st = ct__index_elem_off(&po[i], pos[i], fn);
   }
   int cur = 0;
-  if (st == CT_OK) {
+  /* Many slices: a work-item sorts a whole slice (sort_slices), in the cache; few: the slices'
+   * blocks and merge tiles spread over the device (sort_blocks, then a sort_merge per pass). */
+  int64_t cu = d->props.compute_units ? d->props.compute_units : 1;
+  bool whole = nslices >= 16 * cu;
+  if (st == CT_OK && whole) {
+    struct ct__kargs a;
+    ct__kargs_begin(&a, ks, ct__kernel_lock(ks));
+    for (int i = 0; i < 2; i++) {
+      ct__karg_mem(&a, "k", ct__tensor_mem(keys[i]));
+      ct__karg_long(&a, "k_off", ko[i]);
+      ct__karg_mem(&a, "p", ct__tensor_mem(pos[i]));
+      ct__karg_long(&a, "p_off", po[i]);
+    }
+    ct__karg_mem(&a, "x", ct__tensor_mem(x));
+    ct__karg_long(&a, "x_off", xo);
+    ct__karg_long8(&a, "xstr", nd, xstr, 0);
+    ct__karg_int(&a, "ndim", nd);
+    ct__karg_long8(&a, "lshape", nd, lshape, 1);
+    ct__karg_long(&a, "n", n);
+    ct__karg_long(&a, "x_step", x_step);
+    ct__karg_int(&a, "desc", desc);
+    ct__karg_long(&a, "nslices", nslices);
+    st = ct__index_launch(ks, &a, d, nslices, fn);
+    for (int64_t w = SORT_BLOCK; w < n; w *= 2) cur = 1 - cur;
+  }
+  if (st == CT_OK && !whole) {
     int64_t nblocks = (n + SORT_BLOCK - 1) / SORT_BLOCK;
     struct ct__kargs a;
     ct__kargs_begin(&a, kb, ct__kernel_lock(kb));
@@ -73,7 +100,7 @@ static ct_status sort_run(ct_tensor *vals, ct_tensor *idx, const ct_tensor *x, i
     ct__karg_long(&a, "nitems", nslices * nblocks);
     st = ct__index_launch(kb, &a, d, nslices * nblocks, fn);
   }
-  for (int64_t w = SORT_BLOCK; st == CT_OK && w < n; w *= 2) {
+  for (int64_t w = SORT_BLOCK; st == CT_OK && !whole && w < n; w *= 2) {
     int64_t tile = 2 * w < MERGE_TILE ? 2 * w : MERGE_TILE;
     int64_t ntiles = (n + tile - 1) / tile;
     struct ct__kargs a;
