@@ -9,7 +9,8 @@
  *
  * Out-of-range indices are found here: the first work-item to see one wins err[0] (a 32-bit
  * atomic compare-exchange, OpenCL 1.1 core) and records the output position and the value in
- * err[1] and err[2] (err at element err_off of its buffer); the host reads it after the kernel. A bad index is not dereferenced. */
+ * err[1] and err[2] (err starts at element err_off of its buffer); the host reads the record
+ * after the kernel. A bad index is not dereferenced. */
 #define T CT_BITS
 #define CT_CHUNK 256
 
