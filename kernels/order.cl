@@ -305,7 +305,7 @@ __kernel void sort_slices(__global KT *k0, long k0_off, __global long *p0, long 
 __kernel void sort_write(__global RAW *vals, __global long *oidx, long o_off, long io_off, long8 ostr,
                          int has_vals, int has_idx, __global const long *pos, long p_off,
                          __global const RAW *x, long x_off, long8 xstr, int ndim, long8 lshape, long n,
-                         long kout, long o_step, long x_step, long nitems) {
+                         long x_step, long kout, long o_step, long nitems) {
   long gid = get_global_id(0);
   if (gid >= nitems) return;
   long p0, p1;

@@ -16,6 +16,18 @@
 /* The work buffers' key dtype: what ct_before() in kernels/order.cl compares. */
 static ct_dtype key_dtype(ct_dtype t) { return t == CT_F16 || t == CT_BF16 ? CT_F32 : t; }
 
+/* The arguments every sort kernel takes to read x's slices, in their order. */
+static void slice_args(struct ct__kargs *a, const ct_tensor *x, cl_long xo, int nd, const int64_t *xstr,
+                       const int64_t *lshape, int64_t n, int64_t x_step) {
+  ct__karg_mem(a, "x", ct__tensor_mem(x));
+  ct__karg_long(a, "x_off", xo);
+  ct__karg_long8(a, "xstr", nd, xstr, 0);
+  ct__karg_int(a, "ndim", nd);
+  ct__karg_long8(a, "lshape", nd, lshape, 1);
+  ct__karg_long(a, "n", n);
+  ct__karg_long(a, "x_step", x_step);
+}
+
 /* Sorts x along dim dd into the first kout positions of each slice: vals (x's dtype) and idx
  * (i64), either may be NULL, both of x's shape with shape[dd] = kout, contiguous. */
 static ct_status sort_run(ct_tensor *vals, ct_tensor *idx, const ct_tensor *x, int dd, bool desc, int64_t kout,
@@ -68,13 +80,7 @@ static ct_status sort_run(ct_tensor *vals, ct_tensor *idx, const ct_tensor *x, i
       ct__karg_mem(&a, "p", ct__tensor_mem(pos[i]));
       ct__karg_long(&a, "p_off", po[i]);
     }
-    ct__karg_mem(&a, "x", ct__tensor_mem(x));
-    ct__karg_long(&a, "x_off", xo);
-    ct__karg_long8(&a, "xstr", nd, xstr, 0);
-    ct__karg_int(&a, "ndim", nd);
-    ct__karg_long8(&a, "lshape", nd, lshape, 1);
-    ct__karg_long(&a, "n", n);
-    ct__karg_long(&a, "x_step", x_step);
+    slice_args(&a, x, xo, nd, xstr, lshape, n, x_step);
     ct__karg_int(&a, "desc", desc);
     ct__karg_long(&a, "nslices", nslices);
     st = ct__index_launch(ks, &a, d, nslices, fn);
@@ -88,13 +94,7 @@ static ct_status sort_run(ct_tensor *vals, ct_tensor *idx, const ct_tensor *x, i
     ct__karg_long(&a, "k_off", ko[0]);
     ct__karg_mem(&a, "pos", ct__tensor_mem(pos[0]));
     ct__karg_long(&a, "p_off", po[0]);
-    ct__karg_mem(&a, "x", ct__tensor_mem(x));
-    ct__karg_long(&a, "x_off", xo);
-    ct__karg_long8(&a, "xstr", nd, xstr, 0);
-    ct__karg_int(&a, "ndim", nd);
-    ct__karg_long8(&a, "lshape", nd, lshape, 1);
-    ct__karg_long(&a, "n", n);
-    ct__karg_long(&a, "x_step", x_step);
+    slice_args(&a, x, xo, nd, xstr, lshape, n, x_step);
     ct__karg_int(&a, "desc", desc);
     ct__karg_long(&a, "nblocks", nblocks);
     ct__karg_long(&a, "nitems", nslices * nblocks);
@@ -135,15 +135,9 @@ static ct_status sort_run(ct_tensor *vals, ct_tensor *idx, const ct_tensor *x, i
     ct__karg_int(&a, "has_idx", idx != NULL);
     ct__karg_mem(&a, "pos", ct__tensor_mem(pos[cur]));
     ct__karg_long(&a, "p_off", po[cur]);
-    ct__karg_mem(&a, "x", ct__tensor_mem(x));
-    ct__karg_long(&a, "x_off", xo);
-    ct__karg_long8(&a, "xstr", nd, xstr, 0);
-    ct__karg_int(&a, "ndim", nd);
-    ct__karg_long8(&a, "lshape", nd, lshape, 1);
-    ct__karg_long(&a, "n", n);
+    slice_args(&a, x, xo, nd, xstr, lshape, n, x_step);
     ct__karg_long(&a, "kout", kout);
     ct__karg_long(&a, "o_step", o_step);
-    ct__karg_long(&a, "x_step", x_step);
     int64_t nitems = nslices * ((kout + 255) / 256); /* CT_WRITE_CHUNK in kernels/order.cl */
     ct__karg_long(&a, "nitems", nitems);
     st = ct__index_launch(kw, &a, d, nitems, fn);
