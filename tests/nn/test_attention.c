@@ -1,7 +1,7 @@
 /* ct_scaled_dot_product_attention against PyTorch (data/attention_ref.h, made by
  * data/gen_attention.py): no mask, bool and additive masks with fully masked rows (zeros, not
  * NaN), causal with L < S and L > S, causal with a mask, an explicit scale, broadcast batch
- * dims, a transposed k, no keys, no queries, an empty batch, E = 0, f16 and f64; a mask with
+ * dims, a transposed k, no keys, no queries, an empty batch, E = 0, f16, bf16 (with a bf16 additive mask) and f64; a mask with
  * more batch dims than q, k, v; the memory bound; and the errors.
  *
  * Tolerances. The reference is the f64 computation on the same (f32-representable) inputs. Each
@@ -10,7 +10,7 @@
  * within ~ 20 eps32 max|v|: 2e-5 (1 + max|v|) leaves a margin of ~ 8x. f64 likewise with 1e-12.
  * f16: the reference is PyTorch's f16 result, which rounds its scores and weights to f16
  * (2^-11 relative) while we compute in f32 and round once: 5e-3 (1 + max|v|), a few f16 ulps of
- * the scores' effect. */
+ * the scores' effect; bf16 likewise with its 2^-8: 4e-2 (1 + max|v|). */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -58,7 +58,7 @@ START_TEST(test_reference) {
   int64_t n = ct_test_numel(c->out.ndim, c->out.shape);
   double vmax = 0;
   for (int64_t i = 0; i < ct_test_numel(c->v.ndim, c->v.shape); i++) vmax = fmax(vmax, fabs(c->v.v[i]));
-  double rel = c->q.dt == CT_F16 ? 5e-3 : c->q.dt == CT_F64 ? 1e-12 : 2e-5;
+  double rel = c->q.dt == CT_F16 ? 5e-3 : c->q.dt == CT_BF16 ? 4e-2 : c->q.dt == CT_F64 ? 1e-12 : 2e-5;
   double *res = ct_test_to_doubles(o);
   for (int64_t i = 0; i < n; i++) {
     double got = res[i], want = c->out.v[i];
