@@ -9,8 +9,8 @@
  *
  * Per position, with eps the label smoothing (0 for nll_loss) and C = ncls, as F.cross_entropy:
  *   loss = (1 - eps) * (-logp[t]) + eps / C * (-sum_c logp[c])
- * and 0 for a target equal to ignore_index, into lv[lv_off + p]; lv[lv_off + npos + p] gets 1
- * or 0 (the mean divides by the
+ * and 0 for a target equal to ignore_index, into loss[loss_off + p]; valid[valid_off + p] gets
+ * 1 or 0 (the mean divides by the
  * count of non-ignored targets). A target outside [0, C) that is not ignore_index is an error:
  * the smallest such position (positions from 2^31 - 2 on count as 2^31 - 2: a 32-bit flag)
  * goes into bad[bad_off] (atomic_min; the host initialises it to INT_MAX and
@@ -86,12 +86,13 @@ inline acc_t ct_row_sum_shifted(__global const in_t *in, long base, long ncls, l
 }
 
 __kernel void loss_nll(__global const in_t *in, long in_off, __global const long *target,
-                       long t_off, __global acc_t *lv, long lv_off, __global int *bad,
-                       long bad_off, long npos, long ncls, long cstride, int pndim, long8 pshape, long8 xstride, long8 tstride, long ignore_index, int ce,
+                       long t_off, __global acc_t *loss, long loss_off, __global acc_t *valid,
+                       long valid_off, __global int *bad, long bad_off, long npos, long ncls, long cstride, int pndim, long8 pshape, long8 xstride, long8 tstride, long ignore_index, int ce,
                        acc_t eps) {
   long p = get_global_id(0);
   if (p >= npos) return;
-  __global acc_t *loss = lv + lv_off, *valid = loss + npos;
+  loss += loss_off;
+  valid += valid_off;
   bad += bad_off;
   long t = target[t_off + ct_offset(p, pndim, pshape, tstride)];
   if (t == ignore_index) {
