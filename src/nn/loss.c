@@ -22,9 +22,9 @@ static ct_status check_reduction(ct_reduction r, const char *fn) {
   return CT_OK;
 }
 
-/* *out = per-element values v (acc dtype, contiguous) reduced as r and stored as dtype dt:
- * NONE keeps them (cast), SUM sums them, MEAN divides the sum by the sum of `count` (the count
- * of non-ignored targets), or by the element count when count is NULL. */
+/* *out = per-position losses v (acc dtype, contiguous) reduced as r and stored as dtype dt:
+ * NONE keeps them (cast), SUM sums them, MEAN divides the sum by the sum of `count` (1 for each
+ * non-ignored target, else 0; all ignored gives 0 / 0 = NaN, as PyTorch). */
 static ct_status finish(ct_tensor **out, ct_tensor *v, ct_tensor *count, ct_reduction r,
                         ct_dtype dt, const char *fn) {
   ct_tensor *s = NULL, *n = NULL, *m = NULL;
@@ -32,12 +32,8 @@ static ct_status finish(ct_tensor **out, ct_tensor *v, ct_tensor *count, ct_redu
   if (r == CT_REDUCTION_NONE) return ct__contiguous(out, v, dt, 0, fn);
   st = ct_sum(&s, v, 0, NULL, false);
   if (st == CT_OK && r == CT_REDUCTION_MEAN) {
-    if (count) {
-      st = ct_sum(&n, count, 0, NULL, false);
-      if (st == CT_OK) st = ct_div(&m, s, n);
-    } else {
-      st = ct_div_scalar(&m, s, (double)ct_numel(v));
-    }
+    st = ct_sum(&n, count, 0, NULL, false);
+    if (st == CT_OK) st = ct_div(&m, s, n);
   } else if (st == CT_OK) {
     m = ct_retain(s);
   }
