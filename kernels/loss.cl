@@ -87,8 +87,9 @@ inline acc_t ct_row_sum_shifted(__global const in_t *in, long base, long ncls, l
 
 __kernel void loss_nll(__global const in_t *in, long in_off, __global const long *target,
                        long t_off, __global acc_t *loss, long loss_off, __global acc_t *valid,
-                       long valid_off, __global int *bad, long bad_off, long npos, long ncls, long cstride, int pndim, long8 pshape, long8 xstride, long8 tstride, long ignore_index, int ce,
-                       acc_t eps) {
+                       long valid_off, __global int *bad, long bad_off, long npos, long ncls,
+                       long cstride, int pndim, long8 pshape, long8 xstride, long8 tstride,
+                       long ignore_index, int ce, acc_t eps) {
   long p = get_global_id(0);
   if (p >= npos) return;
   loss += loss_off;

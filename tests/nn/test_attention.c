@@ -1,8 +1,9 @@
 /* ct_scaled_dot_product_attention against PyTorch (data/attention_ref.h, made by
  * data/gen_attention.py): no mask, bool and additive masks with fully masked rows (zeros, not
  * NaN), causal with L < S and L > S, causal with a mask, an explicit scale, broadcast batch
- * dims, a transposed k, no keys, no queries, an empty batch, E = 0, f16, bf16 (with a bf16 additive mask) and f64; a mask with
- * more batch dims than q, k, v; the memory bound; and the errors.
+ * dims, a transposed k, no keys, no queries, an empty batch, E = 0, f16, bf16 (with a bf16
+ * additive mask) and f64; a mask with more batch dims than q, k, v; the memory bound; and the
+ * errors.
  *
  * Tolerances. The reference is the f64 computation on the same (f32-representable) inputs. Each
  * output is a convex combination of v's rows: f32 scores are within a few ulps of |s| (|s| < 10
