@@ -177,12 +177,22 @@ START_TEST(test_permuted_heads) {
 }
 END_TEST
 
+/* The call fails with status want, *out NULL, and a message holding msg. */
+static void expect_error(const ct_tensor *q, const ct_tensor *k, const ct_tensor *v,
+                         const ct_tensor *m, double scale, ct_status want, const char *msg) {
+  ct_tensor *r = (ct_tensor *)1;
+  ck_assert_ct_status(ct_scaled_dot_product_attention(&r, q, k, v, m, false, scale), want);
+  ck_assert_ptr_null(r);
+  ck_assert_error_contains(msg);
+  ck_assert_error_contains("ct_scaled_dot_product_attention: ");
+}
+
 START_TEST(test_errors) {
   ct_device *d = ct_test_device();
   int64_t qs[3] = {2, 4, 8}, ks[3] = {2, 6, 8}, vs[3] = {2, 6, 5}, kbad[3] = {2, 6, 7},
           vbad[3] = {2, 5, 5}, mbad[2] = {4, 5}, one[1] = {8};
   ct_tensor *q = NULL, *k = NULL, *v = NULL, *kb = NULL, *vb = NULL, *mb = NULL, *mi = NULL,
-            *q1 = NULL, *q64 = NULL, *r = (ct_tensor *)1;
+            *q1 = NULL, *q64 = NULL;
   ck_assert_ct_ok(ct_zeros(&q, d, CT_F32, 3, qs));
   ck_assert_ct_ok(ct_zeros(&k, d, CT_F32, 3, ks));
   ck_assert_ct_ok(ct_zeros(&v, d, CT_F32, 3, vs));
@@ -192,23 +202,19 @@ START_TEST(test_errors) {
   ck_assert_ct_ok(ct_zeros(&mi, d, CT_I32, 2, mbad));
   ck_assert_ct_ok(ct_zeros(&q1, d, CT_F32, 1, one));
   ck_assert_ct_ok(ct_zeros(&q64, d, CT_F16, 3, qs));
-  ck_assert_ct_status(ct_scaled_dot_product_attention(&r, q, kb, v, NULL, false, NAN), CT_ERR_SHAPE_MISMATCH);
-  ck_assert_ptr_null(r);
-  ck_assert_error_contains("q has shape [2, 4, 8] and k [2, 6, 7]: their last dims (E) differ");
-  ck_assert_ct_status(ct_scaled_dot_product_attention(&r, q, k, vb, NULL, false, NAN), CT_ERR_SHAPE_MISMATCH);
-  ck_assert_error_contains("their dims -2 (S, the number of keys) differ");
-  ck_assert_ct_status(ct_scaled_dot_product_attention(&r, q, k, v, mb, false, NAN), CT_ERR_SHAPE_MISMATCH);
-  ck_assert_error_contains("mask has shape [4, 5], which doesn't broadcast to the scores' shape [2, 4, 6]");
-  ck_assert_ct_status(ct_scaled_dot_product_attention(&r, q, k, v, mi, false, NAN), CT_ERR_DTYPE_MISMATCH);
-  ck_assert_error_contains("mask has dtype i32");
-  ck_assert_ct_status(ct_scaled_dot_product_attention(&r, q1, k, v, NULL, false, NAN), CT_ERR_INVALID_ARGUMENT);
-  ck_assert_error_contains("q has shape [8] (expected at least 2 dims");
-  ck_assert_ct_status(ct_scaled_dot_product_attention(&r, q64, k, v, NULL, false, NAN), CT_ERR_DTYPE_MISMATCH);
-  ck_assert_error_contains("k has dtype f32 but q has f16");
-  ck_assert_ct_status(ct_scaled_dot_product_attention(&r, q, k, v, NULL, false, INFINITY), CT_ERR_INVALID_ARGUMENT);
-  ck_assert_error_contains("scale is inf");
-  ck_assert_ct_status(ct_scaled_dot_product_attention(&r, q, NULL, v, NULL, false, NAN), CT_ERR_INVALID_ARGUMENT);
-  ck_assert_ct_status(ct_scaled_dot_product_attention(&r, q, k, mi, NULL, false, NAN), CT_ERR_DTYPE_MISMATCH);
+  expect_error(q, kb, v, NULL, NAN, CT_ERR_SHAPE_MISMATCH,
+               "q has shape [2, 4, 8] and k [2, 6, 7]: their last dims (E) differ");
+  expect_error(q, k, vb, NULL, NAN, CT_ERR_SHAPE_MISMATCH,
+               "their dims -2 (S, the number of keys) differ");
+  expect_error(q, k, v, mb, NAN, CT_ERR_SHAPE_MISMATCH,
+               "mask has shape [4, 5], which doesn't broadcast to the scores' shape [2, 4, 6]");
+  expect_error(q, k, v, mi, NAN, CT_ERR_DTYPE_MISMATCH, "mask has dtype i32");
+  expect_error(q1, k, v, NULL, NAN, CT_ERR_INVALID_ARGUMENT,
+               "q has shape [8] (expected at least 2 dims");
+  expect_error(q64, k, v, NULL, NAN, CT_ERR_DTYPE_MISMATCH, "k has dtype f32 but q has f16");
+  expect_error(q, k, v, NULL, INFINITY, CT_ERR_INVALID_ARGUMENT, "scale is inf");
+  expect_error(q, NULL, v, NULL, NAN, CT_ERR_INVALID_ARGUMENT, "argument 'k' is NULL");
+  expect_error(q, k, mi, NULL, NAN, CT_ERR_DTYPE_MISMATCH, "v has dtype i32");
   ct_release(q);
   ct_release(k);
   ct_release(v);
