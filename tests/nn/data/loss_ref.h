@@ -85,12 +85,9 @@ static const double loss_out_25[] = {6.227828025817871, 8.148748397827148, 11.53
 static const double loss_x_26[] = {0};
 static const double loss_y_26[] = {0};
 static const double loss_out_26[] = {NAN};
-static const double loss_x_27[] = {0.6201171875, -1.0859375, 0.65869140625, 1.302734375, 0.54150390625, -0.2369384765625};
-static const double loss_y_27[] = {-0.22314453125, 0.3916015625, 0.030059814453125, 0.833984375, -0.81884765625, 0.1033935546875};
-static const double loss_out_27[] = {0.91259765625};
-static const double loss_x_28[] = {-0.7959367632865906, -1.605825662612915, 0.08904143422842026, -0.7013638615608215, -0.42930927872657776, 0.13933227956295013};
-static const double loss_y_28[] = {1.7709169387817383, 0.2929002344608307, 1.5155082941055298, -0.21771356463432312, -1.3488054275512695, 0.32181456685066223};
-static const double loss_out_28[] = {13.34139633178711};
+static const double loss_x_27[] = {0.6203369498252869, -1.0857179164886475, 0.6584591269493103, 1.303085446357727, 0.5417238473892212, -0.23696333169937134};
+static const double loss_y_27[] = {-0.2231072336435318, 0.3914947211742401, 0.030052924528717995, 0.8337649703025818, -0.8190639019012451, 0.10340280830860138};
+static const double loss_out_27[] = {5.476304054260254};
 static const struct loss_case loss_cases[] = {
   {"ce [N,C] none", 0, CT_F32, 2, {4, 5}, loss_x_0, '-', CT_I64, 1, {4}, loss_y_0, -100, 0.0, CT_REDUCTION_NONE, 1, {4}, 4, loss_out_0},
   {"ce [N,C] smoothing 0.1 none", 0, CT_F32, 2, {4, 5}, loss_x_1, '-', CT_I64, 1, {4}, loss_y_1, -100, 0.1, CT_REDUCTION_NONE, 1, {4}, 4, loss_out_1},
@@ -119,6 +116,5 @@ static const struct loss_case loss_cases[] = {
   {"ce f16 C=19 mean", 0, CT_F16, 2, {3, 19}, loss_x_24, '-', CT_I64, 1, {3}, loss_y_24, -100, 0.0, CT_REDUCTION_MEAN, 0, {0}, 1, loss_out_24},
   {"nll C=19 transposed none", 1, CT_F32, 2, {3, 19}, loss_x_25, 't', CT_I64, 1, {3}, loss_y_25, -100, 0.0, CT_REDUCTION_NONE, 1, {3}, 3, loss_out_25},
   {"ce empty batch mean", 0, CT_F32, 2, {0, 5}, loss_x_26, '-', CT_I64, 1, {0}, loss_y_26, -100, 0.0, CT_REDUCTION_MEAN, 0, {0}, 1, loss_out_26},
-  {"mse f16 mean", 2, CT_F16, 2, {2, 3}, loss_x_27, '-', CT_F16, 2, {2, 3}, loss_y_27, 0, 0.0, CT_REDUCTION_MEAN, 0, {0}, 1, loss_out_27},
-  {"mse same shape sum", 2, CT_F32, 2, {2, 3}, loss_x_28, '-', CT_F32, 2, {2, 3}, loss_y_28, 0, 0.0, CT_REDUCTION_SUM, 0, {0}, 1, loss_out_28},
+  {"mse same shape sum", 2, CT_F32, 2, {2, 3}, loss_x_27, '-', CT_F32, 2, {2, 3}, loss_y_27, 0, 0.0, CT_REDUCTION_SUM, 0, {0}, 1, loss_out_27},
 };
