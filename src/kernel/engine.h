@@ -73,12 +73,24 @@ void ct__kernel_set_launch_observer(ct__launch_observer obs);
  * work-items on CPUs, 256 elsewhere, within CL_KERNEL_WORK_GROUP_SIZE and
  * CL_DEVICE_MAX_WORK_ITEM_SIZES), except 1-D launches shorter than that, which get the power of
  * two at least global[0]; dim 2 gets 1. So a kernel sees at most log2(group size) + 1 shapes
- * per number of dims. */
+ * per number of dims. This and the two below are the one work-group-size policy: every launch
+ * with a free group size takes its size and shape from them. */
 void ct__launch_dims(const ct__kernel *k, cl_uint dims, size_t *global, size_t *local);
 
-/* The work-group size ct__launch_dims() fills groups to (a power of two), for launches that
- * split whole groups from a remainder themselves. */
+/* As ct__launch_dims() with at most cap0 (a power of two) work-items along dim 0, unless dim 1
+ * is too short to fill the group: for launches whose dim 0 walks rows an op has sized itself
+ * (elementwise strided kernels: cap0 is the group, or 1 to group neighbouring rows). */
+void ct__launch_shape(const ct__kernel *k, cl_uint dims, size_t cap0, size_t *global, size_t *local);
+
+/* The work-group size ct__launch_dims() fills groups to (a power of two, at most
+ * ct__device_group_target() and dim 0's work-item limit), for launches that split whole
+ * groups from a remainder themselves (1-D kernels without a bounds check). */
 size_t ct__kernel_group_size(const ct__kernel *k);
+
+/* The group size every kernel of d aims at (1024 work-items on CPUs, 256 elsewhere, within the
+ * device's limit; a power of two): ct__kernel_group_size() is this or less, by the kernel's own
+ * limit. For deciding before a kernel is built whether a launch fills a group. */
+size_t ct__device_group_target(const ct_device *d);
 
 /* The largest power-of-two work-group size usable for k on d, at most cap, with per_item bytes
  * of local memory each: the device's and the kernel's limits (CL_KERNEL_WORK_GROUP_SIZE) and

@@ -42,6 +42,10 @@ void ct__kargs_begin(struct ct__kargs *a, ct__kernel *k, cl_kernel ck);
 /* The next argument: size bytes at value (value NULL with size > 0: __local memory). */
 void ct__karg(struct ct__kargs *a, const char *name, size_t size, const void *value);
 
+/* Counts the next argument as failed with err without setting it: for a value the caller
+ * found it cannot pass (ct__karg_tensor() with a misaligned tensor). */
+void ct__karg_fail(struct ct__kargs *a, const char *name, cl_int err);
+
 /* CT_OK when every argument was set and their count is the kernel's; else the error of the
  * first failing argument, "<fn>: kernel <k>: setting argument <i> (<name>) failed: <CL error>",
  * or of a wrong count. */
@@ -71,7 +75,8 @@ static inline void ct__karg_local(struct ct__kargs *a, const char *name, size_t 
 }
 
 /* A long8 of the first n values of v (n <= 8), the rest fill: the kernels' shape (fill 1) and
- * stride (fill 0) arguments, read by ct_offset() in kernels/common.cl. */
+ * stride (fill 0) arguments, read by ct_offset() in kernels/common.cl. The one packer of
+ * shape/stride arguments. */
 void ct__karg_long8(struct ct__kargs *a, const char *name, int n, const int64_t *v, int64_t fill);
 
 #endif
