@@ -51,24 +51,19 @@ void ct__karg_fail(struct ct__kargs *a, const char *name, cl_int err);
  * or of a wrong count. */
 ct_status ct__kargs_end(struct ct__kargs *a, const char *fn);
 
-static inline void ct__karg_mem(struct ct__kargs *a, const char *name, cl_mem v) {
-  ct__karg(a, name, sizeof v, &v);
-}
-static inline void ct__karg_int(struct ct__kargs *a, const char *name, cl_int v) {
-  ct__karg(a, name, sizeof v, &v);
-}
-static inline void ct__karg_long(struct ct__kargs *a, const char *name, cl_long v) {
-  ct__karg(a, name, sizeof v, &v);
-}
-static inline void ct__karg_ulong(struct ct__kargs *a, const char *name, cl_ulong v) {
-  ct__karg(a, name, sizeof v, &v);
-}
-static inline void ct__karg_float(struct ct__kargs *a, const char *name, cl_float v) {
-  ct__karg(a, name, sizeof v, &v);
-}
-static inline void ct__karg_double(struct ct__kargs *a, const char *name, cl_double v) {
-  ct__karg(a, name, sizeof v, &v);
-}
+/* The typed setters: ct__karg_mem(), _int(), _long(), _ulong(), _float(), _double(). */
+#define CT__KARG_TYPED(suffix, type)                                               \
+  static inline void ct__karg_##suffix(struct ct__kargs *a, const char *name, type v) { \
+    ct__karg(a, name, sizeof v, &v);                                               \
+  }
+CT__KARG_TYPED(mem, cl_mem)
+CT__KARG_TYPED(int, cl_int)
+CT__KARG_TYPED(long, cl_long)
+CT__KARG_TYPED(ulong, cl_ulong)
+CT__KARG_TYPED(float, cl_float)
+CT__KARG_TYPED(double, cl_double)
+#undef CT__KARG_TYPED
+
 /* __local memory of bytes bytes. */
 static inline void ct__karg_local(struct ct__kargs *a, const char *name, size_t bytes) {
   ct__karg(a, name, bytes, NULL);

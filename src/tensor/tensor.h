@@ -48,6 +48,13 @@ static inline cl_mem ct__tensor_mem(const ct_tensor *t) { return t->storage->mem
 ct_status ct__tensor_new(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape,
                          const char *fn);
 
+/* A new tensor x (one reference, dtype t, shape, strides or NULL for contiguous ones, offset 0)
+ * over a new storage header s (one reference, device d, the rest zero): what ct__tensor_new()
+ * and the interop wraps share. Both or neither (CT_ERR_OUT_OF_MEMORY naming fn); until s holds
+ * memory, the caller undoes it with free(x) and free(s). */
+ct_status ct__tensor_headers(ct_tensor **x, ct__storage **s, ct_device *d, ct_dtype t, int ndim,
+                             const int64_t *shape, const int64_t *strides, const char *fn);
+
 /* A new tensor header over t's storage with the given geometry (retains the storage). */
 ct_status ct__tensor_view(ct_tensor **out, const ct_tensor *t, int ndim, const int64_t *shape,
                           const int64_t *strides, int64_t offset);
