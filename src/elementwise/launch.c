@@ -268,8 +268,7 @@ static void ct__ew_common_args(struct ct__kargs *a, const struct ct__ew_launch *
  * elements a work-item, in groups of the kernel's group size. */
 static ct_status ct__ew_launch_contig(const char *fn, ct_device *d, ct__kernel *k, const struct ct__ew_launch *l,
                                       ct_tensor *out, unsigned bflags, int64_t shift, int64_t n, int per) {
-  struct ct__kargs a;
-  ct__kargs_begin(&a, k, ct__kernel_lock(k));
+  struct ct__kargs a = ct__kargs_lock(k);
   ct__ew_common_args(&a, l, out, bflags, shift);
   ct__karg_long(&a, "n", n);
   ct_status st = ct__kargs_end(&a, fn);
@@ -358,8 +357,7 @@ ct_status ct__ew_run(const char *fn, const struct ct__ew_launch *l, ct_tensor *o
   cl_long4 ist = {{0, 0, 0, 0}};
   for (int o = 0; o < nops; o++) ist.s[o] = g.st[o][in];
   static const char *const names[CT__EW_MAXOPS] = {"out_strides", "a_strides", "b_strides", "c_strides"};
-  struct ct__kargs a;
-  ct__kargs_begin(&a, e.k, ct__kernel_lock(e.k));
+  struct ct__kargs a = ct__kargs_lock(e.k);
   ct__ew_common_args(&a, l, out, 0, 0);
   ct__karg_long(&a, "n0", n0);
   ct__karg(&a, "inner_strides", sizeof ist, &ist);

@@ -2,9 +2,7 @@
  * checks them once at the end, so that an op states its arguments as a list rather than as
  * numbered clSetKernelArg calls whose failures it must gather itself:
  *
- *   cl_kernel ck = ct__kernel_lock(k);
- *   struct ct__kargs a;
- *   ct__kargs_begin(&a, k, ck);
+ *   struct ct__kargs a = ct__kargs_lock(k);
  *   ct__karg_mem(&a, "out", mem);
  *   ct__karg_long(&a, "out_off", off);
  *   ct__karg_long8(&a, "shape", ndim, shape, 1);
@@ -38,6 +36,14 @@ struct ct__kargs {
 
 /* Starts the list for k, locked by the caller (ck is what ct__kernel_lock() returned). */
 void ct__kargs_begin(struct ct__kargs *a, ct__kernel *k, cl_kernel ck);
+
+/* Locks k and starts its list: ct__kernel_lock() and ct__kargs_begin() in one, e.g.
+ * `struct ct__kargs a = ct__kargs_lock(k);`. The caller unlocks k after the launch. */
+static inline struct ct__kargs ct__kargs_lock(ct__kernel *k) {
+  struct ct__kargs a;
+  ct__kargs_begin(&a, k, ct__kernel_lock(k));
+  return a;
+}
 
 /* The next argument: size bytes at value (value NULL with size > 0: __local memory). */
 void ct__karg(struct ct__kargs *a, const char *name, size_t size, const void *value);

@@ -50,8 +50,7 @@ ct_status ct__mm_init_c(ct_device *d, const char *fn, ct_tensor *target, const c
   }
   int64_t strides[CT_MAX_DIMS];
   ct__mm_expand_strides(strides, c, target->ndim, target->shape);
-  struct ct__kargs a;
-  ct__kargs_begin(&a, k, ct__kernel_lock(k));
+  struct ct__kargs a = ct__kargs_lock(k);
   ct__karg_tensor(&a, "out", target, 0);
   ct__karg_tensor(&a, "src", c, 0);
   ct__karg_int(&a, "nd", target->ndim);

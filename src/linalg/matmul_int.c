@@ -51,8 +51,7 @@ ct_status ct__mm_int(struct ct__mm *mm, ct_tensor *target) {
     if (c) ct__mm_expand_strides(cstr, c, mm->rnd, mm->rshape);
     int64_t batch = 1;
     for (int i = 0; i < mm->nb; i++) batch *= mm->bs[i];
-    struct ct__kargs g;
-    ct__kargs_begin(&g, k, ct__kernel_lock(k));
+    struct ct__kargs g = ct__kargs_lock(k);
     ct__karg_tensor(&g, "out", target, 0);
     ct__karg_tensor(&g, "a", a, 0);
     ct__karg_long(&g, "a_rs", a_rs);

@@ -85,8 +85,7 @@ static ct_status fill(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const
     return st;
   }
   int64_t per = t == CT_F64 ? 2 : 4;
-  struct ct__kargs a;
-  ct__kargs_begin(&a, k, ct__kernel_lock(k));
+  struct ct__kargs a = ct__kargs_lock(k);
   ct__karg_mem(&a, "out", ct__tensor_mem(o));
   ct__karg_long(&a, "out_off", (cl_long)(ct__tensor_byte_offset(o) / ct_dtype_size(t)));
   ct__karg_long(&a, "n", n);
@@ -141,8 +140,7 @@ ct_status ct__random_bits(ct_tensor **out, ct_device *d, int64_t nblocks, uint64
     ct_release(o);
     return st;
   }
-  struct ct__kargs a;
-  ct__kargs_begin(&a, k, ct__kernel_lock(k));
+  struct ct__kargs a = ct__kargs_lock(k);
   ct__karg_mem(&a, "out", ct__tensor_mem(o));
   ct__karg_long(&a, "out_off", (cl_long)(ct__tensor_byte_offset(o) / 4));
   ct__karg_long(&a, "nblocks", nblocks);

@@ -121,8 +121,7 @@ static ct_status launch(ct_device *d, int op, const struct red_in *in, const str
   ct__kernel *k;
   CT__TRY(reduce_kernel(&k, d, in->dt, p->rows, op, fn));
   size_t accsz = ct_dtype_size(acc_dtype(in->dt));
-  struct ct__kargs a;
-  ct__kargs_begin(&a, k, ct__kernel_lock(k));
+  struct ct__kargs a = ct__kargs_lock(k);
   ct__karg_tensor(&a, "in", in->t, 0);
   ct__karg_tensor(&a, "idx_in", in->idx, 0);
   ct__karg_int(&a, "has_idx", in->idx != NULL);

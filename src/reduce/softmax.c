@@ -70,8 +70,7 @@ static ct_status softmax_api(ct_tensor **out, const ct_tensor *x, int dim, int l
   size_t accsz = x->dtype == CT_F64 ? sizeof(cl_double) : sizeof(cl_float);
   size_t lmax = 1;
   st = ct__kernel_group_limit(&lmax, k, d, rows ? 256 : 64, rows ? accsz : 0);
-  struct ct__kargs a;
-  ct__kargs_begin(&a, k, ct__kernel_lock(k));
+  struct ct__kargs a = ct__kargs_lock(k);
   ct__karg_tensor(&a, "in", x, 0);
   ct__karg_tensor(&a, "out", o, 0);
   ct__karg_long(&a, "n", n);

@@ -115,8 +115,7 @@ static ct_status ct__copy_launch(ct_tensor *dst, const ct_tensor *src, const int
     snprintf(opts, sizeof opts, "-DCT_SRC=%d -DCT_DST=%d", (int)src->dtype, (int)dst->dtype);
   ct__kernel *k;
   CT__TRY(ct__kernel_get(&k, d, "copy.cl", contig ? "copy_contig" : "copy_strided", opts));
-  struct ct__kargs a;
-  ct__kargs_begin(&a, k, ct__kernel_lock(k));
+  struct ct__kargs a = ct__kargs_lock(k);
   if (contig) {
     /* One work-item per element (what CPU compilers vectorize best), in launches of at most
      * 2^30 items, since some drivers cap a dimension's global size at 32 bits. The kernel has
@@ -177,8 +176,7 @@ ct_status ct__fill_bits(ct_tensor *t, const void *elem, const char *fn) {
   ct__copy_geom(&g, t->ndim, t->shape, t->strides, t->strides);
   ct__nd_range(&g, global);
   int no = g.ndim - 2;
-  struct ct__kargs a;
-  ct__kargs_begin(&a, k, ct__kernel_lock(k));
+  struct ct__kargs a = ct__kargs_lock(k);
   ct__strided_operand(&a, "dst", t, &g, g.dst);
   ct__karg_long8(&a, "shape8", no, g.shape, 1);
   ct__karg_long8(&a, "dstr8", no, g.dst, 0);
