@@ -7,9 +7,10 @@
  *
  *   ct__kernel *k;
  *   CT__TRY(ct__kernel_get(&k, d, "copy.cl", "copy_strided", "-DCT_SRC=7 -DCT_DST=5"));
- *   cl_kernel ck = ct__kernel_lock(k);
- *   clSetKernelArg(ck, 0, sizeof(cl_mem), &buf); ...
- *   ct_status st = ct__kernel_launch(k, d, 1, &global, NULL);
+ *   struct ct__kargs a = ct__kargs_lock(k);     (kernel/kargs.h)
+ *   ct__karg_mem(&a, "dst", buf); ...
+ *   ct_status st = ct__kargs_end(&a, fn);
+ *   if (st == CT_OK) st = ct__kernel_launch(k, d, 1, &global, &local);
  *   ct__kernel_unlock(k);
  *
  * Calling ct__kernel_get() on every op invocation is intended: after the first call for a
