@@ -256,19 +256,23 @@ inline long ct_red_offset(long j, int rndim, long8 rshape, long8 rstride) {
   return rndim == 1 ? j * rstride.s0 : ct_offset(j, rndim, rshape, rstride);
 }
 
+/* The arguments of every reduce kernel (src/reduce/reduce.c sets them in this order), and of
+ * the bodies ct_rows and ct_cols after the op. */
+#define CT_ROWS_ARGS                                                                        \
+  __global const in_t *in, long in_off, __global const long *idx_in, long idx_in_off,       \
+      int has_idx_in, __global const acc_t *center, long center_off, int pre,               \
+      __global void *out, long out_off, __global long *idx_out, long idx_out_off,           \
+      int final_, int out_dt, int epi, long count, long corr, long parts, long chunk,       \
+      long nred, long nout, int kndim, long8 kshape, long8 kstride, int rndim,              \
+      long8 rshape, long8 rstride
+
 /* ---- reduce_rows ----
  * GPUs: one work-group per (output, part); its work-items take interleaved vectors (so that
  * neighbours read neighbouring addresses) and combine in a local-memory tree.
  * CPUs (CT_CHUNKED): one work-item per (output, part), streaming its extent alone: a CPU runs
  * a work-group's items one after another on one core, so sharing an extent among them buys
  * nothing, and no barriers or local memory are needed. */
-inline void ct_rows(int op, __global const in_t *in, long in_off, __global const long *idx_in,
-                    long idx_in_off, int has_idx_in, __global const acc_t *center,
-                    long center_off, int pre,
-                    __global void *out, long out_off, __global long *idx_out, long idx_out_off,
-                    int final_, int out_dt, int epi, long count, long corr, long parts,
-                    long chunk, long nred, long nout, int kndim, long8 kshape, long8 kstride,
-                    int rndim, long8 rshape, long8 rstride, __local acc_t *lv, __local long *li) {
+inline void ct_rows(int op, CT_ROWS_ARGS, __local acc_t *lv, __local long *li) {
   bool arg = op == CT_OP_ARGMAX || op == CT_OP_ARGMIN;
 #if CT_CHUNKED
   long g = get_global_id(0);
@@ -472,13 +476,7 @@ inline void ct_push_n(acc8_t (*st)[CT_COLV], ulong *cnt, acc8_t *b) {
   *cnt += 1ul;
 }
 
-inline void ct_cols(int op, __global const in_t *in, long in_off, __global const long *idx_in,
-                    long idx_in_off, int has_idx_in, __global const acc_t *center,
-                    long center_off, int pre,
-                    __global void *out, long out_off, __global long *idx_out, long idx_out_off,
-                    int final_, int out_dt, int epi, long count, long corr, long parts,
-                    long chunk, long nred, long nout, int kndim, long8 kshape, long8 kstride,
-                    int rndim, long8 rshape, long8 rstride) {
+inline void ct_cols(int op, CT_ROWS_ARGS) {
   bool arg = op == CT_OP_ARGMAX || op == CT_OP_ARGMIN;
   long o0 = (long)get_global_id(0) * CT_COLS_OUT;
   long p = get_global_id(1);
@@ -605,13 +603,6 @@ inline void ct_cols(int op, __global const in_t *in, long in_off, __global const
              o0 + l, p, res[l], 0);
 }
 
-#define CT_ROWS_ARGS                                                                        \
-  __global const in_t *in, long in_off, __global const long *idx_in, long idx_in_off,       \
-      int has_idx_in, __global const acc_t *center, long center_off, int pre,               \
-      __global void *out, long out_off, __global long *idx_out, long idx_out_off,           \
-      int final_, int out_dt, int epi, long count, long corr, long parts, long chunk,       \
-      long nred, long nout, int kndim, long8 kshape, long8 kstride, int rndim,              \
-      long8 rshape, long8 rstride
 #define CT_PASS_ARGS                                                                        \
   in, in_off, idx_in, idx_in_off, has_idx_in, center, center_off, pre, out, out_off,        \
       idx_out, idx_out_off, final_, out_dt, epi, count, corr, parts, chunk, nred

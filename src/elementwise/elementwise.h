@@ -82,7 +82,7 @@ ct_status ct__ew_run(const char *fn, const struct ct__ew_launch *l, ct_tensor *o
 
 /* Tests set this to 1 to give a CPU device the kernels a GPU gets (f16 through the half
  * builtins, EW_SOFT16=0; one element per work-item on strided rows, EW_SPER=1; no vector path;
- * GPU work-group sizes), so those paths are tested wherever the tests run, as
+ * work-group sizes stay the device's, from the engine), so those paths are tested wherever the tests run, as
  * ct__reduce_gpu_layout does for reductions. Read once per device, when its first elementwise
  * op runs; not for applications. */
 extern int ct__ew_gpu_paths;

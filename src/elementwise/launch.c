@@ -14,6 +14,8 @@
 #include "device/device.h"
 #include "elementwise/elementwise.h"
 #include "kernel/engine.h"
+#include "kernel/kargs.h"
+#include "kernel/launch_geom.h"
 #include "tensor/tensor.h"
 
 /* ---- per-device kernel table ---- */
@@ -21,7 +23,6 @@
 struct ct__ew_entry {
   uint64_t key;     /* 0: empty (every real key has nin >= 1) */
   ct__kernel *k;
-  size_t local;     /* work-group size (product over dims) */
   int per;          /* contiguous kernel: elements per work-item (8 on the vector path, else 1) */
 };
 
@@ -31,7 +32,6 @@ struct ct__ew_state {
   size_t cap, count;  /* cap is a power of two */
   int sper;           /* strided kernel: innermost elements per work-item */
   bool cpu;
-  size_t max_items[2]; /* CL_DEVICE_MAX_WORK_ITEM_SIZES of dims 0 and 1 */
   char opts[128];     /* options common to every elementwise program on this device */
 };
 
@@ -65,15 +65,6 @@ static ct_status ct__ew_state_create(void **state, ct_device *d) {
    * where the device says it can. */
   cl_device_fp_config fp = 0;
   clGetDeviceInfo(d->id, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL);
-  /* Per-dimension work-item limits; the query needs room for every dimension the device has. */
-  cl_uint ndims = 0;
-  clGetDeviceInfo(d->id, CL_DEVICE_MAX_WORK_ITEM_DIMENSIONS, sizeof ndims, &ndims, NULL);
-  size_t *items = calloc(ndims > 2 ? ndims : 2, sizeof *items);
-  if (items && ndims >= 2)
-    clGetDeviceInfo(d->id, CL_DEVICE_MAX_WORK_ITEM_SIZES, ndims * sizeof *items, items, NULL);
-  s->max_items[0] = items && items[0] ? items[0] : 1;
-  s->max_items[1] = items && items[1] ? items[1] : 1;
-  free(items);
   snprintf(s->opts, sizeof s->opts, "-DEW_SOFT16=%d -DEW_SPER=%d%s", s->cpu ? 1 : 0, s->sper,
            (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) ? " -cl-fp32-correctly-rounded-divide-sqrt" : "");
   *state = s;
@@ -101,33 +92,6 @@ static ct_status ct__ew_grow(struct ct__ew_state *s) {
   s->tab = tab;
   s->cap = cap;
   return CT_OK;
-}
-
-/* Work-group size: always given, never left to the driver, because PoCL compiles a kernel
- * anew for every local size it picks, and it picks one per global size (100-200 ms for each new
- * tensor size). Within the kernel's limit and a multiple of its preferred multiple
- * (warp/wavefront): 256 work-items on GPUs; 1024 on CPUs, where a work-group is a loop on one
- * thread and fewer, larger groups cost less (PoCL, 2^25-element add against the raw kernel with
- * the driver's choice: 0.77x with 64, 0.85-1.0x with 256, 0.97-1.0x with 1024 or 4096). */
-static size_t ct__ew_want(bool cpu) { return cpu ? 1024 : 256; }
-
-static size_t ct__ew_local(ct_device *d, ct__kernel *k, bool cpu) {
-  const size_t want = ct__ew_want(cpu);
-  cl_kernel ck = ct__kernel_lock(k);
-  size_t wg = 0, mult = 0;
-  clGetKernelWorkGroupInfo(ck, d->id, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
-  clGetKernelWorkGroupInfo(ck, d->id, CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE, sizeof mult, &mult, NULL);
-  ct__kernel_unlock(k);
-  if (wg == 0 || wg > d->props.max_work_group_size) wg = d->props.max_work_group_size;
-  size_t local = wg < want ? wg : want;
-  if (mult > 0 && local >= mult) local -= local % mult;
-  return local ? local : 1;
-}
-
-static size_t ct__ew_pow2_at_least(size_t v) {
-  size_t p = 1;
-  while (p < v) p <<= 1;
-  return p;
 }
 
 /* Packs everything that selects a program and kernel into 64 bits. */
@@ -194,7 +158,6 @@ static ct_status ct__ew_kernel(struct ct__ew_entry *out, ct_device *d, struct ct
     if (st == CT_OK) {
       s->tab[j].key = key;
       s->tab[j].k = k;
-      s->tab[j].local = ct__ew_local(d, k, s->cpu);
       s->tab[j].per = vec ? 8 : 1;
       s->count++;
     }
@@ -220,45 +183,17 @@ static int64_t ct__ew_bstride(const ct_tensor *t, int out_ndim, int d) {
   return (td < 0 || t->shape[td] == 1) ? 0 : t->strides[td];
 }
 
-static int64_t ct__ew_abs(int64_t v) { return v < 0 ? -v : v; }
-
-/* Drops size-1 dims, orders dims by out's strides (largest first, so out is written in memory
- * order whatever its layout) and merges neighbours that every operand walks as one. */
+/* out's shape with every operand's strides, collapsed in out's memory order (out is written in
+ * memory order whatever its layout) by ct__collapse_dims(). */
 static void ct__ew_collapse(struct ct__ew_geom *g, const ct_tensor *out, int nin, const ct_tensor *const *in) {
-  int nops = 1 + nin, n = 0;
+  int64_t *st[CT__EW_MAXOPS];
   for (int d = 0; d < out->ndim; d++) {
-    if (out->shape[d] == 1) continue;
-    g->shape[n] = out->shape[d];
-    g->st[0][n] = out->strides[d];
-    for (int i = 0; i < nin; i++) g->st[1 + i][n] = ct__ew_bstride(in[i], out->ndim, d);
-    n++;
+    g->shape[d] = out->shape[d];
+    g->st[0][d] = out->strides[d];
+    for (int i = 0; i < nin; i++) g->st[1 + i][d] = ct__ew_bstride(in[i], out->ndim, d);
   }
-  for (int i = 1; i < n; i++) {
-    for (int j = i; j > 0 && ct__ew_abs(g->st[0][j - 1]) < ct__ew_abs(g->st[0][j]); j--) {
-      int64_t t = g->shape[j];
-      g->shape[j] = g->shape[j - 1];
-      g->shape[j - 1] = t;
-      for (int o = 0; o < nops; o++) {
-        t = g->st[o][j];
-        g->st[o][j] = g->st[o][j - 1];
-        g->st[o][j - 1] = t;
-      }
-    }
-  }
-  int m = 0;
-  for (int d = 0; d < n; d++) {
-    bool merge = m > 0;
-    for (int o = 0; o < nops && merge; o++) merge = g->st[o][m - 1] == g->st[o][d] * g->shape[d];
-    if (merge) {
-      g->shape[m - 1] *= g->shape[d];
-      for (int o = 0; o < nops; o++) g->st[o][m - 1] = g->st[o][d];
-    } else {
-      g->shape[m] = g->shape[d];
-      for (int o = 0; o < nops; o++) g->st[o][m] = g->st[o][d];
-      m++;
-    }
-  }
-  g->ndim = m;
+  for (int o = 0; o < 1 + nin; o++) st[o] = g->st[o];
+  g->ndim = ct__collapse_dims(out->ndim, g->shape, 1 + nin, st, CT__COLLAPSE_ORDER);
 }
 
 /* ---- scalars ---- */
@@ -291,57 +226,30 @@ static size_t ct__ew_scalar_size(ct_dtype k) {
 
 /* ---- launch ---- */
 
-static cl_long8 ct__ew_long8(const int64_t *v, int n, int64_t fill) {
-  cl_long8 r;
-  for (int i = 0; i < 8; i++) r.s[i] = i < n ? v[i] : fill;
-  return r;
-}
-
-static long ct__ew_elem_offset(const ct_tensor *t) {
-  return (long)(ct__tensor_byte_offset(t) / ct_dtype_size(t->dtype));
-}
-
 /* The arguments every elementwise kernel starts with: out and each input as (buffer, element
  * offset), then the scalars. shift moves every offset but a broadcast input's (bit i of bflags)
  * that many elements on. */
-static cl_int ct__ew_common_args(cl_kernel ck, cl_uint *ai, const struct ct__ew_launch *l, ct_tensor *out,
-                                 unsigned bflags, int64_t shift) {
-  cl_int err = CL_SUCCESS;
-#define CT__ARG(size, ptr) \
-  if (err == CL_SUCCESS) err = clSetKernelArg(ck, (*ai)++, (size), (ptr))
-  cl_mem mem = ct__tensor_mem(out);
-  cl_long off = ct__ew_elem_offset(out) + shift;
-  CT__ARG(sizeof mem, &mem);
-  CT__ARG(sizeof off, &off);
-  for (int i = 0; i < l->nin; i++) {
-    cl_mem m = ct__tensor_mem(l->in[i]);
-    cl_long o = ct__ew_elem_offset(l->in[i]) + ((bflags >> i) & 1u ? 0 : shift);
-    CT__ARG(sizeof m, &m);
-    CT__ARG(sizeof o, &o);
-  }
+static void ct__ew_common_args(struct ct__kargs *a, const struct ct__ew_launch *l, ct_tensor *out, unsigned bflags,
+                               int64_t shift) {
+  static const char *const names[] = {"a", "b", "c"};
+  ct__karg_tensor(a, "out", out, shift);
+  for (int i = 0; i < l->nin; i++) ct__karg_tensor(a, names[i], l->in[i], (bflags >> i) & 1u ? 0 : shift);
   size_t ss = ct__ew_scalar_size(l->k);
   int np = ct__ew_op_nparams(l->op);
-  if (l->spos || np >= 1) CT__ARG(ss, &l->s[0]);
-  if (np >= 2) CT__ARG(ss, &l->s[1]);
-#undef CT__ARG
-  return err;
+  if (l->spos || np >= 1) ct__karg(a, "s0", ss, &l->s[0]);
+  if (np >= 2) ct__karg(a, "s1", ss, &l->s[1]);
 }
 
 /* One launch of a contiguous kernel over elements [shift, shift + n) of the operands, per
- * elements a work-item, in groups of local. */
+ * elements a work-item, in groups of the kernel's group size. */
 static ct_status ct__ew_launch_contig(const char *fn, ct_device *d, ct__kernel *k, const struct ct__ew_launch *l,
-                                      ct_tensor *out, unsigned bflags, int64_t shift, int64_t n, int per,
-                                      size_t local) {
-  cl_kernel ck = ct__kernel_lock(k);
-  cl_uint ai = 0;
-  cl_int err = ct__ew_common_args(ck, &ai, l, out, bflags, shift);
-  cl_long nn = n;
-  if (err == CL_SUCCESS) err = clSetKernelArg(ck, ai++, sizeof nn, &nn);
-  ct_status st;
-  if (err != CL_SUCCESS) {
-    st = ct__cl_error(err, "%s: clSetKernelArg(%u) for %s on %s failed", fn, ai - 1, ct__kernel_name(k), d->spec);
-  } else {
-    size_t items = (size_t)((n + per - 1) / per);
+                                      ct_tensor *out, unsigned bflags, int64_t shift, int64_t n, int per) {
+  struct ct__kargs a = ct__kargs_lock(k);
+  ct__ew_common_args(&a, l, out, bflags, shift);
+  ct__karg_long(&a, "n", n);
+  ct_status st = ct__kargs_end(&a, fn);
+  if (st == CT_OK) {
+    size_t local = ct__kernel_group_size(k), items = (size_t)((n + per - 1) / per);
     size_t global = (items + local - 1) / local * local;
     st = ct__kernel_launch(k, d, 1, &global, &local);
     if (st != CT_OK) ct__error_append(" (%s)", fn);
@@ -350,18 +258,10 @@ static ct_status ct__ew_launch_contig(const char *fn, ct_device *d, ct__kernel *
   return st;
 }
 
-static void ct__ew_span(const ct_tensor *t, int64_t *lo, int64_t *hi);
-
-/* Whether out's bytes overlap any input's (same buffer). */
+/* Whether out's bytes overlap any input's. */
 static bool ct__ew_out_aliases(const ct_tensor *out, const struct ct__ew_launch *l) {
-  int64_t olo, ohi;
-  ct__ew_span(out, &olo, &ohi);
-  for (int i = 0; i < l->nin; i++) {
-    if (ct__tensor_mem(l->in[i]) != ct__tensor_mem(out)) continue;
-    int64_t lo, hi;
-    ct__ew_span(l->in[i], &lo, &hi);
-    if (lo < ohi && olo < hi) return true;
-  }
+  for (int i = 0; i < l->nin; i++)
+    if (ct__tensor_overlaps(out, l->in[i])) return true;
   return false;
 }
 
@@ -402,79 +302,55 @@ ct_status ct__ew_run(const char *fn, const struct ct__ew_launch *l, ct_tensor *o
      * element n (recomputing up to a group's worth of elements already written, with the
      * same values) unless out shares memory with an input, which the first launch may have
      * changed; then the checked kernel takes the remainder. kernels/elementwise.cl says why. */
-    size_t maxl = s->max_items[0];
     if (s->cpu && ct__ew_use_vector(l, out->dtype)) {
       CT__TRY(ct__ew_kernel(&e, d, s, l, out->dtype, 0, bflags, false));
-      return ct__ew_launch_contig(fn, d, e.k, l, out, bflags, 0, n, e.per, e.local < maxl ? e.local : maxl);
+      return ct__ew_launch_contig(fn, d, e.k, l, out, bflags, 0, n, e.per);
     }
-    /* Shorter than a group (the size ct__ew_local aims at; the kernel's own limit can only make
-     * it smaller): the checked kernel alone, without building the EW_FULL program. */
-    size_t aim = ct__ew_want(s->cpu);
-    if (aim > d->props.max_work_group_size) aim = d->props.max_work_group_size;
-    if (aim > maxl) aim = maxl;
-    if ((size_t)n < aim) {
+    /* Shorter than a group (the size every kernel's group aims at; the kernel's own limit can
+     * only make it smaller): the checked kernel alone, without building the EW_FULL program. */
+    if ((size_t)n < ct__device_group_target(d)) {
       CT__TRY(ct__ew_kernel(&e, d, s, l, out->dtype, 0, bflags, false));
-      return ct__ew_launch_contig(fn, d, e.k, l, out, bflags, 0, n, 1, e.local < maxl ? e.local : maxl);
+      return ct__ew_launch_contig(fn, d, e.k, l, out, bflags, 0, n, 1);
     }
     struct ct__ew_entry f;
     CT__TRY(ct__ew_kernel(&f, d, s, l, out->dtype, 0, bflags, true));
-    size_t local = f.local < maxl ? f.local : maxl;
-    int64_t nfull = n / (int64_t)local * (int64_t)local;
+    int64_t local = (int64_t)ct__kernel_group_size(f.k);
+    int64_t nfull = n / local * local;
     bool overlap = nfull > 0 && !ct__ew_out_aliases(out, l);
-    if (nfull > 0) CT__TRY(ct__ew_launch_contig(fn, d, f.k, l, out, bflags, 0, nfull, 1, local));
+    if (nfull > 0) CT__TRY(ct__ew_launch_contig(fn, d, f.k, l, out, bflags, 0, nfull, 1));
     if (nfull == n) return CT_OK;
-    if (overlap)
-      return ct__ew_launch_contig(fn, d, f.k, l, out, bflags, n - (int64_t)local, (int64_t)local, 1, local);
+    if (overlap) return ct__ew_launch_contig(fn, d, f.k, l, out, bflags, n - local, local, 1);
     CT__TRY(ct__ew_kernel(&e, d, s, l, out->dtype, 0, bflags, false));
-    return ct__ew_launch_contig(fn, d, e.k, l, out, bflags, nfull, n - nfull, 1, local);
+    return ct__ew_launch_contig(fn, d, e.k, l, out, bflags, nfull, n - nfull, 1);
   }
   CT__TRY(ct__ew_kernel(&e, d, s, l, out->dtype, strided, bflags, false));
 
-  cl_kernel ck = ct__kernel_lock(e.k);
-  cl_uint ai = 0;
-  cl_int err = ct__ew_common_args(ck, &ai, l, out, 0, 0);
-#define CT__ARG(size, ptr) \
-  if (err == CL_SUCCESS) err = clSetKernelArg(ck, ai++, (size), (ptr))
-  size_t global[2], local[2];
   /* The innermost dim (last after collapsing) is walked by dim 0, the rest by dim 1. */
   int in = g.ndim - 1, ond = g.ndim - 1;
   bool general_inner = false;
   for (int o = 0; o < nops; o++) general_inner |= g.st[o][in] != 0 && g.st[o][in] != 1;
-  cl_long n0 = g.shape[in], nouter = n / g.shape[in];
+  int64_t n0 = g.shape[in], nouter = n / g.shape[in];
   cl_long4 ist = {{0, 0, 0, 0}};
   for (int o = 0; o < nops; o++) ist.s[o] = g.st[o][in];
-  cl_int cond = ond;
-  cl_long8 oshape = ct__ew_long8(g.shape, ond, 1), strides[CT__EW_MAXOPS];
-  CT__ARG(sizeof n0, &n0);
-  CT__ARG(sizeof ist, &ist);
-  CT__ARG(sizeof nouter, &nouter);
-  CT__ARG(sizeof cond, &cond);
-  CT__ARG(sizeof oshape, &oshape);
-  for (int o = 0; o < nops; o++) {
-    strides[o] = ct__ew_long8(g.st[o], ond, 0);
-    CT__ARG(sizeof strides[o], &strides[o]);
-  }
-#undef CT__ARG
-  /* e.local work-items, as many along the row as it needs (a power of two) and the rest
-   * across rows, so short rows don't leave most of a work-group idle, and a kernel meets
-   * at most log2(e.local) + 1 local shapes (each one a compilation on PoCL). */
-  size_t items = (size_t)((n0 + s->sper - 1) / s->sper);
-  local[0] = ct__ew_pow2_at_least(items);
-  if (local[0] > e.local) local[0] = e.local;
-  /* On CPUs a work-item walks its stretch of a row alone, so when an operand strides across
+  static const char *const names[CT__EW_MAXOPS] = {"out_strides", "a_strides", "b_strides", "c_strides"};
+  struct ct__kargs a = ct__kargs_lock(e.k);
+  ct__ew_common_args(&a, l, out, 0, 0);
+  ct__karg_long(&a, "n0", n0);
+  ct__karg(&a, "inner_strides", sizeof ist, &ist);
+  ct__karg_long(&a, "nouter", nouter);
+  ct__karg_int(&a, "ondim", ond);
+  ct__karg_long8(&a, "oshape", ond, g.shape, 1);
+  for (int o = 0; o < nops; o++) ct__karg_long8(&a, names[o], ond, g.st[o], 0);
+  /* A group of the kernel's size, as many work-items along the row as it needs (a power of
+   * two) and the rest across rows, so short rows don't leave most of a work-group idle
+   * (ct__launch_shape(): at most log2(group) + 1 local shapes, each a compilation on PoCL).
+   * On CPUs a work-item walks its stretch of a row alone, so when an operand strides across
    * rows (a transposed input) the work-group is better made of neighbouring rows: their
    * elements share cache lines (2.5x for a transposed f32 add on PoCL). */
-  if (s->cpu && general_inner) local[0] = 1;
-  if (local[0] > s->max_items[0]) local[0] = s->max_items[0];
-  local[1] = e.local / local[0];
-  if (local[1] > s->max_items[1]) local[1] = s->max_items[1];
-  if (local[1] == 0) local[1] = 1;
-  global[0] = (items + local[0] - 1) / local[0] * local[0];
-  global[1] = ((size_t)nouter + local[1] - 1) / local[1] * local[1];
-  ct_status st;
-  if (err != CL_SUCCESS) {
-    st = ct__cl_error(err, "%s: clSetKernelArg(%u) for %s on %s failed", fn, ai - 1, ct__kernel_name(e.k), d->spec);
-  } else {
+  size_t global[2] = {(size_t)((n0 + s->sper - 1) / s->sper), (size_t)nouter}, local[2];
+  ct__launch_shape(e.k, 2, s->cpu && general_inner ? 1 : ct__kernel_group_size(e.k), global, local);
+  ct_status st = ct__kargs_end(&a, fn);
+  if (st == CT_OK) {
     st = ct__kernel_launch(e.k, d, 2, global, local);
     if (st != CT_OK) ct__error_append(" (%s)", fn);
   }
@@ -484,20 +360,6 @@ ct_status ct__ew_run(const char *fn, const struct ct__ew_launch *l, ct_tensor *o
 
 /* ---- out checks ---- */
 
-/* Bytes [lo, hi) that t's elements span inside its cl_mem. */
-static void ct__ew_span(const ct_tensor *t, int64_t *lo, int64_t *hi) {
-  int64_t es = (int64_t)ct_dtype_size(t->dtype);
-  *lo = (int64_t)ct__tensor_byte_offset(t);
-  *hi = *lo + es;
-  for (int d = 0; d < t->ndim; d++) {
-    int64_t ext = (t->shape[d] - 1) * t->strides[d] * es;
-    if (ext < 0)
-      *lo += ext;
-    else
-      *hi += ext;
-  }
-}
-
 /* Non-overlapping and dense: the elements tile one range without holes or repeats. */
 static bool ct__ew_dense(const ct_tensor *t) {
   int64_t sh[CT_MAX_DIMS], st[CT_MAX_DIMS];
@@ -505,7 +367,7 @@ static bool ct__ew_dense(const ct_tensor *t) {
   for (int d = 0; d < t->ndim; d++) {
     if (t->shape[d] == 1) continue;
     int j = n++;
-    for (; j > 0 && ct__ew_abs(st[j - 1]) > ct__ew_abs(t->strides[d]); j--) {
+    for (; j > 0 && imaxabs(st[j - 1]) > imaxabs(t->strides[d]); j--) {
       st[j] = st[j - 1];
       sh[j] = sh[j - 1];
     }
@@ -514,7 +376,7 @@ static bool ct__ew_dense(const ct_tensor *t) {
   }
   int64_t expect = 1;
   for (int i = 0; i < n; i++) {
-    if (ct__ew_abs(st[i]) != expect) return false;
+    if (imaxabs(st[i]) != expect) return false;
     expect *= sh[i];
   }
   return true;
@@ -540,14 +402,9 @@ ct_status ct__ew_check_out_overlap(const char *fn, const ct_tensor *out, int nin
                        ", so several results would land on one element; write to a tensor without expanded dims",
                        fn, ct__shape_str(sb, sizeof sb, out->ndim, out->shape),
                        ct__shape_str(tb, sizeof tb, out->ndim, out->strides), d, out->shape[d]);
-  int64_t olo, ohi;
-  ct__ew_span(out, &olo, &ohi);
   for (int i = 0; i < nin; i++) {
     const ct_tensor *t = in[i];
-    if (ct__tensor_mem(t) != ct__tensor_mem(out) || ct_numel(t) == 0) continue;
-    int64_t lo, hi;
-    ct__ew_span(t, &lo, &hi);
-    if (hi <= olo || ohi <= lo || ct__ew_same_elements(out, t)) continue;
+    if (!ct__tensor_overlaps(out, t) || ct__ew_same_elements(out, t)) continue;
     /* Dense tensors whose ranges meet share elements for sure; strided ones may interleave
      * without sharing any (x[:, ::2] and x[:, 1::2]), which is fine, as in PyTorch. */
     if (ct__ew_dense(out) && ct__ew_dense(t))

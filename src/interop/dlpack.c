@@ -54,7 +54,19 @@ struct ct__dl_export {
   ct_tensor *view;
 };
 
-static ct_status ct__dl_export(struct ct__dl_export **out, DLTensor *dl, const ct_tensor *t, const char *fn) {
+static void ct__dl_free(struct ct__dl_export *e) {
+  ct_release(e->view);
+  free(e);
+}
+
+static void ct__dl_delete(DLManagedTensor *self) { ct__dl_free(self->manager_ctx); }
+
+#ifdef DLPACK_MAJOR_VERSION
+static void ct__dlv_delete(DLManagedTensorVersioned *self) { ct__dl_free(self->manager_ctx); }
+#endif
+
+/* Both forms of the export filled in; the caller hands out one of them. */
+static ct_status ct__dl_export(struct ct__dl_export **out, const ct_tensor *t, const char *fn) {
   CT__CHECK_NOT_NULL(fn, t);
   struct ct__dl_export *e = calloc(1, sizeof *e);
   if (!e) return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
@@ -65,7 +77,7 @@ static ct_status ct__dl_export(struct ct__dl_export **out, DLTensor *dl, const c
   }
   memcpy(e->shape, t->shape, sizeof e->shape);
   memcpy(e->strides, t->strides, sizeof e->strides);
-  memset(dl, 0, sizeof *dl);
+  DLTensor *dl = &e->managed.dl_tensor; /* zeroed by calloc */
   dl->data = ct__tensor_mem(t);
   dl->device.device_type = kDLOpenCL;
   dl->device.device_id = ct_device_index(t->storage->device);
@@ -74,14 +86,18 @@ static ct_status ct__dl_export(struct ct__dl_export **out, DLTensor *dl, const c
   dl->shape = e->shape;
   dl->strides = e->strides;
   dl->byte_offset = ct__tensor_byte_offset(t);
+  e->managed.manager_ctx = e;
+  e->managed.deleter = ct__dl_delete;
+#ifdef DLPACK_MAJOR_VERSION
+  e->versioned.version.major = DLPACK_MAJOR_VERSION;
+  e->versioned.version.minor = DLPACK_MINOR_VERSION;
+  e->versioned.manager_ctx = e;
+  e->versioned.deleter = ct__dlv_delete;
+  e->versioned.flags = 0;
+  e->versioned.dl_tensor = *dl;
+#endif
   *out = e;
   return CT_OK;
-}
-
-static void ct__dl_delete(DLManagedTensor *self) {
-  struct ct__dl_export *e = self->manager_ctx;
-  ct_release(e->view);
-  free(e);
 }
 
 ct_status ct_to_dlpack(struct DLManagedTensor **out, const ct_tensor *t) {
@@ -89,11 +105,7 @@ ct_status ct_to_dlpack(struct DLManagedTensor **out, const ct_tensor *t) {
   CT__CHECK_NOT_NULL(fn, out);
   *out = NULL;
   struct ct__dl_export *e = NULL;
-  DLTensor dl;
-  CT__TRY(ct__dl_export(&e, &dl, t, fn));
-  e->managed.dl_tensor = dl;
-  e->managed.manager_ctx = e;
-  e->managed.deleter = ct__dl_delete;
+  CT__TRY(ct__dl_export(&e, t, fn));
   *out = &e->managed;
   return CT_OK;
 }
@@ -184,25 +196,12 @@ ct_status ct_from_dlpack(ct_tensor **out, struct DLManagedTensor *src, ct_device
 
 #ifdef DLPACK_MAJOR_VERSION
 
-static void ct__dlv_delete(DLManagedTensorVersioned *self) {
-  struct ct__dl_export *e = self->manager_ctx;
-  ct_release(e->view);
-  free(e);
-}
-
 ct_status ct_to_dlpack_versioned(struct DLManagedTensorVersioned **out, const ct_tensor *t) {
   static const char fn[] = "ct_to_dlpack_versioned";
   CT__CHECK_NOT_NULL(fn, out);
   *out = NULL;
   struct ct__dl_export *e = NULL;
-  DLTensor dl;
-  CT__TRY(ct__dl_export(&e, &dl, t, fn));
-  e->versioned.version.major = DLPACK_MAJOR_VERSION;
-  e->versioned.version.minor = DLPACK_MINOR_VERSION;
-  e->versioned.manager_ctx = e;
-  e->versioned.deleter = ct__dlv_delete;
-  e->versioned.flags = 0;
-  e->versioned.dl_tensor = dl;
+  CT__TRY(ct__dl_export(&e, t, fn));
   *out = &e->versioned;
   return CT_OK;
 }

@@ -117,35 +117,19 @@ ct_status ct__wrap_cl_mem(ct_tensor **out, ct_device *d, cl_mem mem, size_t byte
                      extent == UINT64_MAX ? "more than " : "", extent, byte_offset);
   }
 
-  ct_tensor *x = calloc(1, sizeof *x);
-  ct__storage *s = calloc(1, sizeof *s);
-  if (!x || !s) {
-    free(x);
-    free(s);
-    return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
-  }
+  ct_tensor *x;
+  ct__storage *s;
+  CT__TRY(ct__tensor_headers(&x, &s, d, t, ndim, shape, st, fn));
   err = clRetainMemObject(mem);
   if (err != CL_SUCCESS) {
     free(x);
     free(s);
     return ct__cl_error(err, "%s: clRetainMemObject", fn);
   }
-  atomic_init(&s->refs, 1);
-  s->device = d;
   s->mem = mem;
-  s->offset = 0;
   s->nbytes = size;
-  s->block = NULL;
   s->release = release;
   s->release_ctx = release_ctx;
-  atomic_init(&x->refs, 1);
-  x->storage = s;
-  x->dtype = t;
-  x->ndim = ndim;
-  for (int i = 0; i < ndim; i++) {
-    x->shape[i] = shape[i];
-    x->strides[i] = st[i];
-  }
   x->offset = (int64_t)(byte_offset / esize);
   *out = x;
   return CT_OK;

@@ -9,6 +9,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/host.h"
 #include "io/io.h"
 
 int ct__host_is_little_endian(void) {
@@ -98,4 +99,19 @@ ct_status ct__rfile_read(struct ct__rfile *f, void *buf, size_t n, uint64_t offs
 void ct__rfile_close(struct ct__rfile *f) {
   if (f->fd >= 0) close(f->fd);
   f->fd = -1;
+}
+
+ct_status ct__rfile_header(struct ct__rfile *f, void **header, uint64_t *header_end, size_t pre,
+                           ct__header_size_fn size, const char *path, const char *fn) {
+  *header = NULL;
+  *header_end = 0;
+  CT__TRY(ct__rfile_open(f, path, fn));
+  uint8_t buf[16];
+  if (pre > sizeof buf) pre = sizeof buf;
+  size_t npre = f->size < pre ? (size_t)f->size : pre;
+  ct_status st = ct__rfile_read(f, buf, npre, 0);
+  if (st == CT_OK) st = size(header_end, buf, npre, f->size, path);
+  if (st == CT_OK) st = ct__host_malloc(header, (size_t)*header_end, fn);
+  if (st == CT_OK) st = ct__rfile_read(f, *header, (size_t)*header_end, 0);
+  return st;
 }

@@ -102,6 +102,16 @@ ct_status ct__rfile_open(struct ct__rfile *f, const char *path, const char *fn);
  * CT_ERR_IO for a failing read. */
 ct_status ct__rfile_read(struct ct__rfile *f, void *buf, size_t n, uint64_t offset);
 void ct__rfile_close(struct ct__rfile *f);
+/* How a format finds its header's end in the first len bytes of a file (ct__npy_header_size(),
+ * ct__safetensors_header_size()). */
+typedef ct_status (*ct__header_size_fn)(uint64_t *header_end, const void *buf, size_t len, uint64_t file_size,
+                                        const char *path);
+/* The start the loaders share: opens path into f and reads the first pre bytes (at most 16,
+ * fewer from a shorter file), from which size() gives the header's end, then the bytes
+ * [0, *header_end) into a new host buffer *header (the caller frees it). The caller closes f
+ * whatever the result. */
+ct_status ct__rfile_header(struct ct__rfile *f, void **header, uint64_t *header_end, size_t pre,
+                           ct__header_size_fn size, const char *path, const char *fn);
 
 /* ---- shared helpers (file.c; host memory and bools are in core/host.h) ---- */
 

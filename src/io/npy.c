@@ -355,16 +355,10 @@ ct_status ct_npy_load(ct_tensor **out, const char *path, ct_device *d) {
   CT__CHECK_NOT_NULL(fn, path);
   CT__CHECK_NOT_NULL(fn, d);
   struct ct__rfile f;
-  CT__TRY(ct__rfile_open(&f, path, fn));
-  uint8_t pre[12];
-  size_t npre = f.size < sizeof pre ? (size_t)f.size : sizeof pre;
   uint64_t header_end = 0;
   void *header = NULL, *data = NULL;
   struct ct__npy_header h;
-  ct_status st = ct__rfile_read(&f, pre, npre, 0);
-  if (st == CT_OK) st = ct__npy_header_size(&header_end, pre, npre, f.size, path);
-  if (st == CT_OK) st = ct__host_malloc(&header, (size_t)header_end, fn);
-  if (st == CT_OK) st = ct__rfile_read(&f, header, (size_t)header_end, 0);
+  ct_status st = ct__rfile_header(&f, &header, &header_end, 12, ct__npy_header_size, path, fn);
   if (st == CT_OK) st = ct__npy_parse_header(&h, header, (size_t)header_end, f.size, path);
   if (st == CT_OK && h.data_bytes > SIZE_MAX)
     st = ct__error(CT_ERR_OUT_OF_MEMORY, "%s: '%s' holds %" PRIu64 " bytes, more than this host can address",

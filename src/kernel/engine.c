@@ -27,6 +27,7 @@
 #include "kernel/cache.h"
 #include "kernel/engine.h"
 #include "kernel/kernel_config.h"
+#include "kernel/launch_geom.h"
 
 struct ct__kernel {
   cl_kernel k;
@@ -49,28 +50,31 @@ struct ct__program {
   struct ct__program *next;
 };
 
-static size_t ct__pow2_floor(size_t v) {
-  size_t p = 1;
-  while (p <= v / 2) p <<= 1;
-  return p;
+size_t ct__device_group_target(const ct_device *d) {
+  /* 1024 work-items on CPUs, where a work-group is a loop on one thread and fewer, larger groups
+   * cost less (PoCL, 2^25-element add against the raw kernel with the driver's choice: 0.77x
+   * with 64, 0.85-1.0x with 256, 0.97-1.0x with 1024 or 4096); 256 elsewhere, a multiple of
+   * every warp and wavefront size. */
+  size_t want = d->props.type == CT_DEVICE_CPU ? 1024 : 256;
+  size_t most = d->props.max_work_group_size ? ct__pow2_floor(d->props.max_work_group_size) : 1;
+  return want < most ? want : most;
 }
 
-/* Queried once per kernel, so that ct__launch_dims() costs no OpenCL call. 1024 work-items on
- * CPUs, where a work-group is a loop on one thread and fewer, larger groups cost less; 256
- * elsewhere (see src/elementwise/launch.c for the measurements). Always within the kernel's
- * and the device's limits. */
+/* Queried once per kernel, so that ct__launch_dims() costs no OpenCL call. The device's group
+ * target, within the kernel's limit and dim 0's work-item limit. */
 static void ct__kernel_limits(ct__kernel *k, ct_device *d) {
-  size_t want = d->props.type == CT_DEVICE_CPU ? 1024 : 256, wg = 0;
-  clGetKernelWorkGroupInfo(k->k, d->id, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
-  if (wg == 0 || wg > d->props.max_work_group_size) wg = d->props.max_work_group_size;
-  if (wg == 0) wg = 1;
-  k->group = ct__pow2_floor(wg < want ? wg : want);
   cl_uint ndims = 0;
   clGetDeviceInfo(d->id, CL_DEVICE_MAX_WORK_ITEM_DIMENSIONS, sizeof ndims, &ndims, NULL);
   size_t items[8] = {0};
   if (ndims >= 3 && ndims <= 8)
     clGetDeviceInfo(d->id, CL_DEVICE_MAX_WORK_ITEM_SIZES, ndims * sizeof *items, items, NULL);
   for (int i = 0; i < 3; i++) k->max_items[i] = ct__pow2_floor(items[i] ? items[i] : 1);
+  size_t want = ct__device_group_target(d), wg = 0;
+  clGetKernelWorkGroupInfo(k->k, d->id, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
+  if (wg == 0 || wg > want) wg = want;
+  /* 1-D launches of whole groups (copy_contig, ew_contig) use the group along dim 0. */
+  if (wg > k->max_items[0]) wg = k->max_items[0];
+  k->group = ct__pow2_floor(wg);
   if (clGetKernelInfo(k->k, CL_KERNEL_NUM_ARGS, sizeof k->nargs, &k->nargs, NULL) != CL_SUCCESS)
     k->nargs = CT__KERNEL_NARGS_UNKNOWN;
 }
@@ -602,10 +606,13 @@ ct_status ct__kernel_group_limit(size_t *out, ct__kernel *k, ct_device *d, size_
 
 void ct__launch_dims(const ct__kernel *k, cl_uint dims, size_t *global, size_t *local) {
   /* Two dims or more: a tile of at most 64 along dim 0 (whole cache lines, and strided reads
-   * such as a transpose's reuse their lines across dim 1: 2-5x a 1024-wide row on PoCL), unless
-   * dim 1 is too short to fill the rest of the group. The group is always full, so local[0]
-   * alone picks the shape. */
-  const size_t cap0 = dims >= 2 ? 64 : k->group;
+   * such as a transpose's reuse their lines across dim 1: 2-5x a 1024-wide row on PoCL). */
+  ct__launch_shape(k, dims, dims >= 2 ? 64 : k->group, global, local);
+}
+
+void ct__launch_shape(const ct__kernel *k, cl_uint dims, size_t cap0, size_t *global, size_t *local) {
+  /* At most cap0 along dim 0, unless dim 1 is too short to fill the rest of the group. The
+   * group is always full, so local[0] alone picks the shape. */
   size_t l0 = 1;
   while (l0 < global[0] && l0 < cap0) l0 <<= 1;
   if (dims >= 2) {

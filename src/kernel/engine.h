@@ -7,9 +7,10 @@
  *
  *   ct__kernel *k;
  *   CT__TRY(ct__kernel_get(&k, d, "copy.cl", "copy_strided", "-DCT_SRC=7 -DCT_DST=5"));
- *   cl_kernel ck = ct__kernel_lock(k);
- *   clSetKernelArg(ck, 0, sizeof(cl_mem), &buf); ...
- *   ct_status st = ct__kernel_launch(k, d, 1, &global, NULL);
+ *   struct ct__kargs a = ct__kargs_lock(k);     (kernel/kargs.h)
+ *   ct__karg_mem(&a, "dst", buf); ...
+ *   ct_status st = ct__kargs_end(&a, fn);
+ *   if (st == CT_OK) st = ct__kernel_launch(k, d, 1, &global, &local);
  *   ct__kernel_unlock(k);
  *
  * Calling ct__kernel_get() on every op invocation is intended: after the first call for a
@@ -73,12 +74,24 @@ void ct__kernel_set_launch_observer(ct__launch_observer obs);
  * work-items on CPUs, 256 elsewhere, within CL_KERNEL_WORK_GROUP_SIZE and
  * CL_DEVICE_MAX_WORK_ITEM_SIZES), except 1-D launches shorter than that, which get the power of
  * two at least global[0]; dim 2 gets 1. So a kernel sees at most log2(group size) + 1 shapes
- * per number of dims. */
+ * per number of dims. This and the two below are the one work-group-size policy: every launch
+ * with a free group size takes its size and shape from them. */
 void ct__launch_dims(const ct__kernel *k, cl_uint dims, size_t *global, size_t *local);
 
-/* The work-group size ct__launch_dims() fills groups to (a power of two), for launches that
- * split whole groups from a remainder themselves. */
+/* As ct__launch_dims() with at most cap0 (a power of two) work-items along dim 0, unless dim 1
+ * is too short to fill the group: for launches whose dim 0 walks rows an op has sized itself
+ * (elementwise strided kernels: cap0 is the group, or 1 to group neighbouring rows). */
+void ct__launch_shape(const ct__kernel *k, cl_uint dims, size_t cap0, size_t *global, size_t *local);
+
+/* The work-group size ct__launch_dims() fills groups to (a power of two, at most
+ * ct__device_group_target() and dim 0's work-item limit), for launches that split whole
+ * groups from a remainder themselves (1-D kernels without a bounds check). */
 size_t ct__kernel_group_size(const ct__kernel *k);
+
+/* The group size every kernel of d aims at (1024 work-items on CPUs, 256 elsewhere, within the
+ * device's limit; a power of two): ct__kernel_group_size() is this or less, by the kernel's own
+ * limit. For deciding before a kernel is built whether a launch fills a group. */
+size_t ct__device_group_target(const ct_device *d);
 
 /* The largest power-of-two work-group size usable for k on d, at most cap, with per_item bytes
  * of local memory each: the device's and the kernel's limits (CL_KERNEL_WORK_GROUP_SIZE) and

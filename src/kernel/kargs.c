@@ -12,15 +12,24 @@ void ct__kargs_begin(struct ct__kargs *a, ct__kernel *k, cl_kernel ck) {
   a->bad_name = NULL;
 }
 
-void ct__karg(struct ct__kargs *a, const char *name, size_t size, const void *value) {
+void ct__karg_fail(struct ct__kargs *a, const char *name, cl_int err) {
   cl_uint i = a->next++;
   if (a->err != CL_SUCCESS) return;
-  cl_int err = clSetKernelArg(a->ck, i, size, value);
-  if (err != CL_SUCCESS) {
-    a->err = err;
-    a->bad = i;
-    a->bad_name = name;
+  a->err = err;
+  a->bad = i;
+  a->bad_name = name;
+}
+
+void ct__karg(struct ct__kargs *a, const char *name, size_t size, const void *value) {
+  if (a->err != CL_SUCCESS) {
+    a->next++;
+    return;
   }
+  cl_int err = clSetKernelArg(a->ck, a->next, size, value);
+  if (err != CL_SUCCESS)
+    ct__karg_fail(a, name, err);
+  else
+    a->next++;
 }
 
 void ct__karg_long8(struct ct__kargs *a, const char *name, int n, const int64_t *v, int64_t fill) {

@@ -2,9 +2,7 @@
  * checks them once at the end, so that an op states its arguments as a list rather than as
  * numbered clSetKernelArg calls whose failures it must gather itself:
  *
- *   cl_kernel ck = ct__kernel_lock(k);
- *   struct ct__kargs a;
- *   ct__kargs_begin(&a, k, ck);
+ *   struct ct__kargs a = ct__kargs_lock(k);
  *   ct__karg_mem(&a, "out", mem);
  *   ct__karg_long(&a, "out_off", off);
  *   ct__karg_long8(&a, "shape", ndim, shape, 1);
@@ -39,39 +37,47 @@ struct ct__kargs {
 /* Starts the list for k, locked by the caller (ck is what ct__kernel_lock() returned). */
 void ct__kargs_begin(struct ct__kargs *a, ct__kernel *k, cl_kernel ck);
 
+/* Locks k and starts its list: ct__kernel_lock() and ct__kargs_begin() in one, e.g.
+ * `struct ct__kargs a = ct__kargs_lock(k);`. The caller unlocks k after the launch. */
+static inline struct ct__kargs ct__kargs_lock(ct__kernel *k) {
+  struct ct__kargs a;
+  ct__kargs_begin(&a, k, ct__kernel_lock(k));
+  return a;
+}
+
 /* The next argument: size bytes at value (value NULL with size > 0: __local memory). */
 void ct__karg(struct ct__kargs *a, const char *name, size_t size, const void *value);
+
+/* Counts the next argument as failed with err without setting it: for a value the caller
+ * found it cannot pass (ct__karg_tensor() with a misaligned tensor). */
+void ct__karg_fail(struct ct__kargs *a, const char *name, cl_int err);
 
 /* CT_OK when every argument was set and their count is the kernel's; else the error of the
  * first failing argument, "<fn>: kernel <k>: setting argument <i> (<name>) failed: <CL error>",
  * or of a wrong count. */
 ct_status ct__kargs_end(struct ct__kargs *a, const char *fn);
 
-static inline void ct__karg_mem(struct ct__kargs *a, const char *name, cl_mem v) {
-  ct__karg(a, name, sizeof v, &v);
-}
-static inline void ct__karg_int(struct ct__kargs *a, const char *name, cl_int v) {
-  ct__karg(a, name, sizeof v, &v);
-}
-static inline void ct__karg_long(struct ct__kargs *a, const char *name, cl_long v) {
-  ct__karg(a, name, sizeof v, &v);
-}
-static inline void ct__karg_ulong(struct ct__kargs *a, const char *name, cl_ulong v) {
-  ct__karg(a, name, sizeof v, &v);
-}
-static inline void ct__karg_float(struct ct__kargs *a, const char *name, cl_float v) {
-  ct__karg(a, name, sizeof v, &v);
-}
-static inline void ct__karg_double(struct ct__kargs *a, const char *name, cl_double v) {
-  ct__karg(a, name, sizeof v, &v);
-}
+/* The typed setters: ct__karg_mem(), _int(), _long(), _ulong(), _float(), _double(). */
+#define CT__KARG_TYPED(suffix, type)                                               \
+  static inline void ct__karg_##suffix(struct ct__kargs *a, const char *name, type v) { \
+    ct__karg(a, name, sizeof v, &v);                                               \
+  }
+CT__KARG_TYPED(mem, cl_mem)
+CT__KARG_TYPED(int, cl_int)
+CT__KARG_TYPED(long, cl_long)
+CT__KARG_TYPED(ulong, cl_ulong)
+CT__KARG_TYPED(float, cl_float)
+CT__KARG_TYPED(double, cl_double)
+#undef CT__KARG_TYPED
+
 /* __local memory of bytes bytes. */
 static inline void ct__karg_local(struct ct__kargs *a, const char *name, size_t bytes) {
   ct__karg(a, name, bytes, NULL);
 }
 
 /* A long8 of the first n values of v (n <= 8), the rest fill: the kernels' shape (fill 1) and
- * stride (fill 0) arguments, read by ct_offset() in kernels/common.cl. */
+ * stride (fill 0) arguments, read by ct_offset() in kernels/common.cl. The one packer of
+ * shape/stride arguments. */
 void ct__karg_long8(struct ct__kargs *a, const char *name, int n, const int64_t *v, int64_t fill);
 
 #endif

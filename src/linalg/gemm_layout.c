@@ -3,6 +3,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kernel/launch_geom.h"
 #include "linalg/linalg.h"
 #include "tensor/tensor.h"
 
@@ -60,28 +61,8 @@ bool ct__gemm_mat_of(struct ct__gemm_mat *x, const ct_tensor *t, bool left, int 
  * folds a batch of A into its rows when B is shared by every batch: [.., m, k] @ [k, n] becomes
  * one [b*m, k] @ [k, n] product, as PyTorch folds it. */
 void ct__gemm_simplify_batch(struct ct__gemm_op *op) {
-  struct ct__gemm_mat *ms[3] = {&op->a, &op->b, &op->c};
-  int nb = 0;
-  for (int i = 0; i < op->nbatch; i++) {
-    if (op->bshape[i] == 1) continue;
-    op->bshape[nb] = op->bshape[i];
-    for (int j = 0; j < 3; j++) ms[j]->bstride[nb] = ms[j]->bstride[i];
-    nb++;
-  }
-  op->nbatch = nb;
-  for (int i = op->nbatch - 2; i >= 0; i--) {
-    bool merge = true;
-    for (int j = 0; j < 3; j++)
-      if (ms[j]->bstride[i] != ms[j]->bstride[i + 1] * op->bshape[i + 1]) merge = false;
-    if (!merge) continue;
-    op->bshape[i] *= op->bshape[i + 1];
-    for (int j = 0; j < 3; j++) ms[j]->bstride[i] = ms[j]->bstride[i + 1];
-    for (int r = i + 1; r < op->nbatch - 1; r++) {
-      op->bshape[r] = op->bshape[r + 1];
-      for (int j = 0; j < 3; j++) ms[j]->bstride[r] = ms[j]->bstride[r + 1];
-    }
-    op->nbatch--;
-  }
+  int64_t *bst[3] = {op->a.bstride, op->b.bstride, op->c.bstride};
+  op->nbatch = ct__collapse_dims(op->nbatch, op->bshape, 3, bst, 0);
   while (op->nbatch > 0) {
     int l = op->nbatch - 1;
     if (op->b.bstride[l] != 0 || op->a.trans || op->a.bstride[l] != op->m * op->a.ld ||

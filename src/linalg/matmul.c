@@ -131,44 +131,41 @@ static ct_status ct__mm_run(struct ct__mm *mm, ct_tensor **res, ct_tensor *out) 
 
 /* ---- Public API ---- */
 
+/* The four GEMM entry points differ only in where the result goes (a new tensor *out, or dst)
+ * and whether they take c; the NULL checks run in the order of their arguments. */
+static ct_status ct__mm_api(const char *fn, ct_tensor **out, ct_tensor *dst, bool with_c, const ct_tensor *c,
+                            const ct_tensor *a, const ct_tensor *b, double beta, double alpha) {
+  if (out) {
+    *out = NULL;
+  } else {
+    CT__CHECK_NOT_NULL(fn, dst);
+  }
+  if (with_c) CT__CHECK_NOT_NULL(fn, c);
+  CT__CHECK_NOT_NULL(fn, a);
+  CT__CHECK_NOT_NULL(fn, b);
+  struct ct__mm mm = {.fn = fn, .an = "a", .bn = "b", .cn = with_c ? "c" : NULL, .a = a, .b = b, .c = c,
+                      .alpha = alpha, .beta = beta};
+  return ct__mm_run(&mm, out, dst);
+}
+
 ct_status ct_matmul(ct_tensor **out, const ct_tensor *a, const ct_tensor *b) {
   CT__CHECK_NOT_NULL("ct_matmul", out);
-  *out = NULL;
-  CT__CHECK_NOT_NULL("ct_matmul", a);
-  CT__CHECK_NOT_NULL("ct_matmul", b);
-  struct ct__mm mm = {.fn = "ct_matmul", .an = "a", .bn = "b", .a = a, .b = b, .alpha = 1, .beta = 0};
-  return ct__mm_run(&mm, out, NULL);
+  return ct__mm_api("ct_matmul", out, NULL, false, NULL, a, b, 0, 1);
 }
 
 ct_status ct_matmul_out(ct_tensor *out, const ct_tensor *a, const ct_tensor *b) {
-  CT__CHECK_NOT_NULL("ct_matmul_out", out);
-  CT__CHECK_NOT_NULL("ct_matmul_out", a);
-  CT__CHECK_NOT_NULL("ct_matmul_out", b);
-  struct ct__mm mm = {.fn = "ct_matmul_out", .an = "a", .bn = "b", .a = a, .b = b, .alpha = 1, .beta = 0};
-  return ct__mm_run(&mm, NULL, out);
+  return ct__mm_api("ct_matmul_out", NULL, out, false, NULL, a, b, 0, 1);
 }
 
 ct_status ct_addmm(ct_tensor **out, const ct_tensor *c, const ct_tensor *a, const ct_tensor *b, double beta,
                    double alpha) {
   CT__CHECK_NOT_NULL("ct_addmm", out);
-  *out = NULL;
-  CT__CHECK_NOT_NULL("ct_addmm", c);
-  CT__CHECK_NOT_NULL("ct_addmm", a);
-  CT__CHECK_NOT_NULL("ct_addmm", b);
-  struct ct__mm mm = {.fn = "ct_addmm", .an = "a", .bn = "b", .cn = "c", .a = a, .b = b, .c = c, .alpha = alpha,
-                      .beta = beta};
-  return ct__mm_run(&mm, out, NULL);
+  return ct__mm_api("ct_addmm", out, NULL, true, c, a, b, beta, alpha);
 }
 
 ct_status ct_addmm_out(ct_tensor *out, const ct_tensor *c, const ct_tensor *a, const ct_tensor *b, double beta,
                        double alpha) {
-  CT__CHECK_NOT_NULL("ct_addmm_out", out);
-  CT__CHECK_NOT_NULL("ct_addmm_out", c);
-  CT__CHECK_NOT_NULL("ct_addmm_out", a);
-  CT__CHECK_NOT_NULL("ct_addmm_out", b);
-  struct ct__mm mm = {.fn = "ct_addmm_out", .an = "a", .bn = "b", .cn = "c", .a = a, .b = b, .c = c, .alpha = alpha,
-                      .beta = beta};
-  return ct__mm_run(&mm, NULL, out);
+  return ct__mm_api("ct_addmm_out", NULL, out, true, c, a, b, beta, alpha);
 }
 
 ct_status ct_linear(ct_tensor **out, const ct_tensor *x, const ct_tensor *weight, const ct_tensor *bias) {

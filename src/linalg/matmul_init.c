@@ -38,7 +38,6 @@ ct_status ct__mm_init_c(ct_device *d, const char *fn, ct_tensor *target, const c
   ct_tensor *cc = NULL;
   if (!ct__tensor_elem_offset(c, &coff)) {
     CT__TRY(ct_contiguous(&cc, c));
-    ct__tensor_elem_offset(cc, &coff);
     c = cc;
   }
   char opts[64];
@@ -51,12 +50,9 @@ ct_status ct__mm_init_c(ct_device *d, const char *fn, ct_tensor *target, const c
   }
   int64_t strides[CT_MAX_DIMS];
   ct__mm_expand_strides(strides, c, target->ndim, target->shape);
-  struct ct__kargs a;
-  ct__kargs_begin(&a, k, ct__kernel_lock(k));
-  ct__karg_mem(&a, "out", ct__tensor_mem(target));
-  ct__karg_long(&a, "out_off", toff);
-  ct__karg_mem(&a, "src", ct__tensor_mem(c));
-  ct__karg_long(&a, "src_off", coff);
+  struct ct__kargs a = ct__kargs_lock(k);
+  ct__karg_tensor(&a, "out", target, 0);
+  ct__karg_tensor(&a, "src", c, 0);
   ct__karg_int(&a, "nd", target->ndim);
   ct__karg_long8(&a, "shape", target->ndim, target->shape, 1);
   ct__karg_long8(&a, "strides", target->ndim, strides, 0);

@@ -14,27 +14,24 @@ ct_status ct__mm_int(struct ct__mm *mm, ct_tensor *target) {
   const char *fn = mm->fn;
   ct_tensor *ac = NULL, *bc = NULL;
   const ct_tensor *a = mm->a, *b = mm->b, *c = mm->c;
-  int64_t aoff = 0, boff = 0, coff = 0, toff = 0;
-  if (!ct__tensor_elem_offset(a, &aoff)) {
+  int64_t off;
+  /* Operands whose byte offset is not a whole number of elements go through a copy. */
+  if (!ct__tensor_elem_offset(a, &off)) {
     CT__TRY(ct_contiguous(&ac, a));
     a = ac;
-    ct__tensor_elem_offset(a, &aoff);
   }
   ct_status st = CT_OK;
-  if (!ct__tensor_elem_offset(b, &boff)) {
+  if (!ct__tensor_elem_offset(b, &off)) {
     st = ct_contiguous(&bc, b);
     if (st != CT_OK) goto done;
     b = bc;
-    ct__tensor_elem_offset(b, &boff);
   }
   ct_tensor *cc = NULL;
-  if (c && !ct__tensor_elem_offset(c, &coff)) {
+  if (c && !ct__tensor_elem_offset(c, &off)) {
     st = ct_contiguous(&cc, c);
     if (st != CT_OK) goto done;
     c = cc;
-    ct__tensor_elem_offset(c, &coff);
   }
-  ct__tensor_elem_offset(target, &toff);
   char opts[32];
   snprintf(opts, sizeof opts, "-DCT_DT=%d", (int)mm->dt);
   ct__kernel *k;
@@ -54,17 +51,13 @@ ct_status ct__mm_int(struct ct__mm *mm, ct_tensor *target) {
     if (c) ct__mm_expand_strides(cstr, c, mm->rnd, mm->rshape);
     int64_t batch = 1;
     for (int i = 0; i < mm->nb; i++) batch *= mm->bs[i];
-    struct ct__kargs g;
-    ct__kargs_begin(&g, k, ct__kernel_lock(k));
-    ct__karg_mem(&g, "out", ct__tensor_mem(target));
-    ct__karg_long(&g, "out_off", toff);
-    ct__karg_mem(&g, "a", ct__tensor_mem(a));
-    ct__karg_long(&g, "a_off", aoff);
+    struct ct__kargs g = ct__kargs_lock(k);
+    ct__karg_tensor(&g, "out", target, 0);
+    ct__karg_tensor(&g, "a", a, 0);
     ct__karg_long(&g, "a_rs", a_rs);
     ct__karg_long(&g, "a_cs", a_cs);
     ct__karg_long8(&g, "a_bstrides", mm->nb, abs_, 0);
-    ct__karg_mem(&g, "b", ct__tensor_mem(b));
-    ct__karg_long(&g, "b_off", boff);
+    ct__karg_tensor(&g, "b", b, 0);
     ct__karg_long(&g, "b_rs", b_rs);
     ct__karg_long(&g, "b_cs", b_cs);
     ct__karg_long8(&g, "b_bstrides", mm->nb, bbs, 0);
@@ -75,8 +68,7 @@ ct_status ct__mm_int(struct ct__mm *mm, ct_tensor *target) {
     ct__karg_long(&g, "k", mm->k);
     ct__karg_long(&g, "alpha", (cl_long)mm->alpha);
     ct__karg_long(&g, "beta", (cl_long)mm->beta);
-    ct__karg_mem(&g, "c", c ? ct__tensor_mem(c) : ct__tensor_mem(target));
-    ct__karg_long(&g, "c_off", coff);
+    ct__karg_tensor(&g, "c", c ? c : target, 0);
     ct__karg_int(&g, "od", mm->rnd);
     ct__karg_long8(&g, "oshape", mm->rnd, mm->rshape, 1);
     ct__karg_long8(&g, "c_strides", mm->rnd, cstr, 0);

@@ -667,22 +667,27 @@ void ct__free(ct__block *pb) {
 
 /* ---- public API ---- */
 
+/* The public allocator calls: d's allocator (created on first use), locked; the caller
+ * unlocks it. */
+static ct_status ct__allocator_locked(ct__allocator **a, ct_device *d, const char *fn) {
+  CT__CHECK_NOT_NULL(fn, d);
+  CT__TRY(ct__allocator_get(a, d));
+  pthread_mutex_lock(&(*a)->lock);
+  return CT_OK;
+}
+
 ct_status ct_memory_stats_get(ct_memory_stats *out, ct_device *d) {
   CT__CHECK_NOT_NULL("ct_memory_stats_get", out);
-  CT__CHECK_NOT_NULL("ct_memory_stats_get", d);
   ct__allocator *a;
-  CT__TRY(ct__allocator_get(&a, d));
-  pthread_mutex_lock(&a->lock);
+  CT__TRY(ct__allocator_locked(&a, d, "ct_memory_stats_get"));
   *out = a->stats;
   pthread_mutex_unlock(&a->lock);
   return CT_OK;
 }
 
 ct_status ct_memory_reset_peak(ct_device *d) {
-  CT__CHECK_NOT_NULL("ct_memory_reset_peak", d);
   ct__allocator *a;
-  CT__TRY(ct__allocator_get(&a, d));
-  pthread_mutex_lock(&a->lock);
+  CT__TRY(ct__allocator_locked(&a, d, "ct_memory_reset_peak"));
   a->stats.peak_allocated_bytes = a->stats.allocated_bytes;
   a->stats.peak_reserved_bytes = a->stats.reserved_bytes;
   pthread_mutex_unlock(&a->lock);
@@ -690,10 +695,8 @@ ct_status ct_memory_reset_peak(ct_device *d) {
 }
 
 ct_status ct_empty_cache(ct_device *d) {
-  CT__CHECK_NOT_NULL("ct_empty_cache", d);
   ct__allocator *a;
-  CT__TRY(ct__allocator_get(&a, d));
-  pthread_mutex_lock(&a->lock);
+  CT__TRY(ct__allocator_locked(&a, d, "ct_empty_cache"));
   ct__release_cached(a);
   pthread_mutex_unlock(&a->lock);
   return CT_OK;

@@ -12,6 +12,7 @@
 #include "device/device.h"
 #include "kernel/engine.h"
 #include "kernel/kargs.h"
+#include "kernel/launch_geom.h"
 #include "nn/nn.h"
 #include "reduce/reduce.h"
 #include "tensor/tensor.h"
@@ -66,22 +67,20 @@ static ct_status masked_softmax(ct_tensor *scores, const ct_tensor *me, bool cau
     memcpy(mshape, me->shape, sizeof(int64_t) * (size_t)mndim);
     memcpy(mstride, me->strides, sizeof(int64_t) * (size_t)mndim);
     int64_t *sts[1] = {mstride};
-    mndim = ct__coalesce(mndim, mshape, 1, sts);
+    mndim = ct__collapse_dims(mndim, mshape, 1, sts, 0);
     mstep = me->strides[nd - 1];
   }
   struct ct__kargs a;
   ct__kargs_begin(&a, k, ct__kernel_lock(k));
-  ct__karg_mem(&a, "scores", ct__tensor_mem(scores));
-  ct__karg_long(&a, "s_off", ct__elem_offset(scores));
+  ct__karg_tensor(&a, "scores", scores, 0);
   ct__karg_long(&a, "rows", rows);
   ct__karg_long(&a, "L", L);
   ct__karg_long(&a, "S", S);
   if (scores->dtype == CT_F64) ct__karg_double(&a, "scale", scale);
   else ct__karg_float(&a, "scale", (float)scale);
   ct__karg_int(&a, "causal", causal);
-  /* Without a mask the kernel reads nothing from it; the scores' buffer stands in. */
-  ct__karg_mem(&a, "mask", me ? ct__tensor_mem(me) : ct__tensor_mem(scores));
-  ct__karg_long(&a, "m_off", me ? ct__elem_offset(me) : 0);
+  /* Without a mask the kernel reads nothing from it (a NULL buffer). */
+  ct__karg_tensor(&a, "mask", me, 0);
   ct__karg_int(&a, "m_kind", m_kind);
   ct__karg_int(&a, "m_dt", me ? (cl_int)me->dtype : 0);
   ct__karg_int(&a, "mndim", mndim);

@@ -9,6 +9,7 @@
 #include "device/device.h"
 #include "kernel/engine.h"
 #include "kernel/kargs.h"
+#include "kernel/launch_geom.h"
 #include "nn/nn.h"
 #include "random/random.h"
 #include "reduce/reduce.h"
@@ -57,19 +58,17 @@ ct_status ct_dropout(ct_tensor **out, const ct_tensor *x, double p, bool trainin
   memcpy(shape, x->shape, sizeof shape);
   memcpy(strides, x->strides, sizeof strides);
   int64_t *sts[1] = {strides};
-  int ndim = ct__coalesce(x->ndim, shape, 1, sts);
+  int ndim = ct__collapse_dims(x->ndim, shape, 1, sts, 0);
   double scale = 1.0 / (1.0 - p);
   cl_ulong scale_bits;
   memcpy(&scale_bits, &scale, sizeof scale_bits);
   struct ct__kargs a;
   ct__kargs_begin(&a, k, ct__kernel_lock(k));
-  ct__karg_mem(&a, "in", ct__tensor_mem(x));
-  ct__karg_long(&a, "in_off", ct__elem_offset(x));
+  ct__karg_tensor(&a, "in", x, 0);
   ct__karg_int(&a, "ndim", ndim);
   ct__karg_long8(&a, "shape", ndim, shape, 1);
   ct__karg_long8(&a, "strides", ndim, strides, 0);
-  ct__karg_mem(&a, "out", ct__tensor_mem(o));
-  ct__karg_long(&a, "out_off", ct__elem_offset(o));
+  ct__karg_tensor(&a, "out", o, 0);
   ct__karg_long(&a, "n", n);
   ct__karg_int(&a, "dt", (cl_int)x->dtype);
   ct__karg_float(&a, "p", (float)p);

@@ -11,6 +11,7 @@
 #include "device/device.h"
 #include "kernel/engine.h"
 #include "kernel/kargs.h"
+#include "kernel/launch_geom.h"
 #include "nn/nn.h"
 #include "reduce/reduce.h"
 #include "tensor/tensor.h"
@@ -153,19 +154,14 @@ static ct_status class_loss(ct_tensor **out, const ct_tensor *x, const ct_tensor
     if (st == CT_OK) {
       int64_t *sts[2] = {xst, tst};
       /* Merging positions dims that address both tensors alike spares ct_offset divisions. */
-      int cn = ct__coalesce(pndim, pshape, 2, sts);
+      int cn = ct__collapse_dims(pndim, pshape, 2, sts, 0);
       struct ct__kargs a;
       ct__kargs_begin(&a, k, ct__kernel_lock(k));
-      ct__karg_mem(&a, "in", ct__tensor_mem(x));
-      ct__karg_long(&a, "in_off", ct__elem_offset(x));
-      ct__karg_mem(&a, "target", ct__tensor_mem(target));
-      ct__karg_long(&a, "t_off", ct__elem_offset(target));
-      ct__karg_mem(&a, "loss", ct__tensor_mem(loss));
-      ct__karg_long(&a, "loss_off", ct__elem_offset(loss));
-      ct__karg_mem(&a, "valid", ct__tensor_mem(valid));
-      ct__karg_long(&a, "valid_off", ct__elem_offset(valid));
-      ct__karg_mem(&a, "bad", ct__tensor_mem(flag));
-      ct__karg_long(&a, "bad_off", ct__elem_offset(flag));
+      ct__karg_tensor(&a, "in", x, 0);
+      ct__karg_tensor(&a, "target", target, 0);
+      ct__karg_tensor(&a, "loss", loss, 0);
+      ct__karg_tensor(&a, "valid", valid, 0);
+      ct__karg_tensor(&a, "bad", flag, 0);
       ct__karg_long(&a, "npos", npos);
       ct__karg_long(&a, "ncls", ncls);
       ct__karg_long(&a, "cstride", cstride);

@@ -158,8 +158,7 @@ ct_status ct__random_bits(ct_tensor **out, ct_device *d, int64_t nblocks, uint64
     ct_release(o);
     return st;
   }
-  struct ct__kargs a;
-  ct__kargs_begin(&a, k, ct__kernel_lock(k));
+  struct ct__kargs a = ct__kargs_lock(k);
   ct__karg_mem(&a, "out", ct__tensor_mem(o));
   ct__karg_long(&a, "out_off", (cl_long)(ct__tensor_byte_offset(o) / 4));
   ct__karg_long(&a, "nblocks", nblocks);

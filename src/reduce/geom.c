@@ -1,9 +1,10 @@
-/* Reduction geometry: dims lists, output shapes, the kept/reduced split, launch limits. */
+/* Reduction geometry: dims lists, output shapes, the kept/reduced split. */
 #include <stdio.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "device/device.h"
+#include "kernel/launch_geom.h"
 #include "reduce/reduce.h"
 #include "tensor/tensor.h"
 
@@ -59,33 +60,6 @@ int ct__reduce_out_shape(int64_t *oshape, int ndim, const int64_t *shape, const 
   return n;
 }
 
-int ct__coalesce(int ndim, int64_t *shape, int nst, int64_t *const *strides) {
-  int n = 0;
-  for (int i = 0; i < ndim; i++) {
-    if (shape[i] == 1) continue;
-    shape[n] = shape[i];
-    for (int s = 0; s < nst; s++) strides[s][n] = strides[s][i];
-    n++;
-  }
-  /* A size-0 dim empties everything; keep the geometry as it is (nothing will be read). */
-  for (int i = 0; i < n; i++)
-    if (shape[i] == 0) return n;
-  int m = 0;
-  for (int i = 1; i < n; i++) {
-    bool merge = true;
-    for (int s = 0; s < nst; s++) merge = merge && strides[s][m] == shape[i] * strides[s][i];
-    if (merge) {
-      shape[m] *= shape[i];
-      for (int s = 0; s < nst; s++) strides[s][m] = strides[s][i];
-    } else {
-      m++;
-      shape[m] = shape[i];
-      for (int s = 0; s < nst; s++) strides[s][m] = strides[s][i];
-    }
-  }
-  return n == 0 ? 0 : m + 1;
-}
-
 void ct__reduce_geom(struct ct__red_geom *g, int ndim, const int64_t *shape,
                      const int64_t *strides, const bool *mask, bool sort_reduced) {
   memset(g, 0, sizeof *g);
@@ -101,34 +75,9 @@ void ct__reduce_geom(struct ct__red_geom *g, int ndim, const int64_t *shape,
       g->nout *= shape[i];
     }
   }
-  if (sort_reduced) {
-    /* Insertion sort by decreasing stride, stable. */
-    for (int i = 1; i < g->rndim; i++) {
-      int64_t sh = g->rshape[i], st = g->rstride[i];
-      int k = i;
-      for (; k > 0 && g->rstride[k - 1] < st; k--) {
-        g->rshape[k] = g->rshape[k - 1];
-        g->rstride[k] = g->rstride[k - 1];
-      }
-      g->rshape[k] = sh;
-      g->rstride[k] = st;
-    }
-  }
   int64_t *ks[1] = {g->kstride}, *rs[1] = {g->rstride};
-  g->kndim = ct__coalesce(g->kndim, g->kshape, 1, ks);
-  g->rndim = ct__coalesce(g->rndim, g->rshape, 1, rs);
-}
-
-void ct__long8(cl_long8 *shape8, cl_long8 *stride8, int ndim, const int64_t *shape,
-               const int64_t *strides) {
-  for (int i = 0; i < 8; i++) {
-    shape8->s[i] = i < ndim ? shape[i] : 1;
-    stride8->s[i] = i < ndim ? strides[i] : 0;
-  }
+  g->kndim = ct__collapse_dims(g->kndim, g->kshape, 1, ks, 0);
+  g->rndim = ct__collapse_dims(g->rndim, g->rshape, 1, rs, sort_reduced ? CT__COLLAPSE_ORDER : 0);
 }
 
 int ct__reduce_gpu_layout = 0;
-
-int64_t ct__elem_offset(const ct_tensor *t) {
-  return (int64_t)(ct__tensor_byte_offset(t) / ct_dtype_size(t->dtype));
-}

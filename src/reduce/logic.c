@@ -51,10 +51,8 @@ static ct_status logic_api(ct_tensor **out, const ct_tensor *x, int ndims, const
   }
   struct ct__kargs a;
   ct__kargs_begin(&a, k, ct__kernel_lock(k));
-  ct__karg_mem(&a, "in", ct__tensor_mem(x));
-  ct__karg_long(&a, "in_off", ct__elem_offset(x));
-  ct__karg_mem(&a, "out", ct__tensor_mem(o));
-  ct__karg_long(&a, "out_off", ct__elem_offset(o));
+  ct__karg_tensor(&a, "in", x, 0);
+  ct__karg_tensor(&a, "out", o, 0);
   ct__karg_int(&a, op == LG_LOGSUMEXP ? "out_dt" : "is_all",
                op == LG_LOGSUMEXP ? (cl_int)odt : op == LG_ALL);
   ct__karg_long(&a, "nout", g.nout);

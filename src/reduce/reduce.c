@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "device/device.h"
 #include "kernel/engine.h"
+#include "kernel/kargs.h"
 #include "reduce/reduce.h"
 #include "tensor/tensor.h"
 
@@ -23,27 +24,22 @@ static ct_dtype acc_dtype(ct_dtype t) {
   return CT_I64;
 }
 
-/* One pass's input: a buffer of dtype `dt` (the tensor's, or the accumulator's for partials)
+/* One pass's input: a tensor of dtype `dt` (the input's, or the accumulator's for partials)
  * plus, for argmax/argmin partials, their indices in the same layout. */
 struct red_in {
   ct_dtype dt;
-  cl_mem mem;
-  int64_t off;
-  cl_mem idx;      /* NULL unless partials of argmax/argmin */
-  int64_t idx_off;
+  const ct_tensor *t;
+  const ct_tensor *idx;     /* NULL unless partials of argmax/argmin */
 };
 
 /* Where the final values go and how they are finished. */
 struct red_out {
-  cl_mem mem;      /* values (not used by argmax/argmin) */
-  int64_t off;
+  const ct_tensor *t;       /* values (NULL for argmax/argmin) */
   ct_dtype dt;
-  cl_mem idx;      /* argmax/argmin indices (i64) */
-  int64_t idx_off;
+  const ct_tensor *idx;     /* argmax/argmin indices (i64) */
   int epi;
   int64_t count, corr;
-  cl_mem center;   /* var/std: the means, accumulator dtype, one per output */
-  int64_t center_off;
+  const ct_tensor *center;  /* var/std: the means, accumulator dtype, one per output */
 };
 
 /* Launch plan of one pass. */
@@ -52,12 +48,6 @@ struct red_plan {
   int64_t parts, chunk;
   size_t local;   /* rows: work-group size; cols: work-items per group along the outputs */
 };
-
-static ct_status set_arg(cl_kernel ck, cl_uint i, size_t size, const void *v, const char *fn) {
-  cl_int err = clSetKernelArg(ck, i, size, v);
-  if (err != CL_SUCCESS) return ct__cl_error(err, "%s: clSetKernelArg(%u) failed", fn, i);
-  return CT_OK;
-}
 
 /* Outputs per work-item of reduce_cols (CT_COLS_OUT in kernels/reduce.cl). */
 static int64_t cols_out(const ct_device *d) { return ct__cpu_layout(d) ? 64 : 8; }
@@ -127,63 +117,38 @@ static ct_status reduce_kernel(ct__kernel **k, ct_device *d, ct_dtype in_dt, boo
 
 static ct_status launch(ct_device *d, int op, const struct red_in *in, const struct ct__red_geom *g,
                         const struct red_plan *p, bool final_, const struct red_out *fo,
-                        cl_mem pout, int64_t pout_off, cl_mem pidx, int64_t pidx_off, bool pre,
-                        const char *fn) {
+                        const ct_tensor *pout, const ct_tensor *pidx, bool pre, const char *fn) {
   ct__kernel *k;
   CT__TRY(reduce_kernel(&k, d, in->dt, p->rows, op, fn));
   size_t accsz = ct_dtype_size(acc_dtype(in->dt));
-  cl_mem nul = NULL;
-  cl_long in_off = in->off, idx_in_off = in->idx_off, center_off = pre ? fo->center_off : 0;
-  cl_int has_idx = in->idx != NULL, pre_i = pre, final_i = final_, out_dt = (cl_int)fo->dt,
-         epi = fo->epi;
-  cl_mem out_mem = final_ ? fo->mem : pout, idx_mem = final_ ? fo->idx : pidx;
-  cl_long out_off = final_ ? fo->off : pout_off, idx_off = final_ ? fo->idx_off : pidx_off;
-  cl_long count = fo->count, corr = fo->corr, parts = p->parts, chunk = p->chunk, nred = g->nred,
-          nout = g->nout;
-  cl_int kndim = g->kndim, rndim = g->rndim;
-  cl_long8 ks, kst, rs, rst;
-  ct__long8(&ks, &kst, g->kndim, g->kshape, g->kstride);
-  ct__long8(&rs, &rst, g->rndim, g->rshape, g->rstride);
-  cl_kernel ck = ct__kernel_lock(k);
-  ct_status st = CT_OK;
-  cl_uint a = 0;
-#define ARG(v)                                                  \
-  do {                                                          \
-    if (st == CT_OK) st = set_arg(ck, a, sizeof(v), &(v), fn);  \
-    a++;                                                        \
-  } while (0)
-  ARG(in->mem);
-  ARG(in_off);
-  if (in->idx) ARG(in->idx); else ARG(nul);
-  ARG(idx_in_off);
-  ARG(has_idx);
-  if (pre) ARG(fo->center); else ARG(nul);
-  ARG(center_off);
-  ARG(pre_i);
-  if (out_mem) ARG(out_mem); else ARG(nul);
-  ARG(out_off);
-  if (idx_mem) ARG(idx_mem); else ARG(nul);
-  ARG(idx_off);
-  ARG(final_i);
-  ARG(out_dt);
-  ARG(epi);
-  ARG(count);
-  ARG(corr);
-  ARG(parts);
-  ARG(chunk);
-  ARG(nred);
-  ARG(nout);
-  ARG(kndim);
-  ARG(ks);
-  ARG(kst);
-  ARG(rndim);
-  ARG(rs);
-  ARG(rst);
-#undef ARG
-  if (st == CT_OK && p->rows) {
-    st = set_arg(ck, a++, p->local * accsz, NULL, fn);
-    if (st == CT_OK) st = set_arg(ck, a++, p->local * sizeof(cl_long), NULL, fn);
+  struct ct__kargs a = ct__kargs_lock(k);
+  ct__karg_tensor(&a, "in", in->t, 0);
+  ct__karg_tensor(&a, "idx_in", in->idx, 0);
+  ct__karg_int(&a, "has_idx", in->idx != NULL);
+  ct__karg_tensor(&a, "center", pre ? fo->center : NULL, 0);
+  ct__karg_int(&a, "pre", pre);
+  ct__karg_tensor(&a, "out", final_ ? fo->t : pout, 0);
+  ct__karg_tensor(&a, "idx_out", final_ ? fo->idx : pidx, 0);
+  ct__karg_int(&a, "final", final_);
+  ct__karg_int(&a, "out_dt", (cl_int)fo->dt);
+  ct__karg_int(&a, "epi", fo->epi);
+  ct__karg_long(&a, "count", fo->count);
+  ct__karg_long(&a, "corr", fo->corr);
+  ct__karg_long(&a, "parts", p->parts);
+  ct__karg_long(&a, "chunk", p->chunk);
+  ct__karg_long(&a, "nred", g->nred);
+  ct__karg_long(&a, "nout", g->nout);
+  ct__karg_int(&a, "kndim", g->kndim);
+  ct__karg_long8(&a, "kshape", g->kndim, g->kshape, 1);
+  ct__karg_long8(&a, "kstride", g->kndim, g->kstride, 0);
+  ct__karg_int(&a, "rndim", g->rndim);
+  ct__karg_long8(&a, "rshape", g->rndim, g->rshape, 1);
+  ct__karg_long8(&a, "rstride", g->rndim, g->rstride, 0);
+  if (p->rows) {
+    ct__karg_local(&a, "acc", p->local * accsz);
+    ct__karg_local(&a, "acc_idx", p->local * sizeof(cl_long));
   }
+  ct_status st = ct__kargs_end(&a, fn);
   if (st == CT_OK) {
     if (p->rows) {
       /* A work-group per (output, part), or on CPUs a work-item. */
@@ -221,7 +186,7 @@ static ct_status run(ct_device *d, int op, const struct red_in *in, const struct
   CT__TRY(limits(&lrows, &lcols, d, in->dt, op, fn));
   struct red_plan p;
   plan_pass(&p, g, d, lrows, lcols);
-  if (p.parts == 1) return launch(d, op, in, g, &p, true, fo, NULL, 0, NULL, 0, pre, fn);
+  if (p.parts == 1) return launch(d, op, in, g, &p, true, fo, NULL, NULL, pre, fn);
 
   ct_dtype adt = acc_dtype(in->dt);
   int64_t pshape[1] = {g->nout * p.parts};
@@ -229,11 +194,9 @@ static ct_status run(ct_device *d, int op, const struct red_in *in, const struct
   ct_status st = ct__tensor_new(&pv, d, adt, 1, pshape, fn);
   if (st == CT_OK && is_arg(op)) st = ct__tensor_new(&pi, d, CT_I64, 1, pshape, fn);
   if (st == CT_OK)
-    st = launch(d, op, in, g, &p, false, fo, ct__tensor_mem(pv), ct__elem_offset(pv),
-                pi ? ct__tensor_mem(pi) : NULL, pi ? ct__elem_offset(pi) : 0, pre, fn);
+    st = launch(d, op, in, g, &p, false, fo, pv, pi, pre, fn);
   if (st == CT_OK) {
-    struct red_in pin = {adt, ct__tensor_mem(pv), ct__elem_offset(pv), pi ? ct__tensor_mem(pi) : NULL,
-                         pi ? ct__elem_offset(pi) : 0};
+    struct red_in pin = {adt, pv, pi};
     struct ct__red_geom pg;
     memset(&pg, 0, sizeof pg);
     pg.nout = g->nout;
@@ -305,12 +268,11 @@ static ct_status reduce_api(ct_tensor **out, const ct_tensor *x, const bool *mas
     *out = o;
     return CT_OK;
   }
-  struct red_in in = {x->dtype, ct__tensor_mem(x), ct__elem_offset(x), NULL, 0};
-  struct red_out fo = {ct__tensor_mem(o), ct__elem_offset(o), odt, NULL, 0, epi, nred, corr, NULL, 0};
+  struct red_in in = {x->dtype, x, NULL};
+  struct red_out fo = {o, odt, NULL, epi, nred, corr, NULL};
   if (is_arg(op)) {
-    fo.mem = NULL;
-    fo.idx = ct__tensor_mem(o);
-    fo.idx_off = ct__elem_offset(o);
+    fo.t = NULL;
+    fo.idx = o;
   }
   ct_status st;
   if (epi == EPI_VAR || epi == EPI_STD) {
@@ -320,13 +282,11 @@ static ct_status reduce_api(ct_tensor **out, const ct_tensor *x, const bool *mas
     int64_t mshape[1] = {g.nout};
     st = ct__tensor_new(&mean, d, adt, 1, mshape, fn);
     if (st == CT_OK) {
-      struct red_out mo = {ct__tensor_mem(mean), ct__elem_offset(mean), adt, NULL, 0, EPI_MEAN, nred, 0,
-                           NULL, 0};
+      struct red_out mo = {mean, adt, NULL, EPI_MEAN, nred, 0, NULL};
       st = run(d, OP_SUM, &in, &g, false, &mo, fn);
     }
     if (st == CT_OK) {
-      fo.center = ct__tensor_mem(mean);
-      fo.center_off = ct__elem_offset(mean);
+      fo.center = mean;
       st = run(d, OP_SUM, &in, &g, true, &fo, fn);
     }
     ct_release(mean);

@@ -1,5 +1,5 @@
 /* Internal: reduction geometry (dims lists, output shapes, the kept/reduced split that the
- * kernels walk) and launch sizing shared by reductions and softmax. */
+ * kernels walk) shared by reductions and softmax. */
 #ifndef CT_REDUCE_REDUCE_H
 #define CT_REDUCE_REDUCE_H
 
@@ -38,19 +38,12 @@ ct_status ct__reduce_dim(int *out, int ndim, const int64_t *shape, int dim, cons
 int ct__reduce_out_shape(int64_t *oshape, int ndim, const int64_t *shape, const bool *mask,
                          bool keepdim);
 
-/* Splits (shape, strides) by mask. With sort_reduced the reduced dims are ordered by
- * decreasing stride first (only for ops whose result doesn't depend on the walking order), so
- * the innermost reduced dim has the smallest stride. Pure. */
+/* Splits (shape, strides) by mask and collapses both parts (ct__collapse_dims()). With
+ * sort_reduced the reduced dims are ordered by decreasing |stride| first (only for ops whose
+ * result doesn't depend on the walking order), so the innermost reduced dim has the smallest
+ * stride. Pure. */
 void ct__reduce_geom(struct ct__red_geom *g, int ndim, const int64_t *shape,
                      const int64_t *strides, const bool *mask, bool sort_reduced);
-
-/* Merges neighbouring dims (outer a, inner b) wherever, in every one of the nst stride arrays,
- * stride[a] == shape[b] * stride[b]; drops size-1 dims first. Returns the new ndim. Pure. */
-int ct__coalesce(int ndim, int64_t *shape, int nst, int64_t *const *strides);
-
-/* (shape, strides, ndim) as the kernels' long8 arguments: unused dims get shape 1, stride 0. */
-void ct__long8(cl_long8 *shape8, cl_long8 *stride8, int ndim, const int64_t *shape,
-               const int64_t *strides);
 
 /* Tests set this to 1 to run the GPU layout on a CPU device, so both layouts are exercised
  * wherever the tests run. Read at each call; not for applications. */
@@ -61,8 +54,5 @@ extern int ct__reduce_gpu_layout;
 static inline bool ct__cpu_layout(const ct_device *d) {
   return d->props.type == CT_DEVICE_CPU && !ct__reduce_gpu_layout;
 }
-
-/* Element offset of t's first element from the start of its cl_mem. */
-int64_t ct__elem_offset(const ct_tensor *t);
 
 #endif

@@ -5,14 +5,10 @@
 #include "core/error.h"
 #include "device/device.h"
 #include "kernel/engine.h"
+#include "kernel/kargs.h"
+#include "kernel/launch_geom.h"
 #include "reduce/reduce.h"
 #include "tensor/tensor.h"
-
-static ct_status set_arg(cl_kernel ck, cl_uint i, size_t size, const void *v, const char *fn) {
-  cl_int err = clSetKernelArg(ck, i, size, v);
-  if (err != CL_SUCCESS) return ct__cl_error(err, "%s: clSetKernelArg(%u) failed", fn, i);
-  return CT_OK;
-}
 
 static ct_status softmax_api(ct_tensor **out, const ct_tensor *x, int dim, int logsm, const char *fn) {
   CT__CHECK_NOT_NULL(fn, out);
@@ -48,7 +44,7 @@ static ct_status softmax_api(ct_tensor **out, const ct_tensor *x, int dim, int l
     }
   }
   int64_t *sts[2] = {kin, kout};
-  kndim = ct__coalesce(kndim, kshape, 2, sts);
+  kndim = ct__collapse_dims(kndim, kshape, 2, sts, 0);
   int64_t nrows = 1;
   for (int i = 0; i < kndim; i++) nrows *= kshape[i];
 
@@ -71,41 +67,26 @@ static ct_status softmax_api(ct_tensor **out, const ct_tensor *x, int dim, int l
     ct_release(o);
     return st;
   }
-  cl_mem in_mem = ct__tensor_mem(x), out_mem = ct__tensor_mem(o);
-  cl_long in_off = ct__elem_offset(x), out_off = ct__elem_offset(o), cn = n, cis = in_step,
-          cos_ = out_step, cnrows = nrows;
-  cl_int ckndim = kndim, clog = logsm;
-  cl_long8 ks, ki, ko;
-  ct__long8(&ks, &ki, kndim, kshape, kin);
-  ct__long8(&ks, &ko, kndim, kshape, kout);
   size_t accsz = x->dtype == CT_F64 ? sizeof(cl_double) : sizeof(cl_float);
-  cl_kernel ck = ct__kernel_lock(k);
   size_t lmax = 1;
   st = ct__kernel_group_limit(&lmax, k, d, rows ? 256 : 64, rows ? accsz : 0);
-  cl_uint a = 0;
-#define ARG(v)                                                  \
-  do {                                                          \
-    if (st == CT_OK) st = set_arg(ck, a, sizeof(v), &(v), fn);  \
-    a++;                                                        \
-  } while (0)
-  ARG(in_mem);
-  ARG(in_off);
-  ARG(out_mem);
-  ARG(out_off);
-  ARG(cn);
-  ARG(cis);
-  ARG(cos_);
-  ARG(ckndim);
-  ARG(ks);
-  ARG(ki);
-  ARG(ko);
-  ARG(clog);
-#undef ARG
+  struct ct__kargs a = ct__kargs_lock(k);
+  ct__karg_tensor(&a, "in", x, 0);
+  ct__karg_tensor(&a, "out", o, 0);
+  ct__karg_long(&a, "n", n);
+  ct__karg_long(&a, "in_step", in_step);
+  ct__karg_long(&a, "out_step", out_step);
+  ct__karg_int(&a, "kndim", kndim);
+  ct__karg_long8(&a, "kshape", kndim, kshape, 1);
+  ct__karg_long8(&a, "kin", kndim, kin, 0);
+  ct__karg_long8(&a, "kout", kndim, kout, 0);
+  ct__karg_int(&a, "logsm", logsm);
+  ct__karg_long(&a, "nrows", nrows);
+  size_t local, global;
   if (rows) {
     /* GPUs: a work-group of 64 or 256 per row. CPUs: a work-item per row (a CPU runs a
      * group's items one after another on one core, so sharing a row buys nothing), 64 rows
      * per group when there are plenty, else 1. Fixed sizes spare PoCL a compile per size. */
-    size_t local, global;
     int64_t target = cu * 4;
     if (cpu) {
       local = nrows >= 64 * target ? 64 : 1;
@@ -116,18 +97,16 @@ static ct_status softmax_api(ct_tensor **out, const ct_tensor *x, int dim, int l
       if (local > lmax) local = lmax;
       global = (size_t)nrows * local;
     }
-    if (st == CT_OK) st = set_arg(ck, a++, sizeof cnrows, &cnrows, fn);
-    if (st == CT_OK) st = set_arg(ck, a, local * accsz, NULL, fn);
-    if (st == CT_OK) st = ct__kernel_launch(k, d, 1, &global, &local);
+    ct__karg_local(&a, "lv", local * accsz);
   } else {
-    if (st == CT_OK) st = set_arg(ck, a, sizeof cnrows, &cnrows, fn);
     /* A work-item per 8 consecutive rows. */
     size_t items = ((size_t)nrows + 7) / 8;
-    size_t local = cpu ? 16 : 64;
+    local = cpu ? 16 : 64;
     if (local > lmax) local = lmax;
-    size_t global = (items + local - 1) / local * local;
-    if (st == CT_OK) st = ct__kernel_launch(k, d, 1, &global, &local);
+    global = (items + local - 1) / local * local;
   }
+  if (st == CT_OK) st = ct__kargs_end(&a, fn);
+  if (st == CT_OK) st = ct__kernel_launch(k, d, 1, &global, &local);
   ct__kernel_unlock(k);
   if (st != CT_OK) {
     ct_release(o);

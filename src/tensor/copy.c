@@ -8,6 +8,8 @@
 #include "core/error.h"
 #include "device/device.h"
 #include "kernel/engine.h"
+#include "kernel/kargs.h"
+#include "kernel/launch_geom.h"
 #include "profile/profile.h"
 #include "tensor/tensor.h"
 
@@ -20,8 +22,8 @@ static const char *ct__bits_type(size_t es) {
   }
 }
 
-/* A copy's geometry after dropping size-1 dims and merging dims that are contiguous with their
- * inner neighbour in both tensors. */
+/* A copy's geometry: shape and the two operands' strides, collapsed by ct__collapse_dims(),
+ * then padded to at least 2 dims. */
 struct ct__geom {
   int ndim;
   int64_t shape[CT_MAX_DIMS];
@@ -29,29 +31,14 @@ struct ct__geom {
   int64_t src[CT_MAX_DIMS];
 };
 
-static void ct__collapse(struct ct__geom *g, int ndim, const int64_t *shape, const int64_t *dst,
-                         const int64_t *src) {
-  int n = 0;
-  for (int i = 0; i < ndim; i++) {
-    if (shape[i] == 1) continue;
-    if (n > 0 && g->dst[n - 1] == dst[i] * shape[i] && g->src[n - 1] == src[i] * shape[i]) {
-      g->shape[n - 1] *= shape[i];
-      g->dst[n - 1] = dst[i];
-      g->src[n - 1] = src[i];
-      continue;
-    }
-    g->shape[n] = shape[i];
-    g->dst[n] = dst[i];
-    g->src[n] = src[i];
-    n++;
-  }
-  g->ndim = n;
-}
-
-static cl_long8 ct__long8(int n, const int64_t *v, int64_t pad) {
-  cl_long8 r;
-  for (int i = 0; i < 8; i++) r.s[i] = i < n ? v[i] : pad;
-  return r;
+/* Collapses (shape, dst, src) into g. */
+static void ct__copy_geom(struct ct__geom *g, int ndim, const int64_t *shape, const int64_t *dst,
+                          const int64_t *src) {
+  memcpy(g->shape, shape, (size_t)ndim * sizeof *shape);
+  memcpy(g->dst, dst, (size_t)ndim * sizeof *dst);
+  memcpy(g->src, src, (size_t)ndim * sizeof *src);
+  int64_t *st[2] = {g->dst, g->src};
+  g->ndim = ct__collapse_dims(ndim, g->shape, 2, st, 0);
 }
 
 /* Pads g to at least 2 dims (a leading size-1 dim) and sets the NDRange: the innermost dim,
@@ -71,9 +58,28 @@ static void ct__nd_range(struct ct__geom *g, size_t *global) {
   for (int i = 0; i < g->ndim - 2; i++) global[2] *= (size_t)g->shape[i];
 }
 
-/* Element offset of t's element 0 in its cl_mem. Storage offsets are aligned, so this divides. */
-static cl_long ct__elem_off(const ct_tensor *t) {
-  return (cl_long)(ct__tensor_byte_offset(t) / ct_dtype_size(t->dtype));
+/* The arguments copy_strided and fill_strided share: an operand (its two innermost strides as
+ * scalars, the outer ones as long8s) and, last, the two innermost extents. */
+static void ct__strided_operand(struct ct__kargs *a, const char *name, const ct_tensor *t, const struct ct__geom *g,
+                                const int64_t *st) {
+  int no = g->ndim - 2;
+  ct__karg_tensor(a, name, t, 0);
+  ct__karg_long(a, "s0", st[no + 1]);
+  ct__karg_long(a, "s1", st[no]);
+}
+
+static ct_status ct__strided_launch(struct ct__kargs *a, ct__kernel *k, ct_device *d, size_t *global,
+                                    const char *fn) {
+  ct__karg_long(a, "n0", (cl_long)global[0]);
+  ct__karg_long(a, "n1", (cl_long)global[1]);
+  ct_status st = ct__kargs_end(a, fn);
+  if (st == CT_OK) {
+    size_t local[3];
+    ct__launch_dims(k, 3, global, local);
+    st = ct__kernel_launch(k, d, 3, global, local);
+  }
+  ct__kernel_unlock(k);
+  return st;
 }
 
 /* dst[...] = convert(src broadcast to dst's shape). src_strides has dst->ndim entries (0 on
@@ -84,7 +90,7 @@ static ct_status ct__copy_launch(ct_tensor *dst, const ct_tensor *src, const int
   if (n == 0) return CT_OK;
   ct_device *d = dst->storage->device;
   struct ct__geom g;
-  ct__collapse(&g, dst->ndim, dst->shape, dst->strides, src_strides);
+  ct__copy_geom(&g, dst->ndim, dst->shape, dst->strides, src_strides);
   int contig = g.ndim == 0 || (g.ndim == 1 && g.dst[0] == 1 && g.src[0] == 1);
   size_t es = ct_dtype_size(dst->dtype);
   int same = dst->dtype == src->dtype;
@@ -109,11 +115,7 @@ static ct_status ct__copy_launch(ct_tensor *dst, const ct_tensor *src, const int
     snprintf(opts, sizeof opts, "-DCT_SRC=%d -DCT_DST=%d", (int)src->dtype, (int)dst->dtype);
   ct__kernel *k;
   CT__TRY(ct__kernel_get(&k, d, "copy.cl", contig ? "copy_contig" : "copy_strided", opts));
-  cl_mem dm = dst->storage->mem, sm = src->storage->mem;
-  cl_long doff = ct__elem_off(dst), soff = ct__elem_off(src);
-  size_t global[3];
-  cl_kernel ck = ct__kernel_lock(k);
-  cl_int err = CL_SUCCESS;
+  struct ct__kargs a = ct__kargs_lock(k);
   if (contig) {
     /* One work-item per element (what CPU compilers vectorize best), in launches of at most
      * 2^30 items, since some drivers cap a dimension's global size at 32 bits. The kernel has
@@ -129,51 +131,26 @@ static ct_status ct__copy_launch(ct_tensor *dst, const ct_tensor *src, const int
         items -= items % group;
       else
         local = &one;
-      cl_long dso = doff + start, sso = soff + start;
+      ct__kargs_begin(&a, k, a.ck);
+      ct__karg_tensor(&a, "dst", dst, start);
+      ct__karg_tensor(&a, "src", src, start);
       start += (int64_t)items;
-      err = clSetKernelArg(ck, 0, sizeof dm, &dm);
-      err |= clSetKernelArg(ck, 1, sizeof dso, &dso);
-      err |= clSetKernelArg(ck, 2, sizeof sm, &sm);
-      err |= clSetKernelArg(ck, 3, sizeof sso, &sso);
-      if (err != CL_SUCCESS)
-        st = ct__error(CT_ERR_INTERNAL, "%s: setting the arguments of %s failed", fn, ct__kernel_name(k));
-      else
-        st = ct__kernel_launch(k, d, 1, &items, local);
+      st = ct__kargs_end(&a, fn);
+      if (st == CT_OK) st = ct__kernel_launch(k, d, 1, &items, local);
     }
     ct__kernel_unlock(k);
     return st;
-  } else {
-    ct__nd_range(&g, global);
-    int no = g.ndim - 2;
-    cl_long ds0 = g.dst[no + 1], ds1 = g.dst[no], ss0 = g.src[no + 1], ss1 = g.src[no];
-    cl_long8 sh = ct__long8(no, g.shape, 1), ds = ct__long8(no, g.dst, 0), ss = ct__long8(no, g.src, 0);
-    cl_int nd = no;
-    err |= clSetKernelArg(ck, 0, sizeof dm, &dm);
-    err |= clSetKernelArg(ck, 1, sizeof doff, &doff);
-    err |= clSetKernelArg(ck, 2, sizeof ds0, &ds0);
-    err |= clSetKernelArg(ck, 3, sizeof ds1, &ds1);
-    err |= clSetKernelArg(ck, 4, sizeof sm, &sm);
-    err |= clSetKernelArg(ck, 5, sizeof soff, &soff);
-    err |= clSetKernelArg(ck, 6, sizeof ss0, &ss0);
-    err |= clSetKernelArg(ck, 7, sizeof ss1, &ss1);
-    err |= clSetKernelArg(ck, 8, sizeof sh, &sh);
-    err |= clSetKernelArg(ck, 9, sizeof ds, &ds);
-    err |= clSetKernelArg(ck, 10, sizeof ss, &ss);
-    err |= clSetKernelArg(ck, 11, sizeof nd, &nd);
-    cl_long n0 = (cl_long)global[0], n1 = (cl_long)global[1];
-    err |= clSetKernelArg(ck, 12, sizeof n0, &n0);
-    err |= clSetKernelArg(ck, 13, sizeof n1, &n1);
   }
-  ct_status st;
-  if (err != CL_SUCCESS) {
-    st = ct__error(CT_ERR_INTERNAL, "%s: setting the arguments of %s failed", fn, ct__kernel_name(k));
-  } else {
-    size_t local[3];
-    ct__launch_dims(k, 3, global, local);
-    st = ct__kernel_launch(k, d, 3, global, local);
-  }
-  ct__kernel_unlock(k);
-  return st;
+  size_t global[3];
+  ct__nd_range(&g, global);
+  int no = g.ndim - 2;
+  ct__strided_operand(&a, "dst", dst, &g, g.dst);
+  ct__strided_operand(&a, "src", src, &g, g.src);
+  ct__karg_long8(&a, "shape8", no, g.shape, 1);
+  ct__karg_long8(&a, "dstr8", no, g.dst, 0);
+  ct__karg_long8(&a, "sstr8", no, g.src, 0);
+  ct__karg_int(&a, "nouter", no);
+  return ct__strided_launch(&a, k, d, global, fn);
 }
 
 ct_status ct__fill_bits(ct_tensor *t, const void *elem, const char *fn) {
@@ -190,68 +167,28 @@ ct_status ct__fill_bits(ct_tensor *t, const void *elem, const char *fn) {
       return ct__cl_error(err, "%s: clEnqueueFillBuffer of %zu bytes on %s failed", fn, (size_t)n * es, d->spec);
     return CT_OK;
   }
-  struct ct__geom g;
-  ct__collapse(&g, t->ndim, t->shape, t->strides, t->strides);
   char opts[64];
   snprintf(opts, sizeof opts, "-DCT_BITS=%s", ct__bits_type(es));
   ct__kernel *k;
   CT__TRY(ct__kernel_get(&k, d, "copy.cl", "fill_strided", opts));
-  cl_mem dm = t->storage->mem;
-  cl_long doff = ct__elem_off(t);
+  struct ct__geom g;
   size_t global[3];
+  ct__copy_geom(&g, t->ndim, t->shape, t->strides, t->strides);
   ct__nd_range(&g, global);
   int no = g.ndim - 2;
-  cl_long ds0 = g.dst[no + 1], ds1 = g.dst[no];
-  cl_long8 sh = ct__long8(no, g.shape, 1), ds = ct__long8(no, g.dst, 0);
-  cl_int nd = no;
-  cl_kernel ck = ct__kernel_lock(k);
-  cl_int err = CL_SUCCESS;
-  err |= clSetKernelArg(ck, 0, sizeof dm, &dm);
-  err |= clSetKernelArg(ck, 1, sizeof doff, &doff);
-  err |= clSetKernelArg(ck, 2, sizeof ds0, &ds0);
-  err |= clSetKernelArg(ck, 3, sizeof ds1, &ds1);
-  err |= clSetKernelArg(ck, 4, sizeof sh, &sh);
-  err |= clSetKernelArg(ck, 5, sizeof ds, &ds);
-  err |= clSetKernelArg(ck, 6, sizeof nd, &nd);
-  err |= clSetKernelArg(ck, 7, es, elem);
-  cl_long n0 = (cl_long)global[0], n1 = (cl_long)global[1];
-  err |= clSetKernelArg(ck, 8, sizeof n0, &n0);
-  err |= clSetKernelArg(ck, 9, sizeof n1, &n1);
-  size_t local[3];
-  ct__launch_dims(k, 3, global, local);
-  ct_status st;
-  if (err != CL_SUCCESS)
-    st = ct__error(CT_ERR_INTERNAL, "%s: setting the arguments of fill_strided failed", fn);
-  else
-    st = ct__kernel_launch(k, d, 3, global, local);
-  ct__kernel_unlock(k);
-  return st;
+  struct ct__kargs a = ct__kargs_lock(k);
+  ct__strided_operand(&a, "dst", t, &g, g.dst);
+  ct__karg_long8(&a, "shape8", no, g.shape, 1);
+  ct__karg_long8(&a, "dstr8", no, g.dst, 0);
+  ct__karg_int(&a, "nouter", no);
+  ct__karg(&a, "value", es, elem);
+  return ct__strided_launch(&a, k, d, global, fn);
 }
 
 ct_status ct__fill_value(ct_tensor *t, double value, const char *fn) {
   uint64_t pattern = 0;
   ct__host_store_double(t->dtype, &pattern, value);
   return ct__fill_bits(t, &pattern, fn);
-}
-
-/* Byte range [lo, hi) that t's elements span inside its cl_mem. */
-static void ct__span(const ct_tensor *t, size_t *lo, size_t *hi) {
-  int64_t mn = 0, mx = 0;
-  for (int i = 0; i < t->ndim; i++) {
-    int64_t e = (t->shape[i] - 1) * t->strides[i];
-    if (e < 0) mn += e; else mx += e;
-  }
-  size_t es = ct_dtype_size(t->dtype), base = ct__tensor_byte_offset(t);
-  *lo = base + (size_t)(mn * (int64_t)es);
-  *hi = base + (size_t)((mx + 1) * (int64_t)es);
-}
-
-static int ct__overlap(const ct_tensor *a, const ct_tensor *b) {
-  if (a->storage->mem != b->storage->mem || ct_numel(a) == 0 || ct_numel(b) == 0) return 0;
-  size_t alo, ahi, blo, bhi;
-  ct__span(a, &alo, &ahi);
-  ct__span(b, &blo, &bhi);
-  return alo < bhi && blo < ahi;
 }
 
 ct_status ct__copy(ct_tensor *dst, const ct_tensor *src, const char *fn) {
@@ -277,7 +214,7 @@ ct_status ct__copy(ct_tensor *dst, const ct_tensor *src, const char *fn) {
     int j = i - (dst->ndim - src->ndim);
     sstr[i] = (j < 0 || src->shape[j] == 1) ? 0 : src->strides[j];
   }
-  if (ct__overlap(dst, src)) {
+  if (ct__tensor_overlaps(dst, src)) {
     /* A parallel kernel reading and writing the same elements would race: go through a copy. */
     ct_tensor *tmp;
     CT__TRY(ct__tensor_new(&tmp, src->storage->device, src->dtype, src->ndim, src->shape, fn));

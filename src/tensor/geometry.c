@@ -1,4 +1,5 @@
 /* Where a tensor's elements lie in its cl_mem, for ops that hand buffers to kernels and BLAS. */
+#include "kernel/launch_geom.h"
 #include "tensor/tensor.h"
 
 bool ct__tensor_elem_offset(const ct_tensor *t, int64_t *off) {
@@ -8,14 +9,19 @@ bool ct__tensor_elem_offset(const ct_tensor *t, int64_t *off) {
   return true;
 }
 
+void ct__karg_tensor(struct ct__kargs *a, const char *name, const ct_tensor *t, int64_t shift) {
+  int64_t off = 0;
+  ct__karg_mem(a, name, t ? ct__tensor_mem(t) : NULL);
+  if (t && !ct__tensor_elem_offset(t, &off))
+    ct__karg_fail(a, name, CL_INVALID_VALUE);
+  else
+    ct__karg_long(a, name, t ? off + shift : 0);
+}
+
 void ct__tensor_span(const ct_tensor *t, size_t *lo, size_t *hi) {
   size_t es = ct_dtype_size(t->dtype);
-  int64_t first = 0, last = 0;
-  for (int i = 0; i < t->ndim; i++) {
-    int64_t span = (t->shape[i] - 1) * t->strides[i];
-    if (span < 0) first += span;
-    else last += span;
-  }
+  int64_t first, last;
+  ct__elem_span(t->ndim, t->shape, t->strides, &first, &last);
   size_t base = ct__tensor_byte_offset(t);
   *lo = base + (size_t)(first * (int64_t)es);
   *hi = base + (size_t)((last + 1) * (int64_t)es);

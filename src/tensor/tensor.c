@@ -101,6 +101,29 @@ static ct_status ct__check_dtype(ct_device *d, ct_dtype t, const char *fn) {
   return CT_OK;
 }
 
+ct_status ct__tensor_headers(ct_tensor **x, ct__storage **s, ct_device *d, ct_dtype t, int ndim,
+                             const int64_t *shape, const int64_t *strides, const char *fn) {
+  *x = calloc(1, sizeof **x);
+  *s = calloc(1, sizeof **s);
+  if (!*x || !*s) {
+    free(*x);
+    free(*s);
+    return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+  }
+  atomic_init(&(*s)->refs, 1);
+  (*s)->device = d;
+  atomic_init(&(*x)->refs, 1);
+  (*x)->storage = *s;
+  (*x)->dtype = t;
+  (*x)->ndim = ndim;
+  if (ndim) memcpy((*x)->shape, shape, (size_t)ndim * sizeof *shape);
+  if (strides)
+    memcpy((*x)->strides, strides, (size_t)ndim * sizeof *strides);
+  else
+    ct__contiguous_strides((*x)->strides, ndim, (*x)->shape);
+  return CT_OK;
+}
+
 ct_status ct__tensor_new(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape,
                          const char *fn) {
   CT__CHECK_NOT_NULL(fn, out);
@@ -109,13 +132,9 @@ ct_status ct__tensor_new(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, co
   CT__TRY(ct__check_dtype(d, t, fn));
   int64_t numel = 0;
   CT__TRY(ct__check_shape(&numel, ndim, shape, t, fn));
-  ct_tensor *x = calloc(1, sizeof *x);
-  ct__storage *s = calloc(1, sizeof *s);
-  if (!x || !s) {
-    free(x);
-    free(s);
-    return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
-  }
+  ct_tensor *x;
+  ct__storage *s;
+  CT__TRY(ct__tensor_headers(&x, &s, d, t, ndim, shape, NULL, fn));
   size_t nbytes = (size_t)numel * ct_dtype_size(t);
   ct_status st = ct__alloc(&s->block, d, nbytes);
   if (st != CT_OK) {
@@ -125,18 +144,9 @@ ct_status ct__tensor_new(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, co
     ct__error_append(" (%s of shape %s, dtype %s)", fn, ct__shape_str(sb, sizeof sb, ndim, shape), ct_dtype_name(t));
     return st;
   }
-  atomic_init(&s->refs, 1);
-  s->device = d;
   s->mem = s->block->mem;
   s->offset = s->block->offset;
   s->nbytes = nbytes;
-  atomic_init(&x->refs, 1);
-  x->storage = s;
-  x->dtype = t;
-  x->ndim = ndim;
-  if (ndim) memcpy(x->shape, shape, (size_t)ndim * sizeof *shape);
-  ct__contiguous_strides(x->strides, ndim, x->shape);
-  x->offset = 0;
   *out = x;
   return CT_OK;
 }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "cltensor/tensor.h"
+#include "kernel/kargs.h"
 #include "memory/alloc.h"
 
 /* Device memory shared by a tensor and its views. Either an allocator block or an external
@@ -47,17 +48,28 @@ static inline cl_mem ct__tensor_mem(const ct_tensor *t) { return t->storage->mem
 ct_status ct__tensor_new(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape,
                          const char *fn);
 
+/* A new tensor x (one reference, dtype t, shape, strides or NULL for contiguous ones, offset 0)
+ * over a new storage header s (one reference, device d, the rest zero): what ct__tensor_new()
+ * and the interop wraps share. Both or neither (CT_ERR_OUT_OF_MEMORY naming fn); until s holds
+ * memory, the caller undoes it with free(x) and free(s). */
+ct_status ct__tensor_headers(ct_tensor **x, ct__storage **s, ct_device *d, ct_dtype t, int ndim,
+                             const int64_t *shape, const int64_t *strides, const char *fn);
+
 /* A new tensor header over t's storage with the given geometry (retains the storage). */
 ct_status ct__tensor_view(ct_tensor **out, const ct_tensor *t, int ndim, const int64_t *shape,
                           const int64_t *strides, int64_t offset);
 
-/* Geometry helpers for ops (geometry.c), the one home of each: src/tensor/copy.c and
- * src/reduce/ still carry older copies (ct__span/ct__overlap, ct__elem_offset), to be moved
- * onto these with the rest of issue #13. */
+/* Geometry helpers for ops (geometry.c), the one home of each; those on plain shape/stride
+ * arrays (the dimension collapser, element spans) are in kernel/launch_geom.h. */
 /* Element offset of t's first element from the start of its cl_mem; false when the byte offset
  * is not a whole number of elements (possible for wrapped foreign buffers), which kernels and
  * BLAS can't address. */
 bool ct__tensor_elem_offset(const ct_tensor *t, int64_t *off);
+/* t as the two kernel arguments every kernel takes per tensor, its buffer and the element
+ * offset of its element 0 (shift elements on), both called name in messages. t NULL: a NULL
+ * buffer and offset 0 (an operand the kernel does not read). A byte offset that is not a whole
+ * number of elements fails the builder with CL_INVALID_VALUE (interop refuses such views). */
+void ct__karg_tensor(struct ct__kargs *a, const char *name, const ct_tensor *t, int64_t shift);
 /* Byte range [lo, hi) that t's elements span inside its cl_mem. */
 void ct__tensor_span(const ct_tensor *t, size_t *lo, size_t *hi);
 /* Whether x and y share bytes: the same cl_mem and overlapping spans. False when either is

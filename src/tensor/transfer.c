@@ -135,40 +135,34 @@ static ct_status ct__event_new(ct_event **ev, ct_device *d, const char *what) {
   return CT_OK;
 }
 
-ct_status ct_to_host_async(ct_event **ev, const ct_tensor *t, void *dst, size_t dst_bytes) {
-  CT__CHECK_NOT_NULL("ct_to_host_async", ev);
+/* The async transfers: checks, a new event, the enqueue (a read into dst, or a write from src). */
+static ct_status ct__transfer_async(ct_event **ev, const ct_tensor *t, bool read, void *dst, const void *src,
+                                    size_t bytes, const char *fn) {
+  CT__CHECK_NOT_NULL(fn, ev);
   *ev = NULL;
-  CT__TRY(ct__check_host_buffer(t, dst, dst_bytes, "ct_to_host_async", "dst"));
+  CT__TRY(ct__check_host_buffer(t, read ? (const void *)dst : src, bytes, fn, read ? "dst" : "src"));
   ct_event *e = NULL;
-  CT__TRY(ct__event_new(&e, t->storage->device, "ct_to_host_async"));
+  CT__TRY(ct__event_new(&e, t->storage->device, fn));
   if (ct_tensor_nbytes(t) > 0) {
-    ct_status st = ct__read(t, dst, 0, &e->ev, "ct_to_host_async");
-    if (st != CT_OK) {
-      free(e);
-      return st;
-    }
-  }
-  *ev = e;
-  return CT_OK;
-}
-
-ct_status ct_copy_from_host_async(ct_event **ev, ct_tensor *t, const void *src, size_t src_bytes) {
-  CT__CHECK_NOT_NULL("ct_copy_from_host_async", ev);
-  *ev = NULL;
-  CT__TRY(ct__check_host_buffer(t, src, src_bytes, "ct_copy_from_host_async", "src"));
-  ct_event *e = NULL;
-  CT__TRY(ct__event_new(&e, t->storage->device, "ct_copy_from_host_async"));
-  if (ct_tensor_nbytes(t) > 0) {
-    ct_status st = ct__write(t, src, 0, &e->ev, "ct_copy_from_host_async");
+    /* A write's tensor is the caller's non-const t (ct_copy_from_host_async). */
+    ct_status st = read ? ct__read(t, dst, 0, &e->ev, fn) : ct__write((ct_tensor *)t, src, 0, &e->ev, fn);
     if (st != CT_OK) {
       free(e);
       return st;
     }
     /* Non-blocking enqueues may sit in the queue until something flushes it. */
-    clFlush(ct__device_queue(t->storage->device));
+    if (!read) clFlush(ct__device_queue(t->storage->device));
   }
   *ev = e;
   return CT_OK;
+}
+
+ct_status ct_to_host_async(ct_event **ev, const ct_tensor *t, void *dst, size_t dst_bytes) {
+  return ct__transfer_async(ev, t, true, dst, NULL, dst_bytes, "ct_to_host_async");
+}
+
+ct_status ct_copy_from_host_async(ct_event **ev, ct_tensor *t, const void *src, size_t src_bytes) {
+  return ct__transfer_async(ev, t, false, NULL, src, src_bytes, "ct_copy_from_host_async");
 }
 
 ct_status ct_event_wait(ct_event *ev) {
