@@ -252,7 +252,7 @@ static ct_status conv_gemm(ct_device *d, const struct conv *cv, const ct_tensor 
 /* The blocked direct path (kernels/conv.cl, "the blocked direct path"): stride 1, f32/f16/bf16
  * on CPU devices. CB and PB as in the kernels. */
 #define CT__CB 8
-#define CT__PB 32
+#define CT__PB 48
 
 static ct_status conv_blocked(ct_device *d, const struct conv *cv, const ct_tensor *x4, const ct_tensor *wc,
                               const ct_tensor *bias, ct_tensor *out) {
