@@ -61,7 +61,7 @@ check(not problems, "figures are complete, positive, min <= median <= max, ratio
 expected = ["h2d.pageable", "h2d.pinned", "d2h.pageable", "d2h.pinned", "add", "mul", "exp", "sum",
             "max", "softmax", "add_chain", "add_chain_alloc", "mlp_forward", "matmul.auto",
             "matmul.clblast", "matmul.host", "matmul_batch.auto", "matmul_batch.clblast",
-            "matmul_batch.host", "first_result.cold", "first_result.warm"]
+            "matmul_batch.host", "first_result.cold", "first_result.warm", "conv2d"]
 missing = [e for e in expected if e not in by_name]
 check(not missing, "every figure group is present", "missing: " + ", ".join(missing))
 
@@ -76,7 +76,7 @@ def refs_of(name):
 
 want_refs = {"add": {"cl_add", "host_add"}, "mul": {"cl_mul", "host_mul"}, "exp": {"cl_exp", "host_exp"},
              "sum": {"cl_sum", "host_sum"}, "max": {"cl_max", "host_max"}, "softmax": {"host_softmax"},
-             "add_chain": {"cl_launch"}, "h2d.pageable": {"cl_h2d"}, "d2h.pinned": {"cl_d2h_pinned"}}
+             "add_chain": {"cl_launch"}, "conv2d": {"conv_gemm_only"}, "h2d.pageable": {"cl_h2d"}, "d2h.pinned": {"cl_d2h_pinned"}}
 if blas:
     want_refs.update({"matmul.auto": {"host_sgemm"}, "matmul_batch.auto": {"host_sgemm_batch"},
                       "mlp_forward": {"host_mlp"}})
