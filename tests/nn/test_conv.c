@@ -130,10 +130,15 @@ static void run_case(ct_device *d, ct_dtype dt, const struct ccase *c) {
 
 static const int k_paths[4] = {CT__CONV_AUTO, CT__CONV_DIRECT, CT__CONV_GEMM, CT__CONV_BLOCKED};
 
+/* argv[1] "gemm": only the im2col + GEMM path, f32 (the run on the CLBlast route, whose cold
+ * kernel builds are slow: f32 only keeps it to one precision of CLBlast's kernels). */
+static bool g_gemm_only;
+#define FOR_PATHS(p) for (int p = g_gemm_only ? 2 : 0; p < (g_gemm_only ? 3 : 4); p++)
+
 /* Every case on every path (the blocked path falls back to the GEMM for strides > 1). */
 START_TEST(test_conv2d_f32) {
   ct_device *d = ct_test_device();
-  for (int p = 0; p < 4; p++) {
+  FOR_PATHS(p) {
     ct__nn_conv_path = k_paths[p];
     run_case(d, CT_F32, &cases[_i]);
   }
@@ -159,7 +164,8 @@ END_TEST
 START_TEST(test_conv2d_chunks) {
   ct_device *d = ct_test_device();
   struct ccase c = {"chunks", 5, 4, 6, 6, 8, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, false, V_NONE};
-  for (int p = 2; p < 4; p++) {
+  FOR_PATHS(p) {
+    if (p < 2) continue;
     ct__nn_conv_path = k_paths[p];
     ct__nn_col_bytes = 2 * 4 * 9 * 36 * 4;  /* the GEMM path's columns; the blocked path's
                                              * padded input (4 x 8 x 8 floats) gets more */
@@ -261,7 +267,7 @@ END_TEST
 START_TEST(test_conv_torch) {
   ct_device *d = ct_test_device();
   ct_safetensors *st = nt_fixture(d);
-  for (int p = 0; p < 4; p++) {
+  FOR_PATHS(p) {
     ct__nn_conv_path = k_paths[p];
     ct_tensor *x = nt_get(st, "conv_a.x"), *w = nt_get(st, "conv_a.w"), *b = nt_get(st, "conv_a.b");
     ct_tensor *ref = nt_get(st, "conv_a.y"), *y;
@@ -285,15 +291,17 @@ START_TEST(test_conv_torch) {
 }
 END_TEST
 
-int main(void) {
+int main(int argc, char **argv) {
+  g_gemm_only = argc > 1 && strcmp(argv[1], "gemm") == 0;
+  if (g_gemm_only) ct__nn_conv_path = CT__CONV_GEMM;  /* conv1d too */
   Suite *s = suite_create("nn-conv");
   TCase *tc = tcase_create("conv");
-  tcase_set_timeout(tc, 300);
+  tcase_set_timeout(tc, 600);
   tcase_add_loop_test(tc, test_conv2d_f32, 0, NCASES);
-  tcase_add_test(tc, test_conv2d_dtypes);
+  if (!g_gemm_only) tcase_add_test(tc, test_conv2d_dtypes);
   tcase_add_test(tc, test_conv2d_chunks);
   tcase_add_test(tc, test_conv1d);
-  tcase_add_test(tc, test_conv_errors);
+  if (!g_gemm_only) tcase_add_test(tc, test_conv_errors);
   tcase_add_test(tc, test_conv_torch);
   suite_add_tcase(s, tc);
   return ct_test_run(s);
