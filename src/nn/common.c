@@ -48,6 +48,14 @@ ct_status ct__nn_result(ct_tensor **out, ct_tensor *o, ct_status st) {
   return CT_OK;
 }
 
+void ct__nn_karg_tensor(struct ct__kargs *a, const char *name, const char *offname, const ct_tensor *t,
+                        const ct_tensor *fallback, int64_t extra) {
+  int64_t off = 0;
+  if (t) ct__tensor_elem_offset(t, &off);
+  ct__karg_mem(a, name, ct__tensor_mem(t ? t : fallback));
+  ct__karg_long(a, offname, t ? off + extra : 0);
+}
+
 ct_status ct__nn_launch1(ct__kernel *k, struct ct__kargs *a, ct_device *d, int64_t total, const char *fn) {
   ct_status st = ct__kargs_end(a, fn);
   if (st == CT_OK && total > 0) {

@@ -24,6 +24,11 @@ ct_status ct__nn_unbatch(ct_tensor **t);
  * failure. Returns st. */
 ct_status ct__nn_result(ct_tensor **out, ct_tensor *o, ct_status st);
 
+/* Two kernel arguments for tensor t: its buffer (name) and its element offset plus extra
+ * (offname). A NULL t (an absent optional input) passes fallback's buffer and offset 0. */
+void ct__nn_karg_tensor(struct ct__kargs *a, const char *name, const char *offname, const ct_tensor *t,
+                        const ct_tensor *fallback, int64_t extra);
+
 /* Launches k (1-D, total work-items, each ignoring ids past total) with its arguments set in a;
  * unlocks k. */
 ct_status ct__nn_launch1(ct__kernel *k, struct ct__kargs *a, ct_device *d, int64_t total, const char *fn);
