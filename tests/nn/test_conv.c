@@ -64,6 +64,25 @@ static void conv_ref(const struct ccase *c, int64_t OH, int64_t OW, const double
         }
 }
 
+/* Checks y (of dtype dt, the case's output of OH x OW) against conv_ref within the bound above. */
+static void check_conv(const struct ccase *c, ct_dtype dt, const ct_tensor *y, int64_t OH, int64_t OW,
+                       const double *xv, const double *wv, const double *bv) {
+  int64_t n = c->N * c->Cout * OH * OW;
+  double *ref = malloc(sizeof(double) * (size_t)(n + 1)), *abssum = malloc(sizeof(double) * (size_t)(n + 1));
+  conv_ref(c, OH, OW, xv, wv, bv, ref, abssum);
+  double *yv = nt_read(y);
+  double u = dt == CT_F64 ? ldexp(1, -53) : ldexp(1, -24);
+  int64_t K = c->C / c->groups * c->kh * c->kw;
+  for (int64_t i = 0; i < n; i++) {
+    double tol = 2 * (double)(K + 2) * u * abssum[i] + 2 * nt_unit(dt) * fabs(ref[i]) + 1e-30;
+    ck_assert_msg(fabs(yv[i] - ref[i]) <= tol, "%s %s: y[%lld] = %.9g, want %.9g (tol %.3g)", c->name,
+                  ct_dtype_name(dt), (long long)i, yv[i], ref[i], tol);
+  }
+  free(ref);
+  free(abssum);
+  free(yv);
+}
+
 /* x of case c as the case's view, and its logical values. */
 static ct_tensor *make_x(ct_device *d, ct_dtype dt, const struct ccase *c, uint64_t seed, double **vals) {
   ct_tensor *base, *v = NULL;
@@ -105,20 +124,7 @@ static void run_case(ct_device *d, ct_dtype dt, const struct ccase *c) {
   ck_assert_int_eq(ct_tensor_ndim(y), rank);
   for (int i = 0; i < rank; i++) ck_assert_int_eq(ct_tensor_shape(y)[i], want[i + 4 - rank]);
   ck_assert_int_eq(ct_tensor_dtype(y), dt);
-  int64_t n = c->N * c->Cout * OH * OW;
-  double *ref = malloc(sizeof(double) * (size_t)(n + 1)), *abssum = malloc(sizeof(double) * (size_t)(n + 1));
-  conv_ref(c, OH, OW, xv, wv, bv, ref, abssum);
-  double *yv = nt_read(y);
-  double u = dt == CT_F64 ? ldexp(1, -53) : ldexp(1, -24);
-  int64_t K = c->C / c->groups * c->kh * c->kw;
-  for (int64_t i = 0; i < n; i++) {
-    double tol = 2 * (double)(K + 2) * u * abssum[i] + 2 * nt_unit(dt) * fabs(ref[i]) + 1e-30;
-    ck_assert_msg(fabs(yv[i] - ref[i]) <= tol, "%s %s: y[%lld] = %.9g, want %.9g (tol %.3g)", c->name,
-                  ct_dtype_name(dt), (long long)i, yv[i], ref[i], tol);
-  }
-  free(ref);
-  free(abssum);
-  free(yv);
+  check_conv(c, dt, y, OH, OW, xv, wv, bv);
   free(xv);
   free(wv);
   free(bv);
@@ -194,16 +200,7 @@ START_TEST(test_conv1d) {
     int64_t OW = (20 + 6 - 2 * 4 - 1) / 2 + 1;
     ck_assert_int_eq(ct_tensor_ndim(y), unb ? 2 : 3);
     ck_assert_int_eq(ct_tensor_shape(y)[unb ? 1 : 2], OW);
-    double *ref = malloc(sizeof(double) * (size_t)(c.N * c.Cout * OW));
-    double *abssum = malloc(sizeof(double) * (size_t)(c.N * c.Cout * OW));
-    conv_ref(&c, 1, OW, xv, wv, bv, ref, abssum);
-    double *yv = nt_read(y);
-    for (int64_t i = 0; i < c.N * c.Cout * OW; i++)
-      ck_assert_msg(fabs(yv[i] - ref[i]) <= 2 * 12 * ldexp(1, -24) * abssum[i] + 1e-30, "y[%lld] = %g, want %g",
-                    (long long)i, yv[i], ref[i]);
-    free(ref);
-    free(abssum);
-    free(yv);
+    check_conv(&c, CT_F32, y, 1, OW, xv, wv, bv);
     free(xv);
     free(wv);
     free(bv);
