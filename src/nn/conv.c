@@ -259,6 +259,15 @@ static ct_status conv_blocked(ct_device *d, const struct conv *cv, const ct_tens
   ct_status st = ct__tensor_new(&xp, d, CT_F32, 1, xps, fn);
   if (st == CT_OK) st = ct__tensor_new(&wt, d, CT_F32, 1, wts, fn);
   if (st == CT_OK) {
+    /* The slack past the planes is read only for discarded lanes; zeroed all the same, so that
+     * no kernel reads memory nothing wrote (strict simulators flag it). */
+    ct_tensor *tail = NULL;
+    int64_t one = 1;
+    st = ct__tensor_view(&tail, xp, 1, &slack, &one, xp->offset + chunk * cv->C * plane);
+    if (st == CT_OK) st = ct__fill_value(tail, 0, fn);
+    ct_release(tail);
+  }
+  if (st == CT_OK) {
     struct ct__kargs a;
     ct__kargs_begin(&a, kpack, ct__kernel_lock(kpack));
     ct__nn_karg_tensor(&a, "w", "w_off", wc, NULL, 0);
