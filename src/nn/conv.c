@@ -8,7 +8,11 @@
  * (and the bias added) by conv_finish. The chunk of images is as many as keep the column buffer
  * within ct__nn_col_bytes (64 MiB) (at least one image), so memory stays bounded whatever the batch.
  * The direct path (conv_direct) serves convolutions with few products per output element
- * (depthwise, K <= 16), where unfolding would cost more than the arithmetic. */
+ * (depthwise, K <= 16), where unfolding would cost more than the arithmetic. The blocked path
+ * (conv_blocked) serves stride-1 f32/f16/bf16 convolutions on CPU devices: a register-blocked
+ * kernel over a zero-padded f32 copy of x, faster there than unfolding plus the host BLAS
+ * (docs/PERFORMANCE.md, "Convolution"). conv_run picks; tests force each path
+ * (ct__nn_conv_path). */
 #include <stdio.h>
 #include <string.h>
 
