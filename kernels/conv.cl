@@ -7,7 +7,8 @@
  *                strided or f16/bf16 x needs no copy or cast pass before the GEMM
  *  conv_finish   out = gemm result + bias[co] (dtype conversion for f16/bf16; in place for
  *                f32/f64 when the GEMM wrote into out)
- *  conv_direct   a work-item per output element: the whole window sum, for depthwise and other
+ *  conv_direct   a work-item per output element (a 3-D range OH * OW x Cout x N): the window sum,
+ *                for depthwise and other
  *                convolutions with few products per output, where a GEMM would be mostly
  *                overhead
  * Geometry: x is [N, C, H, W] with element strides xs = (sn, sc, sh, sw); the kernel window is
@@ -69,15 +70,13 @@ __kernel void conv_direct(__global const io_t *x, long x_off, long4 xs, int C, i
                           __global const io_t *w, long w_off, __global const io_t *bias, long bias_off,
                           int has_bias, __global io_t *out, long out_off, int Cout, int groups, int kh,
                           int kw, int sth, int stw, int ph, int pw, int dh, int dw, int OH, int OW,
-                          long total) {
-  long o = get_global_id(0);
-  if (o >= total) return;
-  int ow = (int)(o % OW);
-  long t = o / OW;
-  int oh = (int)(t % OH);
-  t /= OH;
-  int co = (int)(t % Cout);
-  long n = t / Cout;
+                          long N) {
+  /* A 3-D range (OH * OW, Cout, N): no 64-bit divisions to find the output. */
+  int p = (int)get_global_id(0), co = (int)get_global_id(1);
+  long n = get_global_id(2);
+  if (p >= OH * OW || co >= Cout || n >= N) return;
+  int oh = p / OW, ow = p - oh * OW;
+  long o = (n * Cout + co) * (long)OH * OW + p;
   int cg = C / groups, og = Cout / groups;
   int c0 = (co / og) * cg;
   acc_t s = 0;

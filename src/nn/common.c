@@ -67,6 +67,18 @@ ct_status ct__nn_launch1(ct__kernel *k, struct ct__kargs *a, ct_device *d, int64
   return st;
 }
 
+ct_status ct__nn_launch3(ct__kernel *k, struct ct__kargs *a, ct_device *d, int64_t n0, int64_t n1, int64_t n2,
+                         const char *fn) {
+  ct_status st = ct__kargs_end(a, fn);
+  if (st == CT_OK && n0 > 0 && n1 > 0 && n2 > 0) {
+    size_t global[3] = {(size_t)n0, (size_t)n1, (size_t)n2}, local[3];
+    ct__launch_dims(k, 3, global, local);
+    st = ct__kernel_launch(k, d, 3, global, local);
+  }
+  ct__kernel_unlock(k);
+  return st;
+}
+
 ct_status ct__nn_kernel(ct__kernel **k, ct_device *d, const char *file, const char *name, ct_dtype dt,
                         const char *extra, const char *fn) {
   char opts[96];

@@ -147,8 +147,8 @@ static ct_status conv_direct(ct_device *d, const struct conv *cv, const ct_tenso
   ct__karg_int(&a, "Cout", (cl_int)cv->Cout);
   ct__karg_int(&a, "groups", cv->groups);
   karg_window(&a, cv);
-  ct__karg_long(&a, "total", ct_numel(out));
-  return ct__nn_launch1(k, &a, d, ct_numel(out), cv->fn);
+  ct__karg_long(&a, "N", cv->N);
+  return ct__nn_launch3(k, &a, d, cv->OH * cv->OW, cv->Cout, cv->N, cv->fn);
 }
 
 /* The GEMM path (see the top of the file). wc is contiguous, of the compute dtype. */
@@ -351,9 +351,10 @@ static ct_status conv_run(ct_tensor **out, const struct conv *cv, const ct_tenso
   int64_t K = cv->C / cv->groups * cv->kh * cv->kw;
   int path = ct__nn_conv_path;
   if (path == CT__CONV_AUTO) {
-    if (K <= 16 || cv->C / cv->groups == 1) path = CT__CONV_DIRECT;
-    else if (cv->sh == 1 && cv->sw == 1 && x4->dtype != CT_F64 && d->props.type == CT_DEVICE_CPU)
-      path = CT__CONV_BLOCKED;
+    bool blocked_fits = cv->sh == 1 && cv->sw == 1 && x4->dtype != CT_F64 && d->props.type == CT_DEVICE_CPU;
+    if (blocked_fits && cv->Cout / cv->groups >= 8) path = CT__CONV_BLOCKED;
+    else if (K <= 16 || cv->C / cv->groups == 1) path = CT__CONV_DIRECT;
+    else if (blocked_fits) path = CT__CONV_BLOCKED;
     else path = CT__CONV_GEMM;
   }
   if (path == CT__CONV_BLOCKED && (cv->sh != 1 || cv->sw != 1 || x4->dtype == CT_F64)) path = CT__CONV_GEMM;

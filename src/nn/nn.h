@@ -33,6 +33,12 @@ void ct__nn_karg_tensor(struct ct__kargs *a, const char *name, const char *offna
  * unlocks k. */
 ct_status ct__nn_launch1(ct__kernel *k, struct ct__kargs *a, ct_device *d, int64_t total, const char *fn);
 
+/* The same over a 3-D range n0 x n1 x n2 (each rounded up to the work-group shape, so the
+ * kernel checks each id against its extent): kernels that would otherwise split a 1-D index
+ * into coordinates with 64-bit divisions, which cost more than their arithmetic on CPUs. */
+ct_status ct__nn_launch3(ct__kernel *k, struct ct__kargs *a, ct_device *d, int64_t n0, int64_t n1, int64_t n2,
+                         const char *fn);
+
 /* The kernel `name` of `file` built for dtype dt ("-DCT_IN=<dt>" plus extra options, may be
  * NULL); the error names fn. */
 ct_status ct__nn_kernel(ct__kernel **k, ct_device *d, const char *file, const char *name, ct_dtype dt,

@@ -35,8 +35,8 @@ static ct_status pool_run(ct_tensor **out, const ct_tensor *x, int mode, const i
       ct__karg_int(&a, "mode", mode);
       static const char *const names[6] = {"kh", "kw", "sth", "stw", "ph", "pw"};
       for (int i = 0; i < 6; i++) ct__karg_int(&a, names[i], win[i]);
-      ct__karg_long(&a, "total", total);
-      st = ct__nn_launch1(k, &a, d, total, fn);
+      ct__karg_long(&a, "N", x4->shape[0]);
+      st = ct__nn_launch3(k, &a, d, OH * OW, x4->shape[1], x4->shape[0], fn);
     }
   }
   if (st == CT_OK && x->ndim == 3) st = ct__nn_unbatch(&o);
