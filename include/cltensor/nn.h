@@ -30,10 +30,11 @@ CT_BEGIN_DECLS
  * dividing Cin and Cout. Out: [N, Cout, OH, OW] (or [Cout, OH, OW]) with
  * OH = (H + 2 ph - dh (kh - 1) - 1) / sh + 1. x, w and bias share one float dtype; integer
  * dtypes give CT_ERR_DTYPE_MISMATCH (PyTorch's CPU refuses them as well). Three paths
- * (docs/OPS.md, "How conv runs"): a direct kernel for depthwise convs and others with at most 16
- * products per output; on CPU devices, a register-blocked kernel for stride-1 f32/f16/bf16 convs
- * over a zero-padded f32 copy of x; otherwise im2col plus the library's GEMM (the device's GEMM
- * route: the host BLAS on PoCL, else CLBlast). The last two work a few images at a time, so their
+ * (docs/OPS.md, "How conv runs"): on CPU devices, a register-blocked kernel over a zero-padded
+ * f32 copy of x for stride-1 f32/f16/bf16 convs (unless both fewer than 8 output channels per
+ * group and at most 16 products per output, e.g. depthwise); a direct kernel for convs with few
+ * products per output; otherwise im2col plus the library's GEMM (the device's GEMM route: the
+ * host BLAS on PoCL, else CLBlast). The last two work a few images at a time, so their
  * buffers stay within 64 MiB (or one image's). A non-contiguous w is copied (it is small); x is
  * read through its strides. */
 CT_API ct_status ct_conv2d(ct_tensor **out, const ct_tensor *x, const ct_tensor *w, const ct_tensor *bias,
