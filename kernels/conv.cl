@@ -7,7 +7,8 @@
  *                strided or f16/bf16 x needs no copy or cast pass before the GEMM
  *  conv_finish   out = gemm result + bias[co] (dtype conversion for f16/bf16; in place for
  *                f32/f64 when the GEMM wrote into out)
- *  conv_direct   a work-item per output element: the whole window sum, for depthwise and other
+ *  conv_direct   a work-item per output element (a 3-D range OH * OW x Cout x N): the window sum,
+ *                for depthwise and other
  *                convolutions with few products per output, where a GEMM would be mostly
  *                overhead
  * Geometry: x is [N, C, H, W] with element strides xs = (sn, sc, sh, sw); the kernel window is
@@ -69,15 +70,13 @@ __kernel void conv_direct(__global const io_t *x, long x_off, long4 xs, int C, i
                           __global const io_t *w, long w_off, __global const io_t *bias, long bias_off,
                           int has_bias, __global io_t *out, long out_off, int Cout, int groups, int kh,
                           int kw, int sth, int stw, int ph, int pw, int dh, int dw, int OH, int OW,
-                          long total) {
-  long o = get_global_id(0);
-  if (o >= total) return;
-  int ow = (int)(o % OW);
-  long t = o / OW;
-  int oh = (int)(t % OH);
-  t /= OH;
-  int co = (int)(t % Cout);
-  long n = t / Cout;
+                          long N) {
+  /* A 3-D range (OH * OW, Cout, N): no 64-bit divisions to find the output. */
+  int p = (int)get_global_id(0), co = (int)get_global_id(1);
+  long n = get_global_id(2);
+  if (p >= OH * OW || co >= Cout || n >= N) return;
+  int oh = p / OW, ow = p - oh * OW;
+  long o = (n * Cout + co) * (long)OH * OW + p;
   int cg = C / groups, og = Cout / groups;
   int c0 = (co / og) * cg;
   acc_t s = 0;
@@ -103,12 +102,13 @@ __kernel void conv_direct(__global const io_t *x, long x_off, long4 xs, int C, i
  * (Hp = H + 2 ph, Wp = W + 2 pw), so the window never leaves it. An output position
  * q = oh * Wp + ow of a plane (ow < OW valid, the rest of each padded row discarded) then reads
  * xp at q + i dh Wp + j dw for window tap (i, j): PB consecutive positions read PB consecutive
- * floats, one vector per tap. A work-item computes CB output channels x PB positions in
- * registers (2 x CB float16 accumulators), streaming the taps of its group's input channels with
- * the CB weights of each tap as one float8 (w packed by conv_wpack as
- * [groups][channel blocks][C/groups][kh][kw][CB], zeros past the group's channels). */
+ * floats, three float16 loads per tap. A work-item computes CB output channels x PB positions
+ * in registers (3 x CB float16 accumulators, 24 of AVX-512's 32 vector registers), streaming
+ * the taps of its group's input channels with the CB weights of each tap next to each other
+ * (w packed by conv_wpack as [groups][channel blocks][C/groups][kh][kw][CB], zeros past the
+ * group's channels). */
 #define CB 8
-#define PB 32
+#define PB 48
 
 /* A work-item per padded row (img, c, hq) of xp: the index arithmetic once per row. */
 __kernel void conv_pad(__global const io_t *x, long x_off, long4 xs, int C, int H, int W, int ph, int pw,
@@ -149,8 +149,8 @@ __kernel void conv_wpack(__global const io_t *w, long w_off, int Cg, int kh, int
   wt[wt_off + o] = col < og ? (float)LOADA(w, w_off + ((long)g * og + col) * Cg * kh * kw + tap) : 0.0f;
 }
 
-#define ACC2(k) float16 a##k##0 = (float16)0, a##k##1 = (float16)0
-#define FMA2(k, wk) a##k##0 = fma((float16)(wk), v0, a##k##0); a##k##1 = fma((float16)(wk), v1, a##k##1)
+#define ACC2(k) float16 a##k##0 = (float16)0, a##k##1 = (float16)0, a##k##2 = (float16)0
+#define FMA2(k, wk) { float16 w_ = (float16)(wk); a##k##0 = fma(w_, v0, a##k##0); a##k##1 = fma(w_, v1, a##k##1); a##k##2 = fma(w_, v2, a##k##2); }
 
 __kernel void conv_blk(__global const float *xp, long xp_off, long plane, int Ctot, int Cg, int Wp,
                        __global const float *wt, long wt_off, int kh, int kw, int dh, int dw,
@@ -175,7 +175,7 @@ __kernel void conv_blk(__global const float *xp, long xp_off, long plane, int Ct
     for (int i = 0; i < kh; i++) {
       __global const float *xr = xb + (long)i * dh * Wp;
       for (int j = 0; j < kw; j++, wb += CB) {
-        float16 v0 = vload16(0, xr + j * dw), v1 = vload16(0, xr + j * dw + 16);
+        float16 v0 = vload16(0, xr + j * dw), v1 = vload16(0, xr + j * dw + 16), v2 = vload16(0, xr + j * dw + 32);
         /* Scalar weight loads: the FMAs take them as memory broadcasts (a load port) rather
          * than shuffles of a vector (the port the second FMA unit shares). */
         FMA2(0, wb[0]); FMA2(1, wb[1]); FMA2(2, wb[2]); FMA2(3, wb[3]);
@@ -184,14 +184,14 @@ __kernel void conv_blk(__global const float *xp, long xp_off, long plane, int Ct
     }
   }
   float r[CB][PB];
-  vstore16(a00, 0, r[0]); vstore16(a01, 1, r[0]);
-  vstore16(a10, 0, r[1]); vstore16(a11, 1, r[1]);
-  vstore16(a20, 0, r[2]); vstore16(a21, 1, r[2]);
-  vstore16(a30, 0, r[3]); vstore16(a31, 1, r[3]);
-  vstore16(a40, 0, r[4]); vstore16(a41, 1, r[4]);
-  vstore16(a50, 0, r[5]); vstore16(a51, 1, r[5]);
-  vstore16(a60, 0, r[6]); vstore16(a61, 1, r[6]);
-  vstore16(a70, 0, r[7]); vstore16(a71, 1, r[7]);
+  vstore16(a00, 0, r[0]); vstore16(a01, 1, r[0]); vstore16(a02, 2, r[0]);
+  vstore16(a10, 0, r[1]); vstore16(a11, 1, r[1]); vstore16(a12, 2, r[1]);
+  vstore16(a20, 0, r[2]); vstore16(a21, 1, r[2]); vstore16(a22, 2, r[2]);
+  vstore16(a30, 0, r[3]); vstore16(a31, 1, r[3]); vstore16(a32, 2, r[3]);
+  vstore16(a40, 0, r[4]); vstore16(a41, 1, r[4]); vstore16(a42, 2, r[4]);
+  vstore16(a50, 0, r[5]); vstore16(a51, 1, r[5]); vstore16(a52, 2, r[5]);
+  vstore16(a60, 0, r[6]); vstore16(a61, 1, r[6]); vstore16(a62, 2, r[6]);
+  vstore16(a70, 0, r[7]); vstore16(a71, 1, r[7]); vstore16(a72, 2, r[7]);
   /* Each lane's output offset within a plane, or -1 for the discarded columns ow >= OW and
    * positions past the plane: one division per work-item rather than per element. */
   long lo[PB];

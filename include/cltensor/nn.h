@@ -29,11 +29,14 @@ CT_BEGIN_DECLS
  * (stride and dilation >= 1, padding >= 0; NULL means {1, 1}, {0, 0}, {1, 1}); groups >= 1
  * dividing Cin and Cout. Out: [N, Cout, OH, OW] (or [Cout, OH, OW]) with
  * OH = (H + 2 ph - dh (kh - 1) - 1) / sh + 1. x, w and bias share one float dtype; integer
- * dtypes give CT_ERR_DTYPE_MISMATCH (PyTorch's CPU refuses them as well). Computed as im2col
- * plus the library's GEMM (the device's GEMM route: the host BLAS on PoCL, else CLBlast) a few
- * images at a time, so the column buffer stays bounded (at most 64 MiB or one image's); a
- * direct kernel for depthwise and other small-window-per-output cases. A non-contiguous w is
- * copied (it is small); x is read through its strides. */
+ * dtypes give CT_ERR_DTYPE_MISMATCH (PyTorch's CPU refuses them as well). Three paths
+ * (docs/OPS.md, "How conv runs"): on CPU devices, a register-blocked kernel over a zero-padded
+ * f32 copy of x for stride-1 f32/f16/bf16 convs (unless both fewer than 8 output channels per
+ * group and at most 16 products per output, e.g. depthwise); a direct kernel for convs with few
+ * products per output; otherwise im2col plus the library's GEMM (the device's GEMM route: the
+ * host BLAS on PoCL, else CLBlast). The last two work a few images at a time, so their
+ * buffers stay within 64 MiB (or one image's). A non-contiguous w is copied (it is small); x is
+ * read through its strides. */
 CT_API ct_status ct_conv2d(ct_tensor **out, const ct_tensor *x, const ct_tensor *w, const ct_tensor *bias,
                            const int stride[2], const int padding[2], const int dilation[2], int groups);
 
@@ -55,9 +58,10 @@ CT_API ct_status ct_max_pool2d(ct_tensor **out, const ct_tensor *x, const int ke
 CT_API ct_status ct_avg_pool2d(ct_tensor **out, const ct_tensor *x, const int kernel[2], const int stride[2],
                                const int padding[2]);
 
-/* Adaptive average pooling (F.adaptive_avg_pool2d) to size {OH, OW} (>= 1; an input dim of 0
- * needs an output dim of 0 of the batch only): output (i, j) averages rows
- * [floor(i H / OH), ceil((i + 1) H / OH)) and the same for columns, PyTorch's windows. */
+/* Adaptive average pooling (F.adaptive_avg_pool2d) to size {OH, OW} (each >= 0; an empty
+ * input dim can only give an empty output dim): output (i, j) averages rows
+ * [floor(i H / OH), ceil((i + 1) H / OH)) and the same for columns, PyTorch's windows.
+ * x [N, C, H, W] or [C, H, W]. */
 CT_API ct_status ct_adaptive_avg_pool2d(ct_tensor **out, const ct_tensor *x, const int64_t size[2]);
 
 /* Layer normalization (F.layer_norm) over x's last nnorm dims (1 <= nnorm <= ndim):

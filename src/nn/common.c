@@ -48,12 +48,32 @@ ct_status ct__nn_result(ct_tensor **out, ct_tensor *o, ct_status st) {
   return CT_OK;
 }
 
+void ct__nn_karg_tensor(struct ct__kargs *a, const char *name, const char *offname, const ct_tensor *t,
+                        const ct_tensor *fallback, int64_t extra) {
+  int64_t off = 0;
+  if (t) ct__tensor_elem_offset(t, &off);
+  ct__karg_mem(a, name, ct__tensor_mem(t ? t : fallback));
+  ct__karg_long(a, offname, t ? off + extra : 0);
+}
+
 ct_status ct__nn_launch1(ct__kernel *k, struct ct__kargs *a, ct_device *d, int64_t total, const char *fn) {
   ct_status st = ct__kargs_end(a, fn);
   if (st == CT_OK && total > 0) {
     size_t global = (size_t)total, local;
     ct__launch_dims(k, 1, &global, &local);
     st = ct__kernel_launch(k, d, 1, &global, &local);
+  }
+  ct__kernel_unlock(k);
+  return st;
+}
+
+ct_status ct__nn_launch3(ct__kernel *k, struct ct__kargs *a, ct_device *d, int64_t n0, int64_t n1, int64_t n2,
+                         const char *fn) {
+  ct_status st = ct__kargs_end(a, fn);
+  if (st == CT_OK && n0 > 0 && n1 > 0 && n2 > 0) {
+    size_t global[3] = {(size_t)n0, (size_t)n1, (size_t)n2}, local[3];
+    ct__launch_dims(k, 3, global, local);
+    st = ct__kernel_launch(k, d, 3, global, local);
   }
   ct__kernel_unlock(k);
   return st;

@@ -8,7 +8,11 @@
  * (and the bias added) by conv_finish. The chunk of images is as many as keep the column buffer
  * within ct__nn_col_bytes (64 MiB) (at least one image), so memory stays bounded whatever the batch.
  * The direct path (conv_direct) serves convolutions with few products per output element
- * (depthwise, K <= 16), where unfolding would cost more than the arithmetic. */
+ * (depthwise, K <= 16), where unfolding would cost more than the arithmetic. The blocked path
+ * (conv_blocked) serves stride-1 f32/f16/bf16 convolutions on CPU devices: a register-blocked
+ * kernel over a zero-padded f32 copy of x, faster there than unfolding plus the host BLAS
+ * (docs/PERFORMANCE.md, "Convolution"). conv_run picks; tests force each path
+ * (ct__nn_conv_path). */
 #include <stdio.h>
 #include <string.h>
 
@@ -108,9 +112,7 @@ static ct_status check_args(struct conv *cv, const ct_tensor *x4, const ct_tenso
 }
 
 static void karg_xgeom(struct ct__kargs *a, const ct_tensor *x4, const struct conv *cv) {
-  int64_t xoff = 0;
-  ct__tensor_elem_offset(x4, &xoff);
-  ct__karg_long(a, "x_off", xoff);
+  ct__nn_karg_tensor(a, "x", "x_off", x4, NULL, 0);
   cl_long4 xs = {{x4->strides[0], x4->strides[1], x4->strides[2], x4->strides[3]}};
   ct__karg(a, "xs", sizeof xs, &xs);
   ct__karg_int(a, "C", (cl_int)cv->C);
@@ -135,26 +137,18 @@ static ct_status conv_direct(ct_device *d, const struct conv *cv, const ct_tenso
                              const ct_tensor *bias, ct_tensor *out) {
   ct__kernel *k;
   CT__TRY(ct__nn_kernel(&k, d, "conv.cl", "conv_direct", x4->dtype, NULL, cv->fn));
-  int64_t woff = 0, boff = 0, ooff = 0;
-  ct__tensor_elem_offset(wc, &woff);
-  if (bias) ct__tensor_elem_offset(bias, &boff);
-  ct__tensor_elem_offset(out, &ooff);
   struct ct__kargs a;
   ct__kargs_begin(&a, k, ct__kernel_lock(k));
-  ct__karg_mem(&a, "x", ct__tensor_mem(x4));
   karg_xgeom(&a, x4, cv);
-  ct__karg_mem(&a, "w", ct__tensor_mem(wc));
-  ct__karg_long(&a, "w_off", woff);
-  ct__karg_mem(&a, "bias", ct__tensor_mem(bias ? bias : wc));
-  ct__karg_long(&a, "bias_off", boff);
+  ct__nn_karg_tensor(&a, "w", "w_off", wc, NULL, 0);
+  ct__nn_karg_tensor(&a, "bias", "bias_off", bias, wc, 0);
   ct__karg_int(&a, "has_bias", bias != NULL);
-  ct__karg_mem(&a, "out", ct__tensor_mem(out));
-  ct__karg_long(&a, "out_off", ooff);
+  ct__nn_karg_tensor(&a, "out", "out_off", out, NULL, 0);
   ct__karg_int(&a, "Cout", (cl_int)cv->Cout);
   ct__karg_int(&a, "groups", cv->groups);
   karg_window(&a, cv);
-  ct__karg_long(&a, "total", ct_numel(out));
-  return ct__nn_launch1(k, &a, d, ct_numel(out), cv->fn);
+  ct__karg_long(&a, "N", cv->N);
+  return ct__nn_launch3(k, &a, d, cv->OH * cv->OW, cv->Cout, cv->N, cv->fn);
 }
 
 /* The GEMM path (see the top of the file). wc is contiguous, of the compute dtype. */
@@ -180,25 +174,22 @@ static ct_status conv_gemm(ct_device *d, const struct conv *cv, const ct_tensor 
   ct_status st = ct__tensor_new(&col, d, cdt, 3, cshape, fn);
   int64_t ashape[3] = {chunk, cv->Cout, P};
   if (st == CT_OK && !direct_out) st = ct__tensor_new(&acc, d, cdt, 3, ashape, fn);
-  int64_t col_off = 0, w_off = 0, out_off = 0, acc_off = 0, b_off = 0;
+  int64_t col_off = 0, w_off = 0, out_off = 0, acc_off = 0;
   if (st == CT_OK) {
     ct__tensor_elem_offset(col, &col_off);
     ct__tensor_elem_offset(wc, &w_off);
     ct__tensor_elem_offset(out, &out_off);
     if (acc) ct__tensor_elem_offset(acc, &acc_off);
-    if (bias) ct__tensor_elem_offset(bias, &b_off);
   }
   for (int64_t n0 = 0; st == CT_OK && n0 < cv->N; n0 += chunk) {
     int64_t nimg = cv->N - n0 < chunk ? cv->N - n0 : chunk;
     struct ct__kargs a;
     ct__kargs_begin(&a, kcol, ct__kernel_lock(kcol));
-    ct__karg_mem(&a, "x", ct__tensor_mem(x4));
     karg_xgeom(&a, x4, cv);
     karg_window(&a, cv);
     ct__karg_long(&a, "n0", n0);
     ct__karg_int(&a, "nimg", (cl_int)nimg);
-    ct__karg_mem(&a, "col", ct__tensor_mem(col));
-    ct__karg_long(&a, "col_off", col_off);
+    ct__nn_karg_tensor(&a, "col", "col_off", col, NULL, 0);
     st = ct__nn_launch1(kcol, &a, d, nimg * cv->C * cv->kh * cv->kw * cv->OH, fn);
     if (st != CT_OK) break;
 
@@ -232,12 +223,9 @@ static ct_status conv_gemm(ct_device *d, const struct conv *cv, const ct_tensor 
 
     int64_t total = nimg * cv->Cout * P;
     ct__kargs_begin(&a, kfin, ct__kernel_lock(kfin));
-    ct__karg_mem(&a, "acc", ct__tensor_mem(direct_out ? out : acc));
-    ct__karg_long(&a, "acc_off", direct_out ? out_off + n0 * cv->Cout * P : acc_off);
-    ct__karg_mem(&a, "out", ct__tensor_mem(out));
-    ct__karg_long(&a, "out_off", out_off + n0 * cv->Cout * P);
-    ct__karg_mem(&a, "bias", ct__tensor_mem(bias ? bias : out));
-    ct__karg_long(&a, "bias_off", b_off);
+    ct__nn_karg_tensor(&a, "acc", "acc_off", direct_out ? out : acc, NULL, direct_out ? n0 * cv->Cout * P : 0);
+    ct__nn_karg_tensor(&a, "out", "out_off", out, NULL, n0 * cv->Cout * P);
+    ct__nn_karg_tensor(&a, "bias", "bias_off", bias, out, 0);
     ct__karg_int(&a, "has_bias", bias != NULL);
     ct__karg_int(&a, "Cout", (cl_int)cv->Cout);
     ct__karg_long(&a, "P", P);
@@ -252,7 +240,7 @@ static ct_status conv_gemm(ct_device *d, const struct conv *cv, const ct_tensor 
 /* The blocked direct path (kernels/conv.cl, "the blocked direct path"): stride 1, f32/f16/bf16
  * on CPU devices. CB and PB as in the kernels. */
 #define CT__CB 8
-#define CT__PB 32
+#define CT__PB 48
 
 static ct_status conv_blocked(ct_device *d, const struct conv *cv, const ct_tensor *x4, const ct_tensor *wc,
                               const ct_tensor *bias, ct_tensor *out) {
@@ -274,24 +262,25 @@ static ct_status conv_blocked(ct_device *d, const struct conv *cv, const ct_tens
   int64_t xps[1] = {chunk * cv->C * plane + slack}, wts[1] = {g * ncb * cg * cv->kh * cv->kw * CT__CB};
   ct_status st = ct__tensor_new(&xp, d, CT_F32, 1, xps, fn);
   if (st == CT_OK) st = ct__tensor_new(&wt, d, CT_F32, 1, wts, fn);
-  int64_t xp_off = 0, wt_off = 0, w_off = 0, b_off = 0, out_off = 0;
   if (st == CT_OK) {
-    ct__tensor_elem_offset(xp, &xp_off);
-    ct__tensor_elem_offset(wt, &wt_off);
-    ct__tensor_elem_offset(wc, &w_off);
-    if (bias) ct__tensor_elem_offset(bias, &b_off);
-    ct__tensor_elem_offset(out, &out_off);
+    /* The slack past the planes is read only for discarded lanes; zeroed all the same, so that
+     * no kernel reads memory nothing wrote (strict simulators flag it). */
+    ct_tensor *tail = NULL;
+    int64_t one = 1;
+    st = ct__tensor_view(&tail, xp, 1, &slack, &one, xp->offset + chunk * cv->C * plane);
+    if (st == CT_OK) st = ct__fill_value(tail, 0, fn);
+    ct_release(tail);
+  }
+  if (st == CT_OK) {
     struct ct__kargs a;
     ct__kargs_begin(&a, kpack, ct__kernel_lock(kpack));
-    ct__karg_mem(&a, "w", ct__tensor_mem(wc));
-    ct__karg_long(&a, "w_off", w_off);
+    ct__nn_karg_tensor(&a, "w", "w_off", wc, NULL, 0);
     ct__karg_int(&a, "Cg", (cl_int)cg);
     ct__karg_int(&a, "kh", (cl_int)cv->kh);
     ct__karg_int(&a, "kw", (cl_int)cv->kw);
     ct__karg_int(&a, "og", (cl_int)og);
     ct__karg_int(&a, "ncb", (cl_int)ncb);
-    ct__karg_mem(&a, "wt", ct__tensor_mem(wt));
-    ct__karg_long(&a, "wt_off", wt_off);
+    ct__nn_karg_tensor(&a, "wt", "wt_off", wt, NULL, 0);
     ct__karg_long(&a, "total", wts[0]);
     st = ct__nn_launch1(kpack, &a, d, wts[0], fn);
   }
@@ -299,37 +288,31 @@ static ct_status conv_blocked(ct_device *d, const struct conv *cv, const ct_tens
     int64_t nimg = cv->N - n0 < chunk ? cv->N - n0 : chunk;
     struct ct__kargs a;
     ct__kargs_begin(&a, kpad, ct__kernel_lock(kpad));
-    ct__karg_mem(&a, "x", ct__tensor_mem(x4));
     karg_xgeom(&a, x4, cv);
     ct__karg_int(&a, "ph", cv->ph);
     ct__karg_int(&a, "pw", cv->pw);
     ct__karg_int(&a, "Hp", (cl_int)Hp);
     ct__karg_int(&a, "Wp", (cl_int)Wp);
     ct__karg_long(&a, "n0", n0);
-    ct__karg_mem(&a, "xp", ct__tensor_mem(xp));
-    ct__karg_long(&a, "xp_off", xp_off);
+    ct__nn_karg_tensor(&a, "xp", "xp_off", xp, NULL, 0);
     ct__karg_long(&a, "rows", nimg * cv->C * Hp);
     st = ct__nn_launch1(kpad, &a, d, nimg * cv->C * Hp, fn);
     if (st != CT_OK) break;
     int64_t items = nimg * g * ncb * npb;
     ct__kargs_begin(&a, kblk, ct__kernel_lock(kblk));
-    ct__karg_mem(&a, "xp", ct__tensor_mem(xp));
-    ct__karg_long(&a, "xp_off", xp_off);
+    ct__nn_karg_tensor(&a, "xp", "xp_off", xp, NULL, 0);
     ct__karg_long(&a, "plane", plane);
     ct__karg_int(&a, "Ctot", (cl_int)cv->C);
     ct__karg_int(&a, "Cg", (cl_int)cg);
     ct__karg_int(&a, "Wp", (cl_int)Wp);
-    ct__karg_mem(&a, "wt", ct__tensor_mem(wt));
-    ct__karg_long(&a, "wt_off", wt_off);
+    ct__nn_karg_tensor(&a, "wt", "wt_off", wt, NULL, 0);
     ct__karg_int(&a, "kh", (cl_int)cv->kh);
     ct__karg_int(&a, "kw", (cl_int)cv->kw);
     ct__karg_int(&a, "dh", cv->dh);
     ct__karg_int(&a, "dw", cv->dw);
-    ct__karg_mem(&a, "bias", ct__tensor_mem(bias ? bias : out));
-    ct__karg_long(&a, "bias_off", b_off);
+    ct__nn_karg_tensor(&a, "bias", "bias_off", bias, out, 0);
     ct__karg_int(&a, "has_bias", bias != NULL);
-    ct__karg_mem(&a, "out", ct__tensor_mem(out));
-    ct__karg_long(&a, "out_off", out_off);
+    ct__nn_karg_tensor(&a, "out", "out_off", out, NULL, 0);
     ct__karg_int(&a, "Cout", (cl_int)cv->Cout);
     ct__karg_int(&a, "og", (cl_int)og);
     ct__karg_int(&a, "ncb", (cl_int)ncb);
@@ -368,9 +351,10 @@ static ct_status conv_run(ct_tensor **out, const struct conv *cv, const ct_tenso
   int64_t K = cv->C / cv->groups * cv->kh * cv->kw;
   int path = ct__nn_conv_path;
   if (path == CT__CONV_AUTO) {
-    if (K <= 16 || cv->C / cv->groups == 1) path = CT__CONV_DIRECT;
-    else if (cv->sh == 1 && cv->sw == 1 && x4->dtype != CT_F64 && d->props.type == CT_DEVICE_CPU)
-      path = CT__CONV_BLOCKED;
+    bool blocked_fits = cv->sh == 1 && cv->sw == 1 && x4->dtype != CT_F64 && d->props.type == CT_DEVICE_CPU;
+    if (blocked_fits && cv->Cout / cv->groups >= 8) path = CT__CONV_BLOCKED;
+    else if (K <= 16 || cv->C / cv->groups == 1) path = CT__CONV_DIRECT;
+    else if (blocked_fits) path = CT__CONV_BLOCKED;
     else path = CT__CONV_GEMM;
   }
   if (path == CT__CONV_BLOCKED && (cv->sh != 1 || cv->sw != 1 || x4->dtype == CT_F64)) path = CT__CONV_GEMM;

@@ -26,9 +26,20 @@ ct_status ct__nn_unbatch(ct_tensor **t);
  * failure. Returns st. */
 ct_status ct__nn_result(ct_tensor **out, ct_tensor *o, ct_status st);
 
+/* Two kernel arguments for tensor t: its buffer (name) and its element offset plus extra
+ * (offname). A NULL t (an absent optional input) passes fallback's buffer and offset 0. */
+void ct__nn_karg_tensor(struct ct__kargs *a, const char *name, const char *offname, const ct_tensor *t,
+                        const ct_tensor *fallback, int64_t extra);
+
 /* Launches k (1-D, total work-items, each ignoring ids past total) with its arguments set in a;
  * unlocks k. */
 ct_status ct__nn_launch1(ct__kernel *k, struct ct__kargs *a, ct_device *d, int64_t total, const char *fn);
+
+/* The same over a 3-D range n0 x n1 x n2 (each rounded up to the work-group shape, so the
+ * kernel checks each id against its extent): kernels that would otherwise split a 1-D index
+ * into coordinates with 64-bit divisions, which cost more than their arithmetic on CPUs. */
+ct_status ct__nn_launch3(ct__kernel *k, struct ct__kargs *a, ct_device *d, int64_t n0, int64_t n1, int64_t n2,
+                         const char *fn);
 
 /* The kernel `name` of `file` built for dtype dt ("-DCT_IN=<dt>" plus extra options, may be
  * NULL); the error names fn. */

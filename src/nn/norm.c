@@ -47,10 +47,7 @@ static void karg_acc(struct ct__kargs *a, const char *name, ct_dtype xdt, double
 
 static void karg_param(struct ct__kargs *a, const char *name, const char *offname, const char *hasname,
                        const ct_tensor *p, const ct_tensor *fallback) {
-  int64_t off = 0;
-  if (p) ct__tensor_elem_offset(p, &off);
-  ct__karg_mem(a, name, ct__tensor_mem(p ? p : fallback));
-  ct__karg_long(a, offname, off);
+  ct__nn_karg_tensor(a, name, offname, p, fallback, 0);
   if (hasname) ct__karg_int(a, hasname, p != NULL);
 }
 
@@ -104,13 +101,9 @@ static ct_status norm_api(ct_tensor **out, const ct_tensor *x, int nnorm, const 
     ct__kernel *k = NULL;
     if (st == CT_OK) st = ct__nn_kernel(&k, d, "norm.cl", "norm_rows", x->dtype, extra, fn);
     if (st == CT_OK) {
-      int64_t xoff = 0, ooff = 0;
-      ct__tensor_elem_offset(x, &xoff);
-      ct__tensor_elem_offset(o, &ooff);
       struct ct__kargs a;
       ct__kargs_begin(&a, k, ct__kernel_lock(k));
-      ct__karg_mem(&a, "x", ct__tensor_mem(x));
-      ct__karg_long(&a, "x_off", xoff);
+      ct__nn_karg_tensor(&a, "x", "x_off", x, NULL, 0);
       ct__karg_int(&a, "kndim", outer);
       ct__karg_long8(&a, "kshape", outer, x->shape, 1);
       ct__karg_long8(&a, "kstr", outer, x->strides, 0);
@@ -120,8 +113,7 @@ static ct_status norm_api(ct_tensor **out, const ct_tensor *x, int nnorm, const 
       ct__karg_int(&a, "inner_flat", flat);
       ct__karg_long(&a, "nrows", nrows);
       ct__karg_long(&a, "n", n);
-      ct__karg_mem(&a, "out", ct__tensor_mem(o));
-      ct__karg_long(&a, "out_off", ooff);
+      ct__nn_karg_tensor(&a, "out", "out_off", o, NULL, 0);
       karg_param(&a, "w", "w_off", "has_w", wc, o);
       karg_param(&a, "b", "b_off", "has_b", bc, o);
       ct__karg_int(&a, "mode", mode);
@@ -202,15 +194,10 @@ ct_status ct_batch_norm(ct_tensor **out, const ct_tensor *x, ct_tensor *running_
   ct__kernel *ks = NULL, *ka = NULL;
   if (st == CT_OK) st = ct__nn_kernel(&ks, d, "norm.cl", "bn_stats", x->dtype, extra, fn);
   if (st == CT_OK) st = ct__nn_kernel(&ka, d, "norm.cl", "bn_apply", x->dtype, extra, fn);
-  int64_t xoff = 0, ooff = 0, ssoff = 0;
   if (st == CT_OK) {
-    ct__tensor_elem_offset(x, &xoff);
-    ct__tensor_elem_offset(o, &ooff);
-    ct__tensor_elem_offset(ss, &ssoff);
     struct ct__kargs a;
     ct__kargs_begin(&a, ks, ct__kernel_lock(ks));
-    ct__karg_mem(&a, "x", ct__tensor_mem(x));
-    ct__karg_long(&a, "x_off", xoff);
+    ct__nn_karg_tensor(&a, "x", "x_off", x, NULL, 0);
     ct__karg_long(&a, "N", N);
     ct__karg_long(&a, "C", C);
     ct__karg_long(&a, "sn", x->strides[0]);
@@ -228,25 +215,21 @@ ct_status ct_batch_norm(ct_tensor **out, const ct_tensor *x, ct_tensor *running_
     ct__karg_int(&a, "training", training);
     karg_acc(&a, "momentum", x->dtype, momentum);
     karg_acc(&a, "eps", x->dtype, eps);
-    ct__karg_mem(&a, "ss", ct__tensor_mem(ss));
-    ct__karg_long(&a, "ss_off", ssoff);
+    ct__nn_karg_tensor(&a, "ss", "ss_off", ss, NULL, 0);
     st = ct__nn_launch1(ks, &a, d, C, fn);
   }
   if (st == CT_OK && ct_numel(x) > 0) {
     struct ct__kargs a;
     ct__kargs_begin(&a, ka, ct__kernel_lock(ka));
-    ct__karg_mem(&a, "x", ct__tensor_mem(x));
-    ct__karg_long(&a, "x_off", xoff);
+    ct__nn_karg_tensor(&a, "x", "x_off", x, NULL, 0);
     ct__karg_int(&a, "ndim", x->ndim);
     ct__karg_long8(&a, "shape", x->ndim, x->shape, 1);
     ct__karg_long8(&a, "str", x->ndim, x->strides, 0);
     ct__karg_int(&a, "flat", ct_tensor_is_contiguous(x));
     ct__karg_long(&a, "C", C);
     ct__karg_long(&a, "S", S);
-    ct__karg_mem(&a, "ss", ct__tensor_mem(ss));
-    ct__karg_long(&a, "ss_off", ssoff);
-    ct__karg_mem(&a, "out", ct__tensor_mem(o));
-    ct__karg_long(&a, "out_off", ooff);
+    ct__nn_karg_tensor(&a, "ss", "ss_off", ss, NULL, 0);
+    ct__nn_karg_tensor(&a, "out", "out_off", o, NULL, 0);
     ct__karg_long(&a, "total", ct_numel(x));
     st = ct__nn_launch1(ka, &a, d, ct_numel(x), fn);
   }

@@ -21,27 +21,22 @@ static ct_status pool_run(ct_tensor **out, const ct_tensor *x, int mode, const i
     ct__kernel *k;
     st = ct__nn_kernel(&k, d, "pool.cl", "pool2d", x4->dtype, NULL, fn);
     if (st == CT_OK) {
-      int64_t xoff = 0, ooff = 0;
-      ct__tensor_elem_offset(x4, &xoff);
-      ct__tensor_elem_offset(o, &ooff);
       struct ct__kargs a;
       ct__kargs_begin(&a, k, ct__kernel_lock(k));
-      ct__karg_mem(&a, "x", ct__tensor_mem(x4));
-      ct__karg_long(&a, "x_off", xoff);
+      ct__nn_karg_tensor(&a, "x", "x_off", x4, NULL, 0);
       cl_long4 xs = {{x4->strides[0], x4->strides[1], x4->strides[2], x4->strides[3]}};
       ct__karg(&a, "xs", sizeof xs, &xs);
       ct__karg_long(&a, "C", x4->shape[1]);
       ct__karg_long(&a, "H", x4->shape[2]);
       ct__karg_long(&a, "W", x4->shape[3]);
-      ct__karg_mem(&a, "out", ct__tensor_mem(o));
-      ct__karg_long(&a, "out_off", ooff);
+      ct__nn_karg_tensor(&a, "out", "out_off", o, NULL, 0);
       ct__karg_long(&a, "OH", OH);
       ct__karg_long(&a, "OW", OW);
       ct__karg_int(&a, "mode", mode);
       static const char *const names[6] = {"kh", "kw", "sth", "stw", "ph", "pw"};
       for (int i = 0; i < 6; i++) ct__karg_int(&a, names[i], win[i]);
-      ct__karg_long(&a, "total", total);
-      st = ct__nn_launch1(k, &a, d, total, fn);
+      ct__karg_long(&a, "N", x4->shape[0]);
+      st = ct__nn_launch3(k, &a, d, OH * OW, x4->shape[1], x4->shape[0], fn);
     }
   }
   if (st == CT_OK && x->ndim == 3) st = ct__nn_unbatch(&o);

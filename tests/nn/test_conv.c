@@ -64,6 +64,25 @@ static void conv_ref(const struct ccase *c, int64_t OH, int64_t OW, const double
         }
 }
 
+/* Checks y (of dtype dt, the case's output of OH x OW) against conv_ref within the bound above. */
+static void check_conv(const struct ccase *c, ct_dtype dt, const ct_tensor *y, int64_t OH, int64_t OW,
+                       const double *xv, const double *wv, const double *bv) {
+  int64_t n = c->N * c->Cout * OH * OW;
+  double *ref = malloc(sizeof(double) * (size_t)(n + 1)), *abssum = malloc(sizeof(double) * (size_t)(n + 1));
+  conv_ref(c, OH, OW, xv, wv, bv, ref, abssum);
+  double *yv = nt_read(y);
+  double u = dt == CT_F64 ? ldexp(1, -53) : ldexp(1, -24);
+  int64_t K = c->C / c->groups * c->kh * c->kw;
+  for (int64_t i = 0; i < n; i++) {
+    double tol = 2 * (double)(K + 2) * u * abssum[i] + 2 * nt_unit(dt) * fabs(ref[i]) + 1e-30;
+    ck_assert_msg(fabs(yv[i] - ref[i]) <= tol, "%s %s: y[%lld] = %.9g, want %.9g (tol %.3g)", c->name,
+                  ct_dtype_name(dt), (long long)i, yv[i], ref[i], tol);
+  }
+  free(ref);
+  free(abssum);
+  free(yv);
+}
+
 /* x of case c as the case's view, and its logical values. */
 static ct_tensor *make_x(ct_device *d, ct_dtype dt, const struct ccase *c, uint64_t seed, double **vals) {
   ct_tensor *base, *v = NULL;
@@ -105,20 +124,7 @@ static void run_case(ct_device *d, ct_dtype dt, const struct ccase *c) {
   ck_assert_int_eq(ct_tensor_ndim(y), rank);
   for (int i = 0; i < rank; i++) ck_assert_int_eq(ct_tensor_shape(y)[i], want[i + 4 - rank]);
   ck_assert_int_eq(ct_tensor_dtype(y), dt);
-  int64_t n = c->N * c->Cout * OH * OW;
-  double *ref = malloc(sizeof(double) * (size_t)(n + 1)), *abssum = malloc(sizeof(double) * (size_t)(n + 1));
-  conv_ref(c, OH, OW, xv, wv, bv, ref, abssum);
-  double *yv = nt_read(y);
-  double u = dt == CT_F64 ? ldexp(1, -53) : ldexp(1, -24);
-  int64_t K = c->C / c->groups * c->kh * c->kw;
-  for (int64_t i = 0; i < n; i++) {
-    double tol = 2 * (double)(K + 2) * u * abssum[i] + 2 * nt_unit(dt) * fabs(ref[i]) + 1e-30;
-    ck_assert_msg(fabs(yv[i] - ref[i]) <= tol, "%s %s: y[%lld] = %.9g, want %.9g (tol %.3g)", c->name,
-                  ct_dtype_name(dt), (long long)i, yv[i], ref[i], tol);
-  }
-  free(ref);
-  free(abssum);
-  free(yv);
+  check_conv(c, dt, y, OH, OW, xv, wv, bv);
   free(xv);
   free(wv);
   free(bv);
@@ -130,10 +136,15 @@ static void run_case(ct_device *d, ct_dtype dt, const struct ccase *c) {
 
 static const int k_paths[4] = {CT__CONV_AUTO, CT__CONV_DIRECT, CT__CONV_GEMM, CT__CONV_BLOCKED};
 
+/* argv[1] "gemm": only the im2col + GEMM path, f32 (the run on the CLBlast route, whose cold
+ * kernel builds are slow: f32 only keeps it to one precision of CLBlast's kernels). */
+static bool g_gemm_only;
+#define FOR_PATHS(p) for (int p = g_gemm_only ? 2 : 0; p < (g_gemm_only ? 3 : 4); p++)
+
 /* Every case on every path (the blocked path falls back to the GEMM for strides > 1). */
 START_TEST(test_conv2d_f32) {
   ct_device *d = ct_test_device();
-  for (int p = 0; p < 4; p++) {
+  FOR_PATHS(p) {
     ct__nn_conv_path = k_paths[p];
     run_case(d, CT_F32, &cases[_i]);
   }
@@ -159,7 +170,8 @@ END_TEST
 START_TEST(test_conv2d_chunks) {
   ct_device *d = ct_test_device();
   struct ccase c = {"chunks", 5, 4, 6, 6, 8, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, false, V_NONE};
-  for (int p = 2; p < 4; p++) {
+  FOR_PATHS(p) {
+    if (p < 2) continue;
     ct__nn_conv_path = k_paths[p];
     ct__nn_col_bytes = 2 * 4 * 9 * 36 * 4;  /* the GEMM path's columns; the blocked path's
                                              * padded input (4 x 8 x 8 floats) gets more */
@@ -188,16 +200,7 @@ START_TEST(test_conv1d) {
     int64_t OW = (20 + 6 - 2 * 4 - 1) / 2 + 1;
     ck_assert_int_eq(ct_tensor_ndim(y), unb ? 2 : 3);
     ck_assert_int_eq(ct_tensor_shape(y)[unb ? 1 : 2], OW);
-    double *ref = malloc(sizeof(double) * (size_t)(c.N * c.Cout * OW));
-    double *abssum = malloc(sizeof(double) * (size_t)(c.N * c.Cout * OW));
-    conv_ref(&c, 1, OW, xv, wv, bv, ref, abssum);
-    double *yv = nt_read(y);
-    for (int64_t i = 0; i < c.N * c.Cout * OW; i++)
-      ck_assert_msg(fabs(yv[i] - ref[i]) <= 2 * 12 * ldexp(1, -24) * abssum[i] + 1e-30, "y[%lld] = %g, want %g",
-                    (long long)i, yv[i], ref[i]);
-    free(ref);
-    free(abssum);
-    free(yv);
+    check_conv(&c, CT_F32, y, 1, OW, xv, wv, bv);
     free(xv);
     free(wv);
     free(bv);
@@ -261,7 +264,7 @@ END_TEST
 START_TEST(test_conv_torch) {
   ct_device *d = ct_test_device();
   ct_safetensors *st = nt_fixture(d);
-  for (int p = 0; p < 4; p++) {
+  FOR_PATHS(p) {
     ct__nn_conv_path = k_paths[p];
     ct_tensor *x = nt_get(st, "conv_a.x"), *w = nt_get(st, "conv_a.w"), *b = nt_get(st, "conv_a.b");
     ct_tensor *ref = nt_get(st, "conv_a.y"), *y;
@@ -285,15 +288,17 @@ START_TEST(test_conv_torch) {
 }
 END_TEST
 
-int main(void) {
+int main(int argc, char **argv) {
+  g_gemm_only = argc > 1 && strcmp(argv[1], "gemm") == 0;
+  if (g_gemm_only) ct__nn_conv_path = CT__CONV_GEMM;  /* conv1d too */
   Suite *s = suite_create("nn-conv");
   TCase *tc = tcase_create("conv");
-  tcase_set_timeout(tc, 300);
+  tcase_set_timeout(tc, 600);
   tcase_add_loop_test(tc, test_conv2d_f32, 0, NCASES);
-  tcase_add_test(tc, test_conv2d_dtypes);
+  if (!g_gemm_only) tcase_add_test(tc, test_conv2d_dtypes);
   tcase_add_test(tc, test_conv2d_chunks);
   tcase_add_test(tc, test_conv1d);
-  tcase_add_test(tc, test_conv_errors);
+  if (!g_gemm_only) tcase_add_test(tc, test_conv_errors);
   tcase_add_test(tc, test_conv_torch);
   suite_add_tcase(s, tc);
   return ct_test_run(s);

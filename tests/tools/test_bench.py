@@ -64,6 +64,7 @@ expected = ["h2d.pageable", "h2d.pinned", "d2h.pageable", "d2h.pinned", "add", "
             "matmul_batch.host", "first_result.cold", "first_result.warm",
             "cat.dim1", "cat.dim0", "pad.constant",          # shape
             "index_select", "gather", "cumsum", "sort",      # index
+            "conv2d",                                        # nn
             ]
 missing = [e for e in expected if e not in by_name]
 check(not missing, "every figure group is present", "missing: " + ", ".join(missing))
@@ -82,6 +83,7 @@ want_refs = {"add": {"cl_add", "host_add"}, "mul": {"cl_mul", "host_mul"}, "exp"
              "add_chain": {"cl_launch"}, "h2d.pageable": {"cl_h2d"}, "d2h.pinned": {"cl_d2h_pinned"},
              "cat.dim1": {"copy"}, "cat.dim0": {"copy"}, "pad.constant": {"copy"},
              "index_select": {"copy"}, "gather": {"copy"}, "cumsum": {"copy"}, "sort": {"copy"},
+             "conv2d": {"conv_gemm_only"},
              }
 if blas:
     want_refs.update({"matmul.auto": {"host_sgemm"}, "matmul_batch.auto": {"host_sgemm_batch"},
