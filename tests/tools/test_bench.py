@@ -61,7 +61,8 @@ check(not problems, "figures are complete, positive, min <= median <= max, ratio
 expected = ["h2d.pageable", "h2d.pinned", "d2h.pageable", "d2h.pinned", "add", "mul", "exp", "sum",
             "max", "softmax", "add_chain", "add_chain_alloc", "mlp_forward", "matmul.auto",
             "matmul.clblast", "matmul.host", "matmul_batch.auto", "matmul_batch.clblast",
-            "matmul_batch.host", "first_result.cold", "first_result.warm"]
+            "matmul_batch.host", "first_result.cold", "first_result.warm", "digits_cnn_forward",
+            "charlm_forward"]
 missing = [e for e in expected if e not in by_name]
 check(not missing, "every figure group is present", "missing: " + ", ".join(missing))
 

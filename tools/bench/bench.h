@@ -193,6 +193,8 @@ void bench_group_chain(const bench_opts *o, ct_device *d, clref *r);
 void bench_group_mlp(const bench_opts *o, ct_device *d);
 void bench_group_matmul(const bench_opts *o, ct_device *d);
 void bench_group_first_result(const bench_opts *o, ct_device *d);
+/* group_models.c */
+void bench_group_models(const bench_opts *o, ct_device *d);
 
 /* A raw-OpenCL reference prepared to run: what is "add", "mul", "exp" (n elements), "sum",
  * "max" (n elements, two-stage, result read back), "launch" (n back-to-back launches of a

@@ -25,7 +25,7 @@ static void usage(FILE *f) {
           "                      or \"skipped\" instead of the numbers\n"
           "  -q, --quick         fewer sizes and runs: about a minute, for smoke tests\n"
           "  -o, --only GROUPS   comma-separated: transfer, elementwise, reduce, softmax, chain, mlp,\n"
-          "                      matmul, first_result (default: all)\n"
+          "                      matmul, first_result, models (default: all)\n"
           "  -r, --runs N        timed runs per figure after the warm-up (default 7, quick 3)\n"
           "  -h, --help          this text\n"
           "  -V, --version       the version\n"
@@ -43,7 +43,8 @@ static const struct {
 } k_groups[] = {{"transfer", BENCH_TRANSFER}, {"elementwise", BENCH_ELEMENTWISE},
                 {"reduce", BENCH_REDUCE},     {"softmax", BENCH_SOFTMAX},
                 {"chain", BENCH_CHAIN},       {"mlp", BENCH_MLP},
-                {"matmul", BENCH_MATMUL},     {"first_result", BENCH_FIRST_RESULT}};
+                {"matmul", BENCH_MATMUL},     {"first_result", BENCH_FIRST_RESULT},
+                {"models", BENCH_MODELS}};
 
 static int parse_groups(const char *list, unsigned *out) {
   *out = 0;
@@ -55,7 +56,7 @@ static int parse_groups(const char *list, unsigned *out) {
       if (strlen(k_groups[i].name) == len && strncmp(s, k_groups[i].name, len) == 0) break;
     if (i == n) {
       fprintf(stderr, "cltensor-bench: unknown group '%.*s' in --only (groups: transfer, elementwise, "
-                      "reduce, softmax, chain, mlp, matmul, first_result)\n", (int)len, s);
+                      "reduce, softmax, chain, mlp, matmul, first_result, models)\n", (int)len, s);
       return -1;
     }
     *out |= k_groups[i].bit;
@@ -174,6 +175,7 @@ int main(int argc, char **argv) {
   clref_close(r);
   if (o.groups & BENCH_MATMUL) bench_group_matmul(&o, d);
   if (o.groups & BENCH_FIRST_RESULT) bench_group_first_result(&o, d);
+  if (o.groups & BENCH_MODELS) bench_group_models(&o, d);
   int failed = bench_output_end(&o);
   ct_shutdown();
   if (fclose(o.out) != 0) {
