@@ -57,6 +57,14 @@ static ct_safetensors *load_fixture(bench_fig *f, ct_device *d, const char *name
   return st;
 }
 
+/* Measures fn once the setup (st, the result buffer) succeeded, else records why not. */
+static void measure_model(const bench_opts *o, bench_fig *f, ct_status st, bench_fn fn, models_ctx *c) {
+  if (st != CT_OK || !c->host)
+    bench_fig_fail(f, false, st != CT_OK ? ct_last_error() : "out of host memory");
+  else
+    bench_measure(o, f, fn, NULL, c, 1000, 1e3);
+}
+
 static void bench_cnn(const bench_opts *o, ct_device *d) {
   bench_fig f;
   bench_fig_init(&f, "digits_cnn_forward", 450, "450x1x8x8, 3 conv", "f32", "ms");
@@ -70,10 +78,7 @@ static void bench_cnn(const bench_opts *o, ct_device *d) {
       c.host_bytes = (size_t)ct_tensor_shape(c.x)[0] * sizeof(int64_t);
       c.host = malloc(c.host_bytes);
     }
-    if (st != CT_OK || !c.host)
-      bench_fig_fail(&f, false, st != CT_OK ? ct_last_error() : "out of host memory");
-    else
-      bench_measure(o, &f, do_cnn, NULL, &c, 1000, 1e3);
+    measure_model(o, &f, st, do_cnn, &c);
   }
   bench_emit(o, &f);
   digits_cnn_release(&c.cnn);
@@ -99,10 +104,7 @@ static void bench_gpt(const bench_opts *o, ct_device *d) {
       c.host_bytes = (size_t)(s[0] * s[1] * c.gpt.vocab) * sizeof(float);
       c.host = malloc(c.host_bytes);
     }
-    if (st != CT_OK || !c.host)
-      bench_fig_fail(&f, false, st != CT_OK ? ct_last_error() : "out of host memory");
-    else
-      bench_measure(o, &f, do_gpt, NULL, &c, 1000, 1e3);
+    measure_model(o, &f, st, do_gpt, &c);
   }
   bench_emit(o, &f);
   charlm_release(&c.gpt);
