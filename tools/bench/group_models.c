@@ -61,8 +61,8 @@ static ct_safetensors *load_fixture(bench_fig *f, ct_device *d, const char *name
 static void measure_model(const bench_opts *o, bench_fig *f, ct_status st, bench_fn fn, models_ctx *c) {
   if (st != CT_OK || !c->host)
     bench_fig_fail(f, false, st != CT_OK ? ct_last_error() : "out of host memory");
-  else
-    bench_measure(o, f, fn, NULL, c, 1000, 1e3);
+  else if (bench_measure(o, f, fn, NULL, c, 1000, 1e3) == 0)
+    bench_gemm_note(c->d, f->note, sizeof f->note); /* the convolutions and linears go through it */
 }
 
 static void bench_cnn(const bench_opts *o, ct_device *d) {
