@@ -1,6 +1,8 @@
 /* Elementwise kernels: one small program per (op, dtypes), selected by build options.
  *
- *   -DEW_OP_<NAME>      the op (EW_OP_ADD, EW_OP_EXP, EW_OP_WHERE, ...; see ew_f below)
+ *   -DEW_FN=<function>  the op's function (ew_add, ew_exp, ew_where, ...; src/elementwise/ops.def
+ *                       names them, "the ops" below defines them)
+ *   -DEW_NP=n           the op's parameters after its operands: 2 (clamp), 1 (leaky_relu), 0
  *   -DEW_NIN=n          tensor inputs: 1 (unary, tensor-scalar, clamp), 2 (binary), 3 (where)
  *   -DEW_A/B/C=dt       input dtypes (where: A is the condition, B and C the values)
  *   -DEW_K=dt           common dtype: value inputs are converted to it first, as PyTorch casts
@@ -23,9 +25,8 @@
  * ew_contig serves dense, identically laid out operands (the host collapses dims first);
  * ew_strided reads any layout in place (views, transposes, stride-0 broadcasts).
  *
- * The op bodies are written once for scalars and 8-wide vectors (W is "" or 8) and without
- * branches: select() on masks. PoCL vectorises scalar code across work-items, and turns a
- * data-dependent branch there into very slow code. Masks follow OpenCL: a scalar comparison
+ * The op functions are written without branches: select() on masks. PoCL vectorises scalar
+ * code across work-items, and turns a data-dependent branch there into very slow code. Masks follow OpenCL: a scalar comparison
  * gives 0/1, a vector one 0/-1; select() accepts both, and "& 1" turns either into 0/1. */
 
 /* Results must not depend on the compiler's choice to fuse a*b+c: host references and other
@@ -146,61 +147,76 @@
 #define EW_AS_W(W, x) CT_CAT(as_, EW_WT(W))(x)
 #define EW_WRAP(W, x, op, y) EW_AS_W(W, (EW_UT(W))(EW_AS_U(W, x) op EW_AS_U(W, y)))
 
-/* The 8-wide vector path (EW_VEC) serves plain arithmetic only: that is all the host asks it
- * for (f16 arithmetic on CPUs), and PoCL 3.1's vector math builtins return wrong lanes
- * depending on their neighbours (float8 sin/cos: a lane holding 1e30 turns sin(1e-3) into
- * 0.008; double8 pow: pow(0.0117, 3) = inf; double8 fmod), while its scalar builtins, which the
- * scalar path uses, are right. */
-#if EW_VEC && !(defined(EW_OP_ADD) || defined(EW_OP_SUB) || defined(EW_OP_MUL) || defined(EW_OP_DIV) || \
-                defined(EW_OP_NEG) || defined(EW_OP_ABS))
-#error "elementwise.cl: the vector path (EW_VEC) is for add, sub, mul, div, neg and abs"
-#endif
+/* ---- the ops: one pure inline function per op (ew_add, ew_exp, ...; ops.def's fn column) on
+ * values of the compute type, selected for a program by -DEW_FN=<function>. Every function
+ * compiles for every compute dtype it can be called with (float-only ones exist only when EW_FLT,
+ * integer-only ones only when !EW_FLT; dtype variants are #if inside), reads nothing but its
+ * arguments and writes nothing, so a generated fused kernel (issue #16) can call them as they
+ * are. Comparisons and the other bool-valued ops return a mask of the compute type's size
+ * (EW_MT), stored as bool 0/1.
+ *
+ * Bodies that the 8-wide vector path also needs are written once for width W ("" or 8) as
+ * EW_<OP>_B(W) and defined by EW_DEF1V/EW_DEF2V, which add the twin ew_<op>8 when EW_VEC. That
+ * path serves plain arithmetic only (add, sub, mul, div, neg, abs): that is all the host asks it
+ * for (f16 arithmetic on CPUs), and PoCL 3.1's vector math builtins return wrong lanes depending
+ * on their neighbours (float8 sin/cos: a lane holding 1e30 turns sin(1e-3) into 0.008; double8
+ * pow: pow(0.0117, 3) = inf; double8 fmod), while its scalar builtins, which the scalar path
+ * uses, are right. Asking for the vector path with another op fails to build (no ew_<op>8). */
 #if EW_VEC && (!EW_FLT || EW_K == CT_DT_BF16 || EW_O == CT_DT_BF16)
 #error "elementwise.cl: the vector path (EW_VEC) is for f16, f32 and f64 results"
 #endif
 
-/* ---- the ops: ew_f(x, y, s0, s1) on values of the common dtype ---- */
-#if defined(EW_OP_EQ) || defined(EW_OP_NE) || defined(EW_OP_LT) || defined(EW_OP_LE) || \
-    defined(EW_OP_GT) || defined(EW_OP_GE) || defined(EW_OP_LOGICAL_AND) ||              \
-    defined(EW_OP_LOGICAL_OR) || defined(EW_OP_LOGICAL_NOT)
-#define EW_RT(W) EW_MT(W) /* a mask; stored as bool 0/1 */
+#define EW_DEF1(name, BODY) \
+  inline EW_WT() name(EW_WT() x) { BODY() }
+#define EW_DEF2(name, BODY) \
+  inline EW_WT() name(EW_WT() x, EW_WT() y) { BODY() }
+#if EW_VEC
+#define EW_DEF1V(name, BODY) \
+  EW_DEF1(name, BODY)        \
+  inline EW_WT(8) name##8(EW_WT(8) x) { BODY(8) }
+#define EW_DEF2V(name, BODY) \
+  EW_DEF2(name, BODY)        \
+  inline EW_WT(8) name##8(EW_WT(8) x, EW_WT(8) y) { BODY(8) }
 #else
-#define EW_RT(W) EW_WT(W)
+#define EW_DEF1V EW_DEF1
+#define EW_DEF2V EW_DEF2
 #endif
 
-#if defined(EW_OP_ADD)
+/* -- arithmetic -- */
 #if EW_K == CT_DT_BOOL
-#define EW_BODY(W) return x | y;
+#define EW_ADD_B(W) return x | y;
 #elif EW_FLT
-#define EW_BODY(W) return x + y;
+#define EW_ADD_B(W) return x + y;
 #else
-#define EW_BODY(W) return EW_WRAP(W, x, +, y);
+#define EW_ADD_B(W) return EW_WRAP(W, x, +, y);
 #endif
+EW_DEF2V(ew_add, EW_ADD_B)
 
-#elif defined(EW_OP_SUB)
 #if EW_FLT
-#define EW_BODY(W) return x - y;
+#define EW_SUB_B(W) return x - y;
 #else
-#define EW_BODY(W) return EW_WRAP(W, x, -, y);
+#define EW_SUB_B(W) return EW_WRAP(W, x, -, y);
 #endif
+EW_DEF2V(ew_sub, EW_SUB_B)
 
-#elif defined(EW_OP_MUL)
 #if EW_K == CT_DT_BOOL
-#define EW_BODY(W) return x & y;
+#define EW_MUL_B(W) return x & y;
 #elif EW_FLT
-#define EW_BODY(W) return x * y;
+#define EW_MUL_B(W) return x * y;
 #else
-#define EW_BODY(W) return EW_WRAP(W, x, *, y);
+#define EW_MUL_B(W) return EW_WRAP(W, x, *, y);
+#endif
+EW_DEF2V(ew_mul, EW_MUL_B)
+
+#define EW_DIV_B(W) return x / y;
+#if EW_FLT
+EW_DEF2V(ew_div, EW_DIV_B)
 #endif
 
-#elif defined(EW_OP_DIV)
-#define EW_BODY(W) return x / y;
-
-#elif defined(EW_OP_POW)
 #if EW_FLT
-#define EW_BODY(W) return pow(x, y);
+#define EW_POW_B(W) return pow(x, y);
 #elif EW_K == CT_DT_BOOL
-#define EW_BODY(W) return x | (y ^ EW_CST(W, 1));
+#define EW_POW_B(W) return x | (y ^ EW_CST(W, 1));
 #else
 /* Square-and-multiply with wrapping. A negative exponent follows PyTorch's powi: 1 and -1 keep
  * their magnitude, everything else gives 0 (no division, so nothing can trap). */
@@ -213,7 +229,7 @@
 #else
 #define EW_POW_NEG(W)
 #endif
-#define EW_BODY(W)                                                                 \
+#define EW_POW_B(W)                                                                \
   EW_UT(W) r = (EW_UT(W))((EW_UB)1), base = EW_AS_U(W, x), e = EW_AS_U(W, y);      \
   for (int k = 0; k < EW_BITS; k++) {                                              \
     if (!EW_ANY(W, e != (EW_UT(W))((EW_UB)0))) break;                              \
@@ -225,28 +241,24 @@
   EW_POW_NEG(W)                                                                    \
   return res;
 #endif
+EW_DEF2(ew_pow, EW_POW_B)
 
-#elif defined(EW_OP_MAXIMUM) || defined(EW_OP_MINIMUM)
 /* NaN propagates; otherwise std::max(x, y) / std::min(x, y), so between equal values (-0.0 and
- * +0.0) x is returned, as PyTorch on the CPU. */
-#if defined(EW_OP_MAXIMUM)
-#define EW_PICK_Y(x, y) ((x) < (y))
-#else
-#define EW_PICK_Y(x, y) ((y) < (x))
-#endif
+ * +0.0) x is returned, as PyTorch on the CPU. pick_y: when y is the answer. */
 #if EW_FLT
-#define EW_BODY(W)                            \
-  EW_WT(W) r = EW_SEL(W, x, y, EW_PICK_Y(x, y)); \
-  r = EW_SEL(W, r, y, y != y);                \
-  return EW_SEL(W, r, x, x != x);
+#define EW_MAXMIN(pick_y)                       \
+  EW_WT() r = EW_SEL(, x, y, pick_y);           \
+  r = EW_SEL(, r, y, y != y);                   \
+  return EW_SEL(, r, x, x != x);
 #else
-#define EW_BODY(W) return EW_SEL(W, x, y, EW_PICK_Y(x, y));
+#define EW_MAXMIN(pick_y) return EW_SEL(, x, y, pick_y);
 #endif
+inline EW_WT() ew_maximum(EW_WT() x, EW_WT() y) { EW_MAXMIN(x < y) }
+inline EW_WT() ew_minimum(EW_WT() x, EW_WT() y) { EW_MAXMIN(y < x) }
 
-#elif defined(EW_OP_FLOOR_DIVIDE)
 #if EW_FLT
 /* PyTorch's div_floor for floats: fmod-based, exact for representable quotients. */
-#define EW_BODY(W)                                                                        \
+#define EW_FLOOR_DIVIDE_B(W)                                                                        \
   EW_WT(W) q0 = x / y, mod = fmod(x, y);                                                  \
   EW_WT(W) div = (x - mod) / y;                                                           \
   div = EW_SEL(W, div, div - EW_CST(W, 1), (mod != EW_CST(W, 0)) & ((y < EW_CST(W, 0)) != (mod < EW_CST(W, 0)))); \
@@ -257,7 +269,7 @@
 #elif EW_SIGNED
 /* x // 0 is 0 (as NumPy) and MIN // -1 wraps to MIN; the divider only ever sees other
  * divisors, so nothing traps. */
-#define EW_BODY(W)                                                                        \
+#define EW_FLOOR_DIVIDE_B(W)                                                                        \
   EW_MT(W) z = EW_M(W, y == EW_CST(W, 0)), m1 = EW_M(W, y == EW_CST(W, -1));                 \
   EW_WT(W) ys = EW_SEL(W, y, EW_CST(W, 1), z | m1);                                        \
   EW_WT(W) q = x / ys, rr = x - q * ys;                                                   \
@@ -265,160 +277,227 @@
   q = select(q, EW_WRAP(W, EW_CST(W, 0), -, x), m1);                                       \
   return select(q, EW_CST(W, 0), z);
 #else
-#define EW_BODY(W)                                \
+#define EW_FLOOR_DIVIDE_B(W)                                \
   EW_MT(W) z = EW_M(W, y == EW_CST(W, 0));         \
   EW_WT(W) ys = select(y, EW_CST(W, 1), z);         \
   return select((EW_WT(W))(x / ys), EW_CST(W, 0), z);
 #endif
+EW_DEF2(ew_floor_divide, EW_FLOOR_DIVIDE_B)
 
-#elif defined(EW_OP_REMAINDER)
 #if EW_FLT
 /* Python-style modulus with the sign of the divisor, as torch.remainder. */
-#define EW_BODY(W)              \
+#define EW_REMAINDER_B(W)              \
   EW_WT(W) mod = fmod(x, y);   \
   return EW_SEL(W, mod, mod + y, (mod != EW_CST(W, 0)) & ((y < EW_CST(W, 0)) != (mod < EW_CST(W, 0))));
 #elif EW_SIGNED
-#define EW_BODY(W)                                                                        \
+#define EW_REMAINDER_B(W)                                                                        \
   EW_MT(W) z = EW_M(W, y == EW_CST(W, 0)) | EW_M(W, y == EW_CST(W, -1));                     \
   EW_WT(W) ys = select(y, EW_CST(W, 1), z);                                                 \
   EW_WT(W) rr = x % ys;                                                                   \
   rr = EW_SEL(W, rr, rr + ys, (rr != EW_CST(W, 0)) & ((rr < EW_CST(W, 0)) != (ys < EW_CST(W, 0)))); \
   return select(rr, EW_CST(W, 0), z);
 #else
-#define EW_BODY(W)                                \
+#define EW_REMAINDER_B(W)                                \
   EW_MT(W) z = EW_M(W, y == EW_CST(W, 0));         \
   EW_WT(W) ys = select(y, EW_CST(W, 1), z);         \
   return select((EW_WT(W))(x % ys), EW_CST(W, 0), z);
 #endif
+EW_DEF2(ew_remainder, EW_REMAINDER_B)
 
-#elif defined(EW_OP_EQ)
-#define EW_BODY(W) return EW_M(W, x == y);
-#elif defined(EW_OP_NE)
-#define EW_BODY(W) return EW_M(W, x != y);
-#elif defined(EW_OP_LT)
-#define EW_BODY(W) return EW_M(W, x < y);
-#elif defined(EW_OP_LE)
-#define EW_BODY(W) return EW_M(W, x <= y);
-#elif defined(EW_OP_GT)
-#define EW_BODY(W) return EW_M(W, x > y);
-#elif defined(EW_OP_GE)
-#define EW_BODY(W) return EW_M(W, x >= y);
-#elif defined(EW_OP_LOGICAL_AND)
-#define EW_BODY(W) return EW_M(W, (x != EW_CST(W, 0)) & (y != EW_CST(W, 0)));
-#elif defined(EW_OP_LOGICAL_OR)
-#define EW_BODY(W) return EW_M(W, (x != EW_CST(W, 0)) | (y != EW_CST(W, 0)));
-#elif defined(EW_OP_LOGICAL_NOT)
-#define EW_BODY(W) return EW_M(W, x == EW_CST(W, 0));
-
-#elif defined(EW_OP_NEG)
+/* C's fmod: the remainder of truncated division, with the sign of x (torch.fmod). Integers: x
+ * fmod 0 is 0 (PyTorch raises ZeroDivisionError on the CPU; a kernel can't, and no op traps) and
+ * MIN fmod -1 is 0, without the divider seeing -1. */
+inline EW_WT() ew_fmod(EW_WT() x, EW_WT() y) {
 #if EW_FLT
-#define EW_BODY(W) return -x;
+  return fmod(x, y);
 #else
-#define EW_BODY(W) return EW_WRAP(W, EW_CST(W, 0), -, x);
+#if EW_SIGNED
+  EW_MT() z = EW_M(, y == EW_CST(, 0)) | EW_M(, y == EW_CST(, -1));
+#else
+  EW_MT() z = EW_M(, y == EW_CST(, 0));
+#endif
+  EW_WT() ys = select(y, EW_CST(, 1), z);
+  return select((EW_WT())(x % ys), EW_CST(, 0), z);
+#endif
+}
+
+#if EW_FLT
+inline EW_WT() ew_atan2(EW_WT() x, EW_WT() y) { return atan2(x, y); }
 #endif
 
-#elif defined(EW_OP_ABS)
+/* -- bitwise (integer and bool compute types; bool values are 0/1, so these stay 0/1) -- */
+#if !EW_FLT
+inline EW_WT() ew_bitwise_and(EW_WT() x, EW_WT() y) { return x & y; }
+inline EW_WT() ew_bitwise_or(EW_WT() x, EW_WT() y) { return x | y; }
+inline EW_WT() ew_bitwise_xor(EW_WT() x, EW_WT() y) { return x ^ y; }
+inline EW_WT() ew_bitwise_not(EW_WT() x) {
+#if EW_K == CT_DT_BOOL
+  return x ^ EW_CST(, 1);
+#else
+  return ~x;
+#endif
+}
+#endif
+
+/* -- comparisons and logical ops: masks -- */
+inline EW_MT() ew_eq(EW_WT() x, EW_WT() y) { return EW_M(, x == y); }
+inline EW_MT() ew_ne(EW_WT() x, EW_WT() y) { return EW_M(, x != y); }
+inline EW_MT() ew_lt(EW_WT() x, EW_WT() y) { return EW_M(, x < y); }
+inline EW_MT() ew_le(EW_WT() x, EW_WT() y) { return EW_M(, x <= y); }
+inline EW_MT() ew_gt(EW_WT() x, EW_WT() y) { return EW_M(, x > y); }
+inline EW_MT() ew_ge(EW_WT() x, EW_WT() y) { return EW_M(, x >= y); }
+inline EW_MT() ew_logical_and(EW_WT() x, EW_WT() y) { return EW_M(, (x != EW_CST(, 0)) & (y != EW_CST(, 0))); }
+inline EW_MT() ew_logical_or(EW_WT() x, EW_WT() y) { return EW_M(, (x != EW_CST(, 0)) | (y != EW_CST(, 0))); }
+inline EW_MT() ew_logical_not(EW_WT() x) { return EW_M(, x == EW_CST(, 0)); }
+
+/* isnan, isinf, isfinite: integers and bool hold no NaN or infinity. */
+inline EW_MT() ew_isnan(EW_WT() x) {
 #if EW_FLT
-#define EW_BODY(W) return fabs(x);
+  return EW_M(, x != x);
+#else
+  (void)x;
+  return EW_M(, 0);
+#endif
+}
+inline EW_MT() ew_isinf(EW_WT() x) {
+#if EW_FLT
+  return EW_M(, fabs(x) == (EW_WB)INFINITY);
+#else
+  (void)x;
+  return EW_M(, 0);
+#endif
+}
+inline EW_MT() ew_isfinite(EW_WT() x) {
+#if EW_FLT
+  return EW_M(, fabs(x) < (EW_WB)INFINITY); /* false for NaN */
+#else
+  (void)x;
+  return EW_M(, 1);
+#endif
+}
+
+/* -- unary ops that keep the dtype -- */
+#if EW_FLT
+#define EW_NEG_B(W) return -x;
+#else
+#define EW_NEG_B(W) return EW_WRAP(W, EW_CST(W, 0), -, x);
+#endif
+EW_DEF1V(ew_neg, EW_NEG_B)
+
+#if EW_FLT
+#define EW_ABS_B(W) return fabs(x);
 #elif EW_SIGNED
-#define EW_BODY(W) return EW_SEL(W, x, EW_WRAP(W, EW_CST(W, 0), -, x), x < EW_CST(W, 0));
+#define EW_ABS_B(W) return EW_SEL(W, x, EW_WRAP(W, EW_CST(W, 0), -, x), x < EW_CST(W, 0));
 #else
-#define EW_BODY(W) return x;
+#define EW_ABS_B(W) return x;
 #endif
+EW_DEF1V(ew_abs, EW_ABS_B)
 
-#elif defined(EW_OP_RELU)
+inline EW_WT() ew_relu(EW_WT() x) {
 #if EW_FLT
-#define EW_BODY(W) return EW_SEL(W, EW_CST(W, 0), x, (x > EW_CST(W, 0)) | (x != x));
+  return EW_SEL(, EW_CST(, 0), x, (x > EW_CST(, 0)) | (x != x));
 #elif EW_SIGNED
-#define EW_BODY(W) return EW_SEL(W, x, EW_CST(W, 0), x < EW_CST(W, 0));
+  return EW_SEL(, x, EW_CST(, 0), x < EW_CST(, 0));
 #else
-#define EW_BODY(W) return x;
+  return x;
+#endif
+}
+
+/* floor, ceil, round (half to even in the default rounding mode, as torch.round), trunc: exact;
+ * the identity on integers. */
+#if EW_FLT
+inline EW_WT() ew_floor(EW_WT() x) { return floor(x); }
+inline EW_WT() ew_ceil(EW_WT() x) { return ceil(x); }
+inline EW_WT() ew_round(EW_WT() x) { return rint(x); }
+inline EW_WT() ew_trunc(EW_WT() x) { return trunc(x); }
+#else
+inline EW_WT() ew_floor(EW_WT() x) { return x; }
+inline EW_WT() ew_ceil(EW_WT() x) { return x; }
+inline EW_WT() ew_round(EW_WT() x) { return x; }
+inline EW_WT() ew_trunc(EW_WT() x) { return x; }
 #endif
 
-#elif defined(EW_OP_EXP)
-#define EW_BODY(W) return exp(x);
-#elif defined(EW_OP_LOG)
-#define EW_BODY(W) return log(x);
-#elif defined(EW_OP_SQRT)
-#define EW_BODY(W) return sqrt(x);
-#elif defined(EW_OP_RSQRT)
-#define EW_BODY(W) return rsqrt(x);
-#elif defined(EW_OP_SIN)
-#define EW_BODY(W) return sin(x);
-#elif defined(EW_OP_COS)
-#define EW_BODY(W) return cos(x);
-#elif defined(EW_OP_TANH)
-#define EW_BODY(W) return tanh(x);
+/* -1, 0 or 1 (torch.sign): NaN and -0.0 give +0.0; bool is the identity. */
+inline EW_WT() ew_sign(EW_WT() x) {
+#if EW_FLT || EW_SIGNED
+  EW_WT() r = EW_SEL(, EW_CST(, 0), EW_CST(, 1), x > EW_CST(, 0));
+  return EW_SEL(, r, EW_CST(, -1), x < EW_CST(, 0));
+#else
+  return EW_SEL(, EW_CST(, 0), EW_CST(, 1), x != EW_CST(, 0));
+#endif
+}
 
-#elif defined(EW_OP_SIGMOID)
+/* -- float functions (integer operands were converted to f32 by the host's rule) -- */
+#if EW_FLT
+inline EW_WT() ew_exp(EW_WT() x) { return exp(x); }
+inline EW_WT() ew_log(EW_WT() x) { return log(x); }
+inline EW_WT() ew_sqrt(EW_WT() x) { return sqrt(x); }
+inline EW_WT() ew_rsqrt(EW_WT() x) { return rsqrt(x); }
+inline EW_WT() ew_sin(EW_WT() x) { return sin(x); }
+inline EW_WT() ew_cos(EW_WT() x) { return cos(x); }
+inline EW_WT() ew_tanh(EW_WT() x) { return tanh(x); }
+inline EW_WT() ew_erf(EW_WT() x) { return erf(x); }
+inline EW_WT() ew_log1p(EW_WT() x) { return log1p(x); }
+inline EW_WT() ew_expm1(EW_WT() x) { return expm1(x); }
+inline EW_WT() ew_tan(EW_WT() x) { return tan(x); }
+inline EW_WT() ew_atan(EW_WT() x) { return atan(x); }
+
 /* exp(-|x|) never overflows, and e / (1 + e) keeps the tiny values of large negative x that
  * 1 / (1 + exp(-x)) would flush to 0. */
-#define EW_BODY(W)                         \
-  EW_WT(W) e = exp(-fabs(x));             \
-  EW_WT(W) d = EW_CST(W, 1) + e;             \
-  return EW_SEL(W, e / d, EW_CST(W, 1) / d, x >= EW_CST(W, 0));
+inline EW_WT() ew_sigmoid(EW_WT() x) {
+  EW_WT() e = exp(-fabs(x));
+  EW_WT() d = EW_CST(, 1) + e;
+  return EW_SEL(, e / d, EW_CST(, 1) / d, x >= EW_CST(, 0));
+}
 
-#elif defined(EW_OP_GELU)
 /* The exact (erf) form, written with erfc: 1 + erf(x/sqrt2) = erfc(-x/sqrt2), which keeps its
  * relative accuracy for negative x where 1 + erf cancels. */
-#define EW_BODY(W) return EW_LIT(0.5) * x * erfc(-x * EW_LIT(0.70710678118654752440));
+inline EW_WT() ew_gelu(EW_WT() x) { return EW_LIT(0.5) * x * erfc(-x * EW_LIT(0.70710678118654752440)); }
 
-#elif defined(EW_OP_FLOOR)
-#if EW_FLT
-#define EW_BODY(W) return floor(x);
-#else
-#define EW_BODY(W) return x;
-#endif
-#elif defined(EW_OP_CEIL)
-#if EW_FLT
-#define EW_BODY(W) return ceil(x);
-#else
-#define EW_BODY(W) return x;
-#endif
-#elif defined(EW_OP_ROUND)
-#if EW_FLT
-#define EW_BODY(W) return rint(x); /* half to even in the default rounding mode, as torch.round */
-#else
-#define EW_BODY(W) return x;
+/* x * sigmoid(x) (torch.nn.functional.silu). */
+inline EW_WT() ew_silu(EW_WT() x) { return x * ew_sigmoid(x); }
+
+/* log(1 + exp(x)), and x itself above the threshold 20 (torch.nn.functional.softplus with its
+ * defaults beta = 1, threshold = 20). */
+inline EW_WT() ew_softplus(EW_WT() x) { return EW_SEL(, log1p(exp(x)), x, x > EW_CST(, 20)); }
+
+/* GPT-2's gelu, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (gelu(approximate='tanh')),
+ * written as x * sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3)), the same function, which does not
+ * cancel where tanh nears -1 (PyTorch's form loses every digit there, below x = -5 in f32). */
+inline EW_WT() ew_gelu_tanh(EW_WT() x) {
+  EW_WT() w = EW_LIT(1.5957691216057307117) * (x + EW_LIT(0.044715) * x * x * x);
+  return x * ew_sigmoid(w);
+}
+
+/* x for x > 0, else x * slope (torch.nn.functional.leaky_relu): NaN stays NaN, -0.0 gives -0.0. */
+inline EW_WT() ew_leaky_relu(EW_WT() x, EW_WT() slope) { return EW_SEL(, x * slope, x, x > EW_CST(, 0)); }
 #endif
 
-#elif defined(EW_OP_CLAMP)
-/* min(max(x, lo), hi): a NaN x stays NaN (its comparisons are false); lo > hi gives hi. */
+/* -- selection -- */
+
+/* min(max(x, lo), hi): a NaN x stays NaN (its comparisons are false); lo > hi gives hi. -DEW_LO
+ * and -DEW_HI say which bounds are given (the other argument is then ignored). */
+inline EW_WT() ew_clamp(EW_WT() x, EW_WT() lo, EW_WT() hi) {
+  EW_WT() r = x;
+  (void)lo;
+  (void)hi;
 #if EW_LO
-#define EW_CLAMP_LO(W) r = EW_SEL(W, r, s0, r < s0);
-#else
-#define EW_CLAMP_LO(W)
+  r = EW_SEL(, r, lo, r < lo);
 #endif
 #if EW_HI
-#define EW_CLAMP_HI(W) r = EW_SEL(W, r, s1, r > s1);
-#else
-#define EW_CLAMP_HI(W)
+  r = EW_SEL(, r, hi, r > hi);
 #endif
-#define EW_BODY(W) \
-  EW_WT(W) r = x;  \
-  EW_CLAMP_LO(W)   \
-  EW_CLAMP_HI(W)   \
   return r;
+}
 
-#elif defined(EW_OP_WHERE)
-#define EW_BODY(W) return x; /* where selects in the kernel body */
-#else
-#error "elementwise.cl: no EW_OP_<NAME> given"
+/* c ? x : y for a mask c of the compute type's size (where()). */
+inline EW_WT() ew_where(EW_MT() c, EW_WT() x, EW_WT() y) { return select(y, x, c); }
+
+#ifndef EW_FN
+#error "elementwise.cl: no -DEW_FN=<function> given"
 #endif
-
-inline EW_RT() ew_f(EW_WT() x, EW_WT() y, EW_WT() s0, EW_WT() s1) {
-  (void)y;
-  (void)s0;
-  (void)s1;
-  EW_BODY()
-}
-#if EW_VEC
-inline EW_RT(8) ew_f8(EW_WT(8) x, EW_WT(8) y, EW_WT(8) s0, EW_WT(8) s1) {
-  (void)y;
-  (void)s0;
-  (void)s1;
-  EW_BODY(8)
-}
+#ifndef EW_NP
+#define EW_NP 0
 #endif
 
 /* ---- 16-bit floats in scalar code ----
@@ -644,11 +723,26 @@ inline float8 ew_round_f16_8(float8 v) {
 #define EW_Y(ai, bi) EW_CST(, 0)
 #endif
 
+/* The call of the op's function F on operands x, y and parameters s0, s1, by the op's form:
+ * where (a condition and two values), parameters after x (EW_NP: clamp 2, leaky_relu 1),
+ * binary (two tensors, or a tensor and the scalar s0), unary. */
+#if EW_NIN == 3
+#define EW_CALL(F, x, y, s0, s1) F(x, y, s0)
+#elif EW_NP == 2
+#define EW_CALL(F, x, y, s0, s1) F(x, s0, s1)
+#elif EW_NP == 1
+#define EW_CALL(F, x, y, s0, s1) F(x, s0)
+#elif EW_NIN == 2 || EW_SPOS
+#define EW_CALL(F, x, y, s0, s1) F(x, y)
+#else
+#define EW_CALL(F, x, y, s0, s1) F(x)
+#endif
+
 #if EW_NIN == 3
 #define EW_DO(oi, ai, bi, ci) \
-  EW_STORE(o, oi, select(EW_LOAD(EW_C, c, ci), EW_LOAD(EW_B, b, bi), EW_NZ(EW_A, a, ai)))
+  EW_STORE(o, oi, EW_FN(EW_NZ(EW_A, a, ai), EW_LOAD(EW_B, b, bi), EW_LOAD(EW_C, c, ci)))
 #else
-#define EW_DO(oi, ai, bi, ci) EW_STORE(o, oi, ew_f(EW_X(ai, bi), EW_Y(ai, bi), s0, s1))
+#define EW_DO(oi, ai, bi, ci) EW_STORE(o, oi, EW_CALL(EW_FN, EW_X(ai, bi), EW_Y(ai, bi), s0, s1))
 #endif
 
 /* Vector operands of the contiguous kernel: 8 elements from i, or one broadcast element. */
@@ -677,7 +771,7 @@ inline float8 ew_round_f16_8(float8 v) {
 #define EW_VY(i) EW_CST(8, 0)
 #endif
 
-#define EW_DO8(i) EW_STORE8(o, o_off + (i), ew_f8(EW_VX(i), EW_VY(i), s0v, s1v))
+#define EW_DO8(i) EW_STORE8(o, o_off + (i), EW_CALL(CT_CAT(EW_FN, 8), EW_VX(i), EW_VY(i), s0v, s1v))
 
 /* ---- kernel parameters ---- */
 #if EW_NIN >= 2
@@ -690,14 +784,14 @@ inline float8 ew_round_f16_8(float8 v) {
 #else
 #define EW_PC
 #endif
-#if EW_SPOS || defined(EW_OP_CLAMP)
+#if EW_SPOS || EW_NP >= 1
 #define EW_HAS_S0 1
 #define EW_PS0 , EW_WB s0_arg
 #else
 #define EW_HAS_S0 0
 #define EW_PS0
 #endif
-#if defined(EW_OP_CLAMP)
+#if EW_NP >= 2
 #define EW_HAS_S1 1
 #define EW_PS1 , EW_WB s1_arg
 #else

@@ -104,3 +104,84 @@ __kernel void rand_fill(__global void *out, long out_off, long n, int dt, int no
   }
   for (int k = 0; k < 4 && k < left; k++) ct_store_f(out, e + k, dt, v[k]);
 }
+
+/* randint (include/cltensor/shape.h): n integers low + (w mod range) stored as dtype dt. A range
+ * up to 2^32 takes one 32-bit word per element (four per block), a wider one the 64-bit
+ * (w1 << 32 | w0) and (w3 << 32 | w2) (two per block). */
+inline void ct_store_int(__global void *out, long i, int dt, long v) {
+  switch (dt) {
+    case CT_DT_BOOL: ((__global uchar *)out)[i] = (uchar)(v != 0); break;
+    case CT_DT_U8: ((__global uchar *)out)[i] = (uchar)v; break;
+    case CT_DT_I8: ((__global char *)out)[i] = (char)v; break;
+    case CT_DT_I16: ((__global short *)out)[i] = (short)v; break;
+    case CT_DT_U16: ((__global ushort *)out)[i] = (ushort)v; break;
+    case CT_DT_I32: ((__global int *)out)[i] = (int)v; break;
+    case CT_DT_U32: ((__global uint *)out)[i] = (uint)v; break;
+    case CT_DT_I64: ((__global long *)out)[i] = v; break;
+    case CT_DT_U64: ((__global ulong *)out)[i] = (ulong)v; break;
+    case CT_DT_F16: vstore_half_rte(convert_float_rte(v), (size_t)i, (__global half *)out); break;
+    case CT_DT_BF16: ((__global ushort *)out)[i] = ct_f32_to_bf16(convert_float_rte(v)); break;
+    case CT_DT_F32: ((__global float *)out)[i] = convert_float_rte(v); break;
+#if defined(CT_HAS_FP64) && CT_HAS_FP64
+    case CT_DT_F64: ((__global double *)out)[i] = convert_double_rte(v); break;
+#endif
+    default: break;
+  }
+}
+
+__kernel void randint_fill(__global void *out, long out_off, long n, int dt, long low, ulong range, ulong seed,
+                           ulong offset) {
+  long b = get_global_id(0);
+  int wide = range > 0x100000000ul;
+  long per = wide ? 2 : 4;
+  if (b * per >= n) return;
+  uint4 w = ct_philox_block((ulong)b, seed, offset);
+  ulong r[4];
+  if (wide) {
+    r[0] = ((((ulong)w.y) << 32) | w.x) % range;
+    r[1] = ((((ulong)w.w) << 32) | w.z) % range;
+  } else {
+    r[0] = w.x % range;
+    r[1] = w.y % range;
+    r[2] = w.z % range;
+    r[3] = w.w % range;
+  }
+  long e = out_off + per * b, left = n - per * b;
+  for (int k = 0; k < per && k < left; k++) ct_store_int(out, e + k, dt, (long)((ulong)low + r[k]));
+}
+
+/* Dropout (ct_dropout, src/nn/dropout.c): element i (row-major over the input's shape, read
+ * through its strides) is kept when the 24-bit uniform of word i % 4 of block i / 4,
+ * (w >> 8) * 2^-24, is >= p, and is then multiplied by scale = 1 / (1 - p) (f64: the double
+ * scale, scale_bits being its bits, as float arguments can't carry it); else it becomes
+ * x * 0 (as PyTorch's mask product: -0 for negative x, NaN for NaN and inf). Work-item
+ * b writes elements 4b..4b+3 of the contiguous output. dt is the dtype of both (f16, bf16, f32,
+ * f64). */
+__kernel void dropout_fill(__global const void *in, long in_off, int ndim, long8 shape,
+                           long8 strides, __global void *out, long out_off, long n, int dt,
+                           float p, float scale, ulong scale_bits, ulong seed, ulong offset) {
+  long b = get_global_id(0);
+  if (b * 4 >= n) return;
+  uint4 w = ct_philox_block((ulong)b, seed, offset);
+  uint ws[4] = {w.x, w.y, w.z, w.w};
+  for (int k = 0; k < 4 && 4 * b + k < n; k++) {
+    long i = 4 * b + k, src = in_off + ct_offset(i, ndim, shape, strides), dst = out_off + i;
+    bool keep = ct_u24(ws[k]) >= p;
+#if defined(CT_HAS_FP64) && CT_HAS_FP64
+    if (dt == CT_DT_F64) {
+      double x = ((__global const double *)in)[src];
+      ((__global double *)out)[dst] = keep ? x * as_double(scale_bits) : x * 0.0;
+      continue;
+    }
+#endif
+    float x;
+    if (dt == CT_DT_F16)
+      x = vload_half((size_t)src, (__global const half *)in);
+    else if (dt == CT_DT_BF16)
+      x = ct_bf16_to_f32(((__global const ushort *)in)[src]);
+    else
+      x = ((__global const float *)in)[src];
+    ct_store_f(out, dst, dt, keep ? x * scale : x * 0.0f);
+  }
+  (void)scale_bits;
+}

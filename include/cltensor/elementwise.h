@@ -1,4 +1,6 @@
-/* Elementwise ops: binary and unary math with broadcasting, comparisons, where, clamp.
+/* Elementwise ops: binary and unary math with broadcasting, comparisons, bitwise ops, where,
+ * clamp. One table, src/elementwise/ops.def, lists them all (docs/ARCHITECTURE.md, "The
+ * elementwise op table").
  *
  * Every op comes in two forms:
  *   ct_add(&out, a, b)       OUT: *out, a NEW contiguous tensor with the result (release it
@@ -48,7 +50,8 @@
  * Errors (checked in this order, before anything runs): CT_ERR_INVALID_ARGUMENT for a NULL
  * argument; CT_ERR_DEVICE_MISMATCH naming both devices; CT_ERR_SHAPE_MISMATCH naming both
  * shapes; CT_ERR_DTYPE_MISMATCH for an op that bool does not support (sub, neg, floor_divide,
- * remainder: PyTorch rejects them too) and for an out tensor of the wrong dtype;
+ * remainder, fmod, trunc: PyTorch rejects them too), for bitwise ops on floats and leaky_relu on
+ * integers, and for an out tensor of the wrong dtype;
  * CT_ERR_UNSUPPORTED for f64 on a device without cl_khr_fp64 (naming the device);
  * CT_ERR_INVALID_ARGUMENT for an out tensor with stride-0 dims or partly overlapping an input,
  * and for a scalar that doesn't fit; then CT_ERR_KERNEL_BUILD, CT_ERR_OPENCL or
@@ -113,6 +116,27 @@ CT_API ct_status ct_floor_divide(ct_tensor **out, const ct_tensor *a, const ct_t
 CT_API ct_status ct_floor_divide_out(ct_tensor *out, const ct_tensor *a, const ct_tensor *b);
 CT_API ct_status ct_remainder(ct_tensor **out, const ct_tensor *a, const ct_tensor *b);
 CT_API ct_status ct_remainder_out(ct_tensor *out, const ct_tensor *a, const ct_tensor *b);
+/* C's fmod(a, b) (torch.fmod): a - b * trunc(a / b), with the sign of a; exact. Floats: NaN for
+ * b == 0 or infinite a. Integers: a fmod 0 is 0 (PyTorch raises ZeroDivisionError on the CPU; a
+ * device can't, so the result is 0, as for ct_remainder) and MIN fmod -1 is 0. Not for bool. */
+CT_API ct_status ct_fmod(ct_tensor **out, const ct_tensor *a, const ct_tensor *b);
+CT_API ct_status ct_fmod_out(ct_tensor *out, const ct_tensor *a, const ct_tensor *b);
+/* atan2(a, b) (torch.atan2): the angle of the point (b, a), in [-pi, pi]. Float rule: bool and
+ * integer operands give f32. Within OpenCL's 6 ulp. */
+CT_API ct_status ct_atan2(ct_tensor **out, const ct_tensor *a, const ct_tensor *b);
+CT_API ct_status ct_atan2_out(ct_tensor *out, const ct_tensor *a, const ct_tensor *b);
+
+/* ---- Bitwise ops: integer and bool operands (the promoted dtype); floats are
+ * CT_ERR_DTYPE_MISMATCH, as in PyTorch. On bool they are logical and, or, xor, not. ---- */
+CT_API ct_status ct_bitwise_and(ct_tensor **out, const ct_tensor *a, const ct_tensor *b);
+CT_API ct_status ct_bitwise_and_out(ct_tensor *out, const ct_tensor *a, const ct_tensor *b);
+CT_API ct_status ct_bitwise_or(ct_tensor **out, const ct_tensor *a, const ct_tensor *b);
+CT_API ct_status ct_bitwise_or_out(ct_tensor *out, const ct_tensor *a, const ct_tensor *b);
+CT_API ct_status ct_bitwise_xor(ct_tensor **out, const ct_tensor *a, const ct_tensor *b);
+CT_API ct_status ct_bitwise_xor_out(ct_tensor *out, const ct_tensor *a, const ct_tensor *b);
+/* ~x (two's complement; u8 ~0 is 255); on bool, not x. */
+CT_API ct_status ct_bitwise_not(ct_tensor **out, const ct_tensor *x);
+CT_API ct_status ct_bitwise_not_out(ct_tensor *out, const ct_tensor *x);
 
 /* ---- Comparisons: bool results; operands compared in their promoted dtype; any comparison
  * with NaN is false except ne ---- */
@@ -195,6 +219,21 @@ CT_API ct_status ct_ceil(ct_tensor **out, const ct_tensor *x);
 CT_API ct_status ct_ceil_out(ct_tensor *out, const ct_tensor *x);
 CT_API ct_status ct_round(ct_tensor **out, const ct_tensor *x);
 CT_API ct_status ct_round_out(ct_tensor *out, const ct_tensor *x);
+/* trunc: rounds toward zero (torch.trunc); the identity on integers; not for bool (as PyTorch). */
+CT_API ct_status ct_trunc(ct_tensor **out, const ct_tensor *x);
+CT_API ct_status ct_trunc_out(ct_tensor *out, const ct_tensor *x);
+/* sign: -1, 0 or 1 in x's dtype (torch.sign); NaN and -0.0 give 0; bool is the identity. */
+CT_API ct_status ct_sign(ct_tensor **out, const ct_tensor *x);
+CT_API ct_status ct_sign_out(ct_tensor *out, const ct_tensor *x);
+
+/* ---- Tests of float values: bool results (torch.isnan, torch.isinf, torch.isfinite). Integer
+ * and bool tensors hold no NaN or infinity: isnan and isinf are all false, isfinite all true. ---- */
+CT_API ct_status ct_isnan(ct_tensor **out, const ct_tensor *x);
+CT_API ct_status ct_isnan_out(ct_tensor *out, const ct_tensor *x);
+CT_API ct_status ct_isinf(ct_tensor **out, const ct_tensor *x);
+CT_API ct_status ct_isinf_out(ct_tensor *out, const ct_tensor *x);
+CT_API ct_status ct_isfinite(ct_tensor **out, const ct_tensor *x);
+CT_API ct_status ct_isfinite_out(ct_tensor *out, const ct_tensor *x);
 
 /* ---- Unary float functions: bool and integer inputs give f32 (as torch.exp on an int tensor).
  * sigmoid is 1 / (1 + exp(-x)), computed so large negative x keep their tiny values; gelu is
@@ -217,6 +256,37 @@ CT_API ct_status ct_sigmoid(ct_tensor **out, const ct_tensor *x);
 CT_API ct_status ct_sigmoid_out(ct_tensor *out, const ct_tensor *x);
 CT_API ct_status ct_gelu(ct_tensor **out, const ct_tensor *x);
 CT_API ct_status ct_gelu_out(ct_tensor *out, const ct_tensor *x);
+/* erf, log1p = log(1 + x) (accurate for small x), expm1 = exp(x) - 1 (accurate for small x),
+ * tan, atan: OpenCL's builtins (within 16, 2, 3, 5 and 5 ulp in f32 and f64). */
+CT_API ct_status ct_erf(ct_tensor **out, const ct_tensor *x);
+CT_API ct_status ct_erf_out(ct_tensor *out, const ct_tensor *x);
+CT_API ct_status ct_log1p(ct_tensor **out, const ct_tensor *x);
+CT_API ct_status ct_log1p_out(ct_tensor *out, const ct_tensor *x);
+CT_API ct_status ct_expm1(ct_tensor **out, const ct_tensor *x);
+CT_API ct_status ct_expm1_out(ct_tensor *out, const ct_tensor *x);
+CT_API ct_status ct_tan(ct_tensor **out, const ct_tensor *x);
+CT_API ct_status ct_tan_out(ct_tensor *out, const ct_tensor *x);
+CT_API ct_status ct_atan(ct_tensor **out, const ct_tensor *x);
+CT_API ct_status ct_atan_out(ct_tensor *out, const ct_tensor *x);
+/* silu: x * sigmoid(x) (torch.nn.functional.silu; PyTorch refuses integer tensors, here they
+ * give f32 as every float function). */
+CT_API ct_status ct_silu(ct_tensor **out, const ct_tensor *x);
+CT_API ct_status ct_silu_out(ct_tensor *out, const ct_tensor *x);
+/* softplus: log(1 + exp(x)), and x itself where x > 20 (torch.nn.functional.softplus with its
+ * defaults beta = 1, threshold = 20). */
+CT_API ct_status ct_softplus(ct_tensor **out, const ct_tensor *x);
+CT_API ct_status ct_softplus_out(ct_tensor *out, const ct_tensor *x);
+/* gelu_tanh: the tanh approximation GPT-2 uses, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+ * (torch.nn.functional.gelu(x, approximate='tanh')), computed as the equal
+ * x * sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3)), which keeps the tiny values of negative x that
+ * PyTorch's form rounds away (so for x < -5 in f32 the two differ by up to 1e-6 absolute). */
+CT_API ct_status ct_gelu_tanh(ct_tensor **out, const ct_tensor *x);
+CT_API ct_status ct_gelu_tanh_out(ct_tensor *out, const ct_tensor *x);
+/* leaky_relu: x where x > 0, else x * slope (torch.nn.functional.leaky_relu(x, slope)); NaN
+ * stays NaN. Floating dtypes only, keeping x's dtype (f16/bf16: slope enters the f32
+ * computation unrounded); integer and bool tensors are CT_ERR_DTYPE_MISMATCH, as PyTorch. */
+CT_API ct_status ct_leaky_relu(ct_tensor **out, const ct_tensor *x, double slope);
+CT_API ct_status ct_leaky_relu_out(ct_tensor *out, const ct_tensor *x, double slope);
 
 /* ---- Selection ----
  * where: cond ? a : b elementwise, cond of any dtype (nonzero is true; PyTorch wants bool), all

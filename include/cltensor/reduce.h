@@ -1,4 +1,5 @@
-/* Reductions (sum, mean, prod, max, min, argmax, argmin, var, std) and softmax.
+/* Reductions (sum, mean, prod, max, min, argmax, argmin, var, std, logsumexp, any, all) and
+ * softmax.
  *
  * Every function here takes a tensor of any layout (contiguous, transposed, sliced, expanded)
  * and reads it in place; the result is a NEW contiguous tensor on the same device, stored in
@@ -86,6 +87,19 @@ CT_API ct_status ct_var(ct_tensor **out, const ct_tensor *x, int ndims, const in
 /* OUT: *out, sqrt of ct_var(). */
 CT_API ct_status ct_std(ct_tensor **out, const ct_tensor *x, int ndims, const int *dims, int correction,
                         bool keepdim);
+
+/* OUT: *out, log(sum(exp(x))) over dims (torch.logsumexp), computed stably as
+ * m + log(sum(exp(x - m))) with m the slice's maximum (an infinite m counts as 0, so a slice of
+ * all -inf gives -inf and one holding +inf gives inf, as PyTorch). Float x keeps its dtype
+ * (f16/bf16 compute in f32, f64 in f64); bool and integer x promote to f32, as PyTorch. An empty
+ * reduced extent gives -inf. NaN propagates. */
+CT_API ct_status ct_logsumexp(ct_tensor **out, const ct_tensor *x, int ndims, const int *dims,
+                              bool keepdim);
+/* OUT: *out, whether any / all elements over dims are nonzero (torch.any / torch.all; NaN is
+ * nonzero). Every dtype; the result is bool, except for u8 x, which gives u8 (0 or 1) as
+ * PyTorch does. An empty reduced extent gives false (any) / true (all). */
+CT_API ct_status ct_any(ct_tensor **out, const ct_tensor *x, int ndims, const int *dims, bool keepdim);
+CT_API ct_status ct_all(ct_tensor **out, const ct_tensor *x, int ndims, const int *dims, bool keepdim);
 
 /* OUT: *out, softmax along dim: exp(x - max) / sum(exp(x - max)), same shape and dtype as x
  * (float only; f16/bf16 compute in f32). The maximum is subtracted first, so large inputs

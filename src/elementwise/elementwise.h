@@ -7,48 +7,21 @@
 
 #include "cltensor/elementwise.h"
 
-/* The ops. The kernel selects each with -DEW_OP_<macro name> (ct__ew_op_macro()). */
+/* The ops, one per row of ops.def (the table that drives the rules, the public wrappers, the
+ * kernel functions and the test loops). */
 enum ct__ew_op {
-  CT__EW_ADD,
-  CT__EW_SUB,
-  CT__EW_MUL,
-  CT__EW_DIV,
-  CT__EW_POW,
-  CT__EW_MAXIMUM,
-  CT__EW_MINIMUM,
-  CT__EW_FLOOR_DIVIDE,
-  CT__EW_REMAINDER,
-  CT__EW_EQ,
-  CT__EW_NE,
-  CT__EW_LT,
-  CT__EW_LE,
-  CT__EW_GT,
-  CT__EW_GE,
-  CT__EW_LOGICAL_AND,
-  CT__EW_LOGICAL_OR,
-  CT__EW_LOGICAL_NOT,
-  CT__EW_NEG,
-  CT__EW_ABS,
-  CT__EW_RELU,
-  CT__EW_FLOOR,
-  CT__EW_CEIL,
-  CT__EW_ROUND,
-  CT__EW_EXP,
-  CT__EW_LOG,
-  CT__EW_SQRT,
-  CT__EW_RSQRT,
-  CT__EW_SIN,
-  CT__EW_COS,
-  CT__EW_TANH,
-  CT__EW_SIGMOID,
-  CT__EW_GELU,
-  CT__EW_WHERE,
-  CT__EW_CLAMP,
+#define CT__EW_OP(NAME, name, kind, rule, no_bool, fn, ref, bwd) CT__EW_##NAME,
+#include "elementwise/ops.def"
+#undef CT__EW_OP
   CT__EW_OP_COUNT
 };
 
-/* "ADD", "FLOOR_DIVIDE", ... */
-const char *ct__ew_op_macro(enum ct__ew_op op);
+/* The kernel function that computes op ("ew_add"), which the kernel calls through -DEW_FN. */
+const char *ct__ew_op_fn(enum ct__ew_op op);
+
+/* The parameters op takes after its operands (s[0], s[1] of the launch): 1 for leaky_relu's
+ * slope, 2 for clamp's bounds, else 0. */
+int ct__ew_op_nparams(enum ct__ew_op op);
 
 /* ---- Type promotion (promote.c; pure, no OpenCL) ---- */
 
@@ -92,7 +65,8 @@ ct__ew_scalar ct__ew_make_scalar(ct_dtype k, double s);
 /* One elementwise launch: out[i] = op(in[0][i], in[1][i], ...) over out's shape, each input
  * broadcast to it. in[] are nin tensors (3 for where: cond, a, b); k is the common dtype the
  * value inputs are converted to, out must have the result dtype. spos: 0 for none, 2 when the
- * second operand is scalar s[0], 1 when the first is. Clamp: has_lo/has_hi with s[0]/s[1].
+ * second operand is scalar s[0], 1 when the first is. An op's parameters (ct__ew_op_nparams) are
+ * s[0], s[1]; clamp: has_lo/has_hi say which of its bounds s[0]/s[1] are given.
  * Shapes, devices and dtypes must have been checked; this collapses the geometry, fetches the
  * cached kernel and enqueues it (no wait). */
 struct ct__ew_launch {

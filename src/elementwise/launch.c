@@ -16,31 +16,6 @@
 #include "kernel/engine.h"
 #include "tensor/tensor.h"
 
-static const char *const ct__ew_macros[CT__EW_OP_COUNT] = {
-    [CT__EW_ADD] = "ADD",         [CT__EW_SUB] = "SUB",
-    [CT__EW_MUL] = "MUL",         [CT__EW_DIV] = "DIV",
-    [CT__EW_POW] = "POW",         [CT__EW_MAXIMUM] = "MAXIMUM",
-    [CT__EW_MINIMUM] = "MINIMUM", [CT__EW_FLOOR_DIVIDE] = "FLOOR_DIVIDE",
-    [CT__EW_REMAINDER] = "REMAINDER", [CT__EW_EQ] = "EQ",
-    [CT__EW_NE] = "NE",           [CT__EW_LT] = "LT",
-    [CT__EW_LE] = "LE",           [CT__EW_GT] = "GT",
-    [CT__EW_GE] = "GE",           [CT__EW_LOGICAL_AND] = "LOGICAL_AND",
-    [CT__EW_LOGICAL_OR] = "LOGICAL_OR", [CT__EW_LOGICAL_NOT] = "LOGICAL_NOT",
-    [CT__EW_NEG] = "NEG",         [CT__EW_ABS] = "ABS",
-    [CT__EW_RELU] = "RELU",       [CT__EW_FLOOR] = "FLOOR",
-    [CT__EW_CEIL] = "CEIL",       [CT__EW_ROUND] = "ROUND",
-    [CT__EW_EXP] = "EXP",         [CT__EW_LOG] = "LOG",
-    [CT__EW_SQRT] = "SQRT",       [CT__EW_RSQRT] = "RSQRT",
-    [CT__EW_SIN] = "SIN",         [CT__EW_COS] = "COS",
-    [CT__EW_TANH] = "TANH",       [CT__EW_SIGMOID] = "SIGMOID",
-    [CT__EW_GELU] = "GELU",       [CT__EW_WHERE] = "WHERE",
-    [CT__EW_CLAMP] = "CLAMP",
-};
-
-const char *ct__ew_op_macro(enum ct__ew_op op) {
-  return (unsigned)op < CT__EW_OP_COUNT ? ct__ew_macros[op] : "INVALID";
-}
-
 /* ---- per-device kernel table ---- */
 
 struct ct__ew_entry {
@@ -157,7 +132,7 @@ static size_t ct__ew_pow2_at_least(size_t v) {
 
 /* Packs everything that selects a program and kernel into 64 bits. */
 static uint64_t ct__ew_key(const struct ct__ew_launch *l, ct_dtype o, int strided, unsigned bflags) {
-  uint64_t k = (uint64_t)l->op;
+  uint64_t k = (uint64_t)l->op << 52; /* 12 bits: room for the op table to grow */
   k |= (uint64_t)l->nin << 6;
   for (int i = 0; i < l->nin; i++) k |= (uint64_t)l->in[i]->dtype << (8 + 4 * i);
   k |= (uint64_t)l->k << 20;
@@ -201,10 +176,10 @@ static ct_status ct__ew_kernel(struct ct__ew_entry *out, ct_device *d, struct ct
     bool vec = s->cpu && !strided && ct__ew_use_vector(l, o);
     unsigned ik = (unsigned)strided >> 1;
     snprintf(opts, sizeof opts,
-             "-DEW_OP_%s -DEW_NIN=%d -DEW_A=%d -DEW_B=%d -DEW_C=%d -DEW_K=%d -DEW_O=%d -DEW_SPOS=%d "
+             "-DEW_FN=%s -DEW_NP=%d -DEW_NIN=%d -DEW_A=%d -DEW_B=%d -DEW_C=%d -DEW_K=%d -DEW_O=%d -DEW_SPOS=%d "
              "-DEW_LO=%d -DEW_HI=%d -DEW_BA=%u -DEW_BB=%u -DEW_BC=%u -DEW_VEC=%d -DEW_FULL=%d "
              "-DEW_IO=%u -DEW_IA=%u -DEW_IB=%u -DEW_IC=%u %s",
-             ct__ew_op_macro(l->op), l->nin, dt[0], dt[1], dt[2], (int)l->k, (int)o, l->spos, l->has_lo ? 1 : 0,
+             ct__ew_op_fn(l->op), ct__ew_op_nparams(l->op), l->nin, dt[0], dt[1], dt[2], (int)l->k, (int)o, l->spos, l->has_lo ? 1 : 0,
              l->has_hi ? 1 : 0, bflags & 1u, (bflags >> 1) & 1u, (bflags >> 2) & 1u, vec ? 1 : 0, full ? 1 : 0, ik & 3u,
              (ik >> 2) & 3u, (ik >> 4) & 3u, (ik >> 6) & 3u, s->opts);
     ct__kernel *k = NULL;
@@ -345,8 +320,9 @@ static cl_int ct__ew_common_args(cl_kernel ck, cl_uint *ai, const struct ct__ew_
     CT__ARG(sizeof o, &o);
   }
   size_t ss = ct__ew_scalar_size(l->k);
-  if (l->spos || l->op == CT__EW_CLAMP) CT__ARG(ss, &l->s[0]);
-  if (l->op == CT__EW_CLAMP) CT__ARG(ss, &l->s[1]);
+  int np = ct__ew_op_nparams(l->op);
+  if (l->spos || np >= 1) CT__ARG(ss, &l->s[0]);
+  if (np >= 2) CT__ARG(ss, &l->s[1]);
 #undef CT__ARG
   return err;
 }

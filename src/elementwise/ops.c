@@ -8,62 +8,62 @@
 #include "elementwise/elementwise.h"
 #include "tensor/tensor.h"
 
-/* How an op's result dtype follows from its operands' promoted dtype T. */
+/* How an op's result dtype follows from its operands' promoted dtype T (ops.def's rule column). */
 enum ct__ew_rule {
   CT__EW_R_PROMOTE, /* T */
-  CT__EW_R_TRUEDIV, /* T if floating, else f32 */
-  CT__EW_R_BOOL,    /* bool, computed in T (comparisons, logical ops) */
-  CT__EW_R_FLOAT,   /* unary float functions: T if floating, else f32 */
+  CT__EW_R_FLOAT,   /* T if floating, else f32 (true division, float functions) */
+  CT__EW_R_BOOL,    /* bool, computed in T (comparisons, logical ops, isnan, ...) */
+  CT__EW_R_INT,     /* T, an integer or bool dtype (bitwise ops) */
+  CT__EW_R_FLTONLY, /* T, a floating dtype (leaky_relu) */
 };
+
+/* The public forms of a row (ops.def's kind column); the wrappers below are generated per kind. */
+enum ct__ew_kind { CT__EW_K_BIN, CT__EW_K_BINS, CT__EW_K_BINSR, CT__EW_K_UN, CT__EW_K_UNP, CT__EW_K_WHERE, CT__EW_K_CLAMP };
 
 static const struct {
   enum ct__ew_rule rule;
+  enum ct__ew_kind kind;
   bool no_bool; /* PyTorch rejects these for bool too: they have no boolean meaning */
+  const char *fn;  /* the kernel function */
+  const void *bwd; /* the backward formula (issue #15): NULL until it exists */
 } ct__ew_info[CT__EW_OP_COUNT] = {
-    [CT__EW_ADD] = {CT__EW_R_PROMOTE, false},
-    [CT__EW_SUB] = {CT__EW_R_PROMOTE, true},
-    [CT__EW_MUL] = {CT__EW_R_PROMOTE, false},
-    [CT__EW_DIV] = {CT__EW_R_TRUEDIV, false},
-    [CT__EW_POW] = {CT__EW_R_PROMOTE, false},
-    [CT__EW_MAXIMUM] = {CT__EW_R_PROMOTE, false},
-    [CT__EW_MINIMUM] = {CT__EW_R_PROMOTE, false},
-    [CT__EW_FLOOR_DIVIDE] = {CT__EW_R_PROMOTE, true},
-    [CT__EW_REMAINDER] = {CT__EW_R_PROMOTE, true},
-    [CT__EW_EQ] = {CT__EW_R_BOOL, false},
-    [CT__EW_NE] = {CT__EW_R_BOOL, false},
-    [CT__EW_LT] = {CT__EW_R_BOOL, false},
-    [CT__EW_LE] = {CT__EW_R_BOOL, false},
-    [CT__EW_GT] = {CT__EW_R_BOOL, false},
-    [CT__EW_GE] = {CT__EW_R_BOOL, false},
-    [CT__EW_LOGICAL_AND] = {CT__EW_R_BOOL, false},
-    [CT__EW_LOGICAL_OR] = {CT__EW_R_BOOL, false},
-    [CT__EW_LOGICAL_NOT] = {CT__EW_R_BOOL, false},
-    [CT__EW_NEG] = {CT__EW_R_PROMOTE, true},
-    [CT__EW_ABS] = {CT__EW_R_PROMOTE, false},
-    [CT__EW_RELU] = {CT__EW_R_PROMOTE, false},
-    [CT__EW_FLOOR] = {CT__EW_R_PROMOTE, false},
-    [CT__EW_CEIL] = {CT__EW_R_PROMOTE, false},
-    [CT__EW_ROUND] = {CT__EW_R_PROMOTE, false},
-    [CT__EW_EXP] = {CT__EW_R_FLOAT, false},
-    [CT__EW_LOG] = {CT__EW_R_FLOAT, false},
-    [CT__EW_SQRT] = {CT__EW_R_FLOAT, false},
-    [CT__EW_RSQRT] = {CT__EW_R_FLOAT, false},
-    [CT__EW_SIN] = {CT__EW_R_FLOAT, false},
-    [CT__EW_COS] = {CT__EW_R_FLOAT, false},
-    [CT__EW_TANH] = {CT__EW_R_FLOAT, false},
-    [CT__EW_SIGMOID] = {CT__EW_R_FLOAT, false},
-    [CT__EW_GELU] = {CT__EW_R_FLOAT, false},
-    [CT__EW_WHERE] = {CT__EW_R_PROMOTE, false},
-    [CT__EW_CLAMP] = {CT__EW_R_PROMOTE, false},
+#define CT__EW_OP(NAME, name, kind, rule, no_bool, fn, ref, bwd) \
+  [CT__EW_##NAME] = {CT__EW_R_##rule, CT__EW_K_##kind, no_bool, #fn, bwd},
+#include "elementwise/ops.def"
+#undef CT__EW_OP
 };
+
+const char *ct__ew_op_fn(enum ct__ew_op op) {
+  return (unsigned)op < CT__EW_OP_COUNT ? ct__ew_info[op].fn : "INVALID";
+}
+
+int ct__ew_op_nparams(enum ct__ew_op op) {
+  if ((unsigned)op >= CT__EW_OP_COUNT) return 0;
+  return ct__ew_info[op].kind == CT__EW_K_CLAMP ? 2 : ct__ew_info[op].kind == CT__EW_K_UNP ? 1 : 0;
+}
 
 /* The common (compute) dtype *k and the result dtype *o of op on operands promoting to t. */
 static ct_status ct__ew_types(const char *fn, enum ct__ew_op op, ct_dtype t, ct_dtype *k, ct_dtype *o) {
   switch (ct__ew_info[op].rule) {
   case CT__EW_R_PROMOTE: *k = *o = t; break;
-  case CT__EW_R_TRUEDIV:
   case CT__EW_R_FLOAT: *k = *o = ct__ew_float_of(t); break;
   case CT__EW_R_BOOL: *k = t; *o = CT_BOOL; break;
+  case CT__EW_R_INT:
+    *k = *o = t;
+    if (ct_dtype_is_float(t))
+      return ct__error(CT_ERR_DTYPE_MISMATCH,
+                       "%s: not defined for floating dtype %s (as in PyTorch): bitwise ops take integer and bool "
+                       "tensors",
+                       fn, ct_dtype_name(t));
+    break;
+  case CT__EW_R_FLTONLY:
+    *k = *o = t;
+    if (!ct_dtype_is_float(t))
+      return ct__error(CT_ERR_DTYPE_MISMATCH,
+                       "%s: not defined for %s tensors (as in PyTorch): it takes floating dtypes; ct_cast to f32 "
+                       "first",
+                       fn, ct_dtype_name(t));
+    break;
   }
   if (ct__ew_info[op].no_bool && *k == CT_BOOL)
     return ct__error(CT_ERR_DTYPE_MISMATCH,
@@ -153,12 +153,14 @@ static ct_status ct__ew_scalar_op(const char *fn, enum ct__ew_op op, ct_tensor *
   return ct__ew_finish(fn, &l, o, a->ndim, a->shape, into ? NULL : outp, out, names);
 }
 
+/* np: the op's parameters p[] (leaky_relu's slope), converted to the compute dtype. */
 static ct_status ct__ew_unary(const char *fn, enum ct__ew_op op, ct_tensor **outp, ct_tensor *out, bool into,
-                              const ct_tensor *x) {
+                              const ct_tensor *x, int np, const double *p) {
   CT__TRY(ct__ew_check_dest(fn, outp, out, into, x, "x"));
   struct ct__ew_launch l = {.op = op, .nin = 1, .in = {x}};
   ct_dtype o = CT_F32; /* set by ct__ew_types on success */
   CT__TRY(ct__ew_types(fn, op, x->dtype, &l.k, &o));
+  for (int i = 0; i < np; i++) l.s[i] = ct__ew_make_scalar(l.k, p[i]);
   static const char *const names[] = {"x"};
   return ct__ew_finish(fn, &l, o, x->ndim, x->shape, into ? NULL : outp, out, names);
 }
@@ -203,6 +205,7 @@ static ct_status ct__ew_clamp(const char *fn, ct_tensor **outp, ct_tensor *out, 
 
 /* ---- the public functions ---- */
 
+/* One macro per kind (ops.def's kind column) generates a row's public functions. */
 #define CT__EW_BINARY(name, OP)                                                                  \
   ct_status ct_##name(ct_tensor **out, const ct_tensor *a, const ct_tensor *b) {                 \
     return ct__ew_binary("ct_" #name, OP, out, NULL, false, a, b);                               \
@@ -219,67 +222,33 @@ static ct_status ct__ew_clamp(const char *fn, ct_tensor **outp, ct_tensor *out, 
     return ct__ew_scalar_op("ct_" #name "_out", OP, NULL, out, true, a, s, SPOS);                \
   }
 
-#define CT__EW_UNARY(name, OP)                                                                   \
+#define CT__EW_PUBLIC_BIN(name, OP) CT__EW_BINARY(name, OP)
+#define CT__EW_PUBLIC_BINS(name, OP) CT__EW_BINARY(name, OP) CT__EW_SCALAR(name##_scalar, OP, 2)
+#define CT__EW_PUBLIC_BINSR(name, OP) CT__EW_PUBLIC_BINS(name, OP) CT__EW_SCALAR(r##name##_scalar, OP, 1)
+
+#define CT__EW_PUBLIC_UN(name, OP)                                                               \
   ct_status ct_##name(ct_tensor **out, const ct_tensor *x) {                                     \
-    return ct__ew_unary("ct_" #name, OP, out, NULL, false, x);                                   \
+    return ct__ew_unary("ct_" #name, OP, out, NULL, false, x, 0, NULL);                          \
   }                                                                                              \
   ct_status ct_##name##_out(ct_tensor *out, const ct_tensor *x) {                                \
-    return ct__ew_unary("ct_" #name "_out", OP, NULL, out, true, x);                             \
+    return ct__ew_unary("ct_" #name "_out", OP, NULL, out, true, x, 0, NULL);                    \
   }
 
-CT__EW_BINARY(add, CT__EW_ADD)
-CT__EW_BINARY(sub, CT__EW_SUB)
-CT__EW_BINARY(mul, CT__EW_MUL)
-CT__EW_BINARY(div, CT__EW_DIV)
-CT__EW_BINARY(pow, CT__EW_POW)
-CT__EW_BINARY(maximum, CT__EW_MAXIMUM)
-CT__EW_BINARY(minimum, CT__EW_MINIMUM)
-CT__EW_BINARY(floor_divide, CT__EW_FLOOR_DIVIDE)
-CT__EW_BINARY(remainder, CT__EW_REMAINDER)
-CT__EW_BINARY(eq, CT__EW_EQ)
-CT__EW_BINARY(ne, CT__EW_NE)
-CT__EW_BINARY(lt, CT__EW_LT)
-CT__EW_BINARY(le, CT__EW_LE)
-CT__EW_BINARY(gt, CT__EW_GT)
-CT__EW_BINARY(ge, CT__EW_GE)
-CT__EW_BINARY(logical_and, CT__EW_LOGICAL_AND)
-CT__EW_BINARY(logical_or, CT__EW_LOGICAL_OR)
+#define CT__EW_PUBLIC_UNP(name, OP)                                                              \
+  ct_status ct_##name(ct_tensor **out, const ct_tensor *x, double p) {                           \
+    return ct__ew_unary("ct_" #name, OP, out, NULL, false, x, 1, &p);                            \
+  }                                                                                              \
+  ct_status ct_##name##_out(ct_tensor *out, const ct_tensor *x, double p) {                      \
+    return ct__ew_unary("ct_" #name "_out", OP, NULL, out, true, x, 1, &p);                      \
+  }
 
-CT__EW_SCALAR(add_scalar, CT__EW_ADD, 2)
-CT__EW_SCALAR(sub_scalar, CT__EW_SUB, 2)
-CT__EW_SCALAR(mul_scalar, CT__EW_MUL, 2)
-CT__EW_SCALAR(div_scalar, CT__EW_DIV, 2)
-CT__EW_SCALAR(pow_scalar, CT__EW_POW, 2)
-CT__EW_SCALAR(maximum_scalar, CT__EW_MAXIMUM, 2)
-CT__EW_SCALAR(minimum_scalar, CT__EW_MINIMUM, 2)
-CT__EW_SCALAR(floor_divide_scalar, CT__EW_FLOOR_DIVIDE, 2)
-CT__EW_SCALAR(remainder_scalar, CT__EW_REMAINDER, 2)
-CT__EW_SCALAR(eq_scalar, CT__EW_EQ, 2)
-CT__EW_SCALAR(ne_scalar, CT__EW_NE, 2)
-CT__EW_SCALAR(lt_scalar, CT__EW_LT, 2)
-CT__EW_SCALAR(le_scalar, CT__EW_LE, 2)
-CT__EW_SCALAR(gt_scalar, CT__EW_GT, 2)
-CT__EW_SCALAR(ge_scalar, CT__EW_GE, 2)
-CT__EW_SCALAR(rsub_scalar, CT__EW_SUB, 1)
-CT__EW_SCALAR(rdiv_scalar, CT__EW_DIV, 1)
-CT__EW_SCALAR(rpow_scalar, CT__EW_POW, 1)
+/* where and clamp are written out below. */
+#define CT__EW_PUBLIC_WHERE(name, OP)
+#define CT__EW_PUBLIC_CLAMP(name, OP)
 
-CT__EW_UNARY(logical_not, CT__EW_LOGICAL_NOT)
-CT__EW_UNARY(neg, CT__EW_NEG)
-CT__EW_UNARY(abs, CT__EW_ABS)
-CT__EW_UNARY(relu, CT__EW_RELU)
-CT__EW_UNARY(floor, CT__EW_FLOOR)
-CT__EW_UNARY(ceil, CT__EW_CEIL)
-CT__EW_UNARY(round, CT__EW_ROUND)
-CT__EW_UNARY(exp, CT__EW_EXP)
-CT__EW_UNARY(log, CT__EW_LOG)
-CT__EW_UNARY(sqrt, CT__EW_SQRT)
-CT__EW_UNARY(rsqrt, CT__EW_RSQRT)
-CT__EW_UNARY(sin, CT__EW_SIN)
-CT__EW_UNARY(cos, CT__EW_COS)
-CT__EW_UNARY(tanh, CT__EW_TANH)
-CT__EW_UNARY(sigmoid, CT__EW_SIGMOID)
-CT__EW_UNARY(gelu, CT__EW_GELU)
+#define CT__EW_OP(NAME, name, kind, rule, no_bool, fn, ref, bwd) CT__EW_PUBLIC_##kind(name, CT__EW_##NAME)
+#include "elementwise/ops.def"
+#undef CT__EW_OP
 
 ct_status ct_where(ct_tensor **out, const ct_tensor *cond, const ct_tensor *a, const ct_tensor *b) {
   return ct__ew_where("ct_where", out, NULL, false, cond, a, b);

@@ -1,8 +1,10 @@
 /* rand/randn: the global (seed, offset) state and launches of kernels/random.cl. */
 #include <pthread.h>
 #include <stdbool.h>
+#include <inttypes.h>
 #include <stdio.h>
 
+#include "cltensor/shape.h"
 #include "core/error.h"
 #include "device/device.h"
 #include "kernel/engine.h"
@@ -36,7 +38,7 @@ ct_status ct_rng_get_state(uint64_t *seed, uint64_t *offset) {
 }
 
 /* Takes the current state and advances the offset, as one step. */
-static void rng_take(uint64_t *seed, uint64_t *offset) {
+void ct__rng_take(uint64_t *seed, uint64_t *offset) {
   pthread_mutex_lock(&rng_lock);
   *seed = rng_seed;
   *offset = rng_offset++;
@@ -59,6 +61,36 @@ static ct_status launch(ct__kernel *k, ct_device *d, int64_t items) {
   return ct__kernel_launch(k, d, 1, &global, &local);
 }
 
+/* The launches that fill a new tensor o: fill_begin() gets the kernel, locks it and sets its
+ * first arguments (out, out_off, n), releasing o on failure; the caller adds the rest, and
+ * fill_end() launches `items` work-items, unlocks, and stores o in *out (or releases it). */
+static ct_status fill_begin(ct__kernel **k, struct ct__kargs *a, ct_device *d, ct_tensor *o, const char *name,
+                            const char *fn) {
+  ct_status st = random_kernel(k, d, name, fn);
+  if (st != CT_OK) {
+    ct_release(o);
+    return st;
+  }
+  ct__kargs_begin(a, *k, ct__kernel_lock(*k));
+  ct__karg_mem(a, "out", ct__tensor_mem(o));
+  ct__karg_long(a, "out_off", (cl_long)(ct__tensor_byte_offset(o) / ct_dtype_size(o->dtype)));
+  ct__karg_long(a, "n", ct_numel(o));
+  return CT_OK;
+}
+
+static ct_status fill_end(ct_tensor **out, struct ct__kargs *a, ct__kernel *k, ct_device *d, ct_tensor *o,
+                          int64_t items, const char *fn) {
+  ct_status st = ct__kargs_end(a, fn);
+  if (st == CT_OK) st = launch(k, d, items);
+  ct__kernel_unlock(k);
+  if (st != CT_OK) {
+    ct_release(o);
+    return st;
+  }
+  *out = o;
+  return CT_OK;
+}
+
 /* With use_global, (seed, offset) come from the global state, taken only once the result
  * exists, so a call that fails its checks consumes nothing. */
 static ct_status fill(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape,
@@ -72,37 +104,22 @@ static ct_status fill(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const
                      ct_dtype_name(t));
   ct_tensor *o = NULL;
   CT__TRY(ct__tensor_new(&o, d, t, ndim, shape, fn));
-  if (use_global) rng_take(&seed, &offset);
+  if (use_global) ct__rng_take(&seed, &offset);
   int64_t n = ct_numel(o);
   if (n == 0) {
     *out = o;
     return CT_OK;
   }
-  ct__kernel *k;
-  ct_status st = random_kernel(&k, d, "rand_fill", fn);
-  if (st != CT_OK) {
-    ct_release(o);
-    return st;
-  }
   int64_t per = t == CT_F64 ? 2 : 4;
+  ct__kernel *k;
   struct ct__kargs a;
-  ct__kargs_begin(&a, k, ct__kernel_lock(k));
-  ct__karg_mem(&a, "out", ct__tensor_mem(o));
-  ct__karg_long(&a, "out_off", (cl_long)(ct__tensor_byte_offset(o) / ct_dtype_size(t)));
-  ct__karg_long(&a, "n", n);
+  ct_status st = fill_begin(&k, &a, d, o, "rand_fill", fn);
+  if (st != CT_OK) return st;
   ct__karg_int(&a, "dt", (cl_int)t);
   ct__karg_int(&a, "normal", normal);
   ct__karg_ulong(&a, "seed", seed);
   ct__karg_ulong(&a, "offset", offset);
-  st = ct__kargs_end(&a, fn);
-  if (st == CT_OK) st = launch(k, d, (n + per - 1) / per);
-  ct__kernel_unlock(k);
-  if (st != CT_OK) {
-    ct_release(o);
-    return st;
-  }
-  *out = o;
-  return CT_OK;
+  return fill_end(out, &a, k, d, o, (n + per - 1) / per, fn);
 }
 
 ct_status ct_rand(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape) {
@@ -158,4 +175,62 @@ ct_status ct__random_bits(ct_tensor **out, ct_device *d, int64_t nblocks, uint64
   }
   *out = o;
   return CT_OK;
+}
+
+/* The integers a dtype holds, as int64 (u64 above INT64_MAX is unreachable from int64 bounds). */
+static void int_range(ct_dtype t, int64_t *lo, int64_t *hi) {
+  switch (t) {
+    case CT_BOOL: *lo = 0; *hi = 1; return;
+    case CT_U8: *lo = 0; *hi = UINT8_MAX; return;
+    case CT_I8: *lo = INT8_MIN; *hi = INT8_MAX; return;
+    case CT_I16: *lo = INT16_MIN; *hi = INT16_MAX; return;
+    case CT_U16: *lo = 0; *hi = UINT16_MAX; return;
+    case CT_I32: *lo = INT32_MIN; *hi = INT32_MAX; return;
+    case CT_U32: *lo = 0; *hi = UINT32_MAX; return;
+    case CT_I64: *lo = INT64_MIN; *hi = INT64_MAX; return;
+    case CT_U64: *lo = 0; *hi = INT64_MAX; return;
+    /* The floats: their finite range, as torch.randint (only f16's is narrower than int64). */
+    case CT_F16: *lo = -65504; *hi = 65504; return;
+    default: *lo = INT64_MIN; *hi = INT64_MAX; return;
+  }
+}
+
+ct_status ct_randint(ct_tensor **out, ct_device *d, ct_dtype dtype, int64_t low, int64_t high, int ndim,
+                     const int64_t *shape) {
+  const char *fn = "ct_randint";
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL(fn, d);
+  if ((unsigned)dtype >= CT_DTYPE_COUNT)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: dtype %d is not a ct_dtype", fn, (int)dtype);
+  if (low >= high)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: low %" PRId64 " must be less than high %" PRId64, fn, low, high);
+  int64_t tmin, tmax;
+  int_range(dtype, &tmin, &tmax);
+  if (low < tmin || high - 1 > tmax)
+    return ct__error(CT_ERR_INVALID_ARGUMENT,
+                     "%s: [low, high) = [%" PRId64 ", %" PRId64 ") does not fit dtype %s (values %" PRId64
+                     "..%" PRId64 ")",
+                     fn, low, high, ct_dtype_name(dtype), tmin, tmax);
+  ct_tensor *o = NULL;
+  CT__TRY(ct__tensor_new(&o, d, dtype, ndim, shape, fn));
+  uint64_t seed, offset;
+  ct__rng_take(&seed, &offset);
+  int64_t n = ct_numel(o);
+  if (n == 0) {
+    *out = o;
+    return CT_OK;
+  }
+  uint64_t range = (uint64_t)high - (uint64_t)low;
+  int64_t per = range > (UINT64_C(1) << 32) ? 2 : 4;
+  ct__kernel *k;
+  struct ct__kargs a;
+  ct_status st = fill_begin(&k, &a, d, o, "randint_fill", fn);
+  if (st != CT_OK) return st;
+  ct__karg_int(&a, "dt", (cl_int)dtype);
+  ct__karg_long(&a, "low", low);
+  ct__karg_ulong(&a, "range", range);
+  ct__karg_ulong(&a, "seed", seed);
+  ct__karg_ulong(&a, "offset", offset);
+  return fill_end(out, &a, k, d, o, (n + per - 1) / per, fn);
 }

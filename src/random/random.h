@@ -12,4 +12,8 @@
 ct_status ct__random_bits(ct_tensor **out, ct_device *d, int64_t nblocks, uint64_t first,
                           uint64_t seed, uint64_t offset);
 
+/* Takes the global (seed, offset) for one drawing call and advances the offset (as ct_rand()
+ * does); for ops of other families that draw from the generator (ct_dropout). */
+void ct__rng_take(uint64_t *seed, uint64_t *offset);
+
 #endif

@@ -44,25 +44,47 @@
 
 #include "cltensor/cltensor.h"
 
-/* Reference op codes (the test's own list). */
+/* Reference op codes: the ref column of the op table (src/elementwise/ops.def), so that every
+ * row has one; what each computes is written out below, from the documented semantics. */
 enum ref_op {
-  R_ADD, R_SUB, R_MUL, R_DIV, R_POW, R_MAXIMUM, R_MINIMUM, R_FLOOR_DIVIDE, R_REMAINDER,
-  R_EQ, R_NE, R_LT, R_LE, R_GT, R_GE, R_LOGICAL_AND, R_LOGICAL_OR,
-  R_LOGICAL_NOT, R_NEG, R_ABS, R_RELU, R_FLOOR, R_CEIL, R_ROUND,
-  R_EXP, R_LOG, R_SQRT, R_RSQRT, R_SIN, R_COS, R_TANH, R_SIGMOID, R_GELU,
-  R_WHERE, R_CLAMP, R_OP_COUNT
+#define CT__EW_OP(NAME, name, kind, rule, no_bool, fn, ref, bwd) ref,
+#include "elementwise/ops.def"
+#undef CT__EW_OP
+  R_OP_COUNT
 };
 
 static const char *const ref_op_name[R_OP_COUNT] = {
-    "add", "sub", "mul", "div", "pow", "maximum", "minimum", "floor_divide", "remainder",
-    "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
-    "logical_not", "neg", "abs", "relu", "floor", "ceil", "round",
-    "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "gelu",
-    "where", "clamp"};
+#define CT__EW_OP(NAME, name, kind, rule, no_bool, fn, ref, bwd) [ref] = #name,
+#include "elementwise/ops.def"
+#undef CT__EW_OP
+};
 
 static inline bool ref_is_float(ct_dtype t) { return t == CT_F16 || t == CT_BF16 || t == CT_F32 || t == CT_F64; }
-static inline bool ref_is_bool_out(enum ref_op op) { return op >= R_EQ && op <= R_LOGICAL_NOT; }
-static inline bool ref_is_unary_float_fn(enum ref_op op) { return op >= R_EXP && op <= R_GELU; }
+static inline bool ref_is_bool_out(enum ref_op op) {
+  switch (op) {
+  case R_EQ: case R_NE: case R_LT: case R_LE: case R_GT: case R_GE: case R_LOGICAL_AND: case R_LOGICAL_OR:
+  case R_LOGICAL_NOT: case R_ISNAN: case R_ISINF: case R_ISFINITE: return true;
+  default: return false;
+  }
+}
+/* Float functions: bool and integer operands compute in f32 (and so does true division). */
+static inline bool ref_is_unary_float_fn(enum ref_op op) {
+  switch (op) {
+  case R_EXP: case R_LOG: case R_SQRT: case R_RSQRT: case R_SIN: case R_COS: case R_TANH: case R_SIGMOID:
+  case R_GELU: case R_ERF: case R_LOG1P: case R_EXPM1: case R_TAN: case R_ATAN: case R_SILU: case R_SOFTPLUS:
+  case R_GELU_TANH: return true;
+  default: return false;
+  }
+}
+/* Ops PyTorch (and libcltensor) reject for bool. */
+static inline bool ref_no_bool(enum ref_op op) {
+  return op == R_SUB || op == R_NEG || op == R_FLOOR_DIVIDE || op == R_REMAINDER || op == R_FMOD || op == R_TRUNC;
+}
+/* Ops only for integer and bool dtypes (bitwise), and only for floating ones (leaky_relu). */
+static inline bool ref_int_only(enum ref_op op) {
+  return op == R_BITWISE_AND || op == R_BITWISE_OR || op == R_BITWISE_XOR || op == R_BITWISE_NOT;
+}
+static inline bool ref_float_only(enum ref_op op) { return op == R_LEAKY_RELU; }
 
 /* ---- promotion, written out as a table indexed by dtype value (rows a, columns b: bool u8 i8
  * i32 i64 f16 bf16 f32 f64 i16 u16 u32 u64), torch.promote_types' table; REF_NONE where PyTorch
@@ -113,7 +135,7 @@ static inline ct_dtype ref_promote_scalar(ct_dtype t, double s) {
 /* The common (compute) dtype *k and result dtype *o of op when the operands promote to t. */
 static inline void ref_types(enum ref_op op, ct_dtype t, ct_dtype *k, ct_dtype *o) {
   *k = t;
-  if (op == R_DIV || ref_is_unary_float_fn(op)) *k = ref_is_float(t) ? t : CT_F32;
+  if (op == R_DIV || op == R_ATAN2 || ref_is_unary_float_fn(op)) *k = ref_is_float(t) ? t : CT_F32;
   *o = ref_is_bool_out(op) ? CT_BOOL : *k;
 }
 
@@ -355,7 +377,17 @@ static inline int64_t ref_int_op(enum ref_op op, ct_dtype k, int64_t x, int64_t 
   case R_NEG: return ref_wrap(k, (int64_t)(0 - ux));
   case R_ABS: return (sg && x < 0) ? ref_wrap(k, (int64_t)(0 - ux)) : x;
   case R_RELU: return (sg && x < 0) ? 0 : x;
-  case R_FLOOR: case R_CEIL: case R_ROUND: return x;
+  case R_FLOOR: case R_CEIL: case R_ROUND: case R_TRUNC: return x;
+  case R_FMOD: {
+    if (y == 0 || (sg && y == -1)) return 0;
+    if (k == CT_U64) return (int64_t)(ux % uy);
+    return x % y; /* C: truncated, the sign of x */
+  }
+  case R_BITWISE_AND: return x & y;
+  case R_BITWISE_OR: return x | y;
+  case R_BITWISE_XOR: return x ^ y;
+  case R_BITWISE_NOT: return k == CT_BOOL ? !x : ref_wrap(k, (int64_t)~ux);
+  case R_SIGN: return sg ? (x > 0) - (x < 0) : x != 0;
   case R_CLAMP: {
     int64_t r = x;
     if (ref_int_less(k, r, lo)) r = lo;
@@ -377,6 +409,9 @@ static inline bool ref_cmp(enum ref_op op, long double x, long double y) {
   case R_LOGICAL_AND: return x != 0 && y != 0;
   case R_LOGICAL_OR: return x != 0 || y != 0;
   case R_LOGICAL_NOT: return x == 0;
+  case R_ISNAN: return isnan(x);
+  case R_ISINF: return isinf(x);
+  case R_ISFINITE: return isfinite(x);
   default: return false;
   }
 }
@@ -391,14 +426,31 @@ static inline bool ref_cmp_int(enum ref_op op, ct_dtype k, int64_t x, int64_t y)
   case R_LOGICAL_AND: return x != 0 && y != 0;
   case R_LOGICAL_OR: return x != 0 || y != 0;
   case R_LOGICAL_NOT: return x == 0;
+  case R_ISFINITE: return true; /* integers: never NaN or infinite */
   default: return false;
   }
 }
 
 /* Bounds of the transcendental ops (see the top of this file). cr: the device rounds f32
- * division and sqrt correctly. z2: (x/sqrt2)^2 for gelu. */
-static inline double ref_ulps(enum ref_op op, ct_dtype k, bool cr, long double z2) {
+ * division and sqrt correctly. x: the operand (gelu's and gelu_tanh's bounds depend on it).
+ * OpenCL 1.2's bounds of the new builtins: erf 16, log1p 2, expm1 3, tan 5, atan 5, atan2 6.
+ * silu = x * sigmoid(x): sigmoid's 16 and the product's 0.5, doubled: 33, so 34. softplus =
+ * log1p(exp(x)): exp's 3 ulp enter log1p, whose condition number u / ((1 + u) log1p(u)) is at
+ * most 1, and log1p adds 2: (3 + 2) * 2 = 10. gelu_tanh = x * sigmoid(w), w = 2 sqrt(2/pi) (x +
+ * 0.044715 x^3): w carries 3.5 ulp (five roundings and two constants), which sigmoid's condition
+ * number (at most |w|) amplifies, then sigmoid's 16 and the product's 0.5: 2 * (3.5|w| + 16.5),
+ * so 8|w| + 34. Both add ref_subnormal_slack where sigmoid's value is subnormal. */
+/* x * sigmoid(w) where exp(-|w|) is subnormal (f32: |w| > 87, f64: |w| > 708): the product of
+ * that e, 3 ulp of the smallest subnormal off (its ulp does not shrink with it), and |x| is off
+ * by 3|x| of those ulps, which are the result's too (the result is subnormal). */
+static inline double ref_subnormal_slack(ct_dtype k, long double w, long double x) {
+  long double lim = k == CT_F64 ? 708 : 87;
+  return fabsl(w) > lim ? 3 * (double)fabsl(x) : 0;
+}
+
+static inline double ref_ulps(enum ref_op op, ct_dtype k, bool cr, long double x) {
   bool f64 = k == CT_F64;
+  long double z2 = x * x / 2;
   switch (op) {
   case R_DIV: return f64 || cr ? 0 : 2.5;
   case R_SQRT: return f64 || cr ? 0 : 3;
@@ -409,6 +461,17 @@ static inline double ref_ulps(enum ref_op op, ct_dtype k, bool cr, long double z
   case R_POW: return 16;
   case R_SIGMOID: return 16;
   case R_GELU: return 2 * (16 + (2 * (double)z2 + 2) + 1);
+  case R_ERF: return 16;
+  case R_LOG1P: return 2;
+  case R_EXPM1: return 3;
+  case R_TAN: case R_ATAN: return 5;
+  case R_ATAN2: return 6;
+  case R_SILU: return 34 + ref_subnormal_slack(k, x, x);
+  case R_SOFTPLUS: return 10;
+  case R_GELU_TANH: {
+    long double w = 1.5957691216057307117L * (x + 0.044715L * x * x * x);
+    return isfinite(w) ? 8 * (double)fabsl(w) + 34 + ref_subnormal_slack(k, w, x) : 34;
+  }
   default: return 0;
   }
 }
@@ -431,6 +494,10 @@ static inline float ref_float_op(enum ref_op op, float x, float y, float lo, flo
   case R_FLOOR: return floorf(x);
   case R_CEIL: return ceilf(x);
   case R_ROUND: return rintf(x);
+  case R_TRUNC: return truncf(x);
+  case R_SIGN: return x > 0 ? 1.0f : x < 0 ? -1.0f : 0.0f;
+  case R_FMOD: return fmodf(x, y);
+  case R_LEAKY_RELU: return x > 0 ? x : x * y; /* y: the slope */
   case R_CLAMP: {
     float r = x;
     if (has_lo && r < lo) r = lo;
@@ -457,6 +524,10 @@ static inline double ref_double_op(enum ref_op op, double x, double y, double lo
   case R_FLOOR: return floor(x);
   case R_CEIL: return ceil(x);
   case R_ROUND: return rint(x);
+  case R_TRUNC: return trunc(x);
+  case R_SIGN: return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0;
+  case R_FMOD: return fmod(x, y);
+  case R_LEAKY_RELU: return x > 0 ? x : x * y;
   case R_CLAMP: {
     double r = x;
     if (has_lo && r < lo) r = lo;
@@ -481,6 +552,19 @@ static inline long double ref_truth(enum ref_op op, long double x, long double y
   case R_GELU: return 0.5L * x * erfcl(-x / sqrtl(2.0L));
   case R_POW: return powl(x, y);
   case R_DIV: return x / y;
+  case R_ERF: return erfl(x);
+  case R_LOG1P: return log1pl(x);
+  case R_EXPM1: return expm1l(x);
+  case R_TAN: return tanl(x);
+  case R_ATAN: return atanl(x);
+  case R_ATAN2: return atan2l(x, y);
+  case R_SILU: return x / (1.0L + expl(-x));
+  case R_SOFTPLUS: return x > 20 ? x : log1pl(expl(x)); /* PyTorch's threshold */
+  case R_GELU_TANH: {
+    /* 0.5 x (1 + tanh(z)) = x / (1 + exp(-2z)), which does not cancel for negative x */
+    long double z = 0.79788456080286535588L * (x + 0.044715L * x * x * x);
+    return x / (1.0L + expl(-2 * z));
+  }
   default: return 0;
   }
 }
@@ -489,7 +573,7 @@ static inline long double ref_truth(enum ref_op op, long double x, long double y
 static inline bool ref_is_approx(enum ref_op op, ct_dtype k, bool cr) {
   if (!ref_is_float(k)) return false;
   if (op == R_DIV || op == R_SQRT) return !(k == CT_F64 || cr);
-  return op == R_POW || (ref_is_unary_float_fn(op) && op != R_SQRT);
+  return op == R_POW || op == R_ATAN2 || (ref_is_unary_float_fn(op) && op != R_SQRT);
 }
 
 /* Expected output of op on x (and y) in compute dtype k, stored as dtype o. lo/hi: clamp. */
@@ -514,7 +598,7 @@ static inline ref_expect ref_compute(enum ref_op op, ct_dtype k, ct_dtype o, ref
     long double yv = k == CT_F64 ? (long double)y.d : (long double)y.f;
     e.approx = true;
     e.truth = ref_truth(op, xv, yv);
-    e.ulps = ref_ulps(op, k, cr, xv * xv / 2);
+    e.ulps = ref_ulps(op, k, cr, xv);
     return e;
   }
   if (k == CT_F64)

@@ -8,10 +8,8 @@
 #include <pthread.h>
 
 #include "elementwise/elementwise.h"
+#include "ew_fns.h"
 #include "ew_util.h"
-
-typedef ct_status (*bin_fn)(ct_tensor **, const ct_tensor *, const ct_tensor *);
-typedef ct_status (*bin_out_fn)(ct_tensor *, const ct_tensor *, const ct_tensor *);
 
 static int n_devices_wanted = 1;
 

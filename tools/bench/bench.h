@@ -27,7 +27,7 @@ typedef enum bench_group {
   BENCH_MLP = 1u << 5,
   BENCH_MATMUL = 1u << 6,
   BENCH_FIRST_RESULT = 1u << 7,
-  BENCH_SHAPE = 1u << 8,  /* cat (group_shape.c) */
+  BENCH_SHAPE = 1u << 8,  /* cat, pad (group_shape.c) */
   BENCH_INDEX = 1u << 9,  /* index_select, gather, cumsum, sort (group_index.c) */
   BENCH_NN = 1u << 10,    /* conv2d (group_nn.c) */
   BENCH_MODELS = 1u << 11, /* the example models' forwards (group_models.c) */
@@ -193,8 +193,10 @@ void bench_group_chain(const bench_opts *o, ct_device *d, clref *r);
 void bench_group_mlp(const bench_opts *o, ct_device *d);
 void bench_group_matmul(const bench_opts *o, ct_device *d);
 void bench_group_first_result(const bench_opts *o, ct_device *d);
-/* group_models.c */
-void bench_group_models(const bench_opts *o, ct_device *d);
+void bench_group_shape(const bench_opts *o, ct_device *d);  /* group_shape.c */
+void bench_group_index(const bench_opts *o, ct_device *d);  /* group_index.c */
+void bench_group_nn(const bench_opts *o, ct_device *d);   /* group_nn.c */
+void bench_group_models(const bench_opts *o, ct_device *d); /* group_models.c */
 
 /* A raw-OpenCL reference prepared to run: what is "add", "mul", "exp" (n elements), "sum",
  * "max" (n elements, two-stage, result read back), "launch" (n back-to-back launches of a

@@ -399,7 +399,7 @@ static void target(const char *label, const char *name, int64_t size, const char
 int bench_output_end(const bench_opts *o) {
   bench_progress_done(o);
   if (o->json || o->child_fd >= 0) return g_failed;
-  fprintf(g_out, "\nTargets (issues 4 and 5), against the references measured above:\n");
+  fprintf(g_out, "\nTargets (issues 4, 5 and 14), against the references measured above:\n");
   target("add f32 2^25 >= 0.9x cl_add", "add", (int64_t)1 << 25, "cl_add", 0.9);
   target("sum f32 2^25 >= 1.0x host_sum", "sum", (int64_t)1 << 25, "host_sum", 1.0);
   target("chain of 1024-element adds <= 2x cl_launch per op", "add_chain", 1024, "cl_launch", 2.0);
@@ -407,6 +407,9 @@ int bench_output_end(const bench_opts *o) {
   target("matmul default route 2048 >= 0.9x host_sgemm", "matmul.auto", 2048, "host_sgemm", 0.9);
   target("matmul CLBlast route 1024 >= 4x clblast_sgemm", "matmul.clblast", 1024, "clblast_sgemm", 4.0);
   target("matmul CLBlast route 2048 >= 4x clblast_sgemm", "matmul.clblast", 2048, "clblast_sgemm", 4.0);
+  target("cat f32 2^24 (last dim) >= 0.5x copy", "cat.dim1", (int64_t)1 << 24, "copy", 0.5);
+  target("cat f32 2^24 (dim 0) >= 0.5x copy", "cat.dim0", (int64_t)1 << 24, "copy", 0.5);
+  target("conv2d ResNet layer (32x64x56x56, 3x3) >= 0.8x PyTorch CPU", "conv2d", 32, "torch_conv2d", 0.8);
   const bench_fig *cold = find_emitted("first_result.cold", 1024);
   const bench_fig *warm = find_emitted("first_result.warm", 1024);
   fprintf(g_out, "  %-52s ", "first result of a new process, warm vs cold cache");

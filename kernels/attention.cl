@@ -1,0 +1,109 @@
+/* The masked softmax of scaled dot-product attention, in place on the scores q k^T
+ * ([rows, S] contiguous, rows = batch x L, row r being query i = r % L).
+ *
+ * Build option: CT_IN, the scores' dtype (f32, or f64 under CT_HAS_FP64). The mask is read in
+ * place through its broadcast geometry: row r's mask starts at m_off + ct_offset(r, mndim,
+ * mshape, mstride) and key j lies j * mstep further; m_kind 0 is no mask, 1 bool (nonzero
+ * attends), 2 an additive float mask of dtype m_dt (f16, bf16, f32, f64). causal masks keys
+ * j > i (top-left aligned).
+ *
+ * Each work-item owns a row: s_j = score_j * scale (+ mask_j), with masked keys -inf; then
+ * exp(s_j - m) / sum, m the row's maximum. A row whose keys are all masked (m = -inf) becomes
+ * zeros, PyTorch's rule, not 0 / 0. The row is contiguous, so the passes without a mask to read
+ * load and store 8 elements at a time. */
+
+typedef CT_T(CT_IN) acc_t;
+#if CT_IN == CT_DT_F64
+typedef double8 acc8_t;
+#else
+typedef float8 acc8_t;
+#endif
+
+inline acc_t ct_mask_load(__global const void *mask, long i, int m_dt) {
+  if (m_dt == CT_DT_F16) return (acc_t)vload_half((size_t)i, (__global const half *)mask);
+  if (m_dt == CT_DT_BF16) return (acc_t)ct_bf16_to_f32(((__global const ushort *)mask)[i]);
+#if defined(CT_HAS_FP64) && CT_HAS_FP64
+  if (m_dt == CT_DT_F64) return (acc_t)((__global const double *)mask)[i];
+#endif
+  return (acc_t)((__global const float *)mask)[i];
+}
+
+#define MAXN(a, b) (((a) > (b) || isnan(a)) ? (a) : (b))
+#define MAXN8(a, b) select((b), (a), ((a) > (b)) | isnan(a))
+
+inline acc_t ct_hmax8(acc8_t v) {
+  acc_t t[8];
+  vstore8(v, 0, t);
+  acc_t m = t[0];
+  for (int l = 1; l < 8; l++) m = MAXN(m, t[l]);
+  return m;
+}
+
+/* Three passes over the row, the last two plain vector loops:
+ *  1. s_j = score_j * scale, masked keys -inf, + the additive mask; written back; the maximum;
+ *  2. exp(s_j - m), written back, and their sum;
+ *  3. division by the sum.
+ * With causal, keys j > i are only written (zeros): they take no part. */
+__kernel void sdpa_softmax(__global acc_t *scores, long s_off, long rows, long L, long S,
+                           acc_t scale, int causal, __global const void *mask, long m_off,
+                           int m_kind, int m_dt, int mndim, long8 mshape, long8 mstride,
+                           long mstep) {
+  long r = get_global_id(0);
+  if (r >= rows) return;
+  long i = r % L;
+  long n = causal ? min(S, i + 1) : S;
+  __global acc_t *row = scores + s_off + r * S;
+  for (long j = n; j < S; j++) row[j] = (acc_t)0;
+  long mb = m_kind ? m_off + ct_offset(r, mndim, mshape, mstride) : 0;
+  acc_t m = (acc_t)(-INFINITY);
+  if (m_kind == 1) {
+    __global const uchar *mk = (__global const uchar *)mask + mb;
+    for (long j = 0; j < n; j++) {
+      acc_t s = mk[j * mstep] ? row[j] * scale : (acc_t)(-INFINITY);
+      row[j] = s;
+      m = MAXN(s, m);
+    }
+  } else if (m_kind == 2) {
+    for (long j = 0; j < n; j++) {
+      acc_t s = row[j] * scale + ct_mask_load(mask, mb + j * mstep, m_dt);
+      row[j] = s;
+      m = MAXN(s, m);
+    }
+  } else {
+    long nv = n / 8;
+    acc8_t m8 = (acc8_t)(-INFINITY), sc8 = (acc8_t)scale;
+    for (long k = 0; k < nv; k++) {
+      acc8_t s = vload8(k, row) * sc8;
+      vstore8(s, k, row);
+      m8 = MAXN8(s, m8);
+    }
+    m = ct_hmax8(m8);
+    for (long j = nv * 8; j < n; j++) {
+      acc_t s = row[j] * scale;
+      row[j] = s;
+      m = MAXN(s, m);
+    }
+  }
+  if (m == (acc_t)(-INFINITY)) {
+    for (long j = 0; j < n; j++) row[j] = (acc_t)0;
+    return;
+  }
+  long nv = n / 8;
+  acc8_t m8 = (acc8_t)m, sum8 = (acc8_t)0;
+  for (long k = 0; k < nv; k++) {
+    acc8_t e = exp(vload8(k, row) - m8);
+    vstore8(e, k, row);
+    sum8 += e;
+  }
+  acc_t t[8];
+  vstore8(sum8, 0, t);
+  acc_t sum = ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
+  for (long j = nv * 8; j < n; j++) {
+    acc_t e = exp(row[j] - m);
+    row[j] = e;
+    sum += e;
+  }
+  acc8_t s8 = (acc8_t)sum;
+  for (long k = 0; k < nv; k++) vstore8(vload8(k, row) / s8, k, row);
+  for (long j = nv * 8; j < n; j++) row[j] = row[j] / sum;
+}

@@ -1,0 +1,216 @@
+/* Convolutions (src/nn/conv.c). Build option CT_IN: the dtype of x, w, bias and the output (f16,
+ * bf16, f32, f64). f16/bf16/f32 compute in float, f64 in double; acc_t is that type, and the
+ * column buffer and GEMM result of the im2col path have it.
+ *
+ *  conv_im2col   a work-item per (image, column row r = (ci, ki, kj), output row oh): writes the
+ *                OW columns of that row, x read through its strides (zeros where padded), so a
+ *                strided or f16/bf16 x needs no copy or cast pass before the GEMM
+ *  conv_finish   out = gemm result + bias[co] (dtype conversion for f16/bf16; in place for
+ *                f32/f64 when the GEMM wrote into out)
+ *  conv_direct   a work-item per output element: the whole window sum, for depthwise and other
+ *                convolutions with few products per output, where a GEMM would be mostly
+ *                overhead
+ * Geometry: x is [N, C, H, W] with element strides xs = (sn, sc, sh, sw); the kernel window is
+ * kh x kw with stride (sth, stw), padding (ph, pw), dilation (dh, dw); the output is
+ * [N, Cout, OH, OW], contiguous. */
+
+#if CT_IN == CT_DT_F64
+typedef double acc_t;
+#define LOADA(p, i) ((p)[i])
+#define STOREA(p, i, v) ((p)[i] = (v))
+#else
+typedef float acc_t;
+#define LOADA(p, i) CT_LOADF(CT_IN, p, i)
+#define STOREA(p, i, v) CT_STOREF(CT_IN, p, i, v)
+#endif
+typedef CT_T(CT_IN) io_t;
+
+__kernel void conv_im2col(__global const io_t *x, long x_off, long4 xs, int C, int H, int W, int kh,
+                          int kw, int sth, int stw, int ph, int pw, int dh, int dw, int OH, int OW,
+                          long n0, int nimg, __global acc_t *col, long col_off) {
+  long gid = get_global_id(0);
+  long K = (long)C * kh * kw;
+  long total = (long)nimg * K * OH;
+  if (gid >= total) return;
+  int oh = (int)(gid % OH);
+  long t = gid / OH;
+  long r = t % K;
+  long img = t / K;
+  int kj = (int)(r % kw);
+  int ki = (int)((r / kw) % kh);
+  int ci = (int)(r / ((long)kw * kh));
+  long P = (long)OH * OW;
+  __global acc_t *dst = col + col_off + (img * K + r) * P + (long)oh * OW;
+  int ih = oh * sth - ph + ki * dh;
+  if (ih < 0 || ih >= H) {
+    for (int ow = 0; ow < OW; ow++) dst[ow] = 0;
+    return;
+  }
+  long base = x_off + (n0 + img) * xs.s0 + ci * xs.s1 + ih * xs.s2;
+  int iw = kj * dw - pw;
+  for (int ow = 0; ow < OW; ow++, iw += stw)
+    dst[ow] = (iw >= 0 && iw < W) ? (acc_t)LOADA(x, base + iw * xs.s3) : (acc_t)0;
+}
+
+/* out[o] for o < total (the chunk's elements, contiguous [nimg, Cout, P] from out_off) =
+ * acc[o] + bias[co]. */
+__kernel void conv_finish(__global const acc_t *acc, long acc_off, __global io_t *out, long out_off,
+                          __global const io_t *bias, long bias_off, int has_bias, int Cout, long P,
+                          long total) {
+  long o = get_global_id(0);
+  if (o >= total) return;
+  acc_t v = acc[acc_off + o];
+  if (has_bias) v += (acc_t)LOADA(bias, bias_off + (o / P) % Cout);
+  STOREA(out, out_off + o, v);
+}
+
+/* w is contiguous [Cout, C / groups, kh, kw]. */
+__kernel void conv_direct(__global const io_t *x, long x_off, long4 xs, int C, int H, int W,
+                          __global const io_t *w, long w_off, __global const io_t *bias, long bias_off,
+                          int has_bias, __global io_t *out, long out_off, int Cout, int groups, int kh,
+                          int kw, int sth, int stw, int ph, int pw, int dh, int dw, int OH, int OW,
+                          long total) {
+  long o = get_global_id(0);
+  if (o >= total) return;
+  int ow = (int)(o % OW);
+  long t = o / OW;
+  int oh = (int)(t % OH);
+  t /= OH;
+  int co = (int)(t % Cout);
+  long n = t / Cout;
+  int cg = C / groups, og = Cout / groups;
+  int c0 = (co / og) * cg;
+  acc_t s = 0;
+  for (int c = 0; c < cg; c++) {
+    long xb = x_off + n * xs.s0 + (long)(c0 + c) * xs.s1;
+    long wb = w_off + ((long)co * cg + c) * kh * kw;
+    for (int i = 0; i < kh; i++) {
+      int ih = oh * sth - ph + i * dh;
+      if (ih < 0 || ih >= H) continue;
+      for (int j = 0; j < kw; j++) {
+        int iw = ow * stw - pw + j * dw;
+        if (iw < 0 || iw >= W) continue;
+        s += (acc_t)LOADA(x, xb + ih * xs.s2 + iw * xs.s3) * (acc_t)LOADA(w, wb + i * kw + j);
+      }
+    }
+  }
+  if (has_bias) s += (acc_t)LOADA(bias, bias_off + co);
+  STOREA(out, out_off + o, s);
+}
+
+/* ---- The blocked direct path for stride-1 convolutions of f32/f16/bf16 (CPU devices) ----
+ * x is first copied, as float, into a zero-padded buffer xp of [nimg, C, Hp, Wp] planes
+ * (Hp = H + 2 ph, Wp = W + 2 pw), so the window never leaves it. An output position
+ * q = oh * Wp + ow of a plane (ow < OW valid, the rest of each padded row discarded) then reads
+ * xp at q + i dh Wp + j dw for window tap (i, j): PB consecutive positions read PB consecutive
+ * floats, one vector per tap. A work-item computes CB output channels x PB positions in
+ * registers (2 x CB float16 accumulators), streaming the taps of its group's input channels with
+ * the CB weights of each tap as one float8 (w packed by conv_wpack as
+ * [groups][channel blocks][C/groups][kh][kw][CB], zeros past the group's channels). */
+#define CB 8
+#define PB 32
+
+/* A work-item per padded row (img, c, hq) of xp: the index arithmetic once per row. */
+__kernel void conv_pad(__global const io_t *x, long x_off, long4 xs, int C, int H, int W, int ph, int pw,
+                       int Hp, int Wp, long n0, __global float *xp, long xp_off, long rows) {
+  long o = get_global_id(0);
+  if (o >= rows) return;
+  int hq = (int)(o % Hp);
+  long t = o / Hp;
+  int c = (int)(t % C);
+  long img = t / C;
+  __global float *dst = xp + xp_off + o * Wp;
+  int ih = hq - ph;
+  if (ih < 0 || ih >= H) {
+    for (int wq = 0; wq < Wp; wq++) dst[wq] = 0;
+    return;
+  }
+  long base = x_off + (n0 + img) * xs.s0 + c * xs.s1 + ih * xs.s2;
+  for (int wq = 0; wq < pw; wq++) dst[wq] = 0;
+  if (xs.s3 == 1)
+    for (int iw = 0; iw < W; iw++) dst[pw + iw] = (float)LOADA(x, base + iw);
+  else
+    for (int iw = 0; iw < W; iw++) dst[pw + iw] = (float)LOADA(x, base + iw * xs.s3);
+  for (int wq = pw + W; wq < Wp; wq++) dst[wq] = 0;
+}
+
+/* w contiguous [Cout, Cg, kh, kw] -> wt [groups][ncb][Cg][kh][kw][CB]. */
+__kernel void conv_wpack(__global const io_t *w, long w_off, int Cg, int kh, int kw, int og, int ncb,
+                         __global float *wt, long wt_off, long total) {
+  long o = get_global_id(0);
+  if (o >= total) return;
+  int co8 = (int)(o % CB);
+  long t = o / CB;
+  long tap = t % ((long)Cg * kh * kw);   /* (c, i, j) */
+  t /= (long)Cg * kh * kw;
+  int cb = (int)(t % ncb);
+  int g = (int)(t / ncb);
+  int col = cb * CB + co8;
+  wt[wt_off + o] = col < og ? (float)LOADA(w, w_off + ((long)g * og + col) * Cg * kh * kw + tap) : 0.0f;
+}
+
+#define ACC2(k) float16 a##k##0 = (float16)0, a##k##1 = (float16)0
+#define FMA2(k, wk) a##k##0 = fma((float16)(wk), v0, a##k##0); a##k##1 = fma((float16)(wk), v1, a##k##1)
+
+__kernel void conv_blk(__global const float *xp, long xp_off, long plane, int Ctot, int Cg, int Wp,
+                       __global const float *wt, long wt_off, int kh, int kw, int dh, int dw,
+                       __global const io_t *bias, long bias_off, int has_bias, __global io_t *out,
+                       long out_off, int Cout, int og, int ncb, int groups, int OH, int OW, int npb,
+                       long n0, long items) {
+  long gid = get_global_id(0);
+  if (gid >= items) return;
+  /* The channel blocks of one position block are neighbours (and share a work-group), so the
+   * input tile they all read stays in the core's caches. */
+  int cb = (int)(gid % ncb);
+  long t = gid / ncb;
+  int pb = (int)(t % npb);
+  t /= npb;
+  int g = (int)(t % groups);
+  long img = t / groups;
+  long q0 = (long)pb * PB;
+  __global const float *xb = xp + xp_off + (img * Ctot + (long)g * Cg) * plane + q0;
+  __global const float *wb = wt + wt_off + ((long)g * ncb + cb) * Cg * kh * kw * CB;
+  ACC2(0); ACC2(1); ACC2(2); ACC2(3); ACC2(4); ACC2(5); ACC2(6); ACC2(7);
+  for (int c = 0; c < Cg; c++, xb += plane) {
+    for (int i = 0; i < kh; i++) {
+      __global const float *xr = xb + (long)i * dh * Wp;
+      for (int j = 0; j < kw; j++, wb += CB) {
+        float16 v0 = vload16(0, xr + j * dw), v1 = vload16(0, xr + j * dw + 16);
+        /* Scalar weight loads: the FMAs take them as memory broadcasts (a load port) rather
+         * than shuffles of a vector (the port the second FMA unit shares). */
+        FMA2(0, wb[0]); FMA2(1, wb[1]); FMA2(2, wb[2]); FMA2(3, wb[3]);
+        FMA2(4, wb[4]); FMA2(5, wb[5]); FMA2(6, wb[6]); FMA2(7, wb[7]);
+      }
+    }
+  }
+  float r[CB][PB];
+  vstore16(a00, 0, r[0]); vstore16(a01, 1, r[0]);
+  vstore16(a10, 0, r[1]); vstore16(a11, 1, r[1]);
+  vstore16(a20, 0, r[2]); vstore16(a21, 1, r[2]);
+  vstore16(a30, 0, r[3]); vstore16(a31, 1, r[3]);
+  vstore16(a40, 0, r[4]); vstore16(a41, 1, r[4]);
+  vstore16(a50, 0, r[5]); vstore16(a51, 1, r[5]);
+  vstore16(a60, 0, r[6]); vstore16(a61, 1, r[6]);
+  vstore16(a70, 0, r[7]); vstore16(a71, 1, r[7]);
+  /* Each lane's output offset within a plane, or -1 for the discarded columns ow >= OW and
+   * positions past the plane: one division per work-item rather than per element. */
+  long lo[PB];
+  int oh = (int)(q0 / Wp), ow = (int)(q0 % Wp);
+  for (int l = 0; l < PB; l++) {
+    lo[l] = (oh < OH && ow < OW) ? (long)oh * OW + ow : -1;
+    if (++ow == Wp) {
+      ow = 0;
+      oh++;
+    }
+  }
+  long n = n0 + img;
+  for (int k = 0; k < CB; k++) {
+    int col = cb * CB + k;
+    if (col >= og) break;
+    int co = g * og + col;
+    float b = has_bias ? (float)LOADA(bias, bias_off + co) : 0.0f;
+    long ob = out_off + (n * Cout + co) * (long)OH * OW;
+    for (int l = 0; l < PB; l++)
+      if (lo[l] >= 0) STOREA(out, ob + lo[l], r[k][l] + b);
+  }
+}

@@ -1,0 +1,162 @@
+/* Normalizations (src/nn/norm.c). Build options: CT_IN, the dtype of x and the output; CT_PD,
+ * the dtype of the parameters (weight, bias, running stats): x's, or f32 for f16/bf16 x.
+ * f16/bf16/f32 compute in float, f64 in double (acc_t). Sums add blocks of 16 terms and merge
+ * the block sums pairwise (a binary cascade, as kernels/reduce.cl), so long rows keep their
+ * precision; mean and variance take two passes (the variance around the mean).
+ *
+ *  norm_rows   layer_norm / rms_norm: a work-item per row (the last dims, n elements); rows
+ *              are numbered row-major over the outer dims (geometry kshape/kstr), the row's
+ *              elements over the inner dims (ishape/istr), unless inner_flat says the row is
+ *              contiguous. The output is contiguous.
+ *  bn_stats    batch_norm: a work-item per channel: the batch statistics (training) or the
+ *              running ones (eval), the running-stat update, and per-channel scale and shift
+ *              (y = x * scale + shift, scale = weight * invstd, shift = bias - mean * scale,
+ *              PyTorch's CPU formula) into ss[c] and ss[C + c]
+ *  bn_apply    a work-item per element of x (geometry shape/str, [N, C, S...]) */
+
+#if CT_IN == CT_DT_F64
+typedef double acc_t;
+#define LOADA(p, i) ((p)[i])
+#define STOREA(p, i, v) ((p)[i] = (v))
+#define LOADP(p, i) ((p)[i])
+#define STOREP(p, i, v) ((p)[i] = (v))
+#else
+typedef float acc_t;
+#define LOADA(p, i) CT_LOADF(CT_IN, p, i)
+#define STOREA(p, i, v) CT_STOREF(CT_IN, p, i, v)
+#define LOADP(p, i) CT_LOADF(CT_PD, p, i)
+#define STOREP(p, i, v) CT_STOREF(CT_PD, p, i, v)
+#endif
+typedef CT_T(CT_IN) io_t;
+typedef CT_T(CT_PD) pd_t;
+
+/* v rounded to the I/O dtype and back (PyTorch's rms_norm rounds there before the weight). */
+inline acc_t ct_round_io(acc_t v) {
+#if CT_IN == CT_DT_F16
+  ushort t;
+  vstore_half_rte(v, 0, (__private half *)&t);
+  return vload_half(0, (__private const half *)&t);
+#elif CT_IN == CT_DT_BF16
+  return ct_bf16_to_f32(ct_f32_to_bf16(v));
+#else
+  return v;
+#endif
+}
+
+#define CT_LEVELS 40
+inline void ct_push(acc_t *st, ulong *cnt, acc_t b) {
+  int l = 0;
+  for (ulong c = *cnt; c & 1ul; c >>= 1, l++) b = st[l] + b;
+  st[l] = b;
+  *cnt += 1ul;
+}
+inline acc_t ct_pop(acc_t *st, ulong cnt) {
+  acc_t s = 0;
+  for (int l = 0; cnt; cnt >>= 1, l++)
+    if (cnt & 1ul) s = st[l] + s;
+  return s;
+}
+
+#define ELEM(j) (inner_flat ? (j) : ct_offset((j), indim, ishape, istr))
+
+/* mode 0: layer_norm (mean, biased variance), mode 1: rms_norm (mean of squares). */
+__kernel void norm_rows(__global const io_t *x, long x_off, int kndim, long8 kshape, long8 kstr,
+                        int indim, long8 ishape, long8 istr, int inner_flat, long nrows, long n,
+                        __global io_t *out, long out_off, __global const pd_t *w, long w_off, int has_w,
+                        __global const pd_t *b, long b_off, int has_b, int mode, acc_t eps) {
+  long row = get_global_id(0);
+  if (row >= nrows) return;
+  long xb = x_off + ct_offset(row, kndim, kshape, kstr);
+  long ob = out_off + row * n;
+  acc_t st[CT_LEVELS];
+  ulong cnt = 0;
+  acc_t mean = 0;
+  if (mode == 0) {
+    for (long j = 0; j < n;) {
+      acc_t s = 0;
+      for (int t = 0; t < 16 && j < n; t++, j++) s += LOADA(x, xb + ELEM(j));
+      ct_push(st, &cnt, s);
+    }
+    mean = ct_pop(st, cnt) / (acc_t)n;
+    cnt = 0;
+  }
+  for (long j = 0; j < n;) {
+    acc_t s = 0;
+    for (int t = 0; t < 16 && j < n; t++, j++) {
+      acc_t v = LOADA(x, xb + ELEM(j)) - mean;
+      s += v * v;
+    }
+    ct_push(st, &cnt, s);
+  }
+  acc_t rstd = (acc_t)1 / sqrt(ct_pop(st, cnt) / (acc_t)n + eps);
+  for (long j = 0; j < n; j++) {
+    acc_t v = (LOADA(x, xb + ELEM(j)) - mean) * rstd;
+    if (mode == 1) {
+      v = ct_round_io(v);
+      if (has_w) v = v * ct_round_io(LOADP(w, w_off + j));
+    } else {
+      if (has_w) v *= LOADP(w, w_off + j);
+      if (has_b) v += LOADP(b, b_off + j);
+    }
+    STOREA(out, ob + j, v);
+  }
+}
+
+/* x is [N, C, S...]: element (n, c, s) at x_off + n * sn + c * sc + ct_offset(s, spatial);
+ * sflat when the spatial dims are contiguous (offset s), the common case, which spares the
+ * divisions of ct_offset. */
+#define BN_ELEM(i) (x_off + ((i) / S) * sn + c * sc + \
+                    (sflat ? (i) % S : ct_offset((i) % S, sndim, sshape, sstr)))
+__kernel void bn_stats(__global const io_t *x, long x_off, long N, long C, long sn, long sc, int sndim,
+                       long8 sshape, long8 sstr, int sflat, long S, __global pd_t *rm, long rm_off,
+                       __global pd_t *rv, long rv_off, int has_running, __global const pd_t *w,
+                       long w_off, int has_w, __global const pd_t *b, long b_off, int has_b,
+                       int training, acc_t momentum, acc_t eps, __global acc_t *ss, long ss_off) {
+  long c = get_global_id(0);
+  if (c >= C) return;
+  acc_t mean, invstd;
+  if (training) {
+    long cnt_all = N * S;
+    acc_t st[CT_LEVELS];
+    ulong cnt = 0;
+    for (long i = 0; i < cnt_all;) {
+      acc_t s = 0;
+      for (int t = 0; t < 16 && i < cnt_all; t++, i++) s += LOADA(x, BN_ELEM(i));
+      ct_push(st, &cnt, s);
+    }
+    mean = ct_pop(st, cnt) / (acc_t)cnt_all;
+    cnt = 0;
+    for (long i = 0; i < cnt_all;) {
+      acc_t s = 0;
+      for (int t = 0; t < 16 && i < cnt_all; t++, i++) {
+        acc_t v = LOADA(x, BN_ELEM(i)) - mean;
+        s += v * v;
+      }
+      ct_push(st, &cnt, s);
+    }
+    acc_t m2 = ct_pop(st, cnt);
+    invstd = (acc_t)1 / sqrt(m2 / (acc_t)cnt_all + eps);
+    if (has_running) {
+      acc_t unbiased = m2 / (acc_t)(cnt_all - 1);
+      STOREP(rm, rm_off + c, ((acc_t)1 - momentum) * (acc_t)LOADP(rm, rm_off + c) + momentum * mean);
+      STOREP(rv, rv_off + c, ((acc_t)1 - momentum) * (acc_t)LOADP(rv, rv_off + c) + momentum * unbiased);
+    }
+  } else {
+    mean = LOADP(rm, rm_off + c);
+    invstd = (acc_t)1 / sqrt((acc_t)LOADP(rv, rv_off + c) + eps);
+  }
+  acc_t scale = has_w ? (acc_t)LOADP(w, w_off + c) * invstd : invstd;
+  acc_t shift = (has_b ? (acc_t)LOADP(b, b_off + c) : (acc_t)0) - mean * scale;
+  ss[ss_off + c] = scale;
+  ss[ss_off + C + c] = shift;
+}
+
+__kernel void bn_apply(__global const io_t *x, long x_off, int ndim, long8 shape, long8 str, int flat, long C,
+                       long S, __global const acc_t *ss, long ss_off, __global io_t *out, long out_off,
+                       long total) {
+  long o = get_global_id(0);
+  if (o >= total) return;
+  long c = (o / S) % C;
+  acc_t v = LOADA(x, x_off + (flat ? o : ct_offset(o, ndim, shape, str)));
+  STOREA(out, out_off + o, v * ss[ss_off + c] + ss[ss_off + C + c]);
+}

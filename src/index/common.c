@@ -1,0 +1,113 @@
+/* Helpers shared by the index ops (index.h). */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "core/error.h"
+#include "device/device.h"
+#include "index/index.h"
+
+ct_status ct__index_dim(int *out, const ct_tensor *x, int dim, const char *fn) {
+  int n = x->ndim == 0 ? 1 : x->ndim;
+  int d = dim < 0 ? dim + n : dim;
+  if (d < 0 || d >= n) {
+    char sb[200];
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: dim %d is out of range for a tensor of shape %s (expected %d to %d)",
+                     fn, dim, ct__shape_str(sb, sizeof sb, x->ndim, x->shape), -n, n - 1);
+  }
+  *out = d;
+  return CT_OK;
+}
+
+ct_status ct__index_check_dtype(const ct_tensor *index, const char *name, const char *fn) {
+  if (index->dtype != CT_I64 && index->dtype != CT_I32)
+    return ct__error(CT_ERR_DTYPE_MISMATCH, "%s: %s has dtype %s; expected i64 or i32", fn, name,
+                     ct_dtype_name(index->dtype));
+  return CT_OK;
+}
+
+ct_status ct__index_elem_off(cl_long *off, const ct_tensor *t, const char *fn) {
+  int64_t o;
+  if (!ct__tensor_elem_offset(t, &o))
+    return ct__error(CT_ERR_UNSUPPORTED, "%s: a tensor's byte offset %zu is not a whole number of %s elements", fn,
+                     ct__tensor_byte_offset(t), ct_dtype_name(t->dtype));
+  *off = (cl_long)o;
+  return CT_OK;
+}
+
+ct_status ct__index_bad_new(ct_tensor **rec, ct_device *d, const char *fn) {
+  static const cl_long zeros[4] = {0, 0, 0, 0};
+  int64_t n = 4;
+  CT__TRY(ct__tensor_new(rec, d, CT_I64, 1, &n, fn));
+  /* Non-blocking from static memory: the queue is in order, so the kernel sees the zeros. */
+  cl_int err = clEnqueueWriteBuffer(ct__device_queue(d), ct__tensor_mem(*rec), CL_FALSE,
+                                    ct__tensor_byte_offset(*rec), sizeof zeros, zeros, 0, NULL, NULL);
+  if (err != CL_SUCCESS) {
+    ct_release(*rec);
+    *rec = NULL;
+    return ct__cl_error(err, "%s: clearing the bad-index record on %s failed", fn, d->spec);
+  }
+  return CT_OK;
+}
+
+ct_status ct__index_bad_read(const ct_tensor *rec, int64_t out[4], const char *fn) {
+  cl_long v[4];
+  ct_device *d = rec->storage->device;
+  cl_int err = clEnqueueReadBuffer(ct__device_queue(d), ct__tensor_mem(rec), CL_TRUE, ct__tensor_byte_offset(rec),
+                                   sizeof v, v, 0, NULL, NULL);
+  if (err != CL_SUCCESS) return ct__cl_error(err, "%s: reading the bad-index record on %s failed", fn, d->spec);
+  /* The kernels set a 32-bit flag inside v[0] (a 32-bit atomic); the rest of it stays 0. */
+  out[0] = v[0] != 0;
+  for (int i = 1; i < 4; i++) out[i] = v[i];
+  return CT_OK;
+}
+
+ct_status ct__index_kernel(ct__kernel **k, ct_device *d, const char *file, const char *name,
+                           const char *opts, const char *fn) {
+  ct_status st = ct__kernel_get(k, d, file, name, opts);
+  if (st != CT_OK) ct__error_append(" (in %s)", fn);
+  return st;
+}
+
+ct_status ct__index_launch(ct__kernel *k, struct ct__kargs *a, ct_device *d, int64_t nitems,
+                           const char *fn) {
+  ct_status st = ct__kargs_end(a, fn);
+  if (st == CT_OK && nitems > 0) {
+    size_t global = (size_t)nitems, local;
+    ct__launch_dims(k, 1, &global, &local);
+    st = ct__kernel_launch(k, d, 1, &global, &local);
+  }
+  ct__kernel_unlock(k);
+  return st;
+}
+
+int ct__index_lines(int64_t *lshape, int64_t *len, int ndim, const int64_t *shape, int dd, int nt,
+                    const ct_tensor *const *ts, int64_t (*str)[CT_MAX_DIMS], int64_t *step) {
+  lshape[0] = 1;
+  for (int t = 0; t < nt; t++) str[t][0] = 0;
+  for (int i = 0; i < ndim; i++) {
+    lshape[i] = shape[i];
+    for (int t = 0; t < nt; t++) str[t][i] = ts[t]->strides[i];
+  }
+  *len = lshape[dd];
+  for (int t = 0; t < nt; t++) step[t] = str[t][dd];
+  lshape[dd] = 1;
+  return ndim ? ndim : 1;
+}
+
+const char *ct__index_bits_type(size_t es) {
+  switch (es) {
+    case 1: return "uchar";
+    case 2: return "ushort";
+    case 4: return "uint";
+    default: return "ulong";
+  }
+}
+
+const char *ct__index_pos_str(char *buf, size_t size, int64_t pos, int ndim, const int64_t *shape) {
+  int64_t c[CT_MAX_DIMS];
+  for (int d = ndim - 1; d >= 0; d--) {
+    c[d] = shape[d] > 0 ? pos % shape[d] : 0;
+    pos = shape[d] > 0 ? pos / shape[d] : 0;
+  }
+  return ct__shape_str(buf, size, ndim, c);
+}

@@ -1,0 +1,286 @@
+/* index_select, gather, embedding and masked_fill: element moves by kernels/index.cl, which is
+ * specialised only by element size (one program per size serves every dtype). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "device/device.h"
+#include "index/index.h"
+
+/* A gather_bits launch: the contiguous out (shape oshape, ondim >= 1) gets
+ * x[sum c_d xstr_d + index[sum c_d istr_d] * sel_stride]. On a bad index *bad holds the
+ * record (ct__index_bad_read). */
+struct gather_geom {
+  int ndim;
+  int64_t shape[CT_MAX_DIMS];
+  int64_t xstr[CT_MAX_DIMS];
+  int64_t istr[CT_MAX_DIMS];
+  int64_t sel_stride, sel_size;
+};
+
+static ct_status gather_run(ct_tensor *out, const ct_tensor *x, const ct_tensor *index, const struct gather_geom *g,
+                            int64_t bad[4], const char *fn) {
+  bad[0] = 0;
+  int64_t n = ct_numel(out);
+  if (n == 0) return CT_OK;
+  ct_device *d = x->storage->device;
+  size_t es = ct_dtype_size(x->dtype);
+  char opts[32];
+  snprintf(opts, sizeof opts, "-DCT_BITS=%s", ct__index_bits_type(es));
+  ct__kernel *k;
+  CT__TRY(ct__index_kernel(&k, d, "index.cl", "gather_bits", opts, fn));
+  cl_long xo, io, oo;
+  CT__TRY(ct__index_elem_off(&xo, x, fn));
+  CT__TRY(ct__index_elem_off(&io, index, fn));
+  CT__TRY(ct__index_elem_off(&oo, out, fn));
+  ct_tensor *rec;
+  CT__TRY(ct__index_bad_new(&rec, d, fn));
+  int64_t inner = g->shape[g->ndim - 1];
+  int64_t nitems = n / inner * ((inner + 255) / 256); /* CT_CHUNK in kernels/index.cl */
+  struct ct__kargs a;
+  ct__kargs_begin(&a, k, ct__kernel_lock(k));
+  ct__karg_mem(&a, "out", ct__tensor_mem(out));
+  ct__karg_long(&a, "out_off", oo);
+  ct__karg_mem(&a, "x", ct__tensor_mem(x));
+  ct__karg_long(&a, "x_off", xo);
+  ct__karg_long8(&a, "xstr", g->ndim, g->xstr, 0);
+  ct__karg_mem(&a, "idx", ct__tensor_mem(index));
+  ct__karg_long(&a, "idx_off", io);
+  ct__karg_long8(&a, "istr", g->ndim, g->istr, 0);
+  ct__karg_int(&a, "idx64", index->dtype == CT_I64);
+  ct__karg_long(&a, "sel_stride", g->sel_stride);
+  ct__karg_long(&a, "sel_size", g->sel_size);
+  ct__karg_int(&a, "ndim", g->ndim);
+  ct__karg_long8(&a, "shape", g->ndim, g->shape, 1);
+  ct__karg_long(&a, "nitems", nitems);
+  ct__karg_mem(&a, "err", ct__tensor_mem(rec));
+  ct__karg_long(&a, "err_off", (cl_long)(ct__tensor_byte_offset(rec) / sizeof(cl_long)));
+  ct_status st = ct__index_launch(k, &a, d, nitems, fn);
+  if (st == CT_OK) st = ct__index_bad_read(rec, bad, fn);
+  ct_release(rec);
+  return st;
+}
+
+/* Common checks of an (x, index) pair. */
+static ct_status check_pair(const ct_tensor *x, const char *xn, const ct_tensor *index, const char *in,
+                            const char *fn) {
+  CT__TRY(ct__check_same_device(fn, xn, x, in, index));
+  return ct__index_check_dtype(index, in, fn);
+}
+
+ct_status ct_index_select(ct_tensor **out, const ct_tensor *x, int dim, const ct_tensor *index) {
+  static const char fn[] = "ct_index_select";
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  CT__TRY(check_pair(x, "x", index, "index", fn));
+  if (index->ndim > 1) {
+    char sb[200];
+    return ct__error(CT_ERR_SHAPE_MISMATCH, "%s: index must be 1-D or 0-D, but has shape %s", fn,
+                     ct__shape_str(sb, sizeof sb, index->ndim, index->shape));
+  }
+  int dd;
+  CT__TRY(ct__index_dim(&dd, x, dim, fn));
+  int64_t ni = ct_numel(index);
+  struct gather_geom g;
+  memset(&g, 0, sizeof g);
+  g.ndim = x->ndim ? x->ndim : 1;
+  for (int i = 0; i < x->ndim; i++) {
+    g.shape[i] = x->shape[i];
+    g.xstr[i] = x->strides[i];
+  }
+  if (x->ndim == 0) {
+    g.shape[0] = 1;
+    g.xstr[0] = 0;
+  }
+  g.sel_size = g.shape[dd];
+  g.sel_stride = x->ndim ? x->strides[dd] : 0;
+  g.shape[dd] = ni;
+  g.xstr[dd] = 0;
+  g.istr[dd] = index->ndim ? index->strides[0] : 0;
+  /* A 0-dim x gives a 0-dim result (PyTorch), which needs exactly one index. */
+  if (x->ndim == 0 && ni != 1)
+    return ct__error(CT_ERR_SHAPE_MISMATCH, "%s: a 0-dim x needs exactly 1 index, got %" PRId64, fn, ni);
+  ct_tensor *r;
+  CT__TRY(ct__tensor_new(&r, x->storage->device, x->dtype, x->ndim, g.shape, fn));
+  int64_t bad[4];
+  ct_status st = gather_run(r, x, index, &g, bad, fn);
+  if (st == CT_OK && bad[0]) {
+    /* The kernel records the output position; its coordinate along dim is the index's. */
+    int64_t inner = 1;
+    for (int i = dd + 1; i < g.ndim; i++) inner *= g.shape[i];
+    int64_t j = bad[1] / inner % ni;
+    st = ct__error(CT_ERR_INVALID_ARGUMENT,
+                   "%s: index %" PRId64 " at position %" PRId64 " is out of range for dim %d of size %" PRId64, fn,
+                   bad[2], j, dd, g.sel_size);
+  }
+  if (st != CT_OK) {
+    ct_release(r);
+    return st;
+  }
+  *out = r;
+  return CT_OK;
+}
+
+ct_status ct_gather(ct_tensor **out, const ct_tensor *x, int dim, const ct_tensor *index) {
+  static const char fn[] = "ct_gather";
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  CT__TRY(check_pair(x, "x", index, "index", fn));
+  int dd;
+  CT__TRY(ct__index_dim(&dd, x, dim, fn));
+  char sx[200], si[200];
+  if (index->ndim != x->ndim)
+    return ct__error(CT_ERR_SHAPE_MISMATCH, "%s: index has %d dims (shape %s) but x has %d (shape %s)", fn,
+                     index->ndim, ct__shape_str(si, sizeof si, index->ndim, index->shape), x->ndim,
+                     ct__shape_str(sx, sizeof sx, x->ndim, x->shape));
+  for (int i = 0; i < x->ndim; i++)
+    if (i != dd && index->shape[i] > x->shape[i])
+      return ct__error(CT_ERR_SHAPE_MISMATCH,
+                       "%s: index shape %s is larger than x shape %s at dim %d (%" PRId64 " > %" PRId64 ")", fn,
+                       ct__shape_str(si, sizeof si, index->ndim, index->shape),
+                       ct__shape_str(sx, sizeof sx, x->ndim, x->shape), i, index->shape[i], x->shape[i]);
+  struct gather_geom g;
+  memset(&g, 0, sizeof g);
+  g.ndim = x->ndim ? x->ndim : 1;
+  g.shape[0] = 1;
+  for (int i = 0; i < x->ndim; i++) {
+    g.shape[i] = index->shape[i];
+    g.xstr[i] = i == dd ? 0 : x->strides[i];
+    g.istr[i] = index->strides[i];
+  }
+  g.sel_size = x->ndim ? x->shape[dd] : 1;
+  g.sel_stride = x->ndim ? x->strides[dd] : 0;
+  ct_tensor *r;
+  CT__TRY(ct__tensor_new(&r, x->storage->device, x->dtype, index->ndim, index->shape, fn));
+  int64_t bad[4];
+  ct_status st = gather_run(r, x, index, &g, bad, fn);
+  if (st == CT_OK && bad[0]) {
+    char sp[200];
+    st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: index %" PRId64 " at position %s is out of range for dim %d of size %" PRId64,
+                   fn, bad[2], ct__index_pos_str(sp, sizeof sp, bad[1], index->ndim, index->shape), dd, g.sel_size);
+  }
+  if (st != CT_OK) {
+    ct_release(r);
+    return st;
+  }
+  *out = r;
+  return CT_OK;
+}
+
+ct_status ct_embedding(ct_tensor **out, const ct_tensor *weight, const ct_tensor *indices) {
+  static const char fn[] = "ct_embedding";
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  CT__TRY(check_pair(weight, "weight", indices, "indices", fn));
+  char sb[200];
+  if (weight->ndim != 2)
+    return ct__error(CT_ERR_SHAPE_MISMATCH, "%s: weight must be 2-D, but has shape %s", fn,
+                     ct__shape_str(sb, sizeof sb, weight->ndim, weight->shape));
+  if (indices->ndim + 1 > CT_MAX_DIMS)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: indices has %d dims; the result would have more than %d", fn,
+                     indices->ndim, CT_MAX_DIMS);
+  struct gather_geom g;
+  memset(&g, 0, sizeof g);
+  g.ndim = indices->ndim + 1;
+  for (int i = 0; i < indices->ndim; i++) {
+    g.shape[i] = indices->shape[i];
+    g.istr[i] = indices->strides[i];
+  }
+  g.shape[indices->ndim] = weight->shape[1];
+  g.xstr[indices->ndim] = weight->strides[1];
+  g.sel_size = weight->shape[0];
+  g.sel_stride = weight->strides[0];
+  ct_tensor *r;
+  CT__TRY(ct__tensor_new(&r, weight->storage->device, weight->dtype, g.ndim, g.shape, fn));
+  int64_t bad[4];
+  ct_status st = gather_run(r, weight, indices, &g, bad, fn);
+  if (st == CT_OK && bad[0]) {
+    char sp[200];
+    int64_t cols = weight->shape[1];
+    st = ct__error(CT_ERR_INVALID_ARGUMENT,
+                   "%s: index %" PRId64 " at position %s is out of range for weight with %" PRId64 " rows", fn,
+                   bad[2], ct__index_pos_str(sp, sizeof sp, bad[1] / cols, indices->ndim, indices->shape),
+                   g.sel_size);
+  }
+  if (st != CT_OK) {
+    ct_release(r);
+    return st;
+  }
+  *out = r;
+  return CT_OK;
+}
+
+/* Strides of t read as the broadcast shape (ndim dims): 0 on new and expanded dims. */
+static void broadcast_strides(int64_t *st, const ct_tensor *t, int ndim, const int64_t *shape) {
+  int lead = ndim - t->ndim;
+  for (int i = 0; i < ndim; i++) {
+    int j = i - lead;
+    st[i] = j < 0 || (t->shape[j] == 1 && shape[i] != 1) ? 0 : t->strides[j];
+  }
+}
+
+ct_status ct_masked_fill(ct_tensor **out, const ct_tensor *x, const ct_tensor *mask, double value) {
+  static const char fn[] = "ct_masked_fill";
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  CT__TRY(ct__check_same_device(fn, "x", x, "mask", mask));
+  if (mask->dtype != CT_BOOL)
+    return ct__error(CT_ERR_DTYPE_MISMATCH, "%s: mask has dtype %s; expected bool", fn, ct_dtype_name(mask->dtype));
+  int ndim;
+  int64_t shape[CT_MAX_DIMS];
+  CT__TRY(ct__broadcast_shapes(&ndim, shape, x->ndim, x->shape, mask->ndim, mask->shape, fn));
+  ct_tensor *r;
+  CT__TRY(ct__tensor_new(&r, x->storage->device, x->dtype, ndim, shape, fn));
+  int64_t n = ct_numel(r);
+  if (n == 0) {
+    *out = r;
+    return CT_OK;
+  }
+  int64_t xs[CT_MAX_DIMS], ms[CT_MAX_DIMS];
+  broadcast_strides(xs, x, ndim, shape);
+  broadcast_strides(ms, mask, ndim, shape);
+  int kn = ndim;
+  if (kn == 0) {
+    kn = 1;
+    shape[0] = 1;
+    xs[0] = ms[0] = 0;
+  }
+  ct_device *d = x->storage->device;
+  size_t es = ct_dtype_size(x->dtype);
+  unsigned char bits[8] = {0};
+  ct__host_store_double(x->dtype, bits, value);
+  char opts[32];
+  snprintf(opts, sizeof opts, "-DCT_BITS=%s", ct__index_bits_type(es));
+  ct__kernel *k;
+  cl_long xo = 0, mo = 0, oo = 0;
+  ct_status st = ct__index_kernel(&k, d, "index.cl", "masked_fill_bits", opts, fn);
+  if (st == CT_OK) st = ct__index_elem_off(&xo, x, fn);
+  if (st == CT_OK) st = ct__index_elem_off(&mo, mask, fn);
+  if (st == CT_OK) st = ct__index_elem_off(&oo, r, fn);
+  if (st == CT_OK) {
+    int64_t inner = shape[kn - 1];
+    int64_t nitems = n / inner * ((inner + 255) / 256); /* CT_CHUNK in kernels/index.cl */
+    struct ct__kargs a;
+    ct__kargs_begin(&a, k, ct__kernel_lock(k));
+    ct__karg_mem(&a, "out", ct__tensor_mem(r));
+    ct__karg_long(&a, "out_off", oo);
+    ct__karg_mem(&a, "x", ct__tensor_mem(x));
+    ct__karg_long(&a, "x_off", xo);
+    ct__karg_long8(&a, "xstr", kn, xs, 0);
+    ct__karg_mem(&a, "mask", ct__tensor_mem(mask));
+    ct__karg_long(&a, "mask_off", mo);
+    ct__karg_long8(&a, "mstr", kn, ms, 0);
+    ct__karg(&a, "value", es, bits);
+    ct__karg_int(&a, "ndim", kn);
+    ct__karg_long8(&a, "shape", kn, shape, 1);
+    ct__karg_long(&a, "nitems", nitems);
+    st = ct__index_launch(k, &a, d, nitems, fn);
+  }
+  if (st != CT_OK) {
+    ct_release(r);
+    return st;
+  }
+  *out = r;
+  return CT_OK;
+}

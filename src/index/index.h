@@ -1,0 +1,56 @@
+/* Internal: what the index ops (gather.c, scatter.c, scan.c, sort.c) share: dim and index
+ * checks, the device-side bad-index record, and 1-D launches of kernels that bound-check their
+ * work-item ids. */
+#ifndef CT_INDEX_INDEX_H
+#define CT_INDEX_INDEX_H
+
+#include <CL/cl.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cltensor/index.h"
+#include "kernel/engine.h"
+#include "kernel/kargs.h"
+#include "tensor/tensor.h"
+
+/* One dim of a tensor of ndim dims (negative counts from the end; a 0-dim tensor accepts 0 and
+ * -1, giving *out = 0 as if it had shape [1]). CT_ERR_INVALID_ARGUMENT naming fn, dim, shape. */
+ct_status ct__index_dim(int *out, const ct_tensor *x, int dim, const char *fn);
+
+/* index must be i64 or i32: CT_ERR_DTYPE_MISMATCH naming fn, the argument name and its dtype. */
+ct_status ct__index_check_dtype(const ct_tensor *index, const char *name, const char *fn);
+
+/* t's element offset in its cl_mem for kernel arguments (CT_ERR_UNSUPPORTED when its byte offset
+ * is not a whole number of elements, possible only for wrapped foreign buffers). */
+ct_status ct__index_elem_off(cl_long *off, const ct_tensor *t, const char *fn);
+
+/* The bad-index record the kernels fill (kernels/index.cl, order.cl): 4 i64, zeroed on d's
+ * queue. ct__index_bad_read() reads it back (one small blocking read) into rec: rec[0] != 0
+ * when an index was out of range, rec[1] the position the kernel recorded, rec[2] the value,
+ * rec[3] a second coordinate where the kernel gives one. */
+ct_status ct__index_bad_new(ct_tensor **rec, ct_device *d, const char *fn);
+ct_status ct__index_bad_read(const ct_tensor *rec, int64_t out[4], const char *fn);
+
+/* The kernel's name in file built with opts; the build failure message names fn. */
+ct_status ct__index_kernel(ct__kernel **k, ct_device *d, const char *file, const char *name,
+                           const char *opts, const char *fn);
+
+/* Ends the argument list of the locked k, launches nitems work-items (rounded up to whole
+ * groups: the kernel ignores ids >= nitems) and unlocks k. */
+ct_status ct__index_launch(ct__kernel *k, struct ct__kargs *a, ct_device *d, int64_t nitems,
+                           const char *fn);
+
+/* Lines along dim dd (the elements along dd at fixed other coordinates), numbered row-major over
+ * lshape: `shape` (ndim dims; a 0-dim shape counts as [1]) with dim dd set to 1. For each of the
+ * nt tensors ts[i] (of ndim dims) str[i] gets its strides (0 for a 0-dim one) and step[i] its
+ * stride along dd. Returns lshape's number of dims (at least 1); *len gets shape[dd]. */
+int ct__index_lines(int64_t *lshape, int64_t *len, int ndim, const int64_t *shape, int dd, int nt,
+                    const ct_tensor *const *ts, int64_t (*str)[CT_MAX_DIMS], int64_t *step);
+
+/* "uchar", "ushort", "uint" or "ulong" for an element size. */
+const char *ct__index_bits_type(size_t elem_size);
+
+/* Row-major coordinates of linear position pos in shape, as text "[1, 0]". */
+const char *ct__index_pos_str(char *buf, size_t size, int64_t pos, int ndim, const int64_t *shape);
+
+#endif

@@ -1,0 +1,78 @@
+/* cumsum and cumprod: kernels/order.cl's cum_lines, one work-item per line along dim. */
+#include <stdio.h>
+
+#include "core/error.h"
+#include "device/device.h"
+#include "index/index.h"
+
+static ct_status cum(ct_tensor **out, const ct_tensor *x, int dim, int prod, const char *fn) {
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL(fn, x);
+  if (x->dtype == CT_U64)
+    return ct__error(CT_ERR_UNSUPPORTED, "%s: dtype u64 is not supported (cast to i64 first)", fn);
+  int dd;
+  CT__TRY(ct__index_dim(&dd, x, dim, fn));
+  ct_dtype odt = ct_dtype_is_float(x->dtype) ? x->dtype : CT_I64;
+  ct_tensor *r;
+  CT__TRY(ct__tensor_new(&r, x->storage->device, odt, x->ndim, x->shape, fn));
+  int64_t numel = ct_numel(x);
+  if (numel == 0) {
+    *out = r;
+    return CT_OK;
+  }
+  int64_t lshape[CT_MAX_DIMS], str[2][CT_MAX_DIMS], step[2], len;
+  const ct_tensor *ts[2] = {r, x};
+  int n = ct__index_lines(lshape, &len, x->ndim, x->shape, dd, 2, ts, str, step);
+  const int64_t *ostr = str[0], *xstr = str[1], o_step = step[0], x_step = step[1];
+  int64_t nlines = numel / len;
+  ct_device *d = x->storage->device;
+  char opts[32];
+  snprintf(opts, sizeof opts, "-DCT_IN=%d", (int)x->dtype);
+  /* Along an outer dim, cum_cols walks neighbouring lines together (not for f16/bf16, whose f32
+   * accumulators it could not keep in the result). */
+  bool cols = dd != n - 1 && x->dtype != CT_F16 && x->dtype != CT_BF16;
+  int64_t inner = lshape[n - 1];
+  ct__kernel *k;
+  cl_long oo = 0, xo = 0;
+  ct_status st = ct__index_kernel(&k, d, "order.cl", cols ? "cum_cols" : "cum_lines", opts, fn);
+  if (st == CT_OK) st = ct__index_elem_off(&oo, r, fn);
+  if (st == CT_OK) st = ct__index_elem_off(&xo, x, fn);
+  if (st == CT_OK) {
+    struct ct__kargs a;
+    ct__kargs_begin(&a, k, ct__kernel_lock(k));
+    ct__karg_mem(&a, "out", ct__tensor_mem(r));
+    ct__karg_long(&a, "out_off", oo);
+    ct__karg_long8(&a, "ostr", n, ostr, 0);
+    ct__karg_mem(&a, "x", ct__tensor_mem(x));
+    ct__karg_long(&a, "x_off", xo);
+    ct__karg_long8(&a, "xstr", n, xstr, 0);
+    ct__karg_int(&a, "ndim", n);
+    ct__karg_long8(&a, "lshape", n, lshape, 1);
+    ct__karg_long(&a, "n", len);
+    ct__karg_long(&a, "o_step", o_step);
+    ct__karg_long(&a, "x_step", x_step);
+    ct__karg_int(&a, "prod", prod);
+    if (cols) {
+      int64_t nitems = nlines / inner * ((inner + 255) / 256); /* CT_CUM_CHUNK in kernels/order.cl */
+      ct__karg_long(&a, "inner", inner);
+      ct__karg_long(&a, "o_in", ostr[n - 1]);
+      ct__karg_long(&a, "x_in", xstr[n - 1]);
+      ct__karg_long(&a, "nitems", nitems);
+      st = ct__index_launch(k, &a, d, nitems, fn);
+    } else {
+      ct__karg_long(&a, "nlines", nlines);
+      st = ct__index_launch(k, &a, d, nlines, fn);
+    }
+  }
+  if (st != CT_OK) {
+    ct_release(r);
+    return st;
+  }
+  *out = r;
+  return CT_OK;
+}
+
+ct_status ct_cumsum(ct_tensor **out, const ct_tensor *x, int dim) { return cum(out, x, dim, 0, "ct_cumsum"); }
+
+ct_status ct_cumprod(ct_tensor **out, const ct_tensor *x, int dim) { return cum(out, x, dim, 1, "ct_cumprod"); }

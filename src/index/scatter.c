@@ -1,0 +1,112 @@
+/* scatter_add: a contiguous copy of x, then kernels/order.cl's scatter_add_lines adds src into
+ * it, one work-item per line of the index, in index order (so the result is deterministic). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "device/device.h"
+#include "index/index.h"
+
+ct_status ct_scatter_add(ct_tensor **out, const ct_tensor *x, int dim, const ct_tensor *index,
+                         const ct_tensor *src) {
+  static const char fn[] = "ct_scatter_add";
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  CT__TRY(ct__check_same_device(fn, "x", x, "index", index));
+  CT__TRY(ct__check_same_device(fn, "x", x, "src", src));
+  CT__TRY(ct__index_check_dtype(index, "index", fn));
+  if (src->dtype != x->dtype)
+    return ct__error(CT_ERR_DTYPE_MISMATCH, "%s: src has dtype %s but x has %s", fn, ct_dtype_name(src->dtype),
+                     ct_dtype_name(x->dtype));
+  if (x->dtype == CT_U64)
+    return ct__error(CT_ERR_UNSUPPORTED, "%s: dtype u64 is not supported (cast to i64 first)", fn);
+  int dd;
+  CT__TRY(ct__index_dim(&dd, x, dim, fn));
+  char sx[200], si[200], ss[200];
+  if (index->ndim != x->ndim || src->ndim != x->ndim)
+    return ct__error(CT_ERR_SHAPE_MISMATCH, "%s: x %s, index %s and src %s must have the same number of dims", fn,
+                     ct__shape_str(sx, sizeof sx, x->ndim, x->shape),
+                     ct__shape_str(si, sizeof si, index->ndim, index->shape),
+                     ct__shape_str(ss, sizeof ss, src->ndim, src->shape));
+  for (int i = 0; i < x->ndim; i++) {
+    if (index->shape[i] > src->shape[i] || (i != dd && index->shape[i] > x->shape[i]))
+      return ct__error(CT_ERR_SHAPE_MISMATCH,
+                       "%s: index shape %s must be no larger than src %s at every dim and than x %s at every dim but "
+                       "%d (dim %d differs)",
+                       fn, ct__shape_str(si, sizeof si, index->ndim, index->shape),
+                       ct__shape_str(ss, sizeof ss, src->ndim, src->shape),
+                       ct__shape_str(sx, sizeof sx, x->ndim, x->shape), dd, i);
+  }
+  ct_tensor *r;
+  CT__TRY(ct__contiguous(&r, x, x->dtype, 1, fn));
+  int64_t ni = ct_numel(index);
+  if (ni == 0) {
+    *out = r;
+    return CT_OK;
+  }
+  /* Lines: the index's coordinates with dim set to 1. */
+  int64_t lshape[CT_MAX_DIMS], str[3][CT_MAX_DIMS], step[3], klen;
+  const ct_tensor *ts[3] = {r, src, index};
+  int n = ct__index_lines(lshape, &klen, x->ndim, index->shape, dd, 3, ts, str, step);
+  const int64_t *ostr = str[0], *sstr = str[1], *istr = str[2];
+  int64_t o_step = step[0], s_step = step[1], i_step = step[2], dim_size = x->ndim ? x->shape[dd] : 1;
+  int64_t nlines = ni / klen;
+  ct_device *d = x->storage->device;
+  char opts[32];
+  snprintf(opts, sizeof opts, "-DCT_IN=%d", (int)x->dtype);
+  ct__kernel *k;
+  ct_tensor *rec = NULL;
+  cl_long oo = 0, so = 0, io = 0;
+  int64_t bad[4] = {0, 0, 0, 0};
+  ct_status st = ct__index_kernel(&k, d, "order.cl", "scatter_add_lines", opts, fn);
+  if (st == CT_OK) st = ct__index_elem_off(&oo, r, fn);
+  if (st == CT_OK) st = ct__index_elem_off(&so, src, fn);
+  if (st == CT_OK) st = ct__index_elem_off(&io, index, fn);
+  if (st == CT_OK) st = ct__index_bad_new(&rec, d, fn);
+  if (st == CT_OK) {
+    struct ct__kargs a;
+    ct__kargs_begin(&a, k, ct__kernel_lock(k));
+    ct__karg_mem(&a, "out", ct__tensor_mem(r));
+    ct__karg_long(&a, "out_off", oo);
+    ct__karg_long8(&a, "ostr", n, ostr, 0);
+    ct__karg_mem(&a, "src", ct__tensor_mem(src));
+    ct__karg_long(&a, "src_off", so);
+    ct__karg_long8(&a, "sstr", n, sstr, 0);
+    ct__karg_mem(&a, "idx", ct__tensor_mem(index));
+    ct__karg_long(&a, "idx_off", io);
+    ct__karg_long8(&a, "istr", n, istr, 0);
+    ct__karg_int(&a, "idx64", index->dtype == CT_I64);
+    ct__karg_int(&a, "ndim", n);
+    ct__karg_long8(&a, "lshape", n, lshape, 1);
+    ct__karg_long(&a, "klen", klen);
+    ct__karg_long(&a, "o_step", o_step);
+    ct__karg_long(&a, "s_step", s_step);
+    ct__karg_long(&a, "i_step", i_step);
+    ct__karg_long(&a, "dim_size", dim_size);
+    ct__karg_long(&a, "nlines", nlines);
+    ct__karg_mem(&a, "err", ct__tensor_mem(rec));
+    ct__karg_long(&a, "err_off", (cl_long)(ct__tensor_byte_offset(rec) / sizeof(cl_long)));
+    st = ct__index_launch(k, &a, d, nlines, fn);
+  }
+  if (st == CT_OK) st = ct__index_bad_read(rec, bad, fn);
+  ct_release(rec);
+  if (st == CT_OK && bad[0]) {
+    /* The kernel records the line and the position k along dim. */
+    char sp[200];
+    int64_t c[CT_MAX_DIMS], line = bad[1];
+    for (int i = n - 1; i >= 0; i--) {
+      c[i] = line % lshape[i];
+      line /= lshape[i];
+    }
+    c[dd] = bad[3];
+    st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: index %" PRId64 " at position %s is out of range for dim %d of size %" PRId64,
+                   fn, bad[2], ct__shape_str(sp, sizeof sp, index->ndim, c), dd, dim_size);
+  }
+  if (st != CT_OK) {
+    ct_release(r);
+    return st;
+  }
+  *out = r;
+  return CT_OK;
+}

@@ -1,0 +1,178 @@
+/* sort, argsort, topk: a stable merge sort of every slice along dim by kernels/order.cl:
+ * sort_blocks sorts blocks of 16 positions, sort_merge passes double the sorted runs (ping-pong
+ * between two work buffers of (key, position) pairs), sort_write writes the first kout positions
+ * and their values. topk is the sort's first k: stable, so ties keep the lower position first. */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "core/error.h"
+#include "device/device.h"
+#include "index/index.h"
+
+#define SORT_BLOCK 16  /* CT_SORT_BLOCK in kernels/order.cl */
+#define MERGE_TILE 256
+
+/* The work buffers' key dtype: what ct_before() in kernels/order.cl compares. */
+static ct_dtype key_dtype(ct_dtype t) { return t == CT_F16 || t == CT_BF16 ? CT_F32 : t; }
+
+/* Sorts x along dim dd into the first kout positions of each slice: vals (x's dtype) and idx
+ * (i64), either may be NULL, both of x's shape with shape[dd] = kout, contiguous. */
+static ct_status sort_run(ct_tensor *vals, ct_tensor *idx, const ct_tensor *x, int dd, bool desc, int64_t kout,
+                          const char *fn) {
+  int64_t numel = ct_numel(x);
+  if (numel == 0 || kout == 0) return CT_OK;
+  ct_device *d = x->storage->device;
+  const ct_tensor *o = vals ? vals : idx;
+  int64_t lshape[CT_MAX_DIMS], str[2][CT_MAX_DIMS], step[2], n;
+  const ct_tensor *ts[2] = {o, x};
+  int nd = ct__index_lines(lshape, &n, x->ndim, x->shape, dd, 2, ts, str, step);
+  const int64_t *ostr = str[0], *xstr = str[1], o_step = step[0], x_step = step[1];
+  int64_t nslices = numel / n;
+  char opts[32];
+  snprintf(opts, sizeof opts, "-DCT_IN=%d", (int)x->dtype);
+  ct__kernel *kb, *km, *kw;
+  CT__TRY(ct__index_kernel(&kb, d, "order.cl", "sort_blocks", opts, fn));
+  CT__TRY(ct__index_kernel(&km, d, "order.cl", "sort_merge", opts, fn));
+  CT__TRY(ct__index_kernel(&kw, d, "order.cl", "sort_write", opts, fn));
+  cl_long xo, vo = 0, io = 0;
+  CT__TRY(ct__index_elem_off(&xo, x, fn));
+  if (vals) CT__TRY(ct__index_elem_off(&vo, vals, fn));
+  if (idx) CT__TRY(ct__index_elem_off(&io, idx, fn));
+  ct_tensor *keys[2] = {NULL, NULL}, *pos[2] = {NULL, NULL};
+  int64_t total = numel;
+  ct_status st = CT_OK;
+  for (int i = 0; i < 2 && st == CT_OK; i++) {
+    st = ct__tensor_new(&keys[i], d, key_dtype(x->dtype), 1, &total, fn);
+    if (st == CT_OK) st = ct__tensor_new(&pos[i], d, CT_I64, 1, &total, fn);
+  }
+  /* Work buffers are allocator blocks, which may start inside a cl_mem: the kernels take
+   * their element offsets. */
+  cl_long ko[2] = {0, 0}, po[2] = {0, 0};
+  for (int i = 0; i < 2 && st == CT_OK; i++) {
+    st = ct__index_elem_off(&ko[i], keys[i], fn);
+    if (st == CT_OK) st = ct__index_elem_off(&po[i], pos[i], fn);
+  }
+  int cur = 0;
+  if (st == CT_OK) {
+    int64_t nblocks = (n + SORT_BLOCK - 1) / SORT_BLOCK;
+    struct ct__kargs a;
+    ct__kargs_begin(&a, kb, ct__kernel_lock(kb));
+    ct__karg_mem(&a, "keys", ct__tensor_mem(keys[0]));
+    ct__karg_long(&a, "k_off", ko[0]);
+    ct__karg_mem(&a, "pos", ct__tensor_mem(pos[0]));
+    ct__karg_long(&a, "p_off", po[0]);
+    ct__karg_mem(&a, "x", ct__tensor_mem(x));
+    ct__karg_long(&a, "x_off", xo);
+    ct__karg_long8(&a, "xstr", nd, xstr, 0);
+    ct__karg_int(&a, "ndim", nd);
+    ct__karg_long8(&a, "lshape", nd, lshape, 1);
+    ct__karg_long(&a, "n", n);
+    ct__karg_long(&a, "x_step", x_step);
+    ct__karg_int(&a, "desc", desc);
+    ct__karg_long(&a, "nblocks", nblocks);
+    ct__karg_long(&a, "nitems", nslices * nblocks);
+    st = ct__index_launch(kb, &a, d, nslices * nblocks, fn);
+  }
+  for (int64_t w = SORT_BLOCK; st == CT_OK && w < n; w *= 2) {
+    int64_t tile = 2 * w < MERGE_TILE ? 2 * w : MERGE_TILE;
+    int64_t ntiles = (n + tile - 1) / tile;
+    struct ct__kargs a;
+    ct__kargs_begin(&a, km, ct__kernel_lock(km));
+    ct__karg_mem(&a, "kin", ct__tensor_mem(keys[cur]));
+    ct__karg_long(&a, "kin_off", ko[cur]);
+    ct__karg_mem(&a, "pin", ct__tensor_mem(pos[cur]));
+    ct__karg_long(&a, "pin_off", po[cur]);
+    ct__karg_mem(&a, "kout", ct__tensor_mem(keys[1 - cur]));
+    ct__karg_long(&a, "kout_off", ko[1 - cur]);
+    ct__karg_mem(&a, "pout", ct__tensor_mem(pos[1 - cur]));
+    ct__karg_long(&a, "pout_off", po[1 - cur]);
+    ct__karg_long(&a, "n", n);
+    ct__karg_long(&a, "width", w);
+    ct__karg_long(&a, "tile", tile);
+    ct__karg_long(&a, "ntiles", ntiles);
+    ct__karg_int(&a, "desc", desc);
+    ct__karg_long(&a, "nitems", nslices * ntiles);
+    st = ct__index_launch(km, &a, d, nslices * ntiles, fn);
+    cur = 1 - cur;
+  }
+  if (st == CT_OK) {
+    cl_mem nul = NULL;
+    struct ct__kargs a;
+    ct__kargs_begin(&a, kw, ct__kernel_lock(kw));
+    ct__karg_mem(&a, "vals", vals ? ct__tensor_mem(vals) : nul);
+    ct__karg_mem(&a, "oidx", idx ? ct__tensor_mem(idx) : nul);
+    ct__karg_long(&a, "o_off", vo);
+    ct__karg_long(&a, "io_off", io);
+    ct__karg_long8(&a, "ostr", nd, ostr, 0);
+    ct__karg_int(&a, "has_vals", vals != NULL);
+    ct__karg_int(&a, "has_idx", idx != NULL);
+    ct__karg_mem(&a, "pos", ct__tensor_mem(pos[cur]));
+    ct__karg_long(&a, "p_off", po[cur]);
+    ct__karg_mem(&a, "x", ct__tensor_mem(x));
+    ct__karg_long(&a, "x_off", xo);
+    ct__karg_long8(&a, "xstr", nd, xstr, 0);
+    ct__karg_int(&a, "ndim", nd);
+    ct__karg_long8(&a, "lshape", nd, lshape, 1);
+    ct__karg_long(&a, "n", n);
+    ct__karg_long(&a, "kout", kout);
+    ct__karg_long(&a, "o_step", o_step);
+    ct__karg_long(&a, "x_step", x_step);
+    int64_t nitems = nslices * ((kout + 255) / 256); /* CT_WRITE_CHUNK in kernels/order.cl */
+    ct__karg_long(&a, "nitems", nitems);
+    st = ct__index_launch(kw, &a, d, nitems, fn);
+  }
+  for (int i = 0; i < 2; i++) {
+    ct_release(keys[i]);
+    ct_release(pos[i]);
+  }
+  return st;
+}
+
+/* The shared entry: outputs of x's shape with shape[dim] = kout (the slice length for sort). */
+static ct_status sort_common(ct_tensor **values, ct_tensor **indices, const ct_tensor *x, int dim, bool desc,
+                             int64_t k, bool is_topk, const char *fn) {
+  if (values) *values = NULL;
+  if (indices) *indices = NULL;
+  if (!values && !indices)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: arguments 'values' and 'indices' are both NULL", fn);
+  CT__CHECK_NOT_NULL(fn, x);
+  int dd;
+  CT__TRY(ct__index_dim(&dd, x, dim, fn));
+  int64_t n = x->ndim ? x->shape[dd] : 1;
+  if (is_topk && (k < 0 || k > n)) {
+    char sb[200];
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: k %" PRId64 " is out of range for dim %d of size %" PRId64
+                     " (shape %s)", fn, k, dd, n, ct__shape_str(sb, sizeof sb, x->ndim, x->shape));
+  }
+  int64_t kout = is_topk ? k : n;
+  int64_t shape[CT_MAX_DIMS];
+  for (int i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
+  if (x->ndim) shape[dd] = kout;
+  ct_tensor *v = NULL, *ix = NULL;
+  ct_device *d = x->storage->device;
+  ct_status st = CT_OK;
+  if (values) st = ct__tensor_new(&v, d, x->dtype, x->ndim, shape, fn);
+  if (st == CT_OK && indices) st = ct__tensor_new(&ix, d, CT_I64, x->ndim, shape, fn);
+  if (st == CT_OK) st = sort_run(v, ix, x, dd, desc, kout, fn);
+  if (st != CT_OK) {
+    ct_release(v);
+    ct_release(ix);
+    return st;
+  }
+  if (values) *values = v;
+  if (indices) *indices = ix;
+  return CT_OK;
+}
+
+ct_status ct_sort(ct_tensor **values, ct_tensor **indices, const ct_tensor *x, int dim, bool descending) {
+  return sort_common(values, indices, x, dim, descending, 0, false, "ct_sort");
+}
+
+ct_status ct_argsort(ct_tensor **out, const ct_tensor *x, int dim, bool descending) {
+  CT__CHECK_NOT_NULL("ct_argsort", out);
+  return sort_common(NULL, out, x, dim, descending, 0, false, "ct_argsort");
+}
+
+ct_status ct_topk(ct_tensor **values, ct_tensor **indices, const ct_tensor *x, int64_t k, int dim, bool largest) {
+  return sort_common(values, indices, x, dim, largest, k, true, "ct_topk");
+}

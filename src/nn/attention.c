@@ -1,0 +1,197 @@
+/* Scaled dot-product attention: the scores q k^T through ct_matmul (the batched GEMM), the
+ * scaling, masking and softmax in place by kernels/attention.cl, then the product with v
+ * through ct_matmul again. The scores, [batch..., L, S], are the only temporary beyond the f32
+ * copies of f16/bf16 operands. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cltensor/linalg.h"
+#include "cltensor/nn.h"
+#include "core/error.h"
+#include "device/device.h"
+#include "kernel/engine.h"
+#include "kernel/kargs.h"
+#include "nn/nn.h"
+#include "reduce/reduce.h"
+#include "tensor/tensor.h"
+
+#define FN "ct_scaled_dot_product_attention"
+
+/* Broadcasts the batch dims (all but the last two) of t into (*bn, b). */
+static ct_status batch_broadcast(int *bn, int64_t *b, const ct_tensor *t, const char *name) {
+  int tn = t->ndim >= 2 ? t->ndim - 2 : 0;
+  int64_t tmp[CT_MAX_DIMS];
+  int n = 0;
+  ct_status st = ct__broadcast_shapes(&n, tmp, *bn, b, tn, t->shape, FN);
+  if (st != CT_OK) {
+    ct__error_append(" (the batch dims of %s)", name);
+    return st;
+  }
+  *bn = n;
+  memcpy(b, tmp, sizeof(int64_t) * (size_t)n);
+  return CT_OK;
+}
+
+/* Launches the masked softmax over scores ([batch..., L, S], contiguous, the compute dtype);
+ * me is the mask expanded to the scores' shape, or NULL. */
+static ct_status masked_softmax(ct_tensor *scores, const ct_tensor *me, bool causal, double scale) {
+  ct_device *d = scores->storage->device;
+  int nd = scores->ndim;
+  int64_t L = scores->shape[nd - 2], S = scores->shape[nd - 1], rows = ct_numel(scores) / S;
+  char opts[32];
+  snprintf(opts, sizeof opts, "-DCT_IN=%d", (int)scores->dtype);
+  ct__kernel *k;
+  ct_status st = ct__kernel_get(&k, d, "attention.cl", "sdpa_softmax", opts);
+  if (st != CT_OK) {
+    ct__error_append(" (in %s)", FN);
+    return st;
+  }
+  /* The mask's geometry over the rows (every dim but the last), merged where it allows. */
+  int64_t mshape[CT_MAX_DIMS], mstride[CT_MAX_DIMS], mstep = 0;
+  int mndim = 0;
+  int m_kind = 0;
+  if (me) {
+    m_kind = me->dtype == CT_BOOL ? 1 : 2;
+    mndim = nd - 1;
+    memcpy(mshape, me->shape, sizeof(int64_t) * (size_t)mndim);
+    memcpy(mstride, me->strides, sizeof(int64_t) * (size_t)mndim);
+    int64_t *sts[1] = {mstride};
+    mndim = ct__coalesce(mndim, mshape, 1, sts);
+    mstep = me->strides[nd - 1];
+  }
+  struct ct__kargs a;
+  ct__kargs_begin(&a, k, ct__kernel_lock(k));
+  ct__karg_mem(&a, "scores", ct__tensor_mem(scores));
+  ct__karg_long(&a, "s_off", ct__elem_offset(scores));
+  ct__karg_long(&a, "rows", rows);
+  ct__karg_long(&a, "L", L);
+  ct__karg_long(&a, "S", S);
+  if (scores->dtype == CT_F64) ct__karg_double(&a, "scale", scale);
+  else ct__karg_float(&a, "scale", (float)scale);
+  ct__karg_int(&a, "causal", causal);
+  /* Without a mask the kernel reads nothing from it; the scores' buffer stands in. */
+  ct__karg_mem(&a, "mask", me ? ct__tensor_mem(me) : ct__tensor_mem(scores));
+  ct__karg_long(&a, "m_off", me ? ct__elem_offset(me) : 0);
+  ct__karg_int(&a, "m_kind", m_kind);
+  ct__karg_int(&a, "m_dt", me ? (cl_int)me->dtype : 0);
+  ct__karg_int(&a, "mndim", mndim);
+  ct__karg_long8(&a, "mshape", mndim, mshape, 1);
+  ct__karg_long8(&a, "mstride", mndim, mstride, 0);
+  ct__karg_long(&a, "mstep", mstep);
+  st = ct__kargs_end(&a, FN);
+  if (st == CT_OK) st = ct__nn_launch_items(k, d, rows);
+  ct__kernel_unlock(k);
+  return st;
+}
+
+ct_status ct_scaled_dot_product_attention(ct_tensor **out, const ct_tensor *q, const ct_tensor *k,
+                                          const ct_tensor *v, const ct_tensor *mask, bool causal,
+                                          double scale) {
+  CT__CHECK_NOT_NULL(FN, out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL(FN, q);
+  CT__CHECK_NOT_NULL(FN, k);
+  CT__CHECK_NOT_NULL(FN, v);
+  CT__TRY(ct__check_same_device(FN, "q", q, "k", k));
+  CT__TRY(ct__check_same_device(FN, "q", q, "v", v));
+  if (mask) CT__TRY(ct__check_same_device(FN, "q", q, "mask", mask));
+  char s1[256], s2[256];
+  const ct_tensor *ops[3] = {q, k, v};
+  const char *names[3] = {"q", "k", "v"};
+  for (int i = 0; i < 3; i++) {
+    if (ops[i]->ndim < 2)
+      return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: %s has shape %s (expected at least 2 dims, [..., %s])",
+                       FN, names[i], ct__shape_str(s1, sizeof s1, ops[i]->ndim, ops[i]->shape),
+                       i == 0 ? "L, E" : i == 1 ? "S, E" : "S, Ev");
+    if (!ct_dtype_is_float(ops[i]->dtype))
+      return ct__error(CT_ERR_DTYPE_MISMATCH, "%s: %s has dtype %s (expected f16, bf16, f32 or f64)",
+                       FN, names[i], ct_dtype_name(ops[i]->dtype));
+    if (ops[i]->dtype != q->dtype)
+      return ct__error(CT_ERR_DTYPE_MISMATCH, "%s: %s has dtype %s but q has %s (expected one dtype)",
+                       FN, names[i], ct_dtype_name(ops[i]->dtype), ct_dtype_name(q->dtype));
+  }
+  if (mask && mask->dtype != CT_BOOL && !ct_dtype_is_float(mask->dtype))
+    return ct__error(CT_ERR_DTYPE_MISMATCH,
+                     "%s: mask has dtype %s (expected bool, true where attention is allowed, or a "
+                     "float dtype, added to the scores)",
+                     FN, ct_dtype_name(mask->dtype));
+  int64_t L = q->shape[q->ndim - 2], E = q->shape[q->ndim - 1];
+  int64_t S = k->shape[k->ndim - 2];
+  if (k->shape[k->ndim - 1] != E)
+    return ct__error(CT_ERR_SHAPE_MISMATCH, "%s: q has shape %s and k %s: their last dims (E) differ",
+                     FN, ct__shape_str(s1, sizeof s1, q->ndim, q->shape),
+                     ct__shape_str(s2, sizeof s2, k->ndim, k->shape));
+  if (v->shape[v->ndim - 2] != S)
+    return ct__error(CT_ERR_SHAPE_MISMATCH,
+                     "%s: k has shape %s and v %s: their dims -2 (S, the number of keys) differ", FN,
+                     ct__shape_str(s1, sizeof s1, k->ndim, k->shape),
+                     ct__shape_str(s2, sizeof s2, v->ndim, v->shape));
+  if (isinf(scale))
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: scale is %g (expected a finite number, or NaN "
+                     "for 1/sqrt(E))", FN, scale);
+  /* The batch shape B: q's, k's, v's and the mask's leading dims broadcast together. */
+  int bn = 0;
+  int64_t b[CT_MAX_DIMS];
+  CT__TRY(batch_broadcast(&bn, b, q, "q"));
+  CT__TRY(batch_broadcast(&bn, b, k, "k"));
+  CT__TRY(batch_broadcast(&bn, b, v, "v"));
+  if (mask) CT__TRY(batch_broadcast(&bn, b, mask, "mask"));
+  if (bn + 2 > CT_MAX_DIMS)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the batch dims broadcast to %d dims (at most %d)",
+                     FN, bn, CT_MAX_DIMS - 2);
+  int64_t sshape[CT_MAX_DIMS], qshape[CT_MAX_DIMS];
+  memcpy(sshape, b, sizeof(int64_t) * (size_t)bn);
+  memcpy(qshape, b, sizeof(int64_t) * (size_t)bn);
+  sshape[bn] = L;
+  sshape[bn + 1] = S;
+  qshape[bn] = L;
+  qshape[bn + 1] = E;
+  if (mask) {
+    int mn = 0;
+    int64_t ms[CT_MAX_DIMS];
+    bool ok = ct__broadcast_shapes(&mn, ms, mask->ndim, mask->shape, bn + 2, sshape, FN) == CT_OK &&
+              mn == bn + 2 && memcmp(ms, sshape, sizeof(int64_t) * (size_t)mn) == 0;
+    if (!ok)
+      return ct__error(CT_ERR_SHAPE_MISMATCH,
+                       "%s: mask has shape %s, which doesn't broadcast to the scores' shape %s "
+                       "([batch..., L, S])",
+                       FN, ct__shape_str(s1, sizeof s1, mask->ndim, mask->shape),
+                       ct__shape_str(s2, sizeof s2, bn + 2, sshape));
+  }
+  /* With E = 0 every score is 0 (an empty sum), whatever 1/sqrt(0) says. */
+  if (isnan(scale)) scale = E > 0 ? 1.0 / sqrt((double)E) : 1.0;
+
+  ct_dtype cdt = q->dtype == CT_F64 ? CT_F64 : CT_F32;
+  ct_tensor *qc = NULL, *kc = NULL, *vc = NULL, *qe = NULL, *kt = NULL, *me = NULL, *sc = NULL,
+            *o = NULL;
+  ct_status st = ct__contiguous(&qc, q, cdt, 0, FN);
+  /* k and v keep their layouts (ct_matmul reads transposed views as they are). */
+  if (st == CT_OK) st = cdt == k->dtype ? (kc = ct_retain((ct_tensor *)k), CT_OK) : ct_cast(&kc, k, cdt);
+  if (st == CT_OK) st = cdt == v->dtype ? (vc = ct_retain((ct_tensor *)v), CT_OK) : ct_cast(&vc, v, cdt);
+  /* q over the whole batch, so that the scores have the mask's batch dims too. */
+  if (st == CT_OK) st = ct_expand(&qe, qc, bn + 2, qshape);
+  if (st == CT_OK) st = ct_transpose(&kt, kc, -2, -1);
+  if (st == CT_OK) st = ct_matmul(&sc, qe, kt);
+  if (st == CT_OK && !ct_tensor_is_contiguous(sc)) {
+    /* The kernel walks the scores as contiguous rows (ct_matmul's results are). */
+    ct_tensor *c = NULL;
+    st = ct__contiguous(&c, sc, cdt, 0, FN);
+    ct_release(sc);
+    sc = c;
+  }
+  if (st == CT_OK && mask) st = ct_expand(&me, mask, bn + 2, sshape);
+  if (st == CT_OK && ct_numel(sc) > 0) st = masked_softmax(sc, me, causal, scale);
+  if (st == CT_OK) st = ct_matmul(&o, sc, vc);
+  if (st == CT_OK) st = ct__contiguous(out, o, q->dtype, 0, FN);
+  if (st != CT_OK && strstr(ct_last_error(), FN) == NULL) ct__error_append(" (in %s)", FN);
+  ct_release(qc);
+  ct_release(kc);
+  ct_release(vc);
+  ct_release(qe);
+  ct_release(kt);
+  ct_release(me);
+  ct_release(sc);
+  ct_release(o);
+  return st;
+}

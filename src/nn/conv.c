@@ -1,0 +1,457 @@
+/* ct_conv2d and ct_conv1d (kernels/conv.cl).
+ *
+ * The GEMM path: for a few images at a time, conv_im2col unfolds x into a column buffer of
+ * [nimg, groups, K = Cin/groups * kh * kw, P = OH * OW] (compute dtype), then one batched GEMM
+ * out[n, g] (Cout/groups x P) = w[g] (Cout/groups x K) @ col[n, g] (K x P) runs on the device's
+ * GEMM route (src/linalg/: OpenBLAS on the buffers' memory on PoCL, CLBlast elsewhere), writing
+ * straight into the output for f32/f64. f16/bf16 are unfolded to f32 and the product converted
+ * (and the bias added) by conv_finish. The chunk of images is as many as keep the column buffer
+ * within ct__nn_col_bytes (64 MiB) (at least one image), so memory stays bounded whatever the batch.
+ * The direct path (conv_direct) serves convolutions with few products per output element
+ * (depthwise, K <= 16), where unfolding would cost more than the arithmetic. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "device/device.h"
+#include "linalg/linalg.h"
+#include "nn/nn.h"
+
+int64_t ct__nn_col_bytes = (int64_t)64 << 20;
+int ct__nn_conv_path = CT__CONV_AUTO;
+
+struct conv {
+  const char *fn;
+  int64_t N, C, H, W, Cout, kh, kw, OH, OW;
+  int sh, sw, ph, pw, dh, dw, groups;
+};
+
+static ct_status check_args(struct conv *cv, const ct_tensor *x4, const ct_tensor *w, const ct_tensor *bias,
+                            const int stride[2], const int padding[2], const int dilation[2], int groups,
+                            bool one_d) {
+  const char *fn = cv->fn;
+  char sx[160], sw[160];
+  CT__TRY(ct__check_same_device(fn, "x", x4, "w", w));
+  if (bias) CT__TRY(ct__check_same_device(fn, "x", x4, "bias", bias));
+  CT__TRY(ct__nn_check_float(fn, "x", x4));
+  if (w->dtype != x4->dtype)
+    return ct__error(CT_ERR_DTYPE_MISMATCH, "%s: w has dtype %s but x has %s", fn, ct_dtype_name(w->dtype),
+                     ct_dtype_name(x4->dtype));
+  if (bias && bias->dtype != x4->dtype)
+    return ct__error(CT_ERR_DTYPE_MISMATCH, "%s: bias has dtype %s but x has %s", fn, ct_dtype_name(bias->dtype),
+                     ct_dtype_name(x4->dtype));
+  if (w->ndim != 4)
+    return ct__error(CT_ERR_SHAPE_MISMATCH, "%s: w must be %s, got %s", fn,
+                     one_d ? "3-D [Cout, Cin / groups, k]" : "4-D [Cout, Cin / groups, kh, kw]",
+                     ct__shape_str(sw, sizeof sw, w->ndim, w->shape));
+  if (groups < 1) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: groups must be >= 1, got %d", fn, groups);
+  cv->N = x4->shape[0];
+  cv->C = x4->shape[1];
+  cv->H = x4->shape[2];
+  cv->W = x4->shape[3];
+  cv->Cout = w->shape[0];
+  cv->kh = w->shape[2];
+  cv->kw = w->shape[3];
+  cv->groups = groups;
+  if (cv->C % groups != 0)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: groups %d does not divide x's %lld input channels", fn, groups,
+                     (long long)cv->C);
+  if (cv->Cout % groups != 0)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: groups %d does not divide w's %lld output channels (w.shape[0])",
+                     fn, groups, (long long)cv->Cout);
+  if (w->shape[1] * groups != cv->C)
+    return ct__error(CT_ERR_SHAPE_MISMATCH, "%s: x has %lld channels but w expects %lld (w.shape[1] * groups)", fn,
+                     (long long)cv->C, (long long)(w->shape[1] * groups));
+  if (bias && (bias->ndim != 1 || bias->shape[0] != cv->Cout))
+    return ct__error(CT_ERR_SHAPE_MISMATCH, "%s: bias must be [%lld] (w.shape[0]), got %s", fn,
+                     (long long)cv->Cout, ct__shape_str(sx, sizeof sx, bias->ndim, bias->shape));
+  int s[2] = {1, 1}, p[2] = {0, 0}, dl[2] = {1, 1};
+  if (stride) memcpy(s, stride, sizeof s);
+  if (padding) memcpy(p, padding, sizeof p);
+  if (dilation) memcpy(dl, dilation, sizeof dl);
+  /* conv1d passes its one value as index 1 (the width). */
+  int first = one_d ? 1 : 0;
+  for (int i = first; i < 2; i++) {
+    if (s[i] < 1) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: stride[%d] must be >= 1, got %d", fn, i - first, s[i]);
+    if (p[i] < 0) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: padding[%d] must be >= 0, got %d", fn, i - first, p[i]);
+    if (dl[i] < 1)
+      return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: dilation[%d] must be >= 1, got %d", fn, i - first, dl[i]);
+  }
+  if (cv->kh < 1 || cv->kw < 1)
+    return ct__error(CT_ERR_SHAPE_MISMATCH, "%s: w's kernel size must be >= 1, got %s", fn,
+                     ct__shape_str(sw, sizeof sw, w->ndim - first, w->shape + first));
+  cv->sh = s[0];
+  cv->sw = s[1];
+  cv->ph = p[0];
+  cv->pw = p[1];
+  cv->dh = dl[0];
+  cv->dw = dl[1];
+  int64_t eh = (int64_t)cv->dh * (cv->kh - 1) + 1, ew = (int64_t)cv->dw * (cv->kw - 1) + 1;
+  int64_t ih = cv->H + 2 * (int64_t)cv->ph, iw = cv->W + 2 * (int64_t)cv->pw;
+  if (eh > ih || ew > iw) {
+    if (first)
+      return ct__error(CT_ERR_SHAPE_MISMATCH,
+                       "%s: the padded input length %lld is smaller than the dilated kernel size %lld", fn,
+                       (long long)iw, (long long)ew);
+    return ct__error(CT_ERR_SHAPE_MISMATCH,
+                     "%s: the padded input size (%lld x %lld) is smaller than the dilated kernel size "
+                     "(%lld x %lld)",
+                     fn, (long long)ih, (long long)iw, (long long)eh, (long long)ew);
+  }
+  cv->OH = (ih - eh) / cv->sh + 1;
+  cv->OW = (iw - ew) / cv->sw + 1;
+  if (cv->OH > INT32_MAX || cv->OW > INT32_MAX || cv->H > INT32_MAX || cv->W > INT32_MAX || cv->C > INT32_MAX ||
+      cv->Cout > INT32_MAX || cv->kh > INT32_MAX || cv->kw > INT32_MAX)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: sizes beyond 2^31 - 1 per dim are not supported (x %s)", fn,
+                     ct__shape_str(sx, sizeof sx, x4->ndim, x4->shape));
+  return CT_OK;
+}
+
+static void karg_xgeom(struct ct__kargs *a, const ct_tensor *x4, const struct conv *cv) {
+  int64_t xoff = 0;
+  ct__tensor_elem_offset(x4, &xoff);
+  ct__karg_long(a, "x_off", xoff);
+  cl_long4 xs = {{x4->strides[0], x4->strides[1], x4->strides[2], x4->strides[3]}};
+  ct__karg(a, "xs", sizeof xs, &xs);
+  ct__karg_int(a, "C", (cl_int)cv->C);
+  ct__karg_int(a, "H", (cl_int)cv->H);
+  ct__karg_int(a, "W", (cl_int)cv->W);
+}
+
+static void karg_window(struct ct__kargs *a, const struct conv *cv) {
+  ct__karg_int(a, "kh", (cl_int)cv->kh);
+  ct__karg_int(a, "kw", (cl_int)cv->kw);
+  ct__karg_int(a, "sth", cv->sh);
+  ct__karg_int(a, "stw", cv->sw);
+  ct__karg_int(a, "ph", cv->ph);
+  ct__karg_int(a, "pw", cv->pw);
+  ct__karg_int(a, "dh", cv->dh);
+  ct__karg_int(a, "dw", cv->dw);
+  ct__karg_int(a, "OH", (cl_int)cv->OH);
+  ct__karg_int(a, "OW", (cl_int)cv->OW);
+}
+
+static ct_status conv_direct(ct_device *d, const struct conv *cv, const ct_tensor *x4, const ct_tensor *wc,
+                             const ct_tensor *bias, ct_tensor *out) {
+  ct__kernel *k;
+  CT__TRY(ct__nn_kernel(&k, d, "conv.cl", "conv_direct", x4->dtype, NULL, cv->fn));
+  int64_t woff = 0, boff = 0, ooff = 0;
+  ct__tensor_elem_offset(wc, &woff);
+  if (bias) ct__tensor_elem_offset(bias, &boff);
+  ct__tensor_elem_offset(out, &ooff);
+  struct ct__kargs a;
+  ct__kargs_begin(&a, k, ct__kernel_lock(k));
+  ct__karg_mem(&a, "x", ct__tensor_mem(x4));
+  karg_xgeom(&a, x4, cv);
+  ct__karg_mem(&a, "w", ct__tensor_mem(wc));
+  ct__karg_long(&a, "w_off", woff);
+  ct__karg_mem(&a, "bias", ct__tensor_mem(bias ? bias : wc));
+  ct__karg_long(&a, "bias_off", boff);
+  ct__karg_int(&a, "has_bias", bias != NULL);
+  ct__karg_mem(&a, "out", ct__tensor_mem(out));
+  ct__karg_long(&a, "out_off", ooff);
+  ct__karg_int(&a, "Cout", (cl_int)cv->Cout);
+  ct__karg_int(&a, "groups", cv->groups);
+  karg_window(&a, cv);
+  ct__karg_long(&a, "total", ct_numel(out));
+  return ct__nn_launch1(k, &a, d, ct_numel(out), cv->fn);
+}
+
+/* The GEMM path (see the top of the file). wc is contiguous, of the compute dtype. */
+static ct_status conv_gemm(ct_device *d, const struct conv *cv, const ct_tensor *x4, const ct_tensor *wc,
+                           const ct_tensor *bias, ct_tensor *out) {
+  const char *fn = cv->fn;
+  struct ct__gemm_state *s;
+  CT__TRY(ct__gemm_state(&s, d));
+  if (s->route_status != CT_OK) return ct__error(s->route_status, "%s: %s", fn, s->route_error);
+  if (s->route == CT__ROUTE_CLBLAST) ct__gemm_tuning_ready(s, d);
+  ct_dtype cdt = wc->dtype;
+  bool direct_out = cdt == out->dtype;
+  int64_t g = cv->groups, og = cv->Cout / g, K = cv->C / g * cv->kh * cv->kw, P = cv->OH * cv->OW;
+  int64_t per_img = cv->C * cv->kh * cv->kw * P * (int64_t)ct_dtype_size(cdt);
+  int64_t chunk = per_img > 0 ? ct__nn_col_bytes / per_img : cv->N;
+  if (chunk < 1) chunk = 1;
+  if (chunk > cv->N) chunk = cv->N;
+  ct__kernel *kcol, *kfin = NULL;
+  CT__TRY(ct__nn_kernel(&kcol, d, "conv.cl", "conv_im2col", x4->dtype, NULL, fn));
+  if (!direct_out || bias) CT__TRY(ct__nn_kernel(&kfin, d, "conv.cl", "conv_finish", x4->dtype, NULL, fn));
+  ct_tensor *col = NULL, *acc = NULL;
+  int64_t cshape[3] = {chunk, cv->C * cv->kh * cv->kw, P};
+  ct_status st = ct__tensor_new(&col, d, cdt, 3, cshape, fn);
+  int64_t ashape[3] = {chunk, cv->Cout, P};
+  if (st == CT_OK && !direct_out) st = ct__tensor_new(&acc, d, cdt, 3, ashape, fn);
+  int64_t col_off = 0, w_off = 0, out_off = 0, acc_off = 0, b_off = 0;
+  if (st == CT_OK) {
+    ct__tensor_elem_offset(col, &col_off);
+    ct__tensor_elem_offset(wc, &w_off);
+    ct__tensor_elem_offset(out, &out_off);
+    if (acc) ct__tensor_elem_offset(acc, &acc_off);
+    if (bias) ct__tensor_elem_offset(bias, &b_off);
+  }
+  for (int64_t n0 = 0; st == CT_OK && n0 < cv->N; n0 += chunk) {
+    int64_t nimg = cv->N - n0 < chunk ? cv->N - n0 : chunk;
+    struct ct__kargs a;
+    ct__kargs_begin(&a, kcol, ct__kernel_lock(kcol));
+    ct__karg_mem(&a, "x", ct__tensor_mem(x4));
+    karg_xgeom(&a, x4, cv);
+    karg_window(&a, cv);
+    ct__karg_long(&a, "n0", n0);
+    ct__karg_int(&a, "nimg", (cl_int)nimg);
+    ct__karg_mem(&a, "col", ct__tensor_mem(col));
+    ct__karg_long(&a, "col_off", col_off);
+    st = ct__nn_launch1(kcol, &a, d, nimg * cv->C * cv->kh * cv->kw * cv->OH, fn);
+    if (st != CT_OK) break;
+
+    struct ct__gemm_op op;
+    memset(&op, 0, sizeof op);
+    op.fn = fn;
+    op.dtype = cdt;
+    op.m = og;
+    op.n = P;
+    op.k = K;
+    op.alpha = 1;
+    op.beta = 0;
+    op.nbatch = 2;
+    op.bshape[0] = nimg;
+    op.bshape[1] = g;
+    op.a = (struct ct__gemm_mat){.mem = ct__tensor_mem(wc), .off = w_off, .ld = K, .trans = false};
+    op.a.bstride[0] = 0;
+    op.a.bstride[1] = og * K;
+    op.b = (struct ct__gemm_mat){.mem = ct__tensor_mem(col), .off = col_off, .ld = P, .trans = false};
+    op.b.bstride[0] = g * K * P;
+    op.b.bstride[1] = K * P;
+    if (direct_out)
+      op.c = (struct ct__gemm_mat){.mem = ct__tensor_mem(out), .off = out_off + n0 * cv->Cout * P, .ld = P};
+    else
+      op.c = (struct ct__gemm_mat){.mem = ct__tensor_mem(acc), .off = acc_off, .ld = P};
+    op.c.bstride[0] = cv->Cout * P;
+    op.c.bstride[1] = og * P;
+    ct__gemm_simplify_batch(&op);
+    st = s->route == CT__ROUTE_HOST ? ct__gemm_host(d, &op) : ct__gemm_clblast(d, s, &op);
+    if (st != CT_OK || !kfin) continue;
+
+    int64_t total = nimg * cv->Cout * P;
+    ct__kargs_begin(&a, kfin, ct__kernel_lock(kfin));
+    ct__karg_mem(&a, "acc", ct__tensor_mem(direct_out ? out : acc));
+    ct__karg_long(&a, "acc_off", direct_out ? out_off + n0 * cv->Cout * P : acc_off);
+    ct__karg_mem(&a, "out", ct__tensor_mem(out));
+    ct__karg_long(&a, "out_off", out_off + n0 * cv->Cout * P);
+    ct__karg_mem(&a, "bias", ct__tensor_mem(bias ? bias : out));
+    ct__karg_long(&a, "bias_off", b_off);
+    ct__karg_int(&a, "has_bias", bias != NULL);
+    ct__karg_int(&a, "Cout", (cl_int)cv->Cout);
+    ct__karg_long(&a, "P", P);
+    ct__karg_long(&a, "total", total);
+    st = ct__nn_launch1(kfin, &a, d, total, fn);
+  }
+  ct_release(col);
+  ct_release(acc);
+  return st;
+}
+
+/* The blocked direct path (kernels/conv.cl, "the blocked direct path"): stride 1, f32/f16/bf16
+ * on CPU devices. CB and PB as in the kernels. */
+#define CT__CB 8
+#define CT__PB 32
+
+static ct_status conv_blocked(ct_device *d, const struct conv *cv, const ct_tensor *x4, const ct_tensor *wc,
+                              const ct_tensor *bias, ct_tensor *out) {
+  const char *fn = cv->fn;
+  int64_t g = cv->groups, og = cv->Cout / g, cg = cv->C / g;
+  int64_t Hp = cv->H + 2 * (int64_t)cv->ph, Wp = cv->W + 2 * (int64_t)cv->pw, plane = Hp * Wp;
+  int64_t ncb = (og + CT__CB - 1) / CT__CB, npb = (cv->OH * Wp + CT__PB - 1) / CT__PB;
+  /* The last block's vector loads run past its plane by at most this many floats. */
+  int64_t slack = CT__PB + ((int64_t)cv->kh - 1) * cv->dh * Wp + ((int64_t)cv->kw - 1) * cv->dw + 16;
+  int64_t per_img = cv->C * plane * 4;
+  int64_t chunk = ct__nn_col_bytes / (per_img > 0 ? per_img : 1);
+  if (chunk < 1) chunk = 1;
+  if (chunk > cv->N) chunk = cv->N;
+  ct__kernel *kpad, *kpack, *kblk;
+  CT__TRY(ct__nn_kernel(&kpad, d, "conv.cl", "conv_pad", x4->dtype, NULL, fn));
+  CT__TRY(ct__nn_kernel(&kpack, d, "conv.cl", "conv_wpack", x4->dtype, NULL, fn));
+  CT__TRY(ct__nn_kernel(&kblk, d, "conv.cl", "conv_blk", x4->dtype, NULL, fn));
+  ct_tensor *xp = NULL, *wt = NULL;
+  int64_t xps[1] = {chunk * cv->C * plane + slack}, wts[1] = {g * ncb * cg * cv->kh * cv->kw * CT__CB};
+  ct_status st = ct__tensor_new(&xp, d, CT_F32, 1, xps, fn);
+  if (st == CT_OK) st = ct__tensor_new(&wt, d, CT_F32, 1, wts, fn);
+  int64_t xp_off = 0, wt_off = 0, w_off = 0, b_off = 0, out_off = 0;
+  if (st == CT_OK) {
+    ct__tensor_elem_offset(xp, &xp_off);
+    ct__tensor_elem_offset(wt, &wt_off);
+    ct__tensor_elem_offset(wc, &w_off);
+    if (bias) ct__tensor_elem_offset(bias, &b_off);
+    ct__tensor_elem_offset(out, &out_off);
+    struct ct__kargs a;
+    ct__kargs_begin(&a, kpack, ct__kernel_lock(kpack));
+    ct__karg_mem(&a, "w", ct__tensor_mem(wc));
+    ct__karg_long(&a, "w_off", w_off);
+    ct__karg_int(&a, "Cg", (cl_int)cg);
+    ct__karg_int(&a, "kh", (cl_int)cv->kh);
+    ct__karg_int(&a, "kw", (cl_int)cv->kw);
+    ct__karg_int(&a, "og", (cl_int)og);
+    ct__karg_int(&a, "ncb", (cl_int)ncb);
+    ct__karg_mem(&a, "wt", ct__tensor_mem(wt));
+    ct__karg_long(&a, "wt_off", wt_off);
+    ct__karg_long(&a, "total", wts[0]);
+    st = ct__nn_launch1(kpack, &a, d, wts[0], fn);
+  }
+  for (int64_t n0 = 0; st == CT_OK && n0 < cv->N; n0 += chunk) {
+    int64_t nimg = cv->N - n0 < chunk ? cv->N - n0 : chunk;
+    struct ct__kargs a;
+    ct__kargs_begin(&a, kpad, ct__kernel_lock(kpad));
+    ct__karg_mem(&a, "x", ct__tensor_mem(x4));
+    karg_xgeom(&a, x4, cv);
+    ct__karg_int(&a, "ph", cv->ph);
+    ct__karg_int(&a, "pw", cv->pw);
+    ct__karg_int(&a, "Hp", (cl_int)Hp);
+    ct__karg_int(&a, "Wp", (cl_int)Wp);
+    ct__karg_long(&a, "n0", n0);
+    ct__karg_mem(&a, "xp", ct__tensor_mem(xp));
+    ct__karg_long(&a, "xp_off", xp_off);
+    ct__karg_long(&a, "rows", nimg * cv->C * Hp);
+    st = ct__nn_launch1(kpad, &a, d, nimg * cv->C * Hp, fn);
+    if (st != CT_OK) break;
+    int64_t items = nimg * g * ncb * npb;
+    ct__kargs_begin(&a, kblk, ct__kernel_lock(kblk));
+    ct__karg_mem(&a, "xp", ct__tensor_mem(xp));
+    ct__karg_long(&a, "xp_off", xp_off);
+    ct__karg_long(&a, "plane", plane);
+    ct__karg_int(&a, "Ctot", (cl_int)cv->C);
+    ct__karg_int(&a, "Cg", (cl_int)cg);
+    ct__karg_int(&a, "Wp", (cl_int)Wp);
+    ct__karg_mem(&a, "wt", ct__tensor_mem(wt));
+    ct__karg_long(&a, "wt_off", wt_off);
+    ct__karg_int(&a, "kh", (cl_int)cv->kh);
+    ct__karg_int(&a, "kw", (cl_int)cv->kw);
+    ct__karg_int(&a, "dh", cv->dh);
+    ct__karg_int(&a, "dw", cv->dw);
+    ct__karg_mem(&a, "bias", ct__tensor_mem(bias ? bias : out));
+    ct__karg_long(&a, "bias_off", b_off);
+    ct__karg_int(&a, "has_bias", bias != NULL);
+    ct__karg_mem(&a, "out", ct__tensor_mem(out));
+    ct__karg_long(&a, "out_off", out_off);
+    ct__karg_int(&a, "Cout", (cl_int)cv->Cout);
+    ct__karg_int(&a, "og", (cl_int)og);
+    ct__karg_int(&a, "ncb", (cl_int)ncb);
+    ct__karg_int(&a, "groups", (cl_int)g);
+    ct__karg_int(&a, "OH", (cl_int)cv->OH);
+    ct__karg_int(&a, "OW", (cl_int)cv->OW);
+    ct__karg_int(&a, "npb", (cl_int)npb);
+    ct__karg_long(&a, "n0", n0);
+    ct__karg_long(&a, "items", items);
+    st = ct__kargs_end(&a, fn);
+    if (st == CT_OK) {
+      /* Each work-item is a long register-blocked loop: small fixed groups (one PoCL compile)
+       * spread them over the cores. */
+      size_t local = 8, global = ((size_t)items + local - 1) / local * local;
+      st = ct__kernel_launch(kblk, d, 1, &global, &local);
+    }
+    ct__kernel_unlock(kblk);
+  }
+  ct_release(xp);
+  ct_release(wt);
+  return st;
+}
+
+/* x4 is [N, C, H, W] (a view for unbatched and 1-D inputs), w4 [Cout, C/g, kh, kw]. */
+static ct_status conv_run(ct_tensor **out, const struct conv *cv, const ct_tensor *x4, const ct_tensor *w4,
+                          const ct_tensor *bias) {
+  const char *fn = cv->fn;
+  ct_device *d = x4->storage->device;
+  int64_t oshape[4] = {cv->N, cv->Cout, cv->OH, cv->OW};
+  ct_tensor *o = NULL;
+  CT__TRY(ct__tensor_new(&o, d, x4->dtype, 4, oshape, fn));
+  if (ct_numel(o) == 0) {
+    *out = o;
+    return CT_OK;
+  }
+  int64_t K = cv->C / cv->groups * cv->kh * cv->kw;
+  int path = ct__nn_conv_path;
+  if (path == CT__CONV_AUTO) {
+    if (K <= 16 || cv->C / cv->groups == 1) path = CT__CONV_DIRECT;
+    else if (cv->sh == 1 && cv->sw == 1 && x4->dtype != CT_F64 && d->props.type == CT_DEVICE_CPU)
+      path = CT__CONV_BLOCKED;
+    else path = CT__CONV_GEMM;
+  }
+  if (path == CT__CONV_BLOCKED && (cv->sh != 1 || cv->sw != 1 || x4->dtype == CT_F64)) path = CT__CONV_GEMM;
+  /* w contiguous (a copy when it is a view: it is small); for the GEMM path of the compute
+   * dtype (f32 for f16/bf16). */
+  ct_dtype cdt = path != CT__CONV_GEMM || x4->dtype == CT_F64 ? x4->dtype : CT_F32;
+  ct_tensor *wc = NULL, *bc = NULL;
+  ct_status st = ct__contiguous(&wc, w4, cdt, 0, fn);
+  if (st == CT_OK && bias) st = ct__contiguous(&bc, bias, x4->dtype, 0, fn);
+  if (st == CT_OK) {
+    if (path == CT__CONV_DIRECT) st = conv_direct(d, cv, x4, wc, bc, o);
+    else if (path == CT__CONV_BLOCKED) st = conv_blocked(d, cv, x4, wc, bc, o);
+    else st = conv_gemm(d, cv, x4, wc, bc, o);
+  }
+  ct_release(wc);
+  ct_release(bc);
+  return ct__nn_result(out, o, st);
+}
+
+ct_status ct_conv2d(ct_tensor **out, const ct_tensor *x, const ct_tensor *w, const ct_tensor *bias,
+                    const int stride[2], const int padding[2], const int dilation[2], int groups) {
+  const char *fn = "ct_conv2d";
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL(fn, x);
+  CT__CHECK_NOT_NULL(fn, w);
+  struct conv cv = {.fn = fn};
+  ct_tensor *x4 = NULL, *o = NULL;
+  CT__TRY(ct__nn_batched4(&x4, x, fn));
+  ct_status st = check_args(&cv, x4, w, bias, stride, padding, dilation, groups, false);
+  if (st == CT_OK) st = conv_run(&o, &cv, x4, w, bias);
+  if (st == CT_OK && x->ndim == 3) st = ct__nn_unbatch(&o);
+  ct_release(x4);
+  return ct__nn_result(out, o, st);
+}
+
+ct_status ct_conv1d(ct_tensor **out, const ct_tensor *x, const ct_tensor *w, const ct_tensor *bias, int stride,
+                    int padding, int dilation, int groups) {
+  const char *fn = "ct_conv1d";
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL(fn, x);
+  CT__CHECK_NOT_NULL(fn, w);
+  char s1[160];
+  if (x->ndim != 3 && x->ndim != 2)
+    return ct__error(CT_ERR_SHAPE_MISMATCH, "%s: x must be 3-D [N, C, L] or 2-D [C, L], got %s", fn,
+                     ct__shape_str(s1, sizeof s1, x->ndim, x->shape));
+  if (w->ndim != 3)
+    return ct__error(CT_ERR_SHAPE_MISMATCH, "%s: w must be 3-D [Cout, Cin / groups, k], got %s", fn,
+                     ct__shape_str(s1, sizeof s1, w->ndim, w->shape));
+  /* [N, C, L] as [N, C, 1, L]; w [Cout, Cin/g, k] as [Cout, Cin/g, 1, k]. */
+  bool batched = x->ndim == 3;
+  int64_t xs[4], xst[4];
+  xs[0] = batched ? x->shape[0] : 1;
+  xst[0] = batched ? x->strides[0] : 0;
+  int b = batched ? 1 : 0;
+  xs[1] = x->shape[b];
+  xst[1] = x->strides[b];
+  xs[2] = 1;
+  xst[2] = 0;
+  xs[3] = x->shape[b + 1];
+  xst[3] = x->strides[b + 1];
+  int64_t ws[4] = {w->shape[0], w->shape[1], 1, w->shape[2]};
+  int64_t wst[4] = {w->strides[0], w->strides[1], 0, w->strides[2]};
+  ct_tensor *x4 = NULL, *w4 = NULL, *o = NULL;
+  ct_status st = ct__tensor_view(&x4, x, 4, xs, xst, x->offset);
+  if (st == CT_OK) st = ct__tensor_view(&w4, w, 4, ws, wst, w->offset);
+  int sv[2] = {1, stride}, pv[2] = {0, padding}, dv[2] = {1, dilation};
+  struct conv cv = {.fn = fn};
+  if (st == CT_OK) st = check_args(&cv, x4, w4, bias, sv, pv, dv, groups, true);
+  if (st == CT_OK) st = conv_run(&o, &cv, x4, w4, bias);
+  if (st == CT_OK) {
+    /* [N, Cout, 1, OL] -> [N, Cout, OL] (or [Cout, OL]). */
+    int64_t os[3] = {cv.N, cv.Cout, cv.OW}, ost[3] = {o->strides[0], o->strides[1], o->strides[3]};
+    ct_tensor *v = NULL;
+    st = batched ? ct__tensor_view(&v, o, 3, os, ost, o->offset)
+                 : ct__tensor_view(&v, o, 2, os + 1, ost + 1, o->offset);
+    ct_release(o);
+    o = v;
+  }
+  ct_release(x4);
+  ct_release(w4);
+  return ct__nn_result(out, o, st);
+}

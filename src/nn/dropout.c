@@ -1,0 +1,89 @@
+/* Dropout on the Philox generator (the dropout_fill kernel of kernels/random.cl), so its mask
+ * bits are those of ct_rand() from the same (seed, offset). */
+#include <math.h>
+#include <string.h>
+
+#include "cltensor/elementwise.h"
+#include "cltensor/nn.h"
+#include "core/error.h"
+#include "device/device.h"
+#include "kernel/engine.h"
+#include "kernel/kargs.h"
+#include "nn/nn.h"
+#include "random/random.h"
+#include "reduce/reduce.h"
+#include "tensor/tensor.h"
+
+ct_status ct_dropout(ct_tensor **out, const ct_tensor *x, double p, bool training) {
+  const char *fn = "ct_dropout";
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL(fn, x);
+  if (!(p >= 0 && p <= 1))
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: p is %g (expected a probability in [0, 1])", fn, p);
+  if (!ct_dtype_is_float(x->dtype))
+    return ct__error(CT_ERR_DTYPE_MISMATCH,
+                     "%s: x has dtype %s (expected a float dtype: f16, bf16, f32, f64)", fn,
+                     ct_dtype_name(x->dtype));
+  /* PyTorch returns the input itself here; a new reference is the closest C equivalent. */
+  if (!training || p == 0) {
+    *out = ct_retain((ct_tensor *)x);
+    return CT_OK;
+  }
+  if (p == 1) {
+    /* Everything dropped, without drawing (PyTorch: input * 0). */
+    ct_status st = ct_mul_scalar(out, x, 0.0);
+    if (st != CT_OK) ct__error_append(" (in %s)", fn);
+    return st;
+  }
+  ct_device *d = x->storage->device;
+  ct_tensor *o = NULL;
+  CT__TRY(ct__tensor_new(&o, d, x->dtype, x->ndim, x->shape, fn));
+  uint64_t seed, offset;
+  ct__rng_take(&seed, &offset);
+  int64_t n = ct_numel(o);
+  if (n == 0) {
+    *out = o;
+    return CT_OK;
+  }
+  ct__kernel *k;
+  ct_status st = ct__kernel_get(&k, d, "random.cl", "dropout_fill", NULL);
+  if (st != CT_OK) {
+    ct__error_append(" (in %s)", fn);
+    ct_release(o);
+    return st;
+  }
+  int64_t shape[CT_MAX_DIMS], strides[CT_MAX_DIMS];
+  memcpy(shape, x->shape, sizeof shape);
+  memcpy(strides, x->strides, sizeof strides);
+  int64_t *sts[1] = {strides};
+  int ndim = ct__coalesce(x->ndim, shape, 1, sts);
+  double scale = 1.0 / (1.0 - p);
+  cl_ulong scale_bits;
+  memcpy(&scale_bits, &scale, sizeof scale_bits);
+  struct ct__kargs a;
+  ct__kargs_begin(&a, k, ct__kernel_lock(k));
+  ct__karg_mem(&a, "in", ct__tensor_mem(x));
+  ct__karg_long(&a, "in_off", ct__elem_offset(x));
+  ct__karg_int(&a, "ndim", ndim);
+  ct__karg_long8(&a, "shape", ndim, shape, 1);
+  ct__karg_long8(&a, "strides", ndim, strides, 0);
+  ct__karg_mem(&a, "out", ct__tensor_mem(o));
+  ct__karg_long(&a, "out_off", ct__elem_offset(o));
+  ct__karg_long(&a, "n", n);
+  ct__karg_int(&a, "dt", (cl_int)x->dtype);
+  ct__karg_float(&a, "p", (float)p);
+  ct__karg_float(&a, "scale", (float)scale);
+  ct__karg_ulong(&a, "scale_bits", scale_bits);
+  ct__karg_ulong(&a, "seed", seed);
+  ct__karg_ulong(&a, "offset", offset);
+  st = ct__kargs_end(&a, fn);
+  if (st == CT_OK) st = ct__nn_launch_items(k, d, (n + 3) / 4);
+  ct__kernel_unlock(k);
+  if (st != CT_OK) {
+    ct_release(o);
+    return st;
+  }
+  *out = o;
+  return CT_OK;
+}

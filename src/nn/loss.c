@@ -1,0 +1,237 @@
+/* Losses: nll_loss and cross_entropy (kernels/loss.cl, one work-item per position, then the
+ * reduction through ct_sum), mse_loss (composed of elementwise ops and a reduction). */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+
+#include "cltensor/elementwise.h"
+#include "cltensor/nn.h"
+#include "cltensor/reduce.h"
+#include "core/error.h"
+#include "device/device.h"
+#include "kernel/engine.h"
+#include "kernel/kargs.h"
+#include "nn/nn.h"
+#include "reduce/reduce.h"
+#include "tensor/tensor.h"
+
+static ct_status check_reduction(ct_reduction r, const char *fn) {
+  if (r != CT_REDUCTION_NONE && r != CT_REDUCTION_MEAN && r != CT_REDUCTION_SUM)
+    return ct__error(CT_ERR_INVALID_ARGUMENT,
+                     "%s: reduction is %d (expected CT_REDUCTION_NONE, _MEAN or _SUM)", fn, (int)r);
+  return CT_OK;
+}
+
+/* *out = per-element values v (acc dtype, contiguous) reduced as r and stored as dtype dt:
+ * NONE keeps them (cast), SUM sums them, MEAN divides the sum by the sum of `count` (the count
+ * of non-ignored targets), or by the element count when count is NULL. */
+static ct_status finish(ct_tensor **out, ct_tensor *v, ct_tensor *count, ct_reduction r,
+                        ct_dtype dt, const char *fn) {
+  ct_tensor *s = NULL, *n = NULL, *m = NULL;
+  ct_status st;
+  if (r == CT_REDUCTION_NONE) return ct__contiguous(out, v, dt, 0, fn);
+  st = ct_sum(&s, v, 0, NULL, false);
+  if (st == CT_OK && r == CT_REDUCTION_MEAN) {
+    if (count) {
+      st = ct_sum(&n, count, 0, NULL, false);
+      if (st == CT_OK) st = ct_div(&m, s, n);
+    } else {
+      st = ct_div_scalar(&m, s, (double)ct_numel(v));
+    }
+  } else if (st == CT_OK) {
+    m = ct_retain(s);
+  }
+  if (st == CT_OK) st = ct__contiguous(out, m, dt, 0, fn);
+  else ct__error_append(" (in %s)", fn);
+  ct_release(s);
+  ct_release(n);
+  ct_release(m);
+  return st;
+}
+
+/* Formats target's multi-index of position p ("[1, 2]") into buf. */
+static const char *pos_str(char *buf, size_t size, int ndim, const int64_t *shape, int64_t p) {
+  int64_t idx[CT_MAX_DIMS];
+  for (int i = ndim - 1; i >= 0; i--) {
+    idx[i] = shape[i] ? p % shape[i] : 0;
+    p = shape[i] ? p / shape[i] : 0;
+  }
+  return ct__shape_str(buf, size, ndim, idx);
+}
+
+/* Reads back the kernel's flag; when a target was out of range, reads that one target and
+ * returns the error naming it. */
+static ct_status check_flag(ct_tensor *flag, const ct_tensor *target, int64_t ncls,
+                            int64_t ignore_index, const char *fn) {
+  cl_int bad = INT_MAX;
+  CT__TRY(ct_to_host(flag, &bad, sizeof bad));
+  if (bad == INT_MAX) return CT_OK;
+  char ps[256];
+  int64_t p = bad, e = 0, q = p;
+  if (bad == INT_MAX - 1 && ct_numel(target) > INT_MAX - 1)
+    /* The flag is a 32-bit int (OpenCL 1.2 has no portable 64-bit atomic_min): positions
+     * from 2^31 - 2 on share its last value. */
+    return ct__error(CT_ERR_INVALID_ARGUMENT,
+                     "%s: a target at position %s or later is out of range for %lld classes "
+                     "(expected 0..%lld, or ignore_index %lld)",
+                     fn, pos_str(ps, sizeof ps, target->ndim, target->shape, p), (long long)ncls,
+                     (long long)ncls - 1, (long long)ignore_index);
+  for (int i = target->ndim - 1; i >= 0; i--) {
+    e += (q % target->shape[i]) * target->strides[i];
+    q /= target->shape[i];
+  }
+  ct_tensor *one = NULL;
+  int64_t value = 0;
+  ct_status st = ct__tensor_view(&one, target, 0, NULL, NULL, target->offset + e);
+  if (st == CT_OK) st = ct_to_host(one, &value, sizeof value);
+  ct_release(one);
+  if (st != CT_OK) return st;
+  return ct__error(CT_ERR_INVALID_ARGUMENT,
+                   "%s: target %lld at position %s is out of range for %lld classes (expected "
+                   "0..%lld, or ignore_index %lld)",
+                   fn, (long long)value, pos_str(ps, sizeof ps, target->ndim, target->shape, p),
+                   (long long)ncls, (long long)ncls - 1, (long long)ignore_index);
+}
+
+static ct_status class_loss(ct_tensor **out, const ct_tensor *x, const ct_tensor *target,
+                            int64_t ignore_index, double eps, ct_reduction r, int ce,
+                            const char *fn) {
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL(fn, x);
+  CT__CHECK_NOT_NULL(fn, target);
+  CT__TRY(check_reduction(r, fn));
+  const char *xn = ce ? "logits" : "logp";
+  CT__TRY(ct__check_same_device(fn, xn, x, "target", target));
+  if (!(eps >= 0 && eps <= 1))
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: label_smoothing is %g (expected 0..1)", fn, eps);
+  if (!ct_dtype_is_float(x->dtype))
+    return ct__error(CT_ERR_DTYPE_MISMATCH,
+                     "%s: %s has dtype %s (expected a float dtype: f16, bf16, f32, f64)", fn, xn,
+                     ct_dtype_name(x->dtype));
+  if (target->dtype != CT_I64)
+    return ct__error(CT_ERR_DTYPE_MISMATCH,
+                     "%s: target has dtype %s (expected i64 class indices; ct_cast it first)", fn,
+                     ct_dtype_name(target->dtype));
+  char xs[256], ts[256], ps[256];
+  if (x->ndim < 1)
+    return ct__error(CT_ERR_INVALID_ARGUMENT,
+                     "%s: %s is 0-d (expected [C], [N, C] or [N, C, d1, ...])", fn, xn);
+  /* The positions: the input's dims without the class dim (1, or 0 for 1-D input). */
+  int cdim = x->ndim == 1 ? 0 : 1;
+  int pndim = 0;
+  int64_t pshape[CT_MAX_DIMS], xst[CT_MAX_DIMS], tst[CT_MAX_DIMS];
+  for (int i = 0; i < x->ndim; i++)
+    if (i != cdim) {
+      pshape[pndim] = x->shape[i];
+      xst[pndim++] = x->strides[i];
+    }
+  bool same = target->ndim == pndim;
+  for (int i = 0; same && i < pndim; i++) same = target->shape[i] == pshape[i];
+  if (!same)
+    return ct__error(CT_ERR_SHAPE_MISMATCH,
+                     "%s: target has shape %s but %s of shape %s needs a target of shape %s "
+                     "(its shape without the class dim %d)",
+                     fn, ct__shape_str(ts, sizeof ts, target->ndim, target->shape), xn,
+                     ct__shape_str(xs, sizeof xs, x->ndim, x->shape),
+                     ct__shape_str(ps, sizeof ps, pndim, pshape), cdim);
+  for (int i = 0; i < pndim; i++) tst[i] = target->strides[i];
+  int64_t ncls = x->shape[cdim], cstride = x->strides[cdim], npos = ct_numel(target);
+  ct_device *d = x->storage->device;
+  ct_dtype adt = x->dtype == CT_F64 ? CT_F64 : CT_F32;
+  /* The losses and the valid flags in one block, [2, positions...]; loss and valid are views
+   * of its halves. */
+  ct_tensor *lv = NULL, *loss = NULL, *valid = NULL, *flag = NULL;
+  int64_t pstr[CT_MAX_DIMS];
+  ct__contiguous_strides(pstr, pndim, pshape);
+  int64_t lvn[1] = {2 * npos};
+  ct_status st = ct__tensor_new(&lv, d, adt, 1, lvn, fn);
+  if (st == CT_OK) st = ct__tensor_view(&loss, lv, pndim, pshape, pstr, lv->offset);
+  if (st == CT_OK) st = ct__tensor_view(&valid, lv, pndim, pshape, pstr, lv->offset + npos);
+  if (st == CT_OK && npos > 0) {
+    int64_t one = 1;
+    cl_int init = INT_MAX;
+    st = ct__tensor_new(&flag, d, CT_I32, 1, &one, fn);
+    if (st == CT_OK) st = ct__fill_bits(flag, &init, fn);
+    char opts[32];
+    snprintf(opts, sizeof opts, "-DCT_IN=%d", (int)x->dtype);
+    ct__kernel *k = NULL;
+    if (st == CT_OK) {
+      st = ct__kernel_get(&k, d, "loss.cl", "loss_nll", opts);
+      if (st != CT_OK) ct__error_append(" (in %s)", fn);
+    }
+    if (st == CT_OK) {
+      int64_t *sts[2] = {xst, tst};
+      /* Merging positions dims that address both tensors alike spares ct_offset divisions. */
+      int cn = ct__coalesce(pndim, pshape, 2, sts);
+      struct ct__kargs a;
+      ct__kargs_begin(&a, k, ct__kernel_lock(k));
+      ct__karg_mem(&a, "in", ct__tensor_mem(x));
+      ct__karg_long(&a, "in_off", ct__elem_offset(x));
+      ct__karg_mem(&a, "target", ct__tensor_mem(target));
+      ct__karg_long(&a, "t_off", ct__elem_offset(target));
+      ct__karg_mem(&a, "lv", ct__tensor_mem(lv));
+      ct__karg_long(&a, "lv_off", ct__elem_offset(lv));
+      ct__karg_mem(&a, "bad", ct__tensor_mem(flag));
+      ct__karg_long(&a, "bad_off", ct__elem_offset(flag));
+      ct__karg_long(&a, "npos", npos);
+      ct__karg_long(&a, "ncls", ncls);
+      ct__karg_long(&a, "cstride", cstride);
+      ct__karg_int(&a, "pndim", cn);
+      ct__karg_long8(&a, "pshape", cn, pshape, 1);
+      ct__karg_long8(&a, "xstride", cn, xst, 0);
+      ct__karg_long8(&a, "tstride", cn, tst, 0);
+      ct__karg_long(&a, "ignore_index", ignore_index);
+      ct__karg_int(&a, "ce", ce);
+      if (adt == CT_F64) ct__karg_double(&a, "eps", eps);
+      else ct__karg_float(&a, "eps", (float)eps);
+      st = ct__kargs_end(&a, fn);
+      if (st == CT_OK) st = ct__nn_launch_items(k, d, npos);
+      ct__kernel_unlock(k);
+    }
+    if (st == CT_OK) st = check_flag(flag, target, ncls, ignore_index, fn);
+  }
+  if (st == CT_OK) st = finish(out, loss, valid, r, x->dtype, fn);
+  ct_release(loss);
+  ct_release(valid);
+  ct_release(lv);
+  ct_release(flag);
+  return st;
+}
+
+ct_status ct_cross_entropy(ct_tensor **out, const ct_tensor *logits, const ct_tensor *target,
+                           int64_t ignore_index, double label_smoothing, ct_reduction r) {
+  return class_loss(out, logits, target, ignore_index, label_smoothing, r, 1, "ct_cross_entropy");
+}
+
+ct_status ct_nll_loss(ct_tensor **out, const ct_tensor *logp, const ct_tensor *target,
+                      int64_t ignore_index, ct_reduction r) {
+  return class_loss(out, logp, target, ignore_index, 0.0, r, 0, "ct_nll_loss");
+}
+
+ct_status ct_mse_loss(ct_tensor **out, const ct_tensor *a, const ct_tensor *b, ct_reduction r) {
+  const char *fn = "ct_mse_loss";
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL(fn, a);
+  CT__CHECK_NOT_NULL(fn, b);
+  CT__TRY(check_reduction(r, fn));
+  if (!ct_dtype_is_float(a->dtype) || !ct_dtype_is_float(b->dtype))
+    return ct__error(CT_ERR_DTYPE_MISMATCH,
+                     "%s: a has dtype %s and b %s (expected float dtypes: f16, bf16, f32, f64)", fn,
+                     ct_dtype_name(a->dtype), ct_dtype_name(b->dtype));
+  ct_tensor *diff = NULL, *sq = NULL;
+  ct_status st = ct_sub(&diff, a, b);
+  if (st == CT_OK) st = ct_mul(&sq, diff, diff);
+  if (st != CT_OK) {
+    ct__error_append(" (in %s)", fn);
+  } else if (r == CT_REDUCTION_NONE) {
+    *out = ct_retain(sq);
+  } else {
+    st = r == CT_REDUCTION_MEAN ? ct_mean(out, sq, 0, NULL, false) : ct_sum(out, sq, 0, NULL, false);
+    if (st != CT_OK) ct__error_append(" (in %s)", fn);
+  }
+  ct_release(diff);
+  ct_release(sq);
+  return st;
+}

@@ -1,0 +1,59 @@
+/* Helpers shared by the nn ops (conv.c, pool.c, norm.c; attention.c, dropout.c, loss.c). */
+#ifndef CT_NN_NN_H
+#define CT_NN_NN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cltensor/nn.h"
+#include "core/error.h"
+#include "kernel/engine.h"
+#include "kernel/kargs.h"
+#include "tensor/tensor.h"
+
+/* CT_ERR_DTYPE_MISMATCH unless t is a float dtype the device computes: "<fn>: <what> has dtype
+ * <name>; ... takes f16, bf16, f32 or f64". */
+ct_status ct__nn_check_float(const char *fn, const char *what, const ct_tensor *t);
+
+/* x as a 4-D [N, C, H, W] view: x itself (retained) when it has 4 dims, a [1, C, H, W] view of
+ * an unbatched [C, H, W] x. CT_ERR_SHAPE_MISMATCH for other ranks, naming x's shape. */
+ct_status ct__nn_batched4(ct_tensor **out, const ct_tensor *x, const char *fn);
+
+/* Drops dim 0 of a [1, ...] result made for an unbatched input: *t is replaced by the view. */
+ct_status ct__nn_unbatch(ct_tensor **t);
+
+/* The end of an op: *out = o on success; o released (NULL allowed) and *out left NULL on
+ * failure. Returns st. */
+ct_status ct__nn_result(ct_tensor **out, ct_tensor *o, ct_status st);
+
+/* Launches k (1-D, total work-items, each ignoring ids past total) with its arguments set in a;
+ * unlocks k. */
+ct_status ct__nn_launch1(ct__kernel *k, struct ct__kargs *a, ct_device *d, int64_t total, const char *fn);
+
+/* The kernel `name` of `file` built for dtype dt ("-DCT_IN=<dt>" plus extra options, may be
+ * NULL); the error names fn. */
+ct_status ct__nn_kernel(ct__kernel **k, ct_device *d, const char *file, const char *name, ct_dtype dt,
+                        const char *extra, const char *fn);
+
+/* The bound on conv's column buffer in bytes (at least one image's columns are used whatever
+ * it says): 64 MiB. Tests lower it to make the chunking over the batch run on small inputs; not
+ * for concurrent change. */
+extern int64_t ct__nn_col_bytes;
+
+/* Which conv path runs (conv.c): AUTO picks (direct for few products per output, blocked for
+ * stride-1 non-f64 convs on CPU devices, else im2col + GEMM); tests force the others. The
+ * blocked path falls back to GEMM where it does not apply (stride > 1, f64). */
+enum { CT__CONV_AUTO, CT__CONV_DIRECT, CT__CONV_GEMM, CT__CONV_BLOCKED };
+extern int ct__nn_conv_path;
+
+/* Launches k (locked) over `items` work-items, one each, in groups of a fixed size (the kernels
+ * check their bounds): one size per kernel, so implementations that compile per work-group size
+ * (PoCL) compile once. */
+static inline ct_status ct__nn_launch_items(ct__kernel *k, ct_device *d, int64_t items) {
+  size_t local;
+  CT__TRY(ct__kernel_group_limit(&local, k, d, 64, 0));
+  size_t global = ((size_t)items + local - 1) / local * local;
+  return ct__kernel_launch(k, d, 1, &global, &local);
+}
+
+#endif

@@ -1,0 +1,255 @@
+/* ct_layer_norm, ct_rms_norm, ct_batch_norm (kernels/norm.cl). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "device/device.h"
+#include "nn/nn.h"
+
+/* The parameters' dtype for x's dtype: x's own, or f32 beside f16/bf16 x (PyTorch's mixed
+ * mode). pd is CT_F32 or x's dtype when no parameter is given. */
+static ct_status param_dtype(ct_dtype *pd, const ct_tensor *x, const ct_tensor *const *ps, const char *const *names,
+                             int np, const char *fn) {
+  *pd = x->dtype;
+  bool set = false;
+  for (int i = 0; i < np; i++) {
+    const ct_tensor *p = ps[i];
+    if (!p) continue;
+    CT__TRY(ct__check_same_device(fn, "x", x, names[i], p));
+    bool ok = p->dtype == x->dtype || (p->dtype == CT_F32 && (x->dtype == CT_F16 || x->dtype == CT_BF16));
+    if (!ok)
+      return ct__error(CT_ERR_DTYPE_MISMATCH, "%s: %s has dtype %s but x has %s (parameters take x's dtype, or f32 "
+                       "for f16/bf16 x)", fn, names[i], ct_dtype_name(p->dtype), ct_dtype_name(x->dtype));
+    if (set && p->dtype != *pd)
+      return ct__error(CT_ERR_DTYPE_MISMATCH, "%s: %s has dtype %s but the other parameters have %s", fn, names[i],
+                       ct_dtype_name(p->dtype), ct_dtype_name(*pd));
+    *pd = p->dtype;
+    set = true;
+  }
+  return CT_OK;
+}
+
+/* Whether x's dims from `from` on are laid out contiguously (element j of that block at j). */
+static bool dims_flat(const ct_tensor *x, int from) {
+  int64_t expect = 1;
+  for (int i = x->ndim - 1; i >= from; i--) {
+    if (x->shape[i] != 1 && x->strides[i] != expect) return false;
+    expect *= x->shape[i];
+  }
+  return true;
+}
+
+static void karg_acc(struct ct__kargs *a, const char *name, ct_dtype xdt, double v) {
+  if (xdt == CT_F64) ct__karg_double(a, name, v);
+  else ct__karg_float(a, name, (float)v);
+}
+
+static void karg_param(struct ct__kargs *a, const char *name, const char *offname, const char *hasname,
+                       const ct_tensor *p, const ct_tensor *fallback) {
+  int64_t off = 0;
+  if (p) ct__tensor_elem_offset(p, &off);
+  ct__karg_mem(a, name, ct__tensor_mem(p ? p : fallback));
+  ct__karg_long(a, offname, off);
+  if (hasname) ct__karg_int(a, hasname, p != NULL);
+}
+
+static ct_status norm_api(ct_tensor **out, const ct_tensor *x, int nnorm, const ct_tensor *weight,
+                          const ct_tensor *bias, double eps, int mode, const char *fn) {
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL(fn, x);
+  CT__TRY(ct__nn_check_float(fn, "x", x));
+  char sx[160], sp[160];
+  if (nnorm < 1 || nnorm > x->ndim)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: nnorm is %d; it must be between 1 and x's %d dims (x %s)", fn,
+                     nnorm, x->ndim, ct__shape_str(sx, sizeof sx, x->ndim, x->shape));
+  if (mode == 1 && isnan(eps)) {
+    switch (x->dtype) {
+      case CT_F64: eps = ldexp(1, -52); break;
+      case CT_F16: eps = ldexp(1, -10); break;
+      case CT_BF16: eps = ldexp(1, -7); break;
+      default: eps = ldexp(1, -23); break;
+    }
+  }
+  if (!(eps >= 0)) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: eps must be >= 0, got %g", fn, eps);
+  const ct_tensor *ps[2] = {weight, bias};
+  static const char *const names[2] = {"weight", "bias"};
+  ct_dtype pd;
+  CT__TRY(param_dtype(&pd, x, ps, names, 2, fn));
+  int outer = x->ndim - nnorm;
+  for (int i = 0; i < 2; i++) {
+    const ct_tensor *p = ps[i];
+    if (!p) continue;
+    bool same = p->ndim == nnorm && memcmp(p->shape, x->shape + outer, sizeof(int64_t) * (size_t)nnorm) == 0;
+    if (!same)
+      return ct__error(CT_ERR_SHAPE_MISMATCH, "%s: %s has shape %s but x's last %d dims are %s", fn, names[i],
+                       ct__shape_str(sp, sizeof sp, p->ndim, p->shape), nnorm,
+                       ct__shape_str(sx, sizeof sx, nnorm, x->shape + outer));
+  }
+  ct_device *d = x->storage->device;
+  ct_tensor *o = NULL, *wc = NULL, *bc = NULL;
+  CT__TRY(ct__tensor_new(&o, d, x->dtype, x->ndim, x->shape, fn));
+  int64_t n = 1, nrows = 1;
+  for (int i = outer; i < x->ndim; i++) n *= x->shape[i];
+  for (int i = 0; i < outer; i++) nrows *= x->shape[i];
+  ct_status st = CT_OK;
+  if (ct_numel(o) > 0) {
+    /* weight and bias are read in the row's order: contiguous copies if they are views. */
+    if (weight) st = ct__contiguous(&wc, weight, weight->dtype, 0, fn);
+    if (st == CT_OK && bias) st = ct__contiguous(&bc, bias, bias->dtype, 0, fn);
+    bool flat = dims_flat(x, outer);
+    char extra[32];
+    snprintf(extra, sizeof extra, "-DCT_PD=%d", (int)pd);
+    ct__kernel *k = NULL;
+    if (st == CT_OK) st = ct__nn_kernel(&k, d, "norm.cl", "norm_rows", x->dtype, extra, fn);
+    if (st == CT_OK) {
+      int64_t xoff = 0, ooff = 0;
+      ct__tensor_elem_offset(x, &xoff);
+      ct__tensor_elem_offset(o, &ooff);
+      struct ct__kargs a;
+      ct__kargs_begin(&a, k, ct__kernel_lock(k));
+      ct__karg_mem(&a, "x", ct__tensor_mem(x));
+      ct__karg_long(&a, "x_off", xoff);
+      ct__karg_int(&a, "kndim", outer);
+      ct__karg_long8(&a, "kshape", outer, x->shape, 1);
+      ct__karg_long8(&a, "kstr", outer, x->strides, 0);
+      ct__karg_int(&a, "indim", nnorm);
+      ct__karg_long8(&a, "ishape", nnorm, x->shape + outer, 1);
+      ct__karg_long8(&a, "istr", nnorm, x->strides + outer, 0);
+      ct__karg_int(&a, "inner_flat", flat);
+      ct__karg_long(&a, "nrows", nrows);
+      ct__karg_long(&a, "n", n);
+      ct__karg_mem(&a, "out", ct__tensor_mem(o));
+      ct__karg_long(&a, "out_off", ooff);
+      karg_param(&a, "w", "w_off", "has_w", wc, o);
+      karg_param(&a, "b", "b_off", "has_b", bc, o);
+      ct__karg_int(&a, "mode", mode);
+      karg_acc(&a, "eps", x->dtype, eps);
+      st = ct__nn_launch1(k, &a, d, nrows, fn);
+    }
+  }
+  ct_release(wc);
+  ct_release(bc);
+  return ct__nn_result(out, o, st);
+}
+
+ct_status ct_layer_norm(ct_tensor **out, const ct_tensor *x, int nnorm, const ct_tensor *weight,
+                        const ct_tensor *bias, double eps) {
+  return norm_api(out, x, nnorm, weight, bias, eps, 0, "ct_layer_norm");
+}
+
+ct_status ct_rms_norm(ct_tensor **out, const ct_tensor *x, int nnorm, const ct_tensor *weight, double eps) {
+  return norm_api(out, x, nnorm, weight, NULL, eps, 1, "ct_rms_norm");
+}
+
+ct_status ct_batch_norm(ct_tensor **out, const ct_tensor *x, ct_tensor *running_mean, ct_tensor *running_var,
+                        const ct_tensor *weight, const ct_tensor *bias, bool training, double momentum,
+                        double eps) {
+  const char *fn = "ct_batch_norm";
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL(fn, x);
+  CT__TRY(ct__nn_check_float(fn, "x", x));
+  char sx[160], sp[160];
+  if (x->ndim < 2)
+    return ct__error(CT_ERR_SHAPE_MISMATCH, "%s: x must have at least 2 dims [N, C, ...], got %s", fn,
+                     ct__shape_str(sx, sizeof sx, x->ndim, x->shape));
+  if (!training && (!running_mean || !running_var))
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: eval mode (training false) needs running_mean and running_var, "
+                     "got %s NULL", fn, !running_mean ? "running_mean" : "running_var");
+  if ((running_mean == NULL) != (running_var == NULL))
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: running_mean and running_var must both be given or both be NULL "
+                     "(%s is NULL)", fn, !running_mean ? "running_mean" : "running_var");
+  if (!(eps >= 0)) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: eps must be >= 0, got %g", fn, eps);
+  if (!isfinite(momentum))
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: momentum must be finite, got %g", fn, momentum);
+  const ct_tensor *ps[4] = {running_mean, running_var, weight, bias};
+  static const char *const names[4] = {"running_mean", "running_var", "weight", "bias"};
+  ct_dtype pd;
+  CT__TRY(param_dtype(&pd, x, ps, names, 4, fn));
+  int64_t N = x->shape[0], C = x->shape[1], S = 1;
+  for (int i = 2; i < x->ndim; i++) S *= x->shape[i];
+  for (int i = 0; i < 4; i++) {
+    const ct_tensor *p = ps[i];
+    if (!p) continue;
+    if (p->ndim != 1 || p->shape[0] != C)
+      return ct__error(CT_ERR_SHAPE_MISMATCH, "%s: %s must be [%lld] (x's channels, x %s), got %s", fn, names[i],
+                       (long long)C, ct__shape_str(sx, sizeof sx, x->ndim, x->shape),
+                       ct__shape_str(sp, sizeof sp, p->ndim, p->shape));
+    if (i < 2 && ct__tensor_overlaps(p, x))
+      return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: %s shares memory with x; it is written in place", fn, names[i]);
+  }
+  if (training && running_mean && N * S == 1 && C > 0)
+    return ct__error(CT_ERR_INVALID_ARGUMENT,
+                     "%s: training needs more than 1 value per channel to update the running variance, x %s", fn,
+                     ct__shape_str(sx, sizeof sx, x->ndim, x->shape));
+  if (training && N * S == 0 && C > 0)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: training on an empty batch has no statistics (x %s)", fn,
+                     ct__shape_str(sx, sizeof sx, x->ndim, x->shape));
+  ct_device *d = x->storage->device;
+  ct_tensor *o = NULL, *ss = NULL;
+  CT__TRY(ct__tensor_new(&o, d, x->dtype, x->ndim, x->shape, fn));
+  if (C == 0 || (ct_numel(x) == 0 && !training)) {
+    *out = o;
+    return CT_OK;
+  }
+  ct_dtype adt = x->dtype == CT_F64 ? CT_F64 : CT_F32;
+  int64_t sshape[1] = {2 * C};
+  ct_status st = ct__tensor_new(&ss, d, adt, 1, sshape, fn);
+  char extra[32];
+  snprintf(extra, sizeof extra, "-DCT_PD=%d", (int)pd);
+  ct__kernel *ks = NULL, *ka = NULL;
+  if (st == CT_OK) st = ct__nn_kernel(&ks, d, "norm.cl", "bn_stats", x->dtype, extra, fn);
+  if (st == CT_OK) st = ct__nn_kernel(&ka, d, "norm.cl", "bn_apply", x->dtype, extra, fn);
+  int64_t xoff = 0, ooff = 0, ssoff = 0;
+  if (st == CT_OK) {
+    ct__tensor_elem_offset(x, &xoff);
+    ct__tensor_elem_offset(o, &ooff);
+    ct__tensor_elem_offset(ss, &ssoff);
+    struct ct__kargs a;
+    ct__kargs_begin(&a, ks, ct__kernel_lock(ks));
+    ct__karg_mem(&a, "x", ct__tensor_mem(x));
+    ct__karg_long(&a, "x_off", xoff);
+    ct__karg_long(&a, "N", N);
+    ct__karg_long(&a, "C", C);
+    ct__karg_long(&a, "sn", x->strides[0]);
+    ct__karg_long(&a, "sc", x->strides[1]);
+    ct__karg_int(&a, "sndim", x->ndim - 2);
+    ct__karg_long8(&a, "sshape", x->ndim - 2, x->shape + 2, 1);
+    ct__karg_long8(&a, "sstr", x->ndim - 2, x->strides + 2, 0);
+    ct__karg_int(&a, "sflat", dims_flat(x, 2));
+    ct__karg_long(&a, "S", S);
+    karg_param(&a, "rm", "rm_off", NULL, running_mean, o);
+    karg_param(&a, "rv", "rv_off", NULL, running_var, o);
+    ct__karg_int(&a, "has_running", running_mean != NULL);
+    karg_param(&a, "w", "w_off", "has_w", weight, o);
+    karg_param(&a, "b", "b_off", "has_b", bias, o);
+    ct__karg_int(&a, "training", training);
+    karg_acc(&a, "momentum", x->dtype, momentum);
+    karg_acc(&a, "eps", x->dtype, eps);
+    ct__karg_mem(&a, "ss", ct__tensor_mem(ss));
+    ct__karg_long(&a, "ss_off", ssoff);
+    st = ct__nn_launch1(ks, &a, d, C, fn);
+  }
+  if (st == CT_OK && ct_numel(x) > 0) {
+    struct ct__kargs a;
+    ct__kargs_begin(&a, ka, ct__kernel_lock(ka));
+    ct__karg_mem(&a, "x", ct__tensor_mem(x));
+    ct__karg_long(&a, "x_off", xoff);
+    ct__karg_int(&a, "ndim", x->ndim);
+    ct__karg_long8(&a, "shape", x->ndim, x->shape, 1);
+    ct__karg_long8(&a, "str", x->ndim, x->strides, 0);
+    ct__karg_int(&a, "flat", ct_tensor_is_contiguous(x));
+    ct__karg_long(&a, "C", C);
+    ct__karg_long(&a, "S", S);
+    ct__karg_mem(&a, "ss", ct__tensor_mem(ss));
+    ct__karg_long(&a, "ss_off", ssoff);
+    ct__karg_mem(&a, "out", ct__tensor_mem(o));
+    ct__karg_long(&a, "out_off", ooff);
+    ct__karg_long(&a, "total", ct_numel(x));
+    st = ct__nn_launch1(ka, &a, d, ct_numel(x), fn);
+  }
+  ct_release(ss);
+  return ct__nn_result(out, o, st);
+}

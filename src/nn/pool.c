@@ -1,0 +1,116 @@
+/* ct_max_pool2d, ct_avg_pool2d, ct_adaptive_avg_pool2d (kernels/pool.cl: one kernel, the mode a
+ * runtime argument, so the three share one program per dtype). */
+#include <stdio.h>
+
+#include "core/error.h"
+#include "device/device.h"
+#include "nn/nn.h"
+
+enum { POOL_MAX, POOL_AVG, POOL_ADAPTIVE };
+
+/* Checks x and runs the kernel into a new [N, C, OH, OW] (or [C, OH, OW]) output. */
+static ct_status pool_run(ct_tensor **out, const ct_tensor *x, int mode, const int win[6], int64_t OH, int64_t OW,
+                          const ct_tensor *x4, const char *fn) {
+  ct_device *d = x4->storage->device;
+  int64_t oshape[4] = {x4->shape[0], x4->shape[1], OH, OW};
+  ct_tensor *o = NULL;
+  CT__TRY(ct__tensor_new(&o, d, x4->dtype, 4, oshape, fn));
+  ct_status st = CT_OK;
+  int64_t total = ct_numel(o);
+  if (total > 0) {
+    ct__kernel *k;
+    st = ct__nn_kernel(&k, d, "pool.cl", "pool2d", x4->dtype, NULL, fn);
+    if (st == CT_OK) {
+      int64_t xoff = 0, ooff = 0;
+      ct__tensor_elem_offset(x4, &xoff);
+      ct__tensor_elem_offset(o, &ooff);
+      struct ct__kargs a;
+      ct__kargs_begin(&a, k, ct__kernel_lock(k));
+      ct__karg_mem(&a, "x", ct__tensor_mem(x4));
+      ct__karg_long(&a, "x_off", xoff);
+      cl_long4 xs = {{x4->strides[0], x4->strides[1], x4->strides[2], x4->strides[3]}};
+      ct__karg(&a, "xs", sizeof xs, &xs);
+      ct__karg_long(&a, "C", x4->shape[1]);
+      ct__karg_long(&a, "H", x4->shape[2]);
+      ct__karg_long(&a, "W", x4->shape[3]);
+      ct__karg_mem(&a, "out", ct__tensor_mem(o));
+      ct__karg_long(&a, "out_off", ooff);
+      ct__karg_long(&a, "OH", OH);
+      ct__karg_long(&a, "OW", OW);
+      ct__karg_int(&a, "mode", mode);
+      static const char *const names[6] = {"kh", "kw", "sth", "stw", "ph", "pw"};
+      for (int i = 0; i < 6; i++) ct__karg_int(&a, names[i], win[i]);
+      ct__karg_long(&a, "total", total);
+      st = ct__nn_launch1(k, &a, d, total, fn);
+    }
+  }
+  if (st == CT_OK && x->ndim == 3) st = ct__nn_unbatch(&o);
+  return ct__nn_result(out, o, st);
+}
+
+static ct_status pool_window(ct_tensor **out, const ct_tensor *x, const int kernel[2], const int stride[2],
+                             const int padding[2], int mode, const char *fn) {
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL(fn, x);
+  CT__CHECK_NOT_NULL(fn, kernel);
+  CT__TRY(ct__nn_check_float(fn, "x", x));
+  ct_tensor *x4 = NULL;
+  CT__TRY(ct__nn_batched4(&x4, x, fn));
+  /* kh, kw, sh, sw, ph, pw */
+  int win[6] = {kernel[0], kernel[1], stride ? stride[0] : kernel[0], stride ? stride[1] : kernel[1],
+                padding ? padding[0] : 0, padding ? padding[1] : 0};
+  ct_status st = CT_OK;
+  int64_t o[2] = {0, 0};
+  for (int i = 0; i < 2 && st == CT_OK; i++) {
+    int kk = win[i], s = win[2 + i], p = win[4 + i];
+    int64_t in = x4->shape[2 + i];
+    if (kk < 1) st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: kernel[%d] must be >= 1, got %d", fn, i, kk);
+    else if (s < 1) st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: stride[%d] must be >= 1, got %d", fn, i, s);
+    else if (p < 0 || p > kk / 2)
+      st = ct__error(CT_ERR_INVALID_ARGUMENT,
+                     "%s: padding[%d] is %d; it must be between 0 and half the kernel size (%d), as PyTorch's", fn,
+                     i, p, kk / 2);
+    else if (in + 2 * (int64_t)p < kk)
+      st = ct__error(CT_ERR_SHAPE_MISMATCH, "%s: kernel[%d] = %d is larger than the padded input size %lld (dim %d of x)",
+                     fn, i, kk, (long long)(in + 2 * (int64_t)p), x->ndim - 2 + i);
+    else
+      o[i] = (in + 2 * (int64_t)p - kk) / s + 1;
+  }
+  if (st == CT_OK) st = pool_run(out, x, mode, win, o[0], o[1], x4, fn);
+  ct_release(x4);
+  return st;
+}
+
+ct_status ct_max_pool2d(ct_tensor **out, const ct_tensor *x, const int kernel[2], const int stride[2],
+                        const int padding[2]) {
+  return pool_window(out, x, kernel, stride, padding, POOL_MAX, "ct_max_pool2d");
+}
+
+ct_status ct_avg_pool2d(ct_tensor **out, const ct_tensor *x, const int kernel[2], const int stride[2],
+                        const int padding[2]) {
+  return pool_window(out, x, kernel, stride, padding, POOL_AVG, "ct_avg_pool2d");
+}
+
+ct_status ct_adaptive_avg_pool2d(ct_tensor **out, const ct_tensor *x, const int64_t size[2]) {
+  const char *fn = "ct_adaptive_avg_pool2d";
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL(fn, x);
+  CT__CHECK_NOT_NULL(fn, size);
+  CT__TRY(ct__nn_check_float(fn, "x", x));
+  ct_tensor *x4 = NULL;
+  CT__TRY(ct__nn_batched4(&x4, x, fn));
+  ct_status st = CT_OK;
+  for (int i = 0; i < 2 && st == CT_OK; i++) {
+    if (size[i] < 0)
+      st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: size[%d] must be >= 0, got %lld", fn, i, (long long)size[i]);
+    else if (x4->shape[2 + i] == 0 && size[i] != 0)
+      st = ct__error(CT_ERR_SHAPE_MISMATCH, "%s: dim %d of x is empty; it can't be pooled to size[%d] = %lld", fn,
+                     x->ndim - 2 + i, i, (long long)size[i]);
+  }
+  int win[6] = {1, 1, 1, 1, 0, 0};
+  if (st == CT_OK) st = pool_run(out, x, POOL_ADAPTIVE, win, size[0], size[1], x4, fn);
+  ct_release(x4);
+  return st;
+}

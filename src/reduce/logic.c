@@ -1,0 +1,96 @@
+/* logsumexp, any and all (kernels/reduce_logic.cl): the argument checks and result dtypes of
+ * the reduce family (ct__reduce_dims, ct__reduce_geom), one work-item per output. */
+#include <stdio.h>
+
+#include "core/error.h"
+#include "device/device.h"
+#include "kernel/engine.h"
+#include "kernel/kargs.h"
+#include "reduce/reduce.h"
+#include "tensor/tensor.h"
+
+enum { LG_LOGSUMEXP, LG_ANY, LG_ALL };
+
+static ct_status logic_api(ct_tensor **out, const ct_tensor *x, int ndims, const int *dims,
+                           bool keepdim, int op, const char *fn) {
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL(fn, x);
+  if ((unsigned)x->dtype >= CT_DTYPE_COUNT)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: tensor has an invalid dtype %d", fn,
+                     (int)x->dtype);
+  bool mask[CT_MAX_DIMS];
+  CT__TRY(ct__reduce_dims(mask, x->ndim, x->shape, ndims, dims, fn));
+  /* PyTorch's result dtypes: logsumexp keeps float dtypes and promotes bool and integers to
+   * f32; any/all give bool, except u8 input, which gives u8. */
+  ct_dtype odt;
+  if (op == LG_LOGSUMEXP)
+    odt = ct_dtype_is_float(x->dtype) ? x->dtype : CT_F32;
+  else
+    odt = x->dtype == CT_U8 ? CT_U8 : CT_BOOL;
+  int64_t oshape[CT_MAX_DIMS];
+  int ondim = ct__reduce_out_shape(oshape, x->ndim, x->shape, mask, keepdim);
+  ct_device *d = x->storage->device;
+  ct_tensor *o = NULL;
+  CT__TRY(ct__tensor_new(&o, d, odt, ondim, oshape, fn));
+  struct ct__red_geom g;
+  ct__reduce_geom(&g, x->ndim, x->shape, x->strides, mask, true);
+  if (g.nout == 0) {
+    *out = o;
+    return CT_OK;
+  }
+  char opts[32];
+  snprintf(opts, sizeof opts, "-DCT_IN=%d", (int)x->dtype);
+  ct__kernel *k;
+  ct_status st = ct__kernel_get(&k, d, "reduce_logic.cl",
+                                op == LG_LOGSUMEXP ? "red_logsumexp" : "red_anyall", opts);
+  if (st != CT_OK) {
+    ct__error_append(" (in %s)", fn);
+    ct_release(o);
+    return st;
+  }
+  struct ct__kargs a;
+  ct__kargs_begin(&a, k, ct__kernel_lock(k));
+  ct__karg_mem(&a, "in", ct__tensor_mem(x));
+  ct__karg_long(&a, "in_off", ct__elem_offset(x));
+  ct__karg_mem(&a, "out", ct__tensor_mem(o));
+  ct__karg_long(&a, "out_off", ct__elem_offset(o));
+  ct__karg_int(&a, op == LG_LOGSUMEXP ? "out_dt" : "is_all",
+               op == LG_LOGSUMEXP ? (cl_int)odt : op == LG_ALL);
+  ct__karg_long(&a, "nout", g.nout);
+  /* A size-0 reduced dim: the geometry keeps it, but the extent is empty. */
+  ct__karg_long(&a, "nred", g.nred);
+  ct__karg_int(&a, "kndim", g.kndim);
+  ct__karg_long8(&a, "kshape", g.kndim, g.kshape, 1);
+  ct__karg_long8(&a, "kstride", g.kndim, g.kstride, 0);
+  ct__karg_int(&a, "rndim", g.rndim);
+  ct__karg_long8(&a, "rshape", g.rndim, g.rshape, 1);
+  ct__karg_long8(&a, "rstride", g.rndim, g.rstride, 0);
+  st = ct__kargs_end(&a, fn);
+  if (st == CT_OK) {
+    size_t local;
+    st = ct__kernel_group_limit(&local, k, d, 64, 0);
+    size_t global = ((size_t)g.nout + local - 1) / local * local;
+    if (st == CT_OK) st = ct__kernel_launch(k, d, 1, &global, &local);
+  }
+  ct__kernel_unlock(k);
+  if (st != CT_OK) {
+    ct_release(o);
+    return st;
+  }
+  *out = o;
+  return CT_OK;
+}
+
+ct_status ct_logsumexp(ct_tensor **out, const ct_tensor *x, int ndims, const int *dims,
+                       bool keepdim) {
+  return logic_api(out, x, ndims, dims, keepdim, LG_LOGSUMEXP, "ct_logsumexp");
+}
+
+ct_status ct_any(ct_tensor **out, const ct_tensor *x, int ndims, const int *dims, bool keepdim) {
+  return logic_api(out, x, ndims, dims, keepdim, LG_ANY, "ct_any");
+}
+
+ct_status ct_all(ct_tensor **out, const ct_tensor *x, int ndims, const int *dims, bool keepdim) {
+  return logic_api(out, x, ndims, dims, keepdim, LG_ALL, "ct_all");
+}

@@ -1,0 +1,209 @@
+/* ct_scaled_dot_product_attention against PyTorch (data/attention_ref.h, made by
+ * data/gen_attention.py): no mask, bool and additive masks with fully masked rows (zeros, not
+ * NaN), causal with L < S and L > S, causal with a mask, an explicit scale, broadcast batch
+ * dims, a transposed k, no keys, no queries, an empty batch, E = 0, f16 and f64; a mask with
+ * more batch dims than q, k, v; the memory bound; and the errors.
+ *
+ * Tolerances. The reference is the f64 computation on the same (f32-representable) inputs. Each
+ * output is a convex combination of v's rows: f32 scores are within a few ulps of |s| (|s| < 10
+ * here), exp turns that into a relative error of the weights of some 10 eps32, so the output is
+ * within ~ 20 eps32 max|v|: 2e-5 (1 + max|v|) leaves a margin of ~ 8x. f64 likewise with 1e-12.
+ * f16: the reference is PyTorch's f16 result, which rounds its scores and weights to f16
+ * (2^-11 relative) while we compute in f32 and round once: 5e-3 (1 + max|v|), a few f16 ulps of
+ * the scores' effect. */
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ct_fixture.h"
+#include "ct_test.h"
+
+#include "data/attention_ref.h"
+
+#define NCASES ((int)(sizeof sdpa_cases / sizeof sdpa_cases[0]))
+
+static ct_tensor *make(ct_device *d, const struct sdpa_t *t) {
+  return ct_test_from_doubles(d, t->dt, t->ndim, t->shape, t->v);
+}
+
+/* t's values stored with the last two dims swapped, returned as the transposed view. */
+static ct_tensor *make_transposed(ct_device *d, const struct sdpa_t *t) {
+  int nd = t->ndim;
+  int64_t r = t->shape[nd - 2], c = t->shape[nd - 1], batch = ct_test_numel(nd - 2, t->shape);
+  int64_t sh[4];
+  memcpy(sh, t->shape, sizeof sh);
+  sh[nd - 2] = c;
+  sh[nd - 1] = r;
+  double *tv = malloc(sizeof(double) * (size_t)(batch * r * c + 1));
+  for (int64_t b = 0; b < batch; b++)
+    for (int64_t i = 0; i < r; i++)
+      for (int64_t j = 0; j < c; j++) tv[b * r * c + j * r + i] = t->v[b * r * c + i * c + j];
+  ct_tensor *base = ct_test_from_doubles(d, t->dt, nd, sh, tv), *v = NULL;
+  ck_assert_ct_ok(ct_transpose(&v, base, -2, -1));
+  ct_release(base);
+  free(tv);
+  return v;
+}
+
+START_TEST(test_reference) {
+  const struct sdpa_case *c = &sdpa_cases[_i];
+  ct_device *d = ct_test_device();
+  if (c->q.dt == CT_F64 && !ct_device_properties(d)->fp64) return;
+  ct_tensor *q = make(d, &c->q), *k = c->view == 'k' ? make_transposed(d, &c->k) : make(d, &c->k),
+            *v = make(d, &c->v), *m = c->has_mask ? make(d, &c->mask) : NULL, *o = NULL;
+  ck_assert_ct_ok(ct_scaled_dot_product_attention(&o, q, k, v, m, c->causal, c->scale));
+  ck_assert_int_eq(ct_tensor_dtype(o), c->out.dt);
+  ck_assert_int_eq(ct_tensor_ndim(o), c->out.ndim);
+  for (int i = 0; i < c->out.ndim; i++) ck_assert_int_eq(ct_tensor_shape(o)[i], c->out.shape[i]);
+  int64_t n = ct_test_numel(c->out.ndim, c->out.shape);
+  double vmax = 0;
+  for (int64_t i = 0; i < ct_test_numel(c->v.ndim, c->v.shape); i++) vmax = fmax(vmax, fabs(c->v.v[i]));
+  double rel = c->q.dt == CT_F16 ? 5e-3 : c->q.dt == CT_F64 ? 1e-12 : 2e-5;
+  double *res = ct_test_to_doubles(o);
+  for (int64_t i = 0; i < n; i++) {
+    double got = res[i], want = c->out.v[i];
+    ck_assert_msg(fabs(got - want) <= rel * (1 + vmax), "%s [%lld]: %.9g, expected %.9g", c->name,
+                  (long long)i, got, want);
+  }
+  free(res);
+  ct_release(q);
+  ct_release(k);
+  ct_release(v);
+  ct_release(m);
+  ct_release(o);
+}
+END_TEST
+
+/* The only large temporary is the scores' block, L x S: the peak growth over the call stays
+ * below scores + output + 2 MiB (one large-block rounding of the allocator), while a second
+ * score-sized temporary would add another 4 MiB. */
+START_TEST(test_memory_bound) {
+  ct_device *d = ct_test_device();
+  const int64_t L = 1024, S = 1024, E = 8;
+  int64_t qs[2] = {L, E}, ks[2] = {S, E};
+  ct_tensor *q = NULL, *k = NULL, *v = NULL, *o = NULL;
+  ck_assert_ct_ok(ct_randn_seeded(&q, d, CT_F32, 2, qs, 1, 0));
+  ck_assert_ct_ok(ct_randn_seeded(&k, d, CT_F32, 2, ks, 1, 1));
+  ck_assert_ct_ok(ct_randn_seeded(&v, d, CT_F32, 2, ks, 1, 2));
+  ct_memory_stats before, after;
+  ck_assert_ct_ok(ct_memory_reset_peak(d));
+  ck_assert_ct_ok(ct_memory_stats_get(&before, d));
+  ck_assert_ct_ok(ct_scaled_dot_product_attention(&o, q, k, v, NULL, true, NAN));
+  ck_assert_ct_ok(ct_memory_stats_get(&after, d));
+  uint64_t grew = after.peak_allocated_bytes - before.allocated_bytes;
+  uint64_t bound = (uint64_t)(L * S + L * E) * 4 + (2u << 20);
+  ck_assert_msg(grew <= bound, "peak grew by %llu bytes (bound %llu)", (unsigned long long)grew,
+                (unsigned long long)bound);
+  /* Row 0 attends key 0 only (causal): the output's row 0 is v's row 0. */
+  float o0[8], v0[8];
+  ct_tensor *orow = NULL, *vrow = NULL;
+  ck_assert_ct_ok(ct_slice(&orow, o, 0, 0, 1, 1));
+  ck_assert_ct_ok(ct_slice(&vrow, v, 0, 0, 1, 1));
+  ck_assert_ct_ok(ct_to_host(orow, o0, sizeof o0));
+  ck_assert_ct_ok(ct_to_host(vrow, v0, sizeof v0));
+  for (int i = 0; i < 8; i++) ck_assert_float_eq_tol(o0[i], v0[i], 1e-6);
+  ct_release(orow);
+  ct_release(vrow);
+  ct_release(q);
+  ct_release(k);
+  ct_release(v);
+  ct_release(o);
+}
+END_TEST
+
+/* A mask whose batch dims exceed q's, k's and v's (PyTorch refuses; here they broadcast): each
+ * batch entry equals the call with that entry's mask alone (within the f32 bound of
+ * test_reference, |v| < 6: the batched and the single GEMM may sum in different orders). */
+START_TEST(test_mask_batch) {
+  ct_device *d = ct_test_device();
+  int64_t qs[2] = {4, 8}, ks[2] = {6, 8}, vs[2] = {6, 5}, ms[3] = {3, 4, 6};
+  ct_tensor *q = NULL, *k = NULL, *v = NULL, *m = NULL, *o = NULL;
+  ck_assert_ct_ok(ct_randn_seeded(&q, d, CT_F32, 2, qs, 3, 0));
+  ck_assert_ct_ok(ct_randn_seeded(&k, d, CT_F32, 2, ks, 3, 1));
+  ck_assert_ct_ok(ct_randn_seeded(&v, d, CT_F32, 2, vs, 3, 2));
+  ck_assert_ct_ok(ct_randn_seeded(&m, d, CT_F32, 3, ms, 3, 3));
+  ck_assert_ct_ok(ct_scaled_dot_product_attention(&o, q, k, v, m, false, NAN));
+  ck_assert_int_eq(ct_tensor_ndim(o), 3);
+  ck_assert_int_eq(ct_tensor_shape(o)[0], 3);
+  double *all = ct_test_to_doubles(o);
+  for (int b = 0; b < 3; b++) {
+    ct_tensor *mb = NULL, *mb2 = NULL, *ob = NULL;
+    ck_assert_ct_ok(ct_slice(&mb, m, 0, b, b + 1, 1));
+    ck_assert_ct_ok(ct_squeeze(&mb2, mb, 0));
+    ck_assert_ct_ok(ct_scaled_dot_product_attention(&ob, q, k, v, mb2, false, NAN));
+    double *one = ct_test_to_doubles(ob);
+    for (int i = 0; i < 20; i++) ck_assert_double_eq_tol(all[b * 20 + i], one[i], 2e-5 * 7);
+    free(one);
+    ct_release(mb);
+    ct_release(mb2);
+    ct_release(ob);
+  }
+  free(all);
+  ct_release(q);
+  ct_release(k);
+  ct_release(v);
+  ct_release(m);
+  ct_release(o);
+}
+END_TEST
+
+START_TEST(test_errors) {
+  ct_device *d = ct_test_device();
+  int64_t qs[3] = {2, 4, 8}, ks[3] = {2, 6, 8}, vs[3] = {2, 6, 5}, kbad[3] = {2, 6, 7},
+          vbad[3] = {2, 5, 5}, mbad[2] = {4, 5}, one[1] = {8};
+  ct_tensor *q = NULL, *k = NULL, *v = NULL, *kb = NULL, *vb = NULL, *mb = NULL, *mi = NULL,
+            *q1 = NULL, *q64 = NULL, *r = (ct_tensor *)1;
+  ck_assert_ct_ok(ct_zeros(&q, d, CT_F32, 3, qs));
+  ck_assert_ct_ok(ct_zeros(&k, d, CT_F32, 3, ks));
+  ck_assert_ct_ok(ct_zeros(&v, d, CT_F32, 3, vs));
+  ck_assert_ct_ok(ct_zeros(&kb, d, CT_F32, 3, kbad));
+  ck_assert_ct_ok(ct_zeros(&vb, d, CT_F32, 3, vbad));
+  ck_assert_ct_ok(ct_zeros(&mb, d, CT_BOOL, 2, mbad));
+  ck_assert_ct_ok(ct_zeros(&mi, d, CT_I32, 2, mbad));
+  ck_assert_ct_ok(ct_zeros(&q1, d, CT_F32, 1, one));
+  ck_assert_ct_ok(ct_zeros(&q64, d, CT_F16, 3, qs));
+  ck_assert_ct_status(ct_scaled_dot_product_attention(&r, q, kb, v, NULL, false, NAN), CT_ERR_SHAPE_MISMATCH);
+  ck_assert_ptr_null(r);
+  ck_assert_error_contains("q has shape [2, 4, 8] and k [2, 6, 7]: their last dims (E) differ");
+  ck_assert_ct_status(ct_scaled_dot_product_attention(&r, q, k, vb, NULL, false, NAN), CT_ERR_SHAPE_MISMATCH);
+  ck_assert_error_contains("their dims -2 (S, the number of keys) differ");
+  ck_assert_ct_status(ct_scaled_dot_product_attention(&r, q, k, v, mb, false, NAN), CT_ERR_SHAPE_MISMATCH);
+  ck_assert_error_contains("mask has shape [4, 5], which doesn't broadcast to the scores' shape [2, 4, 6]");
+  ck_assert_ct_status(ct_scaled_dot_product_attention(&r, q, k, v, mi, false, NAN), CT_ERR_DTYPE_MISMATCH);
+  ck_assert_error_contains("mask has dtype i32");
+  ck_assert_ct_status(ct_scaled_dot_product_attention(&r, q1, k, v, NULL, false, NAN), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("q has shape [8] (expected at least 2 dims");
+  ck_assert_ct_status(ct_scaled_dot_product_attention(&r, q64, k, v, NULL, false, NAN), CT_ERR_DTYPE_MISMATCH);
+  ck_assert_error_contains("k has dtype f32 but q has f16");
+  ck_assert_ct_status(ct_scaled_dot_product_attention(&r, q, k, v, NULL, false, INFINITY), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("scale is inf");
+  ck_assert_ct_status(ct_scaled_dot_product_attention(&r, q, NULL, v, NULL, false, NAN), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_scaled_dot_product_attention(&r, q, k, mi, NULL, false, NAN), CT_ERR_DTYPE_MISMATCH);
+  ct_release(q);
+  ct_release(k);
+  ct_release(v);
+  ct_release(kb);
+  ct_release(vb);
+  ct_release(mb);
+  ct_release(mi);
+  ct_release(q1);
+  ct_release(q64);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("attention");
+  TCase *tc = tcase_create("reference");
+  tcase_add_loop_test(tc, test_reference, 0, NCASES);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("mask batch");
+  tcase_add_test(tc, test_mask_batch);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("memory");
+  tcase_add_test(tc, test_memory_bound);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("errors");
+  tcase_add_test(tc, test_errors);
+  suite_add_tcase(s, tc);
+  return ct_test_run(s);
+}
