@@ -3,13 +3,17 @@
 
 Times the same work as tools/bench/group_models.c, from the same committed fixtures: the digits
 CNN on the 450-image test split (then the argmax, to a NumPy array), and the character GPT on
-its fixed batch of token ids (the logits, to a NumPy array). Inference mode, PyTorch's default
-thread count unless --threads. With --bench PATH it then runs `PATH --only models --json` in the
-same sitting and prints, per figure, cltensor's median, PyTorch's median and the speed ratio
-(PyTorch's time / cltensor's: above 1 means cltensor is faster).
+its fixed batch of token ids (the logits, to a NumPy array). Inference mode, with
+torch.set_num_threads(os.cpu_count()) unless --threads. With --bench PATH it then runs
+`PATH --only models --json` in the same sitting and prints, per figure, cltensor's median,
+PyTorch's median and the speed ratio (PyTorch's time / cltensor's: above 1 means cltensor is
+faster). cltensor-bench itself runs `torch_models.py --figure NAME` before and after its own
+figure when $CLTENSOR_BENCH_PYTHON names a Python with PyTorch (as the nn group runs
+torch_conv.py); that prints one line, `torch_model NAME median_ms=<m> min_ms=<a> max_ms=<b>
+threads=<t>`.
 
   /work/venv/bin/python tools/bench/torch_models.py [--bench build/tools/bench/cltensor-bench]
-      [--device SPEC] [--runs N] [--threads N]
+      [--device SPEC] [--runs N] [--threads N] [--figure digits_cnn_forward|charlm_forward]
 
 Needs PyTorch, NumPy and safetensors (a virtualenv: pip install torch numpy safetensors
 scikit-learn; the model classes come from examples/make_*.py)."""
@@ -53,11 +57,12 @@ def main():
     ap.add_argument("--bench", help="cltensor-bench to run in the same sitting")
     ap.add_argument("--device", help="cltensor-bench's --device")
     ap.add_argument("--runs", type=int, default=7)
-    ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (default: PyTorch's)")
+    ap.add_argument("--threads", type=int, default=os.cpu_count(), help="torch.set_num_threads (default: the cores)")
     ap.add_argument("--data", default=os.path.join(ROOT, "examples", "data"))
+    ap.add_argument("--figure", choices=["digits_cnn_forward", "charlm_forward"],
+                    help="time this one and print it as one line, for cltensor-bench")
     args = ap.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)
 
     cnn_file = load_file(os.path.join(args.data, "digits_cnn.safetensors"))
     cnn = make_digits_cnn.DigitsCNN()
@@ -74,11 +79,14 @@ def main():
     gpt.eval()
     ids = gpt_file["batch.ids"]
 
+    work = {"digits_cnn_forward": lambda: cnn(x).argmax(dim=1).numpy(), "charlm_forward": lambda: gpt(ids).numpy()}
     with torch.inference_mode():
-        torch_ms = {
-            "digits_cnn_forward": time_ms(lambda: cnn(x).argmax(dim=1).numpy(), args.runs),
-            "charlm_forward": time_ms(lambda: gpt(ids).numpy(), args.runs),
-        }
+        if args.figure:
+            med, lo, hi = time_ms(work[args.figure], args.runs)
+            print("torch_model %s median_ms=%.6g min_ms=%.6g max_ms=%.6g threads=%d"
+                  % (args.figure, med, lo, hi, torch.get_num_threads()))
+            return 0
+        torch_ms = {name: time_ms(fn, args.runs) for name, fn in work.items()}
     print("PyTorch %s CPU, %d threads:" % (torch.__version__, torch.get_num_threads()))
     for name, (med, lo, hi) in torch_ms.items():
         print("  %-20s %9.3f ms (min %.3f, max %.3f)" % (name, med, lo, hi))
