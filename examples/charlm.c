@@ -148,7 +148,8 @@ int main(int argc, char **argv) {
 
   /* 2, 3. Logits on the fixed batch in f32, f16, bf16. */
   ct_tensor *batch = NULL, *ref_t = NULL;
-  if (ct_safetensors_get(&batch, file, "batch.ids") != CT_OK || ct_safetensors_get(&ref_t, file, "batch.logits") != CT_OK)
+  if (ct_safetensors_get(&batch, file, "batch.ids") != CT_OK ||
+      ct_safetensors_get(&ref_t, file, "batch.logits") != CT_OK)
     return fail("reading the fixed batch");
   const int64_t count = ct_numel(ref_t);
   float *ref = malloc((size_t)count * sizeof *ref);
