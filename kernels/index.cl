@@ -9,7 +9,8 @@
  *
  * Out-of-range indices are found here: the first work-item to see one wins err[0] (a 32-bit
  * atomic compare-exchange, OpenCL 1.1 core) and records the output position and the value in
- * err[1] and err[2] (err at element err_off of its buffer); the host reads it after the kernel. A bad index is not dereferenced. */
+ * err[1] and err[2] (err starts at element err_off of its buffer); the host reads the record
+ * after the kernel. A bad index is not dereferenced. */
 #define T CT_BITS
 #define CT_CHUNK 256
 
@@ -116,6 +117,16 @@ __kernel void gather_bits(__global T *out, long out_off, __global const T *x, lo
       }
     }
   }
+}
+
+/* Only checks the indices (of shape `shape`, strided): for ops whose result is empty although
+ * the index is not (PyTorch still checks them). err records the index's linear position. */
+__kernel void index_check(__global const uchar *idx, long idx_off, long8 istr, int idx64, int ndim,
+                          long8 shape, long sel_size, long nitems, __global long *err, long err_off) {
+  long i = get_global_id(0);
+  if (i >= nitems) return;
+  long v = ct_load_index(idx, idx_off + ct_offset(i, ndim, shape, istr), idx64);
+  if (v < 0 || v >= sel_size) ct_report_bad(err + err_off, i, v);
 }
 
 /* out[p] = mask[p] ? value : x[p], x and mask strided (zero strides broadcast). */

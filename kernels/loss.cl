@@ -9,8 +9,8 @@
  *
  * Per position, with eps the label smoothing (0 for nll_loss) and C = ncls, as F.cross_entropy:
  *   loss = (1 - eps) * (-logp[t]) + eps / C * (-sum_c logp[c])
- * and 0 for a target equal to ignore_index, into lv[lv_off + p]; lv[lv_off + npos + p] gets 1
- * or 0 (the mean divides by the
+ * and 0 for a target equal to ignore_index, into loss[loss_off + p]; valid[valid_off + p] gets
+ * 1 or 0 (the mean divides by the
  * count of non-ignored targets). A target outside [0, C) that is not ignore_index is an error:
  * the smallest such position (positions from 2^31 - 2 on count as 2^31 - 2: a 32-bit flag)
  * goes into bad[bad_off] (atomic_min; the host initialises it to INT_MAX and
@@ -19,19 +19,81 @@
 typedef CT_T(CT_IN) in_t;
 #if CT_IN == CT_DT_F64
 typedef double acc_t;
+typedef double8 acc8_t;
 #define LOAD1(p, i) ((p)[i])
 #else
 typedef float acc_t;
+typedef float8 acc8_t;
 #define LOAD1(p, i) CT_LOADF(CT_IN, p, i)
 #endif
+/* 8 consecutive elements as acc8_t. */
+#if CT_IN == CT_DT_F16
+#define LOAD8(p, i) vload_half8(0, (p) + (i))
+#elif CT_IN == CT_DT_BF16
+#define LOAD8(p, i) as_float8(convert_uint8(vload8(0, (p) + (i))) << 16)
+#else
+#define LOAD8(p, i) vload8(0, (p) + (i))
+#endif
+
+#define MAXN(a, b) (((a) > (b) || isnan(a)) ? (a) : (b))
+#define MAXN8(a, b) select((b), (a), ((a) > (b)) | isnan(a))
+
+inline acc_t ct_hsum8(acc8_t v) {
+  acc_t t[8];
+  vstore8(v, 0, t);
+  return ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
+}
+
+/* A row's maximum, sum of exp(x - ms), and sum of (x - lse). Contiguous rows (cstride 1) go 8
+ * elements at a time. */
+inline acc_t ct_row_max(__global const in_t *in, long base, long ncls, long cstride) {
+  acc_t m = (acc_t)(-INFINITY);
+  long c = 0;
+  if (cstride == 1) {
+    acc8_t m8 = (acc8_t)(-INFINITY);
+    for (; c + 8 <= ncls; c += 8) m8 = MAXN8(LOAD8(in, base + c), m8);
+    acc_t t[8];
+    vstore8(m8, 0, t);
+    for (int l = 0; l < 8; l++) m = MAXN(t[l], m);
+  }
+  for (; c < ncls; c++) m = MAXN(LOAD1(in, base + c * cstride), m);
+  return m;
+}
+
+inline acc_t ct_row_sumexp(__global const in_t *in, long base, long ncls, long cstride, acc_t ms) {
+  acc_t s = 0;
+  long c = 0;
+  if (cstride == 1) {
+    acc8_t s8 = (acc8_t)0, m8 = (acc8_t)ms;
+    for (; c + 8 <= ncls; c += 8) s8 += exp(LOAD8(in, base + c) - m8);
+    s = ct_hsum8(s8);
+  }
+  for (; c < ncls; c++) s += exp(LOAD1(in, base + c * cstride) - ms);
+  return s;
+}
+
+inline acc_t ct_row_sum_shifted(__global const in_t *in, long base, long ncls, long cstride,
+                                acc_t lse) {
+  acc_t s = 0;
+  long c = 0;
+  if (cstride == 1) {
+    acc8_t s8 = (acc8_t)0, l8 = (acc8_t)lse;
+    for (; c + 8 <= ncls; c += 8) s8 += LOAD8(in, base + c) - l8;
+    s = ct_hsum8(s8);
+  }
+  for (; c < ncls; c++) s += LOAD1(in, base + c * cstride) - lse;
+  return s;
+}
 
 __kernel void loss_nll(__global const in_t *in, long in_off, __global const long *target,
-                       long t_off, __global acc_t *lv, long lv_off, __global int *bad, long bad_off, long npos, long ncls, long cstride, int pndim,
-                       long8 pshape, long8 xstride, long8 tstride, long ignore_index, int ce,
-                       acc_t eps) {
+                       long t_off, __global acc_t *loss, long loss_off, __global acc_t *valid,
+                       long valid_off, __global int *bad, long bad_off, long npos, long ncls,
+                       long cstride, int pndim, long8 pshape, long8 xstride, long8 tstride,
+                       long ignore_index, int ce, acc_t eps) {
   long p = get_global_id(0);
   if (p >= npos) return;
-  __global acc_t *loss = lv + lv_off, *valid = loss + npos;
+  loss += loss_off;
+  valid += valid_off;
   bad += bad_off;
   long t = target[t_off + ct_offset(p, pndim, pshape, tstride)];
   if (t == ignore_index) {
@@ -48,20 +110,14 @@ __kernel void loss_nll(__global const in_t *in, long in_off, __global const long
   long base = in_off + ct_offset(p, pndim, pshape, xstride);
   acc_t lse = 0, sum = 0;
   if (ce) {
-    acc_t m = (acc_t)(-INFINITY);
-    for (long c = 0; c < ncls; c++) {
-      acc_t x = LOAD1(in, base + c * cstride);
-      m = (x > m || isnan(x)) && !isnan(m) ? x : m;
-    }
+    acc_t m = ct_row_max(in, base, ncls, cstride);
     /* An infinite maximum is not subtracted (inf - inf would be NaN), as logsumexp. */
-    acc_t ms = isinf(m) ? (acc_t)0 : m, s = 0;
-    for (long c = 0; c < ncls; c++) s += exp(LOAD1(in, base + c * cstride) - ms);
-    lse = ms + log(s);
+    acc_t ms = isinf(m) ? (acc_t)0 : m;
+    lse = ms + log(ct_row_sumexp(in, base, ncls, cstride, ms));
   }
   /* -sum_c logp[c], as a sum of the log-probabilities themselves (C * lse - sum_c x[c] would
    * cancel when lse is large). */
-  if (eps != (acc_t)0)
-    for (long c = 0; c < ncls; c++) sum += LOAD1(in, base + c * cstride) - lse;
+  if (eps != (acc_t)0) sum = ct_row_sum_shifted(in, base, ncls, cstride, lse);
   acc_t lpt = LOAD1(in, base + t * cstride) - lse;
   loss[p] = eps != (acc_t)0 ? ((acc_t)1 - eps) * -lpt + eps / (acc_t)ncls * -sum : -lpt;
   valid[p] = 1;

@@ -183,21 +183,12 @@ inline bool ct_before(KT a, KT b, int desc) { return desc ? a > b : a < b; }
 
 #define CT_SORT_BLOCK 16
 
-/* Work-item per block of CT_SORT_BLOCK positions of a slice: copies them from x into the work
- * buffers and sorts them there by stable insertion (only a strictly earlier key moves past
- * another). The block stays in the cache; private arrays would not (PoCL keeps a work-group's
- * private arrays side by side in memory). */
-__kernel void sort_blocks(__global KT *keys, long k_off, __global long *pos, long p_off,
-                          __global const TIN *x, long x_off, long8 xstr, int ndim, long8 lshape,
-                          long n, long x_step, int desc, long nblocks, long nitems) {
-  long gid = get_global_id(0);
-  if (gid >= nitems) return;
-  long s = gid / nblocks;
-  long p0 = (gid - s * nblocks) * CT_SORT_BLOCK;
-  int m = (int)min((long)CT_SORT_BLOCK, n - p0);
-  long xb = x_off + ct_offset(s, ndim, lshape, xstr) + p0 * x_step;
-  __global KT *k = keys + k_off + s * n + p0;
-  __global long *q = pos + p_off + s * n + p0;
+/* Copies the m (<= CT_SORT_BLOCK) keys x[xb + i * x_step] into k[0..m) and their positions
+ * p0 + i into q, sorted by stable insertion (only a strictly earlier key moves past another).
+ * The block stays in the cache; private arrays would not (PoCL keeps a work-group's private
+ * arrays side by side in memory). */
+inline void ct_sort_block(__global KT *k, __global long *q, __global const TIN *x, long xb, long x_step,
+                          long p0, int m, int desc) {
   for (int i = 0; i < m; i++) {
     KT v = LOADK(x, xb + i * x_step);
     int j = i;
@@ -211,10 +202,44 @@ __kernel void sort_blocks(__global KT *keys, long k_off, __global long *pos, lon
   }
 }
 
+/* cnt outputs ko/po of the merge of the runs L (lenl keys, positions pl) and R (lenr, pr),
+ * starting at L[i], R[j]. Ties go to L, which keeps the sort stable. The next key of each run
+ * stays in a register. */
+inline void ct_merge(__global const KT *L, __global const long *pl, long lenl, __global const KT *R,
+                     __global const long *pr, long lenr, long i, long j, long cnt, __global KT *ko,
+                     __global long *po, int desc) {
+  KT a = i < lenl ? L[i] : (KT)0, b = j < lenr ? R[j] : (KT)0;
+  for (long c = 0; c < cnt; c++) {
+    if (j >= lenr || (i < lenl && !ct_before(b, a, desc))) {
+      ko[c] = a;
+      po[c] = pl[i];
+      i++;
+      if (i < lenl) a = L[i];
+    } else {
+      ko[c] = b;
+      po[c] = pr[j];
+      j++;
+      if (j < lenr) b = R[j];
+    }
+  }
+}
+
+/* Work-item per block of CT_SORT_BLOCK positions of a slice, sorted into the work buffers. */
+__kernel void sort_blocks(__global KT *keys, long k_off, __global long *pos, long p_off,
+                          __global const TIN *x, long x_off, long8 xstr, int ndim, long8 lshape,
+                          long n, long x_step, int desc, long nblocks, long nitems) {
+  long gid = get_global_id(0);
+  if (gid >= nitems) return;
+  long s = gid / nblocks;
+  long p0 = (gid - s * nblocks) * CT_SORT_BLOCK;
+  int m = (int)min((long)CT_SORT_BLOCK, n - p0);
+  long xb = x_off + ct_offset(s, ndim, lshape, xstr) + p0 * x_step;
+  ct_sort_block(keys + k_off + s * n + p0, pos + p_off + s * n + p0, x, xb, x_step, p0, m, desc);
+}
+
 /* One merge pass: runs of `width` sorted positions are merged in pairs into runs of 2 width.
  * A work-item makes `tile` consecutive outputs (tile divides 2 width): it finds where its first
- * output's merge path crosses the two runs by binary search, then merges sequentially. Ties go
- * to the left run, which keeps the sort stable. */
+ * output's merge path crosses the two runs by binary search, then merges sequentially. */
 __kernel void sort_merge(__global const KT *kin, long kin_off, __global const long *pin, long pin_off,
                          __global KT *kout, long kout_off, __global long *pout, long pout_off, long n,
                          long width, long tile, long ntiles, int desc, long nitems) {
@@ -241,25 +266,35 @@ __kernel void sort_merge(__global const KT *kin, long kin_off, __global const lo
     else
       hi = mid;
   }
-  long i = lo, j = k - lo;
-  long cnt = min(tile, lenl + lenr - k);
-  __global KT *ko = kout + base + k;
-  __global long *po = pout + base + k;
-  __global const long *pl = pin + base, *pr = pin + base + lenl;
-  /* The next key of each run stays in a register. */
-  KT a = i < lenl ? L[i] : (KT)0, b = j < lenr ? R[j] : (KT)0;
-  for (long c = 0; c < cnt; c++) {
-    if (j >= lenr || (i < lenl && !ct_before(b, a, desc))) {
-      ko[c] = a;
-      po[c] = pl[i];
-      i++;
-      if (i < lenl) a = L[i];
-    } else {
-      ko[c] = b;
-      po[c] = pr[j];
-      j++;
-      if (j < lenr) b = R[j];
+  ct_merge(L, pin + base, lenl, R, pin + base + lenl, lenr, lo, k - lo, min(tile, lenl + lenr - k),
+           kout + base + k, pout + base + k, desc);
+}
+
+/* A whole sort per work-item, for many slices: blocks by insertion, then every merge pass within
+ * the slice, ping-ponging between buffer 0 (k0, p0) and 1; the result ends in buffer
+ * (number of passes) % 2, as with sort_blocks and sort_merge. The slice stays in the cache. */
+__kernel void sort_slices(__global KT *k0, long k0_off, __global long *p0, long p0_off, __global KT *k1,
+                          long k1_off, __global long *p1, long p1_off, __global const TIN *x, long x_off,
+                          long8 xstr, int ndim, long8 lshape, long n, long x_step, int desc, long nslices) {
+  long s = get_global_id(0);
+  if (s >= nslices) return;
+  __global KT *ka = k0 + k0_off + s * n, *kb = k1 + k1_off + s * n;
+  __global long *pa = p0 + p0_off + s * n, *pb = p1 + p1_off + s * n;
+  long xb = x_off + ct_offset(s, ndim, lshape, xstr);
+  for (long b0 = 0; b0 < n; b0 += CT_SORT_BLOCK)
+    ct_sort_block(ka + b0, pa + b0, x, xb + b0 * x_step, x_step, b0, (int)min((long)CT_SORT_BLOCK, n - b0), desc);
+  for (long w = CT_SORT_BLOCK; w < n; w *= 2) {
+    for (long ps = 0; ps < n; ps += 2 * w) {
+      long lenl = min(w, n - ps), lenr = max(0L, min(w, n - ps - lenl));
+      ct_merge(ka + ps, pa + ps, lenl, ka + ps + lenl, pa + ps + lenl, lenr, 0, 0, lenl + lenr, kb + ps, pb + ps,
+               desc);
     }
+    __global KT *tk = ka;
+    ka = kb;
+    kb = tk;
+    __global long *tp = pa;
+    pa = pb;
+    pb = tp;
   }
 }
 
@@ -270,7 +305,7 @@ __kernel void sort_merge(__global const KT *kin, long kin_off, __global const lo
 __kernel void sort_write(__global RAW *vals, __global long *oidx, long o_off, long io_off, long8 ostr,
                          int has_vals, int has_idx, __global const long *pos, long p_off,
                          __global const RAW *x, long x_off, long8 xstr, int ndim, long8 lshape, long n,
-                         long kout, long o_step, long x_step, long nitems) {
+                         long x_step, long kout, long o_step, long nitems) {
   long gid = get_global_id(0);
   if (gid >= nitems) return;
   long p0, p1;

@@ -165,7 +165,9 @@ __kernel void dropout_fill(__global const void *in, long in_off, int ndim, long8
   uint4 w = ct_philox_block((ulong)b, seed, offset);
   uint ws[4] = {w.x, w.y, w.z, w.w};
   for (int k = 0; k < 4 && 4 * b + k < n; k++) {
-    long i = 4 * b + k, src = in_off + ct_offset(i, ndim, shape, strides), dst = out_off + i;
+    long i = 4 * b + k, dst = out_off + i;
+    /* One dim (contiguous or evenly strided input, once the host merged dims): no division. */
+    long src = in_off + (ndim == 1 ? i * strides.s0 : ct_offset(i, ndim, shape, strides));
     bool keep = ct_u24(ws[k]) >= p;
 #if defined(CT_HAS_FP64) && CT_HAS_FP64
     if (dt == CT_DT_F64) {

@@ -33,7 +33,9 @@ inline long ct_gather_map(long c, long lo, long s, int mode, int *outside) {
   } else if (mode == CT_GATHER_CONSTANT) {
     if (x < 0 || x >= s) *outside = 1;
   } else if (mode == CT_GATHER_REFLECT) {
-    if (x < 0) x = -x;
+    /* abs() rather than `if (x < 0) x = -x`, which compilers turn into the llvm.abs intrinsic
+     * that Oclgrind 21.10 cannot run. */
+    x = (long)abs(x);
     if (x >= s) x = 2 * (s - 1) - x;
   } else if (mode == CT_GATHER_REPLICATE) {
     x = clamp(x, 0L, s - 1);
@@ -43,17 +45,20 @@ inline long ct_gather_map(long c, long lo, long s, int mode, int *outside) {
 
 /* One work-item per run of an output row (the innermost dim; rows longer than `chunk` are cut
  * into nchunks runs): id 0 enumerates (row coordinate along the second-innermost output dim,
- * run), id 1 the nouter outer dims (long8s, outermost first), so the divisions that locate a
- * run are paid once per run, and each work-item writes contiguous memory. The innermost dim's
+ * run), id 1 the n2 positions of the nouter outer dims (long8s, outermost first), so the
+ * divisions that locate a run are paid once per run, and each work-item writes contiguous
+ * memory. The innermost dim's
  * geometry is scalar: output extent n0, source size s0, stride st0, offset lo0; likewise n1,
  * s1, st1, lo1 for the second. The host pads to at least 2 dims. */
 kernel void shape_gather(global CT_BITS *dst, long dst_off, global const CT_BITS *src, long src_off, long8 oshape8,
                          long8 sshape8, long8 sstr8, long8 lo8, int nouter, long n0, long s0, long st0, long lo0,
-                         long n1, long s1, long st1, long lo1, long chunk, long nchunks, int mode, long diag,
-                         CT_BITS value) {
+                         long n1, long s1, long st1, long lo1, long chunk, long nchunks, long n2, int mode,
+                         long diag, CT_BITS value) {
+  /* The host rounds both NDRange dims up to whole work-groups: ids past the rows (n1 * nchunks)
+   * or past the outer count n2 write nothing. */
   long id = get_global_id(0), i2 = get_global_id(1);
   long i1 = id / nchunks;
-  if (i1 >= n1) return;
+  if (i1 >= n1 || i2 >= n2) return;
   long first = (id - i1 * nchunks) * chunk, end = min(first + chunk, n0);
   long off = src_off;
   int outside = 0;

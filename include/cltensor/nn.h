@@ -89,15 +89,17 @@ CT_API ct_status ct_batch_norm(ct_tensor **out, const ct_tensor *x, ct_tensor *r
  * its math backend): softmax(q k^T * scale + mask) v.
  *   q [..., L, E], k [..., S, E], v [..., S, Ev]; the leading dims broadcast (NumPy rules)
  *   into the batch shape B, and the result is [B..., L, Ev].
- *   mask  NULL; or bool, true where a query may attend a key; or a float tensor added to the
- *         scaled scores (-inf masks). Either broadcasts to [B..., L, S].
+ *   mask  NULL; or bool, true where a query may attend a key; or a float tensor (any float
+ *         dtype) added to the scaled scores (-inf masks). Either broadcasts to [B..., L, S];
+ *         its batch dims join B (PyTorch requires them to fit q's).
  *   causal  query i attends keys j <= i only (top-left aligned, as PyTorch's is_causal, also
  *         when L != S); combines with mask.
  *   scale  NaN means 1 / sqrt(E).
  * A query row whose every key is masked gives zeros, not NaN (PyTorch 2.15's rule).
  * dtypes: f32, f64; f16 and bf16 are converted to f32, computed, and rounded once to their
- * dtype. q, k and v share one dtype. Memory: the scores of all batch entries, B * L * S
- * elements of the compute dtype, plus the f32 copies of f16/bf16 operands; nothing larger.
+ * dtype. q, k and v share one dtype and may have any strides. Memory: the scores of all batch
+ * entries, B * L * S elements of the compute dtype, plus the f32 copies of f16/bf16 operands
+ * (and whatever copies ct_matmul makes of layouts it can't read in place); nothing larger.
  * The products go through ct_matmul (the library's batched GEMM), the masking and softmax
  * through one kernel.
  * CT_ERR_INVALID_ARGUMENT (NULL, fewer than 2 dims, scale infinite), CT_ERR_SHAPE_MISMATCH (E,
@@ -118,8 +120,9 @@ CT_API ct_status ct_scaled_dot_product_attention(ct_tensor **out, const ct_tenso
  * (seed, offset) state like ct_rand() (one offset per call that draws: training with
  * 0 < p < 1). Element i (row-major) is kept when the 24-bit uniform u = (w >> 8) * 2^-24 of word
  * i % 4 of block i / 4 satisfies u >= p (p rounded to f32), which is exactly where
- * ct_rand_seeded(f32, same shape, seed, offset) is >= p, so the same seed gives the same mask on every device.
- * x may have any strides. CT_ERR_INVALID_ARGUMENT for p outside [0, 1] or NaN, NULL;
+ * ct_rand_seeded(f32, same shape, seed, offset) is >= p, so the same seed gives the same mask
+ * on every device. Kept values are x * (1 / (1 - p)), the factor rounded to f32 (f64 for f64
+ * x) and the product computed in f32 (f64). x may have any strides. CT_ERR_INVALID_ARGUMENT for p outside [0, 1] or NaN, NULL;
  * CT_ERR_DTYPE_MISMATCH for a non-float x. */
 CT_API ct_status ct_dropout(ct_tensor **out, const ct_tensor *x, double p, bool training);
 

@@ -24,8 +24,10 @@
  *               CT_ERR_DTYPE_MISMATCH (PyTorch raises as well; cast first with ct_cast())
  *   max, min    keep the dtype (bool: max is "any", min is "all")
  *   argmax, argmin  i64 indices
- *   u64 (a storage dtype) is not reduced: CT_ERR_UNSUPPORTED (cast to i64 or f64 first); u16
- *   and u32 are, like the other integers
+ *   logsumexp   float inputs keep their dtype; bool and integer inputs give f32
+ *   any, all    bool, except u8 input: u8 (0 or 1)
+ *   u64 (a storage dtype) is not reduced by the others: CT_ERR_UNSUPPORTED (cast to i64 or f64
+ *   first); u16 and u32 are, like the other integers
  *
  * Accumulation. f16 and bf16 accumulate in f32 and round once at the end; f32 in f32; f64 in
  * f64; integers in i64. Float sums are pairwise: each work-item adds blocks of at most 16

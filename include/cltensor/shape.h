@@ -50,8 +50,8 @@ CT_API ct_status ct_stack(ct_tensor **out, ct_tensor *const *ts, int n, int dim)
  * pieces, as PyTorch). OUT: outs[0..*nout), new references; outs has room for `chunks`
  * entries (chunks >= 1). On failure *nout is 0 and nothing is stored. */
 CT_API ct_status ct_chunk(ct_tensor **outs, int *nout, const ct_tensor *x, int chunks, int dim);
-/* torch.split(x, size, dim): views of `size` elements along dim (size >= 1), the last one
- * smaller. OUT: outs[0..*nout), new references; outs must have room for
+/* torch.split(x, size, dim): views of `size` elements along dim (size >= 1; 0 only along a
+ * size-0 dim, as PyTorch), the last one smaller. OUT: outs[0..*nout), new references; outs must have room for
  * max(1, ceil(dim_size / size)) entries: a size-0 dim gives one empty piece, as PyTorch.
  * On failure *nout is 0 and nothing is stored. */
 CT_API ct_status ct_split(ct_tensor **outs, int *nout, const ct_tensor *x, int64_t size, int dim);

@@ -62,6 +62,42 @@ static ct_status gather_run(ct_tensor *out, const ct_tensor *x, const ct_tensor 
   return st;
 }
 
+/* For an empty result of a non-empty index: checks the index alone (as PyTorch does); on a bad
+ * one bad[1] is its row-major position in the index. */
+static ct_status check_only(const ct_tensor *x, const ct_tensor *index, int64_t sel_size, int64_t bad[4],
+                            const char *fn) {
+  bad[0] = 0;
+  int64_t ni = ct_numel(index);
+  if (ni == 0) return CT_OK;
+  ct_device *d = x->storage->device;
+  char opts[32];
+  snprintf(opts, sizeof opts, "-DCT_BITS=%s", ct__index_bits_type(ct_dtype_size(x->dtype)));
+  ct__kernel *k;
+  CT__TRY(ct__index_kernel(&k, d, "index.cl", "index_check", opts, fn));
+  cl_long io;
+  CT__TRY(ct__index_elem_off(&io, index, fn));
+  ct_tensor *rec;
+  CT__TRY(ct__index_bad_new(&rec, d, fn));
+  int nd = index->ndim ? index->ndim : 1;
+  int64_t one = 1, zero = 0;
+  struct ct__kargs a;
+  ct__kargs_begin(&a, k, ct__kernel_lock(k));
+  ct__karg_mem(&a, "idx", ct__tensor_mem(index));
+  ct__karg_long(&a, "idx_off", io);
+  ct__karg_long8(&a, "istr", index->ndim, index->ndim ? index->strides : &zero, 0);
+  ct__karg_int(&a, "idx64", index->dtype == CT_I64);
+  ct__karg_int(&a, "ndim", nd);
+  ct__karg_long8(&a, "shape", index->ndim, index->ndim ? index->shape : &one, 1);
+  ct__karg_long(&a, "sel_size", sel_size);
+  ct__karg_long(&a, "nitems", ni);
+  ct__karg_mem(&a, "err", ct__tensor_mem(rec));
+  ct__karg_long(&a, "err_off", (cl_long)(ct__tensor_byte_offset(rec) / sizeof(cl_long)));
+  ct_status st = ct__index_launch(k, &a, d, ni, fn);
+  if (st == CT_OK) st = ct__index_bad_read(rec, bad, fn);
+  ct_release(rec);
+  return st;
+}
+
 /* Common checks of an (x, index) pair. */
 static ct_status check_pair(const ct_tensor *x, const char *xn, const ct_tensor *index, const char *in,
                             const char *fn) {
@@ -104,12 +140,13 @@ ct_status ct_index_select(ct_tensor **out, const ct_tensor *x, int dim, const ct
   ct_tensor *r;
   CT__TRY(ct__tensor_new(&r, x->storage->device, x->dtype, x->ndim, g.shape, fn));
   int64_t bad[4];
-  ct_status st = gather_run(r, x, index, &g, bad, fn);
+  bool empty = ct_numel(r) == 0;
+  ct_status st = empty ? check_only(x, index, g.sel_size, bad, fn) : gather_run(r, x, index, &g, bad, fn);
   if (st == CT_OK && bad[0]) {
     /* The kernel records the output position; its coordinate along dim is the index's. */
     int64_t inner = 1;
     for (int i = dd + 1; i < g.ndim; i++) inner *= g.shape[i];
-    int64_t j = bad[1] / inner % ni;
+    int64_t j = empty ? bad[1] : bad[1] / inner % ni;
     st = ct__error(CT_ERR_INVALID_ARGUMENT,
                    "%s: index %" PRId64 " at position %" PRId64 " is out of range for dim %d of size %" PRId64, fn,
                    bad[2], j, dd, g.sel_size);
@@ -194,10 +231,11 @@ ct_status ct_embedding(ct_tensor **out, const ct_tensor *weight, const ct_tensor
   ct_tensor *r;
   CT__TRY(ct__tensor_new(&r, weight->storage->device, weight->dtype, g.ndim, g.shape, fn));
   int64_t bad[4];
-  ct_status st = gather_run(r, weight, indices, &g, bad, fn);
+  bool empty = ct_numel(r) == 0;
+  ct_status st = empty ? check_only(weight, indices, g.sel_size, bad, fn) : gather_run(r, weight, indices, &g, bad, fn);
   if (st == CT_OK && bad[0]) {
     char sp[200];
-    int64_t cols = weight->shape[1];
+    int64_t cols = empty ? 1 : weight->shape[1];
     st = ct__error(CT_ERR_INVALID_ARGUMENT,
                    "%s: index %" PRId64 " at position %s is out of range for weight with %" PRId64 " rows", fn,
                    bad[2], ct__index_pos_str(sp, sizeof sp, bad[1] / cols, indices->ndim, indices->shape),

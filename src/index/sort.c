@@ -1,7 +1,8 @@
 /* sort, argsort, topk: a stable merge sort of every slice along dim by kernels/order.cl:
  * sort_blocks sorts blocks of 16 positions, sort_merge passes double the sorted runs (ping-pong
- * between two work buffers of (key, position) pairs), sort_write writes the first kout positions
- * and their values. topk is the sort's first k: stable, so ties keep the lower position first. */
+ * between two work buffers of (key, position) pairs), or, for many slices, sort_slices does all
+ * of that for a slice per work-item; sort_write writes the first kout positions and their
+ * values. topk is the sort's first k: stable, so ties keep the lower position first. */
 #include <inttypes.h>
 #include <stdio.h>
 
@@ -14,6 +15,18 @@
 
 /* The work buffers' key dtype: what ct_before() in kernels/order.cl compares. */
 static ct_dtype key_dtype(ct_dtype t) { return t == CT_F16 || t == CT_BF16 ? CT_F32 : t; }
+
+/* The arguments every sort kernel takes to read x's slices, in their order. */
+static void slice_args(struct ct__kargs *a, const ct_tensor *x, cl_long xo, int nd, const int64_t *xstr,
+                       const int64_t *lshape, int64_t n, int64_t x_step) {
+  ct__karg_mem(a, "x", ct__tensor_mem(x));
+  ct__karg_long(a, "x_off", xo);
+  ct__karg_long8(a, "xstr", nd, xstr, 0);
+  ct__karg_int(a, "ndim", nd);
+  ct__karg_long8(a, "lshape", nd, lshape, 1);
+  ct__karg_long(a, "n", n);
+  ct__karg_long(a, "x_step", x_step);
+}
 
 /* Sorts x along dim dd into the first kout positions of each slice: vals (x's dtype) and idx
  * (i64), either may be NULL, both of x's shape with shape[dd] = kout, contiguous. */
@@ -30,7 +43,8 @@ static ct_status sort_run(ct_tensor *vals, ct_tensor *idx, const ct_tensor *x, i
   int64_t nslices = numel / n;
   char opts[32];
   snprintf(opts, sizeof opts, "-DCT_IN=%d", (int)x->dtype);
-  ct__kernel *kb, *km, *kw;
+  ct__kernel *kb, *km, *kw, *ks;
+  CT__TRY(ct__index_kernel(&ks, d, "order.cl", "sort_slices", opts, fn));
   CT__TRY(ct__index_kernel(&kb, d, "order.cl", "sort_blocks", opts, fn));
   CT__TRY(ct__index_kernel(&km, d, "order.cl", "sort_merge", opts, fn));
   CT__TRY(ct__index_kernel(&kw, d, "order.cl", "sort_write", opts, fn));
@@ -53,7 +67,26 @@ static ct_status sort_run(ct_tensor *vals, ct_tensor *idx, const ct_tensor *x, i
     if (st == CT_OK) st = ct__index_elem_off(&po[i], pos[i], fn);
   }
   int cur = 0;
-  if (st == CT_OK) {
+  /* Many slices: a work-item sorts a whole slice (sort_slices), in the cache; few: the slices'
+   * blocks and merge tiles spread over the device (sort_blocks, then a sort_merge per pass). */
+  int64_t cu = d->props.compute_units ? d->props.compute_units : 1;
+  bool whole = nslices >= 16 * cu;
+  if (st == CT_OK && whole) {
+    struct ct__kargs a;
+    ct__kargs_begin(&a, ks, ct__kernel_lock(ks));
+    for (int i = 0; i < 2; i++) {
+      ct__karg_mem(&a, "k", ct__tensor_mem(keys[i]));
+      ct__karg_long(&a, "k_off", ko[i]);
+      ct__karg_mem(&a, "p", ct__tensor_mem(pos[i]));
+      ct__karg_long(&a, "p_off", po[i]);
+    }
+    slice_args(&a, x, xo, nd, xstr, lshape, n, x_step);
+    ct__karg_int(&a, "desc", desc);
+    ct__karg_long(&a, "nslices", nslices);
+    st = ct__index_launch(ks, &a, d, nslices, fn);
+    for (int64_t w = SORT_BLOCK; w < n; w *= 2) cur = 1 - cur;
+  }
+  if (st == CT_OK && !whole) {
     int64_t nblocks = (n + SORT_BLOCK - 1) / SORT_BLOCK;
     struct ct__kargs a;
     ct__kargs_begin(&a, kb, ct__kernel_lock(kb));
@@ -61,19 +94,13 @@ static ct_status sort_run(ct_tensor *vals, ct_tensor *idx, const ct_tensor *x, i
     ct__karg_long(&a, "k_off", ko[0]);
     ct__karg_mem(&a, "pos", ct__tensor_mem(pos[0]));
     ct__karg_long(&a, "p_off", po[0]);
-    ct__karg_mem(&a, "x", ct__tensor_mem(x));
-    ct__karg_long(&a, "x_off", xo);
-    ct__karg_long8(&a, "xstr", nd, xstr, 0);
-    ct__karg_int(&a, "ndim", nd);
-    ct__karg_long8(&a, "lshape", nd, lshape, 1);
-    ct__karg_long(&a, "n", n);
-    ct__karg_long(&a, "x_step", x_step);
+    slice_args(&a, x, xo, nd, xstr, lshape, n, x_step);
     ct__karg_int(&a, "desc", desc);
     ct__karg_long(&a, "nblocks", nblocks);
     ct__karg_long(&a, "nitems", nslices * nblocks);
     st = ct__index_launch(kb, &a, d, nslices * nblocks, fn);
   }
-  for (int64_t w = SORT_BLOCK; st == CT_OK && w < n; w *= 2) {
+  for (int64_t w = SORT_BLOCK; st == CT_OK && !whole && w < n; w *= 2) {
     int64_t tile = 2 * w < MERGE_TILE ? 2 * w : MERGE_TILE;
     int64_t ntiles = (n + tile - 1) / tile;
     struct ct__kargs a;
@@ -108,15 +135,9 @@ static ct_status sort_run(ct_tensor *vals, ct_tensor *idx, const ct_tensor *x, i
     ct__karg_int(&a, "has_idx", idx != NULL);
     ct__karg_mem(&a, "pos", ct__tensor_mem(pos[cur]));
     ct__karg_long(&a, "p_off", po[cur]);
-    ct__karg_mem(&a, "x", ct__tensor_mem(x));
-    ct__karg_long(&a, "x_off", xo);
-    ct__karg_long8(&a, "xstr", nd, xstr, 0);
-    ct__karg_int(&a, "ndim", nd);
-    ct__karg_long8(&a, "lshape", nd, lshape, 1);
-    ct__karg_long(&a, "n", n);
+    slice_args(&a, x, xo, nd, xstr, lshape, n, x_step);
     ct__karg_long(&a, "kout", kout);
     ct__karg_long(&a, "o_step", o_step);
-    ct__karg_long(&a, "x_step", x_step);
     int64_t nitems = nslices * ((kout + 255) / 256); /* CT_WRITE_CHUNK in kernels/order.cl */
     ct__karg_long(&a, "nitems", nitems);
     st = ct__index_launch(kw, &a, d, nitems, fn);

@@ -33,6 +33,15 @@ static ct_status batch_broadcast(int *bn, int64_t *b, const ct_tensor *t, const 
   return CT_OK;
 }
 
+/* *out: t itself (a new reference) when of dtype cdt, else a copy converted to it. */
+static ct_status to_compute(ct_tensor **out, const ct_tensor *t, ct_dtype cdt) {
+  if (t->dtype == cdt) {
+    *out = ct_retain((ct_tensor *)t);
+    return CT_OK;
+  }
+  return ct__contiguous(out, t, cdt, 1, FN);
+}
+
 /* Launches the masked softmax over scores ([batch..., L, S], contiguous, the compute dtype);
  * me is the mask expanded to the scores' shape, or NULL. */
 static ct_status masked_softmax(ct_tensor *scores, const ct_tensor *me, bool causal, double scale) {
@@ -101,15 +110,18 @@ ct_status ct_scaled_dot_product_attention(ct_tensor **out, const ct_tensor *q, c
   const char *names[3] = {"q", "k", "v"};
   for (int i = 0; i < 3; i++) {
     if (ops[i]->ndim < 2)
-      return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: %s has shape %s (expected at least 2 dims, [..., %s])",
-                       FN, names[i], ct__shape_str(s1, sizeof s1, ops[i]->ndim, ops[i]->shape),
+      return ct__error(CT_ERR_INVALID_ARGUMENT,
+                       "%s: %s has shape %s (expected at least 2 dims, [..., %s])", FN, names[i],
+                       ct__shape_str(s1, sizeof s1, ops[i]->ndim, ops[i]->shape),
                        i == 0 ? "L, E" : i == 1 ? "S, E" : "S, Ev");
     if (!ct_dtype_is_float(ops[i]->dtype))
-      return ct__error(CT_ERR_DTYPE_MISMATCH, "%s: %s has dtype %s (expected f16, bf16, f32 or f64)",
-                       FN, names[i], ct_dtype_name(ops[i]->dtype));
+      return ct__error(CT_ERR_DTYPE_MISMATCH,
+                       "%s: %s has dtype %s (expected f16, bf16, f32 or f64)", FN, names[i],
+                       ct_dtype_name(ops[i]->dtype));
     if (ops[i]->dtype != q->dtype)
-      return ct__error(CT_ERR_DTYPE_MISMATCH, "%s: %s has dtype %s but q has %s (expected one dtype)",
-                       FN, names[i], ct_dtype_name(ops[i]->dtype), ct_dtype_name(q->dtype));
+      return ct__error(CT_ERR_DTYPE_MISMATCH,
+                       "%s: %s has dtype %s but q has %s (expected one dtype)", FN, names[i],
+                       ct_dtype_name(ops[i]->dtype), ct_dtype_name(q->dtype));
   }
   if (mask && mask->dtype != CT_BOOL && !ct_dtype_is_float(mask->dtype))
     return ct__error(CT_ERR_DTYPE_MISMATCH,
@@ -119,12 +131,14 @@ ct_status ct_scaled_dot_product_attention(ct_tensor **out, const ct_tensor *q, c
   int64_t L = q->shape[q->ndim - 2], E = q->shape[q->ndim - 1];
   int64_t S = k->shape[k->ndim - 2];
   if (k->shape[k->ndim - 1] != E)
-    return ct__error(CT_ERR_SHAPE_MISMATCH, "%s: q has shape %s and k %s: their last dims (E) differ",
-                     FN, ct__shape_str(s1, sizeof s1, q->ndim, q->shape),
+    return ct__error(CT_ERR_SHAPE_MISMATCH,
+                     "%s: q has shape %s and k %s: their last dims (E) differ", FN,
+                     ct__shape_str(s1, sizeof s1, q->ndim, q->shape),
                      ct__shape_str(s2, sizeof s2, k->ndim, k->shape));
   if (v->shape[v->ndim - 2] != S)
     return ct__error(CT_ERR_SHAPE_MISMATCH,
-                     "%s: k has shape %s and v %s: their dims -2 (S, the number of keys) differ", FN,
+                     "%s: k has shape %s and v %s: their dims -2 (S, the number of keys) differ",
+                     FN,
                      ct__shape_str(s1, sizeof s1, k->ndim, k->shape),
                      ct__shape_str(s2, sizeof s2, v->ndim, v->shape));
   if (isinf(scale))
@@ -138,8 +152,9 @@ ct_status ct_scaled_dot_product_attention(ct_tensor **out, const ct_tensor *q, c
   CT__TRY(batch_broadcast(&bn, b, v, "v"));
   if (mask) CT__TRY(batch_broadcast(&bn, b, mask, "mask"));
   if (bn + 2 > CT_MAX_DIMS)
-    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the batch dims broadcast to %d dims (at most %d)",
-                     FN, bn, CT_MAX_DIMS - 2);
+    return ct__error(CT_ERR_INVALID_ARGUMENT,
+                     "%s: the batch dims broadcast to %d dims (at most %d)", FN, bn,
+                     CT_MAX_DIMS - 2);
   int64_t sshape[CT_MAX_DIMS], qshape[CT_MAX_DIMS];
   memcpy(sshape, b, sizeof(int64_t) * (size_t)bn);
   memcpy(qshape, b, sizeof(int64_t) * (size_t)bn);
@@ -150,7 +165,8 @@ ct_status ct_scaled_dot_product_attention(ct_tensor **out, const ct_tensor *q, c
   if (mask) {
     int mn = 0;
     int64_t ms[CT_MAX_DIMS];
-    bool ok = ct__broadcast_shapes(&mn, ms, mask->ndim, mask->shape, bn + 2, sshape, FN) == CT_OK &&
+    bool ok = ct__broadcast_shapes(&mn, ms, mask->ndim, mask->shape, bn + 2, sshape, FN) ==
+                  CT_OK &&
               mn == bn + 2 && memcmp(ms, sshape, sizeof(int64_t) * (size_t)mn) == 0;
     if (!ok)
       return ct__error(CT_ERR_SHAPE_MISMATCH,
@@ -165,10 +181,11 @@ ct_status ct_scaled_dot_product_attention(ct_tensor **out, const ct_tensor *q, c
   ct_dtype cdt = q->dtype == CT_F64 ? CT_F64 : CT_F32;
   ct_tensor *qc = NULL, *kc = NULL, *vc = NULL, *qe = NULL, *kt = NULL, *me = NULL, *sc = NULL,
             *o = NULL;
-  ct_status st = ct__contiguous(&qc, q, cdt, 0, FN);
-  /* k and v keep their layouts (ct_matmul reads transposed views as they are). */
-  if (st == CT_OK) st = cdt == k->dtype ? (kc = ct_retain((ct_tensor *)k), CT_OK) : ct_cast(&kc, k, cdt);
-  if (st == CT_OK) st = cdt == v->dtype ? (vc = ct_retain((ct_tensor *)v), CT_OK) : ct_cast(&vc, v, cdt);
+  /* The operands keep their layouts (ct_matmul reads transposed views as they are, e.g. the
+   * heads of a permuted [B, T, H, E] projection); only f16/bf16 are converted, to f32. */
+  ct_status st = to_compute(&qc, q, cdt);
+  if (st == CT_OK) st = to_compute(&kc, k, cdt);
+  if (st == CT_OK) st = to_compute(&vc, v, cdt);
   /* q over the whole batch, so that the scores have the mask's batch dims too. */
   if (st == CT_OK) st = ct_expand(&qe, qc, bn + 2, qshape);
   if (st == CT_OK) st = ct_transpose(&kt, kc, -2, -1);

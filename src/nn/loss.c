@@ -22,9 +22,9 @@ static ct_status check_reduction(ct_reduction r, const char *fn) {
   return CT_OK;
 }
 
-/* *out = per-element values v (acc dtype, contiguous) reduced as r and stored as dtype dt:
- * NONE keeps them (cast), SUM sums them, MEAN divides the sum by the sum of `count` (the count
- * of non-ignored targets), or by the element count when count is NULL. */
+/* *out = per-position losses v (acc dtype, contiguous) reduced as r and stored as dtype dt:
+ * NONE keeps them (cast), SUM sums them, MEAN divides the sum by the sum of `count` (1 for each
+ * non-ignored target, else 0; all ignored gives 0 / 0 = NaN, as PyTorch). */
 static ct_status finish(ct_tensor **out, ct_tensor *v, ct_tensor *count, ct_reduction r,
                         ct_dtype dt, const char *fn) {
   ct_tensor *s = NULL, *n = NULL, *m = NULL;
@@ -32,12 +32,8 @@ static ct_status finish(ct_tensor **out, ct_tensor *v, ct_tensor *count, ct_redu
   if (r == CT_REDUCTION_NONE) return ct__contiguous(out, v, dt, 0, fn);
   st = ct_sum(&s, v, 0, NULL, false);
   if (st == CT_OK && r == CT_REDUCTION_MEAN) {
-    if (count) {
-      st = ct_sum(&n, count, 0, NULL, false);
-      if (st == CT_OK) st = ct_div(&m, s, n);
-    } else {
-      st = ct_div_scalar(&m, s, (double)ct_numel(v));
-    }
+    st = ct_sum(&n, count, 0, NULL, false);
+    if (st == CT_OK) st = ct_div(&m, s, n);
   } else if (st == CT_OK) {
     m = ct_retain(s);
   }
@@ -139,15 +135,9 @@ static ct_status class_loss(ct_tensor **out, const ct_tensor *x, const ct_tensor
   int64_t ncls = x->shape[cdim], cstride = x->strides[cdim], npos = ct_numel(target);
   ct_device *d = x->storage->device;
   ct_dtype adt = x->dtype == CT_F64 ? CT_F64 : CT_F32;
-  /* The losses and the valid flags in one block, [2, positions...]; loss and valid are views
-   * of its halves. */
-  ct_tensor *lv = NULL, *loss = NULL, *valid = NULL, *flag = NULL;
-  int64_t pstr[CT_MAX_DIMS];
-  ct__contiguous_strides(pstr, pndim, pshape);
-  int64_t lvn[1] = {2 * npos};
-  ct_status st = ct__tensor_new(&lv, d, adt, 1, lvn, fn);
-  if (st == CT_OK) st = ct__tensor_view(&loss, lv, pndim, pshape, pstr, lv->offset);
-  if (st == CT_OK) st = ct__tensor_view(&valid, lv, pndim, pshape, pstr, lv->offset + npos);
+  ct_tensor *loss = NULL, *valid = NULL, *flag = NULL;
+  ct_status st = ct__tensor_new(&loss, d, adt, pndim, pshape, fn);
+  if (st == CT_OK) st = ct__tensor_new(&valid, d, adt, pndim, pshape, fn);
   if (st == CT_OK && npos > 0) {
     int64_t one = 1;
     cl_int init = INT_MAX;
@@ -170,8 +160,10 @@ static ct_status class_loss(ct_tensor **out, const ct_tensor *x, const ct_tensor
       ct__karg_long(&a, "in_off", ct__elem_offset(x));
       ct__karg_mem(&a, "target", ct__tensor_mem(target));
       ct__karg_long(&a, "t_off", ct__elem_offset(target));
-      ct__karg_mem(&a, "lv", ct__tensor_mem(lv));
-      ct__karg_long(&a, "lv_off", ct__elem_offset(lv));
+      ct__karg_mem(&a, "loss", ct__tensor_mem(loss));
+      ct__karg_long(&a, "loss_off", ct__elem_offset(loss));
+      ct__karg_mem(&a, "valid", ct__tensor_mem(valid));
+      ct__karg_long(&a, "valid_off", ct__elem_offset(valid));
       ct__karg_mem(&a, "bad", ct__tensor_mem(flag));
       ct__karg_long(&a, "bad_off", ct__elem_offset(flag));
       ct__karg_long(&a, "npos", npos);
@@ -194,7 +186,6 @@ static ct_status class_loss(ct_tensor **out, const ct_tensor *x, const ct_tensor
   if (st == CT_OK) st = finish(out, loss, valid, r, x->dtype, fn);
   ct_release(loss);
   ct_release(valid);
-  ct_release(lv);
   ct_release(flag);
   return st;
 }

@@ -85,13 +85,15 @@ static ct_status ct__gather(ct_tensor **out, const ct_tensor *x, int ndim, const
     int64_t n0 = osh[nd - 1], chunk = n0 < 4096 ? n0 : 4096, nchunks = (n0 + chunk - 1) / chunk;
     ct__karg_long(&a, "chunk", chunk);
     ct__karg_long(&a, "nchunks", nchunks);
+    int64_t n2 = n / (n0 * osh[nd - 2]);
+    ct__karg_long(&a, "n2", n2);
     ct__karg_int(&a, "mode", mode);
     ct__karg_long(&a, "diag", diag);
     ct__karg(&a, "value", es, value ? value : &zero);
     st = ct__kargs_end(&a, fn);
     if (st == CT_OK) {
       /* One work-item per run of an output row. */
-      size_t global[2] = {(size_t)(osh[nd - 2] * nchunks), (size_t)(n / (n0 * osh[nd - 2]))}, local[2];
+      size_t global[2] = {(size_t)(osh[nd - 2] * nchunks), (size_t)n2}, local[2];
       ct__launch_dims(k, 2, global, local);
       st = ct__kernel_launch(k, d, 2, global, local);
     }

@@ -422,6 +422,19 @@ START_TEST(test_out_of_range) {
   ck_assert_ct_status(ct_scatter_add(&out, x, -1, si, src), CT_ERR_INVALID_ARGUMENT);
   ck_assert_ptr_null(out);
   ck_assert_error_contains("ct_scatter_add: index 5 at position [1, 2] is out of range for dim 1 of size 5");
+  /* An empty result still checks its indices, as PyTorch does: x [0, 5] (no rows), embedding
+   * rows of width 0. */
+  int64_t e05[2] = {0, 5}, e30[2] = {3, 0};
+  ct_tensor *x05 = NULL, *w30 = NULL;
+  ck_assert_ct_ok(ct_empty(&x05, d, CT_F32, 2, e05));
+  ck_assert_ct_ok(ct_empty(&w30, d, CT_F32, 2, e30));
+  ck_assert_ct_status(ct_index_select(&out, x05, 1, i1), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("ct_index_select: index 9 at position 2 is out of range for dim 1 of size 5");
+  ck_assert_ct_status(ct_embedding(&out, w30, ei), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("ct_embedding: index 3 at position [1, 2] is out of range for weight with 3 rows");
+  ck_assert_ptr_null(out);
+  ct_release(x05);
+  ct_release(w30);
   ct_release(src);
   ct_release(si);
   ct_release(ei);

@@ -229,6 +229,8 @@ static const struct sort_case SORT_CASES[] = {
     {{5, 37}, 1, 1},    /* one partial block */
     {{4, 32}, 1, 0},    /* exactly one block: no merge */
     {{2, 1}, 1, 0},
+    {{300, 100}, 1, 1}, /* many slices: a whole sort per work-item (sort_slices) */
+    {{150, 2}, 0, 0},   /* few slices */
 };
 
 START_TEST(test_sort_f32) {

@@ -1,8 +1,9 @@
 /* ct_scaled_dot_product_attention against PyTorch (data/attention_ref.h, made by
  * data/gen_attention.py): no mask, bool and additive masks with fully masked rows (zeros, not
  * NaN), causal with L < S and L > S, causal with a mask, an explicit scale, broadcast batch
- * dims, a transposed k, no keys, no queries, an empty batch, E = 0, f16 and f64; a mask with
- * more batch dims than q, k, v; the memory bound; and the errors.
+ * dims, a transposed k, no keys, no queries, an empty batch, E = 0, f16, bf16 (with a bf16
+ * additive mask) and f64; a mask with more batch dims than q, k, v; the memory bound; and the
+ * errors.
  *
  * Tolerances. The reference is the f64 computation on the same (f32-representable) inputs. Each
  * output is a convex combination of v's rows: f32 scores are within a few ulps of |s| (|s| < 10
@@ -10,7 +11,7 @@
  * within ~ 20 eps32 max|v|: 2e-5 (1 + max|v|) leaves a margin of ~ 8x. f64 likewise with 1e-12.
  * f16: the reference is PyTorch's f16 result, which rounds its scores and weights to f16
  * (2^-11 relative) while we compute in f32 and round once: 5e-3 (1 + max|v|), a few f16 ulps of
- * the scores' effect. */
+ * the scores' effect; bf16 likewise with its 2^-8: 4e-2 (1 + max|v|). */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -58,7 +59,7 @@ START_TEST(test_reference) {
   int64_t n = ct_test_numel(c->out.ndim, c->out.shape);
   double vmax = 0;
   for (int64_t i = 0; i < ct_test_numel(c->v.ndim, c->v.shape); i++) vmax = fmax(vmax, fabs(c->v.v[i]));
-  double rel = c->q.dt == CT_F16 ? 5e-3 : c->q.dt == CT_F64 ? 1e-12 : 2e-5;
+  double rel = c->q.dt == CT_F16 ? 5e-3 : c->q.dt == CT_BF16 ? 4e-2 : c->q.dt == CT_F64 ? 1e-12 : 2e-5;
   double *res = ct_test_to_doubles(o);
   for (int64_t i = 0; i < n; i++) {
     double got = res[i], want = c->out.v[i];
@@ -147,12 +148,51 @@ START_TEST(test_mask_batch) {
 }
 END_TEST
 
+/* Heads as a permuted view, as a GPT block makes them ([B, T, H, E] -> [B, H, T, E]) for q, k
+ * and v: the same result as from contiguous copies (within the f32 bound of test_reference). */
+START_TEST(test_permuted_heads) {
+  ct_device *d = ct_test_device();
+  int64_t s[4] = {2, 5, 3, 4};
+  const int perm[4] = {0, 2, 1, 3};
+  ct_tensor *x[3] = {NULL, NULL, NULL}, *p[3] = {NULL, NULL, NULL}, *c[3] = {NULL, NULL, NULL};
+  for (int i = 0; i < 3; i++) {
+    ck_assert_ct_ok(ct_randn_seeded(&x[i], d, CT_F32, 4, s, 5, (uint64_t)i));
+    ck_assert_ct_ok(ct_permute(&p[i], x[i], perm));
+    ck_assert_ct_ok(ct_contiguous(&c[i], p[i]));
+  }
+  ct_tensor *a = NULL, *b = NULL;
+  ck_assert_ct_ok(ct_scaled_dot_product_attention(&a, p[0], p[1], p[2], NULL, true, NAN));
+  ck_assert_ct_ok(ct_scaled_dot_product_attention(&b, c[0], c[1], c[2], NULL, true, NAN));
+  double *ha = ct_test_to_doubles(a), *hb = ct_test_to_doubles(b);
+  for (int i = 0; i < 2 * 3 * 5 * 4; i++) ck_assert_double_eq_tol(ha[i], hb[i], 2e-5 * 7);
+  free(ha);
+  free(hb);
+  for (int i = 0; i < 3; i++) {
+    ct_release(x[i]);
+    ct_release(p[i]);
+    ct_release(c[i]);
+  }
+  ct_release(a);
+  ct_release(b);
+}
+END_TEST
+
+/* The call fails with status want, *out NULL, and a message holding msg. */
+static void expect_error(const ct_tensor *q, const ct_tensor *k, const ct_tensor *v,
+                         const ct_tensor *m, double scale, ct_status want, const char *msg) {
+  ct_tensor *r = (ct_tensor *)1;
+  ck_assert_ct_status(ct_scaled_dot_product_attention(&r, q, k, v, m, false, scale), want);
+  ck_assert_ptr_null(r);
+  ck_assert_error_contains(msg);
+  ck_assert_error_contains("ct_scaled_dot_product_attention: ");
+}
+
 START_TEST(test_errors) {
   ct_device *d = ct_test_device();
   int64_t qs[3] = {2, 4, 8}, ks[3] = {2, 6, 8}, vs[3] = {2, 6, 5}, kbad[3] = {2, 6, 7},
           vbad[3] = {2, 5, 5}, mbad[2] = {4, 5}, one[1] = {8};
   ct_tensor *q = NULL, *k = NULL, *v = NULL, *kb = NULL, *vb = NULL, *mb = NULL, *mi = NULL,
-            *q1 = NULL, *q64 = NULL, *r = (ct_tensor *)1;
+            *q1 = NULL, *q64 = NULL;
   ck_assert_ct_ok(ct_zeros(&q, d, CT_F32, 3, qs));
   ck_assert_ct_ok(ct_zeros(&k, d, CT_F32, 3, ks));
   ck_assert_ct_ok(ct_zeros(&v, d, CT_F32, 3, vs));
@@ -162,23 +202,19 @@ START_TEST(test_errors) {
   ck_assert_ct_ok(ct_zeros(&mi, d, CT_I32, 2, mbad));
   ck_assert_ct_ok(ct_zeros(&q1, d, CT_F32, 1, one));
   ck_assert_ct_ok(ct_zeros(&q64, d, CT_F16, 3, qs));
-  ck_assert_ct_status(ct_scaled_dot_product_attention(&r, q, kb, v, NULL, false, NAN), CT_ERR_SHAPE_MISMATCH);
-  ck_assert_ptr_null(r);
-  ck_assert_error_contains("q has shape [2, 4, 8] and k [2, 6, 7]: their last dims (E) differ");
-  ck_assert_ct_status(ct_scaled_dot_product_attention(&r, q, k, vb, NULL, false, NAN), CT_ERR_SHAPE_MISMATCH);
-  ck_assert_error_contains("their dims -2 (S, the number of keys) differ");
-  ck_assert_ct_status(ct_scaled_dot_product_attention(&r, q, k, v, mb, false, NAN), CT_ERR_SHAPE_MISMATCH);
-  ck_assert_error_contains("mask has shape [4, 5], which doesn't broadcast to the scores' shape [2, 4, 6]");
-  ck_assert_ct_status(ct_scaled_dot_product_attention(&r, q, k, v, mi, false, NAN), CT_ERR_DTYPE_MISMATCH);
-  ck_assert_error_contains("mask has dtype i32");
-  ck_assert_ct_status(ct_scaled_dot_product_attention(&r, q1, k, v, NULL, false, NAN), CT_ERR_INVALID_ARGUMENT);
-  ck_assert_error_contains("q has shape [8] (expected at least 2 dims");
-  ck_assert_ct_status(ct_scaled_dot_product_attention(&r, q64, k, v, NULL, false, NAN), CT_ERR_DTYPE_MISMATCH);
-  ck_assert_error_contains("k has dtype f32 but q has f16");
-  ck_assert_ct_status(ct_scaled_dot_product_attention(&r, q, k, v, NULL, false, INFINITY), CT_ERR_INVALID_ARGUMENT);
-  ck_assert_error_contains("scale is inf");
-  ck_assert_ct_status(ct_scaled_dot_product_attention(&r, q, NULL, v, NULL, false, NAN), CT_ERR_INVALID_ARGUMENT);
-  ck_assert_ct_status(ct_scaled_dot_product_attention(&r, q, k, mi, NULL, false, NAN), CT_ERR_DTYPE_MISMATCH);
+  expect_error(q, kb, v, NULL, NAN, CT_ERR_SHAPE_MISMATCH,
+               "q has shape [2, 4, 8] and k [2, 6, 7]: their last dims (E) differ");
+  expect_error(q, k, vb, NULL, NAN, CT_ERR_SHAPE_MISMATCH,
+               "their dims -2 (S, the number of keys) differ");
+  expect_error(q, k, v, mb, NAN, CT_ERR_SHAPE_MISMATCH,
+               "mask has shape [4, 5], which doesn't broadcast to the scores' shape [2, 4, 6]");
+  expect_error(q, k, v, mi, NAN, CT_ERR_DTYPE_MISMATCH, "mask has dtype i32");
+  expect_error(q1, k, v, NULL, NAN, CT_ERR_INVALID_ARGUMENT,
+               "q has shape [8] (expected at least 2 dims");
+  expect_error(q64, k, v, NULL, NAN, CT_ERR_DTYPE_MISMATCH, "k has dtype f32 but q has f16");
+  expect_error(q, k, v, NULL, INFINITY, CT_ERR_INVALID_ARGUMENT, "scale is inf");
+  expect_error(q, NULL, v, NULL, NAN, CT_ERR_INVALID_ARGUMENT, "argument 'k' is NULL");
+  expect_error(q, k, mi, NULL, NAN, CT_ERR_DTYPE_MISMATCH, "v has dtype i32");
   ct_release(q);
   ct_release(k);
   ct_release(v);
@@ -198,6 +234,7 @@ int main(void) {
   suite_add_tcase(s, tc);
   tc = tcase_create("mask batch");
   tcase_add_test(tc, test_mask_batch);
+  tcase_add_test(tc, test_permuted_heads);
   suite_add_tcase(s, tc);
   tc = tcase_create("memory");
   tcase_add_test(tc, test_memory_bound);

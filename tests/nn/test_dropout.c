@@ -189,6 +189,16 @@ START_TEST(test_no_draw_and_errors) {
   ct_release(y);
   ck_assert_ct_ok(ct_rng_get_state(&s1, &o1));
   ck_assert_uint_eq(o0, o1);
+  /* A 0-d tensor: one element, kept (doubled) or dropped. */
+  ct_tensor *z = NULL, *zy = NULL;
+  float two = 2.0f, got = -1;
+  ck_assert_ct_ok(ct_from_host(&z, d, CT_F32, 0, NULL, &two));
+  ck_assert_ct_ok(ct_dropout(&zy, z, 0.5, true));
+  ck_assert_int_eq(ct_tensor_ndim(zy), 0);
+  ck_assert_ct_ok(ct_to_host(zy, &got, sizeof got));
+  ck_assert(got == 0.0f || got == 4.0f);
+  ct_release(z);
+  ct_release(zy);
   ct_tensor *e = NULL;
   ck_assert_ct_ok(ct_zeros(&e, d, CT_F32, 2, empty));
   ck_assert_ct_ok(ct_dropout(&y, e, 0.5, true));

@@ -61,8 +61,11 @@ check(not problems, "figures are complete, positive, min <= median <= max, ratio
 expected = ["h2d.pageable", "h2d.pinned", "d2h.pageable", "d2h.pinned", "add", "mul", "exp", "sum",
             "max", "softmax", "add_chain", "add_chain_alloc", "mlp_forward", "matmul.auto",
             "matmul.clblast", "matmul.host", "matmul_batch.auto", "matmul_batch.clblast",
-            "matmul_batch.host", "first_result.cold", "first_result.warm", "digits_cnn_forward",
-            "charlm_forward"]
+            "matmul_batch.host", "first_result.cold", "first_result.warm",
+            "cat.dim1", "cat.dim0", "pad.constant",          # shape
+            "index_select", "gather", "cumsum", "sort",      # index
+            "digits_cnn_forward", "charlm_forward",          # models
+            ]
 missing = [e for e in expected if e not in by_name]
 check(not missing, "every figure group is present", "missing: " + ", ".join(missing))
 
@@ -77,7 +80,10 @@ def refs_of(name):
 
 want_refs = {"add": {"cl_add", "host_add"}, "mul": {"cl_mul", "host_mul"}, "exp": {"cl_exp", "host_exp"},
              "sum": {"cl_sum", "host_sum"}, "max": {"cl_max", "host_max"}, "softmax": {"host_softmax"},
-             "add_chain": {"cl_launch"}, "h2d.pageable": {"cl_h2d"}, "d2h.pinned": {"cl_d2h_pinned"}}
+             "add_chain": {"cl_launch"}, "h2d.pageable": {"cl_h2d"}, "d2h.pinned": {"cl_d2h_pinned"},
+             "cat.dim1": {"copy"}, "cat.dim0": {"copy"}, "pad.constant": {"copy"},
+             "index_select": {"copy"}, "gather": {"copy"}, "cumsum": {"copy"}, "sort": {"copy"},
+             }
 if blas:
     want_refs.update({"matmul.auto": {"host_sgemm"}, "matmul_batch.auto": {"host_sgemm_batch"},
                       "mlp_forward": {"host_mlp"}})

@@ -2,7 +2,7 @@
 """Writes attention_ref.h: F.scaled_dot_product_attention on fixed cases, for
 tests/nn/test_attention.c (CI has no PyTorch, so the results are committed). The reference runs
 in f64 on f64 copies of the inputs (the math the op defines, free of f32 rounding), except for
-the f16 case, which is PyTorch's own f16 result.
+the f16 and bf16 cases, which are PyTorch's own f16/bf16 results.
 
 Rerun (PyTorch from PyPI in a virtualenv):
     python -m venv venv && venv/bin/pip install torch numpy
@@ -21,7 +21,7 @@ import torch.nn.functional as F
 torch.manual_seed(2026)
 NAN = float("nan")
 CT = {torch.float32: "CT_F32", torch.float16: "CT_F16", torch.float64: "CT_F64",
-      torch.bool: "CT_BOOL"}
+      torch.bfloat16: "CT_BF16", torch.bool: "CT_BOOL"}
 
 
 def r(*s, dt=torch.float32):
@@ -52,6 +52,8 @@ cases = [
     ("no queries", r(2, 0, 8), r(2, 6, 8), r(2, 6, 5), bm[:0], False, NAN, ""),
     ("f16", r(2, 4, 8, dt=torch.float16), r(2, 6, 8, dt=torch.float16),
      r(2, 6, 5, dt=torch.float16), bm, True, NAN, ""),
+    ("bf16, additive bf16 mask", r(2, 4, 8, dt=torch.bfloat16), r(2, 6, 8, dt=torch.bfloat16),
+     r(2, 6, 5, dt=torch.bfloat16), am[0, 0].to(torch.bfloat16), False, NAN, ""),
     ("f64", r(2, 4, 8, dt=torch.float64), r(2, 6, 8, dt=torch.float64),
      r(2, 6, 5, dt=torch.float64), None, True, NAN, ""),
 ]
@@ -70,7 +72,7 @@ for i, (name, q, k, v, m, causal, scale, view) in enumerate(cases):
         L, S = q.shape[-2], k.shape[-2]
         kw = dict(attn_mask=m & torch.ones(L, S, dtype=torch.bool).tril(), is_causal=False,
                   scale=kw["scale"])
-    if q.dtype == torch.float16:
+    if q.dtype in (torch.float16, torch.bfloat16):
         o = F.scaled_dot_product_attention(q, k, v, **kw)
     else:
         km = kw["attn_mask"]

@@ -28,6 +28,8 @@ t4 = torch.tensor([1, -100, 4, 0])
 l234 = torch.randn(2, 3, 4) * 2
 t24 = torch.tensor([[0, 2, -100, 1], [2, 2, 0, 1]])
 lc = torch.randn(6)
+l319 = torch.randn(3, 19) * 4
+t3 = torch.tensor([18, 7, 0])
 # (name, op, x, view, y, ignore_index, label_smoothing, reduction); view "t": x is stored
 # transposed ([C, N] memory) and passed as its transpose.
 cases = []
@@ -48,9 +50,12 @@ cases += [
     ("ce transposed logits", "ce", l45, "t", t4, -100, 0.0, "none"),
     ("ce large logits", "ce", l45 * 1000, "", t4, -100, 0.1, "mean"),
     ("ce f16", "ce", l45.half(), "", t4, -100, 0.1, "mean"),
+    # C >= 8: the kernel's 8-wide path over contiguous classes, and its scalar tail.
+    ("ce C=19 smoothing none", "ce", l319, "", t3, -100, 0.15, "none"),
+    ("ce f16 C=19 mean", "ce", l319.half(), "", t3, -100, 0.0, "mean"),
+    ("nll C=19 transposed none", "nll", F.log_softmax(l319, 1), "t", t3, -100, 0.0, "none"),
     ("ce empty batch mean", "ce", torch.zeros(0, 5), "", torch.zeros(0, dtype=torch.int64), -100,
      0.0, "mean"),
-    ("mse f16 mean", "mse", torch.randn(2, 3).half(), "", torch.randn(2, 3).half(), 0, 0.0, "mean"),
     ("mse same shape sum", "mse", torch.randn(2, 3), "", torch.randn(2, 3), 0, 0.0, "sum"),
 ]
 

@@ -31,6 +31,8 @@ cases += [
     ("lse f32 expanded dim 0", "logsumexp", "f32", [1, 4, 5], flat[:20], "e", [0], True),
     ("lse f32 infinities", "logsumexp", "f32", [5, 3],
      [-inf, -inf, -inf, inf, 1, 2, nan, 1, 2, 1000, 1000, 0, -inf, inf, 3], "", [1], False),
+    ("lse f32 infinities, 8 lanes", "logsumexp", "f32", [3, 9],
+     [-inf] * 9 + [1, 2, inf, 3, 4, 5, 6, 7, 8] + [1, 2, 3, 4, 5, nan, 7, 8, 9], "", [1], False),
     ("lse i32 promotes", "logsumexp", "i32", [2, 3], [1, 2, 3, -4, 0, 100], "", [1], False),
     ("lse f16", "logsumexp", "f16", [2, 8], torch.randn(16).mul(4).half().double().tolist(), "",
      [1], False),

@@ -17,36 +17,38 @@ static const double lse_in_5[] = {-2.5035665035247803, 7.388806343078613, -6.546
 static const double lse_out_5[] = {-1.404954195022583, 8.487419128417969, -5.448235988616943, 11.665912628173828, -4.509583950042725, 7.146130084991455, -13.752325057983398, 14.378608703613281, 13.592615127563477, 8.97851848602295, -11.518962860107422, -3.2803893089294434, -6.071091175079346, 2.2333879470825195, -12.207109451293945, 15.186357498168945, 10.478158950805664, -9.366683959960938, 25.047792434692383, -20.21825408935547};
 static const double lse_in_6[] = {-INFINITY, -INFINITY, -INFINITY, INFINITY, 1.0, 2.0, NAN, 1.0, 2.0, 1000.0, 1000.0, 0.0, -INFINITY, INFINITY, 3.0};
 static const double lse_out_6[] = {-INFINITY, INFINITY, NAN, 1000.6931762695312, INFINITY};
-static const double lse_in_7[] = {1.0, 2.0, 3.0, -4.0, 0.0, 100.0};
-static const double lse_out_7[] = {3.4076058864593506, 100.0};
-static const double lse_in_8[] = {-8.578125, -1.2236328125, 2.86328125, -4.5703125, 2.75, 1.017578125, 9.1953125, -4.16796875, -0.026824951171875, -1.7890625, 3.77734375, -6.55859375, -1.5234375, -0.59912109375, 7.8984375, 14.609375};
-static const double lse_out_8[] = {9.1953125, 14.609375};
-static const double lse_in_9[] = {0};
-static const double lse_out_9[] = {-INFINITY, -INFINITY};
+static const double lse_in_7[] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, 1.0, 2.0, INFINITY, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 1.0, 2.0, 3.0, 4.0, 5.0, NAN, 7.0, 8.0, 9.0};
+static const double lse_out_7[] = {-INFINITY, INFINITY, NAN};
+static const double lse_in_8[] = {1.0, 2.0, 3.0, -4.0, 0.0, 100.0};
+static const double lse_out_8[] = {3.4076058864593506, 100.0};
+static const double lse_in_9[] = {-8.578125, -1.2236328125, 2.86328125, -4.5703125, 2.75, 1.017578125, 9.1953125, -4.16796875, -0.026824951171875, -1.7890625, 3.77734375, -6.55859375, -1.5234375, -0.59912109375, 7.8984375, 14.609375};
+static const double lse_out_9[] = {9.1953125, 14.609375};
 static const double lse_in_10[] = {0};
-static const double lse_out_10[] = {0};
-static const double lse_in_11[] = {2.5};
-static const double lse_out_11[] = {2.5};
-static const double lse_in_12[] = {0.0, 1.0, 0.0, 0.0, NAN, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -2.0};
-static const double lse_out_12[] = {1.0, 1.0, 1.0};
-static const double lse_in_13[] = {1.0, 1.0, 0.0, NAN, 2.0, 1.0, 1.0, 1.0, 3.0, -1.0, 5.0, 0.0};
-static const double lse_out_13[] = {1.0, 1.0, 0.0, 0.0};
-static const double lse_in_14[] = {0.0, 1.0, 0.0, 0.0, NAN, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -2.0};
-static const double lse_out_14[] = {1.0};
-static const double lse_in_15[] = {1.0, 1.0, 0.0, NAN, 2.0, 1.0, 1.0, 1.0, 3.0, -1.0, 5.0, 0.0};
-static const double lse_out_15[] = {1.0, 1.0, 0.0, 0.0};
-static const double lse_in_16[] = {0.0, 0.0, 0.0, 0.0, 7.0, 0.0};
-static const double lse_out_16[] = {0.0, 1.0};
-static const double lse_in_17[] = {1.0, 2.0, 3.0, 0.0, 7.0, 9.0};
-static const double lse_out_17[] = {1.0, 0.0};
-static const double lse_in_18[] = {0.0, 1.0, 0.0, 0.0};
-static const double lse_out_18[] = {0.0, 1.0};
-static const double lse_in_19[] = {1.0, -5.0, 1099511627776.0, 3.0};
-static const double lse_out_19[] = {1.0};
-static const double lse_in_20[] = {0};
-static const double lse_out_20[] = {0.0, 0.0};
+static const double lse_out_10[] = {-INFINITY, -INFINITY};
+static const double lse_in_11[] = {0};
+static const double lse_out_11[] = {0};
+static const double lse_in_12[] = {2.5};
+static const double lse_out_12[] = {2.5};
+static const double lse_in_13[] = {0.0, 1.0, 0.0, 0.0, NAN, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -2.0};
+static const double lse_out_13[] = {1.0, 1.0, 1.0};
+static const double lse_in_14[] = {1.0, 1.0, 0.0, NAN, 2.0, 1.0, 1.0, 1.0, 3.0, -1.0, 5.0, 0.0};
+static const double lse_out_14[] = {1.0, 1.0, 0.0, 0.0};
+static const double lse_in_15[] = {0.0, 1.0, 0.0, 0.0, NAN, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -2.0};
+static const double lse_out_15[] = {1.0};
+static const double lse_in_16[] = {1.0, 1.0, 0.0, NAN, 2.0, 1.0, 1.0, 1.0, 3.0, -1.0, 5.0, 0.0};
+static const double lse_out_16[] = {1.0, 1.0, 0.0, 0.0};
+static const double lse_in_17[] = {0.0, 0.0, 0.0, 0.0, 7.0, 0.0};
+static const double lse_out_17[] = {0.0, 1.0};
+static const double lse_in_18[] = {1.0, 2.0, 3.0, 0.0, 7.0, 9.0};
+static const double lse_out_18[] = {1.0, 0.0};
+static const double lse_in_19[] = {0.0, 1.0, 0.0, 0.0};
+static const double lse_out_19[] = {0.0, 1.0};
+static const double lse_in_20[] = {1.0, -5.0, 1099511627776.0, 3.0};
+static const double lse_out_20[] = {1.0};
 static const double lse_in_21[] = {0};
-static const double lse_out_21[] = {1.0, 1.0};
+static const double lse_out_21[] = {0.0, 0.0};
+static const double lse_in_22[] = {0};
+static const double lse_out_22[] = {1.0, 1.0};
 static const struct lse_case lse_cases[] = {
   {"lse f32 dim 1", 0, CT_F32, 3, {3, 4, 5}, 60, lse_in_0, '-', 1, {1}, false, CT_F32, 2, {3, 5}, 15, lse_out_0},
   {"lse f32 dims 0,2 keepdim", 0, CT_F32, 3, {3, 4, 5}, 60, lse_in_1, '-', 2, {0, 2}, true, CT_F32, 3, {1, 4, 1}, 4, lse_out_1},
@@ -55,19 +57,20 @@ static const struct lse_case lse_cases[] = {
   {"lse f32 transposed dim 0", 0, CT_F32, 3, {3, 4, 5}, 60, lse_in_4, 't', 1, {0}, false, CT_F32, 2, {4, 3}, 12, lse_out_4},
   {"lse f32 expanded dim 0", 0, CT_F32, 3, {1, 4, 5}, 20, lse_in_5, 'e', 1, {0}, true, CT_F32, 3, {1, 4, 5}, 20, lse_out_5},
   {"lse f32 infinities", 0, CT_F32, 2, {5, 3}, 15, lse_in_6, '-', 1, {1}, false, CT_F32, 1, {5}, 5, lse_out_6},
-  {"lse i32 promotes", 0, CT_I32, 2, {2, 3}, 6, lse_in_7, '-', 1, {1}, false, CT_F32, 1, {2}, 2, lse_out_7},
-  {"lse f16", 0, CT_F16, 2, {2, 8}, 16, lse_in_8, '-', 1, {1}, false, CT_F16, 1, {2}, 2, lse_out_8},
-  {"lse empty extent", 0, CT_F32, 2, {2, 0}, 0, lse_in_9, '-', 1, {1}, false, CT_F32, 1, {2}, 2, lse_out_9},
-  {"lse empty output", 0, CT_F32, 2, {0, 3}, 0, lse_in_10, '-', 1, {1}, false, CT_F32, 1, {0}, 0, lse_out_10},
-  {"lse 0-dim", 0, CT_F32, 0, {0}, 1, lse_in_11, '-', 0, {0}, false, CT_F32, 0, {0}, 1, lse_out_11},
-  {"any f32 dim 1", 1, CT_F32, 2, {3, 4}, 12, lse_in_12, '-', 1, {1}, false, CT_BOOL, 1, {3}, 3, lse_out_12},
-  {"all f32 dim 0", 2, CT_F32, 2, {3, 4}, 12, lse_in_13, '-', 1, {0}, false, CT_BOOL, 1, {4}, 4, lse_out_13},
-  {"any f32 all", 1, CT_F32, 2, {3, 4}, 12, lse_in_14, '-', 0, {0}, false, CT_BOOL, 0, {0}, 1, lse_out_14},
-  {"all f32 transposed dim -1", 2, CT_F32, 2, {3, 4}, 12, lse_in_15, 't', 1, {-1}, true, CT_BOOL, 2, {4, 1}, 4, lse_out_15},
-  {"any u8 keeps u8", 1, CT_U8, 2, {2, 3}, 6, lse_in_16, '-', 1, {1}, false, CT_U8, 1, {2}, 2, lse_out_16},
-  {"all u8 keeps u8", 2, CT_U8, 2, {2, 3}, 6, lse_in_17, '-', 1, {1}, false, CT_U8, 1, {2}, 2, lse_out_17},
-  {"any bool", 1, CT_BOOL, 2, {2, 2}, 4, lse_in_18, '-', 1, {0}, false, CT_BOOL, 1, {2}, 2, lse_out_18},
-  {"all i64 expanded", 2, CT_I64, 2, {1, 4}, 4, lse_in_19, 'e', 2, {0, 1}, false, CT_BOOL, 0, {0}, 1, lse_out_19},
-  {"any empty extent", 1, CT_F32, 2, {2, 0}, 0, lse_in_20, '-', 1, {1}, false, CT_BOOL, 1, {2}, 2, lse_out_20},
-  {"all empty extent", 2, CT_F32, 2, {2, 0}, 0, lse_in_21, '-', 1, {1}, false, CT_BOOL, 1, {2}, 2, lse_out_21},
+  {"lse f32 infinities, 8 lanes", 0, CT_F32, 2, {3, 9}, 27, lse_in_7, '-', 1, {1}, false, CT_F32, 1, {3}, 3, lse_out_7},
+  {"lse i32 promotes", 0, CT_I32, 2, {2, 3}, 6, lse_in_8, '-', 1, {1}, false, CT_F32, 1, {2}, 2, lse_out_8},
+  {"lse f16", 0, CT_F16, 2, {2, 8}, 16, lse_in_9, '-', 1, {1}, false, CT_F16, 1, {2}, 2, lse_out_9},
+  {"lse empty extent", 0, CT_F32, 2, {2, 0}, 0, lse_in_10, '-', 1, {1}, false, CT_F32, 1, {2}, 2, lse_out_10},
+  {"lse empty output", 0, CT_F32, 2, {0, 3}, 0, lse_in_11, '-', 1, {1}, false, CT_F32, 1, {0}, 0, lse_out_11},
+  {"lse 0-dim", 0, CT_F32, 0, {0}, 1, lse_in_12, '-', 0, {0}, false, CT_F32, 0, {0}, 1, lse_out_12},
+  {"any f32 dim 1", 1, CT_F32, 2, {3, 4}, 12, lse_in_13, '-', 1, {1}, false, CT_BOOL, 1, {3}, 3, lse_out_13},
+  {"all f32 dim 0", 2, CT_F32, 2, {3, 4}, 12, lse_in_14, '-', 1, {0}, false, CT_BOOL, 1, {4}, 4, lse_out_14},
+  {"any f32 all", 1, CT_F32, 2, {3, 4}, 12, lse_in_15, '-', 0, {0}, false, CT_BOOL, 0, {0}, 1, lse_out_15},
+  {"all f32 transposed dim -1", 2, CT_F32, 2, {3, 4}, 12, lse_in_16, 't', 1, {-1}, true, CT_BOOL, 2, {4, 1}, 4, lse_out_16},
+  {"any u8 keeps u8", 1, CT_U8, 2, {2, 3}, 6, lse_in_17, '-', 1, {1}, false, CT_U8, 1, {2}, 2, lse_out_17},
+  {"all u8 keeps u8", 2, CT_U8, 2, {2, 3}, 6, lse_in_18, '-', 1, {1}, false, CT_U8, 1, {2}, 2, lse_out_18},
+  {"any bool", 1, CT_BOOL, 2, {2, 2}, 4, lse_in_19, '-', 1, {0}, false, CT_BOOL, 1, {2}, 2, lse_out_19},
+  {"all i64 expanded", 2, CT_I64, 2, {1, 4}, 4, lse_in_20, 'e', 2, {0, 1}, false, CT_BOOL, 0, {0}, 1, lse_out_20},
+  {"any empty extent", 1, CT_F32, 2, {2, 0}, 0, lse_in_21, '-', 1, {1}, false, CT_BOOL, 1, {2}, 2, lse_out_21},
+  {"all empty extent", 2, CT_F32, 2, {2, 0}, 0, lse_in_22, '-', 1, {1}, false, CT_BOOL, 1, {2}, 2, lse_out_22},
 };
