@@ -51,8 +51,8 @@ static const char *fixture_dir(void) {
   return dir && *dir ? dir : CT_BENCH_MODELS_DIR;
 }
 
-/* PyTorch's median time (ms) for the figure called name, or a negative value (with a message on
- * stderr, as the nn group) when $CLTENSOR_BENCH_PYTHON is unset or the script failed. */
+/* PyTorch's median time (ms) for the figure called name; a negative value when
+ * $CLTENSOR_BENCH_PYTHON is unset, or (with a message on stderr) when the script failed. */
 static double torch_ms(const char *name) {
   const char *py = getenv("CLTENSOR_BENCH_PYTHON");
   if (!py || !*py) return -1;
