@@ -196,6 +196,7 @@ void bench_group_first_result(const bench_opts *o, ct_device *d);
 void bench_group_shape(const bench_opts *o, ct_device *d);  /* group_shape.c */
 void bench_group_index(const bench_opts *o, ct_device *d);  /* group_index.c */
 void bench_group_nn(const bench_opts *o, ct_device *d);   /* group_nn.c */
+void bench_group_models(const bench_opts *o, ct_device *d); /* group_models.c */
 
 /* A raw-OpenCL reference prepared to run: what is "add", "mul", "exp" (n elements), "sum",
  * "max" (n elements, two-stage, result read back), "launch" (n back-to-back launches of a

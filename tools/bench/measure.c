@@ -410,6 +410,9 @@ int bench_output_end(const bench_opts *o) {
   target("cat f32 2^24 (last dim) >= 0.5x copy", "cat.dim1", (int64_t)1 << 24, "copy", 0.5);
   target("cat f32 2^24 (dim 0) >= 0.5x copy", "cat.dim0", (int64_t)1 << 24, "copy", 0.5);
   target("conv2d ResNet layer (32x64x56x56, 3x3) >= 0.8x PyTorch CPU", "conv2d", 32, "torch_conv2d", 0.8);
+  /* Times: as fast as PyTorch is a ratio of at most 1. */
+  target("digits CNN forward (450 images) <= 1x PyTorch CPU", "digits_cnn_forward", 450, "torch_forward", 1.0);
+  target("char GPT forward (6x64 tokens) <= 1x PyTorch CPU", "charlm_forward", 6 * 64, "torch_forward", 1.0);
   const bench_fig *cold = find_emitted("first_result.cold", 1024);
   const bench_fig *warm = find_emitted("first_result.warm", 1024);
   fprintf(g_out, "  %-52s ", "first result of a new process, warm vs cold cache");

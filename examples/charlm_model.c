@@ -1,0 +1,177 @@
+/* The GPT-style character model from libcltensor ops (see charlm_model.h). */
+#include "charlm_model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const k_block_names[CHARLM_NBLOCK] = {
+    "ln1.weight", "ln1.bias", "qkv.weight", "qkv.bias", "proj.weight",    "proj.bias",
+    "ln2.weight", "ln2.bias", "fc.weight",  "fc.bias",  "fc_proj.weight", "fc_proj.bias"};
+
+static const char *meta(const ct_safetensors *f, const char *key) {
+  const char *v = ct_safetensors_metadata_get(f, key);
+  if (!v) fprintf(stderr, "charlm: the model file lacks the metadata key \"%s\"\n", key);
+  return v;
+}
+
+ct_status charlm_load(charlm *m, const ct_safetensors *f) {
+  memset(m, 0, sizeof *m);
+  const char *layers = meta(f, "layers"), *heads = meta(f, "heads"), *d_model = meta(f, "d_model");
+  const char *context = meta(f, "context"), *eps = meta(f, "ln_eps");
+  if (!layers || !heads || !d_model || !context || !eps) return CT_ERR_FORMAT;
+  m->layers = atoi(layers);
+  m->heads = atoi(heads);
+  m->d_model = atoll(d_model);
+  m->context = atoll(context);
+  m->eps = atof(eps);
+  if (m->layers < 1 || m->layers > CHARLM_MAX_LAYERS || m->heads < 1 || m->d_model % m->heads != 0 ||
+      m->context < 1) {
+    fprintf(stderr, "charlm: unsupported dimensions: %d layers, %d heads, d_model %lld, context %lld\n", m->layers,
+            m->heads, (long long)m->d_model, (long long)m->context);
+    m->layers = 0;
+    return CT_ERR_FORMAT;
+  }
+  ct_status st = ct_safetensors_get(&m->wte, f, "wte.weight");
+  if (st == CT_OK) st = ct_safetensors_get(&m->wpe, f, "wpe.weight");
+  if (st == CT_OK) st = ct_safetensors_get(&m->ln_f_w, f, "ln_f.weight");
+  if (st == CT_OK) st = ct_safetensors_get(&m->ln_f_b, f, "ln_f.bias");
+  for (int l = 0; l < m->layers && st == CT_OK; l++)
+    for (int i = 0; i < CHARLM_NBLOCK && st == CT_OK; i++) {
+      char name[64];
+      snprintf(name, sizeof name, "h.%d.%s", l, k_block_names[i]);
+      st = ct_safetensors_get(&m->blk[l][i], f, name);
+    }
+  if (st != CT_OK) {
+    charlm_release(m);
+    return st;
+  }
+  m->vocab = ct_tensor_shape(m->wte)[0];
+  return CT_OK;
+}
+
+void charlm_release(charlm *m) {
+  ct_release(m->wte);
+  ct_release(m->wpe);
+  ct_release(m->ln_f_w);
+  ct_release(m->ln_f_b);
+  for (int l = 0; l < CHARLM_MAX_LAYERS; l++)
+    for (int i = 0; i < CHARLM_NBLOCK; i++) ct_release(m->blk[l][i]);
+  m->wte = m->wpe = m->ln_f_w = m->ln_f_b = NULL;
+  memset(m->blk, 0, sizeof m->blk);
+}
+
+ct_status charlm_cast(charlm *dst, const charlm *src, ct_dtype dt) {
+  *dst = *src;
+  dst->wte = dst->wpe = dst->ln_f_w = dst->ln_f_b = NULL;
+  memset(dst->blk, 0, sizeof dst->blk);
+  ct_status st = ct_cast(&dst->wte, src->wte, dt);
+  if (st == CT_OK) st = ct_cast(&dst->wpe, src->wpe, dt);
+  if (st == CT_OK) st = ct_cast(&dst->ln_f_w, src->ln_f_w, dt);
+  if (st == CT_OK) st = ct_cast(&dst->ln_f_b, src->ln_f_b, dt);
+  for (int l = 0; l < src->layers && st == CT_OK; l++)
+    for (int i = 0; i < CHARLM_NBLOCK && st == CT_OK; i++) st = ct_cast(&dst->blk[l][i], src->blk[l][i], dt);
+  if (st != CT_OK) charlm_release(dst);
+  return st;
+}
+
+/* One of q, k, v ([B, H, T, D], a view where the library can) from qkv [B, T, 3C]: columns
+ * [which C, (which + 1) C), head h being columns [h D, (h + 1) D) of those, as PyTorch's
+ * view(B, T, H, D).transpose(1, 2). */
+static ct_status head_split(ct_tensor **out, const charlm *m, const ct_tensor *qkv, int which) {
+  const int64_t *s = ct_tensor_shape(qkv);
+  ct_tensor *cols = NULL, *heads = NULL;
+  ct_status st = ct_slice(&cols, qkv, 2, which * m->d_model, (which + 1) * m->d_model, 1);
+  if (st == CT_OK) st = ct_reshape(&heads, cols, 4, (int64_t[]){s[0], s[1], m->heads, m->d_model / m->heads});
+  if (st == CT_OK) st = ct_transpose(out, heads, 1, 2);
+  ct_release(heads);
+  ct_release(cols);
+  return st;
+}
+
+/* x + attention(layer_norm(x)): causal multi-head self-attention. */
+static ct_status attention(ct_tensor **out, const charlm *m, ct_tensor *const *w, const ct_tensor *x) {
+  const int64_t *s = ct_tensor_shape(x);
+  ct_tensor *h = NULL, *qkv = NULL, *q = NULL, *k = NULL, *v = NULL, *a = NULL, *at = NULL, *ac = NULL, *p = NULL;
+  ct_status st = ct_layer_norm(&h, x, 1, w[CHARLM_LN1_W], w[CHARLM_LN1_B], m->eps);
+  if (st == CT_OK) st = ct_linear(&qkv, h, w[CHARLM_QKV_W], w[CHARLM_QKV_B]);
+  if (st == CT_OK) st = head_split(&q, m, qkv, 0);
+  if (st == CT_OK) st = head_split(&k, m, qkv, 1);
+  if (st == CT_OK) st = head_split(&v, m, qkv, 2);
+  /* scale NaN: 1/sqrt(D), PyTorch's default. */
+  if (st == CT_OK) st = ct_scaled_dot_product_attention(&a, q, k, v, NULL, true, NAN);
+  if (st == CT_OK) st = ct_transpose(&at, a, 1, 2); /* [B, T, H, D] */
+  if (st == CT_OK) st = ct_reshape(&ac, at, 3, (int64_t[]){s[0], s[1], m->d_model});
+  if (st == CT_OK) st = ct_linear(&p, ac, w[CHARLM_PROJ_W], w[CHARLM_PROJ_B]);
+  if (st == CT_OK) st = ct_add(out, x, p);
+  ct_release(p);
+  ct_release(ac);
+  ct_release(at);
+  ct_release(a);
+  ct_release(v);
+  ct_release(k);
+  ct_release(q);
+  ct_release(qkv);
+  ct_release(h);
+  return st;
+}
+
+/* x + mlp(layer_norm(x)). */
+static ct_status mlp(ct_tensor **out, const charlm *m, ct_tensor *const *w, const ct_tensor *x) {
+  ct_tensor *h = NULL, *f = NULL, *g = NULL, *p = NULL;
+  ct_status st = ct_layer_norm(&h, x, 1, w[CHARLM_LN2_W], w[CHARLM_LN2_B], m->eps);
+  if (st == CT_OK) st = ct_linear(&f, h, w[CHARLM_FC_W], w[CHARLM_FC_B]);
+  if (st == CT_OK) st = ct_gelu_tanh(&g, f);
+  if (st == CT_OK) st = ct_linear(&p, g, w[CHARLM_FCP_W], w[CHARLM_FCP_B]);
+  if (st == CT_OK) st = ct_add(out, x, p);
+  ct_release(p);
+  ct_release(g);
+  ct_release(f);
+  ct_release(h);
+  return st;
+}
+
+ct_status charlm_forward(ct_tensor **logits, const charlm *m, const ct_tensor *ids) {
+  const int64_t t = ct_tensor_shape(ids)[1];
+  ct_tensor *e = NULL, *pos = NULL, *x = NULL, *h = NULL;
+  *logits = NULL;
+  ct_status st = ct_embedding(&e, m->wte, ids);
+  if (st == CT_OK) st = ct_slice(&pos, m->wpe, 0, 0, t, 1);
+  if (st == CT_OK) st = ct_add(&x, e, pos); /* [B, T, C] + [T, C] broadcasts */
+  for (int l = 0; l < m->layers && st == CT_OK; l++) {
+    ct_tensor *y = NULL;
+    st = attention(&y, m, m->blk[l], x);
+    ct_release(x);
+    x = y;
+    if (st != CT_OK) break;
+    st = mlp(&y, m, m->blk[l], x);
+    ct_release(x);
+    x = y;
+  }
+  if (st == CT_OK) st = ct_layer_norm(&h, x, 1, m->ln_f_w, m->ln_f_b, m->eps);
+  if (st == CT_OK) st = ct_linear(logits, h, m->wte, NULL); /* the tied head */
+  ct_release(h);
+  ct_release(x);
+  ct_release(pos);
+  ct_release(e);
+  return st;
+}
+
+ct_status charlm_greedy(const charlm *m, ct_device *d, int64_t *ids, int64_t n, int64_t steps) {
+  for (int64_t s = 0; s < steps; s++, n++) {
+    const int64_t t = n < m->context ? n : m->context;
+    ct_tensor *in = NULL, *logits = NULL, *last = NULL, *next = NULL;
+    ct_status st = ct_from_host(&in, d, CT_I64, 2, (int64_t[]){1, t}, ids + n - t);
+    if (st == CT_OK) st = charlm_forward(&logits, m, in);
+    if (st == CT_OK) st = ct_slice(&last, logits, 1, t - 1, t, 1);
+    if (st == CT_OK) st = ct_argmax(&next, last, -1, false);
+    if (st == CT_OK) st = ct_to_host(next, ids + n, sizeof *ids);
+    ct_release(next);
+    ct_release(last);
+    ct_release(logits);
+    ct_release(in);
+    if (st != CT_OK) return st;
+  }
+  return CT_OK;
+}

@@ -1,0 +1,44 @@
+/* The GPT-style character model of examples/make_charlm.py, built from libcltensor ops; shared
+ * by the charlm example and cltensor-bench's "models" group.
+ *
+ * GPT-2's structure (C = d_model, H heads of D = C / H, weights in nn.Linear's [out, in]):
+ *   x = wte[ids] + wpe[0:T]
+ *   per block: q, k, v = split(linear(layer_norm(x), qkv), C), each [B, T, H, D] -> [B, H, T, D]
+ *              x = x + linear(causal_attention(q, k, v) -> [B, T, C], proj)
+ *              x = x + linear(gelu_tanh(linear(layer_norm(x), fc)), fc_proj)
+ *   logits = layer_norm(x) @ wte^T (the output head is the token embedding, tied) */
+#ifndef CLTENSOR_EXAMPLES_CHARLM_MODEL_H
+#define CLTENSOR_EXAMPLES_CHARLM_MODEL_H
+
+#include <stdint.h>
+
+#include "cltensor/cltensor.h"
+
+#define CHARLM_MAX_LAYERS 8
+
+/* One block's tensors ("h.<layer>.<name>"). */
+enum { CHARLM_LN1_W, CHARLM_LN1_B, CHARLM_QKV_W, CHARLM_QKV_B, CHARLM_PROJ_W, CHARLM_PROJ_B,
+       CHARLM_LN2_W, CHARLM_LN2_B, CHARLM_FC_W, CHARLM_FC_B, CHARLM_FCP_W, CHARLM_FCP_B, CHARLM_NBLOCK };
+
+typedef struct charlm {
+  int layers, heads;
+  int64_t d_model, context, vocab;
+  double eps; /* the layer norms' */
+  ct_tensor *wte, *wpe, *ln_f_w, *ln_f_b;
+  ct_tensor *blk[CHARLM_MAX_LAYERS][CHARLM_NBLOCK];
+} charlm;
+
+/* Takes the weights from f (new references) and the dimensions from its metadata ("layers",
+ * "heads", "d_model", "context", "ln_eps"). On failure (a message on stderr or in
+ * ct_last_error()) *m holds nothing. */
+ct_status charlm_load(charlm *m, const ct_safetensors *f);
+void charlm_release(charlm *m);
+/* *dst = src with every weight cast to dt (new tensors). */
+ct_status charlm_cast(charlm *dst, const charlm *src, ct_dtype dt);
+/* OUT: *logits [B, T, V] of token ids [B, T] (i64, T <= context), in the weights' dtype. */
+ct_status charlm_forward(ct_tensor **logits, const charlm *m, const ct_tensor *ids);
+/* Greedy decoding on d: appends steps token ids to ids[0..n) (which has room for n + steps),
+ * each the argmax of the last position's logits with the last `context` tokens as input. */
+ct_status charlm_greedy(const charlm *m, ct_device *d, int64_t *ids, int64_t n, int64_t steps);
+
+#endif

@@ -1,0 +1,33 @@
+/* The digits CNN of examples/make_digits_cnn.py, built from libcltensor ops; shared by the
+ * digits_cnn example and cltensor-bench's "models" group.
+ *
+ *   conv1 1->16 3x3 pad 1, bn1, relu                      [N, 16, 8, 8]
+ *   conv2 16->32 3x3 pad 1, bn2, relu, max_pool 2x2       [N, 32, 4, 4]
+ *   dropout 0.25 (eval: identity)
+ *   conv3 32->64 3x3 pad 1, bn3, relu                     [N, 64, 4, 4]
+ *   adaptive_avg_pool 1x1, flatten, fc 64->10             [N, 10] logits
+ * Weights in PyTorch's layouts (conv [out, in, kh, kw], linear [out, in]), batch norms in eval
+ * mode with their running statistics. */
+#ifndef CLTENSOR_EXAMPLES_DIGITS_CNN_MODEL_H
+#define CLTENSOR_EXAMPLES_DIGITS_CNN_MODEL_H
+
+#include "cltensor/cltensor.h"
+
+enum { DIGITS_CONV1_W, DIGITS_CONV1_B, DIGITS_BN1_M, DIGITS_BN1_V, DIGITS_BN1_W, DIGITS_BN1_B,
+       DIGITS_CONV2_W, DIGITS_CONV2_B, DIGITS_BN2_M, DIGITS_BN2_V, DIGITS_BN2_W, DIGITS_BN2_B,
+       DIGITS_CONV3_W, DIGITS_CONV3_B, DIGITS_BN3_M, DIGITS_BN3_V, DIGITS_BN3_W, DIGITS_BN3_B,
+       DIGITS_FC_W,    DIGITS_FC_B,    DIGITS_NWEIGHTS };
+
+typedef struct digits_cnn {
+  ct_tensor *w[DIGITS_NWEIGHTS]; /* by the enum above */
+  double eps;                    /* the batch norms' */
+} digits_cnn;
+
+/* Takes the weights from f (new references) and the batch norms' eps from its "bn_eps"
+ * metadata. On failure (a message on stderr or in ct_last_error()) *m holds nothing. */
+ct_status digits_cnn_load(digits_cnn *m, const ct_safetensors *f);
+void digits_cnn_release(digits_cnn *m);
+/* OUT: *logits [N, 10] of images x [N, 1, 8, 8]. */
+ct_status digits_cnn_forward(ct_tensor **logits, const digits_cnn *m, const ct_tensor *x);
+
+#endif

@@ -1,0 +1,163 @@
+/* The "models" group: the forwards of the two example models (examples/digits_cnn_model.c,
+ * examples/charlm_model.c) on their committed fixtures, as the examples run them: the digits
+ * CNN on the whole 450-image test split in one batch, the character GPT on its fixed batch of
+ * token ids. Times per forward, until the result is on the host (the predicted classes, the
+ * logits), since that is what a user waits for. When $CLTENSOR_BENCH_PYTHON names a Python
+ * with PyTorch, tools/bench/torch_models.py times PyTorch's forward of the same fixture (CPU)
+ * in a process of its own right before and right after ours: the reference "torch_forward"
+ * (the two medians), as the nn group does with torch_conv.py. `torch_models.py --bench` runs
+ * this group and prints the ratios as well (docs/PERFORMANCE.md). The fixtures are read from
+ * $CLTENSOR_BENCH_MODELS (a folder) or the source tree's examples/data; without them the
+ * figures are skipped. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "charlm_model.h"
+#include "digits_cnn_model.h"
+
+typedef struct models_ctx {
+  ct_device *d;
+  digits_cnn cnn;
+  charlm gpt;
+  ct_tensor *x;     /* the input: images or token ids */
+  void *host;       /* where the result goes */
+  size_t host_bytes;
+} models_ctx;
+
+static int do_cnn(void *p) {
+  models_ctx *c = p;
+  ct_tensor *logits = NULL, *pred = NULL;
+  ct_status st = digits_cnn_forward(&logits, &c->cnn, c->x);
+  if (st == CT_OK) st = ct_argmax(&pred, logits, 1, false);
+  if (st == CT_OK) st = ct_to_host(pred, c->host, c->host_bytes);
+  ct_release(pred);
+  ct_release(logits);
+  return st == CT_OK ? 0 : bench_ct_fail("the digits CNN forward", st);
+}
+
+static int do_gpt(void *p) {
+  models_ctx *c = p;
+  ct_tensor *logits = NULL;
+  ct_status st = charlm_forward(&logits, &c->gpt, c->x);
+  if (st == CT_OK) st = ct_to_host(logits, c->host, c->host_bytes);
+  ct_release(logits);
+  return st == CT_OK ? 0 : bench_ct_fail("the character GPT forward", st);
+}
+
+static const char *fixture_dir(void) {
+  const char *dir = getenv("CLTENSOR_BENCH_MODELS");
+  return dir && *dir ? dir : CT_BENCH_MODELS_DIR;
+}
+
+/* PyTorch's median time (ms) for the figure called name; a negative value when
+ * $CLTENSOR_BENCH_PYTHON is unset, or (with a message on stderr) when the script failed. */
+static double torch_ms(const char *name) {
+  const char *py = getenv("CLTENSOR_BENCH_PYTHON");
+  if (!py || !*py) return -1;
+  char cmd[2048], line[512];
+  snprintf(cmd, sizeof cmd, "'%s' '%s' --figure %s --data '%s' 2>&1", py, CT_BENCH_TORCH_MODELS, name,
+           fixture_dir());
+  FILE *f = popen(cmd, "r");
+  double ms = -1;
+  while (f && fgets(line, sizeof line, f)) {
+    const char *m = strstr(line, "median_ms=");
+    if (strncmp(line, "torch_model ", 12) == 0 && m) ms = atof(m + 10);
+  }
+  if (!f || pclose(f) != 0 || ms <= 0) {
+    fprintf(stderr, "cltensor-bench: torch_models.py --figure %s failed under %s\n", name, py);
+    return -1;
+  }
+  return ms;
+}
+
+/* Loads dir/name onto d; NULL (with the figure marked skipped) when the file is not there. */
+static ct_safetensors *load_fixture(bench_fig *f, ct_device *d, const char *name) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", fixture_dir(), name);
+  ct_safetensors *st = NULL;
+  if (ct_safetensors_load(&st, path, d) != CT_OK) {
+    char msg[sizeof f->error];
+    snprintf(msg, sizeof msg, "no fixture (set $CLTENSOR_BENCH_MODELS to examples/data): %s", ct_last_error());
+    bench_fig_fail(f, true, msg);
+    return NULL;
+  }
+  return st;
+}
+
+/* Measures fn once the setup (st, the result buffer) succeeded, else records why not; PyTorch's
+ * time right before and right after, as the reference, when it can be run. */
+static void measure_model(const bench_opts *o, bench_fig *f, ct_status st, bench_fn fn, models_ctx *c) {
+  if (st != CT_OK || !c->host) {
+    bench_fig_fail(f, false, st != CT_OK ? ct_last_error() : "out of host memory");
+    return;
+  }
+  const double before = torch_ms(f->name);
+  if (bench_measure(o, f, fn, NULL, c, 1000, 1e3) != 0) return;
+  bench_gemm_note(c->d, f->note, sizeof f->note); /* the convolutions and linears go through it */
+  const double after = before > 0 ? torch_ms(f->name) : -1;
+  if (after > 0) {
+    bench_fig ref;
+    bench_fig_init(&ref, "torch_forward", f->size, f->shape, "f32", "ms");
+    bench_samples s = {.n = 2};
+    s.s[0] = before / 1e3;
+    s.s[1] = after / 1e3;
+    bench_fig_set(&ref, &s, 1e3);
+    bench_fig_add_ref(f, &ref);
+  }
+}
+
+static void bench_cnn(const bench_opts *o, ct_device *d) {
+  bench_fig f;
+  bench_fig_init(&f, "digits_cnn_forward", 450, "450x1x8x8, 3 conv", "f32", "ms");
+  models_ctx c = {.d = d};
+  bench_progress(o, "digits CNN forward");
+  ct_safetensors *file = load_fixture(&f, d, "digits_cnn.safetensors");
+  if (file) {
+    ct_status st = digits_cnn_load(&c.cnn, file);
+    if (st == CT_OK) st = ct_safetensors_get(&c.x, file, "test.x");
+    if (st == CT_OK) {
+      c.host_bytes = (size_t)ct_tensor_shape(c.x)[0] * sizeof(int64_t);
+      c.host = malloc(c.host_bytes);
+    }
+    measure_model(o, &f, st, do_cnn, &c);
+  }
+  bench_emit(o, &f);
+  digits_cnn_release(&c.cnn);
+  ct_release(c.x);
+  ct_safetensors_free(file);
+  free(c.host);
+}
+
+static void bench_gpt(const bench_opts *o, ct_device *d) {
+  bench_fig f;
+  bench_fig_init(&f, "charlm_forward", 6 * 64, "6x64 tokens, 2 blocks", "f32", "ms");
+  models_ctx c = {.d = d};
+  bench_progress(o, "character GPT forward");
+  ct_safetensors *file = load_fixture(&f, d, "charlm.safetensors");
+  if (file) {
+    ct_status st = charlm_load(&c.gpt, file);
+    if (st == CT_OK) st = ct_safetensors_get(&c.x, file, "batch.ids");
+    if (st == CT_OK) {
+      const int64_t *s = ct_tensor_shape(c.x);
+      snprintf(f.shape, sizeof f.shape, "%lldx%lld tokens, %d blocks", (long long)s[0], (long long)s[1],
+               c.gpt.layers);
+      f.size = s[0] * s[1];
+      c.host_bytes = (size_t)(s[0] * s[1] * c.gpt.vocab) * sizeof(float);
+      c.host = malloc(c.host_bytes);
+    }
+    measure_model(o, &f, st, do_gpt, &c);
+  }
+  bench_emit(o, &f);
+  charlm_release(&c.gpt);
+  ct_release(c.x);
+  ct_safetensors_free(file);
+  free(c.host);
+}
+
+void bench_group_models(const bench_opts *o, ct_device *d) {
+  bench_cnn(o, d);
+  bench_gpt(o, d);
+  ct_empty_cache(d);
+}
