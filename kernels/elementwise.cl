@@ -724,11 +724,9 @@ inline float8 ew_round_f16_8(float8 v) {
 #endif
 
 /* The call of the op's function F on operands x, y and parameters s0, s1, by the op's form:
- * where (a condition and two values), parameters after x (EW_NP: clamp 2, leaky_relu 1),
- * binary (two tensors, or a tensor and the scalar s0), unary. */
-#if EW_NIN == 3
-#define EW_CALL(F, x, y, s0, s1) F(x, y, s0)
-#elif EW_NP == 2
+ * parameters after x (EW_NP: clamp 2, leaky_relu 1), binary (two tensors, or a tensor and the
+ * scalar s0), unary. where (a condition and two values) is called in EW_DO itself. */
+#if EW_NP == 2
 #define EW_CALL(F, x, y, s0, s1) F(x, s0, s1)
 #elif EW_NP == 1
 #define EW_CALL(F, x, y, s0, s1) F(x, s0)

@@ -140,12 +140,12 @@ static ct_status ct__ew_kernel(struct ct__ew_entry *out, ct_device *d, struct ct
     bool vec = s->cpu && !strided && ct__ew_use_vector(l, o);
     unsigned ik = (unsigned)strided >> 1;
     snprintf(opts, sizeof opts,
-             "-DEW_FN=%s -DEW_NP=%d -DEW_NIN=%d -DEW_A=%d -DEW_B=%d -DEW_C=%d -DEW_K=%d -DEW_O=%d -DEW_SPOS=%d "
-             "-DEW_LO=%d -DEW_HI=%d -DEW_BA=%u -DEW_BB=%u -DEW_BC=%u -DEW_VEC=%d -DEW_FULL=%d "
+             "-DEW_FN=%s -DEW_NP=%d -DEW_NIN=%d -DEW_A=%d -DEW_B=%d -DEW_C=%d -DEW_K=%d -DEW_O=%d "
+             "-DEW_SPOS=%d -DEW_LO=%d -DEW_HI=%d -DEW_BA=%u -DEW_BB=%u -DEW_BC=%u -DEW_VEC=%d -DEW_FULL=%d "
              "-DEW_IO=%u -DEW_IA=%u -DEW_IB=%u -DEW_IC=%u %s",
-             ct__ew_op_fn(l->op), ct__ew_op_nparams(l->op), l->nin, dt[0], dt[1], dt[2], (int)l->k, (int)o, l->spos, l->has_lo ? 1 : 0,
-             l->has_hi ? 1 : 0, bflags & 1u, (bflags >> 1) & 1u, (bflags >> 2) & 1u, vec ? 1 : 0, full ? 1 : 0, ik & 3u,
-             (ik >> 2) & 3u, (ik >> 4) & 3u, (ik >> 6) & 3u, s->opts);
+             ct__ew_op_fn(l->op), ct__ew_op_nparams(l->op), l->nin, dt[0], dt[1], dt[2], (int)l->k, (int)o,
+             l->spos, l->has_lo ? 1 : 0, l->has_hi ? 1 : 0, bflags & 1u, (bflags >> 1) & 1u, (bflags >> 2) & 1u,
+             vec ? 1 : 0, full ? 1 : 0, ik & 3u, (ik >> 2) & 3u, (ik >> 4) & 3u, (ik >> 6) & 3u, s->opts);
     ct__kernel *k = NULL;
     st = ct__kernel_get(&k, d, "elementwise.cl", strided ? "ew_strided" : "ew_contig", opts);
     if (st == CT_OK && 2 * (s->count + 1) > s->cap) {

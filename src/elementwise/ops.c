@@ -18,7 +18,15 @@ enum ct__ew_rule {
 };
 
 /* The public forms of a row (ops.def's kind column); the wrappers below are generated per kind. */
-enum ct__ew_kind { CT__EW_K_BIN, CT__EW_K_BINS, CT__EW_K_BINSR, CT__EW_K_UN, CT__EW_K_UNP, CT__EW_K_WHERE, CT__EW_K_CLAMP };
+enum ct__ew_kind {
+  CT__EW_K_BIN,
+  CT__EW_K_BINS,
+  CT__EW_K_BINSR,
+  CT__EW_K_UN,
+  CT__EW_K_UNP,
+  CT__EW_K_WHERE,
+  CT__EW_K_CLAMP,
+};
 
 static const struct {
   enum ct__ew_rule rule;
