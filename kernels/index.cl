@@ -55,10 +55,11 @@ inline void ct_row_offsets(long row, int ndim, long8 shape, long8 s1, long8 s2, 
 /* out[p] = x[sum_d c_d xstr_d + index[sum_d c_d istr_d] * sel_stride] over the output's
  * coordinates c: index_select (istr zero but at the selected dim), gather (istr the index's
  * strides) and embedding (the weight row chosen by the index, the last coordinate the column).
- * xstr is zero at the selected dim. Each index must lie in [0, sel_size). */
+ * xstr is zero at the selected dim. Each index must lie in [0, sel_size). touch: read the row's
+ * span of x first (gather along the last dim on CPUs; gather.c's touch_span() says when). */
 __kernel void gather_bits(__global T *out, long out_off, __global const T *x, long x_off, long8 xstr,
                           __global const uchar *idx, long idx_off, long8 istr, int idx64,
-                          long sel_stride, long sel_size, int ndim, long8 shape, long nitems,
+                          long sel_stride, long sel_size, int touch, int ndim, long8 shape, long nitems,
                           __global long *err, long err_off) {
   long gid = get_global_id(0);
   if (gid >= nitems) return;
@@ -94,7 +95,29 @@ __kernel void gather_bits(__global T *out, long out_off, __global const T *x, lo
     return;
   }
   __global const T *xr = x + xb;
-  if (idx64) {
+  if (touch && e0 == 0) {
+    /* The row's first chunk reads the row's span of x (x + [0, sel_size): the host sets touch
+     * only then, and only for a span that fits the cache) in order, one element per 64-byte
+     * line, so that the hardware prefetcher streams it in; in the random order of the chunk
+     * loops each line's first read waits for memory (gather of random columns: about 1.1x
+     * faster with this read on PoCL). Volatile: the compiler keeps these unused reads. */
+    volatile __global const T *span = xr;
+    for (long j = 0; j < sel_size; j += 64 / (long)sizeof(T)) (void)span[j];
+  }
+  if (idx64 && ii == 1 && sel_stride == 1) {
+    /* The common case (contiguous index rows, selecting along a contiguous dim of x) without
+     * the multiplications; one unsigned comparison checks both bounds. */
+    __global const long *ip = (__global const long *)idx + ib;
+    for (long e = e0; e < e1; e++) {
+      ulong v = (ulong)ip[e];
+      if (v >= (ulong)sel_size) {
+        ct_report_bad(err, row * inner + e, (long)v);
+        out[ob + e] = (T)0;
+      } else {
+        out[ob + e] = xr[e * xi + (long)v];
+      }
+    }
+  } else if (idx64) {
     __global const long *ip = (__global const long *)idx + ib;
     for (long e = e0; e < e1; e++) {
       long v = ip[e * ii];

@@ -19,6 +19,18 @@ struct gather_geom {
   int64_t sel_stride, sel_size;
 };
 
+/* Whether gather_bits should read each row's span of x in order before its random reads
+ * (kernels/index.cl says why): on CPU devices (whose hardware prefetchers this serves; a GPU
+ * would pay for a serial loop), for an index that varies along the row and selects along the
+ * row's contiguous dim of x (the span x + [0, sel_size)), when the span fits in a core's cache
+ * (64 KB) and costs at most one extra read per 4 output elements (sel_size / line <= inner / 4). */
+static int touch_span(const ct_device *d, const struct gather_geom *g, size_t es) {
+  int last = g->ndim - 1;
+  int64_t span = g->sel_size * (int64_t)es;
+  return d->props.type == CT_DEVICE_CPU && g->istr[last] != 0 && g->xstr[last] == 0 && g->sel_stride == 1 &&
+         span <= 65536 && span / 64 <= g->shape[last] / 4;
+}
+
 static ct_status gather_run(ct_tensor *out, const ct_tensor *x, const ct_tensor *index, const struct gather_geom *g,
                             int64_t bad[4], const char *fn) {
   bad[0] = 0;
@@ -51,6 +63,7 @@ static ct_status gather_run(ct_tensor *out, const ct_tensor *x, const ct_tensor 
   ct__karg_int(&a, "idx64", index->dtype == CT_I64);
   ct__karg_long(&a, "sel_stride", g->sel_stride);
   ct__karg_long(&a, "sel_size", g->sel_size);
+  ct__karg_int(&a, "touch", touch_span(d, g, es));
   ct__karg_int(&a, "ndim", g->ndim);
   ct__karg_long8(&a, "shape", g->ndim, g->shape, 1);
   ct__karg_long(&a, "nitems", nitems);

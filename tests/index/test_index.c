@@ -484,12 +484,58 @@ START_TEST(test_argument_errors) {
 }
 END_TEST
 
+/* gather along the last dim with rows of several kernel chunks (256 elements): _i 0 an i64
+ * index over a contiguous x (the fast loop; the row's span of x read in order first), _i 1 an
+ * i32 index over a column slice of a wider x (strided rows), _i 2 an i64 index over rows of x
+ * too long for that read (80 KB). Then one index made bad in a later chunk of a row. */
+START_TEST(test_gather_rows) {
+  ct_device *d = ct_test_device();
+  ix_seed(300 + (uint64_t)_i);
+  const int64_t rows = _i == 2 ? 2 : 3, xcols = _i == 2 ? 20000 : 600, icols = _i == 2 ? 300 : 700;
+  const int64_t pad = _i == 1 ? 25 : 0, wcols = xcols + 2 * pad; /* x = columns [pad, pad + xcols) */
+  ct_dtype it = _i == 1 ? CT_I32 : CT_I64;
+  int64_t wshape[2] = {rows, wcols}, ishape[2] = {rows, icols}, ni = rows * icols;
+  float *wv = random_floats(rows * wcols);
+  ct_tensor *w = ix_tensor(d, CT_F32, 2, wshape, wv, 0), *x = NULL;
+  ck_assert_ct_ok(ct_slice(&x, w, 1, pad, pad + xcols, 1));
+  int64_t *iv = malloc((size_t)ni * 8);
+  for (int64_t i = 0; i < ni; i++) iv[i] = ix_below(xcols);
+  ct_tensor *idx = ix_index(d, it, 2, ishape, iv, 0), *out = NULL;
+  ck_assert_ct_ok(ct_gather(&out, x, -1, idx));
+  ix_check_shape(out, 2, ishape);
+  float *ov = ix_read(out);
+  for (int64_t i = 0; i < ni; i++)
+    ck_assert_msg(ov[i] == wv[(i / icols) * wcols + pad + iv[i]], "element %lld", (long long)i);
+  free(ov);
+  ct_release(out);
+  ct_release(idx);
+
+  /* Row 1, column 600 (the third chunk): past the end, or negative for the i32 case. */
+  int64_t bad = _i == 1 ? -3 : xcols, pos = _i == 2 ? 250 : 600;
+  iv[icols + pos] = bad;
+  idx = ix_index(d, it, 2, ishape, iv, 0);
+  out = (ct_tensor *)1;
+  ck_assert_ct_status(ct_gather(&out, x, 1, idx), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_null(out);
+  char msg[160];
+  snprintf(msg, sizeof msg, "ct_gather: index %lld at position [1, %lld] is out of range for dim 1 of size %lld",
+           (long long)bad, (long long)pos, (long long)xcols);
+  ck_assert_error_contains(msg);
+  ct_release(idx);
+  free(iv);
+  free(wv);
+  ct_release(x);
+  ct_release(w);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("index");
   TCase *tc = tcase_create("indexing");
   tcase_add_loop_test(tc, test_index_select_random, 0, 8);
   tcase_add_test(tc, test_index_select_edges);
   tcase_add_loop_test(tc, test_gather_random, 0, 8);
+  tcase_add_loop_test(tc, test_gather_rows, 0, 3);
   tcase_add_test(tc, test_embedding);
   tcase_add_test(tc, test_masked_fill);
   tcase_add_loop_test(tc, test_scatter_add_random, 0, 4);
