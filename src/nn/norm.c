@@ -222,16 +222,18 @@ ct_status ct_batch_norm(ct_tensor **out, const ct_tensor *x, ct_tensor *running_
     struct ct__kargs a;
     ct__kargs_begin(&a, ka, ct__kernel_lock(ka));
     ct__nn_karg_tensor(&a, "x", "x_off", x, NULL, 0);
-    ct__karg_int(&a, "ndim", x->ndim);
-    ct__karg_long8(&a, "shape", x->ndim, x->shape, 1);
-    ct__karg_long8(&a, "str", x->ndim, x->strides, 0);
-    ct__karg_int(&a, "flat", ct_tensor_is_contiguous(x));
+    ct__karg_long(&a, "sn", x->strides[0]);
+    ct__karg_long(&a, "sc", x->strides[1]);
+    ct__karg_int(&a, "sndim", x->ndim - 2);
+    ct__karg_long8(&a, "sshape", x->ndim - 2, x->shape + 2, 1);
+    ct__karg_long8(&a, "sstr", x->ndim - 2, x->strides + 2, 0);
+    ct__karg_int(&a, "sflat", dims_flat(x, 2));
+    ct__karg_long(&a, "N", N);
     ct__karg_long(&a, "C", C);
     ct__karg_long(&a, "S", S);
     ct__nn_karg_tensor(&a, "ss", "ss_off", ss, NULL, 0);
     ct__nn_karg_tensor(&a, "out", "out_off", o, NULL, 0);
-    ct__karg_long(&a, "total", ct_numel(x));
-    st = ct__nn_launch1(ka, &a, d, ct_numel(x), fn);
+    st = ct__nn_launch3(ka, &a, d, S, C, N, fn);
   }
   ct_release(ss);
   return ct__nn_result(out, o, st);
