@@ -1,7 +1,7 @@
 /* 2-D pooling (src/nn/pool.c). Build option CT_IN: the dtype of x and the output (f16, bf16,
  * f32 computed in float; f64 in double). A work-item per output element of the contiguous
- * [N, C, OH, OW] output (a 3-D range OH * OW x C x N); x is [N, C, H, W] with element strides
- * xs, read in place.
+ * [N, C, OH, OW] output (a 3-D range OW x OH x N * C, src/nn/pool.c); x is [N, C, H, W] with
+ * element strides xs, read in place.
  * mode 0: max over the window (padded positions never win; a NaN wins, as PyTorch's
  * `val > max || isnan(val)`); mode 1: average dividing by kh * kw (count_include_pad, and with
  * ceil_mode false no window reaches past the padding); mode 2: adaptive average, output (i, j)
@@ -21,11 +21,13 @@ typedef CT_T(CT_IN) io_t;
 __kernel void pool2d(__global const io_t *x, long x_off, long4 xs, long C, long H, long W,
                      __global io_t *out, long out_off, long OH, long OW, int mode, int kh, int kw,
                      int sth, int stw, int ph, int pw, long N) {
-  /* A 3-D range (OH * OW, C, N): no 64-bit divisions to find the output. */
-  long p = get_global_id(0), c = get_global_id(1), n = get_global_id(2);
-  if (p >= OH * OW || c >= C || n >= N) return;
-  long oh = p / OW, ow = p - oh * OW;
-  long o = (n * C + c) * OH * OW + p;
+  /* A 3-D range (OW, OH, N * C): the output's coordinates without a division but nc's, which
+   * depends on id 2 alone, so CPU compilers that run a group as nested loops (PoCL) pay it once
+   * per output plane, not per element (a range (OH * OW, C, N) paid a 64-bit one per element). */
+  long ow = get_global_id(0), oh = get_global_id(1), nc = get_global_id(2);
+  long n = nc / C, c = nc - n * C; /* before the test, so that it is not under a branch */
+  if (ow >= OW || oh >= OH || nc >= N * C) return;
+  long o = (nc * OH + oh) * OW + ow;
   long base = x_off + n * xs.s0 + c * xs.s1;
   long h0, h1, w0, w1;
   if (mode == 2) {

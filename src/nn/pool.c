@@ -36,7 +36,14 @@ static ct_status pool_run(ct_tensor **out, const ct_tensor *x, int mode, const i
       static const char *const names[6] = {"kh", "kw", "sth", "stw", "ph", "pw"};
       for (int i = 0; i < 6; i++) ct__karg_int(&a, names[i], win[i]);
       ct__karg_long(&a, "N", x4->shape[0]);
-      st = ct__nn_launch3(k, &a, d, OH * OW, x4->shape[1], x4->shape[0], fn);
+      st = ct__kargs_end(&a, fn);
+      int64_t planes = x4->shape[0] * x4->shape[1];
+      if (st == CT_OK && OH > 0 && OW > 0 && planes > 0) {
+        size_t global[3] = {(size_t)OW, (size_t)OH, (size_t)planes}, local[3];
+        ct__launch_planes(k, global, local);
+        st = ct__kernel_launch(k, d, 3, global, local);
+      }
+      ct__kernel_unlock(k);
     }
   }
   if (st == CT_OK && x->ndim == 3) st = ct__nn_unbatch(&o);
