@@ -49,7 +49,7 @@ __kernel void pool2d(__global const io_t *x, long x_off, long4 xs, long C, long 
     for (long i = h0; i < h1; i++)
       for (long j = w0; j < w1; j++) {
         acc_t v = LOADA(x, base + i * xs.s2 + j * xs.s3);
-        if (v > r || isnan(v)) r = v;
+        if (v > r || v != v) r = v; /* v != v: isnan() is a call on PoCL (pool2d_max2) */
       }
   } else {
     r = 0;
@@ -58,4 +58,30 @@ __kernel void pool2d(__global const io_t *x, long x_off, long4 xs, long C, long 
     r /= (acc_t)(mode == 1 ? (long)kh * kw : (h1 - h0) * (w1 - w0));
   }
   STOREA(out, out_off + o, r);
+}
+
+/* max_pool2d with 2x2 windows, stride 2, no padding (most CNNs' pooling): the window unrolled,
+ * with no loop and no bounds (every window lies inside x), which CPU compilers vectorize
+ * across work-items; pool2d's window loops, whose trip counts vary per work-item, they don't
+ * (PoCL: ~7 ms against ~2 ms for [450, 32, 8, 8]). Same order of comparisons as pool2d, so
+ * the same NaN wins; NaN is tested as v != v, a select, where isnan() stayed a call per element
+ * on PoCL and kept the loop scalar (2x2 unrolled with isnan: no faster than pool2d). Same
+ * arguments and range as pool2d. */
+__kernel void pool2d_max2(__global const io_t *x, long x_off, long4 xs, long C, long H, long W,
+                          __global io_t *out, long out_off, long OH, long OW, int mode, int kh, int kw,
+                          int sth, int stw, int ph, int pw, long N) {
+  long ow = get_global_id(0), oh = get_global_id(1), nc = get_global_id(2);
+  long n = nc / C, c = nc - n * C; /* before the test, so that it is not under a branch */
+  if (ow >= OW || oh >= OH || nc >= N * C) return;
+  long p = x_off + n * xs.s0 + c * xs.s1 + 2 * oh * xs.s2 + 2 * ow * xs.s3;
+  acc_t r = (acc_t)(-INFINITY), v;
+#define POOL_MAX_AT(off)        \
+  v = LOADA(x, p + (off));      \
+  r = (v > r || v != v) ? v : r;
+  POOL_MAX_AT(0)
+  POOL_MAX_AT(xs.s3)
+  POOL_MAX_AT(xs.s2)
+  POOL_MAX_AT(xs.s2 + xs.s3)
+#undef POOL_MAX_AT
+  STOREA(out, out_off + (nc * OH + oh) * OW + ow, r);
 }

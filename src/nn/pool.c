@@ -1,5 +1,6 @@
 /* ct_max_pool2d, ct_avg_pool2d, ct_adaptive_avg_pool2d (kernels/pool.cl: one kernel, the mode a
- * runtime argument, so the three share one program per dtype). */
+ * runtime argument, plus an unrolled 2x2 max pool in the same program, so the three share one
+ * program per dtype). */
 #include <stdio.h>
 
 #include "core/error.h"
@@ -19,7 +20,10 @@ static ct_status pool_run(ct_tensor **out, const ct_tensor *x, int mode, const i
   int64_t total = ct_numel(o);
   if (total > 0) {
     ct__kernel *k;
-    st = ct__nn_kernel(&k, d, "pool.cl", "pool2d", x4->dtype, NULL, fn);
+    /* 2x2 windows, stride 2, no padding: the unrolled kernel (kernels/pool.cl says why). */
+    bool max2 = mode == POOL_MAX && win[0] == 2 && win[1] == 2 && win[2] == 2 && win[3] == 2 && win[4] == 0 &&
+                win[5] == 0;
+    st = ct__nn_kernel(&k, d, "pool.cl", max2 ? "pool2d_max2" : "pool2d", x4->dtype, NULL, fn);
     if (st == CT_OK) {
       struct ct__kargs a;
       ct__kargs_begin(&a, k, ct__kernel_lock(k));
