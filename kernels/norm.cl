@@ -155,8 +155,8 @@ __kernel void bn_stats(__global const io_t *x, long x_off, long N, long C, long 
  * batch index come without a division (a 1-D range paid two 64-bit divisions per element for
  * them: 2-5 ms for the digits CNN's [450, 32, 8, 8] on PoCL). The spatial offset is s when
  * those dims are contiguous (sflat), else ct_offset. */
-__kernel void bn_apply(__global const io_t *x, long x_off, long sn, long sc, int sndim, long8 sshape, long8 sstr,
-                       int sflat, long N, long C, long S, __global const acc_t *ss, long ss_off,
+__kernel void bn_apply(__global const io_t *x, long x_off, long N, long C, long sn, long sc, int sndim,
+                       long8 sshape, long8 sstr, int sflat, long S, __global const acc_t *ss, long ss_off,
                        __global io_t *out, long out_off) {
   long s = get_global_id(0), c = get_global_id(1), n = get_global_id(2);
   if (s >= S || c >= C || n >= N) return; /* the NDRange is rounded up to whole work-groups */

@@ -18,9 +18,12 @@ typedef float acc_t;
 #endif
 typedef CT_T(CT_IN) io_t;
 
-__kernel void pool2d(__global const io_t *x, long x_off, long4 xs, long C, long H, long W,
-                     __global io_t *out, long out_off, long OH, long OW, int mode, int kh, int kw,
-                     int sth, int stw, int ph, int pw, long N) {
+/* The arguments of pool2d and pool2d_max2 (src/nn/pool.c sets them alike). */
+#define POOL2D_PARAMS                                                                                   \
+  __global const io_t *x, long x_off, long4 xs, long C, long H, long W, __global io_t *out, long out_off, \
+      long OH, long OW, int mode, int kh, int kw, int sth, int stw, int ph, int pw, long N
+
+__kernel void pool2d(POOL2D_PARAMS) {
   /* A 3-D range (OW, OH, N * C): the output's coordinates without a division but nc's, which
    * depends on id 2 alone, so CPU compilers that run a group as nested loops (PoCL) pay it once
    * per output plane, not per element (a range (OH * OW, C, N) paid a 64-bit one per element). */
@@ -67,9 +70,7 @@ __kernel void pool2d(__global const io_t *x, long x_off, long4 xs, long C, long 
  * the same NaN wins; NaN is tested as v != v, a select, where isnan() stayed a call per element
  * on PoCL and kept the loop scalar (2x2 unrolled with isnan: no faster than pool2d). Same
  * arguments and range as pool2d. */
-__kernel void pool2d_max2(__global const io_t *x, long x_off, long4 xs, long C, long H, long W,
-                          __global io_t *out, long out_off, long OH, long OW, int mode, int kh, int kw,
-                          int sth, int stw, int ph, int pw, long N) {
+__kernel void pool2d_max2(POOL2D_PARAMS) {
   long ow = get_global_id(0), oh = get_global_id(1), nc = get_global_id(2);
   long n = nc / C, c = nc - n * C; /* before the test, so that it is not under a branch */
   if (ow >= OW || oh >= OH || nc >= N * C) return;
