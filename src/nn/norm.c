@@ -132,7 +132,15 @@ static ct_status norm_api(ct_tensor **out, const ct_tensor *x, int nnorm, const 
       karg_param(&a, "b", "b_off", "has_b", bc, o);
       ct__karg_int(&a, "mode", mode);
       karg_acc(&a, "eps", x->dtype, eps);
-      st = ct__nn_launch1(k, &a, d, nrows, fn);
+      st = ct__kargs_end(&a, fn);
+      if (st == CT_OK) {
+        /* A work-item walks a whole row, so groups of at most 64 rows: a transformer's few
+         * hundred rows in one 1024-item group (ct__launch_dims()) ran on one core of a CPU. */
+        size_t global = (size_t)nrows, local;
+        ct__launch_shape(k, 1, 64, &global, &local);
+        st = ct__kernel_launch(k, d, 1, &global, &local);
+      }
+      ct__kernel_unlock(k);
     }
   }
   ct_release(wc);
