@@ -151,12 +151,16 @@ __kernel void bn_stats(__global const io_t *x, long x_off, long N, long C, long 
   ss[ss_off + C + c] = shift;
 }
 
-__kernel void bn_apply(__global const io_t *x, long x_off, int ndim, long8 shape, long8 str, int flat, long C,
-                       long S, __global const acc_t *ss, long ss_off, __global io_t *out, long out_off,
-                       long total) {
-  long o = get_global_id(0);
-  if (o >= total) return;
-  long c = (o / S) % C;
-  acc_t v = LOADA(x, x_off + (flat ? o : ct_offset(o, ndim, shape, str)));
-  STOREA(out, out_off + o, v * ss[ss_off + c] + ss[ss_off + C + c]);
+/* out[n, c, s] = x[n, c, s] * scale[c] + shift[c]: ids (s, c, n), so the channel and the
+ * batch index come without a division (a 1-D range paid two 64-bit divisions per element for
+ * them: 2-5 ms for the digits CNN's [450, 32, 8, 8] on PoCL). The spatial offset is s when
+ * those dims are contiguous (sflat), else ct_offset. */
+__kernel void bn_apply(__global const io_t *x, long x_off, long N, long C, long sn, long sc, int sndim,
+                       long8 sshape, long8 sstr, int sflat, long S, __global const acc_t *ss, long ss_off,
+                       __global io_t *out, long out_off) {
+  long s = get_global_id(0), c = get_global_id(1), n = get_global_id(2);
+  if (s >= S || c >= C || n >= N) return; /* the NDRange is rounded up to whole work-groups */
+  long xo = x_off + n * sn + c * sc + (sflat ? s : ct_offset(s, sndim, sshape, sstr));
+  acc_t v = LOADA(x, xo);
+  STOREA(out, out_off + (n * C + c) * S + s, v * ss[ss_off + c] + ss[ss_off + C + c]);
 }

@@ -630,6 +630,18 @@ void ct__launch_shape(const ct__kernel *k, cl_uint dims, size_t cap0, size_t *gl
   for (cl_uint i = 0; i < dims; i++) global[i] = (global[i] + local[i] - 1) / local[i] * local[i];
 }
 
+void ct__launch_planes(const ct__kernel *k, size_t *global, size_t *local) {
+  size_t left = k->group;
+  for (int i = 0; i < 2; i++) {
+    size_t l = 1;
+    while (l < global[i] && l < left && l < k->max_items[i]) l <<= 1;
+    local[i] = l;
+    left /= l;
+  }
+  local[2] = left < k->max_items[2] ? left : k->max_items[2];
+  for (int i = 0; i < 3; i++) global[i] = (global[i] + local[i] - 1) / local[i] * local[i];
+}
+
 static _Atomic(ct__launch_observer) ct__observer;
 
 void ct__kernel_set_launch_observer(ct__launch_observer obs) { atomic_store(&ct__observer, obs); }

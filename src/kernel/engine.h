@@ -83,6 +83,13 @@ void ct__launch_dims(const ct__kernel *k, cl_uint dims, size_t *global, size_t *
  * (elementwise strided kernels: cap0 is the group, or 1 to group neighbouring rows). */
 void ct__launch_shape(const ct__kernel *k, cl_uint dims, size_t cap0, size_t *global, size_t *local);
 
+/* A 3-D launch whose dims 0 and 1 may be short (an output plane of a few rows and columns,
+ * dim 2 enumerating planes): dims 0 and 1 get the power of two at least their extent (within the
+ * group), dim 2 the rest of the group, so small planes don't leave most of each group idle as
+ * ct__launch_dims() would (it fills a group along dims 0 and 1 only). At most
+ * (log2(group size) + 1)^2 shapes. Rounds global[] up like ct__launch_dims(). */
+void ct__launch_planes(const ct__kernel *k, size_t *global, size_t *local);
+
 /* The work-group size ct__launch_dims() fills groups to (a power of two, at most
  * ct__device_group_target() and dim 0's work-item limit), for launches that split whole
  * groups from a remainder themselves (1-D kernels without a bounds check). */

@@ -40,6 +40,20 @@ static bool dims_flat(const ct_tensor *x, int from) {
   return true;
 }
 
+/* The arguments bn_stats and bn_apply begin with: x as [N, C, S...] (kernels/norm.cl, BN_ELEM). */
+static void karg_bn_x(struct ct__kargs *a, const ct_tensor *x, int64_t N, int64_t C, int64_t S) {
+  ct__nn_karg_tensor(a, "x", "x_off", x, NULL, 0);
+  ct__karg_long(a, "N", N);
+  ct__karg_long(a, "C", C);
+  ct__karg_long(a, "sn", x->strides[0]);
+  ct__karg_long(a, "sc", x->strides[1]);
+  ct__karg_int(a, "sndim", x->ndim - 2);
+  ct__karg_long8(a, "sshape", x->ndim - 2, x->shape + 2, 1);
+  ct__karg_long8(a, "sstr", x->ndim - 2, x->strides + 2, 0);
+  ct__karg_int(a, "sflat", dims_flat(x, 2));
+  ct__karg_long(a, "S", S);
+}
+
 static void karg_acc(struct ct__kargs *a, const char *name, ct_dtype xdt, double v) {
   if (xdt == CT_F64) ct__karg_double(a, name, v);
   else ct__karg_float(a, name, (float)v);
@@ -118,7 +132,15 @@ static ct_status norm_api(ct_tensor **out, const ct_tensor *x, int nnorm, const 
       karg_param(&a, "b", "b_off", "has_b", bc, o);
       ct__karg_int(&a, "mode", mode);
       karg_acc(&a, "eps", x->dtype, eps);
-      st = ct__nn_launch1(k, &a, d, nrows, fn);
+      st = ct__kargs_end(&a, fn);
+      if (st == CT_OK) {
+        /* A work-item walks a whole row, so groups of at most 64 rows: a transformer's few
+         * hundred rows in one 1024-item group (ct__launch_dims()) ran on one core of a CPU. */
+        size_t global = (size_t)nrows, local;
+        ct__launch_shape(k, 1, 64, &global, &local);
+        st = ct__kernel_launch(k, d, 1, &global, &local);
+      }
+      ct__kernel_unlock(k);
     }
   }
   ct_release(wc);
@@ -197,16 +219,7 @@ ct_status ct_batch_norm(ct_tensor **out, const ct_tensor *x, ct_tensor *running_
   if (st == CT_OK) {
     struct ct__kargs a;
     ct__kargs_begin(&a, ks, ct__kernel_lock(ks));
-    ct__nn_karg_tensor(&a, "x", "x_off", x, NULL, 0);
-    ct__karg_long(&a, "N", N);
-    ct__karg_long(&a, "C", C);
-    ct__karg_long(&a, "sn", x->strides[0]);
-    ct__karg_long(&a, "sc", x->strides[1]);
-    ct__karg_int(&a, "sndim", x->ndim - 2);
-    ct__karg_long8(&a, "sshape", x->ndim - 2, x->shape + 2, 1);
-    ct__karg_long8(&a, "sstr", x->ndim - 2, x->strides + 2, 0);
-    ct__karg_int(&a, "sflat", dims_flat(x, 2));
-    ct__karg_long(&a, "S", S);
+    karg_bn_x(&a, x, N, C, S);
     karg_param(&a, "rm", "rm_off", NULL, running_mean, o);
     karg_param(&a, "rv", "rv_off", NULL, running_var, o);
     ct__karg_int(&a, "has_running", running_mean != NULL);
@@ -221,17 +234,10 @@ ct_status ct_batch_norm(ct_tensor **out, const ct_tensor *x, ct_tensor *running_
   if (st == CT_OK && ct_numel(x) > 0) {
     struct ct__kargs a;
     ct__kargs_begin(&a, ka, ct__kernel_lock(ka));
-    ct__nn_karg_tensor(&a, "x", "x_off", x, NULL, 0);
-    ct__karg_int(&a, "ndim", x->ndim);
-    ct__karg_long8(&a, "shape", x->ndim, x->shape, 1);
-    ct__karg_long8(&a, "str", x->ndim, x->strides, 0);
-    ct__karg_int(&a, "flat", ct_tensor_is_contiguous(x));
-    ct__karg_long(&a, "C", C);
-    ct__karg_long(&a, "S", S);
+    karg_bn_x(&a, x, N, C, S);
     ct__nn_karg_tensor(&a, "ss", "ss_off", ss, NULL, 0);
     ct__nn_karg_tensor(&a, "out", "out_off", o, NULL, 0);
-    ct__karg_long(&a, "total", ct_numel(x));
-    st = ct__nn_launch1(ka, &a, d, ct_numel(x), fn);
+    st = ct__nn_launch3(ka, &a, d, S, C, N, fn);
   }
   ct_release(ss);
   return ct__nn_result(out, o, st);

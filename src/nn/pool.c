@@ -1,5 +1,6 @@
 /* ct_max_pool2d, ct_avg_pool2d, ct_adaptive_avg_pool2d (kernels/pool.cl: one kernel, the mode a
- * runtime argument, so the three share one program per dtype). */
+ * runtime argument, plus an unrolled 2x2 max pool in the same program, so the three share one
+ * program per dtype). */
 #include <stdio.h>
 
 #include "core/error.h"
@@ -19,7 +20,10 @@ static ct_status pool_run(ct_tensor **out, const ct_tensor *x, int mode, const i
   int64_t total = ct_numel(o);
   if (total > 0) {
     ct__kernel *k;
-    st = ct__nn_kernel(&k, d, "pool.cl", "pool2d", x4->dtype, NULL, fn);
+    /* 2x2 windows, stride 2, no padding: the unrolled kernel (kernels/pool.cl says why). */
+    bool max2 = mode == POOL_MAX && win[0] == 2 && win[1] == 2 && win[2] == 2 && win[3] == 2 && win[4] == 0 &&
+                win[5] == 0;
+    st = ct__nn_kernel(&k, d, "pool.cl", max2 ? "pool2d_max2" : "pool2d", x4->dtype, NULL, fn);
     if (st == CT_OK) {
       struct ct__kargs a;
       ct__kargs_begin(&a, k, ct__kernel_lock(k));
@@ -36,7 +40,14 @@ static ct_status pool_run(ct_tensor **out, const ct_tensor *x, int mode, const i
       static const char *const names[6] = {"kh", "kw", "sth", "stw", "ph", "pw"};
       for (int i = 0; i < 6; i++) ct__karg_int(&a, names[i], win[i]);
       ct__karg_long(&a, "N", x4->shape[0]);
-      st = ct__nn_launch3(k, &a, d, OH * OW, x4->shape[1], x4->shape[0], fn);
+      st = ct__kargs_end(&a, fn);
+      int64_t planes = x4->shape[0] * x4->shape[1];
+      if (st == CT_OK && OH > 0 && OW > 0 && planes > 0) {
+        size_t global[3] = {(size_t)OW, (size_t)OH, (size_t)planes}, local[3];
+        ct__launch_planes(k, global, local);
+        st = ct__kernel_launch(k, d, 3, global, local);
+      }
+      ct__kernel_unlock(k);
     }
   }
   if (st == CT_OK && x->ndim == 3) st = ct__nn_unbatch(&o);

@@ -149,7 +149,6 @@ static ct_status ct__copy_launch(ct_tensor *dst, const ct_tensor *src, const int
   ct__karg_long8(&a, "shape8", no, g.shape, 1);
   ct__karg_long8(&a, "dstr8", no, g.dst, 0);
   ct__karg_long8(&a, "sstr8", no, g.src, 0);
-  ct__karg_int(&a, "nouter", no);
   return ct__strided_launch(&a, k, d, global, fn);
 }
 
@@ -180,7 +179,6 @@ ct_status ct__fill_bits(ct_tensor *t, const void *elem, const char *fn) {
   ct__strided_operand(&a, "dst", t, &g, g.dst);
   ct__karg_long8(&a, "shape8", no, g.shape, 1);
   ct__karg_long8(&a, "dstr8", no, g.dst, 0);
-  ct__karg_int(&a, "nouter", no);
   ct__karg(&a, "value", es, elem);
   return ct__strided_launch(&a, k, d, global, fn);
 }

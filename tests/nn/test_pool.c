@@ -20,6 +20,8 @@ struct pcase {
 
 static const struct pcase cases[] = {
     {"max 2x2", P_MAX, 2, 3, 8, 8, {2, 2}, {2, 2}, {0, 0}, true, false, false, {0, 0}},
+    /* the unrolled 2x2 kernel on odd sizes (the last row and column are left out) and strides */
+    {"max 2x2 odd transposed", P_MAX, 2, 3, 7, 9, {2, 2}, {2, 2}, {0, 0}, false, false, true, {0, 0}},
     {"max 3x3 s2 p1", P_MAX, 2, 3, 9, 7, {3, 3}, {2, 2}, {1, 1}, false, false, false, {0, 0}},
     {"max 3x2 s1 p(1,0) transposed", P_MAX, 1, 4, 6, 5, {3, 2}, {1, 1}, {1, 0}, false, false, true, {0, 0}},
     {"avg 2x2", P_AVG, 2, 3, 7, 8, {2, 2}, {2, 2}, {0, 0}, true, false, false, {0, 0}},

@@ -354,6 +354,64 @@ START_TEST(test_copy_odd_sizes) {
 }
 END_TEST
 
+/* copy_strided and fill_strided decompose the dims outside the two innermost from one work-item
+ * id, over every possible outer dim (a padding dim has extent 1): layouts that collapse to 3 to
+ * CT_MAX_DIMS dims (every outer dim count), a slice with an offset, and a cast through the
+ * converting kernel. Reversing the dims of a contiguous tensor leaves nothing to merge. */
+START_TEST(test_copy_every_outer_dim_count) {
+  ct_device *d = ct_test_device();
+  for (int nd = 3; nd <= CT_MAX_DIMS; nd++) {
+    int64_t shape[CT_MAX_DIMS], n = 1;
+    int perm[CT_MAX_DIMS];
+    for (int i = 0; i < nd; i++) {
+      shape[i] = 2 + (i + nd) % 3; /* 2, 3 or 4: distinct neighbours, so no dims merge */
+      perm[i] = nd - 1 - i;
+      n *= shape[i];
+    }
+    float *host = malloc((size_t)n * sizeof *host);
+    for (int64_t i = 0; i < n; i++) host[i] = (float)i;
+    ct_tensor *x, *v, *s, *w, *c;
+    ck_assert_ct_ok(ct_from_host(&x, d, CT_F32, nd, shape, host));
+    ck_assert_ct_ok(ct_permute(&v, x, perm));
+    ck_assert_ct_ok(ct_contiguous(&w, v));
+    expect_view(w, host, sizeof *host, ct_tensor_strides(v), 0, "contiguous(reversed dims)", CT_F32);
+    /* a slice starting past element 0 of the outermost (reversed) dim, cast to i32 */
+    ck_assert_ct_ok(ct_slice(&s, v, 0, 1, ct_tensor_shape(v)[0], 1));
+    ck_assert_ct_ok(ct_cast(&c, s, CT_I32));
+    int64_t m = ct_numel(c);
+    int32_t *got = malloc((size_t)m * sizeof *got);
+    float *want = malloc((size_t)m * sizeof *want);
+    ref_gather(want, host, sizeof *host, nd, ct_tensor_shape(s), ct_tensor_strides(s), ct_tensor_strides(v)[0]);
+    ck_assert_ct_ok(ct_to_host(c, got, (size_t)m * sizeof *got));
+    for (int64_t i = 0; i < m; i++)
+      ck_assert_msg(got[i] == (int32_t)want[i], "%d dims: cast of a sliced reversed view: [%lld] = %d, want %g",
+                    nd, (long long)i, got[i], (double)want[i]);
+    /* a strided fill of the slice: exactly its elements change */
+    ck_assert_ct_ok(ct__fill_value(s, -1.0, "test"));
+    float *all = read_all(x);
+    ck_assert_ptr_nonnull(all);
+    int64_t first = ct_tensor_strides(v)[0], filled = 0;
+    for (int64_t i = 0; i < n; i++) {
+      /* element i of x lies in the slice when its index along x's last dim is at least 1 */
+      bool in = (i / first) % shape[nd - 1] >= 1;
+      filled += in;
+      ck_assert_msg(all[i] == (in ? -1.0f : (float)i), "%d dims: strided fill: x[%lld] = %g", nd, (long long)i,
+                    (double)all[i]);
+    }
+    ck_assert_int_eq(filled, m);
+    free(all);
+    free(got);
+    free(want);
+    free(host);
+    ct_release(c);
+    ct_release(s);
+    ct_release(w);
+    ct_release(v);
+    ct_release(x);
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("tensor-views");
   TCase *tc = tcase_create("views");
@@ -365,6 +423,7 @@ int main(void) {
   tcase_add_test(tc, test_views_keep_storage_alive);
   tcase_add_test(tc, test_copy_from_host_strided);
   tcase_add_test(tc, test_copy_odd_sizes);
+  tcase_add_test(tc, test_copy_every_outer_dim_count);
   suite_add_tcase(s, tc);
   return ct_test_run(s);
 }
