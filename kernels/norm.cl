@@ -57,6 +57,22 @@ inline acc_t ct_pop(acc_t *st, ulong cnt) {
   return s;
 }
 
+inline acc_t ct_sq(acc_t v) { return v * v; }
+
+/* res = the sum of term over i in [0, n): blocks of 16 terms, the block sums merged by the
+ * cascade above. term reads i (declared here). */
+#define CT_CASCADE_SUM(res, n, i, term)                                  \
+  do {                                                                   \
+    acc_t st_[CT_LEVELS];                                                \
+    ulong cnt_ = 0;                                                      \
+    for (long i = 0; i < (n);) {                                         \
+      acc_t s_ = 0;                                                      \
+      for (int t_ = 0; t_ < 16 && i < (n); t_++, i++) s_ += (term);      \
+      ct_push(st_, &cnt_, s_);                                           \
+    }                                                                    \
+    (res) = ct_pop(st_, cnt_);                                           \
+  } while (0)
+
 #define ELEM(j) (inner_flat ? (j) : ct_offset((j), indim, ishape, istr))
 
 /* mode 0: layer_norm (mean, biased variance), mode 1: rms_norm (mean of squares). */
@@ -68,27 +84,13 @@ __kernel void norm_rows(__global const io_t *x, long x_off, int kndim, long8 ksh
   if (row >= nrows) return;
   long xb = x_off + ct_offset(row, kndim, kshape, kstr);
   long ob = out_off + row * n;
-  acc_t st[CT_LEVELS];
-  ulong cnt = 0;
-  acc_t mean = 0;
+  acc_t mean = 0, m2;
   if (mode == 0) {
-    for (long j = 0; j < n;) {
-      acc_t s = 0;
-      for (int t = 0; t < 16 && j < n; t++, j++) s += LOADA(x, xb + ELEM(j));
-      ct_push(st, &cnt, s);
-    }
-    mean = ct_pop(st, cnt) / (acc_t)n;
-    cnt = 0;
+    CT_CASCADE_SUM(mean, n, j, LOADA(x, xb + ELEM(j)));
+    mean /= (acc_t)n;
   }
-  for (long j = 0; j < n;) {
-    acc_t s = 0;
-    for (int t = 0; t < 16 && j < n; t++, j++) {
-      acc_t v = LOADA(x, xb + ELEM(j)) - mean;
-      s += v * v;
-    }
-    ct_push(st, &cnt, s);
-  }
-  acc_t rstd = (acc_t)1 / sqrt(ct_pop(st, cnt) / (acc_t)n + eps);
+  CT_CASCADE_SUM(m2, n, j, ct_sq(LOADA(x, xb + ELEM(j)) - mean));
+  acc_t rstd = (acc_t)1 / sqrt(m2 / (acc_t)n + eps);
   for (long j = 0; j < n; j++) {
     acc_t v = (LOADA(x, xb + ELEM(j)) - mean) * rstd;
     if (mode == 1) {
@@ -117,24 +119,10 @@ __kernel void bn_stats(__global const io_t *x, long x_off, long N, long C, long 
   acc_t mean, invstd;
   if (training) {
     long cnt_all = N * S;
-    acc_t st[CT_LEVELS];
-    ulong cnt = 0;
-    for (long i = 0; i < cnt_all;) {
-      acc_t s = 0;
-      for (int t = 0; t < 16 && i < cnt_all; t++, i++) s += LOADA(x, BN_ELEM(i));
-      ct_push(st, &cnt, s);
-    }
-    mean = ct_pop(st, cnt) / (acc_t)cnt_all;
-    cnt = 0;
-    for (long i = 0; i < cnt_all;) {
-      acc_t s = 0;
-      for (int t = 0; t < 16 && i < cnt_all; t++, i++) {
-        acc_t v = LOADA(x, BN_ELEM(i)) - mean;
-        s += v * v;
-      }
-      ct_push(st, &cnt, s);
-    }
-    acc_t m2 = ct_pop(st, cnt);
+    acc_t m2;
+    CT_CASCADE_SUM(mean, cnt_all, i, LOADA(x, BN_ELEM(i)));
+    mean /= (acc_t)cnt_all;
+    CT_CASCADE_SUM(m2, cnt_all, i, ct_sq(LOADA(x, BN_ELEM(i)) - mean));
     invstd = (acc_t)1 / sqrt(m2 / (acc_t)cnt_all + eps);
     if (has_running) {
       acc_t unbiased = m2 / (acc_t)(cnt_all - 1);

@@ -54,15 +54,22 @@ static ct_status pool_run(ct_tensor **out, const ct_tensor *x, int mode, const i
   return ct__nn_result(out, o, st);
 }
 
-static ct_status pool_window(ct_tensor **out, const ct_tensor *x, const int kernel[2], const int stride[2],
-                             const int padding[2], int mode, const char *fn) {
+/* The checks every pool op starts with: out, x and the op's size argument (what, "kernel" or
+ * "size") not NULL, x a float tensor; *x4 is x as [N, C, H, W]. */
+static ct_status pool_begin(ct_tensor **x4, ct_tensor **out, const ct_tensor *x, const void *param, const char *what,
+                            const char *fn) {
   CT__CHECK_NOT_NULL(fn, out);
   *out = NULL;
   CT__CHECK_NOT_NULL(fn, x);
-  CT__CHECK_NOT_NULL(fn, kernel);
+  if (!param) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: argument '%s' is NULL", fn, what);
   CT__TRY(ct__nn_check_float(fn, "x", x));
+  return ct__nn_batched4(x4, x, fn);
+}
+
+static ct_status pool_window(ct_tensor **out, const ct_tensor *x, const int kernel[2], const int stride[2],
+                             const int padding[2], int mode, const char *fn) {
   ct_tensor *x4 = NULL;
-  CT__TRY(ct__nn_batched4(&x4, x, fn));
+  CT__TRY(pool_begin(&x4, out, x, kernel, "kernel", fn));
   /* kh, kw, sh, sw, ph, pw */
   int win[6] = {kernel[0], kernel[1], stride ? stride[0] : kernel[0], stride ? stride[1] : kernel[1],
                 padding ? padding[0] : 0, padding ? padding[1] : 0};
@@ -100,13 +107,8 @@ ct_status ct_avg_pool2d(ct_tensor **out, const ct_tensor *x, const int kernel[2]
 
 ct_status ct_adaptive_avg_pool2d(ct_tensor **out, const ct_tensor *x, const int64_t size[2]) {
   const char *fn = "ct_adaptive_avg_pool2d";
-  CT__CHECK_NOT_NULL(fn, out);
-  *out = NULL;
-  CT__CHECK_NOT_NULL(fn, x);
-  CT__CHECK_NOT_NULL(fn, size);
-  CT__TRY(ct__nn_check_float(fn, "x", x));
   ct_tensor *x4 = NULL;
-  CT__TRY(ct__nn_batched4(&x4, x, fn));
+  CT__TRY(pool_begin(&x4, out, x, size, "size", fn));
   ct_status st = CT_OK;
   for (int i = 0; i < 2 && st == CT_OK; i++) {
     if (size[i] < 0)
