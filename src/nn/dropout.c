@@ -76,9 +76,7 @@ ct_status ct_dropout(ct_tensor **out, const ct_tensor *x, double p, bool trainin
   ct__karg_ulong(&a, "scale_bits", scale_bits);
   ct__karg_ulong(&a, "seed", seed);
   ct__karg_ulong(&a, "offset", offset);
-  st = ct__kargs_end(&a, fn);
-  if (st == CT_OK) st = ct__nn_launch_items(k, d, (n + 3) / 4);
-  ct__kernel_unlock(k);
+  st = ct__launch1(k, &a, d, (n + 3) / 4, 64, fn);
   if (st != CT_OK) {
     ct_release(o);
     return st;

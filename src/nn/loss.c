@@ -144,13 +144,8 @@ static ct_status class_loss(ct_tensor **out, const ct_tensor *x, const ct_tensor
     cl_int init = INT_MAX;
     st = ct__tensor_new(&flag, d, CT_I32, 1, &one, fn);
     if (st == CT_OK) st = ct__fill_bits(flag, &init, fn);
-    char opts[32];
-    snprintf(opts, sizeof opts, "-DCT_IN=%d", (int)x->dtype);
     ct__kernel *k = NULL;
-    if (st == CT_OK) {
-      st = ct__kernel_get(&k, d, "loss.cl", "loss_nll", opts);
-      if (st != CT_OK) ct__error_append(" (in %s)", fn);
-    }
+    if (st == CT_OK) st = ct__kernel_for(&k, d, "loss.cl", "loss_nll", (int)x->dtype, NULL, fn);
     if (st == CT_OK) {
       int64_t *sts[2] = {xst, tst};
       /* Merging positions dims that address both tensors alike spares ct_offset divisions. */
@@ -173,9 +168,7 @@ static ct_status class_loss(ct_tensor **out, const ct_tensor *x, const ct_tensor
       ct__karg_int(&a, "ce", ce);
       if (adt == CT_F64) ct__karg_double(&a, "eps", eps);
       else ct__karg_float(&a, "eps", (float)eps);
-      st = ct__kargs_end(&a, fn);
-      if (st == CT_OK) st = ct__nn_launch_items(k, d, npos);
-      ct__kernel_unlock(k);
+      st = ct__launch1(k, &a, d, npos, 64, fn);
     }
     if (st == CT_OK) st = check_flag(flag, target, ncls, ignore_index, fn);
   }
