@@ -256,14 +256,11 @@ static ct_status reduce_api(ct_tensor **out, const ct_tensor *x, const bool *mas
                      "reduced), and %s of no elements is undefined",
                      fn, ct__shape_str(sh, sizeof sh, x->ndim, x->shape), fn);
   }
-  int64_t oshape[CT_MAX_DIMS];
-  int ondim = ct__reduce_out_shape(oshape, x->ndim, x->shape, mask, keepdim);
   ct_device *d = x->storage->device;
   ct_tensor *o = NULL;
-  CT__TRY(ct__tensor_new(&o, d, odt, ondim, oshape, fn));
   struct ct__red_geom g;
   /* argmax/argmin indices are row-major positions, so they walk the dims in order. */
-  ct__reduce_geom(&g, x->ndim, x->shape, x->strides, mask, !is_arg(op));
+  CT__TRY(ct__reduce_begin(&o, &g, x, mask, keepdim, odt, !is_arg(op), fn));
   if (g.nout == 0) {
     *out = o;
     return CT_OK;
