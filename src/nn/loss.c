@@ -2,13 +2,13 @@
  * reduction through ct_sum), mse_loss (composed of elementwise ops and a reduction). */
 #include <limits.h>
 #include <math.h>
-#include <stdio.h>
 
 #include "cltensor/elementwise.h"
 #include "cltensor/nn.h"
 #include "cltensor/reduce.h"
 #include "core/error.h"
 #include "device/device.h"
+#include "index/index.h"
 #include "kernel/engine.h"
 #include "kernel/kargs.h"
 #include "kernel/launch_geom.h"
@@ -46,16 +46,6 @@ static ct_status finish(ct_tensor **out, ct_tensor *v, ct_tensor *count, ct_redu
   return st;
 }
 
-/* Formats target's multi-index of position p ("[1, 2]") into buf. */
-static const char *pos_str(char *buf, size_t size, int ndim, const int64_t *shape, int64_t p) {
-  int64_t idx[CT_MAX_DIMS];
-  for (int i = ndim - 1; i >= 0; i--) {
-    idx[i] = shape[i] ? p % shape[i] : 0;
-    p = shape[i] ? p / shape[i] : 0;
-  }
-  return ct__shape_str(buf, size, ndim, idx);
-}
-
 /* Reads back the kernel's flag; when a target was out of range, reads that one target and
  * returns the error naming it. */
 static ct_status check_flag(ct_tensor *flag, const ct_tensor *target, int64_t ncls,
@@ -71,7 +61,7 @@ static ct_status check_flag(ct_tensor *flag, const ct_tensor *target, int64_t nc
     return ct__error(CT_ERR_INVALID_ARGUMENT,
                      "%s: a target at position %s or later is out of range for %lld classes "
                      "(expected 0..%lld, or ignore_index %lld)",
-                     fn, pos_str(ps, sizeof ps, target->ndim, target->shape, p), (long long)ncls,
+                     fn, ct__index_pos_str(ps, sizeof ps, p, target->ndim, target->shape), (long long)ncls,
                      (long long)ncls - 1, (long long)ignore_index);
   for (int i = target->ndim - 1; i >= 0; i--) {
     e += (q % target->shape[i]) * target->strides[i];
@@ -86,7 +76,7 @@ static ct_status check_flag(ct_tensor *flag, const ct_tensor *target, int64_t nc
   return ct__error(CT_ERR_INVALID_ARGUMENT,
                    "%s: target %lld at position %s is out of range for %lld classes (expected "
                    "0..%lld, or ignore_index %lld)",
-                   fn, (long long)value, pos_str(ps, sizeof ps, target->ndim, target->shape, p),
+                   fn, (long long)value, ct__index_pos_str(ps, sizeof ps, p, target->ndim, target->shape),
                    (long long)ncls, (long long)ncls - 1, (long long)ignore_index);
 }
 
