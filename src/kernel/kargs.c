@@ -41,6 +41,13 @@ void ct__karg_long8(struct ct__kargs *a, const char *name, int n, const int64_t 
   ct__karg(a, name, sizeof r, &r);
 }
 
+void ct__karg_geom(struct ct__kargs *a, const char *name, int ndim, const int64_t *shape, int nst,
+                   const int64_t *const *strides) {
+  ct__karg_int(a, name, ndim);
+  ct__karg_long8(a, name, ndim, shape, 1);
+  for (int i = 0; i < nst; i++) ct__karg_long8(a, name, ndim, strides[i], 0);
+}
+
 ct_status ct__kargs_end(struct ct__kargs *a, const char *fn) {
   const char *kn = ct__kernel_name(a->k);
   if (a->err != CL_SUCCESS)

@@ -80,6 +80,12 @@ static inline void ct__karg_local(struct ct__kargs *a, const char *name, size_t 
  * shape/stride arguments. */
 void ct__karg_long8(struct ct__kargs *a, const char *name, int n, const int64_t *v, int64_t fill);
 
+/* The kernels' strided geometry, read by ct_offset() in kernels/common.cl: an int ndim, a long8
+ * shape (fill 1), then a long8 of strides (fill 0) for each of the nst arrays in strides. name
+ * stands for all of them in messages. */
+void ct__karg_geom(struct ct__kargs *a, const char *name, int ndim, const int64_t *shape, int nst,
+                   const int64_t *const *strides);
+
 /* No -DCT_IN option: ct__kernel_for()'s dt for kernels specialised otherwise (-DCT_BITS). */
 #define CT__NO_DTYPE (-1)
 

@@ -65,9 +65,7 @@ ct_status ct_dropout(ct_tensor **out, const ct_tensor *x, double p, bool trainin
   struct ct__kargs a;
   ct__kargs_begin(&a, k, ct__kernel_lock(k));
   ct__karg_tensor(&a, "in", x, 0);
-  ct__karg_int(&a, "ndim", ndim);
-  ct__karg_long8(&a, "shape", ndim, shape, 1);
-  ct__karg_long8(&a, "strides", ndim, strides, 0);
+  ct__karg_geom(&a, "in", ndim, shape, 1, (const int64_t *const[]){strides});
   ct__karg_tensor(&a, "out", o, 0);
   ct__karg_long(&a, "n", n);
   ct__karg_int(&a, "dt", (cl_int)x->dtype);

@@ -150,10 +150,7 @@ static ct_status class_loss(ct_tensor **out, const ct_tensor *x, const ct_tensor
       ct__karg_long(&a, "npos", npos);
       ct__karg_long(&a, "ncls", ncls);
       ct__karg_long(&a, "cstride", cstride);
-      ct__karg_int(&a, "pndim", cn);
-      ct__karg_long8(&a, "pshape", cn, pshape, 1);
-      ct__karg_long8(&a, "xstride", cn, xst, 0);
-      ct__karg_long8(&a, "tstride", cn, tst, 0);
+      ct__karg_geom(&a, "positions", cn, pshape, 2, (const int64_t *const[]){xst, tst});
       ct__karg_long(&a, "ignore_index", ignore_index);
       ct__karg_int(&a, "ce", ce);
       if (adt == CT_F64) ct__karg_double(&a, "eps", eps);

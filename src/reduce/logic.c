@@ -50,12 +50,8 @@ static ct_status logic_api(ct_tensor **out, const ct_tensor *x, int ndims, const
   ct__karg_long(&a, "nout", g.nout);
   /* A size-0 reduced dim: the geometry keeps it, but the extent is empty. */
   ct__karg_long(&a, "nred", g.nred);
-  ct__karg_int(&a, "kndim", g.kndim);
-  ct__karg_long8(&a, "kshape", g.kndim, g.kshape, 1);
-  ct__karg_long8(&a, "kstride", g.kndim, g.kstride, 0);
-  ct__karg_int(&a, "rndim", g.rndim);
-  ct__karg_long8(&a, "rshape", g.rndim, g.rshape, 1);
-  ct__karg_long8(&a, "rstride", g.rndim, g.rstride, 0);
+  ct__karg_geom(&a, "kept", g.kndim, g.kshape, 1, (const int64_t *const[]){g.kstride});
+  ct__karg_geom(&a, "reduced", g.rndim, g.rshape, 1, (const int64_t *const[]){g.rstride});
   /* Groups of a fixed 64: one compile per kernel on PoCL. */
   st = ct__launch1(k, &a, d, g.nout, 64, fn);
   if (st != CT_OK) {

@@ -138,12 +138,8 @@ static ct_status launch(ct_device *d, int op, const struct red_in *in, const str
   ct__karg_long(&a, "chunk", p->chunk);
   ct__karg_long(&a, "nred", g->nred);
   ct__karg_long(&a, "nout", g->nout);
-  ct__karg_int(&a, "kndim", g->kndim);
-  ct__karg_long8(&a, "kshape", g->kndim, g->kshape, 1);
-  ct__karg_long8(&a, "kstride", g->kndim, g->kstride, 0);
-  ct__karg_int(&a, "rndim", g->rndim);
-  ct__karg_long8(&a, "rshape", g->rndim, g->rshape, 1);
-  ct__karg_long8(&a, "rstride", g->rndim, g->rstride, 0);
+  ct__karg_geom(&a, "kept", g->kndim, g->kshape, 1, (const int64_t *const[]){g->kstride});
+  ct__karg_geom(&a, "reduced", g->rndim, g->rshape, 1, (const int64_t *const[]){g->rstride});
   if (p->rows) {
     ct__karg_local(&a, "acc", p->local * accsz);
     ct__karg_local(&a, "acc_idx", p->local * sizeof(cl_long));

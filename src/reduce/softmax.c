@@ -76,10 +76,7 @@ static ct_status softmax_api(ct_tensor **out, const ct_tensor *x, int dim, int l
   ct__karg_long(&a, "n", n);
   ct__karg_long(&a, "in_step", in_step);
   ct__karg_long(&a, "out_step", out_step);
-  ct__karg_int(&a, "kndim", kndim);
-  ct__karg_long8(&a, "kshape", kndim, kshape, 1);
-  ct__karg_long8(&a, "kin", kndim, kin, 0);
-  ct__karg_long8(&a, "kout", kndim, kout, 0);
+  ct__karg_geom(&a, "rows", kndim, kshape, 2, (const int64_t *const[]){kin, kout});
   ct__karg_int(&a, "logsm", logsm);
   ct__karg_long(&a, "nrows", nrows);
   size_t local, global;
