@@ -14,12 +14,15 @@ static const char *SRC =
     "  if (i < n) x[i] = x[i] * a + (float)(b.s0 + b.s7);\n"
     "}\n";
 
-static ct__kernel *get_axpb(ct_device *d) {
+/* The kernel name of the source text src (no disk cache: each test builds its own). */
+static ct__kernel *get_src(ct_device *d, const char *src, const char *name) {
   setenv("CLTENSOR_CACHE", "0", 1);
   ct__kernel *k = NULL;
-  ck_assert_ct_ok(ct__kernel_get_source(&k, d, SRC, "axpb", NULL));
+  ck_assert_ct_ok(ct__kernel_get_source(&k, d, src, name, NULL));
   return k;
 }
+
+static ct__kernel *get_axpb(ct_device *d) { return get_src(d, SRC, "axpb"); }
 
 START_TEST(test_arguments_in_order_run) {
   ct_device *d = ct_test_device();
@@ -119,9 +122,7 @@ static const char *FILL_SRC =
  * ct__karg_tensor(): a view's writes land at its offset. */
 START_TEST(test_tensor_arguments_run) {
   ct_device *d = ct_test_device();
-  setenv("CLTENSOR_CACHE", "0", 1);
-  ct__kernel *k = NULL;
-  ck_assert_ct_ok(ct__kernel_get_source(&k, d, FILL_SRC, "fill_at", NULL));
+  ct__kernel *k = get_src(d, FILL_SRC, "fill_at");
   enum { N = 8 };
   float host[N];
   for (int i = 0; i < N; i++) host[i] = (float)i;
@@ -170,9 +171,7 @@ END_TEST
  * size) and unlocks k, also when the list is wrong or n is 0 (a later lock would hang). */
 START_TEST(test_launch1) {
   ct_device *d = ct_test_device();
-  setenv("CLTENSOR_CACHE", "0", 1);
-  ct__kernel *k = NULL;
-  ck_assert_ct_ok(ct__kernel_get_source(&k, d, FILL_SRC, "fill_at", NULL));
+  ct__kernel *k = get_src(d, FILL_SRC, "fill_at");
   enum { N = 8 };
   float host[N] = {0};
   ct_tensor *t = NULL;
@@ -220,9 +219,7 @@ static const char *GEOM_SRC =
 /* ct__karg_geom(): ndim, the shape filled with 1, each stride array filled with 0. */
 START_TEST(test_karg_geom) {
   ct_device *d = ct_test_device();
-  setenv("CLTENSOR_CACHE", "0", 1);
-  ct__kernel *k = NULL;
-  ck_assert_ct_ok(ct__kernel_get_source(&k, d, GEOM_SRC, "geom", NULL));
+  ct__kernel *k = get_src(d, GEOM_SRC, "geom");
   ct_tensor *t = NULL;
   ck_assert_ct_ok(ct_zeros(&t, d, CT_I64, 1, (const int64_t[]){7}));
   const int64_t shape[2] = {3, 4}, s0[2] = {4, 1}, s1[2] = {9, 2};
