@@ -48,9 +48,8 @@ ct_status ct_dropout(ct_tensor **out, const ct_tensor *x, double p, bool trainin
     return CT_OK;
   }
   ct__kernel *k;
-  ct_status st = ct__kernel_get(&k, d, "random.cl", "dropout_fill", NULL);
+  ct_status st = ct__kernel_for(&k, d, "random.cl", "dropout_fill", CT__NO_DTYPE, NULL, fn);
   if (st != CT_OK) {
-    ct__error_append(" (in %s)", fn);
     ct_release(o);
     return st;
   }

@@ -106,13 +106,10 @@ static void plan_pass(struct red_plan *p, const struct ct__red_geom *g, ct_devic
 
 static ct_status reduce_kernel(ct__kernel **k, ct_device *d, ct_dtype in_dt, bool rows, int op,
                                const char *fn) {
-  char name[64], opts[96];
+  char name[64];
   snprintf(name, sizeof name, "reduce_%s_%s", rows ? "rows" : "cols", op_names[op]);
-  snprintf(opts, sizeof opts, "-DCT_IN=%d -DCT_CHUNKED=%d", (int)in_dt,
-           ct__cpu_layout(d) ? 1 : 0);
-  ct_status st = ct__kernel_get(k, d, "reduce.cl", name, opts);
-  if (st != CT_OK) ct__error_append(" (in %s)", fn);
-  return st;
+  return ct__kernel_for(k, d, "reduce.cl", name, (int)in_dt, ct__cpu_layout(d) ? "-DCT_CHUNKED=1" : "-DCT_CHUNKED=0",
+                        fn);
 }
 
 static ct_status launch(ct_device *d, int op, const struct red_in *in, const struct ct__red_geom *g,
