@@ -61,25 +61,6 @@ ct_status ct__index_bad_read(const ct_tensor *rec, int64_t out[4], const char *f
   return CT_OK;
 }
 
-ct_status ct__index_kernel(ct__kernel **k, ct_device *d, const char *file, const char *name,
-                           const char *opts, const char *fn) {
-  ct_status st = ct__kernel_get(k, d, file, name, opts);
-  if (st != CT_OK) ct__error_append(" (in %s)", fn);
-  return st;
-}
-
-ct_status ct__index_launch(ct__kernel *k, struct ct__kargs *a, ct_device *d, int64_t nitems,
-                           const char *fn) {
-  ct_status st = ct__kargs_end(a, fn);
-  if (st == CT_OK && nitems > 0) {
-    size_t global = (size_t)nitems, local;
-    ct__launch_dims(k, 1, &global, &local);
-    st = ct__kernel_launch(k, d, 1, &global, &local);
-  }
-  ct__kernel_unlock(k);
-  return st;
-}
-
 int ct__index_lines(int64_t *lshape, int64_t *len, int ndim, const int64_t *shape, int dd, int nt,
                     const ct_tensor *const *ts, int64_t (*str)[CT_MAX_DIMS], int64_t *step) {
   lshape[0] = 1;

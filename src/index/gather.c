@@ -41,7 +41,7 @@ static ct_status gather_run(ct_tensor *out, const ct_tensor *x, const ct_tensor 
   char opts[32];
   snprintf(opts, sizeof opts, "-DCT_BITS=%s", ct__index_bits_type(es));
   ct__kernel *k;
-  CT__TRY(ct__index_kernel(&k, d, "index.cl", "gather_bits", opts, fn));
+  CT__TRY(ct__kernel_for(&k, d, "index.cl", "gather_bits", CT__NO_DTYPE, opts, fn));
   cl_long xo, io, oo;
   CT__TRY(ct__index_elem_off(&xo, x, fn));
   CT__TRY(ct__index_elem_off(&io, index, fn));
@@ -69,7 +69,7 @@ static ct_status gather_run(ct_tensor *out, const ct_tensor *x, const ct_tensor 
   ct__karg_long(&a, "nitems", nitems);
   ct__karg_mem(&a, "err", ct__tensor_mem(rec));
   ct__karg_long(&a, "err_off", (cl_long)(ct__tensor_byte_offset(rec) / sizeof(cl_long)));
-  ct_status st = ct__index_launch(k, &a, d, nitems, fn);
+  ct_status st = ct__launch1(k, &a, d, nitems, 0, fn);
   if (st == CT_OK) st = ct__index_bad_read(rec, bad, fn);
   ct_release(rec);
   return st;
@@ -86,7 +86,7 @@ static ct_status check_only(const ct_tensor *x, const ct_tensor *index, int64_t 
   char opts[32];
   snprintf(opts, sizeof opts, "-DCT_BITS=%s", ct__index_bits_type(ct_dtype_size(x->dtype)));
   ct__kernel *k;
-  CT__TRY(ct__index_kernel(&k, d, "index.cl", "index_check", opts, fn));
+  CT__TRY(ct__kernel_for(&k, d, "index.cl", "index_check", CT__NO_DTYPE, opts, fn));
   cl_long io;
   CT__TRY(ct__index_elem_off(&io, index, fn));
   ct_tensor *rec;
@@ -105,7 +105,7 @@ static ct_status check_only(const ct_tensor *x, const ct_tensor *index, int64_t 
   ct__karg_long(&a, "nitems", ni);
   ct__karg_mem(&a, "err", ct__tensor_mem(rec));
   ct__karg_long(&a, "err_off", (cl_long)(ct__tensor_byte_offset(rec) / sizeof(cl_long)));
-  ct_status st = ct__index_launch(k, &a, d, ni, fn);
+  ct_status st = ct__launch1(k, &a, d, ni, 0, fn);
   if (st == CT_OK) st = ct__index_bad_read(rec, bad, fn);
   ct_release(rec);
   return st;
@@ -305,7 +305,7 @@ ct_status ct_masked_fill(ct_tensor **out, const ct_tensor *x, const ct_tensor *m
   snprintf(opts, sizeof opts, "-DCT_BITS=%s", ct__index_bits_type(es));
   ct__kernel *k;
   cl_long xo = 0, mo = 0, oo = 0;
-  ct_status st = ct__index_kernel(&k, d, "index.cl", "masked_fill_bits", opts, fn);
+  ct_status st = ct__kernel_for(&k, d, "index.cl", "masked_fill_bits", CT__NO_DTYPE, opts, fn);
   if (st == CT_OK) st = ct__index_elem_off(&xo, x, fn);
   if (st == CT_OK) st = ct__index_elem_off(&mo, mask, fn);
   if (st == CT_OK) st = ct__index_elem_off(&oo, r, fn);
@@ -326,7 +326,7 @@ ct_status ct_masked_fill(ct_tensor **out, const ct_tensor *x, const ct_tensor *m
     ct__karg_int(&a, "ndim", kn);
     ct__karg_long8(&a, "shape", kn, shape, 1);
     ct__karg_long(&a, "nitems", nitems);
-    st = ct__index_launch(k, &a, d, nitems, fn);
+    st = ct__launch1(k, &a, d, nitems, 0, fn);
   }
   if (st != CT_OK) {
     ct_release(r);

@@ -31,15 +31,6 @@ ct_status ct__index_elem_off(cl_long *off, const ct_tensor *t, const char *fn);
 ct_status ct__index_bad_new(ct_tensor **rec, ct_device *d, const char *fn);
 ct_status ct__index_bad_read(const ct_tensor *rec, int64_t out[4], const char *fn);
 
-/* The kernel's name in file built with opts; the build failure message names fn. */
-ct_status ct__index_kernel(ct__kernel **k, ct_device *d, const char *file, const char *name,
-                           const char *opts, const char *fn);
-
-/* Ends the argument list of the locked k, launches nitems work-items (rounded up to whole
- * groups: the kernel ignores ids >= nitems) and unlocks k. */
-ct_status ct__index_launch(ct__kernel *k, struct ct__kargs *a, ct_device *d, int64_t nitems,
-                           const char *fn);
-
 /* Lines along dim dd (the elements along dd at fixed other coordinates), numbered row-major over
  * lshape: `shape` (ndim dims; a 0-dim shape counts as [1]) with dim dd set to 1. For each of the
  * nt tensors ts[i] (of ndim dims) str[i] gets its strides (0 for a 0-dim one) and step[i] its

@@ -35,7 +35,7 @@ static ct_status cum(ct_tensor **out, const ct_tensor *x, int dim, int prod, con
   int64_t inner = lshape[n - 1];
   ct__kernel *k;
   cl_long oo = 0, xo = 0;
-  ct_status st = ct__index_kernel(&k, d, "order.cl", cols ? "cum_cols" : "cum_lines", opts, fn);
+  ct_status st = ct__kernel_for(&k, d, "order.cl", cols ? "cum_cols" : "cum_lines", CT__NO_DTYPE, opts, fn);
   if (st == CT_OK) st = ct__index_elem_off(&oo, r, fn);
   if (st == CT_OK) st = ct__index_elem_off(&xo, x, fn);
   if (st == CT_OK) {
@@ -59,10 +59,10 @@ static ct_status cum(ct_tensor **out, const ct_tensor *x, int dim, int prod, con
       ct__karg_long(&a, "o_in", ostr[n - 1]);
       ct__karg_long(&a, "x_in", xstr[n - 1]);
       ct__karg_long(&a, "nitems", nitems);
-      st = ct__index_launch(k, &a, d, nitems, fn);
+      st = ct__launch1(k, &a, d, nitems, 0, fn);
     } else {
       ct__karg_long(&a, "nlines", nlines);
-      st = ct__index_launch(k, &a, d, nlines, fn);
+      st = ct__launch1(k, &a, d, nlines, 0, fn);
     }
   }
   if (st != CT_OK) {

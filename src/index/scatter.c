@@ -59,7 +59,7 @@ ct_status ct_scatter_add(ct_tensor **out, const ct_tensor *x, int dim, const ct_
   ct_tensor *rec = NULL;
   cl_long oo = 0, so = 0, io = 0;
   int64_t bad[4] = {0, 0, 0, 0};
-  ct_status st = ct__index_kernel(&k, d, "order.cl", "scatter_add_lines", opts, fn);
+  ct_status st = ct__kernel_for(&k, d, "order.cl", "scatter_add_lines", CT__NO_DTYPE, opts, fn);
   if (st == CT_OK) st = ct__index_elem_off(&oo, r, fn);
   if (st == CT_OK) st = ct__index_elem_off(&so, src, fn);
   if (st == CT_OK) st = ct__index_elem_off(&io, index, fn);
@@ -87,7 +87,7 @@ ct_status ct_scatter_add(ct_tensor **out, const ct_tensor *x, int dim, const ct_
     ct__karg_long(&a, "nlines", nlines);
     ct__karg_mem(&a, "err", ct__tensor_mem(rec));
     ct__karg_long(&a, "err_off", (cl_long)(ct__tensor_byte_offset(rec) / sizeof(cl_long)));
-    st = ct__index_launch(k, &a, d, nlines, fn);
+    st = ct__launch1(k, &a, d, nlines, 0, fn);
   }
   if (st == CT_OK) st = ct__index_bad_read(rec, bad, fn);
   ct_release(rec);

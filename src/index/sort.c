@@ -44,10 +44,10 @@ static ct_status sort_run(ct_tensor *vals, ct_tensor *idx, const ct_tensor *x, i
   char opts[32];
   snprintf(opts, sizeof opts, "-DCT_IN=%d", (int)x->dtype);
   ct__kernel *kb, *km, *kw, *ks;
-  CT__TRY(ct__index_kernel(&ks, d, "order.cl", "sort_slices", opts, fn));
-  CT__TRY(ct__index_kernel(&kb, d, "order.cl", "sort_blocks", opts, fn));
-  CT__TRY(ct__index_kernel(&km, d, "order.cl", "sort_merge", opts, fn));
-  CT__TRY(ct__index_kernel(&kw, d, "order.cl", "sort_write", opts, fn));
+  CT__TRY(ct__kernel_for(&ks, d, "order.cl", "sort_slices", CT__NO_DTYPE, opts, fn));
+  CT__TRY(ct__kernel_for(&kb, d, "order.cl", "sort_blocks", CT__NO_DTYPE, opts, fn));
+  CT__TRY(ct__kernel_for(&km, d, "order.cl", "sort_merge", CT__NO_DTYPE, opts, fn));
+  CT__TRY(ct__kernel_for(&kw, d, "order.cl", "sort_write", CT__NO_DTYPE, opts, fn));
   cl_long xo, vo = 0, io = 0;
   CT__TRY(ct__index_elem_off(&xo, x, fn));
   if (vals) CT__TRY(ct__index_elem_off(&vo, vals, fn));
@@ -83,7 +83,7 @@ static ct_status sort_run(ct_tensor *vals, ct_tensor *idx, const ct_tensor *x, i
     slice_args(&a, x, xo, nd, xstr, lshape, n, x_step);
     ct__karg_int(&a, "desc", desc);
     ct__karg_long(&a, "nslices", nslices);
-    st = ct__index_launch(ks, &a, d, nslices, fn);
+    st = ct__launch1(ks, &a, d, nslices, 0, fn);
     for (int64_t w = SORT_BLOCK; w < n; w *= 2) cur = 1 - cur;
   }
   if (st == CT_OK && !whole) {
@@ -98,7 +98,7 @@ static ct_status sort_run(ct_tensor *vals, ct_tensor *idx, const ct_tensor *x, i
     ct__karg_int(&a, "desc", desc);
     ct__karg_long(&a, "nblocks", nblocks);
     ct__karg_long(&a, "nitems", nslices * nblocks);
-    st = ct__index_launch(kb, &a, d, nslices * nblocks, fn);
+    st = ct__launch1(kb, &a, d, nslices * nblocks, 0, fn);
   }
   for (int64_t w = SORT_BLOCK; st == CT_OK && !whole && w < n; w *= 2) {
     int64_t tile = 2 * w < MERGE_TILE ? 2 * w : MERGE_TILE;
@@ -119,7 +119,7 @@ static ct_status sort_run(ct_tensor *vals, ct_tensor *idx, const ct_tensor *x, i
     ct__karg_long(&a, "ntiles", ntiles);
     ct__karg_int(&a, "desc", desc);
     ct__karg_long(&a, "nitems", nslices * ntiles);
-    st = ct__index_launch(km, &a, d, nslices * ntiles, fn);
+    st = ct__launch1(km, &a, d, nslices * ntiles, 0, fn);
     cur = 1 - cur;
   }
   if (st == CT_OK) {
@@ -140,7 +140,7 @@ static ct_status sort_run(ct_tensor *vals, ct_tensor *idx, const ct_tensor *x, i
     ct__karg_long(&a, "o_step", o_step);
     int64_t nitems = nslices * ((kout + 255) / 256); /* CT_WRITE_CHUNK in kernels/order.cl */
     ct__karg_long(&a, "nitems", nitems);
-    st = ct__index_launch(kw, &a, d, nitems, fn);
+    st = ct__launch1(kw, &a, d, nitems, 0, fn);
   }
   for (int i = 0; i < 2; i++) {
     ct_release(keys[i]);

@@ -1,5 +1,8 @@
-/* The typed kernel argument builder (kargs.h). */
+/* The typed kernel argument builder, and the ops' kernel lookup and 1-D launch (kargs.h). */
 #include "kernel/kargs.h"
+
+#include <stdbool.h>
+#include <stdio.h>
 
 #include "core/error.h"
 
@@ -38,6 +41,13 @@ void ct__karg_long8(struct ct__kargs *a, const char *name, int n, const int64_t 
   ct__karg(a, name, sizeof r, &r);
 }
 
+void ct__karg_geom(struct ct__kargs *a, const char *name, int ndim, const int64_t *shape, int nst,
+                   const int64_t *const *strides) {
+  ct__karg_int(a, name, ndim);
+  ct__karg_long8(a, name, ndim, shape, 1);
+  for (int i = 0; i < nst; i++) ct__karg_long8(a, name, ndim, strides[i], 0);
+}
+
 ct_status ct__kargs_end(struct ct__kargs *a, const char *fn) {
   const char *kn = ct__kernel_name(a->k);
   if (a->err != CL_SUCCESS)
@@ -48,4 +58,37 @@ ct_status ct__kargs_end(struct ct__kargs *a, const char *fn) {
     return ct__cl_error(CL_INVALID_KERNEL_ARGS, "%s: kernel %s takes %u arguments but %u were set", fn, kn,
                         want, a->next);
   return CT_OK;
+}
+
+ct_status ct__kernel_for(ct__kernel **k, ct_device *d, const char *file, const char *name, int dt,
+                         const char *extra, const char *fn) {
+  char opts[128];
+  bool more = extra && extra[0];
+  if (dt == CT__NO_DTYPE)
+    snprintf(opts, sizeof opts, "%s", more ? extra : "");
+  else
+    snprintf(opts, sizeof opts, "-DCT_IN=%d%s%s", dt, more ? " " : "", more ? extra : "");
+  ct_status st = ct__kernel_get(k, d, file, name, opts);
+  if (st != CT_OK) ct__error_append(" (in %s)", fn);
+  return st;
+}
+
+ct_status ct__launch1_enqueue(ct__kernel *k, ct_device *d, int64_t n, size_t group) {
+  if (n <= 0) return CT_OK;
+  size_t global = (size_t)n, local;
+  if (group == 0) {
+    ct__launch_dims(k, 1, &global, &local);
+  } else {
+    CT__TRY(ct__kernel_group_limit(&local, k, d, group, 0));
+    global = (global + local - 1) / local * local;
+  }
+  return ct__kernel_launch(k, d, 1, &global, &local);
+}
+
+ct_status ct__launch1(ct__kernel *k, struct ct__kargs *a, ct_device *d, int64_t n, size_t group,
+                      const char *fn) {
+  ct_status st = ct__kargs_end(a, fn);
+  if (st == CT_OK) st = ct__launch1_enqueue(k, d, n, group);
+  ct__kernel_unlock(k);
+  return st;
 }

@@ -80,4 +80,31 @@ static inline void ct__karg_local(struct ct__kargs *a, const char *name, size_t 
  * shape/stride arguments. */
 void ct__karg_long8(struct ct__kargs *a, const char *name, int n, const int64_t *v, int64_t fill);
 
+/* The kernels' strided geometry, read by ct_offset() in kernels/common.cl: an int ndim, a long8
+ * shape (fill 1), then a long8 of strides (fill 0) for each of the nst arrays in strides. name
+ * stands for all of them in messages. */
+void ct__karg_geom(struct ct__kargs *a, const char *name, int ndim, const int64_t *shape, int nst,
+                   const int64_t *const *strides);
+
+/* No -DCT_IN option: ct__kernel_for()'s dt for kernels specialised otherwise (-DCT_BITS). */
+#define CT__NO_DTYPE (-1)
+
+/* OUT: *k, the kernel `name` of `file` built for dtype dt ("-DCT_IN=<dt>", then extra, which
+ * may be NULL; dt CT__NO_DTYPE: extra alone). The statuses of ct__kernel_get(), whose message
+ * gets " (in <fn>)" appended. The one "kernel of file X for dtype dt" lookup of the ops. */
+ct_status ct__kernel_for(ct__kernel **k, ct_device *d, const char *file, const char *name, int dt,
+                         const char *extra, const char *fn);
+
+/* The one 1-D launch of kernels that bound-check their work-item ids: ends the argument list a
+ * of the locked k (ct__kargs_end(), naming fn), launches n work-items and unlocks k, whatever
+ * failed. group 0: ct__launch_dims()'s groups (global rounded up to whole groups); group > 0:
+ * groups of that fixed size (a power of two, lowered to the kernel's limit), for kernels that
+ * PoCL would otherwise compile once per group size. n <= 0 launches nothing. */
+ct_status ct__launch1(ct__kernel *k, struct ct__kargs *a, ct_device *d, int64_t n, size_t group,
+                      const char *fn);
+
+/* ct__launch1()'s launch step alone, for callers that end the list and unlock k themselves
+ * (kept for nn/attention.c's ct__nn_launch_items() until it is converted). */
+ct_status ct__launch1_enqueue(ct__kernel *k, ct_device *d, int64_t n, size_t group);
+
 #endif

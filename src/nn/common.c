@@ -1,6 +1,4 @@
 /* Checks, views and launches shared by the nn ops. */
-#include <stdio.h>
-
 #include "core/error.h"
 #include "device/device.h"
 #include "nn/nn.h"
@@ -48,25 +46,6 @@ ct_status ct__nn_result(ct_tensor **out, ct_tensor *o, ct_status st) {
   return CT_OK;
 }
 
-void ct__nn_karg_tensor(struct ct__kargs *a, const char *name, const char *offname, const ct_tensor *t,
-                        const ct_tensor *fallback, int64_t extra) {
-  int64_t off = 0;
-  if (t) ct__tensor_elem_offset(t, &off);
-  ct__karg_mem(a, name, ct__tensor_mem(t ? t : fallback));
-  ct__karg_long(a, offname, t ? off + extra : 0);
-}
-
-ct_status ct__nn_launch1(ct__kernel *k, struct ct__kargs *a, ct_device *d, int64_t total, const char *fn) {
-  ct_status st = ct__kargs_end(a, fn);
-  if (st == CT_OK && total > 0) {
-    size_t global = (size_t)total, local;
-    ct__launch_dims(k, 1, &global, &local);
-    st = ct__kernel_launch(k, d, 1, &global, &local);
-  }
-  ct__kernel_unlock(k);
-  return st;
-}
-
 ct_status ct__nn_launch3(ct__kernel *k, struct ct__kargs *a, ct_device *d, int64_t n0, int64_t n1, int64_t n2,
                          const char *fn) {
   ct_status st = ct__kargs_end(a, fn);
@@ -76,14 +55,5 @@ ct_status ct__nn_launch3(ct__kernel *k, struct ct__kargs *a, ct_device *d, int64
     st = ct__kernel_launch(k, d, 3, global, local);
   }
   ct__kernel_unlock(k);
-  return st;
-}
-
-ct_status ct__nn_kernel(ct__kernel **k, ct_device *d, const char *file, const char *name, ct_dtype dt,
-                        const char *extra, const char *fn) {
-  char opts[96];
-  snprintf(opts, sizeof opts, "-DCT_IN=%d %s", (int)dt, extra ? extra : "");
-  ct_status st = ct__kernel_get(k, d, file, name, opts);
-  if (st != CT_OK) ct__error_append(" (in %s)", fn);
   return st;
 }

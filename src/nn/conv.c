@@ -112,7 +112,7 @@ static ct_status check_args(struct conv *cv, const ct_tensor *x4, const ct_tenso
 }
 
 static void karg_xgeom(struct ct__kargs *a, const ct_tensor *x4, const struct conv *cv) {
-  ct__nn_karg_tensor(a, "x", "x_off", x4, NULL, 0);
+  ct__karg_tensor(a, "x", x4, 0);
   cl_long4 xs = {{x4->strides[0], x4->strides[1], x4->strides[2], x4->strides[3]}};
   ct__karg(a, "xs", sizeof xs, &xs);
   ct__karg_int(a, "C", (cl_int)cv->C);
@@ -136,14 +136,14 @@ static void karg_window(struct ct__kargs *a, const struct conv *cv) {
 static ct_status conv_direct(ct_device *d, const struct conv *cv, const ct_tensor *x4, const ct_tensor *wc,
                              const ct_tensor *bias, ct_tensor *out) {
   ct__kernel *k;
-  CT__TRY(ct__nn_kernel(&k, d, "conv.cl", "conv_direct", x4->dtype, NULL, cv->fn));
+  CT__TRY(ct__kernel_for(&k, d, "conv.cl", "conv_direct", (int)x4->dtype, NULL, cv->fn));
   struct ct__kargs a;
   ct__kargs_begin(&a, k, ct__kernel_lock(k));
   karg_xgeom(&a, x4, cv);
-  ct__nn_karg_tensor(&a, "w", "w_off", wc, NULL, 0);
-  ct__nn_karg_tensor(&a, "bias", "bias_off", bias, wc, 0);
+  ct__karg_tensor(&a, "w", wc, 0);
+  ct__karg_tensor(&a, "bias", bias, 0);
   ct__karg_int(&a, "has_bias", bias != NULL);
-  ct__nn_karg_tensor(&a, "out", "out_off", out, NULL, 0);
+  ct__karg_tensor(&a, "out", out, 0);
   ct__karg_int(&a, "Cout", (cl_int)cv->Cout);
   ct__karg_int(&a, "groups", cv->groups);
   karg_window(&a, cv);
@@ -167,8 +167,8 @@ static ct_status conv_gemm(ct_device *d, const struct conv *cv, const ct_tensor 
   if (chunk < 1) chunk = 1;
   if (chunk > cv->N) chunk = cv->N;
   ct__kernel *kcol, *kfin = NULL;
-  CT__TRY(ct__nn_kernel(&kcol, d, "conv.cl", "conv_im2col", x4->dtype, NULL, fn));
-  if (!direct_out || bias) CT__TRY(ct__nn_kernel(&kfin, d, "conv.cl", "conv_finish", x4->dtype, NULL, fn));
+  CT__TRY(ct__kernel_for(&kcol, d, "conv.cl", "conv_im2col", (int)x4->dtype, NULL, fn));
+  if (!direct_out || bias) CT__TRY(ct__kernel_for(&kfin, d, "conv.cl", "conv_finish", (int)x4->dtype, NULL, fn));
   ct_tensor *col = NULL, *acc = NULL;
   int64_t cshape[3] = {chunk, cv->C * cv->kh * cv->kw, P};
   ct_status st = ct__tensor_new(&col, d, cdt, 3, cshape, fn);
@@ -189,8 +189,8 @@ static ct_status conv_gemm(ct_device *d, const struct conv *cv, const ct_tensor 
     karg_window(&a, cv);
     ct__karg_long(&a, "n0", n0);
     ct__karg_int(&a, "nimg", (cl_int)nimg);
-    ct__nn_karg_tensor(&a, "col", "col_off", col, NULL, 0);
-    st = ct__nn_launch1(kcol, &a, d, nimg * cv->C * cv->kh * cv->kw * cv->OH, fn);
+    ct__karg_tensor(&a, "col", col, 0);
+    st = ct__launch1(kcol, &a, d, nimg * cv->C * cv->kh * cv->kw * cv->OH, 0, fn);
     if (st != CT_OK) break;
 
     struct ct__gemm_op op;
@@ -223,14 +223,14 @@ static ct_status conv_gemm(ct_device *d, const struct conv *cv, const ct_tensor 
 
     int64_t total = nimg * cv->Cout * P;
     ct__kargs_begin(&a, kfin, ct__kernel_lock(kfin));
-    ct__nn_karg_tensor(&a, "acc", "acc_off", direct_out ? out : acc, NULL, direct_out ? n0 * cv->Cout * P : 0);
-    ct__nn_karg_tensor(&a, "out", "out_off", out, NULL, n0 * cv->Cout * P);
-    ct__nn_karg_tensor(&a, "bias", "bias_off", bias, out, 0);
+    ct__karg_tensor(&a, "acc", direct_out ? out : acc, direct_out ? n0 * cv->Cout * P : 0);
+    ct__karg_tensor(&a, "out", out, n0 * cv->Cout * P);
+    ct__karg_tensor(&a, "bias", bias, 0);
     ct__karg_int(&a, "has_bias", bias != NULL);
     ct__karg_int(&a, "Cout", (cl_int)cv->Cout);
     ct__karg_long(&a, "P", P);
     ct__karg_long(&a, "total", total);
-    st = ct__nn_launch1(kfin, &a, d, total, fn);
+    st = ct__launch1(kfin, &a, d, total, 0, fn);
   }
   ct_release(col);
   ct_release(acc);
@@ -255,9 +255,9 @@ static ct_status conv_blocked(ct_device *d, const struct conv *cv, const ct_tens
   if (chunk < 1) chunk = 1;
   if (chunk > cv->N) chunk = cv->N;
   ct__kernel *kpad, *kpack, *kblk;
-  CT__TRY(ct__nn_kernel(&kpad, d, "conv.cl", "conv_pad", x4->dtype, NULL, fn));
-  CT__TRY(ct__nn_kernel(&kpack, d, "conv.cl", "conv_wpack", x4->dtype, NULL, fn));
-  CT__TRY(ct__nn_kernel(&kblk, d, "conv.cl", "conv_blk", x4->dtype, NULL, fn));
+  CT__TRY(ct__kernel_for(&kpad, d, "conv.cl", "conv_pad", (int)x4->dtype, NULL, fn));
+  CT__TRY(ct__kernel_for(&kpack, d, "conv.cl", "conv_wpack", (int)x4->dtype, NULL, fn));
+  CT__TRY(ct__kernel_for(&kblk, d, "conv.cl", "conv_blk", (int)x4->dtype, NULL, fn));
   ct_tensor *xp = NULL, *wt = NULL;
   int64_t xps[1] = {chunk * cv->C * plane + slack}, wts[1] = {g * ncb * cg * cv->kh * cv->kw * CT__CB};
   ct_status st = ct__tensor_new(&xp, d, CT_F32, 1, xps, fn);
@@ -274,15 +274,15 @@ static ct_status conv_blocked(ct_device *d, const struct conv *cv, const ct_tens
   if (st == CT_OK) {
     struct ct__kargs a;
     ct__kargs_begin(&a, kpack, ct__kernel_lock(kpack));
-    ct__nn_karg_tensor(&a, "w", "w_off", wc, NULL, 0);
+    ct__karg_tensor(&a, "w", wc, 0);
     ct__karg_int(&a, "Cg", (cl_int)cg);
     ct__karg_int(&a, "kh", (cl_int)cv->kh);
     ct__karg_int(&a, "kw", (cl_int)cv->kw);
     ct__karg_int(&a, "og", (cl_int)og);
     ct__karg_int(&a, "ncb", (cl_int)ncb);
-    ct__nn_karg_tensor(&a, "wt", "wt_off", wt, NULL, 0);
+    ct__karg_tensor(&a, "wt", wt, 0);
     ct__karg_long(&a, "total", wts[0]);
-    st = ct__nn_launch1(kpack, &a, d, wts[0], fn);
+    st = ct__launch1(kpack, &a, d, wts[0], 0, fn);
   }
   for (int64_t n0 = 0; st == CT_OK && n0 < cv->N; n0 += chunk) {
     int64_t nimg = cv->N - n0 < chunk ? cv->N - n0 : chunk;
@@ -294,25 +294,25 @@ static ct_status conv_blocked(ct_device *d, const struct conv *cv, const ct_tens
     ct__karg_int(&a, "Hp", (cl_int)Hp);
     ct__karg_int(&a, "Wp", (cl_int)Wp);
     ct__karg_long(&a, "n0", n0);
-    ct__nn_karg_tensor(&a, "xp", "xp_off", xp, NULL, 0);
+    ct__karg_tensor(&a, "xp", xp, 0);
     ct__karg_long(&a, "rows", nimg * cv->C * Hp);
-    st = ct__nn_launch1(kpad, &a, d, nimg * cv->C * Hp, fn);
+    st = ct__launch1(kpad, &a, d, nimg * cv->C * Hp, 0, fn);
     if (st != CT_OK) break;
     int64_t items = nimg * g * ncb * npb;
     ct__kargs_begin(&a, kblk, ct__kernel_lock(kblk));
-    ct__nn_karg_tensor(&a, "xp", "xp_off", xp, NULL, 0);
+    ct__karg_tensor(&a, "xp", xp, 0);
     ct__karg_long(&a, "plane", plane);
     ct__karg_int(&a, "Ctot", (cl_int)cv->C);
     ct__karg_int(&a, "Cg", (cl_int)cg);
     ct__karg_int(&a, "Wp", (cl_int)Wp);
-    ct__nn_karg_tensor(&a, "wt", "wt_off", wt, NULL, 0);
+    ct__karg_tensor(&a, "wt", wt, 0);
     ct__karg_int(&a, "kh", (cl_int)cv->kh);
     ct__karg_int(&a, "kw", (cl_int)cv->kw);
     ct__karg_int(&a, "dh", cv->dh);
     ct__karg_int(&a, "dw", cv->dw);
-    ct__nn_karg_tensor(&a, "bias", "bias_off", bias, out, 0);
+    ct__karg_tensor(&a, "bias", bias, 0);
     ct__karg_int(&a, "has_bias", bias != NULL);
-    ct__nn_karg_tensor(&a, "out", "out_off", out, NULL, 0);
+    ct__karg_tensor(&a, "out", out, 0);
     ct__karg_int(&a, "Cout", (cl_int)cv->Cout);
     ct__karg_int(&a, "og", (cl_int)og);
     ct__karg_int(&a, "ncb", (cl_int)ncb);

@@ -48,9 +48,8 @@ ct_status ct_dropout(ct_tensor **out, const ct_tensor *x, double p, bool trainin
     return CT_OK;
   }
   ct__kernel *k;
-  ct_status st = ct__kernel_get(&k, d, "random.cl", "dropout_fill", NULL);
+  ct_status st = ct__kernel_for(&k, d, "random.cl", "dropout_fill", CT__NO_DTYPE, NULL, fn);
   if (st != CT_OK) {
-    ct__error_append(" (in %s)", fn);
     ct_release(o);
     return st;
   }
@@ -65,9 +64,7 @@ ct_status ct_dropout(ct_tensor **out, const ct_tensor *x, double p, bool trainin
   struct ct__kargs a;
   ct__kargs_begin(&a, k, ct__kernel_lock(k));
   ct__karg_tensor(&a, "in", x, 0);
-  ct__karg_int(&a, "ndim", ndim);
-  ct__karg_long8(&a, "shape", ndim, shape, 1);
-  ct__karg_long8(&a, "strides", ndim, strides, 0);
+  ct__karg_geom(&a, "in", ndim, shape, 1, (const int64_t *const[]){strides});
   ct__karg_tensor(&a, "out", o, 0);
   ct__karg_long(&a, "n", n);
   ct__karg_int(&a, "dt", (cl_int)x->dtype);
@@ -76,9 +73,7 @@ ct_status ct_dropout(ct_tensor **out, const ct_tensor *x, double p, bool trainin
   ct__karg_ulong(&a, "scale_bits", scale_bits);
   ct__karg_ulong(&a, "seed", seed);
   ct__karg_ulong(&a, "offset", offset);
-  st = ct__kargs_end(&a, fn);
-  if (st == CT_OK) st = ct__nn_launch_items(k, d, (n + 3) / 4);
-  ct__kernel_unlock(k);
+  st = ct__launch1(k, &a, d, (n + 3) / 4, 64, fn);
   if (st != CT_OK) {
     ct_release(o);
     return st;

@@ -2,13 +2,13 @@
  * reduction through ct_sum), mse_loss (composed of elementwise ops and a reduction). */
 #include <limits.h>
 #include <math.h>
-#include <stdio.h>
 
 #include "cltensor/elementwise.h"
 #include "cltensor/nn.h"
 #include "cltensor/reduce.h"
 #include "core/error.h"
 #include "device/device.h"
+#include "index/index.h"
 #include "kernel/engine.h"
 #include "kernel/kargs.h"
 #include "kernel/launch_geom.h"
@@ -46,16 +46,6 @@ static ct_status finish(ct_tensor **out, ct_tensor *v, ct_tensor *count, ct_redu
   return st;
 }
 
-/* Formats target's multi-index of position p ("[1, 2]") into buf. */
-static const char *pos_str(char *buf, size_t size, int ndim, const int64_t *shape, int64_t p) {
-  int64_t idx[CT_MAX_DIMS];
-  for (int i = ndim - 1; i >= 0; i--) {
-    idx[i] = shape[i] ? p % shape[i] : 0;
-    p = shape[i] ? p / shape[i] : 0;
-  }
-  return ct__shape_str(buf, size, ndim, idx);
-}
-
 /* Reads back the kernel's flag; when a target was out of range, reads that one target and
  * returns the error naming it. */
 static ct_status check_flag(ct_tensor *flag, const ct_tensor *target, int64_t ncls,
@@ -71,7 +61,7 @@ static ct_status check_flag(ct_tensor *flag, const ct_tensor *target, int64_t nc
     return ct__error(CT_ERR_INVALID_ARGUMENT,
                      "%s: a target at position %s or later is out of range for %lld classes "
                      "(expected 0..%lld, or ignore_index %lld)",
-                     fn, pos_str(ps, sizeof ps, target->ndim, target->shape, p), (long long)ncls,
+                     fn, ct__index_pos_str(ps, sizeof ps, p, target->ndim, target->shape), (long long)ncls,
                      (long long)ncls - 1, (long long)ignore_index);
   for (int i = target->ndim - 1; i >= 0; i--) {
     e += (q % target->shape[i]) * target->strides[i];
@@ -86,7 +76,7 @@ static ct_status check_flag(ct_tensor *flag, const ct_tensor *target, int64_t nc
   return ct__error(CT_ERR_INVALID_ARGUMENT,
                    "%s: target %lld at position %s is out of range for %lld classes (expected "
                    "0..%lld, or ignore_index %lld)",
-                   fn, (long long)value, pos_str(ps, sizeof ps, target->ndim, target->shape, p),
+                   fn, (long long)value, ct__index_pos_str(ps, sizeof ps, p, target->ndim, target->shape),
                    (long long)ncls, (long long)ncls - 1, (long long)ignore_index);
 }
 
@@ -144,13 +134,8 @@ static ct_status class_loss(ct_tensor **out, const ct_tensor *x, const ct_tensor
     cl_int init = INT_MAX;
     st = ct__tensor_new(&flag, d, CT_I32, 1, &one, fn);
     if (st == CT_OK) st = ct__fill_bits(flag, &init, fn);
-    char opts[32];
-    snprintf(opts, sizeof opts, "-DCT_IN=%d", (int)x->dtype);
     ct__kernel *k = NULL;
-    if (st == CT_OK) {
-      st = ct__kernel_get(&k, d, "loss.cl", "loss_nll", opts);
-      if (st != CT_OK) ct__error_append(" (in %s)", fn);
-    }
+    if (st == CT_OK) st = ct__kernel_for(&k, d, "loss.cl", "loss_nll", (int)x->dtype, NULL, fn);
     if (st == CT_OK) {
       int64_t *sts[2] = {xst, tst};
       /* Merging positions dims that address both tensors alike spares ct_offset divisions. */
@@ -165,17 +150,12 @@ static ct_status class_loss(ct_tensor **out, const ct_tensor *x, const ct_tensor
       ct__karg_long(&a, "npos", npos);
       ct__karg_long(&a, "ncls", ncls);
       ct__karg_long(&a, "cstride", cstride);
-      ct__karg_int(&a, "pndim", cn);
-      ct__karg_long8(&a, "pshape", cn, pshape, 1);
-      ct__karg_long8(&a, "xstride", cn, xst, 0);
-      ct__karg_long8(&a, "tstride", cn, tst, 0);
+      ct__karg_geom(&a, "positions", cn, pshape, 2, (const int64_t *const[]){xst, tst});
       ct__karg_long(&a, "ignore_index", ignore_index);
       ct__karg_int(&a, "ce", ce);
       if (adt == CT_F64) ct__karg_double(&a, "eps", eps);
       else ct__karg_float(&a, "eps", (float)eps);
-      st = ct__kargs_end(&a, fn);
-      if (st == CT_OK) st = ct__nn_launch_items(k, d, npos);
-      ct__kernel_unlock(k);
+      st = ct__launch1(k, &a, d, npos, 64, fn);
     }
     if (st == CT_OK) st = check_flag(flag, target, ncls, ignore_index, fn);
   }

@@ -81,3 +81,12 @@ void ct__reduce_geom(struct ct__red_geom *g, int ndim, const int64_t *shape,
 }
 
 int ct__reduce_gpu_layout = 0;
+
+ct_status ct__reduce_begin(ct_tensor **o, struct ct__red_geom *g, const ct_tensor *x, const bool *mask,
+                           bool keepdim, ct_dtype odt, bool sort_reduced, const char *fn) {
+  int64_t oshape[CT_MAX_DIMS];
+  int ondim = ct__reduce_out_shape(oshape, x->ndim, x->shape, mask, keepdim);
+  CT__TRY(ct__tensor_new(o, x->storage->device, odt, ondim, oshape, fn));
+  ct__reduce_geom(g, x->ndim, x->shape, x->strides, mask, sort_reduced);
+  return CT_OK;
+}

@@ -1,7 +1,5 @@
 /* logsumexp, any and all (kernels/reduce_logic.cl): the argument checks and result dtypes of
  * the reduce family (ct__reduce_dims, ct__reduce_geom), one work-item per output. */
-#include <stdio.h>
-
 #include "core/error.h"
 #include "device/device.h"
 #include "kernel/engine.h"
@@ -28,24 +26,18 @@ static ct_status logic_api(ct_tensor **out, const ct_tensor *x, int ndims, const
     odt = ct_dtype_is_float(x->dtype) ? x->dtype : CT_F32;
   else
     odt = x->dtype == CT_U8 ? CT_U8 : CT_BOOL;
-  int64_t oshape[CT_MAX_DIMS];
-  int ondim = ct__reduce_out_shape(oshape, x->ndim, x->shape, mask, keepdim);
   ct_device *d = x->storage->device;
   ct_tensor *o = NULL;
-  CT__TRY(ct__tensor_new(&o, d, odt, ondim, oshape, fn));
   struct ct__red_geom g;
-  ct__reduce_geom(&g, x->ndim, x->shape, x->strides, mask, true);
+  CT__TRY(ct__reduce_begin(&o, &g, x, mask, keepdim, odt, true, fn));
   if (g.nout == 0) {
     *out = o;
     return CT_OK;
   }
-  char opts[32];
-  snprintf(opts, sizeof opts, "-DCT_IN=%d", (int)x->dtype);
   ct__kernel *k;
-  ct_status st = ct__kernel_get(&k, d, "reduce_logic.cl",
-                                op == LG_LOGSUMEXP ? "red_logsumexp" : "red_anyall", opts);
+  ct_status st = ct__kernel_for(&k, d, "reduce_logic.cl", op == LG_LOGSUMEXP ? "red_logsumexp" : "red_anyall",
+                                (int)x->dtype, NULL, fn);
   if (st != CT_OK) {
-    ct__error_append(" (in %s)", fn);
     ct_release(o);
     return st;
   }
@@ -58,20 +50,10 @@ static ct_status logic_api(ct_tensor **out, const ct_tensor *x, int ndims, const
   ct__karg_long(&a, "nout", g.nout);
   /* A size-0 reduced dim: the geometry keeps it, but the extent is empty. */
   ct__karg_long(&a, "nred", g.nred);
-  ct__karg_int(&a, "kndim", g.kndim);
-  ct__karg_long8(&a, "kshape", g.kndim, g.kshape, 1);
-  ct__karg_long8(&a, "kstride", g.kndim, g.kstride, 0);
-  ct__karg_int(&a, "rndim", g.rndim);
-  ct__karg_long8(&a, "rshape", g.rndim, g.rshape, 1);
-  ct__karg_long8(&a, "rstride", g.rndim, g.rstride, 0);
-  st = ct__kargs_end(&a, fn);
-  if (st == CT_OK) {
-    size_t local;
-    st = ct__kernel_group_limit(&local, k, d, 64, 0);
-    size_t global = ((size_t)g.nout + local - 1) / local * local;
-    if (st == CT_OK) st = ct__kernel_launch(k, d, 1, &global, &local);
-  }
-  ct__kernel_unlock(k);
+  ct__karg_geom(&a, "kept", g.kndim, g.kshape, 1, (const int64_t *const[]){g.kstride});
+  ct__karg_geom(&a, "reduced", g.rndim, g.rshape, 1, (const int64_t *const[]){g.rstride});
+  /* Groups of a fixed 64: one compile per kernel on PoCL. */
+  st = ct__launch1(k, &a, d, g.nout, 64, fn);
   if (st != CT_OK) {
     ct_release(o);
     return st;

@@ -106,13 +106,10 @@ static void plan_pass(struct red_plan *p, const struct ct__red_geom *g, ct_devic
 
 static ct_status reduce_kernel(ct__kernel **k, ct_device *d, ct_dtype in_dt, bool rows, int op,
                                const char *fn) {
-  char name[64], opts[96];
+  char name[64];
   snprintf(name, sizeof name, "reduce_%s_%s", rows ? "rows" : "cols", op_names[op]);
-  snprintf(opts, sizeof opts, "-DCT_IN=%d -DCT_CHUNKED=%d", (int)in_dt,
-           ct__cpu_layout(d) ? 1 : 0);
-  ct_status st = ct__kernel_get(k, d, "reduce.cl", name, opts);
-  if (st != CT_OK) ct__error_append(" (in %s)", fn);
-  return st;
+  return ct__kernel_for(k, d, "reduce.cl", name, (int)in_dt, ct__cpu_layout(d) ? "-DCT_CHUNKED=1" : "-DCT_CHUNKED=0",
+                        fn);
 }
 
 static ct_status launch(ct_device *d, int op, const struct red_in *in, const struct ct__red_geom *g,
@@ -138,12 +135,8 @@ static ct_status launch(ct_device *d, int op, const struct red_in *in, const str
   ct__karg_long(&a, "chunk", p->chunk);
   ct__karg_long(&a, "nred", g->nred);
   ct__karg_long(&a, "nout", g->nout);
-  ct__karg_int(&a, "kndim", g->kndim);
-  ct__karg_long8(&a, "kshape", g->kndim, g->kshape, 1);
-  ct__karg_long8(&a, "kstride", g->kndim, g->kstride, 0);
-  ct__karg_int(&a, "rndim", g->rndim);
-  ct__karg_long8(&a, "rshape", g->rndim, g->rshape, 1);
-  ct__karg_long8(&a, "rstride", g->rndim, g->rstride, 0);
+  ct__karg_geom(&a, "kept", g->kndim, g->kshape, 1, (const int64_t *const[]){g->kstride});
+  ct__karg_geom(&a, "reduced", g->rndim, g->rshape, 1, (const int64_t *const[]){g->rstride});
   if (p->rows) {
     ct__karg_local(&a, "acc", p->local * accsz);
     ct__karg_local(&a, "acc_idx", p->local * sizeof(cl_long));
@@ -256,14 +249,11 @@ static ct_status reduce_api(ct_tensor **out, const ct_tensor *x, const bool *mas
                      "reduced), and %s of no elements is undefined",
                      fn, ct__shape_str(sh, sizeof sh, x->ndim, x->shape), fn);
   }
-  int64_t oshape[CT_MAX_DIMS];
-  int ondim = ct__reduce_out_shape(oshape, x->ndim, x->shape, mask, keepdim);
   ct_device *d = x->storage->device;
   ct_tensor *o = NULL;
-  CT__TRY(ct__tensor_new(&o, d, odt, ondim, oshape, fn));
   struct ct__red_geom g;
   /* argmax/argmin indices are row-major positions, so they walk the dims in order. */
-  ct__reduce_geom(&g, x->ndim, x->shape, x->strides, mask, !is_arg(op));
+  CT__TRY(ct__reduce_begin(&o, &g, x, mask, keepdim, odt, !is_arg(op), fn));
   if (g.nout == 0) {
     *out = o;
     return CT_OK;

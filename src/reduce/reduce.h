@@ -45,6 +45,12 @@ int ct__reduce_out_shape(int64_t *oshape, int ndim, const int64_t *shape, const 
 void ct__reduce_geom(struct ct__red_geom *g, int ndim, const int64_t *shape,
                      const int64_t *strides, const bool *mask, bool sort_reduced);
 
+/* The start of every reduction of x over mask: *o gets a new result of dtype odt and shape
+ * ct__reduce_out_shape()'s, g x's geometry (ct__reduce_geom()). The statuses of
+ * ct__tensor_new() (naming fn), *o NULL then. */
+ct_status ct__reduce_begin(ct_tensor **o, struct ct__red_geom *g, const ct_tensor *x, const bool *mask,
+                           bool keepdim, ct_dtype odt, bool sort_reduced, const char *fn);
+
 /* Tests set this to 1 to run the GPU layout on a CPU device, so both layouts are exercised
  * wherever the tests run. Read at each call; not for applications. */
 extern int ct__reduce_gpu_layout;

@@ -1,5 +1,4 @@
 /* softmax and log_softmax along a dim (kernels/softmax.cl). */
-#include <stdio.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -57,13 +56,10 @@ static ct_status softmax_api(ct_tensor **out, const ct_tensor *x, int dim, int l
   bool rows = (n > 1 && in_step < kept_inner && n >= (cpu ? 2 : 32)) ||
               (nrows < cu * (cpu ? 4 : 64) && n >= 1024);
 
-  char name[32], opts[64];
-  snprintf(name, sizeof name, "softmax_%s", rows ? "rows" : "cols");
-  snprintf(opts, sizeof opts, "-DCT_IN=%d -DCT_CHUNKED=%d", (int)x->dtype, cpu ? 1 : 0);
   ct__kernel *k;
-  ct_status st = ct__kernel_get(&k, d, "softmax.cl", name, opts);
+  ct_status st = ct__kernel_for(&k, d, "softmax.cl", rows ? "softmax_rows" : "softmax_cols", (int)x->dtype,
+                                cpu ? "-DCT_CHUNKED=1" : "-DCT_CHUNKED=0", fn);
   if (st != CT_OK) {
-    ct__error_append(" (in %s)", fn);
     ct_release(o);
     return st;
   }
@@ -76,10 +72,7 @@ static ct_status softmax_api(ct_tensor **out, const ct_tensor *x, int dim, int l
   ct__karg_long(&a, "n", n);
   ct__karg_long(&a, "in_step", in_step);
   ct__karg_long(&a, "out_step", out_step);
-  ct__karg_int(&a, "kndim", kndim);
-  ct__karg_long8(&a, "kshape", kndim, kshape, 1);
-  ct__karg_long8(&a, "kin", kndim, kin, 0);
-  ct__karg_long8(&a, "kout", kndim, kout, 0);
+  ct__karg_geom(&a, "rows", kndim, kshape, 2, (const int64_t *const[]){kin, kout});
   ct__karg_int(&a, "logsm", logsm);
   ct__karg_long(&a, "nrows", nrows);
   size_t local, global;

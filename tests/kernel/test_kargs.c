@@ -14,12 +14,15 @@ static const char *SRC =
     "  if (i < n) x[i] = x[i] * a + (float)(b.s0 + b.s7);\n"
     "}\n";
 
-static ct__kernel *get_axpb(ct_device *d) {
+/* The kernel name of the source text src (no disk cache: each test builds its own). */
+static ct__kernel *get_src(ct_device *d, const char *src, const char *name) {
   setenv("CLTENSOR_CACHE", "0", 1);
   ct__kernel *k = NULL;
-  ck_assert_ct_ok(ct__kernel_get_source(&k, d, SRC, "axpb", NULL));
+  ck_assert_ct_ok(ct__kernel_get_source(&k, d, src, name, NULL));
   return k;
 }
+
+static ct__kernel *get_axpb(ct_device *d) { return get_src(d, SRC, "axpb"); }
 
 START_TEST(test_arguments_in_order_run) {
   ct_device *d = ct_test_device();
@@ -119,9 +122,7 @@ static const char *FILL_SRC =
  * ct__karg_tensor(): a view's writes land at its offset. */
 START_TEST(test_tensor_arguments_run) {
   ct_device *d = ct_test_device();
-  setenv("CLTENSOR_CACHE", "0", 1);
-  ct__kernel *k = NULL;
-  ck_assert_ct_ok(ct__kernel_get_source(&k, d, FILL_SRC, "fill_at", NULL));
+  ct__kernel *k = get_src(d, FILL_SRC, "fill_at");
   enum { N = 8 };
   float host[N];
   for (int i = 0; i < N; i++) host[i] = (float)i;
@@ -166,6 +167,76 @@ START_TEST(test_tensor_arguments_run) {
 }
 END_TEST
 
+/* ct__launch1(): ends the list, launches n items (ct__launch_dims()'s groups, or a fixed group
+ * size) and unlocks k, also when the list is wrong or n is 0 (a later lock would hang). */
+START_TEST(test_launch1) {
+  ct_device *d = ct_test_device();
+  ct__kernel *k = get_src(d, FILL_SRC, "fill_at");
+  enum { N = 8 };
+  float host[N] = {0};
+  ct_tensor *t = NULL;
+  ck_assert_ct_ok(ct_from_host(&t, d, CT_F32, 1, (const int64_t[]){N}, host));
+  const size_t groups[3] = {0, 64, 0};
+  const int64_t ns[3] = {5, 3, 0};
+  for (int i = 0; i < 3; i++) {
+    struct ct__kargs a = ct__kargs_lock(k);
+    ct__karg_tensor(&a, "x", t, 0);
+    ct__karg_float(&a, "v", (float)-(i + 1));
+    ct__karg_int(&a, "n", (cl_int)ns[i]);
+    ck_assert_ct_ok(ct__launch1(k, &a, d, ns[i], groups[i], "ct_test_fn"));
+  }
+  ck_assert_ct_ok(ct_to_host(t, host, sizeof host));
+  for (int i = 0; i < N; i++) ck_assert_float_eq(host[i], i < 3 ? -2.0f : i < 5 ? -1.0f : 0.0f);
+  struct ct__kargs a = ct__kargs_lock(k);
+  ct__karg_tensor(&a, "x", t, 0);
+  ck_assert_ct_status(ct__launch1(k, &a, d, 4, 0, "ct_test_fn"), CT_ERR_OPENCL);
+  ck_assert_error_contains("ct_test_fn: kernel fill_at takes 4 arguments but 2 were set");
+  a = ct__kargs_lock(k); /* unlocked by the failed launch */
+  ct__kernel_unlock(k);
+  ct_release(t);
+  ct_shutdown();
+}
+END_TEST
+
+/* ct__kernel_for(): a failed lookup's message names the op. */
+START_TEST(test_kernel_for_names_fn) {
+  ct_device *d = ct_test_device();
+  ct__kernel *k = NULL;
+  ck_assert_int_ne(ct__kernel_for(&k, d, "no_such_file.cl", "nope", CT_F32, NULL, "ct_test_fn"), CT_OK);
+  ck_assert_error_contains(" (in ct_test_fn)");
+  ck_assert_int_ne(ct__kernel_for(&k, d, "no_such_file.cl", "nope", CT__NO_DTYPE, "-DX=1", "ct_test_fn"), CT_OK);
+  ck_assert_error_contains(" (in ct_test_fn)");
+  ct_shutdown();
+}
+END_TEST
+
+static const char *GEOM_SRC =
+    "__kernel void geom(__global long *out, int ndim, long8 shape, long8 s0, long8 s1) {\n"
+    "  out[0] = ndim; out[1] = shape.s0; out[2] = shape.s7; out[3] = s0.s1; out[4] = s0.s7;\n"
+    "  out[5] = s1.s0; out[6] = s1.s7;\n"
+    "}\n";
+
+/* ct__karg_geom(): ndim, the shape filled with 1, each stride array filled with 0. */
+START_TEST(test_karg_geom) {
+  ct_device *d = ct_test_device();
+  ct__kernel *k = get_src(d, GEOM_SRC, "geom");
+  ct_tensor *t = NULL;
+  ck_assert_ct_ok(ct_zeros(&t, d, CT_I64, 1, (const int64_t[]){7}));
+  const int64_t shape[2] = {3, 4}, s0[2] = {4, 1}, s1[2] = {9, 2};
+  struct ct__kargs a = ct__kargs_lock(k);
+  ct__karg_mem(&a, "out", ct__tensor_mem(t));
+  ct__karg_geom(&a, "geom", 2, shape, 2, (const int64_t *const[]){s0, s1});
+  ck_assert_uint_eq(a.next, 5);
+  ck_assert_ct_ok(ct__launch1(k, &a, d, 1, 0, "ct_test_fn"));
+  int64_t host[7];
+  ck_assert_ct_ok(ct_to_host(t, host, sizeof host));
+  const int64_t want[7] = {2, 3, 1, 1, 0, 9, 0};
+  for (int i = 0; i < 7; i++) ck_assert_int_eq(host[i], want[i]);
+  ct_release(t);
+  ct_shutdown();
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("kernel-kargs");
   TCase *tc = tcase_create("kargs");
@@ -175,6 +246,9 @@ int main(void) {
   tcase_add_test(tc, test_too_few_arguments);
   tcase_add_test(tc, test_too_many_arguments);
   tcase_add_test(tc, test_tensor_arguments_run);
+  tcase_add_test(tc, test_launch1);
+  tcase_add_test(tc, test_kernel_for_names_fn);
+  tcase_add_test(tc, test_karg_geom);
   suite_add_tcase(s, tc);
   return ct_test_run(s);
 }
