@@ -79,8 +79,8 @@ CT_API ct_status ct_rms_norm(ct_tensor **out, const ct_tensor *x, int nnorm, con
  * training: normalizes with the batch's mean and biased variance over N and the trailing dims,
  * and, when given, updates running_mean and running_var IN PLACE:
  * running = (1 - momentum) * running + momentum * stat, the variance with the unbiased batch
- * variance (as PyTorch; needs more than one value per channel: CT_ERR_INVALID_ARGUMENT
- * otherwise). Eval (training false): normalizes with running_mean and running_var, which are
+ * variance (as PyTorch). Training needs more than one value per channel (N times the trailing
+ * sizes), with or without running stats: CT_ERR_INVALID_ARGUMENT otherwise, as PyTorch. Eval (training false): normalizes with running_mean and running_var, which are
  * then required. running stats, weight and bias: NULL or [C], contiguous, of one float dtype
  * (x's, or f32 for f16/bf16 x as PyTorch's mixed mode); the running stats are written, so they
  * must not be views that overlap x. */

@@ -88,7 +88,7 @@ static ct_status masked_softmax(ct_tensor *scores, const ct_tensor *me, bool cau
   ct__karg_long8(&a, "mstride", mndim, mstride, 0);
   ct__karg_long(&a, "mstep", mstep);
   st = ct__kargs_end(&a, FN);
-  if (st == CT_OK) st = ct__nn_launch_items(k, d, rows);
+  if (st == CT_OK) st = ct__launch1_enqueue(k, d, rows, 64);
   ct__kernel_unlock(k);
   return st;
 }

@@ -44,26 +44,4 @@ extern int64_t ct__nn_col_bytes;
 enum { CT__CONV_AUTO, CT__CONV_DIRECT, CT__CONV_GEMM, CT__CONV_BLOCKED };
 extern int ct__nn_conv_path;
 
-/* Old names kept as thin aliases only for pool.c, norm.c and attention.c (another engineer's
- * files) until the lead converts them; new code calls the right-hand sides. */
-static inline void ct__nn_karg_tensor(struct ct__kargs *a, const char *name, const char *offname,
-                                      const ct_tensor *t, const ct_tensor *fallback, int64_t extra) {
-  /* A NULL t passes a NULL buffer, as ct__karg_tensor() does: the kernels read an absent
-   * input only under its has_ flag, so fallback's buffer is not needed. */
-  (void)offname;
-  (void)fallback;
-  ct__karg_tensor(a, name, t, extra);
-}
-static inline ct_status ct__nn_launch1(ct__kernel *k, struct ct__kargs *a, ct_device *d, int64_t total,
-                                       const char *fn) {
-  return ct__launch1(k, a, d, total, 0, fn);
-}
-static inline ct_status ct__nn_launch_items(ct__kernel *k, ct_device *d, int64_t items) {
-  return ct__launch1_enqueue(k, d, items, 64);
-}
-static inline ct_status ct__nn_kernel(ct__kernel **k, ct_device *d, const char *file, const char *name,
-                                      ct_dtype dt, const char *extra, const char *fn) {
-  return ct__kernel_for(k, d, file, name, (int)dt, extra, fn);
-}
-
 #endif

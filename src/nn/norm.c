@@ -42,7 +42,7 @@ static bool dims_flat(const ct_tensor *x, int from) {
 
 /* The arguments bn_stats and bn_apply begin with: x as [N, C, S...] (kernels/norm.cl, BN_ELEM). */
 static void karg_bn_x(struct ct__kargs *a, const ct_tensor *x, int64_t N, int64_t C, int64_t S) {
-  ct__nn_karg_tensor(a, "x", "x_off", x, NULL, 0);
+  ct__karg_tensor(a, "x", x, 0);
   ct__karg_long(a, "N", N);
   ct__karg_long(a, "C", C);
   ct__karg_long(a, "sn", x->strides[0]);
@@ -59,9 +59,10 @@ static void karg_acc(struct ct__kargs *a, const char *name, ct_dtype xdt, double
   else ct__karg_float(a, name, (float)v);
 }
 
-static void karg_param(struct ct__kargs *a, const char *name, const char *offname, const char *hasname,
-                       const ct_tensor *p, const ct_tensor *fallback) {
-  ct__nn_karg_tensor(a, name, offname, p, fallback, 0);
+/* An optional parameter tensor: its buffer and offset (NULL when absent: the kernels read it
+ * only under its has_ flag), then the flag when hasname is given. */
+static void karg_param(struct ct__kargs *a, const char *name, const char *hasname, const ct_tensor *p) {
+  ct__karg_tensor(a, name, p, 0);
   if (hasname) ct__karg_int(a, hasname, p != NULL);
 }
 
@@ -113,11 +114,11 @@ static ct_status norm_api(ct_tensor **out, const ct_tensor *x, int nnorm, const 
     char extra[32];
     snprintf(extra, sizeof extra, "-DCT_PD=%d", (int)pd);
     ct__kernel *k = NULL;
-    if (st == CT_OK) st = ct__nn_kernel(&k, d, "norm.cl", "norm_rows", x->dtype, extra, fn);
+    if (st == CT_OK) st = ct__kernel_for(&k, d, "norm.cl", "norm_rows", (int)x->dtype, extra, fn);
     if (st == CT_OK) {
       struct ct__kargs a;
       ct__kargs_begin(&a, k, ct__kernel_lock(k));
-      ct__nn_karg_tensor(&a, "x", "x_off", x, NULL, 0);
+      ct__karg_tensor(&a, "x", x, 0);
       ct__karg_int(&a, "kndim", outer);
       ct__karg_long8(&a, "kshape", outer, x->shape, 1);
       ct__karg_long8(&a, "kstr", outer, x->strides, 0);
@@ -127,9 +128,9 @@ static ct_status norm_api(ct_tensor **out, const ct_tensor *x, int nnorm, const 
       ct__karg_int(&a, "inner_flat", flat);
       ct__karg_long(&a, "nrows", nrows);
       ct__karg_long(&a, "n", n);
-      ct__nn_karg_tensor(&a, "out", "out_off", o, NULL, 0);
-      karg_param(&a, "w", "w_off", "has_w", wc, o);
-      karg_param(&a, "b", "b_off", "has_b", bc, o);
+      ct__karg_tensor(&a, "out", o, 0);
+      karg_param(&a, "w", "has_w", wc);
+      karg_param(&a, "b", "has_b", bc);
       ct__karg_int(&a, "mode", mode);
       karg_acc(&a, "eps", x->dtype, eps);
       st = ct__kargs_end(&a, fn);
@@ -194,9 +195,11 @@ ct_status ct_batch_norm(ct_tensor **out, const ct_tensor *x, ct_tensor *running_
     if (i < 2 && ct__tensor_overlaps(p, x))
       return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: %s shares memory with x; it is written in place", fn, names[i]);
   }
-  if (training && running_mean && N * S == 1 && C > 0)
+  /* As PyTorch ("Expected more than 1 value per channel when training"), with or without
+   * running statistics: one value has no batch variance. */
+  if (training && N * S == 1 && C > 0)
     return ct__error(CT_ERR_INVALID_ARGUMENT,
-                     "%s: training needs more than 1 value per channel to update the running variance, x %s", fn,
+                     "%s: training needs more than 1 value per channel (as PyTorch), x %s", fn,
                      ct__shape_str(sx, sizeof sx, x->ndim, x->shape));
   if (training && N * S == 0 && C > 0)
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: training on an empty batch has no statistics (x %s)", fn,
@@ -214,29 +217,29 @@ ct_status ct_batch_norm(ct_tensor **out, const ct_tensor *x, ct_tensor *running_
   char extra[32];
   snprintf(extra, sizeof extra, "-DCT_PD=%d", (int)pd);
   ct__kernel *ks = NULL, *ka = NULL;
-  if (st == CT_OK) st = ct__nn_kernel(&ks, d, "norm.cl", "bn_stats", x->dtype, extra, fn);
-  if (st == CT_OK) st = ct__nn_kernel(&ka, d, "norm.cl", "bn_apply", x->dtype, extra, fn);
+  if (st == CT_OK) st = ct__kernel_for(&ks, d, "norm.cl", "bn_stats", (int)x->dtype, extra, fn);
+  if (st == CT_OK) st = ct__kernel_for(&ka, d, "norm.cl", "bn_apply", (int)x->dtype, extra, fn);
   if (st == CT_OK) {
     struct ct__kargs a;
     ct__kargs_begin(&a, ks, ct__kernel_lock(ks));
     karg_bn_x(&a, x, N, C, S);
-    karg_param(&a, "rm", "rm_off", NULL, running_mean, o);
-    karg_param(&a, "rv", "rv_off", NULL, running_var, o);
+    karg_param(&a, "rm", NULL, running_mean);
+    karg_param(&a, "rv", NULL, running_var);
     ct__karg_int(&a, "has_running", running_mean != NULL);
-    karg_param(&a, "w", "w_off", "has_w", weight, o);
-    karg_param(&a, "b", "b_off", "has_b", bias, o);
+    karg_param(&a, "w", "has_w", weight);
+    karg_param(&a, "b", "has_b", bias);
     ct__karg_int(&a, "training", training);
     karg_acc(&a, "momentum", x->dtype, momentum);
     karg_acc(&a, "eps", x->dtype, eps);
-    ct__nn_karg_tensor(&a, "ss", "ss_off", ss, NULL, 0);
-    st = ct__nn_launch1(ks, &a, d, C, fn);
+    ct__karg_tensor(&a, "ss", ss, 0);
+    st = ct__launch1(ks, &a, d, C, 0, fn);
   }
   if (st == CT_OK && ct_numel(x) > 0) {
     struct ct__kargs a;
     ct__kargs_begin(&a, ka, ct__kernel_lock(ka));
     karg_bn_x(&a, x, N, C, S);
-    ct__nn_karg_tensor(&a, "ss", "ss_off", ss, NULL, 0);
-    ct__nn_karg_tensor(&a, "out", "out_off", o, NULL, 0);
+    ct__karg_tensor(&a, "ss", ss, 0);
+    ct__karg_tensor(&a, "out", o, 0);
     st = ct__nn_launch3(ka, &a, d, S, C, N, fn);
   }
   ct_release(ss);

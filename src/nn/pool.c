@@ -23,17 +23,17 @@ static ct_status pool_run(ct_tensor **out, const ct_tensor *x, int mode, const i
     /* 2x2 windows, stride 2, no padding: the unrolled kernel (kernels/pool.cl says why). */
     bool max2 = mode == POOL_MAX && win[0] == 2 && win[1] == 2 && win[2] == 2 && win[3] == 2 && win[4] == 0 &&
                 win[5] == 0;
-    st = ct__nn_kernel(&k, d, "pool.cl", max2 ? "pool2d_max2" : "pool2d", x4->dtype, NULL, fn);
+    st = ct__kernel_for(&k, d, "pool.cl", max2 ? "pool2d_max2" : "pool2d", (int)x4->dtype, NULL, fn);
     if (st == CT_OK) {
       struct ct__kargs a;
       ct__kargs_begin(&a, k, ct__kernel_lock(k));
-      ct__nn_karg_tensor(&a, "x", "x_off", x4, NULL, 0);
+      ct__karg_tensor(&a, "x", x4, 0);
       cl_long4 xs = {{x4->strides[0], x4->strides[1], x4->strides[2], x4->strides[3]}};
       ct__karg(&a, "xs", sizeof xs, &xs);
       ct__karg_long(&a, "C", x4->shape[1]);
       ct__karg_long(&a, "H", x4->shape[2]);
       ct__karg_long(&a, "W", x4->shape[3]);
-      ct__nn_karg_tensor(&a, "out", "out_off", o, NULL, 0);
+      ct__karg_tensor(&a, "out", o, 0);
       ct__karg_long(&a, "OH", OH);
       ct__karg_long(&a, "OW", OW);
       ct__karg_int(&a, "mode", mode);

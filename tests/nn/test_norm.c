@@ -289,6 +289,9 @@ START_TEST(test_norm_errors) {
   ck_assert_ct_ok(ct_ones(&rv, d, CT_F32, 1, (int64_t[]){3}));
   ck_assert_ct_status(ct_batch_norm(&y, one, rm, rv, NULL, NULL, true, 0.1, 1e-5), CT_ERR_INVALID_ARGUMENT);
   ck_assert_error_contains("more than 1 value per channel");
+  /* Without running statistics too, as PyTorch (it returned zeros before). */
+  ck_assert_ct_status(ct_batch_norm(&y, one, NULL, NULL, NULL, NULL, true, 0.1, 1e-5), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("more than 1 value per channel");
   ck_assert_ct_status(ct_batch_norm(&y, w, rm, rv, NULL, NULL, true, 0.1, 1e-5), CT_ERR_SHAPE_MISMATCH);
   ck_assert_error_contains("x must have at least 2 dims [N, C, ...], got [3]");
   /* Size-0 batch in eval mode: an empty result. */
