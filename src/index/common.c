@@ -6,18 +6,6 @@
 #include "device/device.h"
 #include "index/index.h"
 
-ct_status ct__index_dim(int *out, const ct_tensor *x, int dim, const char *fn) {
-  int n = x->ndim == 0 ? 1 : x->ndim;
-  int d = dim < 0 ? dim + n : dim;
-  if (d < 0 || d >= n) {
-    char sb[200];
-    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: dim %d is out of range for a tensor of shape %s (expected %d to %d)",
-                     fn, dim, ct__shape_str(sb, sizeof sb, x->ndim, x->shape), -n, n - 1);
-  }
-  *out = d;
-  return CT_OK;
-}
-
 ct_status ct__index_check_dtype(const ct_tensor *index, const char *name, const char *fn) {
   if (index->dtype != CT_I64 && index->dtype != CT_I32)
     return ct__error(CT_ERR_DTYPE_MISMATCH, "%s: %s has dtype %s; expected i64 or i32", fn, name,
@@ -92,15 +80,6 @@ int ct__index_lines(int64_t *lshape, int64_t *len, int ndim, const int64_t *shap
   for (int t = 0; t < nt; t++) step[t] = str[t][dd];
   lshape[dd] = 1;
   return ndim ? ndim : 1;
-}
-
-const char *ct__index_bits_type(size_t es) {
-  switch (es) {
-    case 1: return "uchar";
-    case 2: return "ushort";
-    case 4: return "uint";
-    default: return "ulong";
-  }
 }
 
 const char *ct__index_pos_str(char *buf, size_t size, int64_t pos, int ndim, const int64_t *shape) {

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "device/device.h"
 #include "index/index.h"
@@ -39,7 +40,7 @@ static ct_status gather_run(ct_tensor *out, const ct_tensor *x, const ct_tensor 
   ct_device *d = x->storage->device;
   size_t es = ct_dtype_size(x->dtype);
   char opts[32];
-  snprintf(opts, sizeof opts, "-DCT_BITS=%s", ct__index_bits_type(es));
+  snprintf(opts, sizeof opts, "-DCT_BITS=%s", ct__dtype_bits_type(es));
   ct__kernel *k;
   CT__TRY(ct__index_kernel(&k, d, "index.cl", "gather_bits", opts, fn));
   cl_long xo, io, oo;
@@ -84,7 +85,7 @@ static ct_status check_only(const ct_tensor *x, const ct_tensor *index, int64_t 
   if (ni == 0) return CT_OK;
   ct_device *d = x->storage->device;
   char opts[32];
-  snprintf(opts, sizeof opts, "-DCT_BITS=%s", ct__index_bits_type(ct_dtype_size(x->dtype)));
+  snprintf(opts, sizeof opts, "-DCT_BITS=%s", ct__dtype_bits_type(ct_dtype_size(x->dtype)));
   ct__kernel *k;
   CT__TRY(ct__index_kernel(&k, d, "index.cl", "index_check", opts, fn));
   cl_long io;
@@ -129,7 +130,7 @@ ct_status ct_index_select(ct_tensor **out, const ct_tensor *x, int dim, const ct
                      ct__shape_str(sb, sizeof sb, index->ndim, index->shape));
   }
   int dd;
-  CT__TRY(ct__index_dim(&dd, x, dim, fn));
+  CT__TRY(ct__dim_wrap(&dd, x->ndim, dim, fn));
   int64_t ni = ct_numel(index);
   struct gather_geom g;
   memset(&g, 0, sizeof g);
@@ -178,7 +179,7 @@ ct_status ct_gather(ct_tensor **out, const ct_tensor *x, int dim, const ct_tenso
   *out = NULL;
   CT__TRY(check_pair(x, "x", index, "index", fn));
   int dd;
-  CT__TRY(ct__index_dim(&dd, x, dim, fn));
+  CT__TRY(ct__dim_wrap(&dd, x->ndim, dim, fn));
   char sx[200], si[200];
   if (index->ndim != x->ndim)
     return ct__error(CT_ERR_SHAPE_MISMATCH, "%s: index has %d dims (shape %s) but x has %d (shape %s)", fn,
@@ -302,7 +303,7 @@ ct_status ct_masked_fill(ct_tensor **out, const ct_tensor *x, const ct_tensor *m
   unsigned char bits[8] = {0};
   ct__host_store_double(x->dtype, bits, value);
   char opts[32];
-  snprintf(opts, sizeof opts, "-DCT_BITS=%s", ct__index_bits_type(es));
+  snprintf(opts, sizeof opts, "-DCT_BITS=%s", ct__dtype_bits_type(es));
   ct__kernel *k;
   cl_long xo = 0, mo = 0, oo = 0;
   ct_status st = ct__index_kernel(&k, d, "index.cl", "masked_fill_bits", opts, fn);

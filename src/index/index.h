@@ -13,10 +13,6 @@
 #include "kernel/kargs.h"
 #include "tensor/tensor.h"
 
-/* One dim of a tensor of ndim dims (negative counts from the end; a 0-dim tensor accepts 0 and
- * -1, giving *out = 0 as if it had shape [1]). CT_ERR_INVALID_ARGUMENT naming fn, dim, shape. */
-ct_status ct__index_dim(int *out, const ct_tensor *x, int dim, const char *fn);
-
 /* index must be i64 or i32: CT_ERR_DTYPE_MISMATCH naming fn, the argument name and its dtype. */
 ct_status ct__index_check_dtype(const ct_tensor *index, const char *name, const char *fn);
 
@@ -46,9 +42,6 @@ ct_status ct__index_launch(ct__kernel *k, struct ct__kargs *a, ct_device *d, int
  * stride along dd. Returns lshape's number of dims (at least 1); *len gets shape[dd]. */
 int ct__index_lines(int64_t *lshape, int64_t *len, int ndim, const int64_t *shape, int dd, int nt,
                     const ct_tensor *const *ts, int64_t (*str)[CT_MAX_DIMS], int64_t *step);
-
-/* "uchar", "ushort", "uint" or "ulong" for an element size. */
-const char *ct__index_bits_type(size_t elem_size);
 
 /* Row-major coordinates of linear position pos in shape, as text "[1, 0]". */
 const char *ct__index_pos_str(char *buf, size_t size, int64_t pos, int ndim, const int64_t *shape);

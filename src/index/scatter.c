@@ -22,7 +22,7 @@ ct_status ct_scatter_add(ct_tensor **out, const ct_tensor *x, int dim, const ct_
   if (x->dtype == CT_U64)
     return ct__error(CT_ERR_UNSUPPORTED, "%s: dtype u64 is not supported (cast to i64 first)", fn);
   int dd;
-  CT__TRY(ct__index_dim(&dd, x, dim, fn));
+  CT__TRY(ct__dim_wrap(&dd, x->ndim, dim, fn));
   char sx[200], si[200], ss[200];
   if (index->ndim != x->ndim || src->ndim != x->ndim)
     return ct__error(CT_ERR_SHAPE_MISMATCH, "%s: x %s, index %s and src %s must have the same number of dims", fn,

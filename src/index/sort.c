@@ -158,7 +158,7 @@ static ct_status sort_common(ct_tensor **values, ct_tensor **indices, const ct_t
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: arguments 'values' and 'indices' are both NULL", fn);
   CT__CHECK_NOT_NULL(fn, x);
   int dd;
-  CT__TRY(ct__index_dim(&dd, x, dim, fn));
+  CT__TRY(ct__dim_wrap(&dd, x->ndim, dim, fn));
   int64_t n = x->ndim ? x->shape[dd] : 1;
   if (is_topk && (k < 0 || k > n)) {
     char sb[200];

@@ -15,15 +15,6 @@
 enum { CT__GATHER_MOD, CT__GATHER_CONSTANT, CT__GATHER_REFLECT, CT__GATHER_REPLICATE, CT__GATHER_TRIL,
        CT__GATHER_TRIU };
 
-static const char *ct__bits_name(size_t es) {
-  switch (es) {
-    case 1: return "uchar";
-    case 2: return "ushort";
-    case 4: return "uint";
-    default: return "ulong";
-  }
-}
-
 /* A new contiguous tensor of shape oshape (ndim dims, x's dtype) whose element at coordinates c
  * comes from x at the per-dim source coordinates the mode gives (kernels/shape.cl). x's shape
  * and strides are taken with leading size-1 dims up to ndim. value: the element's bits (dtype
@@ -55,7 +46,7 @@ static ct_status ct__gather(ct_tensor **out, const ct_tensor *x, int ndim, const
                    ct_dtype_name(x->dtype));
   size_t es = ct_dtype_size(x->dtype);
   char opts[32];
-  snprintf(opts, sizeof opts, "-DCT_BITS=%s", ct__bits_name(es));
+  snprintf(opts, sizeof opts, "-DCT_BITS=%s", ct__dtype_bits_type(es));
   ct__kernel *k = NULL;
   if (st == CT_OK && (st = ct__kernel_get(&k, d, "shape.cl", "shape_gather", opts)) != CT_OK)
     ct__error_append(" (in %s)", fn);
@@ -136,7 +127,11 @@ ct_status ct_flip(ct_tensor **out, const ct_tensor *x, int ndims, const int *dim
   int seen[CT_MAX_DIMS] = {0};
   for (int i = 0; i < ndims; i++) {
     int d = 0;
-    CT__TRY(ct__shape_dim(&d, dims[i], x->ndim, fn, "dims[i]"));
+    ct_status st = ct__dim_wrap(&d, x->ndim, dims[i], fn);
+    if (st != CT_OK) {
+      ct__error_append(" (dims[%d])", i);
+      return st;
+    }
     if (seen[d])
       return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: dims[%d] = %d names dim %d a second time", fn, i, dims[i], d);
     seen[d] = 1;
@@ -157,7 +152,9 @@ ct_status ct_roll(ct_tensor **out, const ct_tensor *x, int64_t shift, int dim) {
   *out = NULL;
   CT__CHECK_NOT_NULL(fn, x);
   int d = 0;
-  CT__TRY(ct__shape_dim(&d, dim, x->ndim, fn, "dim"));
+  CT__TRY(ct__dim_wrap(&d, x->ndim, dim, fn));
+  /* A 0-d tensor (dim 0 or -1, as PyTorch) holds one element: rolling leaves it as it is. */
+  if (x->ndim == 0) return ct__copy_of_view(out, x, x->strides, x->offset, fn);
   int64_t size = x->shape[d], s = size > 0 ? ((shift % size) + size) % size : 0;
   ct_tensor *o;
   CT__TRY(ct__tensor_new(&o, x->storage->device, x->dtype, x->ndim, x->shape, fn));

@@ -87,6 +87,13 @@ bool ct__tensor_same_geometry(const ct_tensor *x, const ct_tensor *y);
  * CT_ERR_INVALID_ARGUMENT "<fn>: shape [...] ..." naming the shape. ndim must be in range. */
 ct_status ct__shape_numel(int64_t *numel, int ndim, const int64_t *shape, size_t elem_size, const char *fn);
 
+/* The one dim-wrapping rule (PyTorch's): *out = dim in [0, ndim), a negative dim counting from
+ * the end; a 0-d tensor accepts dim 0 and -1 (as if it had one dim), so *out is then 0 and the
+ * caller must not read shape[0]. Otherwise CT_ERR_INVALID_ARGUMENT "<fn>: dim <d> is out of
+ * range for a tensor with <n> dims (expected <lo>..<hi>)". An op that takes a new dim (unsqueeze,
+ * stack) passes ndim + 1. */
+ct_status ct__dim_wrap(int *out, int ndim, int dim, const char *fn);
+
 /* Shape text "[2, 3]" into buf (for messages). Returns buf. */
 const char *ct__shape_str(char *buf, size_t size, int ndim, const int64_t *shape);
 

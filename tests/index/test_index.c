@@ -455,7 +455,7 @@ START_TEST(test_argument_errors) {
   ck_assert_ct_ok(ct_zeros(&i, d, CT_I64, 1, &two));
   ck_assert_ct_ok(ct_zeros(&i2, d, CT_I64, 2, xs));
   ck_assert_ct_status(ct_index_select(&out, x, 2, i), CT_ERR_INVALID_ARGUMENT);
-  ck_assert_error_contains("ct_index_select: dim 2 is out of range for a tensor of shape [3, 5]");
+  ck_assert_error_contains("ct_index_select: dim 2 is out of range for a tensor with 2 dims (expected -2..1)");
   ck_assert_ct_status(ct_index_select(&out, x, -3, i), CT_ERR_INVALID_ARGUMENT);
   ck_assert_ct_status(ct_index_select(&out, x, 0, fi), CT_ERR_DTYPE_MISMATCH);
   ck_assert_error_contains("index has dtype f32");
