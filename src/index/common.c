@@ -13,15 +13,6 @@ ct_status ct__index_check_dtype(const ct_tensor *index, const char *name, const 
   return CT_OK;
 }
 
-ct_status ct__index_elem_off(cl_long *off, const ct_tensor *t, const char *fn) {
-  int64_t o;
-  if (!ct__tensor_elem_offset(t, &o))
-    return ct__error(CT_ERR_UNSUPPORTED, "%s: a tensor's byte offset %zu is not a whole number of %s elements", fn,
-                     ct__tensor_byte_offset(t), ct_dtype_name(t->dtype));
-  *off = (cl_long)o;
-  return CT_OK;
-}
-
 ct_status ct__index_bad_new(ct_tensor **rec, ct_device *d, const char *fn) {
   static const cl_long zeros[4] = {0, 0, 0, 0};
   int64_t n = 4;

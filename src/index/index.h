@@ -16,10 +16,6 @@
 /* index must be i64 or i32: CT_ERR_DTYPE_MISMATCH naming fn, the argument name and its dtype. */
 ct_status ct__index_check_dtype(const ct_tensor *index, const char *name, const char *fn);
 
-/* t's element offset in its cl_mem for kernel arguments (CT_ERR_UNSUPPORTED when its byte offset
- * is not a whole number of elements, possible only for wrapped foreign buffers). */
-ct_status ct__index_elem_off(cl_long *off, const ct_tensor *t, const char *fn);
-
 /* The bad-index record the kernels fill (kernels/index.cl, order.cl): 4 i64, zeroed on d's
  * queue. ct__index_bad_read() reads it back (one small blocking read) into rec: rec[0] != 0
  * when an index was out of range, rec[1] the position the kernel recorded, rec[2] the value,

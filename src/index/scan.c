@@ -34,18 +34,13 @@ static ct_status cum(ct_tensor **out, const ct_tensor *x, int dim, int prod, con
   bool cols = dd != n - 1 && x->dtype != CT_F16 && x->dtype != CT_BF16;
   int64_t inner = lshape[n - 1];
   ct__kernel *k;
-  cl_long oo = 0, xo = 0;
   ct_status st = ct__index_kernel(&k, d, "order.cl", cols ? "cum_cols" : "cum_lines", opts, fn);
-  if (st == CT_OK) st = ct__index_elem_off(&oo, r, fn);
-  if (st == CT_OK) st = ct__index_elem_off(&xo, x, fn);
   if (st == CT_OK) {
     struct ct__kargs a;
     ct__kargs_begin(&a, k, ct__kernel_lock(k));
-    ct__karg_mem(&a, "out", ct__tensor_mem(r));
-    ct__karg_long(&a, "out_off", oo);
+    ct__karg_tensor(&a, "out", r, 0);
     ct__karg_long8(&a, "ostr", n, ostr, 0);
-    ct__karg_mem(&a, "x", ct__tensor_mem(x));
-    ct__karg_long(&a, "x_off", xo);
+    ct__karg_tensor(&a, "x", x, 0);
     ct__karg_long8(&a, "xstr", n, xstr, 0);
     ct__karg_int(&a, "ndim", n);
     ct__karg_long8(&a, "lshape", n, lshape, 1);

@@ -57,24 +57,17 @@ ct_status ct_scatter_add(ct_tensor **out, const ct_tensor *x, int dim, const ct_
   snprintf(opts, sizeof opts, "-DCT_IN=%d", (int)x->dtype);
   ct__kernel *k;
   ct_tensor *rec = NULL;
-  cl_long oo = 0, so = 0, io = 0;
   int64_t bad[4] = {0, 0, 0, 0};
   ct_status st = ct__index_kernel(&k, d, "order.cl", "scatter_add_lines", opts, fn);
-  if (st == CT_OK) st = ct__index_elem_off(&oo, r, fn);
-  if (st == CT_OK) st = ct__index_elem_off(&so, src, fn);
-  if (st == CT_OK) st = ct__index_elem_off(&io, index, fn);
   if (st == CT_OK) st = ct__index_bad_new(&rec, d, fn);
   if (st == CT_OK) {
     struct ct__kargs a;
     ct__kargs_begin(&a, k, ct__kernel_lock(k));
-    ct__karg_mem(&a, "out", ct__tensor_mem(r));
-    ct__karg_long(&a, "out_off", oo);
+    ct__karg_tensor(&a, "out", r, 0);
     ct__karg_long8(&a, "ostr", n, ostr, 0);
-    ct__karg_mem(&a, "src", ct__tensor_mem(src));
-    ct__karg_long(&a, "src_off", so);
+    ct__karg_tensor(&a, "src", src, 0);
     ct__karg_long8(&a, "sstr", n, sstr, 0);
-    ct__karg_mem(&a, "idx", ct__tensor_mem(index));
-    ct__karg_long(&a, "idx_off", io);
+    ct__karg_tensor(&a, "idx", index, 0);
     ct__karg_long8(&a, "istr", n, istr, 0);
     ct__karg_int(&a, "idx64", index->dtype == CT_I64);
     ct__karg_int(&a, "ndim", n);
@@ -85,8 +78,7 @@ ct_status ct_scatter_add(ct_tensor **out, const ct_tensor *x, int dim, const ct_
     ct__karg_long(&a, "i_step", i_step);
     ct__karg_long(&a, "dim_size", dim_size);
     ct__karg_long(&a, "nlines", nlines);
-    ct__karg_mem(&a, "err", ct__tensor_mem(rec));
-    ct__karg_long(&a, "err_off", (cl_long)(ct__tensor_byte_offset(rec) / sizeof(cl_long)));
+    ct__karg_tensor(&a, "err", rec, 0);
     st = ct__index_launch(k, &a, d, nlines, fn);
   }
   if (st == CT_OK) st = ct__index_bad_read(rec, bad, fn);

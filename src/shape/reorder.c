@@ -32,7 +32,7 @@ static ct_status ct__gather(ct_tensor **out, const ct_tensor *x, int ndim, const
   /* The geometry padded to at least 2 dims with leading size-1 dims (x's too): the kernel takes
    * the two innermost as scalars and the rest (outermost first) in long8s. */
   int nd = ndim < 2 ? 2 : ndim, lead = nd - x->ndim, pre = nd - ndim;
-  int64_t osh[CT_MAX_DIMS], ssh[CT_MAX_DIMS], sst[CT_MAX_DIMS], slo[CT_MAX_DIMS], xoff = 0, ooff = 0;
+  int64_t osh[CT_MAX_DIMS], ssh[CT_MAX_DIMS], sst[CT_MAX_DIMS], slo[CT_MAX_DIMS];
   for (int i = 0; i < nd; i++) {
     osh[i] = i < pre ? 1 : oshape[i - pre];
     slo[i] = i < pre ? 0 : lo[i - pre];
@@ -40,24 +40,18 @@ static ct_status ct__gather(ct_tensor **out, const ct_tensor *x, int ndim, const
     sst[i] = i < lead ? 0 : x->strides[i - lead];
   }
   int no = nd - 2;
-  ct_status st = CT_OK;
-  if (!ct__tensor_elem_offset(x, &xoff) || !ct__tensor_elem_offset(o, &ooff))
-    st = ct__error(CT_ERR_UNSUPPORTED, "%s: x's byte offset is not a whole number of %s elements", fn,
-                   ct_dtype_name(x->dtype));
   size_t es = ct_dtype_size(x->dtype);
   char opts[32];
   snprintf(opts, sizeof opts, "-DCT_BITS=%s", ct__dtype_bits_type(es));
   ct__kernel *k = NULL;
-  if (st == CT_OK && (st = ct__kernel_get(&k, d, "shape.cl", "shape_gather", opts)) != CT_OK)
-    ct__error_append(" (in %s)", fn);
+  ct_status st = ct__kernel_get(&k, d, "shape.cl", "shape_gather", opts);
+  if (st != CT_OK) ct__error_append(" (in %s)", fn);
   if (st == CT_OK) {
     uint64_t zero = 0;
     struct ct__kargs a;
     ct__kargs_begin(&a, k, ct__kernel_lock(k));
-    ct__karg_mem(&a, "dst", ct__tensor_mem(o));
-    ct__karg_long(&a, "dst_off", ooff);
-    ct__karg_mem(&a, "src", ct__tensor_mem(x));
-    ct__karg_long(&a, "src_off", xoff);
+    ct__karg_tensor(&a, "dst", o, 0);
+    ct__karg_tensor(&a, "src", x, 0);
     ct__karg_long8(&a, "oshape", no, osh, 1);
     ct__karg_long8(&a, "sshape", no, ssh, 1);
     ct__karg_long8(&a, "sstr", no, sst, 0);
