@@ -153,12 +153,7 @@ ct_status ct_index_select(ct_tensor **out, const ct_tensor *x, int dim, const ct
     st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: index %" PRId64 " at position %s is out of range for dim %d of size %" PRId64,
                    fn, bad[2], ct__index_pos_str(sp, sizeof sp, j, index->ndim, index->shape), dd, g.sel_size);
   }
-  if (st != CT_OK) {
-    ct_release(r);
-    return st;
-  }
-  *out = r;
-  return CT_OK;
+  return ct__tensor_result(out, r, st);
 }
 
 ct_status ct_gather(ct_tensor **out, const ct_tensor *x, int dim, const ct_tensor *index) {
@@ -199,12 +194,7 @@ ct_status ct_gather(ct_tensor **out, const ct_tensor *x, int dim, const ct_tenso
     st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: index %" PRId64 " at position %s is out of range for dim %d of size %" PRId64,
                    fn, bad[2], ct__index_pos_str(sp, sizeof sp, bad[1], index->ndim, index->shape), dd, g.sel_size);
   }
-  if (st != CT_OK) {
-    ct_release(r);
-    return st;
-  }
-  *out = r;
-  return CT_OK;
+  return ct__tensor_result(out, r, st);
 }
 
 ct_status ct_embedding(ct_tensor **out, const ct_tensor *weight, const ct_tensor *indices) {
@@ -243,12 +233,7 @@ ct_status ct_embedding(ct_tensor **out, const ct_tensor *weight, const ct_tensor
                    bad[2], ct__index_pos_str(sp, sizeof sp, bad[1] / cols, indices->ndim, indices->shape),
                    g.sel_size);
   }
-  if (st != CT_OK) {
-    ct_release(r);
-    return st;
-  }
-  *out = r;
-  return CT_OK;
+  return ct__tensor_result(out, r, st);
 }
 
 /* Strides of t read as the broadcast shape (ndim dims): 0 on new and expanded dims. */
@@ -311,10 +296,5 @@ ct_status ct_masked_fill(ct_tensor **out, const ct_tensor *x, const ct_tensor *m
     ct__karg_long(&a, "nitems", nitems);
     st = ct__index_launch(k, &a, d, nitems, fn);
   }
-  if (st != CT_OK) {
-    ct_release(r);
-    return st;
-  }
-  *out = r;
-  return CT_OK;
+  return ct__tensor_result(out, r, st);
 }

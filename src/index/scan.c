@@ -60,12 +60,7 @@ static ct_status cum(ct_tensor **out, const ct_tensor *x, int dim, int prod, con
       st = ct__index_launch(k, &a, d, nlines, fn);
     }
   }
-  if (st != CT_OK) {
-    ct_release(r);
-    return st;
-  }
-  *out = r;
-  return CT_OK;
+  return ct__tensor_result(out, r, st);
 }
 
 ct_status ct_cumsum(ct_tensor **out, const ct_tensor *x, int dim) { return cum(out, x, dim, 0, "ct_cumsum"); }

@@ -95,10 +95,5 @@ ct_status ct_scatter_add(ct_tensor **out, const ct_tensor *x, int dim, const ct_
     st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: index %" PRId64 " at position %s is out of range for dim %d of size %" PRId64,
                    fn, bad[2], ct__shape_str(sp, sizeof sp, index->ndim, c), dd, dim_size);
   }
-  if (st != CT_OK) {
-    ct_release(r);
-    return st;
-  }
-  *out = r;
-  return CT_OK;
+  return ct__tensor_result(out, r, st);
 }

@@ -83,12 +83,7 @@ static ct_status fill_end(ct_tensor **out, struct ct__kargs *a, ct__kernel *k, c
   ct_status st = ct__kargs_end(a, fn);
   if (st == CT_OK) st = launch(k, d, items);
   ct__kernel_unlock(k);
-  if (st != CT_OK) {
-    ct_release(o);
-    return st;
-  }
-  *out = o;
-  return CT_OK;
+  return ct__tensor_result(out, o, st);
 }
 
 /* With use_global, (seed, offset) come from the global state, taken only once the result
@@ -168,12 +163,7 @@ ct_status ct__random_bits(ct_tensor **out, ct_device *d, int64_t nblocks, uint64
   st = ct__kargs_end(&a, fn);
   if (st == CT_OK) st = launch(k, d, nblocks);
   ct__kernel_unlock(k);
-  if (st != CT_OK) {
-    ct_release(o);
-    return st;
-  }
-  *out = o;
-  return CT_OK;
+  return ct__tensor_result(out, o, st);
 }
 
 /* The integers a dtype holds, as int64 (u64 above INT64_MAX is unreachable from int64 bounds). */

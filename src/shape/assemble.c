@@ -91,12 +91,7 @@ ct_status ct_cat(ct_tensor **out, ct_tensor *const *ts, int n, int dim) {
     ct_release(slot);
     at += t->shape[d];
   }
-  if (st != CT_OK) {
-    ct_release(o);
-    return st;
-  }
-  *out = o;
-  return CT_OK;
+  return ct__tensor_result(out, o, st);
 }
 
 ct_status ct_stack(ct_tensor **out, ct_tensor *const *ts, int n, int dim) {
@@ -136,12 +131,7 @@ ct_status ct_stack(ct_tensor **out, ct_tensor *const *ts, int n, int dim) {
       ct_release(slot);
     }
   }
-  if (st != CT_OK) {
-    ct_release(o);
-    return st;
-  }
-  *out = o;
-  return CT_OK;
+  return ct__tensor_result(out, o, st);
 }
 
 /* Views of x along d of `size` elements each (the last smaller), npieces of them. */

@@ -84,12 +84,7 @@ static ct_status ct__gather(ct_tensor **out, const ct_tensor *x, int ndim, const
     }
     ct__kernel_unlock(k);
   }
-  if (st != CT_OK) {
-    ct_release(o);
-    return st;
-  }
-  *out = o;
-  return CT_OK;
+  return ct__tensor_result(out, o, st);
 }
 
 /* A new contiguous copy of the view of x given by (shape, strides, offset). */
@@ -100,12 +95,7 @@ static ct_status ct__copy_of_view(ct_tensor **out, const ct_tensor *x, const int
   if (st == CT_OK) st = ct__tensor_new(&o, x->storage->device, x->dtype, x->ndim, x->shape, fn);
   if (st == CT_OK) st = ct__copy(o, v, fn);
   ct_release(v);
-  if (st != CT_OK) {
-    ct_release(o);
-    return st;
-  }
-  *out = o;
-  return CT_OK;
+  return ct__tensor_result(out, o, st);
 }
 
 ct_status ct_flip(ct_tensor **out, const ct_tensor *x, int ndims, const int *dims) {
@@ -166,12 +156,7 @@ ct_status ct_roll(ct_tensor **out, const ct_tensor *x, int64_t shift, int dim) {
       ct_release(sv);
     }
   }
-  if (st != CT_OK) {
-    ct_release(o);
-    return st;
-  }
-  *out = o;
-  return CT_OK;
+  return ct__tensor_result(out, o, st);
 }
 
 ct_status ct_repeat(ct_tensor **out, const ct_tensor *x, int ndim, const int64_t *repeats) {

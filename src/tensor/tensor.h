@@ -55,6 +55,10 @@ ct_status ct__tensor_new(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, co
 ct_status ct__tensor_headers(ct_tensor **x, ct__storage **s, ct_device *d, ct_dtype t, int ndim,
                              const int64_t *shape, const int64_t *strides, const char *fn);
 
+/* How an op hands over the result r it built: on st == CT_OK *out = r (the caller's
+ * reference), else r is released (NULL is fine) and *out left as it is. Returns st. */
+ct_status ct__tensor_result(ct_tensor **out, ct_tensor *r, ct_status st);
+
 /* A new tensor header over t's storage with the given geometry (retains the storage). */
 ct_status ct__tensor_view(ct_tensor **out, const ct_tensor *t, int ndim, const int64_t *shape,
                           const int64_t *strides, int64_t offset);
