@@ -28,6 +28,15 @@ ct_status ct__index_bad_new(ct_tensor **rec, ct_device *d, const char *fn) {
   return CT_OK;
 }
 
+ct_status ct__index_launch_checked(ct__kernel *k, struct ct__kargs *a, ct_device *d, int64_t nitems,
+                                   ct_tensor *rec, int64_t bad[4], const char *fn) {
+  ct__karg_tensor(a, "err", rec, 0);
+  ct_status st = ct__index_launch(k, a, d, nitems, fn);
+  if (st == CT_OK) st = ct__index_bad_read(rec, bad, fn);
+  ct_release(rec);
+  return st;
+}
+
 ct_status ct__index_bad_read(const ct_tensor *rec, int64_t out[4], const char *fn) {
   cl_long v[4];
   ct_device *d = rec->storage->device;

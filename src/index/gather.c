@@ -61,11 +61,7 @@ static ct_status gather_run(ct_tensor *out, const ct_tensor *x, const ct_tensor 
   ct__karg_int(&a, "ndim", g->ndim);
   ct__karg_long8(&a, "shape", g->ndim, g->shape, 1);
   ct__karg_long(&a, "nitems", nitems);
-  ct__karg_tensor(&a, "err", rec, 0);
-  ct_status st = ct__index_launch(k, &a, d, nitems, fn);
-  if (st == CT_OK) st = ct__index_bad_read(rec, bad, fn);
-  ct_release(rec);
-  return st;
+  return ct__index_launch_checked(k, &a, d, nitems, rec, bad, fn);
 }
 
 /* For an empty result of a non-empty index: checks the index alone (as PyTorch does); on a bad
@@ -93,11 +89,7 @@ static ct_status check_only(const ct_tensor *x, const ct_tensor *index, int64_t 
   ct__karg_long8(&a, "shape", index->ndim, index->ndim ? index->shape : &one, 1);
   ct__karg_long(&a, "sel_size", sel_size);
   ct__karg_long(&a, "nitems", ni);
-  ct__karg_tensor(&a, "err", rec, 0);
-  ct_status st = ct__index_launch(k, &a, d, ni, fn);
-  if (st == CT_OK) st = ct__index_bad_read(rec, bad, fn);
-  ct_release(rec);
-  return st;
+  return ct__index_launch_checked(k, &a, d, ni, rec, bad, fn);
 }
 
 /* Common checks of an (x, index) pair. */

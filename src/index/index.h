@@ -22,6 +22,11 @@ ct_status ct__index_check_dtype(const ct_tensor *index, const char *name, const 
  * rec[3] a second coordinate where the kernel gives one. */
 ct_status ct__index_bad_new(ct_tensor **rec, ct_device *d, const char *fn);
 ct_status ct__index_bad_read(const ct_tensor *rec, int64_t out[4], const char *fn);
+/* The launch of a kernel that checks indices: adds rec as its last argument ("err"), launches
+ * nitems work-items as ct__index_launch() (which ends the arguments and unlocks k), reads the
+ * record into bad and releases rec, whatever happens. */
+ct_status ct__index_launch_checked(ct__kernel *k, struct ct__kargs *a, ct_device *d, int64_t nitems,
+                                   ct_tensor *rec, int64_t bad[4], const char *fn);
 
 /* The kernel's name in file built with opts; the build failure message names fn. */
 ct_status ct__index_kernel(ct__kernel **k, ct_device *d, const char *file, const char *name,

@@ -78,11 +78,8 @@ ct_status ct_scatter_add(ct_tensor **out, const ct_tensor *x, int dim, const ct_
     ct__karg_long(&a, "i_step", i_step);
     ct__karg_long(&a, "dim_size", dim_size);
     ct__karg_long(&a, "nlines", nlines);
-    ct__karg_tensor(&a, "err", rec, 0);
-    st = ct__index_launch(k, &a, d, nlines, fn);
+    st = ct__index_launch_checked(k, &a, d, nlines, rec, bad, fn);
   }
-  if (st == CT_OK) st = ct__index_bad_read(rec, bad, fn);
-  ct_release(rec);
   if (st == CT_OK && bad[0]) {
     /* The kernel records the line and the position k along dim. */
     char sp[200];
