@@ -13,6 +13,12 @@ ct_status ct__index_check_dtype(const ct_tensor *index, const char *name, const 
   return CT_OK;
 }
 
+void ct__index_karg_strided(struct ct__kargs *a, const char *name, const ct_tensor *t, int n,
+                            const int64_t *strides) {
+  ct__karg_tensor(a, name, t, 0);
+  ct__karg_long8(a, name, n, strides, 0);
+}
+
 ct_status ct__index_bad_new(ct_tensor **rec, ct_device *d, const char *fn) {
   static const cl_long zeros[4] = {0, 0, 0, 0};
   int64_t n = 4;

@@ -50,10 +50,8 @@ static ct_status gather_run(ct_tensor *out, const ct_tensor *x, const ct_tensor 
   struct ct__kargs a;
   ct__kargs_begin(&a, k, ct__kernel_lock(k));
   ct__karg_tensor(&a, "out", out, 0);
-  ct__karg_tensor(&a, "x", x, 0);
-  ct__karg_long8(&a, "xstr", g->ndim, g->xstr, 0);
-  ct__karg_tensor(&a, "idx", index, 0);
-  ct__karg_long8(&a, "istr", g->ndim, g->istr, 0);
+  ct__index_karg_strided(&a, "x", x, g->ndim, g->xstr);
+  ct__index_karg_strided(&a, "idx", index, g->ndim, g->istr);
   ct__karg_int(&a, "idx64", index->dtype == CT_I64);
   ct__karg_long(&a, "sel_stride", g->sel_stride);
   ct__karg_long(&a, "sel_size", g->sel_size);
@@ -82,8 +80,7 @@ static ct_status check_only(const ct_tensor *x, const ct_tensor *index, int64_t 
   int64_t one = 1, zero = 0;
   struct ct__kargs a;
   ct__kargs_begin(&a, k, ct__kernel_lock(k));
-  ct__karg_tensor(&a, "idx", index, 0);
-  ct__karg_long8(&a, "istr", index->ndim, index->ndim ? index->strides : &zero, 0);
+  ct__index_karg_strided(&a, "idx", index, index->ndim, index->ndim ? index->strides : &zero);
   ct__karg_int(&a, "idx64", index->dtype == CT_I64);
   ct__karg_int(&a, "ndim", nd);
   ct__karg_long8(&a, "shape", index->ndim, index->ndim ? index->shape : &one, 1);
@@ -278,10 +275,8 @@ ct_status ct_masked_fill(ct_tensor **out, const ct_tensor *x, const ct_tensor *m
     struct ct__kargs a;
     ct__kargs_begin(&a, k, ct__kernel_lock(k));
     ct__karg_tensor(&a, "out", r, 0);
-    ct__karg_tensor(&a, "x", x, 0);
-    ct__karg_long8(&a, "xstr", kn, xs, 0);
-    ct__karg_tensor(&a, "mask", mask, 0);
-    ct__karg_long8(&a, "mstr", kn, ms, 0);
+    ct__index_karg_strided(&a, "x", x, kn, xs);
+    ct__index_karg_strided(&a, "mask", mask, kn, ms);
     ct__karg(&a, "value", es, bits);
     ct__karg_int(&a, "ndim", kn);
     ct__karg_long8(&a, "shape", kn, shape, 1);

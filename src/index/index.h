@@ -16,6 +16,11 @@
 /* index must be i64 or i32: CT_ERR_DTYPE_MISMATCH naming fn, the argument name and its dtype. */
 ct_status ct__index_check_dtype(const ct_tensor *index, const char *name, const char *fn);
 
+/* t as the three kernel arguments the index kernels take per strided operand: its buffer, its
+ * element offset (ct__karg_tensor) and n strides (in elements) as a long8, all called name. */
+void ct__index_karg_strided(struct ct__kargs *a, const char *name, const ct_tensor *t, int n,
+                            const int64_t *strides);
+
 /* The bad-index record the kernels fill (kernels/index.cl, order.cl): 4 i64, zeroed on d's
  * queue. ct__index_bad_read() reads it back (one small blocking read) into rec: rec[0] != 0
  * when an index was out of range, rec[1] the position the kernel recorded, rec[2] the value,

@@ -38,10 +38,8 @@ static ct_status cum(ct_tensor **out, const ct_tensor *x, int dim, int prod, con
   if (st == CT_OK) {
     struct ct__kargs a;
     ct__kargs_begin(&a, k, ct__kernel_lock(k));
-    ct__karg_tensor(&a, "out", r, 0);
-    ct__karg_long8(&a, "ostr", n, ostr, 0);
-    ct__karg_tensor(&a, "x", x, 0);
-    ct__karg_long8(&a, "xstr", n, xstr, 0);
+    ct__index_karg_strided(&a, "out", r, n, ostr);
+    ct__index_karg_strided(&a, "x", x, n, xstr);
     ct__karg_int(&a, "ndim", n);
     ct__karg_long8(&a, "lshape", n, lshape, 1);
     ct__karg_long(&a, "n", len);

@@ -63,12 +63,9 @@ ct_status ct_scatter_add(ct_tensor **out, const ct_tensor *x, int dim, const ct_
   if (st == CT_OK) {
     struct ct__kargs a;
     ct__kargs_begin(&a, k, ct__kernel_lock(k));
-    ct__karg_tensor(&a, "out", r, 0);
-    ct__karg_long8(&a, "ostr", n, ostr, 0);
-    ct__karg_tensor(&a, "src", src, 0);
-    ct__karg_long8(&a, "sstr", n, sstr, 0);
-    ct__karg_tensor(&a, "idx", index, 0);
-    ct__karg_long8(&a, "istr", n, istr, 0);
+    ct__index_karg_strided(&a, "out", r, n, ostr);
+    ct__index_karg_strided(&a, "src", src, n, sstr);
+    ct__index_karg_strided(&a, "idx", index, n, istr);
     ct__karg_int(&a, "idx64", index->dtype == CT_I64);
     ct__karg_int(&a, "ndim", n);
     ct__karg_long8(&a, "lshape", n, lshape, 1);

@@ -19,8 +19,7 @@ static ct_dtype key_dtype(ct_dtype t) { return t == CT_F16 || t == CT_BF16 ? CT_
 /* The arguments every sort kernel takes to read x's slices, in their order. */
 static void slice_args(struct ct__kargs *a, const ct_tensor *x, int nd, const int64_t *xstr, const int64_t *lshape,
                        int64_t n, int64_t x_step) {
-  ct__karg_tensor(a, "x", x, 0);
-  ct__karg_long8(a, "xstr", nd, xstr, 0);
+  ct__index_karg_strided(a, "x", x, nd, xstr);
   ct__karg_int(a, "ndim", nd);
   ct__karg_long8(a, "lshape", nd, lshape, 1);
   ct__karg_long(a, "n", n);
@@ -109,7 +108,7 @@ static ct_status sort_run(ct_tensor *vals, ct_tensor *idx, const ct_tensor *x, i
     ct__kargs_begin(&a, kw, ct__kernel_lock(kw));
     ct__karg_tensor(&a, "vals", vals, 0);
     ct__karg_tensor(&a, "oidx", idx, 0);
-    ct__karg_long8(&a, "ostr", nd, ostr, 0);
+    ct__karg_long8(&a, "ostr", nd, ostr, 0); /* vals' and oidx's */
     ct__karg_int(&a, "has_vals", vals != NULL);
     ct__karg_int(&a, "has_idx", idx != NULL);
     ct__karg_tensor(&a, "pos", pos[cur], 0);
