@@ -302,7 +302,7 @@ __kernel void sort_slices(__global KT *k0, long k0_off, __global long *p0, long 
  * size kout): indices, and values read from x at those positions. Either output may be absent
  * (has_vals / has_idx 0). A work-item per CT_WRITE_CHUNK positions of a slice. */
 #define CT_WRITE_CHUNK 256
-__kernel void sort_write(__global RAW *vals, __global long *oidx, long o_off, long io_off, long8 ostr,
+__kernel void sort_write(__global RAW *vals, long o_off, __global long *oidx, long io_off, long8 ostr,
                          int has_vals, int has_idx, __global const long *pos, long p_off,
                          __global const RAW *x, long x_off, long8 xstr, int ndim, long8 lshape, long n,
                          long x_step, long kout, long o_step, long nitems) {

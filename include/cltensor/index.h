@@ -7,7 +7,7 @@
  * borrowed. All tensor arguments must be on one device (CT_ERR_DEVICE_MISMATCH otherwise).
  *
  * Dims. A negative dim counts from the end (-1 is the last); a 0-dim tensor accepts 0 and -1.
- * A dim out of range is CT_ERR_INVALID_ARGUMENT naming the dim and the shape.
+ * A dim out of range is CT_ERR_INVALID_ARGUMENT naming the dim and the tensor's dims.
  *
  * Indices are i64 or i32 tensors (anything else: CT_ERR_DTYPE_MISMATCH). As in PyTorch, a
  * negative index is out of range (index_select, gather, scatter_add and embedding do not wrap).
@@ -64,7 +64,9 @@ CT_API ct_status ct_embedding(ct_tensor **out, const ct_tensor *weight, const ct
 
 /* OUT: *out = torch.masked_fill(x, mask, value): x where mask is false, value (converted to
  * x's dtype as ct_cast() converts) where it is true. mask is bool (CT_ERR_DTYPE_MISMATCH
- * otherwise); x and mask broadcast (NumPy rules) and the result has the broadcast shape. */
+ * otherwise); x and mask broadcast (NumPy rules) and the result has the broadcast shape.
+ * value must fit x's dtype as ct_full()'s does (PyTorch's rule): 300 for u8, or NaN for an
+ * integer dtype, is CT_ERR_INVALID_ARGUMENT naming the value. */
 CT_API ct_status ct_masked_fill(ct_tensor **out, const ct_tensor *x, const ct_tensor *mask, double value);
 
 /* ---- Scans ---- */

@@ -11,8 +11,9 @@
  *    ct_chunk and ct_split store views of x (they share its storage, no copy). Inputs are
  *    borrowed. Every new result is contiguous, on the inputs' device.
  *  - Inputs of any layout (transposed, sliced, expanded with stride 0) are read in place.
- *  - Negative dims count from the end as in PyTorch; a dim out of range is
- *    CT_ERR_INVALID_ARGUMENT naming the dim and the tensor's dims. Size-0 dims work.
+ *  - Negative dims count from the end as in PyTorch, and a 0-d tensor accepts dim 0 and -1; a
+ *    dim out of range is CT_ERR_INVALID_ARGUMENT naming the dim and the tensor's dims (ct_flip
+ *    adds which dims[i]). Size-0 dims work.
  *  - Every dtype (the 13 of dtype.h: f16/bf16 are moved as stored bits; f64 needs a device with
  *    cl_khr_fp64). The result keeps the input's dtype, except ct_cat/ct_stack of mixed dtypes,
  *    which promote as torch.cat does (ct_promote_types() pairwise; u16/u32/u64 mixed with
@@ -61,7 +62,7 @@ CT_API ct_status ct_split(ct_tensor **outs, int *nout, const ct_tensor *x, int64
 /* torch.flip(x, dims): reverses the order along the ndims dims (each named once). OUT: *out. */
 CT_API ct_status ct_flip(ct_tensor **out, const ct_tensor *x, int ndims, const int *dims);
 /* torch.roll(x, shift, dim): element i moves to (i + shift) mod size along dim; any shift,
- * negative too. OUT: *out. */
+ * negative too (a 0-d x comes back as it is). OUT: *out. */
 CT_API ct_status ct_roll(ct_tensor **out, const ct_tensor *x, int64_t shift, int dim);
 /* x.repeat(*repeats): tiles x repeats[i] times along dim i (ndim >= x's ndim, at most
  * CT_MAX_DIMS; x gets leading size-1 dims when ndim is larger); repeats[i] >= 0. OUT: *out. */

@@ -120,3 +120,12 @@ uint16_t ct_f32_to_bf16(float x) {
 }
 
 float ct_bf16_to_f32(uint16_t h) { return ct__bits_f32((uint32_t)h << 16); }
+
+const char *ct__dtype_bits_type(size_t elem_size) {
+  switch (elem_size) {
+    case 1: return "uchar";
+    case 2: return "ushort";
+    case 4: return "uint";
+    default: return "ulong";
+  }
+}

@@ -3,6 +3,7 @@
 #define CT_CORE_DTYPE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "cltensor/dtype.h"
 
@@ -20,5 +21,9 @@ bool ct__dtype_is_unsigned_storage(ct_dtype t);
  *   float    every value: beyond the largest finite one it rounds to infinity, as IEEE
  *            conversion and PyTorch's f16/bf16 torch.full and float scalar ops do. */
 ct_status ct__dtype_check_scalar(double v, ct_dtype t, const char *fn, const char *what);
+
+/* The OpenCL unsigned integer type of an element size, "uchar", "ushort", "uint" or "ulong"
+ * (any other size), for kernels that move elements as raw bits (-DCT_BITS=...). */
+const char *ct__dtype_bits_type(size_t elem_size);
 
 #endif

@@ -6,18 +6,6 @@
 #include "device/device.h"
 #include "index/index.h"
 
-ct_status ct__index_dim(int *out, const ct_tensor *x, int dim, const char *fn) {
-  int n = x->ndim == 0 ? 1 : x->ndim;
-  int d = dim < 0 ? dim + n : dim;
-  if (d < 0 || d >= n) {
-    char sb[200];
-    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: dim %d is out of range for a tensor of shape %s (expected %d to %d)",
-                     fn, dim, ct__shape_str(sb, sizeof sb, x->ndim, x->shape), -n, n - 1);
-  }
-  *out = d;
-  return CT_OK;
-}
-
 ct_status ct__index_check_dtype(const ct_tensor *index, const char *name, const char *fn) {
   if (index->dtype != CT_I64 && index->dtype != CT_I32)
     return ct__error(CT_ERR_DTYPE_MISMATCH, "%s: %s has dtype %s; expected i64 or i32", fn, name,
@@ -25,13 +13,10 @@ ct_status ct__index_check_dtype(const ct_tensor *index, const char *name, const 
   return CT_OK;
 }
 
-ct_status ct__index_elem_off(cl_long *off, const ct_tensor *t, const char *fn) {
-  int64_t o;
-  if (!ct__tensor_elem_offset(t, &o))
-    return ct__error(CT_ERR_UNSUPPORTED, "%s: a tensor's byte offset %zu is not a whole number of %s elements", fn,
-                     ct__tensor_byte_offset(t), ct_dtype_name(t->dtype));
-  *off = (cl_long)o;
-  return CT_OK;
+void ct__index_karg_strided(struct ct__kargs *a, const char *name, const ct_tensor *t, int n,
+                            const int64_t *strides) {
+  ct__karg_tensor(a, name, t, 0);
+  ct__karg_long8(a, name, n, strides, 0);
 }
 
 ct_status ct__index_bad_new(ct_tensor **rec, ct_device *d, const char *fn) {
@@ -47,6 +32,15 @@ ct_status ct__index_bad_new(ct_tensor **rec, ct_device *d, const char *fn) {
     return ct__cl_error(err, "%s: clearing the bad-index record on %s failed", fn, d->spec);
   }
   return CT_OK;
+}
+
+ct_status ct__index_launch_checked(ct__kernel *k, struct ct__kargs *a, ct_device *d, int64_t nitems,
+                                   ct_tensor *rec, int64_t bad[4], const char *fn) {
+  ct__karg_tensor(a, "err", rec, 0);
+  ct_status st = ct__launch1(k, a, d, nitems, 0, fn);
+  if (st == CT_OK) st = ct__index_bad_read(rec, bad, fn);
+  ct_release(rec);
+  return st;
 }
 
 ct_status ct__index_bad_read(const ct_tensor *rec, int64_t out[4], const char *fn) {
@@ -73,15 +67,6 @@ int ct__index_lines(int64_t *lshape, int64_t *len, int ndim, const int64_t *shap
   for (int t = 0; t < nt; t++) step[t] = str[t][dd];
   lshape[dd] = 1;
   return ndim ? ndim : 1;
-}
-
-const char *ct__index_bits_type(size_t es) {
-  switch (es) {
-    case 1: return "uchar";
-    case 2: return "ushort";
-    case 4: return "uint";
-    default: return "ulong";
-  }
 }
 
 const char *ct__index_pos_str(char *buf, size_t size, int64_t pos, int ndim, const int64_t *shape) {

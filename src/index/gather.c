@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "device/device.h"
 #include "index/index.h"
@@ -39,27 +40,18 @@ static ct_status gather_run(ct_tensor *out, const ct_tensor *x, const ct_tensor 
   ct_device *d = x->storage->device;
   size_t es = ct_dtype_size(x->dtype);
   char opts[32];
-  snprintf(opts, sizeof opts, "-DCT_BITS=%s", ct__index_bits_type(es));
+  snprintf(opts, sizeof opts, "-DCT_BITS=%s", ct__dtype_bits_type(es));
   ct__kernel *k;
   CT__TRY(ct__kernel_for(&k, d, "index.cl", "gather_bits", CT__NO_DTYPE, opts, fn));
-  cl_long xo, io, oo;
-  CT__TRY(ct__index_elem_off(&xo, x, fn));
-  CT__TRY(ct__index_elem_off(&io, index, fn));
-  CT__TRY(ct__index_elem_off(&oo, out, fn));
   ct_tensor *rec;
   CT__TRY(ct__index_bad_new(&rec, d, fn));
   int64_t inner = g->shape[g->ndim - 1];
   int64_t nitems = n / inner * ((inner + 255) / 256); /* CT_CHUNK in kernels/index.cl */
   struct ct__kargs a;
   ct__kargs_begin(&a, k, ct__kernel_lock(k));
-  ct__karg_mem(&a, "out", ct__tensor_mem(out));
-  ct__karg_long(&a, "out_off", oo);
-  ct__karg_mem(&a, "x", ct__tensor_mem(x));
-  ct__karg_long(&a, "x_off", xo);
-  ct__karg_long8(&a, "xstr", g->ndim, g->xstr, 0);
-  ct__karg_mem(&a, "idx", ct__tensor_mem(index));
-  ct__karg_long(&a, "idx_off", io);
-  ct__karg_long8(&a, "istr", g->ndim, g->istr, 0);
+  ct__karg_tensor(&a, "out", out, 0);
+  ct__index_karg_strided(&a, "x", x, g->ndim, g->xstr);
+  ct__index_karg_strided(&a, "idx", index, g->ndim, g->istr);
   ct__karg_int(&a, "idx64", index->dtype == CT_I64);
   ct__karg_long(&a, "sel_stride", g->sel_stride);
   ct__karg_long(&a, "sel_size", g->sel_size);
@@ -67,12 +59,7 @@ static ct_status gather_run(ct_tensor *out, const ct_tensor *x, const ct_tensor 
   ct__karg_int(&a, "ndim", g->ndim);
   ct__karg_long8(&a, "shape", g->ndim, g->shape, 1);
   ct__karg_long(&a, "nitems", nitems);
-  ct__karg_mem(&a, "err", ct__tensor_mem(rec));
-  ct__karg_long(&a, "err_off", (cl_long)(ct__tensor_byte_offset(rec) / sizeof(cl_long)));
-  ct_status st = ct__launch1(k, &a, d, nitems, 0, fn);
-  if (st == CT_OK) st = ct__index_bad_read(rec, bad, fn);
-  ct_release(rec);
-  return st;
+  return ct__index_launch_checked(k, &a, d, nitems, rec, bad, fn);
 }
 
 /* For an empty result of a non-empty index: checks the index alone (as PyTorch does); on a bad
@@ -84,31 +71,22 @@ static ct_status check_only(const ct_tensor *x, const ct_tensor *index, int64_t 
   if (ni == 0) return CT_OK;
   ct_device *d = x->storage->device;
   char opts[32];
-  snprintf(opts, sizeof opts, "-DCT_BITS=%s", ct__index_bits_type(ct_dtype_size(x->dtype)));
+  snprintf(opts, sizeof opts, "-DCT_BITS=%s", ct__dtype_bits_type(ct_dtype_size(x->dtype)));
   ct__kernel *k;
   CT__TRY(ct__kernel_for(&k, d, "index.cl", "index_check", CT__NO_DTYPE, opts, fn));
-  cl_long io;
-  CT__TRY(ct__index_elem_off(&io, index, fn));
   ct_tensor *rec;
   CT__TRY(ct__index_bad_new(&rec, d, fn));
   int nd = index->ndim ? index->ndim : 1;
   int64_t one = 1, zero = 0;
   struct ct__kargs a;
   ct__kargs_begin(&a, k, ct__kernel_lock(k));
-  ct__karg_mem(&a, "idx", ct__tensor_mem(index));
-  ct__karg_long(&a, "idx_off", io);
-  ct__karg_long8(&a, "istr", index->ndim, index->ndim ? index->strides : &zero, 0);
+  ct__index_karg_strided(&a, "idx", index, index->ndim, index->ndim ? index->strides : &zero);
   ct__karg_int(&a, "idx64", index->dtype == CT_I64);
   ct__karg_int(&a, "ndim", nd);
   ct__karg_long8(&a, "shape", index->ndim, index->ndim ? index->shape : &one, 1);
   ct__karg_long(&a, "sel_size", sel_size);
   ct__karg_long(&a, "nitems", ni);
-  ct__karg_mem(&a, "err", ct__tensor_mem(rec));
-  ct__karg_long(&a, "err_off", (cl_long)(ct__tensor_byte_offset(rec) / sizeof(cl_long)));
-  ct_status st = ct__launch1(k, &a, d, ni, 0, fn);
-  if (st == CT_OK) st = ct__index_bad_read(rec, bad, fn);
-  ct_release(rec);
-  return st;
+  return ct__index_launch_checked(k, &a, d, ni, rec, bad, fn);
 }
 
 /* Common checks of an (x, index) pair. */
@@ -129,7 +107,7 @@ ct_status ct_index_select(ct_tensor **out, const ct_tensor *x, int dim, const ct
                      ct__shape_str(sb, sizeof sb, index->ndim, index->shape));
   }
   int dd;
-  CT__TRY(ct__index_dim(&dd, x, dim, fn));
+  CT__TRY(ct__dim_wrap(&dd, x->ndim, dim, fn));
   int64_t ni = ct_numel(index);
   struct gather_geom g;
   memset(&g, 0, sizeof g);
@@ -160,16 +138,11 @@ ct_status ct_index_select(ct_tensor **out, const ct_tensor *x, int dim, const ct
     int64_t inner = 1;
     for (int i = dd + 1; i < g.ndim; i++) inner *= g.shape[i];
     int64_t j = empty ? bad[1] : bad[1] / inner % ni;
-    st = ct__error(CT_ERR_INVALID_ARGUMENT,
-                   "%s: index %" PRId64 " at position %" PRId64 " is out of range for dim %d of size %" PRId64, fn,
-                   bad[2], j, dd, g.sel_size);
+    char sp[200];
+    st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: index %" PRId64 " at position %s is out of range for dim %d of size %" PRId64,
+                   fn, bad[2], ct__index_pos_str(sp, sizeof sp, j, index->ndim, index->shape), dd, g.sel_size);
   }
-  if (st != CT_OK) {
-    ct_release(r);
-    return st;
-  }
-  *out = r;
-  return CT_OK;
+  return ct__tensor_result(out, r, st);
 }
 
 ct_status ct_gather(ct_tensor **out, const ct_tensor *x, int dim, const ct_tensor *index) {
@@ -178,7 +151,7 @@ ct_status ct_gather(ct_tensor **out, const ct_tensor *x, int dim, const ct_tenso
   *out = NULL;
   CT__TRY(check_pair(x, "x", index, "index", fn));
   int dd;
-  CT__TRY(ct__index_dim(&dd, x, dim, fn));
+  CT__TRY(ct__dim_wrap(&dd, x->ndim, dim, fn));
   char sx[200], si[200];
   if (index->ndim != x->ndim)
     return ct__error(CT_ERR_SHAPE_MISMATCH, "%s: index has %d dims (shape %s) but x has %d (shape %s)", fn,
@@ -210,12 +183,7 @@ ct_status ct_gather(ct_tensor **out, const ct_tensor *x, int dim, const ct_tenso
     st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: index %" PRId64 " at position %s is out of range for dim %d of size %" PRId64,
                    fn, bad[2], ct__index_pos_str(sp, sizeof sp, bad[1], index->ndim, index->shape), dd, g.sel_size);
   }
-  if (st != CT_OK) {
-    ct_release(r);
-    return st;
-  }
-  *out = r;
-  return CT_OK;
+  return ct__tensor_result(out, r, st);
 }
 
 ct_status ct_embedding(ct_tensor **out, const ct_tensor *weight, const ct_tensor *indices) {
@@ -254,12 +222,7 @@ ct_status ct_embedding(ct_tensor **out, const ct_tensor *weight, const ct_tensor
                    bad[2], ct__index_pos_str(sp, sizeof sp, bad[1] / cols, indices->ndim, indices->shape),
                    g.sel_size);
   }
-  if (st != CT_OK) {
-    ct_release(r);
-    return st;
-  }
-  *out = r;
-  return CT_OK;
+  return ct__tensor_result(out, r, st);
 }
 
 /* Strides of t read as the broadcast shape (ndim dims): 0 on new and expanded dims. */
@@ -278,6 +241,7 @@ ct_status ct_masked_fill(ct_tensor **out, const ct_tensor *x, const ct_tensor *m
   CT__TRY(ct__check_same_device(fn, "x", x, "mask", mask));
   if (mask->dtype != CT_BOOL)
     return ct__error(CT_ERR_DTYPE_MISMATCH, "%s: mask has dtype %s; expected bool", fn, ct_dtype_name(mask->dtype));
+  CT__TRY(ct__dtype_check_scalar(value, x->dtype, fn, "value"));
   int ndim;
   int64_t shape[CT_MAX_DIMS];
   CT__TRY(ct__broadcast_shapes(&ndim, shape, x->ndim, x->shape, mask->ndim, mask->shape, fn));
@@ -302,36 +266,22 @@ ct_status ct_masked_fill(ct_tensor **out, const ct_tensor *x, const ct_tensor *m
   unsigned char bits[8] = {0};
   ct__host_store_double(x->dtype, bits, value);
   char opts[32];
-  snprintf(opts, sizeof opts, "-DCT_BITS=%s", ct__index_bits_type(es));
+  snprintf(opts, sizeof opts, "-DCT_BITS=%s", ct__dtype_bits_type(es));
   ct__kernel *k;
-  cl_long xo = 0, mo = 0, oo = 0;
   ct_status st = ct__kernel_for(&k, d, "index.cl", "masked_fill_bits", CT__NO_DTYPE, opts, fn);
-  if (st == CT_OK) st = ct__index_elem_off(&xo, x, fn);
-  if (st == CT_OK) st = ct__index_elem_off(&mo, mask, fn);
-  if (st == CT_OK) st = ct__index_elem_off(&oo, r, fn);
   if (st == CT_OK) {
     int64_t inner = shape[kn - 1];
     int64_t nitems = n / inner * ((inner + 255) / 256); /* CT_CHUNK in kernels/index.cl */
     struct ct__kargs a;
     ct__kargs_begin(&a, k, ct__kernel_lock(k));
-    ct__karg_mem(&a, "out", ct__tensor_mem(r));
-    ct__karg_long(&a, "out_off", oo);
-    ct__karg_mem(&a, "x", ct__tensor_mem(x));
-    ct__karg_long(&a, "x_off", xo);
-    ct__karg_long8(&a, "xstr", kn, xs, 0);
-    ct__karg_mem(&a, "mask", ct__tensor_mem(mask));
-    ct__karg_long(&a, "mask_off", mo);
-    ct__karg_long8(&a, "mstr", kn, ms, 0);
+    ct__karg_tensor(&a, "out", r, 0);
+    ct__index_karg_strided(&a, "x", x, kn, xs);
+    ct__index_karg_strided(&a, "mask", mask, kn, ms);
     ct__karg(&a, "value", es, bits);
     ct__karg_int(&a, "ndim", kn);
     ct__karg_long8(&a, "shape", kn, shape, 1);
     ct__karg_long(&a, "nitems", nitems);
     st = ct__launch1(k, &a, d, nitems, 0, fn);
   }
-  if (st != CT_OK) {
-    ct_release(r);
-    return st;
-  }
-  *out = r;
-  return CT_OK;
+  return ct__tensor_result(out, r, st);
 }

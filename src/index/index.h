@@ -13,16 +13,13 @@
 #include "kernel/kargs.h"
 #include "tensor/tensor.h"
 
-/* One dim of a tensor of ndim dims (negative counts from the end; a 0-dim tensor accepts 0 and
- * -1, giving *out = 0 as if it had shape [1]). CT_ERR_INVALID_ARGUMENT naming fn, dim, shape. */
-ct_status ct__index_dim(int *out, const ct_tensor *x, int dim, const char *fn);
-
 /* index must be i64 or i32: CT_ERR_DTYPE_MISMATCH naming fn, the argument name and its dtype. */
 ct_status ct__index_check_dtype(const ct_tensor *index, const char *name, const char *fn);
 
-/* t's element offset in its cl_mem for kernel arguments (CT_ERR_UNSUPPORTED when its byte offset
- * is not a whole number of elements, possible only for wrapped foreign buffers). */
-ct_status ct__index_elem_off(cl_long *off, const ct_tensor *t, const char *fn);
+/* t as the three kernel arguments the index kernels take per strided operand: its buffer, its
+ * element offset (ct__karg_tensor) and n strides (in elements) as a long8, all called name. */
+void ct__index_karg_strided(struct ct__kargs *a, const char *name, const ct_tensor *t, int n,
+                            const int64_t *strides);
 
 /* The bad-index record the kernels fill (kernels/index.cl, order.cl): 4 i64, zeroed on d's
  * queue. ct__index_bad_read() reads it back (one small blocking read) into rec: rec[0] != 0
@@ -30,6 +27,11 @@ ct_status ct__index_elem_off(cl_long *off, const ct_tensor *t, const char *fn);
  * rec[3] a second coordinate where the kernel gives one. */
 ct_status ct__index_bad_new(ct_tensor **rec, ct_device *d, const char *fn);
 ct_status ct__index_bad_read(const ct_tensor *rec, int64_t out[4], const char *fn);
+/* The launch of a kernel that checks indices: adds rec as its last argument ("err"), launches
+ * nitems work-items as ct__launch1() (which ends the arguments and unlocks k), reads the
+ * record into bad and releases rec, whatever happens. */
+ct_status ct__index_launch_checked(ct__kernel *k, struct ct__kargs *a, ct_device *d, int64_t nitems,
+                                   ct_tensor *rec, int64_t bad[4], const char *fn);
 
 /* Lines along dim dd (the elements along dd at fixed other coordinates), numbered row-major over
  * lshape: `shape` (ndim dims; a 0-dim shape counts as [1]) with dim dd set to 1. For each of the
@@ -37,9 +39,6 @@ ct_status ct__index_bad_read(const ct_tensor *rec, int64_t out[4], const char *f
  * stride along dd. Returns lshape's number of dims (at least 1); *len gets shape[dd]. */
 int ct__index_lines(int64_t *lshape, int64_t *len, int ndim, const int64_t *shape, int dd, int nt,
                     const ct_tensor *const *ts, int64_t (*str)[CT_MAX_DIMS], int64_t *step);
-
-/* "uchar", "ushort", "uint" or "ulong" for an element size. */
-const char *ct__index_bits_type(size_t elem_size);
 
 /* Row-major coordinates of linear position pos in shape, as text "[1, 0]". */
 const char *ct__index_pos_str(char *buf, size_t size, int64_t pos, int ndim, const int64_t *shape);

@@ -12,7 +12,7 @@ static ct_status cum(ct_tensor **out, const ct_tensor *x, int dim, int prod, con
   if (x->dtype == CT_U64)
     return ct__error(CT_ERR_UNSUPPORTED, "%s: dtype u64 is not supported (cast to i64 first)", fn);
   int dd;
-  CT__TRY(ct__index_dim(&dd, x, dim, fn));
+  CT__TRY(ct__dim_wrap(&dd, x->ndim, dim, fn));
   ct_dtype odt = ct_dtype_is_float(x->dtype) ? x->dtype : CT_I64;
   ct_tensor *r;
   CT__TRY(ct__tensor_new(&r, x->storage->device, odt, x->ndim, x->shape, fn));
@@ -34,19 +34,12 @@ static ct_status cum(ct_tensor **out, const ct_tensor *x, int dim, int prod, con
   bool cols = dd != n - 1 && x->dtype != CT_F16 && x->dtype != CT_BF16;
   int64_t inner = lshape[n - 1];
   ct__kernel *k;
-  cl_long oo = 0, xo = 0;
   ct_status st = ct__kernel_for(&k, d, "order.cl", cols ? "cum_cols" : "cum_lines", CT__NO_DTYPE, opts, fn);
-  if (st == CT_OK) st = ct__index_elem_off(&oo, r, fn);
-  if (st == CT_OK) st = ct__index_elem_off(&xo, x, fn);
   if (st == CT_OK) {
     struct ct__kargs a;
     ct__kargs_begin(&a, k, ct__kernel_lock(k));
-    ct__karg_mem(&a, "out", ct__tensor_mem(r));
-    ct__karg_long(&a, "out_off", oo);
-    ct__karg_long8(&a, "ostr", n, ostr, 0);
-    ct__karg_mem(&a, "x", ct__tensor_mem(x));
-    ct__karg_long(&a, "x_off", xo);
-    ct__karg_long8(&a, "xstr", n, xstr, 0);
+    ct__index_karg_strided(&a, "out", r, n, ostr);
+    ct__index_karg_strided(&a, "x", x, n, xstr);
     ct__karg_int(&a, "ndim", n);
     ct__karg_long8(&a, "lshape", n, lshape, 1);
     ct__karg_long(&a, "n", len);
@@ -65,12 +58,7 @@ static ct_status cum(ct_tensor **out, const ct_tensor *x, int dim, int prod, con
       st = ct__launch1(k, &a, d, nlines, 0, fn);
     }
   }
-  if (st != CT_OK) {
-    ct_release(r);
-    return st;
-  }
-  *out = r;
-  return CT_OK;
+  return ct__tensor_result(out, r, st);
 }
 
 ct_status ct_cumsum(ct_tensor **out, const ct_tensor *x, int dim) { return cum(out, x, dim, 0, "ct_cumsum"); }

@@ -22,7 +22,7 @@ ct_status ct_scatter_add(ct_tensor **out, const ct_tensor *x, int dim, const ct_
   if (x->dtype == CT_U64)
     return ct__error(CT_ERR_UNSUPPORTED, "%s: dtype u64 is not supported (cast to i64 first)", fn);
   int dd;
-  CT__TRY(ct__index_dim(&dd, x, dim, fn));
+  CT__TRY(ct__dim_wrap(&dd, x->ndim, dim, fn));
   char sx[200], si[200], ss[200];
   if (index->ndim != x->ndim || src->ndim != x->ndim)
     return ct__error(CT_ERR_SHAPE_MISMATCH, "%s: x %s, index %s and src %s must have the same number of dims", fn,
@@ -57,25 +57,15 @@ ct_status ct_scatter_add(ct_tensor **out, const ct_tensor *x, int dim, const ct_
   snprintf(opts, sizeof opts, "-DCT_IN=%d", (int)x->dtype);
   ct__kernel *k;
   ct_tensor *rec = NULL;
-  cl_long oo = 0, so = 0, io = 0;
   int64_t bad[4] = {0, 0, 0, 0};
   ct_status st = ct__kernel_for(&k, d, "order.cl", "scatter_add_lines", CT__NO_DTYPE, opts, fn);
-  if (st == CT_OK) st = ct__index_elem_off(&oo, r, fn);
-  if (st == CT_OK) st = ct__index_elem_off(&so, src, fn);
-  if (st == CT_OK) st = ct__index_elem_off(&io, index, fn);
   if (st == CT_OK) st = ct__index_bad_new(&rec, d, fn);
   if (st == CT_OK) {
     struct ct__kargs a;
     ct__kargs_begin(&a, k, ct__kernel_lock(k));
-    ct__karg_mem(&a, "out", ct__tensor_mem(r));
-    ct__karg_long(&a, "out_off", oo);
-    ct__karg_long8(&a, "ostr", n, ostr, 0);
-    ct__karg_mem(&a, "src", ct__tensor_mem(src));
-    ct__karg_long(&a, "src_off", so);
-    ct__karg_long8(&a, "sstr", n, sstr, 0);
-    ct__karg_mem(&a, "idx", ct__tensor_mem(index));
-    ct__karg_long(&a, "idx_off", io);
-    ct__karg_long8(&a, "istr", n, istr, 0);
+    ct__index_karg_strided(&a, "out", r, n, ostr);
+    ct__index_karg_strided(&a, "src", src, n, sstr);
+    ct__index_karg_strided(&a, "idx", index, n, istr);
     ct__karg_int(&a, "idx64", index->dtype == CT_I64);
     ct__karg_int(&a, "ndim", n);
     ct__karg_long8(&a, "lshape", n, lshape, 1);
@@ -85,12 +75,8 @@ ct_status ct_scatter_add(ct_tensor **out, const ct_tensor *x, int dim, const ct_
     ct__karg_long(&a, "i_step", i_step);
     ct__karg_long(&a, "dim_size", dim_size);
     ct__karg_long(&a, "nlines", nlines);
-    ct__karg_mem(&a, "err", ct__tensor_mem(rec));
-    ct__karg_long(&a, "err_off", (cl_long)(ct__tensor_byte_offset(rec) / sizeof(cl_long)));
-    st = ct__launch1(k, &a, d, nlines, 0, fn);
+    st = ct__index_launch_checked(k, &a, d, nlines, rec, bad, fn);
   }
-  if (st == CT_OK) st = ct__index_bad_read(rec, bad, fn);
-  ct_release(rec);
   if (st == CT_OK && bad[0]) {
     /* The kernel records the line and the position k along dim. */
     char sp[200];
@@ -103,10 +89,5 @@ ct_status ct_scatter_add(ct_tensor **out, const ct_tensor *x, int dim, const ct_
     st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: index %" PRId64 " at position %s is out of range for dim %d of size %" PRId64,
                    fn, bad[2], ct__shape_str(sp, sizeof sp, index->ndim, c), dd, dim_size);
   }
-  if (st != CT_OK) {
-    ct_release(r);
-    return st;
-  }
-  *out = r;
-  return CT_OK;
+  return ct__tensor_result(out, r, st);
 }

@@ -17,11 +17,9 @@
 static ct_dtype key_dtype(ct_dtype t) { return t == CT_F16 || t == CT_BF16 ? CT_F32 : t; }
 
 /* The arguments every sort kernel takes to read x's slices, in their order. */
-static void slice_args(struct ct__kargs *a, const ct_tensor *x, cl_long xo, int nd, const int64_t *xstr,
-                       const int64_t *lshape, int64_t n, int64_t x_step) {
-  ct__karg_mem(a, "x", ct__tensor_mem(x));
-  ct__karg_long(a, "x_off", xo);
-  ct__karg_long8(a, "xstr", nd, xstr, 0);
+static void slice_args(struct ct__kargs *a, const ct_tensor *x, int nd, const int64_t *xstr, const int64_t *lshape,
+                       int64_t n, int64_t x_step) {
+  ct__index_karg_strided(a, "x", x, nd, xstr);
   ct__karg_int(a, "ndim", nd);
   ct__karg_long8(a, "lshape", nd, lshape, 1);
   ct__karg_long(a, "n", n);
@@ -48,10 +46,6 @@ static ct_status sort_run(ct_tensor *vals, ct_tensor *idx, const ct_tensor *x, i
   CT__TRY(ct__kernel_for(&kb, d, "order.cl", "sort_blocks", CT__NO_DTYPE, opts, fn));
   CT__TRY(ct__kernel_for(&km, d, "order.cl", "sort_merge", CT__NO_DTYPE, opts, fn));
   CT__TRY(ct__kernel_for(&kw, d, "order.cl", "sort_write", CT__NO_DTYPE, opts, fn));
-  cl_long xo, vo = 0, io = 0;
-  CT__TRY(ct__index_elem_off(&xo, x, fn));
-  if (vals) CT__TRY(ct__index_elem_off(&vo, vals, fn));
-  if (idx) CT__TRY(ct__index_elem_off(&io, idx, fn));
   ct_tensor *keys[2] = {NULL, NULL}, *pos[2] = {NULL, NULL};
   int64_t total = numel;
   ct_status st = CT_OK;
@@ -60,12 +54,7 @@ static ct_status sort_run(ct_tensor *vals, ct_tensor *idx, const ct_tensor *x, i
     if (st == CT_OK) st = ct__tensor_new(&pos[i], d, CT_I64, 1, &total, fn);
   }
   /* Work buffers are allocator blocks, which may start inside a cl_mem: the kernels take
-   * their element offsets. */
-  cl_long ko[2] = {0, 0}, po[2] = {0, 0};
-  for (int i = 0; i < 2 && st == CT_OK; i++) {
-    st = ct__index_elem_off(&ko[i], keys[i], fn);
-    if (st == CT_OK) st = ct__index_elem_off(&po[i], pos[i], fn);
-  }
+   * their element offsets (ct__karg_tensor). */
   int cur = 0;
   /* Many slices: a work-item sorts a whole slice (sort_slices), in the cache; few: the slices'
    * blocks and merge tiles spread over the device (sort_blocks, then a sort_merge per pass). */
@@ -75,12 +64,10 @@ static ct_status sort_run(ct_tensor *vals, ct_tensor *idx, const ct_tensor *x, i
     struct ct__kargs a;
     ct__kargs_begin(&a, ks, ct__kernel_lock(ks));
     for (int i = 0; i < 2; i++) {
-      ct__karg_mem(&a, "k", ct__tensor_mem(keys[i]));
-      ct__karg_long(&a, "k_off", ko[i]);
-      ct__karg_mem(&a, "p", ct__tensor_mem(pos[i]));
-      ct__karg_long(&a, "p_off", po[i]);
+      ct__karg_tensor(&a, "k", keys[i], 0);
+      ct__karg_tensor(&a, "p", pos[i], 0);
     }
-    slice_args(&a, x, xo, nd, xstr, lshape, n, x_step);
+    slice_args(&a, x, nd, xstr, lshape, n, x_step);
     ct__karg_int(&a, "desc", desc);
     ct__karg_long(&a, "nslices", nslices);
     st = ct__launch1(ks, &a, d, nslices, 0, fn);
@@ -90,11 +77,9 @@ static ct_status sort_run(ct_tensor *vals, ct_tensor *idx, const ct_tensor *x, i
     int64_t nblocks = (n + SORT_BLOCK - 1) / SORT_BLOCK;
     struct ct__kargs a;
     ct__kargs_begin(&a, kb, ct__kernel_lock(kb));
-    ct__karg_mem(&a, "keys", ct__tensor_mem(keys[0]));
-    ct__karg_long(&a, "k_off", ko[0]);
-    ct__karg_mem(&a, "pos", ct__tensor_mem(pos[0]));
-    ct__karg_long(&a, "p_off", po[0]);
-    slice_args(&a, x, xo, nd, xstr, lshape, n, x_step);
+    ct__karg_tensor(&a, "keys", keys[0], 0);
+    ct__karg_tensor(&a, "pos", pos[0], 0);
+    slice_args(&a, x, nd, xstr, lshape, n, x_step);
     ct__karg_int(&a, "desc", desc);
     ct__karg_long(&a, "nblocks", nblocks);
     ct__karg_long(&a, "nitems", nslices * nblocks);
@@ -105,14 +90,10 @@ static ct_status sort_run(ct_tensor *vals, ct_tensor *idx, const ct_tensor *x, i
     int64_t ntiles = (n + tile - 1) / tile;
     struct ct__kargs a;
     ct__kargs_begin(&a, km, ct__kernel_lock(km));
-    ct__karg_mem(&a, "kin", ct__tensor_mem(keys[cur]));
-    ct__karg_long(&a, "kin_off", ko[cur]);
-    ct__karg_mem(&a, "pin", ct__tensor_mem(pos[cur]));
-    ct__karg_long(&a, "pin_off", po[cur]);
-    ct__karg_mem(&a, "kout", ct__tensor_mem(keys[1 - cur]));
-    ct__karg_long(&a, "kout_off", ko[1 - cur]);
-    ct__karg_mem(&a, "pout", ct__tensor_mem(pos[1 - cur]));
-    ct__karg_long(&a, "pout_off", po[1 - cur]);
+    ct__karg_tensor(&a, "kin", keys[cur], 0);
+    ct__karg_tensor(&a, "pin", pos[cur], 0);
+    ct__karg_tensor(&a, "kout", keys[1 - cur], 0);
+    ct__karg_tensor(&a, "pout", pos[1 - cur], 0);
     ct__karg_long(&a, "n", n);
     ct__karg_long(&a, "width", w);
     ct__karg_long(&a, "tile", tile);
@@ -123,19 +104,15 @@ static ct_status sort_run(ct_tensor *vals, ct_tensor *idx, const ct_tensor *x, i
     cur = 1 - cur;
   }
   if (st == CT_OK) {
-    cl_mem nul = NULL;
     struct ct__kargs a;
     ct__kargs_begin(&a, kw, ct__kernel_lock(kw));
-    ct__karg_mem(&a, "vals", vals ? ct__tensor_mem(vals) : nul);
-    ct__karg_mem(&a, "oidx", idx ? ct__tensor_mem(idx) : nul);
-    ct__karg_long(&a, "o_off", vo);
-    ct__karg_long(&a, "io_off", io);
-    ct__karg_long8(&a, "ostr", nd, ostr, 0);
+    ct__karg_tensor(&a, "vals", vals, 0);
+    ct__karg_tensor(&a, "oidx", idx, 0);
+    ct__karg_long8(&a, "ostr", nd, ostr, 0); /* vals' and oidx's */
     ct__karg_int(&a, "has_vals", vals != NULL);
     ct__karg_int(&a, "has_idx", idx != NULL);
-    ct__karg_mem(&a, "pos", ct__tensor_mem(pos[cur]));
-    ct__karg_long(&a, "p_off", po[cur]);
-    slice_args(&a, x, xo, nd, xstr, lshape, n, x_step);
+    ct__karg_tensor(&a, "pos", pos[cur], 0);
+    slice_args(&a, x, nd, xstr, lshape, n, x_step);
     ct__karg_long(&a, "kout", kout);
     ct__karg_long(&a, "o_step", o_step);
     int64_t nitems = nslices * ((kout + 255) / 256); /* CT_WRITE_CHUNK in kernels/order.cl */
@@ -158,7 +135,7 @@ static ct_status sort_common(ct_tensor **values, ct_tensor **indices, const ct_t
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: arguments 'values' and 'indices' are both NULL", fn);
   CT__CHECK_NOT_NULL(fn, x);
   int dd;
-  CT__TRY(ct__index_dim(&dd, x, dim, fn));
+  CT__TRY(ct__dim_wrap(&dd, x->ndim, dim, fn));
   int64_t n = x->ndim ? x->shape[dd] : 1;
   if (is_topk && (k < 0 || k > n)) {
     char sb[200];

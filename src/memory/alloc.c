@@ -341,6 +341,25 @@ static void ct__fl_remove(ct__allocator *a, ct__ablock *b) {
   b->fprev = b->fnext = NULL;
 }
 
+/* Unlinks segment s from a's list and returns its memory to OpenCL. Lock held. */
+static void ct__segment_drop(ct__allocator *a, ct__segment *s) {
+  if (s->prev) s->prev->next = s->next;
+  else a->segments = s->next;
+  if (s->next) s->next->prev = s->prev;
+  a->stats.reserved_bytes -= s->size;
+  clReleaseMemObject(s->mem);
+  free(s);
+}
+
+/* Merges b's right neighbour (free, and already off the free lists) into b. */
+static void ct__absorb_next(ct__ablock *b) {
+  ct__ablock *n = b->next;
+  b->pub.size += n->pub.size;
+  b->next = n->next;
+  if (n->next) n->next->prev = b;
+  free(n);
+}
+
 /* Returns b's segment to OpenCL when b, a free block, covers all of it (neighbours always
  * merge, so a wholly free segment is exactly one such block). Lock held. Returns 1 if released. */
 static int ct__release_if_whole(ct__allocator *a, ct__ablock *b) {
@@ -348,12 +367,7 @@ static int ct__release_if_whole(ct__allocator *a, ct__ablock *b) {
   if (b->pub.offset != 0 || b->pub.size != s->size) return 0;
   ct__fl_remove(a, b);
   free(b);
-  if (s->prev) s->prev->next = s->next;
-  else a->segments = s->next;
-  if (s->next) s->next->prev = s->prev;
-  a->stats.reserved_bytes -= s->size;
-  clReleaseMemObject(s->mem);
-  free(s);
+  ct__segment_drop(a, s);
   return 1;
 }
 
@@ -599,12 +613,7 @@ ct_status ct__alloc(ct__block **out, ct_device *d, size_t bytes) {
     b = calloc(1, sizeof *b);
     if (!b) {
       st = ct__error(CT_ERR_OUT_OF_MEMORY, "allocator: out of host memory");
-      if (s->prev) s->prev->next = s->next;
-      else a->segments = s->next;
-      if (s->next) s->next->prev = s->prev;
-      a->stats.reserved_bytes -= s->size;
-      clReleaseMemObject(s->mem);
-      free(s);
+      ct__segment_drop(a, s);
       goto done;
     }
     b->pub.mem = s->mem;
@@ -644,21 +653,13 @@ void ct__free(ct__block *pb) {
   a->stats.allocated_bytes -= b->pub.size;
   /* Merge with free neighbours so large requests can use the space again. */
   if (b->prev && !b->prev->allocated) {
-    ct__ablock *p = b->prev;
-    ct__fl_remove(a, p);
-    p->pub.size += b->pub.size;
-    p->next = b->next;
-    if (b->next) b->next->prev = p;
-    free(b);
-    b = p;
+    b = b->prev;
+    ct__fl_remove(a, b);
+    ct__absorb_next(b);
   }
   if (b->next && !b->next->allocated) {
-    ct__ablock *n = b->next;
-    ct__fl_remove(a, n);
-    b->pub.size += n->pub.size;
-    b->next = n->next;
-    if (n->next) n->next->prev = b;
-    free(n);
+    ct__fl_remove(a, b->next);
+    ct__absorb_next(b);
   }
   ct__fl_insert(a, b);
   if (a->no_caching) ct__release_if_whole(a, b);

@@ -61,20 +61,20 @@ static ct_status launch(ct__kernel *k, ct_device *d, int64_t items) {
   return ct__kernel_launch(k, d, 1, &global, &local);
 }
 
-/* The launches that fill a new tensor o: fill_begin() gets the kernel, locks it and sets its
- * first arguments (out, out_off, n), releasing o on failure; the caller adds the rest, and
- * fill_end() launches `items` work-items, unlocks, and stores o in *out (or releases it). */
-static ct_status fill_begin(ct__kernel **k, struct ct__kargs *a, ct_device *d, ct_tensor *o, const char *name,
-                            const char *fn) {
+/* The launches that fill a new tensor o: fill_begin() hands an empty o straight to *out (*k
+ * NULL: nothing to launch); else it gets the kernel, locks it and sets its first arguments
+ * (out, n, dt), releasing o on failure. The caller adds the rest, and fill_end() launches
+ * `items` work-items, unlocks, and stores o in *out (or releases it). */
+static ct_status fill_begin(ct__kernel **k, struct ct__kargs *a, ct_tensor **out, ct_device *d, ct_tensor *o,
+                            const char *name, const char *fn) {
+  *k = NULL;
+  if (ct_numel(o) == 0) return ct__tensor_result(out, o, CT_OK);
   ct_status st = random_kernel(k, d, name, fn);
-  if (st != CT_OK) {
-    ct_release(o);
-    return st;
-  }
+  if (st != CT_OK) return ct__tensor_result(out, o, st);
   ct__kargs_begin(a, *k, ct__kernel_lock(*k));
-  ct__karg_mem(a, "out", ct__tensor_mem(o));
-  ct__karg_long(a, "out_off", (cl_long)(ct__tensor_byte_offset(o) / ct_dtype_size(o->dtype)));
+  ct__karg_tensor(a, "out", o, 0);
   ct__karg_long(a, "n", ct_numel(o));
+  ct__karg_int(a, "dt", (cl_int)o->dtype);
   return CT_OK;
 }
 
@@ -83,12 +83,7 @@ static ct_status fill_end(ct_tensor **out, struct ct__kargs *a, ct__kernel *k, c
   ct_status st = ct__kargs_end(a, fn);
   if (st == CT_OK) st = launch(k, d, items);
   ct__kernel_unlock(k);
-  if (st != CT_OK) {
-    ct_release(o);
-    return st;
-  }
-  *out = o;
-  return CT_OK;
+  return ct__tensor_result(out, o, st);
 }
 
 /* With use_global, (seed, offset) come from the global state, taken only once the result
@@ -105,17 +100,11 @@ static ct_status fill(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const
   ct_tensor *o = NULL;
   CT__TRY(ct__tensor_new(&o, d, t, ndim, shape, fn));
   if (use_global) ct__rng_take(&seed, &offset);
-  int64_t n = ct_numel(o);
-  if (n == 0) {
-    *out = o;
-    return CT_OK;
-  }
-  int64_t per = t == CT_F64 ? 2 : 4;
   ct__kernel *k;
   struct ct__kargs a;
-  ct_status st = fill_begin(&k, &a, d, o, "rand_fill", fn);
-  if (st != CT_OK) return st;
-  ct__karg_int(&a, "dt", (cl_int)t);
+  ct_status st = fill_begin(&k, &a, out, d, o, "rand_fill", fn);
+  if (st != CT_OK || !k) return st;
+  int64_t n = ct_numel(o), per = t == CT_F64 ? 2 : 4;
   ct__karg_int(&a, "normal", normal);
   ct__karg_ulong(&a, "seed", seed);
   ct__karg_ulong(&a, "offset", offset);
@@ -154,13 +143,9 @@ ct_status ct__random_bits(ct_tensor **out, ct_device *d, int64_t nblocks, uint64
   CT__TRY(ct__tensor_new(&o, d, CT_I32, 1, shape, fn));
   ct__kernel *k;
   ct_status st = random_kernel(&k, d, "philox_bits", fn);
-  if (st != CT_OK) {
-    ct_release(o);
-    return st;
-  }
+  if (st != CT_OK) return ct__tensor_result(out, o, st);
   struct ct__kargs a = ct__kargs_lock(k);
-  ct__karg_mem(&a, "out", ct__tensor_mem(o));
-  ct__karg_long(&a, "out_off", (cl_long)(ct__tensor_byte_offset(o) / 4));
+  ct__karg_tensor(&a, "out", o, 0);
   ct__karg_long(&a, "nblocks", nblocks);
   ct__karg_ulong(&a, "first", first);
   ct__karg_ulong(&a, "seed", seed);
@@ -168,12 +153,7 @@ ct_status ct__random_bits(ct_tensor **out, ct_device *d, int64_t nblocks, uint64
   st = ct__kargs_end(&a, fn);
   if (st == CT_OK) st = launch(k, d, nblocks);
   ct__kernel_unlock(k);
-  if (st != CT_OK) {
-    ct_release(o);
-    return st;
-  }
-  *out = o;
-  return CT_OK;
+  return ct__tensor_result(out, o, st);
 }
 
 /* The integers a dtype holds, as int64 (u64 above INT64_MAX is unreachable from int64 bounds). */
@@ -215,18 +195,12 @@ ct_status ct_randint(ct_tensor **out, ct_device *d, ct_dtype dtype, int64_t low,
   CT__TRY(ct__tensor_new(&o, d, dtype, ndim, shape, fn));
   uint64_t seed, offset;
   ct__rng_take(&seed, &offset);
-  int64_t n = ct_numel(o);
-  if (n == 0) {
-    *out = o;
-    return CT_OK;
-  }
-  uint64_t range = (uint64_t)high - (uint64_t)low;
-  int64_t per = range > (UINT64_C(1) << 32) ? 2 : 4;
   ct__kernel *k;
   struct ct__kargs a;
-  ct_status st = fill_begin(&k, &a, d, o, "randint_fill", fn);
-  if (st != CT_OK) return st;
-  ct__karg_int(&a, "dt", (cl_int)dtype);
+  ct_status st = fill_begin(&k, &a, out, d, o, "randint_fill", fn);
+  if (st != CT_OK || !k) return st;
+  uint64_t range = (uint64_t)high - (uint64_t)low;
+  int64_t n = ct_numel(o), per = range > (UINT64_C(1) << 32) ? 2 : 4;
   ct__karg_long(&a, "low", low);
   ct__karg_ulong(&a, "range", range);
   ct__karg_ulong(&a, "seed", seed);

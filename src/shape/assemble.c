@@ -10,14 +10,6 @@
 #include "shape/shape.h"
 #include "tensor/tensor.h"
 
-ct_status ct__shape_dim(int *out, int dim, int n, const char *fn, const char *what) {
-  if (dim < -n || dim >= n)
-    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: %s %d out of range for a tensor of %d dims (expected %d..%d)", fn,
-                     what, dim, n, -n, n - 1);
-  *out = dim < 0 ? dim + n : dim;
-  return CT_OK;
-}
-
 ct_status ct__shape_narrow(ct_tensor **out, const ct_tensor *t, int dim, int64_t start, int64_t len) {
   int64_t shape[CT_MAX_DIMS];
   memcpy(shape, t->shape, sizeof shape);
@@ -65,7 +57,7 @@ ct_status ct_cat(ct_tensor **out, ct_tensor *const *ts, int n, int dim) {
   if (r->ndim == 0)
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: ts[%d] is zero-dimensional and cannot be concatenated", fn, ref);
   int d = 0;
-  CT__TRY(ct__shape_dim(&d, dim, r->ndim, fn, "dim"));
+  CT__TRY(ct__dim_wrap(&d, r->ndim, dim, fn));
   int64_t shape[CT_MAX_DIMS];
   memcpy(shape, r->shape, sizeof shape);
   shape[d] = 0;
@@ -99,12 +91,7 @@ ct_status ct_cat(ct_tensor **out, ct_tensor *const *ts, int n, int dim) {
     ct_release(slot);
     at += t->shape[d];
   }
-  if (st != CT_OK) {
-    ct_release(o);
-    return st;
-  }
-  *out = o;
-  return CT_OK;
+  return ct__tensor_result(out, o, st);
 }
 
 ct_status ct_stack(ct_tensor **out, ct_tensor *const *ts, int n, int dim) {
@@ -118,7 +105,7 @@ ct_status ct_stack(ct_tensor **out, ct_tensor *const *ts, int n, int dim) {
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: ts[0] has %d dims; the result would have more than %d", fn, r->ndim,
                      CT_MAX_DIMS);
   int d = 0;
-  CT__TRY(ct__shape_dim(&d, dim, r->ndim + 1, fn, "dim"));
+  CT__TRY(ct__dim_wrap(&d, r->ndim + 1, dim, fn));
   char sa[200], sb[200];
   for (int i = 1; i < n; i++) {
     const ct_tensor *t = ts[i];
@@ -144,12 +131,7 @@ ct_status ct_stack(ct_tensor **out, ct_tensor *const *ts, int n, int dim) {
       ct_release(slot);
     }
   }
-  if (st != CT_OK) {
-    ct_release(o);
-    return st;
-  }
-  *out = o;
-  return CT_OK;
+  return ct__tensor_result(out, o, st);
 }
 
 /* Views of x along d of `size` elements each (the last smaller), npieces of them. */
@@ -179,7 +161,7 @@ ct_status ct_chunk(ct_tensor **outs, int *nout, const ct_tensor *x, int chunks, 
   if (chunks < 1) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: chunks is %d (expected >= 1)", fn, chunks);
   if (x->ndim == 0) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: x is zero-dimensional (expected >= 1 dim)", fn);
   int d = 0;
-  CT__TRY(ct__shape_dim(&d, dim, x->ndim, fn, "dim"));
+  CT__TRY(ct__dim_wrap(&d, x->ndim, dim, fn));
   int64_t size = x->shape[d];
   /* PyTorch: pieces of ceil(size / chunks); a size-0 dim gives `chunks` empty pieces. */
   int64_t each = size / chunks + (size % chunks != 0);
@@ -195,7 +177,7 @@ ct_status ct_split(ct_tensor **outs, int *nout, const ct_tensor *x, int64_t size
   CT__CHECK_NOT_NULL(fn, x);
   if (x->ndim == 0) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: x is zero-dimensional (expected >= 1 dim)", fn);
   int d = 0;
-  CT__TRY(ct__shape_dim(&d, dim, x->ndim, fn, "dim"));
+  CT__TRY(ct__dim_wrap(&d, x->ndim, dim, fn));
   int64_t dsize = x->shape[d];
   if (size < 1 && !(size == 0 && dsize == 0))
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: size is %" PRId64 " (expected >= 1; 0 only for a size-0 dim)", fn,

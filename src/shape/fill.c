@@ -107,10 +107,5 @@ ct_status ct_linspace(ct_tensor **out, ct_device *d, ct_dtype dtype, double star
   }
   st = ct_copy_from_host(o, h, (size_t)steps * es);
   free(h);
-  if (st != CT_OK) {
-    ct_release(o);
-    return st;
-  }
-  *out = o;
-  return CT_OK;
+  return ct__tensor_result(out, o, st);
 }

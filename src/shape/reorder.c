@@ -15,15 +15,6 @@
 enum { CT__GATHER_MOD, CT__GATHER_CONSTANT, CT__GATHER_REFLECT, CT__GATHER_REPLICATE, CT__GATHER_TRIL,
        CT__GATHER_TRIU };
 
-static const char *ct__bits_name(size_t es) {
-  switch (es) {
-    case 1: return "uchar";
-    case 2: return "ushort";
-    case 4: return "uint";
-    default: return "ulong";
-  }
-}
-
 /* A new contiguous tensor of shape oshape (ndim dims, x's dtype) whose element at coordinates c
  * comes from x at the per-dim source coordinates the mode gives (kernels/shape.cl). x's shape
  * and strides are taken with leading size-1 dims up to ndim. value: the element's bits (dtype
@@ -41,7 +32,7 @@ static ct_status ct__gather(ct_tensor **out, const ct_tensor *x, int ndim, const
   /* The geometry padded to at least 2 dims with leading size-1 dims (x's too): the kernel takes
    * the two innermost as scalars and the rest (outermost first) in long8s. */
   int nd = ndim < 2 ? 2 : ndim, lead = nd - x->ndim, pre = nd - ndim;
-  int64_t osh[CT_MAX_DIMS], ssh[CT_MAX_DIMS], sst[CT_MAX_DIMS], slo[CT_MAX_DIMS], xoff = 0, ooff = 0;
+  int64_t osh[CT_MAX_DIMS], ssh[CT_MAX_DIMS], sst[CT_MAX_DIMS], slo[CT_MAX_DIMS];
   for (int i = 0; i < nd; i++) {
     osh[i] = i < pre ? 1 : oshape[i - pre];
     slo[i] = i < pre ? 0 : lo[i - pre];
@@ -49,24 +40,18 @@ static ct_status ct__gather(ct_tensor **out, const ct_tensor *x, int ndim, const
     sst[i] = i < lead ? 0 : x->strides[i - lead];
   }
   int no = nd - 2;
-  ct_status st = CT_OK;
-  if (!ct__tensor_elem_offset(x, &xoff) || !ct__tensor_elem_offset(o, &ooff))
-    st = ct__error(CT_ERR_UNSUPPORTED, "%s: x's byte offset is not a whole number of %s elements", fn,
-                   ct_dtype_name(x->dtype));
   size_t es = ct_dtype_size(x->dtype);
   char opts[32];
-  snprintf(opts, sizeof opts, "-DCT_BITS=%s", ct__bits_name(es));
+  snprintf(opts, sizeof opts, "-DCT_BITS=%s", ct__dtype_bits_type(es));
   ct__kernel *k = NULL;
-  if (st == CT_OK && (st = ct__kernel_get(&k, d, "shape.cl", "shape_gather", opts)) != CT_OK)
-    ct__error_append(" (in %s)", fn);
+  ct_status st = ct__kernel_get(&k, d, "shape.cl", "shape_gather", opts);
+  if (st != CT_OK) ct__error_append(" (in %s)", fn);
   if (st == CT_OK) {
     uint64_t zero = 0;
     struct ct__kargs a;
     ct__kargs_begin(&a, k, ct__kernel_lock(k));
-    ct__karg_mem(&a, "dst", ct__tensor_mem(o));
-    ct__karg_long(&a, "dst_off", ooff);
-    ct__karg_mem(&a, "src", ct__tensor_mem(x));
-    ct__karg_long(&a, "src_off", xoff);
+    ct__karg_tensor(&a, "dst", o, 0);
+    ct__karg_tensor(&a, "src", x, 0);
     ct__karg_long8(&a, "oshape", no, osh, 1);
     ct__karg_long8(&a, "sshape", no, ssh, 1);
     ct__karg_long8(&a, "sstr", no, sst, 0);
@@ -99,12 +84,7 @@ static ct_status ct__gather(ct_tensor **out, const ct_tensor *x, int ndim, const
     }
     ct__kernel_unlock(k);
   }
-  if (st != CT_OK) {
-    ct_release(o);
-    return st;
-  }
-  *out = o;
-  return CT_OK;
+  return ct__tensor_result(out, o, st);
 }
 
 /* A new contiguous copy of the view of x given by (shape, strides, offset). */
@@ -115,12 +95,7 @@ static ct_status ct__copy_of_view(ct_tensor **out, const ct_tensor *x, const int
   if (st == CT_OK) st = ct__tensor_new(&o, x->storage->device, x->dtype, x->ndim, x->shape, fn);
   if (st == CT_OK) st = ct__copy(o, v, fn);
   ct_release(v);
-  if (st != CT_OK) {
-    ct_release(o);
-    return st;
-  }
-  *out = o;
-  return CT_OK;
+  return ct__tensor_result(out, o, st);
 }
 
 ct_status ct_flip(ct_tensor **out, const ct_tensor *x, int ndims, const int *dims) {
@@ -136,7 +111,11 @@ ct_status ct_flip(ct_tensor **out, const ct_tensor *x, int ndims, const int *dim
   int seen[CT_MAX_DIMS] = {0};
   for (int i = 0; i < ndims; i++) {
     int d = 0;
-    CT__TRY(ct__shape_dim(&d, dims[i], x->ndim, fn, "dims[i]"));
+    ct_status st = ct__dim_wrap(&d, x->ndim, dims[i], fn);
+    if (st != CT_OK) {
+      ct__error_append(" (dims[%d])", i);
+      return st;
+    }
     if (seen[d])
       return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: dims[%d] = %d names dim %d a second time", fn, i, dims[i], d);
     seen[d] = 1;
@@ -157,7 +136,9 @@ ct_status ct_roll(ct_tensor **out, const ct_tensor *x, int64_t shift, int dim) {
   *out = NULL;
   CT__CHECK_NOT_NULL(fn, x);
   int d = 0;
-  CT__TRY(ct__shape_dim(&d, dim, x->ndim, fn, "dim"));
+  CT__TRY(ct__dim_wrap(&d, x->ndim, dim, fn));
+  /* A 0-d tensor (dim 0 or -1, as PyTorch) holds one element: rolling leaves it as it is. */
+  if (x->ndim == 0) return ct__copy_of_view(out, x, x->strides, x->offset, fn);
   int64_t size = x->shape[d], s = size > 0 ? ((shift % size) + size) % size : 0;
   ct_tensor *o;
   CT__TRY(ct__tensor_new(&o, x->storage->device, x->dtype, x->ndim, x->shape, fn));
@@ -175,12 +156,7 @@ ct_status ct_roll(ct_tensor **out, const ct_tensor *x, int64_t shift, int dim) {
       ct_release(sv);
     }
   }
-  if (st != CT_OK) {
-    ct_release(o);
-    return st;
-  }
-  *out = o;
-  return CT_OK;
+  return ct__tensor_result(out, o, st);
 }
 
 ct_status ct_repeat(ct_tensor **out, const ct_tensor *x, int ndim, const int64_t *repeats) {

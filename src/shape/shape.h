@@ -7,10 +7,6 @@
 #include "cltensor/shape.h"
 #include "tensor/tensor.h"
 
-/* Normalises dim in [-n, n) into *out (negative counts from the end); else
- * CT_ERR_INVALID_ARGUMENT "<fn>: <what> <dim> out of range for a tensor of <n> dims". */
-ct_status ct__shape_dim(int *out, int dim, int n, const char *fn, const char *what);
-
 /* A view of t: len elements along dim from start (both already in range). */
 ct_status ct__shape_narrow(ct_tensor **out, const ct_tensor *t, int dim, int64_t start, int64_t len);
 

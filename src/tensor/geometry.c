@@ -1,6 +1,16 @@
 /* Where a tensor's elements lie in its cl_mem, for ops that hand buffers to kernels and BLAS. */
+#include "core/error.h"
 #include "kernel/launch_geom.h"
 #include "tensor/tensor.h"
+
+ct_status ct__dim_wrap(int *out, int ndim, int dim, const char *fn) {
+  int n = ndim == 0 ? 1 : ndim;
+  if (dim < -n || dim >= n)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: dim %d is out of range for a tensor with %d dims (expected %d..%d)",
+                     fn, dim, ndim, -n, n - 1);
+  *out = dim < 0 ? dim + n : dim;
+  return CT_OK;
+}
 
 bool ct__tensor_elem_offset(const ct_tensor *t, int64_t *off) {
   size_t es = ct_dtype_size(t->dtype), bo = ct__tensor_byte_offset(t);

@@ -159,12 +159,7 @@ static ct_status ct__gather_shown(ct_tensor **out, const ct_tensor *t, const int
     ct_release(sv);
     ct_release(dv);
   }
-  if (st != CT_OK) {
-    ct_release(r);
-    return st;
-  }
-  *out = r;
-  return CT_OK;
+  return ct__tensor_result(out, r, st);
 }
 
 /* Builds the whole text into s. */

@@ -224,6 +224,15 @@ void ct_release(ct_tensor *t) {
   free(t);
 }
 
+ct_status ct__tensor_result(ct_tensor **out, ct_tensor *r, ct_status st) {
+  if (st != CT_OK) {
+    ct_release(r);
+    return st;
+  }
+  *out = r;
+  return CT_OK;
+}
+
 ct_device *ct_tensor_device(const ct_tensor *t) { return t ? t->storage->device : NULL; }
 ct_dtype ct_tensor_dtype(const ct_tensor *t) { return t ? t->dtype : (ct_dtype)-1; }
 int ct_tensor_ndim(const ct_tensor *t) { return t ? t->ndim : -1; }

@@ -55,6 +55,10 @@ ct_status ct__tensor_new(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, co
 ct_status ct__tensor_headers(ct_tensor **x, ct__storage **s, ct_device *d, ct_dtype t, int ndim,
                              const int64_t *shape, const int64_t *strides, const char *fn);
 
+/* How an op hands over the result r it built: on st == CT_OK *out = r (the caller's
+ * reference), else r is released (NULL is fine) and *out left as it is. Returns st. */
+ct_status ct__tensor_result(ct_tensor **out, ct_tensor *r, ct_status st);
+
 /* A new tensor header over t's storage with the given geometry (retains the storage). */
 ct_status ct__tensor_view(ct_tensor **out, const ct_tensor *t, int ndim, const int64_t *shape,
                           const int64_t *strides, int64_t offset);
@@ -86,6 +90,13 @@ bool ct__tensor_same_geometry(const ct_tensor *x, const ct_tensor *y);
  * [0, 2^62, 2^62] is refused too rather than given strides that overflow. Otherwise
  * CT_ERR_INVALID_ARGUMENT "<fn>: shape [...] ..." naming the shape. ndim must be in range. */
 ct_status ct__shape_numel(int64_t *numel, int ndim, const int64_t *shape, size_t elem_size, const char *fn);
+
+/* The one dim-wrapping rule (PyTorch's): *out = dim in [0, ndim), a negative dim counting from
+ * the end; a 0-d tensor accepts dim 0 and -1 (as if it had one dim), so *out is then 0 and the
+ * caller must not read shape[0]. Otherwise CT_ERR_INVALID_ARGUMENT "<fn>: dim <d> is out of
+ * range for a tensor with <n> dims (expected <lo>..<hi>)". An op that takes a new dim (unsqueeze,
+ * stack) passes ndim + 1. */
+ct_status ct__dim_wrap(int *out, int ndim, int dim, const char *fn);
 
 /* Shape text "[2, 3]" into buf (for messages). Returns buf. */
 const char *ct__shape_str(char *buf, size_t size, int ndim, const int64_t *shape);

@@ -319,10 +319,5 @@ ct_status ct_to_device(ct_tensor **out, ct_tensor *t, ct_device *d) {
   ct_tensor *r;
   CT__TRY(ct__tensor_new(&r, d, t->dtype, t->ndim, t->shape, "ct_to_device"));
   ct_status st = ct__copy_between(r, t, 0, "ct_to_device");
-  if (st != CT_OK) {
-    ct_release(r);
-    return st;
-  }
-  *out = r;
-  return CT_OK;
+  return ct__tensor_result(out, r, st);
 }

@@ -5,15 +5,6 @@
 #include "core/error.h"
 #include "tensor/tensor.h"
 
-/* Normalises a dim index in [-n, n) (negative counts from the end). */
-static ct_status ct__dim(int *out, int dim, int n, const char *fn) {
-  if (dim < -n || dim >= n)
-    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: dim %d out of range for a tensor of %d dims (expected %d..%d)", fn,
-                     dim, n, -n, n - 1);
-  *out = dim < 0 ? dim + n : dim;
-  return CT_OK;
-}
-
 /* Every view is made here: the new shape's element count and byte size must fit in int64
  * (ct_expand and ct_view/ct_reshape of an empty tensor can produce shapes that don't), so
  * that ct_numel() and ct_tensor_nbytes() of any tensor are exact. */
@@ -146,7 +137,7 @@ ct_status ct_permute(ct_tensor **out, const ct_tensor *t, const int *dims) {
   int seen[CT_MAX_DIMS] = {0};
   for (int i = 0; i < t->ndim; i++) {
     int d = 0;
-    CT__TRY(ct__dim(&d, dims[i], t->ndim, "ct_permute"));
+    CT__TRY(ct__dim_wrap(&d, t->ndim, dims[i], "ct_permute"));
     if (seen[d])
       return ct__error(CT_ERR_INVALID_ARGUMENT, "ct_permute: dim %d appears twice in the permutation of %d dims", d,
                        t->ndim);
@@ -162,8 +153,8 @@ ct_status ct_transpose(ct_tensor **out, const ct_tensor *t, int dim0, int dim1) 
   *out = NULL;
   CT__CHECK_NOT_NULL("ct_transpose", t);
   int a = 0, b = 0;
-  CT__TRY(ct__dim(&a, dim0, t->ndim, "ct_transpose"));
-  CT__TRY(ct__dim(&b, dim1, t->ndim, "ct_transpose"));
+  CT__TRY(ct__dim_wrap(&a, t->ndim, dim0, "ct_transpose"));
+  CT__TRY(ct__dim_wrap(&b, t->ndim, dim1, "ct_transpose"));
   int64_t sh[CT_MAX_DIMS], st[CT_MAX_DIMS];
   memcpy(sh, t->shape, sizeof sh);
   memcpy(st, t->strides, sizeof st);
@@ -178,8 +169,10 @@ ct_status ct_slice(ct_tensor **out, const ct_tensor *t, int dim, int64_t start, 
   CT__CHECK_NOT_NULL("ct_slice", out);
   *out = NULL;
   CT__CHECK_NOT_NULL("ct_slice", t);
+  /* As PyTorch's narrow/slicing: a 0-d tensor has no dim to slice. */
+  if (t->ndim == 0) return ct__error(CT_ERR_INVALID_ARGUMENT, "ct_slice: t is zero-dimensional (expected >= 1 dim)");
   int d = 0;
-  CT__TRY(ct__dim(&d, dim, t->ndim, "ct_slice"));
+  CT__TRY(ct__dim_wrap(&d, t->ndim, dim, "ct_slice"));
   if (step <= 0)
     return ct__error(CT_ERR_INVALID_ARGUMENT, "ct_slice: step must be positive, got %" PRId64, step);
   int64_t n = t->shape[d];
@@ -200,14 +193,9 @@ ct_status ct_squeeze(ct_tensor **out, const ct_tensor *t, int dim) {
   CT__CHECK_NOT_NULL("ct_squeeze", out);
   *out = NULL;
   CT__CHECK_NOT_NULL("ct_squeeze", t);
-  if (t->ndim == 0) {
-    /* As in PyTorch, a scalar accepts dim 0 or -1. */
-    if (dim != 0 && dim != -1)
-      return ct__error(CT_ERR_INVALID_ARGUMENT, "ct_squeeze: dim %d out of range for a 0-d tensor (expected -1..0)", dim);
-    return ct__new_view(out, t, 0, NULL, NULL, t->offset, "ct_squeeze");
-  }
   int d = 0;
-  CT__TRY(ct__dim(&d, dim, t->ndim, "ct_squeeze"));
+  CT__TRY(ct__dim_wrap(&d, t->ndim, dim, "ct_squeeze"));
+  if (t->ndim == 0) return ct__new_view(out, t, 0, NULL, NULL, t->offset, "ct_squeeze");
   if (t->shape[d] != 1) return ct__new_view(out, t, t->ndim, t->shape, t->strides, t->offset, "ct_squeeze");
   int64_t sh[CT_MAX_DIMS], st[CT_MAX_DIMS];
   int n = 0;
@@ -226,7 +214,7 @@ ct_status ct_unsqueeze(ct_tensor **out, const ct_tensor *t, int dim) {
   if (t->ndim >= CT_MAX_DIMS)
     return ct__error(CT_ERR_INVALID_ARGUMENT, "ct_unsqueeze: tensor already has the maximum of %d dims", CT_MAX_DIMS);
   int d = 0;
-  CT__TRY(ct__dim(&d, dim, t->ndim + 1, "ct_unsqueeze"));
+  CT__TRY(ct__dim_wrap(&d, t->ndim + 1, dim, "ct_unsqueeze"));
   int64_t sh[CT_MAX_DIMS], st[CT_MAX_DIMS];
   int n = 0;
   for (int i = 0; i <= t->ndim; i++) {

@@ -202,7 +202,7 @@ START_TEST(test_cat_edges) {
   ck_assert_ct_status(ct_cat(&o, tm, 3, 0), CT_ERR_SHAPE_MISMATCH);
   ck_assert_error_contains("ts[2] has shape [3, 4] but ts[0] has [3, 5] (dim 1 differs)");
   ck_assert_ct_status(ct_cat(&o, tm, 2, 2), CT_ERR_INVALID_ARGUMENT);
-  ck_assert_error_contains("dim 2 out of range");
+  ck_assert_error_contains("ct_cat: dim 2 is out of range for a tensor with 2 dims (expected -2..1)");
   ct_tensor *sc = NULL;
   ck_assert_ct_ok(ct_full(&sc, d, CT_F32, 0, NULL, 1.0));
   ck_assert_ct_status(ct_cat(&o, &sc, 1, 0), CT_ERR_INVALID_ARGUMENT);
@@ -383,8 +383,43 @@ START_TEST(test_flip_roll) {
   ck_assert_ct_status(ct_flip(&o, z, 2, dup), CT_ERR_INVALID_ARGUMENT);
   ck_assert_error_contains("dims[1]");
   ck_assert_ct_status(ct_roll(&o, z, 1, 2), CT_ERR_INVALID_ARGUMENT);
-  ck_assert_error_contains("dim 2");
+  ck_assert_error_contains("ct_roll: dim 2 is out of range for a tensor with 2 dims (expected -2..1)");
+  /* The message names which of dims is bad. */
+  int bad[2] = {0, 5};
+  ck_assert_ct_status(ct_flip(&o, z, 2, bad), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("ct_flip: dim 5 is out of range for a tensor with 2 dims (expected -2..1) (dims[1])");
+  ck_assert_ptr_null(o);
   ct_release(z);
+}
+END_TEST
+
+/* A 0-d tensor accepts dim 0 and -1 (PyTorch: torch.flip(t, [0]) and torch.roll(t, 3, -1) return
+ * t's value); any other dim is out of range. */
+START_TEST(test_flip_roll_0d) {
+  ct_device *d = ct_test_device();
+  float v = 3.5f, got = 0;
+  ct_tensor *x = NULL, *o = NULL;
+  ck_assert_ct_ok(ct_from_host(&x, d, CT_F32, 0, NULL, &v));
+  int d0 = 0, dm1 = -1, d1 = 1;
+  const int *flips[2] = {&d0, &dm1};
+  for (int i = 0; i < 2; i++) {
+    ck_assert_ct_ok(ct_flip(&o, x, 1, flips[i]));
+    ck_assert_int_eq(ct_tensor_ndim(o), 0);
+    ck_assert_ct_ok(ct_to_host(o, &got, sizeof got));
+    ck_assert(got == v);
+    ct_release(o);
+    ck_assert_ct_ok(ct_roll(&o, x, 3, *flips[i]));
+    ck_assert_int_eq(ct_tensor_ndim(o), 0);
+    ck_assert_ct_ok(ct_to_host(o, &got, sizeof got));
+    ck_assert(got == v);
+    ct_release(o);
+  }
+  ck_assert_ct_status(ct_flip(&o, x, 1, &d1), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("ct_flip: dim 1 is out of range for a tensor with 0 dims (expected -1..0) (dims[0])");
+  ck_assert_ct_status(ct_roll(&o, x, 1, -2), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("ct_roll: dim -2 is out of range for a tensor with 0 dims (expected -1..0)");
+  ck_assert_ptr_null(o);
+  ct_release(x);
 }
 END_TEST
 
@@ -1063,6 +1098,7 @@ static Suite *shape_suite(int two) {
   suite_add_tcase(s, tc);
   tc = tcase_create("reorder");
   tcase_add_test(tc, test_flip_roll);
+  tcase_add_test(tc, test_flip_roll_0d);
   tcase_add_test(tc, test_repeat);
   tcase_add_test(tc, test_tril_triu);
   tcase_add_test(tc, test_pad_fixtures);

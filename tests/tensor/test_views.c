@@ -165,7 +165,7 @@ START_TEST(test_slice_semantics) {
   ck_assert_error_contains("step must be positive, got 0");
   ck_assert_ct_status(ct_slice(&v, x, 0, 0, 5, -1), CT_ERR_INVALID_ARGUMENT);
   ck_assert_ct_status(ct_slice(&v, x, 1, 0, 5, 1), CT_ERR_INVALID_ARGUMENT);
-  ck_assert_error_contains("dim 1 out of range");
+  ck_assert_error_contains("ct_slice: dim 1 is out of range for a tensor with 1 dims (expected -1..0)");
   ck_assert_ct_status(ct_slice(&v, x, -2, 0, 5, 1), CT_ERR_INVALID_ARGUMENT);
   ck_assert_ct_status(ct_slice(NULL, x, 0, 0, 5, 1), CT_ERR_INVALID_ARGUMENT);
   ck_assert_ct_status(ct_slice(&v, NULL, 0, 0, 5, 1), CT_ERR_INVALID_ARGUMENT);
@@ -204,6 +204,24 @@ START_TEST(test_squeeze_unsqueeze_permute_expand) {
   ck_assert_ct_status(ct_permute(&w, v, NULL), CT_ERR_INVALID_ARGUMENT);
   ck_assert_ct_status(ct_transpose(&w, v, 0, 2), CT_ERR_INVALID_ARGUMENT);
   ck_assert_ct_status(ct_transpose(&w, NULL, 0, 1), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_transpose(&w, v, 0, 2), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("ct_transpose: dim 2 is out of range for a tensor with 2 dims (expected -2..1)");
+  /* The one dim rule (PyTorch's): a 0-d tensor takes dim 0 and -1 (transpose, squeeze), but has
+   * no dim to slice. */
+  ct_tensor *s0 = NULL;
+  ck_assert_ct_ok(ct_from_host(&s0, d, CT_F32, 0, NULL, host));
+  ck_assert_ct_ok(ct_transpose(&w, s0, 0, -1));
+  ck_assert_int_eq(ct_tensor_ndim(w), 0);
+  ct_release(w);
+  ck_assert_ct_ok(ct_squeeze(&w, s0, -1));
+  ck_assert_int_eq(ct_tensor_ndim(w), 0);
+  ct_release(w);
+  ck_assert_ct_status(ct_transpose(&w, s0, 0, 1), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("ct_transpose: dim 1 is out of range for a tensor with 0 dims (expected -1..0)");
+  ck_assert_ct_status(ct_slice(&w, s0, 0, 0, 1, 1), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("ct_slice: t is zero-dimensional");
+  ck_assert_ptr_null(w);
+  ct_release(s0);
   ck_assert_ct_status(ct_expand(&w, v, 2, (int64_t[]){3, 3}), CT_ERR_SHAPE_MISMATCH);
   ck_assert_error_contains("[2, 3]");
   ck_assert_error_contains("[3, 3]");
