@@ -15,16 +15,8 @@
  * kh x kw with stride (sth, stw), padding (ph, pw), dilation (dh, dw); the output is
  * [N, Cout, OH, OW], contiguous. */
 
-#if CT_IN == CT_DT_F64
-typedef double acc_t;
-#define LOADA(p, i) ((p)[i])
-#define STOREA(p, i, v) ((p)[i] = (v))
-#else
-typedef float acc_t;
-#define LOADA(p, i) CT_LOADF(CT_IN, p, i)
-#define STOREA(p, i, v) CT_STOREF(CT_IN, p, i, v)
-#endif
-typedef CT_T(CT_IN) io_t;
+/* io_t, acc_t, LOADA, STOREA. */
+//#include "acc_types.cl"
 
 __kernel void conv_im2col(__global const io_t *x, long x_off, long4 xs, int C, int H, int W, int kh,
                           int kw, int sth, int stw, int ph, int pw, int dh, int dw, int OH, int OW,

@@ -14,33 +14,30 @@
 #define T CT_BITS
 #define CT_CHUNK 256
 
-inline void ct_report_bad(__global long *err, long pos, long v) {
-  if (atomic_cmpxchg((volatile __global int *)err, 0, 1) == 0) {
-    err[1] = pos;
-    err[2] = v;
-  }
-}
+/* ct_report_bad, ct_chunk, ct_load_index. */
+//#include "indexing_common.cl"
 
-/* Work-item gid's chunk [*e0, *e1) of `chunk` elements of a row of `inner`; returns the row. */
-inline long ct_chunk(long gid, long inner, long chunk, long *e0, long *e1) {
-  long per_row = (inner + chunk - 1) / chunk;
-  long row = gid / per_row;
-  *e0 = (gid - row * per_row) * chunk;
-  *e1 = min(*e0 + chunk, inner);
-  return row;
-}
+/* A work-item's part of the output in the kernels below: a chunk [e0, e1) of output row `row`
+ * (the innermost dim, of `inner` elements), and the row's start (b1, b2) and innermost stride
+ * (i1, i2) in two strided operands. */
+struct ct_rowpart {
+  long row, inner, e0, e1, b1, b2, i1, i2;
+};
 
-inline long ct_load_index(__global const uchar *idx, long i, int idx64) {
-  return idx64 ? ((__global const long *)idx)[i] : (long)((__global const int *)idx)[i];
-}
-
-/* Element offsets, in two layouts, of row `row` of shape (all dims but the last). */
-inline void ct_row_offsets(long row, int ndim, long8 shape, long8 s1, long8 s2, long *o1, long *o2) {
+/* Work-item gid's part, the operands' strides s1, s2 (element offsets off1, off2 added). */
+inline struct ct_rowpart ct_row_part(long gid, int ndim, long8 shape, long8 s1, long8 s2, long off1,
+                                     long off2) {
   long sh[8], a[8], b[8];
   vstore8(shape, 0, sh);
   vstore8(s1, 0, a);
   vstore8(s2, 0, b);
-  long r1 = 0, r2 = 0;
+  struct ct_rowpart p;
+  p.inner = sh[ndim - 1];
+  p.i1 = a[ndim - 1];
+  p.i2 = b[ndim - 1];
+  long row = ct_chunk(gid, p.inner, CT_CHUNK, &p.e0, &p.e1);
+  p.row = row;
+  long r1 = off1, r2 = off2;
   for (int d = ndim - 2; d >= 0; d--) {
     long q = row / sh[d];
     long c = row - q * sh[d];
@@ -48,8 +45,9 @@ inline void ct_row_offsets(long row, int ndim, long8 shape, long8 s1, long8 s2, 
     r2 += c * b[d];
     row = q;
   }
-  *o1 = r1;
-  *o2 = r2;
+  p.b1 = r1;
+  p.b2 = r2;
+  return p;
 }
 
 /* out[p] = x[sum_d c_d xstr_d + index[sum_d c_d istr_d] * sel_stride] over the output's
@@ -64,19 +62,10 @@ __kernel void gather_bits(__global T *out, long out_off, __global const T *x, lo
   long gid = get_global_id(0);
   if (gid >= nitems) return;
   err += err_off;
-  long xs[8], is[8], sh[8];
-  vstore8(xstr, 0, xs);
-  vstore8(istr, 0, is);
-  vstore8(shape, 0, sh);
-  long inner = sh[ndim - 1];
-  long e0, e1;
-  long row = ct_chunk(gid, inner, CT_CHUNK, &e0, &e1);
-  long xb, ib;
-  ct_row_offsets(row, ndim, shape, xstr, istr, &xb, &ib);
-  xb += x_off;
-  ib += idx_off;
+  struct ct_rowpart rp = ct_row_part(gid, ndim, shape, xstr, istr, x_off, idx_off);
+  long row = rp.row, inner = rp.inner, e0 = rp.e0, e1 = rp.e1;
+  long xb = rp.b1, ib = rp.b2, xi = rp.i1, ii = rp.i2;
   long ob = out_off + row * inner;
-  long xi = xs[ndim - 1], ii = is[ndim - 1];
   if (ii == 0) {
     /* One index for the whole chunk (index_select along an outer dim, embedding): a strided
      * copy of a row, contiguous in the common case. */
@@ -129,6 +118,9 @@ __kernel void gather_bits(__global T *out, long out_off, __global const T *x, lo
       }
     }
   } else {
+    /* The i32 twin of the loop above, kept apart on this hot path: one loop through
+     * ct_load_index would branch per element, and timings on the shared PoCL machine were too
+     * noisy to show that this costs nothing. */
     __global const int *ip = (__global const int *)idx + ib;
     for (long e = e0; e < e1; e++) {
       long v = ip[e * ii];
@@ -158,18 +150,7 @@ __kernel void masked_fill_bits(__global T *out, long out_off, __global const T *
                                long8 shape, long nitems) {
   long gid = get_global_id(0);
   if (gid >= nitems) return;
-  long xs[8], ms[8], sh[8];
-  vstore8(xstr, 0, xs);
-  vstore8(mstr, 0, ms);
-  vstore8(shape, 0, sh);
-  long inner = sh[ndim - 1];
-  long e0, e1;
-  long row = ct_chunk(gid, inner, CT_CHUNK, &e0, &e1);
-  long xb, mb;
-  ct_row_offsets(row, ndim, shape, xstr, mstr, &xb, &mb);
-  xb += x_off;
-  mb += mask_off;
-  long ob = out_off + row * inner;
-  long xi = xs[ndim - 1], mi = ms[ndim - 1];
-  for (long e = e0; e < e1; e++) out[ob + e] = mask[mb + e * mi] ? value : x[xb + e * xi];
+  struct ct_rowpart rp = ct_row_part(gid, ndim, shape, xstr, mstr, x_off, mask_off);
+  long ob = out_off + rp.row * rp.inner;
+  for (long e = rp.e0; e < rp.e1; e++) out[ob + e] = mask[rp.b2 + e * rp.i2] ? value : x[rp.b1 + e * rp.i1];
 }

@@ -13,26 +13,8 @@
 #define RAW TIN
 #endif
 
-inline void ct_report_bad(__global long *err, long pos, long v, long aux) {
-  if (atomic_cmpxchg((volatile __global int *)err, 0, 1) == 0) {
-    err[1] = pos;
-    err[2] = v;
-    err[3] = aux;
-  }
-}
-
-/* Work-item gid's chunk [*e0, *e1) of `chunk` elements of a row of `inner`; returns the row. */
-inline long ct_chunk(long gid, long inner, long chunk, long *e0, long *e1) {
-  long per_row = (inner + chunk - 1) / chunk;
-  long row = gid / per_row;
-  *e0 = (gid - row * per_row) * chunk;
-  *e1 = min(*e0 + chunk, inner);
-  return row;
-}
-
-inline long ct_load_index(__global const uchar *idx, long i, int idx64) {
-  return idx64 ? ((__global const long *)idx)[i] : (long)((__global const int *)idx)[i];
-}
+/* ct_report_bad, ct_chunk, ct_load_index. */
+//#include "indexing_common.cl"
 
 /* ---- scatter_add ---------------------------------------------------------------------- */
 
@@ -66,7 +48,7 @@ __kernel void scatter_add_lines(__global TIN *out, long out_off, long8 ostr, __g
   for (long k = 0; k < klen; k++) {
     long v = ct_load_index(idx, ib + k * i_step, idx64);
     if (v < 0 || v >= dim_size) {
-      ct_report_bad(err, line, v, k);
+      if (ct_report_bad(err, line, v)) err[3] = k;
       continue;
     }
     ADD_TO(out, ob + v * o_step, src, sb + k * s_step);

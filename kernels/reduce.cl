@@ -43,8 +43,6 @@
 #define CT_EPI_STD 3
 
 #define CT_BLOCK 16
-/* 2^34 blocks of CT_BLOCK elements per work-item: more than any buffer holds. */
-#define CT_LEVELS 34
 #define CT_LANES 8
 
 /* Accumulator type of the input dtype: long for bool/integers, double for f64, else float. */
@@ -170,21 +168,8 @@ inline bool ct_arg_better(int op, acc_t va, long ia, acc_t vb, long ib) {
 #define CT_CASCADE(op) ((op) == CT_OP_SUM)
 #endif
 
-/* Pushes block sum b onto the cascade stack (levels st, count *cnt). */
-inline void ct_push8(acc8_t *st, ulong *cnt, acc8_t b) {
-  int l = 0;
-  for (ulong c = *cnt; c & 1ul; c >>= 1, l++) b = st[l] + b;
-  st[l] = b;
-  *cnt += 1ul;
-}
-
-/* Sum of the stack's occupied levels, smallest first. */
-inline acc8_t ct_pop8(acc8_t *st, ulong cnt) {
-  acc8_t s = (acc8_t)0;
-  for (int l = 0; cnt; cnt >>= 1, l++)
-    if (cnt & 1ul) s = st[l] + s;
-  return s;
-}
+/* ct_push8/ct_pop8, the cascade of block sums (CT_LEVELS levels of CT_BLOCK elements). */
+//#include "cascade.cl"
 
 /* Tree combination of a vector's lanes. */
 inline acc_t ct_hcomb8(int op, acc8_t v) {

@@ -35,17 +35,11 @@ typedef float8 acc8_t;
 #endif
 #endif
 
-#define CT_LEVELS 34
 #define MAXN(a, b) (((a) > (b) || isnan(a)) ? (a) : (b))
 #define MAXN8(a, b) select((b), (a), ((a) > (b)) | isnan(a))
 
-/* The binary cascade of block sums (kernels/reduce.cl): level l holds the sum of 2^l blocks. */
-inline void ct_lg_push8(acc8_t *st, ulong *cnt, acc8_t b) {
-  int l = 0;
-  for (ulong c = *cnt; c & 1ul; c >>= 1, l++) b = st[l] + b;
-  st[l] = b;
-  *cnt += 1ul;
-}
+/* The binary cascade of block sums: ct_push8/ct_pop8, ct_push1/ct_pop1. */
+//#include "cascade.cl"
 
 /* logsumexp of n contiguous elements at p: 8 lanes, blocks of 16 vectors through the
  * cascade, then the n % 8 tail. */
@@ -64,11 +58,9 @@ inline acc_t ct_lse_contiguous(__global const in_t *p, long n) {
   for (long k = 0; k < nv;) {
     acc8_t b = (acc8_t)0;
     for (int q = 0; q < 16 && k < nv; q++, k++) b += exp(LOAD8(p, 8 * k) - ms8);
-    ct_lg_push8(st, &cnt, b);
+    ct_push8(st, &cnt, b);
   }
-  acc8_t s8 = (acc8_t)0;
-  for (int l = 0; cnt; cnt >>= 1, l++)
-    if (cnt & 1ul) s8 = st[l] + s8;
+  acc8_t s8 = ct_pop8(st, cnt);
   vstore8(s8, 0, t);
   acc_t s = ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
   for (long j = nv * 8; j < n; j++) s += exp(LOAD1(p, j) - m);
@@ -100,15 +92,9 @@ __kernel void red_logsumexp(__global const in_t *in, long in_off, __global void 
       acc_t b = 0;
       for (int t = 0; t < 16 && j < nred; t++, j++)
         b += exp(LOAD1(in, base + ct_lg_offset(j, rndim, rshape, rstride)) - m);
-      int l = 0;
-      for (ulong c = cnt; c & 1ul; c >>= 1, l++) b = st[l] + b;
-      st[l] = b;
-      cnt++;
+      ct_push1(st, &cnt, b);
     }
-    acc_t s = 0;
-    for (int l = 0; cnt; cnt >>= 1, l++)
-      if (cnt & 1ul) s = st[l] + s;
-    r = log(s) + m;
+    r = log(ct_pop1(st, cnt)) + m;
   }
   long i = out_off + o;
   if (out_dt == CT_DT_F16)

@@ -70,32 +70,8 @@ inline acc_t ct_hsum8(acc8_t v) {
   return t[0];
 }
 
-/* The binary cascade of block sums (see kernels/reduce.cl): level l holds 2^l blocks. */
-#define CT_LEVELS 34
-inline void ct_push8(acc8_t *st, ulong *cnt, acc8_t b) {
-  int l = 0;
-  for (ulong c = *cnt; c & 1ul; c >>= 1, l++) b = st[l] + b;
-  st[l] = b;
-  *cnt += 1ul;
-}
-inline acc8_t ct_pop8(acc8_t *st, ulong cnt) {
-  acc8_t s = (acc8_t)0;
-  for (int l = 0; cnt; cnt >>= 1, l++)
-    if (cnt & 1ul) s = st[l] + s;
-  return s;
-}
-inline void ct_push1(acc_t *st, ulong *cnt, acc_t b) {
-  int l = 0;
-  for (ulong c = *cnt; c & 1ul; c >>= 1, l++) b = st[l] + b;
-  st[l] = b;
-  *cnt += 1ul;
-}
-inline acc_t ct_pop1(acc_t *st, ulong cnt) {
-  acc_t s = 0;
-  for (int l = 0; cnt; cnt >>= 1, l++)
-    if (cnt & 1ul) s = st[l] + s;
-  return s;
-}
+/* The binary cascade of block sums: ct_push8/ct_pop8, ct_push1/ct_pop1. */
+//#include "cascade.cl"
 
 /* Sum of exp(x_j - m) for j = j0, j0 + step, ... < j1 of a strided row. */
 inline acc_t ct_sumexp1(__global const io_t *in, long ib, long in_step, long j0, long j1,

@@ -342,11 +342,57 @@ done:
   return out;
 }
 
-/* Builds (or loads from the disk cache) the program common + source for d; *from_binary says
- * which. from_source skips the cache's binary (and overwrites its entry). */
+/* A program's text in pieces: common.cl, then its source with each line
+ * `//#include "x.cl"` replaced by kernels/x.cl. Such a file is a prelude that only some
+ * programs share (the cascade sums, the indexing helpers): in common.cl it would go into every
+ * program, and a change to it would rebuild them all. The directive is a comment, so a prelude
+ * is not itself expanded. Pieces, not a copy: clCreateProgramWithSource takes them as they are,
+ * and the disk cache's key hashes the same pieces in order, i.e. the full assembled text. */
+#define CT__MAX_INCLUDES 4
+struct ct__pieces {
+  int n;
+  const char *text[2 + 2 * CT__MAX_INCLUDES];
+  size_t len[2 + 2 * CT__MAX_INCLUDES];
+};
+
+/* Under the engine lock (a prelude is read like any kernels/ file). */
+static ct_status ct__assemble(struct ct__pieces *out, struct ct__engine *e, const char *label,
+                              const char *common, const char *source) {
+  static const char directive[] = "//#include \"";
+  const size_t dl = sizeof directive - 1;
+  out->n = 0;
+  out->text[out->n] = common;
+  out->len[out->n++] = strlen(common);
+  int includes = 0;
+  const char *s = source;
+  for (const char *at = strstr(s, directive); at; at = strstr(at + dl, directive)) {
+    if (at != source && at[-1] != '\n') continue;
+    const char *name = at + dl, *q = strchr(name, '"');
+    char file[64];
+    if (!q || memchr(name, '\n', (size_t)(q - name)) || (size_t)(q - name) >= sizeof file)
+      return ct__error(CT_ERR_INTERNAL, "kernel engine: malformed //#include in %s", label);
+    if (++includes > CT__MAX_INCLUDES)
+      return ct__error(CT_ERR_INTERNAL, "kernel engine: %s has more than %d //#include lines",
+                       label, CT__MAX_INCLUDES);
+    memcpy(file, name, (size_t)(q - name));
+    file[q - name] = '\0';
+    const char *prelude;
+    CT__TRY(ct__source_text(&prelude, e, file));
+    out->text[out->n] = s;
+    out->len[out->n++] = (size_t)(at - s);
+    out->text[out->n] = prelude;
+    out->len[out->n++] = strlen(prelude);
+    s = q + strcspn(q, "\n"); /* the directive's line is replaced; its newline stays */
+  }
+  out->text[out->n] = s;
+  out->len[out->n++] = strlen(s);
+  return CT_OK;
+}
+
+/* Builds (or loads from the disk cache) the program `text` for d; *from_binary says which.
+ * from_source skips the cache's binary (and overwrites its entry). */
 static ct_status ct__build(cl_program *out, bool *from_binary, ct_device *d, const char *label,
-                           const char *common, const char *source, const char *options,
-                           bool from_source) {
+                           const struct ct__pieces *text, const char *options, bool from_source) {
   *from_binary = false;
   /* A $CLTENSOR_CACHE that is not a boolean is refused here, where it can be reported. */
   bool cache_on;
@@ -364,8 +410,7 @@ static ct_status ct__build(cl_program *out, bool *from_binary, ct_device *d, con
   struct ct__sha256 sha;
   unsigned char digest[32];
   ct__sha256_init(&sha);
-  ct__sha256_update(&sha, common, strlen(common));
-  ct__sha256_update(&sha, source, strlen(source));
+  for (int i = 0; i < text->n; i++) ct__sha256_update(&sha, text->text[i], text->len[i]);
   ct__sha256_final(&sha, digest);
   ct__hex(key.source_sha256, digest, 32);
 
@@ -394,8 +439,8 @@ static ct_status ct__build(cl_program *out, bool *from_binary, ct_device *d, con
     atomic_fetch_add(&ct__stats.cache_rejected, 1);
   }
 
-  const char *texts[2] = {common, source};
-  cl_program prog = clCreateProgramWithSource(ct__device_context(d), 2, texts, NULL, &err);
+  cl_program prog = clCreateProgramWithSource(ct__device_context(d), (cl_uint)text->n,
+                                              (const char **)text->text, text->len, &err);
   if (!prog)
     return ct__cl_error(err, "kernel engine: clCreateProgramWithSource(%s) on %s failed", label, d->spec);
   err = clBuildProgram(prog, 1, &d->id, options, NULL, NULL);
@@ -437,6 +482,8 @@ static ct_status ct__get_locked(ct__kernel **out, struct ct__engine *e, ct_devic
   CT__TRY(ct__source_text(&common, e, "common.cl"));
   if (file) CT__TRY(ct__source_text(&source, e, file));
   if (source == common) common = ""; /* common.cl itself, e.g. to check that it compiles */
+  struct ct__pieces text;
+  CT__TRY(ct__assemble(&text, e, label, common, source));
   size_t olen = strlen(e->base_options) + 1 + strlen(options) + 1;
   char *full = malloc(olen);
   if (!full) return ct__error(CT_ERR_OUT_OF_MEMORY, "kernel engine: out of host memory");
@@ -455,7 +502,7 @@ static ct_status ct__get_locked(ct__kernel **out, struct ct__engine *e, ct_devic
       free(full);
       return ct__error(CT_ERR_OUT_OF_MEMORY, "kernel engine: out of host memory");
     }
-    ct_status st = ct__build(&p->prog, &p->from_binary, d, label, common, source, full, false);
+    ct_status st = ct__build(&p->prog, &p->from_binary, d, label, &text, full, false);
     if (st != CT_OK) {
       free(p->owned_source);
       free(p);
@@ -480,7 +527,7 @@ static ct_status ct__get_locked(ct__kernel **out, struct ct__engine *e, ct_devic
        * than fail on every run. Kernels already made from the old program keep it alive. */
       cl_program rebuilt;
       bool unused;
-      ct_status st = ct__build(&rebuilt, &unused, d, label, common, source, p->options, true);
+      ct_status st = ct__build(&rebuilt, &unused, d, label, &text, p->options, true);
       if (st != CT_OK) return st;
       atomic_fetch_add(&ct__stats.binary_refused, 1);
       clReleaseProgram(p->prog);

@@ -822,6 +822,63 @@ START_TEST(test_kernel_dir_reads_sources) {
 }
 END_TEST
 
+static void write_text(const char *dir, const char *name, const char *text) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  write_all(path, text, strlen(text));
+}
+
+/* A line `//#include "x.cl"` is replaced by kernels/x.cl where it stands (after what the file
+ * defined before it); the same text elsewhere on a line stays a comment. The disk cache's key
+ * covers the prelude: an edited prelude is built again, never served the stale binary. */
+START_TEST(test_kernel_dir_include_prelude) {
+  char *cache = use_fresh_cache();
+  char *dir = make_tmpdir();
+  const struct ct__embedded_source *common = ct__embedded_find("common.cl");
+  ck_assert_ptr_nonnull(common);
+  write_text(dir, "common.cl", common->text);
+  write_text(dir, "pre.cl", "inline float ct_pre_add(float v, float a) { return v * a + PRE_ADD; }\n");
+  write_text(dir, "devk.cl",
+             "#define PRE_ADD 3\n"
+             "//#include \"pre.cl\"\n"
+             "// a comment naming //#include \"missing.cl\" is no directive\n"
+             "__kernel void scale(__global float *x, float a) {\n"
+             "  size_t i = get_global_id(0); x[i] = ct_pre_add(x[i], a);\n}\n");
+  write_text(dir, "bad.cl", "//#include \"missing.cl\"\n");
+  setenv("CLTENSOR_KERNEL_DIR", dir, 1);
+  ct_device *d = ct_test_device();
+  ct__kernel *k;
+  ck_assert_ct_ok(ct__kernel_get(&k, d, "devk.cl", "scale", NULL));
+  run_scale(d, k, 2.0f, 3.0f);
+  ck_assert_ct_status(ct__kernel_get(&k, d, "bad.cl", "scale", NULL), CT_ERR_IO);
+  ck_assert_error_contains("missing.cl");
+  ct_shutdown();
+
+  /* The same devk.cl with another prelude: a build from source, not the cached binary. */
+  write_text(dir, "pre.cl", "inline float ct_pre_add(float v, float a) { return v * a + PRE_ADD + 1; }\n");
+  struct ct__engine_stats s0 = stats();
+  d = ct_test_device();
+  ck_assert_ct_ok(ct__kernel_get(&k, d, "devk.cl", "scale", NULL));
+  run_scale(d, k, 2.0f, 4.0f);
+  struct ct__engine_stats s1 = stats();
+  ck_assert_uint_eq(s1.loads_from_binary, s0.loads_from_binary);
+  ck_assert_uint_eq(s1.builds_from_source, s0.builds_from_source + 1);
+  ct_shutdown();
+  /* Unchanged, it is the cached binary (so the cache was on above). */
+  d = ct_test_device();
+  ck_assert_ct_ok(ct__kernel_get(&k, d, "devk.cl", "scale", NULL));
+  run_scale(d, k, 2.0f, 4.0f);
+  ck_assert_uint_eq(stats().loads_from_binary, s1.loads_from_binary + 1);
+  ct_shutdown();
+  unsetenv("CLTENSOR_KERNEL_DIR");
+  unsetenv("CLTENSOR_CACHE_DIR");
+  rm_rf(dir);
+  rm_rf(cache);
+  free(dir);
+  free(cache);
+}
+END_TEST
+
 /* A hostile $CLTENSOR_KERNEL_DIR reaches the message escaped (core/env.h). */
 START_TEST(test_kernel_dir_is_escaped) {
   setenv("CLTENSOR_CACHE", "0", 1);
@@ -1256,6 +1313,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_unknown_file_and_kernel);
   tcase_add_test(tc, test_build_error_has_log);
   tcase_add_test(tc, test_kernel_dir_reads_sources);
+  tcase_add_test(tc, test_kernel_dir_include_prelude);
   tcase_add_test(tc, test_kernel_dir_is_escaped);
   tcase_add_test(tc, test_kernel_dir_source_tree);
   tcase_add_test(tc, test_concurrent_get_from_8_threads);
