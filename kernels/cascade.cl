@@ -1,5 +1,5 @@
 /* The binary cascade of block sums, shared by the programs that sum floats in long runs
- * (reduce.cl, reduce_logic.cl, softmax.cl). Not in common.cl, so that only these programs
+ * (reduce.cl, reduce_logic.cl, softmax.cl, norm.cl). Not in common.cl, so that only these programs
  * rebuild when it changes: a program takes it with the line `//#include "cascade.cl"`, which
  * the kernel engine (src/kernel/engine.c) replaces by this file, after the program has
  * defined its accumulator types acc_t and acc8_t (8 lanes of acc_t).

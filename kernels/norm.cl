@@ -14,20 +14,14 @@
  *              PyTorch's CPU formula) into ss[c] and ss[C + c]
  *  bn_apply    a work-item per element of x (geometry shape/str, [N, C, S...]) */
 
+//#include "acc_types.cl"
 #if CT_IN == CT_DT_F64
-typedef double acc_t;
-#define LOADA(p, i) ((p)[i])
-#define STOREA(p, i, v) ((p)[i] = (v))
 #define LOADP(p, i) ((p)[i])
 #define STOREP(p, i, v) ((p)[i] = (v))
 #else
-typedef float acc_t;
-#define LOADA(p, i) CT_LOADF(CT_IN, p, i)
-#define STOREA(p, i, v) CT_STOREF(CT_IN, p, i, v)
 #define LOADP(p, i) CT_LOADF(CT_PD, p, i)
 #define STOREP(p, i, v) CT_STOREF(CT_PD, p, i, v)
 #endif
-typedef CT_T(CT_IN) io_t;
 typedef CT_T(CT_PD) pd_t;
 
 /* v rounded to the I/O dtype and back (PyTorch's rms_norm rounds there before the weight). */
@@ -44,18 +38,7 @@ inline acc_t ct_round_io(acc_t v) {
 }
 
 #define CT_LEVELS 40
-inline void ct_push(acc_t *st, ulong *cnt, acc_t b) {
-  int l = 0;
-  for (ulong c = *cnt; c & 1ul; c >>= 1, l++) b = st[l] + b;
-  st[l] = b;
-  *cnt += 1ul;
-}
-inline acc_t ct_pop(acc_t *st, ulong cnt) {
-  acc_t s = 0;
-  for (int l = 0; cnt; cnt >>= 1, l++)
-    if (cnt & 1ul) s = st[l] + s;
-  return s;
-}
+//#include "cascade.cl"
 
 inline acc_t ct_sq(acc_t v) { return v * v; }
 
@@ -68,9 +51,9 @@ inline acc_t ct_sq(acc_t v) { return v * v; }
     for (long i = 0; i < (n);) {                                         \
       acc_t s_ = 0;                                                      \
       for (int t_ = 0; t_ < 16 && i < (n); t_++, i++) s_ += (term);      \
-      ct_push(st_, &cnt_, s_);                                           \
+      ct_push1(st_, &cnt_, s_);                                           \
     }                                                                    \
-    (res) = ct_pop(st_, cnt_);                                           \
+    (res) = ct_pop1(st_, cnt_);                                           \
   } while (0)
 
 #define ELEM(j) (inner_flat ? (j) : ct_offset((j), indim, ishape, istr))

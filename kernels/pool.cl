@@ -7,16 +7,7 @@
  * ceil_mode false no window reaches past the padding); mode 2: adaptive average, output (i, j)
  * over rows [floor(i H / OH), ceil((i + 1) H / OH)) and the same for columns. */
 
-#if CT_IN == CT_DT_F64
-typedef double acc_t;
-#define LOADA(p, i) ((p)[i])
-#define STOREA(p, i, v) ((p)[i] = (v))
-#else
-typedef float acc_t;
-#define LOADA(p, i) CT_LOADF(CT_IN, p, i)
-#define STOREA(p, i, v) CT_STOREF(CT_IN, p, i, v)
-#endif
-typedef CT_T(CT_IN) io_t;
+//#include "acc_types.cl"
 
 /* The arguments of pool2d and pool2d_max2 (src/nn/pool.c sets them alike). */
 #define POOL2D_PARAMS                                                                                   \
