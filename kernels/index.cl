@@ -50,6 +50,22 @@ inline struct ct_rowpart ct_row_part(long gid, int ndim, long8 shape, long8 s1, 
   return p;
 }
 
+/* gather_bits' loop over a strided index row of type IT (i64 or i32): one source for both
+ * index types, each expanded on its own so the hot loop has no per-element type branch. */
+#define CT_GATHER_STRIDED(IT)                                          \
+  do {                                                                 \
+    __global const IT *ip = (__global const IT *)idx + ib;             \
+    for (long e = e0; e < e1; e++) {                                   \
+      long v = ip[e * ii];                                             \
+      if (v < 0 || v >= sel_size) {                                    \
+        ct_report_bad(err, row * inner + e, v);                        \
+        out[ob + e] = (T)0;                                            \
+      } else {                                                         \
+        out[ob + e] = xr[e * xi + v * sel_stride];                     \
+      }                                                                \
+    }                                                                  \
+  } while (0)
+
 /* out[p] = x[sum_d c_d xstr_d + index[sum_d c_d istr_d] * sel_stride] over the output's
  * coordinates c: index_select (istr zero but at the selected dim), gather (istr the index's
  * strides) and embedding (the weight row chosen by the index, the last coordinate the column).
@@ -107,30 +123,9 @@ __kernel void gather_bits(__global T *out, long out_off, __global const T *x, lo
       }
     }
   } else if (idx64) {
-    __global const long *ip = (__global const long *)idx + ib;
-    for (long e = e0; e < e1; e++) {
-      long v = ip[e * ii];
-      if (v < 0 || v >= sel_size) {
-        ct_report_bad(err, row * inner + e, v);
-        out[ob + e] = (T)0;
-      } else {
-        out[ob + e] = xr[e * xi + v * sel_stride];
-      }
-    }
+    CT_GATHER_STRIDED(long);
   } else {
-    /* The i32 twin of the loop above, kept apart on this hot path: one loop through
-     * ct_load_index would branch per element, and timings on the shared PoCL machine were too
-     * noisy to show that this costs nothing. */
-    __global const int *ip = (__global const int *)idx + ib;
-    for (long e = e0; e < e1; e++) {
-      long v = ip[e * ii];
-      if (v < 0 || v >= sel_size) {
-        ct_report_bad(err, row * inner + e, v);
-        out[ob + e] = (T)0;
-      } else {
-        out[ob + e] = xr[e * xi + v * sel_stride];
-      }
-    }
+    CT_GATHER_STRIDED(int);
   }
 }
 
