@@ -40,8 +40,7 @@ static ct_status cum(ct_tensor **out, const ct_tensor *x, int dim, int prod, con
     ct__kargs_begin(&a, k, ct__kernel_lock(k));
     ct__index_karg_strided(&a, "out", r, n, ostr);
     ct__index_karg_strided(&a, "x", x, n, xstr);
-    ct__karg_int(&a, "ndim", n);
-    ct__karg_long8(&a, "lshape", n, lshape, 1);
+    ct__karg_geom(&a, "lshape", n, lshape, 0, NULL); /* ndim, lshape */
     ct__karg_long(&a, "n", len);
     ct__karg_long(&a, "o_step", o_step);
     ct__karg_long(&a, "x_step", x_step);

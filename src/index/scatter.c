@@ -67,8 +67,7 @@ ct_status ct_scatter_add(ct_tensor **out, const ct_tensor *x, int dim, const ct_
     ct__index_karg_strided(&a, "src", src, n, sstr);
     ct__index_karg_strided(&a, "idx", index, n, istr);
     ct__karg_int(&a, "idx64", index->dtype == CT_I64);
-    ct__karg_int(&a, "ndim", n);
-    ct__karg_long8(&a, "lshape", n, lshape, 1);
+    ct__karg_geom(&a, "lshape", n, lshape, 0, NULL); /* ndim, lshape */
     ct__karg_long(&a, "klen", klen);
     ct__karg_long(&a, "o_step", o_step);
     ct__karg_long(&a, "s_step", s_step);

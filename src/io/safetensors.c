@@ -65,13 +65,15 @@ void ct__safetensors_header_free(struct ct__st_header *h) {
   memset(h, 0, sizeof *h);
 }
 
+/* What a JSON value is, for messages ("expected a string, got a number"). */
 static const char *ct__json_kind(const cJSON *v) {
-  if (cJSON_IsObject(v)) return "an object";
-  if (cJSON_IsArray(v)) return "an array";
-  if (cJSON_IsString(v)) return "a string";
-  if (cJSON_IsNumber(v)) return "a number";
-  if (cJSON_IsBool(v)) return "a boolean";
-  if (cJSON_IsNull(v)) return "null";
+  static const struct {
+    cJSON_bool (*is)(const cJSON *);
+    const char *name;
+  } kinds[] = {{cJSON_IsObject, "an object"}, {cJSON_IsArray, "an array"}, {cJSON_IsString, "a string"},
+               {cJSON_IsNumber, "a number"},  {cJSON_IsBool, "a boolean"},  {cJSON_IsNull, "null"}};
+  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+    if (kinds[i].is(v)) return kinds[i].name;
   return "an invalid value";
 }
 

@@ -37,15 +37,6 @@ ct_status ct__nn_unbatch(ct_tensor **t) {
   return CT_OK;
 }
 
-ct_status ct__nn_result(ct_tensor **out, ct_tensor *o, ct_status st) {
-  if (st != CT_OK) {
-    ct_release(o);
-    return st;
-  }
-  *out = o;
-  return CT_OK;
-}
-
 ct_status ct__nn_launch3(ct__kernel *k, struct ct__kargs *a, ct_device *d, int64_t n0, int64_t n1, int64_t n2,
                          const char *fn) {
   ct_status st = ct__kargs_end(a, fn);

@@ -371,7 +371,7 @@ static ct_status conv_run(ct_tensor **out, const struct conv *cv, const ct_tenso
   }
   ct_release(wc);
   ct_release(bc);
-  return ct__nn_result(out, o, st);
+  return ct__tensor_result(out, o, st);
 }
 
 ct_status ct_conv2d(ct_tensor **out, const ct_tensor *x, const ct_tensor *w, const ct_tensor *bias,
@@ -388,7 +388,7 @@ ct_status ct_conv2d(ct_tensor **out, const ct_tensor *x, const ct_tensor *w, con
   if (st == CT_OK) st = conv_run(&o, &cv, x4, w, bias);
   if (st == CT_OK && x->ndim == 3) st = ct__nn_unbatch(&o);
   ct_release(x4);
-  return ct__nn_result(out, o, st);
+  return ct__tensor_result(out, o, st);
 }
 
 ct_status ct_conv1d(ct_tensor **out, const ct_tensor *x, const ct_tensor *w, const ct_tensor *bias, int stride,
@@ -437,5 +437,5 @@ ct_status ct_conv1d(ct_tensor **out, const ct_tensor *x, const ct_tensor *w, con
   }
   ct_release(x4);
   ct_release(w4);
-  return ct__nn_result(out, o, st);
+  return ct__tensor_result(out, o, st);
 }

@@ -22,9 +22,6 @@ ct_status ct__nn_batched4(ct_tensor **out, const ct_tensor *x, const char *fn);
 /* Drops dim 0 of a [1, ...] result made for an unbatched input: *t is replaced by the view. */
 ct_status ct__nn_unbatch(ct_tensor **t);
 
-/* The end of an op: *out = o on success; o released (NULL allowed) and *out left NULL on
- * failure. Returns st. */
-ct_status ct__nn_result(ct_tensor **out, ct_tensor *o, ct_status st);
 
 /* Launches k over a 3-D range n0 x n1 x n2 (the 1-D launch is ct__launch1(), kernel/kargs.h;
  * each extent rounded up to the work-group shape, so the kernel checks each id against its

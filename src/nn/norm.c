@@ -146,7 +146,7 @@ static ct_status norm_api(ct_tensor **out, const ct_tensor *x, int nnorm, const 
   }
   ct_release(wc);
   ct_release(bc);
-  return ct__nn_result(out, o, st);
+  return ct__tensor_result(out, o, st);
 }
 
 ct_status ct_layer_norm(ct_tensor **out, const ct_tensor *x, int nnorm, const ct_tensor *weight,
@@ -243,5 +243,5 @@ ct_status ct_batch_norm(ct_tensor **out, const ct_tensor *x, ct_tensor *running_
     st = ct__nn_launch3(ka, &a, d, S, C, N, fn);
   }
   ct_release(ss);
-  return ct__nn_result(out, o, st);
+  return ct__tensor_result(out, o, st);
 }

@@ -51,7 +51,7 @@ static ct_status pool_run(ct_tensor **out, const ct_tensor *x, int mode, const i
     }
   }
   if (st == CT_OK && x->ndim == 3) st = ct__nn_unbatch(&o);
-  return ct__nn_result(out, o, st);
+  return ct__tensor_result(out, o, st);
 }
 
 /* The checks every pool op starts with: out, x and the op's size argument (what, "kernel" or

@@ -100,9 +100,7 @@ static ct_status ct__copy_of_view(ct_tensor **out, const ct_tensor *x, const int
 
 ct_status ct_flip(ct_tensor **out, const ct_tensor *x, int ndims, const int *dims) {
   const char *fn = "ct_flip";
-  CT__CHECK_NOT_NULL(fn, out);
-  *out = NULL;
-  CT__CHECK_NOT_NULL(fn, x);
+  CT__TRY(ct__op_begin(out, x, fn));
   if (ndims < 0 || ndims > CT_MAX_DIMS)
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: ndims is %d (expected 0..%d)", fn, ndims, CT_MAX_DIMS);
   if (ndims > 0) CT__CHECK_NOT_NULL(fn, dims);
@@ -132,9 +130,7 @@ ct_status ct_flip(ct_tensor **out, const ct_tensor *x, int ndims, const int *dim
 
 ct_status ct_roll(ct_tensor **out, const ct_tensor *x, int64_t shift, int dim) {
   const char *fn = "ct_roll";
-  CT__CHECK_NOT_NULL(fn, out);
-  *out = NULL;
-  CT__CHECK_NOT_NULL(fn, x);
+  CT__TRY(ct__op_begin(out, x, fn));
   int d = 0;
   CT__TRY(ct__dim_wrap(&d, x->ndim, dim, fn));
   /* A 0-d tensor (dim 0 or -1, as PyTorch) holds one element: rolling leaves it as it is. */
@@ -161,9 +157,7 @@ ct_status ct_roll(ct_tensor **out, const ct_tensor *x, int64_t shift, int dim) {
 
 ct_status ct_repeat(ct_tensor **out, const ct_tensor *x, int ndim, const int64_t *repeats) {
   const char *fn = "ct_repeat";
-  CT__CHECK_NOT_NULL(fn, out);
-  *out = NULL;
-  CT__CHECK_NOT_NULL(fn, x);
+  CT__TRY(ct__op_begin(out, x, fn));
   if (ndim < x->ndim || ndim > CT_MAX_DIMS)
     return ct__error(CT_ERR_INVALID_ARGUMENT,
                      "%s: ndim is %d but x has %d dims (the number of repeats must be %d..%d)", fn, ndim, x->ndim,
@@ -184,9 +178,7 @@ ct_status ct_repeat(ct_tensor **out, const ct_tensor *x, int ndim, const int64_t
 }
 
 static ct_status ct__tri(ct_tensor **out, const ct_tensor *x, int64_t diagonal, int mode, const char *fn) {
-  CT__CHECK_NOT_NULL(fn, out);
-  *out = NULL;
-  CT__CHECK_NOT_NULL(fn, x);
+  CT__TRY(ct__op_begin(out, x, fn));
   if (x->ndim < 2)
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: x has %d dims (expected at least 2)", fn, x->ndim);
   int64_t lo[CT_MAX_DIMS] = {0};
@@ -208,9 +200,7 @@ static const char *ct__pad_mode_name(ct_pad_mode m) {
 ct_status ct_pad(ct_tensor **out, const ct_tensor *x, int npad, const int64_t *pad, ct_pad_mode mode,
                  double value) {
   const char *fn = "ct_pad";
-  CT__CHECK_NOT_NULL(fn, out);
-  *out = NULL;
-  CT__CHECK_NOT_NULL(fn, x);
+  CT__TRY(ct__op_begin(out, x, fn));
   if (mode != CT_PAD_CONSTANT && mode != CT_PAD_REFLECT && mode != CT_PAD_REPLICATE)
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: mode %d is not a ct_pad_mode", fn, (int)mode);
   if (npad < 0 || npad % 2 != 0)

@@ -224,6 +224,13 @@ void ct_release(ct_tensor *t) {
   free(t);
 }
 
+ct_status ct__op_begin(ct_tensor **out, const ct_tensor *x, const char *fn) {
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL(fn, x);
+  return CT_OK;
+}
+
 ct_status ct__tensor_result(ct_tensor **out, ct_tensor *r, ct_status st) {
   if (st != CT_OK) {
     ct_release(r);

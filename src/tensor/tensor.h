@@ -58,6 +58,9 @@ ct_status ct__tensor_headers(ct_tensor **x, ct__storage **s, ct_device *d, ct_dt
 /* How an op hands over the result r it built: on st == CT_OK *out = r (the caller's
  * reference), else r is released (NULL is fine) and *out left as it is. Returns st. */
 ct_status ct__tensor_result(ct_tensor **out, ct_tensor *r, ct_status st);
+/* The opening of an op making one new tensor from x: out and x must not be NULL
+ * (CT_ERR_INVALID_ARGUMENT "<fn>: argument 'out' is NULL", likewise 'x'); *out = NULL. */
+ct_status ct__op_begin(ct_tensor **out, const ct_tensor *x, const char *fn);
 
 /* A new tensor header over t's storage with the given geometry (retains the storage). */
 ct_status ct__tensor_view(ct_tensor **out, const ct_tensor *t, int ndim, const int64_t *shape,
