@@ -104,7 +104,7 @@ ct_status ct__launch1(ct__kernel *k, struct ct__kargs *a, ct_device *d, int64_t 
                       const char *fn);
 
 /* ct__launch1()'s launch step alone, for callers that end the list and unlock k themselves
- * (kept for nn/attention.c's ct__nn_launch_items() until it is converted). */
+ * (nn/attention.c, whose kernel's group size is fixed at 64). */
 ct_status ct__launch1_enqueue(ct__kernel *k, ct_device *d, int64_t n, size_t group);
 
 #endif

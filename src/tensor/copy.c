@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "device/device.h"
 #include "kernel/engine.h"
@@ -12,15 +13,6 @@
 #include "kernel/launch_geom.h"
 #include "profile/profile.h"
 #include "tensor/tensor.h"
-
-static const char *ct__bits_type(size_t es) {
-  switch (es) {
-    case 1: return "uchar";
-    case 2: return "ushort";
-    case 4: return "uint";
-    default: return "ulong";
-  }
-}
 
 /* A copy's geometry: shape and the two operands' strides, collapsed by ct__collapse_dims(),
  * then padded to at least 2 dims. */
@@ -110,7 +102,7 @@ static ct_status ct__copy_launch(ct_tensor *dst, const ct_tensor *src, const int
 
   char opts[64];
   if (same)
-    snprintf(opts, sizeof opts, "-DCT_BITS=%s", ct__bits_type(es));
+    snprintf(opts, sizeof opts, "-DCT_BITS=%s", ct__dtype_bits_type(es));
   else
     snprintf(opts, sizeof opts, "-DCT_SRC=%d -DCT_DST=%d", (int)src->dtype, (int)dst->dtype);
   ct__kernel *k;
@@ -167,7 +159,7 @@ ct_status ct__fill_bits(ct_tensor *t, const void *elem, const char *fn) {
     return CT_OK;
   }
   char opts[64];
-  snprintf(opts, sizeof opts, "-DCT_BITS=%s", ct__bits_type(es));
+  snprintf(opts, sizeof opts, "-DCT_BITS=%s", ct__dtype_bits_type(es));
   ct__kernel *k;
   CT__TRY(ct__kernel_get(&k, d, "copy.cl", "fill_strided", opts));
   struct ct__geom g;
