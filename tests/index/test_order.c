@@ -259,7 +259,8 @@ START_TEST(test_sort_dtypes) {
   int32_t iv[900];
   uint16_t hv[900];
   for (int i = 0; i < 900; i++) {
-    iv[i] = (int32_t)ix_below(50) - 25 + (i % 97 == 0 ? INT32_MIN : 0);
+    int32_t r = (int32_t)ix_below(50) - 25;
+    iv[i] = i % 97 == 0 ? INT32_MIN + 25 + r : r; /* the extreme end, without overflow */
     hv[i] = ct_f32_to_f16(sort_value());
   }
   ct_tensor *xi = ix_tensor(d, CT_I32, 2, shape, iv, 1), *xh = ix_tensor(d, CT_F16, 2, shape, hv, 0);
