@@ -26,6 +26,8 @@ RANKS = [
     ['tensor'],
     ['elementwise', 'reduce', 'random', 'linalg', 'shape', 'index'],
     ['nn', 'io', 'interop'],  # nn: composite ops over the op families
+    ['autograd'],   # backward formulas over every op family (recording is tensor/graph.h)
+    ['optim'],      # optimizers, gradient scaling, checkpoints: over autograd and io
 ]
 RANK = {layer: r for r, layers in enumerate(RANKS) for layer in layers}
 

@@ -33,6 +33,8 @@
 #include "cltensor/shape.h"
 #include "cltensor/index.h"
 #include "cltensor/nn.h"
+#include "cltensor/autograd.h"
+#include "cltensor/optim.h"
 #include "cltensor/io.h"
 #include "cltensor/interop.h"
 #include "cltensor/profile.h"

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "device/device.h"
 #include "elementwise/elementwise.h"
+#include "tensor/graph.h"
 #include "tensor/tensor.h"
 
 /* How an op's result dtype follows from its operands' promoted dtype T (ops.def's rule column). */
@@ -33,13 +34,32 @@ static const struct {
   enum ct__ew_kind kind;
   bool no_bool; /* PyTorch rejects these for bool too: they have no boolean meaning */
   const char *fn;  /* the kernel function */
-  const void *bwd; /* the backward formula (issue #15): NULL until it exists */
+  int saves; /* autograd: 0 never differentiable, else CT__EW_SAVES_* bits (ops.def's bwd) */
 } ct__ew_info[CT__EW_OP_COUNT] = {
 #define CT__EW_OP(NAME, name, kind, rule, no_bool, fn, ref, bwd) \
-  [CT__EW_##NAME] = {CT__EW_R_##rule, CT__EW_K_##kind, no_bool, #fn, bwd},
+  [CT__EW_##NAME] = {CT__EW_R_##rule, CT__EW_K_##kind, no_bool, #fn, CT__EW_SAVES_##bwd},
 #include "elementwise/ops.def"
 #undef CT__EW_OP
 };
+
+int ct__ew_saves(enum ct__ew_op op) { return (unsigned)op < CT__EW_OP_COUNT ? ct__ew_info[op].saves : 0; }
+
+/* Records the backward node of a new result r (tensor/graph.h), when an input requires grad. */
+static ct_status ct__ew_record(const char *fn, const struct ct__ew_launch *l, ct_tensor *r) {
+  int saves = ct__ew_info[l->op].saves;
+  if (!saves) return CT_OK;
+  ct__node *n = NULL;
+  CT__TRY(ct__grad_record(&n, r, CT__GOP_EW, (int)l->op, l->nin, l->in, fn));
+  if (!n) return CT_OK;
+  n->i[0] = l->spos;
+  n->i[1] = l->has_lo;
+  n->i[2] = l->has_hi;
+  n->d[0] = l->sd[0];
+  n->d[1] = l->sd[1];
+  for (int i = 0; i < l->nin && (saves & CT__EW_SAVES_IN_BIT); i++) CT__TRY(ct__grad_save(n, i, l->in[i], fn));
+  if (saves & CT__EW_SAVES_OUT_BIT) CT__TRY(ct__grad_save(n, CT__EW_SAVED_OUT, r, fn));
+  return CT_OK;
+}
 
 const char *ct__ew_op_fn(enum ct__ew_op op) {
   return (unsigned)op < CT__EW_OP_COUNT ? ct__ew_info[op].fn : "INVALID";
@@ -94,6 +114,7 @@ static ct_status ct__ew_finish(const char *fn, const struct ct__ew_launch *l, ct
   if (outp) {
     CT__TRY(ct__tensor_new(outp, d, o, ndim, shape, fn));
     ct_status st = ct__ew_run(fn, l, *outp);
+    if (st == CT_OK) st = ct__ew_record(fn, l, *outp);
     if (st != CT_OK) {
       ct_release(*outp);
       *outp = NULL;
@@ -110,6 +131,9 @@ static ct_status ct__ew_finish(const char *fn, const struct ct__ew_launch *l, ct
                      "dtype %s or ct_cast the result)",
                      fn, ct_dtype_name(out->dtype), ct_dtype_name(o), ct_dtype_name(o));
   CT__TRY(ct__ew_check_out_overlap(fn, out, l->nin, l->in, names));
+  CT__TRY(ct__grad_check_out(fn, l->nin, l->in, names));
+  CT__TRY(ct__grad_check_inplace(fn, out, "out"));
+  ct__tensor_bump_version(out);
   return ct__ew_run(fn, l, out);
 }
 
@@ -157,6 +181,7 @@ static ct_status ct__ew_scalar_op(const char *fn, enum ct__ew_op op, ct_tensor *
     l.k = l.k == CT_U64 ? CT_F32 : CT_I64;
   }
   l.s[0] = ct__ew_make_scalar(l.k, s);
+  l.sd[0] = s;
   static const char *const names[] = {"a"};
   return ct__ew_finish(fn, &l, o, a->ndim, a->shape, into ? NULL : outp, out, names);
 }
@@ -168,7 +193,10 @@ static ct_status ct__ew_unary(const char *fn, enum ct__ew_op op, ct_tensor **out
   struct ct__ew_launch l = {.op = op, .nin = 1, .in = {x}};
   ct_dtype o = CT_F32; /* set by ct__ew_types on success */
   CT__TRY(ct__ew_types(fn, op, x->dtype, &l.k, &o));
-  for (int i = 0; i < np; i++) l.s[i] = ct__ew_make_scalar(l.k, p[i]);
+  for (int i = 0; i < np; i++) {
+    l.s[i] = ct__ew_make_scalar(l.k, p[i]);
+    l.sd[i] = p[i];
+  }
   static const char *const names[] = {"x"};
   return ct__ew_finish(fn, &l, o, x->ndim, x->shape, into ? NULL : outp, out, names);
 }
@@ -207,6 +235,8 @@ static ct_status ct__ew_clamp(const char *fn, ct_tensor **outp, ct_tensor *out, 
   if (l.has_hi) CT__TRY(ct__dtype_check_scalar(hi, l.k, fn, "hi"));
   l.s[0] = ct__ew_make_scalar(l.k, l.has_lo ? lo : 0);
   l.s[1] = ct__ew_make_scalar(l.k, l.has_hi ? hi : 0);
+  l.sd[0] = lo;
+  l.sd[1] = hi;
   static const char *const names[] = {"x"};
   return ct__ew_finish(fn, &l, o, x->ndim, x->shape, into ? NULL : outp, out, names);
 }

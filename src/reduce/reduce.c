@@ -8,6 +8,7 @@
 #include "kernel/engine.h"
 #include "kernel/kargs.h"
 #include "reduce/reduce.h"
+#include "tensor/graph.h"
 #include "tensor/tensor.h"
 
 /* Must match kernels/reduce.cl. */
@@ -291,6 +292,31 @@ static ct_status reduce_api(ct_tensor **out, const ct_tensor *x, const bool *mas
   return CT_OK;
 }
 
+/* Records the backward node of a reduction over dims (tensor/graph.h): i[0] keepdim, i[1] the
+ * reduced dims as bits, i[2] var/std's correction, i[3] 1 for std; saved: 0 x, 1 the result
+ * (what prod, max/min and var/std need). */
+static ct_status reduce_record(ct_tensor *r, const ct_tensor *x, const bool *mask, bool keepdim, int op, int epi,
+                               int64_t corr, const char *fn) {
+  ct__gop g = op == OP_PROD ? CT__GOP_PROD
+              : op == OP_MAX || op == OP_MIN ? CT__GOP_AMAX
+              : epi == EPI_MEAN ? CT__GOP_MEAN
+              : epi == EPI_VAR || epi == EPI_STD ? CT__GOP_VAR
+              : CT__GOP_SUM;
+  ct__node *n = NULL;
+  CT__TRY(ct__grad_record(&n, r, g, 0, 1, &x, fn));
+  if (!n) return CT_OK;
+  n->i[0] = keepdim;
+  for (int d = 0; d < x->ndim; d++)
+    if (mask[d]) n->i[1] |= (int64_t)1 << d;
+  n->i[2] = corr;
+  n->i[3] = epi == EPI_STD;
+  if (g != CT__GOP_SUM && g != CT__GOP_MEAN) {
+    CT__TRY(ct__grad_save(n, 0, x, fn));
+    CT__TRY(ct__grad_save(n, 1, r, fn));
+  }
+  return CT_OK;
+}
+
 static ct_status reduce_dims_api(ct_tensor **out, const ct_tensor *x, int ndims, const int *dims,
                                  bool keepdim, int op, int epi, int64_t corr, const char *fn) {
   CT__CHECK_NOT_NULL(fn, out);
@@ -298,7 +324,8 @@ static ct_status reduce_dims_api(ct_tensor **out, const ct_tensor *x, int ndims,
   CT__CHECK_NOT_NULL(fn, x);
   bool mask[CT_MAX_DIMS];
   CT__TRY(ct__reduce_dims(mask, x->ndim, x->shape, ndims, dims, fn));
-  return reduce_api(out, x, mask, keepdim, op, epi, corr, fn);
+  CT__TRY(reduce_api(out, x, mask, keepdim, op, epi, corr, fn));
+  return ct__tensor_result(out, *out, reduce_record(*out, x, mask, keepdim, op, epi, corr, fn));
 }
 
 ct_status ct_sum(ct_tensor **out, const ct_tensor *x, int ndims, const int *dims, bool keepdim) {

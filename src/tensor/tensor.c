@@ -9,6 +9,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "device/device.h"
+#include "tensor/graph.h"
 #include "tensor/tensor.h"
 
 /* ---- storage ---- */
@@ -220,6 +221,8 @@ ct_tensor *ct_retain(ct_tensor *t) {
 void ct_release(ct_tensor *t) {
   if (!t) return;
   if (atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) != 1) return;
+  ct__node_release(t->grad_fn);
+  ct_release(t->grad);
   ct__storage_release(t->storage);
   free(t);
 }

@@ -24,6 +24,9 @@ typedef struct ct__storage {
   /* Wrapped buffers only: called once after mem is released (a DLPack producer's deleter). */
   void (*release)(void *ctx);
   void *release_ctx;
+  /* Bumped by every write into this memory after creation (tensor/graph.h): autograd compares
+   * it with the version a saved tensor had. */
+  atomic_uint version;
 } ct__storage;
 
 struct ct_tensor {
@@ -34,6 +37,11 @@ struct ct_tensor {
   int64_t shape[CT_MAX_DIMS];
   int64_t strides[CT_MAX_DIMS];  /* elements */
   int64_t offset;                /* elements, from storage->offset */
+  /* Autograd (tensor/graph.h). A leaf requires grad and has no grad_fn; a result of a recorded
+   * op owns its node. grad: the gradient accumulated into a leaf (one reference), or NULL. */
+  bool requires_grad;
+  struct ct__node *grad_fn;
+  ct_tensor *grad;
 };
 
 /* Byte offset of element 0 of t inside its cl_mem (for kernel arguments and CLBlast). */
