@@ -53,6 +53,17 @@ ct_status ct_autocast_set(ct_dtype dt) {
 
 ct_dtype ct_autocast_get(void) { return ct__autocast_dtype(); }
 
+ct_status ct__autocast_to(ct_tensor **out, const ct_tensor *x, ct_dtype dt, const char *fn) {
+  *out = NULL;
+  if (!x || !ct_dtype_is_float(x->dtype) || x->dtype == dt) {
+    *out = ct_retain((ct_tensor *)x);
+    return CT_OK;
+  }
+  ct_status st = ct_cast(out, x, dt);
+  if (st != CT_OK) ct__error_append(" (autocast to %s in %s)", ct_dtype_name(dt), fn);
+  return st;
+}
+
 /* ---- nodes ---- */
 
 void ct__node_retain(ct__node *n) {

@@ -92,6 +92,9 @@ bool ct__grad_mode_set(bool on); /* returns the previous value */
 /* Autocast (ct_autocast_set): the calling thread's low-precision dtype, CT_F32 when off. The
  * ops on torch.autocast's lists read it (linalg, nn) and cast through ct__autocast_input(). */
 ct_dtype ct__autocast_dtype(void);
+/* *out = x as dtype dt when x is floating and of another dtype (ct_cast, so autograd records
+ * the cast and gradients flow back to x's dtype), else x itself retained. fn names the op. */
+ct_status ct__autocast_to(ct_tensor **out, const ct_tensor *x, ct_dtype dt, const char *fn);
 
 /* Whether an op with these inputs records a node: grad mode is on and one input requires grad.
  * NULL inputs are skipped. */
