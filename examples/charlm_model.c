@@ -62,6 +62,22 @@ void charlm_release(charlm *m) {
   memset(m->blk, 0, sizeof m->blk);
 }
 
+int charlm_params(const charlm *m, ct_tensor **p, char (*names)[64]) {
+  static const char *const top[4] = {"wte.weight", "wpe.weight", "ln_f.weight", "ln_f.bias"};
+  ct_tensor *const tops[4] = {m->wte, m->wpe, m->ln_f_w, m->ln_f_b};
+  int n = 0;
+  for (int i = 0; i < 4; i++, n++) {
+    p[n] = tops[i];
+    if (names) snprintf(names[n], 64, "%s", top[i]);
+  }
+  for (int l = 0; l < m->layers; l++)
+    for (int i = 0; i < CHARLM_NBLOCK; i++, n++) {
+      p[n] = m->blk[l][i];
+      if (names) snprintf(names[n], 64, "h.%d.%s", l, k_block_names[i]);
+    }
+  return n;
+}
+
 ct_status charlm_cast(charlm *dst, const charlm *src, ct_dtype dt) {
   *dst = *src;
   dst->wte = dst->wpe = dst->ln_f_w = dst->ln_f_b = NULL;

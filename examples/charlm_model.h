@@ -33,6 +33,12 @@ typedef struct charlm {
  * ct_last_error()) *m holds nothing. */
 ct_status charlm_load(charlm *m, const ct_safetensors *f);
 void charlm_release(charlm *m);
+/* The parameters (every weight; the head is wte itself): writes 4 + layers * CHARLM_NBLOCK
+ * borrowed pointers to p (wte, wpe, ln_f weight and bias, then each block's in the enum's
+ * order) and, when names is not NULL, their state-dict names; returns the count. For training:
+ * mark them with ct_set_requires_grad and hand them to an optimizer. */
+#define CHARLM_MAX_PARAMS (4 + CHARLM_MAX_LAYERS * CHARLM_NBLOCK)
+int charlm_params(const charlm *m, ct_tensor **p, char (*names)[64]);
 /* *dst = src with every weight cast to dt (new tensors). */
 ct_status charlm_cast(charlm *dst, const charlm *src, ct_dtype dt);
 /* OUT: *logits [B, T, V] of token ids [B, T] (i64, T <= context), in the weights' dtype. */

@@ -6,8 +6,12 @@
  *   dropout 0.25 (eval: identity)
  *   conv3 32->64 3x3 pad 1, bn3, relu                     [N, 64, 4, 4]
  *   adaptive_avg_pool 1x1, flatten, fc 64->10             [N, 10] logits
- * Weights in PyTorch's layouts (conv [out, in, kh, kw], linear [out, in]), batch norms in eval
- * mode with their running statistics. */
+ * Weights in PyTorch's layouts (conv [out, in, kh, kw], linear [out, in]). Inference (training
+ * false, as loaded): batch norms with their running statistics, no dropout. Training (model.train()
+ * in PyTorch): batch norms with the batch's statistics, updating the running ones in place
+ * (momentum 0.1), and dropout drawing its mask from the library's generator (ct_manual_seed);
+ * digits_cnn_params() gives the parameters to mark with ct_set_requires_grad and hand to an
+ * optimizer (the running statistics are not parameters). */
 #ifndef CLTENSOR_EXAMPLES_DIGITS_CNN_MODEL_H
 #define CLTENSOR_EXAMPLES_DIGITS_CNN_MODEL_H
 
@@ -21,7 +25,15 @@ enum { DIGITS_CONV1_W, DIGITS_CONV1_B, DIGITS_BN1_M, DIGITS_BN1_V, DIGITS_BN1_W,
 typedef struct digits_cnn {
   ct_tensor *w[DIGITS_NWEIGHTS]; /* by the enum above */
   double eps;                    /* the batch norms' */
+  bool training;                 /* false after digits_cnn_load */
 } digits_cnn;
+
+/* The parameters (weights and biases of the convs, batch norms and fc, not the running
+ * statistics) in the enum's order: DIGITS_NPARAMS indices into digits_cnn.w, and their names in
+ * the state dict. */
+enum { DIGITS_NPARAMS = 14 };
+extern const int digits_cnn_param_index[DIGITS_NPARAMS];
+const char *digits_cnn_name(int i); /* the state-dict name of w[i] */
 
 /* Takes the weights from f (new references) and the batch norms' eps from its "bn_eps"
  * metadata. On failure (a message on stderr or in ct_last_error()) *m holds nothing. */

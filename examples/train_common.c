@@ -1,0 +1,94 @@
+/* Checkpoints, loss checks and a clock for the training examples (see train_common.h). */
+#include "train_common.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+double train_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+int train_fail(const char *prog, const char *what) {
+  fprintf(stderr, "%s: %s: %s\n", prog, what, ct_last_error());
+  return 1;
+}
+
+ct_status train_checkpoint_save(const char *path, ct_tensor *const *ts, const char *const *names, int n,
+                                const ct_optimizer *opt, int64_t step) {
+  ct_safetensors *st = NULL;
+  uint64_t seed = 0, offset = 0;
+  char buf[32];
+  ct_status s = ct_safetensors_new(&st);
+  for (int i = 0; i < n && s == CT_OK; i++) s = ct_safetensors_set(st, names[i], ts[i]);
+  if (s == CT_OK) s = ct_optimizer_save(opt, st);
+  if (s == CT_OK) s = ct_rng_get_state(&seed, &offset);
+  /* Text metadata: the step and the generator's state are exact 64-bit integers. */
+  snprintf(buf, sizeof buf, "%" PRId64, step);
+  if (s == CT_OK) s = ct_safetensors_metadata_set(st, "train.step", buf);
+  snprintf(buf, sizeof buf, "%" PRIu64, seed);
+  if (s == CT_OK) s = ct_safetensors_metadata_set(st, "train.rng_seed", buf);
+  snprintf(buf, sizeof buf, "%" PRIu64, offset);
+  if (s == CT_OK) s = ct_safetensors_metadata_set(st, "train.rng_offset", buf);
+  if (s == CT_OK) s = ct_safetensors_save(st, path);
+  ct_safetensors_free(st);
+  return s;
+}
+
+ct_status train_checkpoint_load(const char *path, ct_device *d, ct_tensor *const *ts, const char *const *names,
+                                int n, ct_optimizer *opt, int64_t *step) {
+  ct_safetensors *st = NULL;
+  ct_status s = ct_safetensors_load(&st, path, d);
+  if (s != CT_OK) return s;
+  const char *k_step = ct_safetensors_metadata_get(st, "train.step");
+  const char *k_seed = ct_safetensors_metadata_get(st, "train.rng_seed");
+  const char *k_off = ct_safetensors_metadata_get(st, "train.rng_offset");
+  if (!k_step || !k_seed || !k_off) {
+    fprintf(stderr, "%s: not a training checkpoint (no train.step/train.rng_seed/train.rng_offset metadata)\n", path);
+    ct_safetensors_free(st);
+    return CT_ERR_FORMAT;
+  }
+  /* The parameters are leaves that require grad: written in place with recording off (as
+   * PyTorch's load_state_dict under no_grad). */
+  const bool grad = ct_set_grad_enabled(false);
+  for (int i = 0; i < n && s == CT_OK; i++) {
+    ct_tensor *t = NULL;
+    s = ct_safetensors_get(&t, st, names[i]);
+    if (s == CT_OK) s = ct_copy(ts[i], t);
+    ct_release(t);
+  }
+  ct_set_grad_enabled(grad);
+  if (s == CT_OK) s = ct_optimizer_load(opt, st);
+  if (s == CT_OK) {
+    *step = strtoll(k_step, NULL, 10);
+    ct_rng_set_state(strtoull(k_seed, NULL, 10), strtoull(k_off, NULL, 10));
+  }
+  ct_safetensors_free(st);
+  return s;
+}
+
+bool train_check_loss(const char *prog, int64_t step, double got, double want, double rtol, bool verbose) {
+  const double rel = fabs(got - want) / fabs(want);
+  const bool ok = rel <= rtol; /* false for NaN */
+  if (verbose || !ok)
+    printf("%s: step %3" PRId64 ": loss %.7f, PyTorch %.7f, relative difference %.2e%s\n", prog, step, got, want,
+           rel, ok ? "" : "  MISMATCH");
+  return ok;
+}
+
+ct_status train_item(double *v, const ct_tensor *t) {
+  float f = 0;
+  ct_status s = ct_to_host(t, &f, sizeof f);
+  *v = f;
+  return s;
+}
+
+double train_peak_mib(ct_device *d) {
+  ct_memory_stats ms;
+  if (ct_memory_stats_get(&ms, d) != CT_OK) return NAN;
+  return (double)ms.peak_allocated_bytes / (1024.0 * 1024.0);
+}
