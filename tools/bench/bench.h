@@ -31,7 +31,8 @@ typedef enum bench_group {
   BENCH_INDEX = 1u << 9,  /* index_select, gather, cumsum, sort (group_index.c) */
   BENCH_NN = 1u << 10,    /* conv2d (group_nn.c) */
   BENCH_MODELS = 1u << 11, /* the example models' forwards (group_models.c) */
-  BENCH_ALL = (1u << 12) - 1
+  BENCH_TRAIN = 1u << 12,  /* one training step of each example model (group_train.c) */
+  BENCH_ALL = (1u << 13) - 1
 } bench_group;
 
 typedef struct bench_opts {
@@ -197,6 +198,20 @@ void bench_group_shape(const bench_opts *o, ct_device *d);  /* group_shape.c */
 void bench_group_index(const bench_opts *o, ct_device *d);  /* group_index.c */
 void bench_group_nn(const bench_opts *o, ct_device *d);   /* group_nn.c */
 void bench_group_models(const bench_opts *o, ct_device *d); /* group_models.c */
+void bench_group_train(const bench_opts *o, ct_device *d);  /* group_train.c */
+
+/* ---- the example models' fixtures and PyTorch beside them (group_models.c) ---- */
+/* $CLTENSOR_BENCH_MODELS, else the source tree's examples/data. */
+const char *bench_models_dir(void);
+/* Loads bench_models_dir()/name onto d; NULL (with f marked skipped) when it is not there. */
+ct_safetensors *bench_load_fixture(bench_fig *f, ct_device *d, const char *name);
+/* PyTorch's median ms for figure name: runs `$CLTENSOR_BENCH_PYTHON script --figure name --data
+ * DIR extra` and reads its line "<tag> name median_ms=..."; negative when $CLTENSOR_BENCH_PYTHON
+ * is unset or (with a message on stderr) the script failed. */
+double bench_torch_ms(const char *script, const char *tag, const char *name, const char *extra);
+/* Adds PyTorch's times measured right before and right after f as the reference ref_name (when
+ * both are positive). */
+void bench_add_torch_ref(bench_fig *f, const char *ref_name, double before_ms, double after_ms);
 
 /* A raw-OpenCL reference prepared to run: what is "add", "mul", "exp" (n elements), "sum",
  * "max" (n elements, two-stage, result read back), "launch" (n back-to-back launches of a

@@ -46,36 +46,36 @@ static int do_gpt(void *p) {
   return st == CT_OK ? 0 : bench_ct_fail("the character GPT forward", st);
 }
 
-static const char *fixture_dir(void) {
+const char *bench_models_dir(void) {
   const char *dir = getenv("CLTENSOR_BENCH_MODELS");
   return dir && *dir ? dir : CT_BENCH_MODELS_DIR;
 }
 
-/* PyTorch's median time (ms) for the figure called name; a negative value when
- * $CLTENSOR_BENCH_PYTHON is unset, or (with a message on stderr) when the script failed. */
-static double torch_ms(const char *name) {
+double bench_torch_ms(const char *script, const char *tag, const char *name, const char *extra) {
   const char *py = getenv("CLTENSOR_BENCH_PYTHON");
   if (!py || !*py) return -1;
   char cmd[2048], line[512];
-  snprintf(cmd, sizeof cmd, "'%s' '%s' --figure %s --data '%s' 2>&1", py, CT_BENCH_TORCH_MODELS, name,
-           fixture_dir());
+  snprintf(cmd, sizeof cmd, "'%s' '%s' --figure %s --data '%s' %s 2>&1", py, script, name, bench_models_dir(),
+           extra ? extra : "");
   FILE *f = popen(cmd, "r");
+  const size_t tlen = strlen(tag);
   double ms = -1;
   while (f && fgets(line, sizeof line, f)) {
     const char *m = strstr(line, "median_ms=");
-    if (strncmp(line, "torch_model ", 12) == 0 && m) ms = atof(m + 10);
+    if (strncmp(line, tag, tlen) == 0 && line[tlen] == ' ' && m) ms = atof(m + 10);
   }
   if (!f || pclose(f) != 0 || ms <= 0) {
-    fprintf(stderr, "cltensor-bench: torch_models.py --figure %s failed under %s\n", name, py);
+    fprintf(stderr, "cltensor-bench: %s --figure %s %s failed under %s\n", script, name, extra ? extra : "", py);
     return -1;
   }
   return ms;
 }
 
-/* Loads dir/name onto d; NULL (with the figure marked skipped) when the file is not there. */
-static ct_safetensors *load_fixture(bench_fig *f, ct_device *d, const char *name) {
+static double torch_ms(const char *name) { return bench_torch_ms(CT_BENCH_TORCH_MODELS, "torch_model", name, NULL); }
+
+ct_safetensors *bench_load_fixture(bench_fig *f, ct_device *d, const char *name) {
   char path[1024];
-  snprintf(path, sizeof path, "%s/%s", fixture_dir(), name);
+  snprintf(path, sizeof path, "%s/%s", bench_models_dir(), name);
   ct_safetensors *st = NULL;
   if (ct_safetensors_load(&st, path, d) != CT_OK) {
     char msg[sizeof f->error];
@@ -84,6 +84,17 @@ static ct_safetensors *load_fixture(bench_fig *f, ct_device *d, const char *name
     return NULL;
   }
   return st;
+}
+
+void bench_add_torch_ref(bench_fig *f, const char *ref_name, double before_ms, double after_ms) {
+  if (before_ms <= 0 || after_ms <= 0) return;
+  bench_fig ref;
+  bench_fig_init(&ref, ref_name, f->size, f->shape, "f32", "ms");
+  bench_samples s = {.n = 2};
+  s.s[0] = before_ms / 1e3;
+  s.s[1] = after_ms / 1e3;
+  bench_fig_set(&ref, &s, 1e3);
+  bench_fig_add_ref(f, &ref);
 }
 
 /* Measures fn once the setup (st, the result buffer) succeeded, else records why not; PyTorch's
@@ -97,15 +108,7 @@ static void measure_model(const bench_opts *o, bench_fig *f, ct_status st, bench
   if (bench_measure(o, f, fn, NULL, c, 1000, 1e3) != 0) return;
   bench_gemm_note(c->d, f->note, sizeof f->note); /* the convolutions and linears go through it */
   const double after = before > 0 ? torch_ms(f->name) : -1;
-  if (after > 0) {
-    bench_fig ref;
-    bench_fig_init(&ref, "torch_forward", f->size, f->shape, "f32", "ms");
-    bench_samples s = {.n = 2};
-    s.s[0] = before / 1e3;
-    s.s[1] = after / 1e3;
-    bench_fig_set(&ref, &s, 1e3);
-    bench_fig_add_ref(f, &ref);
-  }
+  bench_add_torch_ref(f, "torch_forward", before, after);
 }
 
 static void bench_cnn(const bench_opts *o, ct_device *d) {
@@ -113,7 +116,7 @@ static void bench_cnn(const bench_opts *o, ct_device *d) {
   bench_fig_init(&f, "digits_cnn_forward", 450, "450x1x8x8, 3 conv", "f32", "ms");
   models_ctx c = {.d = d};
   bench_progress(o, "digits CNN forward");
-  ct_safetensors *file = load_fixture(&f, d, "digits_cnn.safetensors");
+  ct_safetensors *file = bench_load_fixture(&f, d, "digits_cnn.safetensors");
   if (file) {
     ct_status st = digits_cnn_load(&c.cnn, file);
     if (st == CT_OK) st = ct_safetensors_get(&c.x, file, "test.x");
@@ -135,7 +138,7 @@ static void bench_gpt(const bench_opts *o, ct_device *d) {
   bench_fig_init(&f, "charlm_forward", 6 * 64, "6x64 tokens, 2 blocks", "f32", "ms");
   models_ctx c = {.d = d};
   bench_progress(o, "character GPT forward");
-  ct_safetensors *file = load_fixture(&f, d, "charlm.safetensors");
+  ct_safetensors *file = bench_load_fixture(&f, d, "charlm.safetensors");
   if (file) {
     ct_status st = charlm_load(&c.gpt, file);
     if (st == CT_OK) st = ct_safetensors_get(&c.x, file, "batch.ids");

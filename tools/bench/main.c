@@ -25,9 +25,9 @@ static void usage(FILE *f) {
           "                      or \"skipped\" instead of the numbers\n"
           "  -q, --quick         fewer sizes and runs: about a minute, for smoke tests\n"
           "  -o, --only GROUPS   comma-separated: transfer, elementwise, reduce, softmax, chain, mlp,\n"
-          "                      matmul, first_result, shape, index, nn, models (default: all; nn and\n"
-          "                      models run PyTorch beside them when $CLTENSOR_BENCH_PYTHON names a\n"
-          "                      Python with torch)\n"
+          "                      matmul, first_result, shape, index, nn, models, train (default:\n"
+          "                      all; nn, models and train run PyTorch beside them when\n"
+          "                      $CLTENSOR_BENCH_PYTHON names a Python with torch)\n"
           "  -r, --runs N        timed runs per figure after the warm-up (default 7, quick 3)\n"
           "  -h, --help          this text\n"
           "  -V, --version       the version\n"
@@ -47,7 +47,8 @@ static const struct {
                 {"chain", BENCH_CHAIN},       {"mlp", BENCH_MLP},
                 {"matmul", BENCH_MATMUL},     {"first_result", BENCH_FIRST_RESULT},
                 {"shape", BENCH_SHAPE},       {"index", BENCH_INDEX},
-                {"nn", BENCH_NN},             {"models", BENCH_MODELS}};
+                {"nn", BENCH_NN},             {"models", BENCH_MODELS},
+                {"train", BENCH_TRAIN}};
 
 static int parse_groups(const char *list, unsigned *out) {
   *out = 0;
@@ -59,7 +60,7 @@ static int parse_groups(const char *list, unsigned *out) {
       if (strlen(k_groups[i].name) == len && strncmp(s, k_groups[i].name, len) == 0) break;
     if (i == n) {
       fprintf(stderr, "cltensor-bench: unknown group '%.*s' in --only (groups: transfer, elementwise, "
-                      "reduce, softmax, chain, mlp, matmul, first_result, shape, index, nn, models)\n",
+                      "reduce, softmax, chain, mlp, matmul, first_result, shape, index, nn, models, train)\n",
             (int)len, s);
       return -1;
     }
@@ -183,6 +184,7 @@ int main(int argc, char **argv) {
   if (o.groups & BENCH_FIRST_RESULT) bench_group_first_result(&o, d);
   if (o.groups & BENCH_NN) bench_group_nn(&o, d);
   if (o.groups & BENCH_MODELS) bench_group_models(&o, d);
+  if (o.groups & BENCH_TRAIN) bench_group_train(&o, d);
   int failed = bench_output_end(&o);
   ct_shutdown();
   if (fclose(o.out) != 0) {

@@ -1,0 +1,168 @@
+/* The "train" group: one training step of each example model, as examples/train_digits.c and
+ * examples/train_charlm.c run them on their committed fixtures (train_digits.safetensors,
+ * train_charlm.safetensors): forward in training mode, cross entropy, zero_grad, backward, the
+ * optimizer's step (Adam for the digits CNN on a batch of 64 images; AdamW for the character
+ * GPT on 32 windows of 64 tokens), until the loss is on the host. The step changes the weights
+ * each time, as training does; the work per step does not change. When $CLTENSOR_BENCH_PYTHON
+ * names a Python with PyTorch, tools/bench/torch_train.py times PyTorch's same step (CPU) right
+ * before and right after ours, with PyTorch's default threads ("torch_train") and one thread
+ * ("torch_train_1t"). `torch_train.py --bench` runs this group and prints the ratios. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "charlm_model.h"
+#include "digits_cnn_model.h"
+
+typedef struct train_ctx {
+  ct_device *d;
+  digits_cnn cnn;
+  charlm gpt;
+  ct_optimizer *opt;
+  ct_tensor *x, *y; /* the batch: images or token ids, and the targets */
+  int64_t vocab;    /* the GPT's (its logits are flattened for the loss) */
+} train_ctx;
+
+static int do_step(void *p) {
+  train_ctx *c = p;
+  ct_tensor *logits = NULL, *flat = NULL, *loss = NULL;
+  float host = 0;
+  ct_status st = c->vocab ? charlm_forward(&logits, &c->gpt, c->x) : digits_cnn_forward(&logits, &c->cnn, c->x);
+  if (st == CT_OK && c->vocab)
+    st = ct_reshape(&flat, logits, 2, (int64_t[]){ct_numel(logits) / c->vocab, c->vocab});
+  if (st == CT_OK) st = ct_cross_entropy(&loss, flat ? flat : logits, c->y, -100, 0.0, CT_REDUCTION_MEAN);
+  if (st == CT_OK) st = ct_optimizer_zero_grad(c->opt);
+  if (st == CT_OK) st = ct_backward(loss, NULL);
+  if (st == CT_OK) st = ct_optimizer_step(c->opt);
+  if (st == CT_OK) st = ct_to_host(loss, &host, sizeof host);
+  ct_release(loss);
+  ct_release(flat);
+  ct_release(logits);
+  return st == CT_OK ? 0 : bench_ct_fail(c->vocab ? "the character GPT training step" : "the digits CNN training step", st);
+}
+
+/* Marks params[0..n) as requiring grad and makes the optimizer. */
+static ct_status make_opt(train_ctx *c, ct_tensor **params, int n, double lr, double wd, bool decoupled) {
+  ct_status st = CT_OK;
+  for (int i = 0; i < n && st == CT_OK; i++) st = ct_set_requires_grad(params[i], true);
+  if (st == CT_OK) st = ct_adam_new(&c->opt, params, n, lr, 0.9, 0.999, 1e-8, wd, decoupled);
+  return st;
+}
+
+/* Times the step and, when it can, PyTorch's (default threads and one thread) around it; the
+ * peak device memory of a step goes in the note. */
+static void measure_step(const bench_opts *o, bench_fig *f, ct_status st, train_ctx *c) {
+  if (st != CT_OK) {
+    bench_fig_fail(f, false, ct_last_error());
+    return;
+  }
+  const double before = bench_torch_ms(CT_BENCH_TORCH_TRAIN, "torch_train", f->name, NULL);
+  const double before1 = before > 0 ? bench_torch_ms(CT_BENCH_TORCH_TRAIN, "torch_train", f->name, "--threads 1") : -1;
+  ct_memory_reset_peak(c->d);
+  if (bench_measure(o, f, do_step, NULL, c, 1000, 1e3) != 0) return;
+  ct_memory_stats ms;
+  if (ct_memory_stats_get(&ms, c->d) == CT_OK)
+    snprintf(f->note, sizeof f->note, "peak %.2f MiB", (double)ms.peak_allocated_bytes / (1024.0 * 1024.0));
+  const double after = before > 0 ? bench_torch_ms(CT_BENCH_TORCH_TRAIN, "torch_train", f->name, NULL) : -1;
+  const double after1 = before1 > 0 ? bench_torch_ms(CT_BENCH_TORCH_TRAIN, "torch_train", f->name, "--threads 1") : -1;
+  bench_add_torch_ref(f, "torch_train", before, after);
+  bench_add_torch_ref(f, "torch_train_1t", before1, after1);
+}
+
+static void bench_cnn(const bench_opts *o, ct_device *d) {
+  bench_fig f;
+  bench_fig_init(&f, "digits_cnn_train_step", 64, "64x1x8x8, Adam", "f32", "ms");
+  train_ctx c = {.d = d};
+  bench_progress(o, "digits CNN training step");
+  ct_safetensors *file = bench_load_fixture(&f, d, "train_digits.safetensors");
+  if (file) {
+    ct_tensor *xs = NULL, *ys = NULL, *u8 = NULL, *xf = NULL, *order = NULL, *idx = NULL, *idx64 = NULL;
+    ct_tensor *params[DIGITS_NPARAMS];
+    ct_status st = digits_cnn_load(&c.cnn, file);
+    c.cnn.training = true;
+    for (int i = 0; i < DIGITS_NPARAMS && st == CT_OK; i++) params[i] = c.cnn.w[digits_cnn_param_index[i]];
+    if (st == CT_OK) st = make_opt(&c, params, DIGITS_NPARAMS, 3e-3, 0.0, false);
+    /* The first batch of the first epoch, as the example's step 0. */
+    if (st == CT_OK) st = ct_safetensors_get(&u8, file, "train.x");
+    if (st == CT_OK) st = ct_cast(&xf, u8, CT_F32);
+    if (st == CT_OK) st = ct_mul_scalar(&xs, xf, 1.0 / 16.0);
+    if (st == CT_OK) st = ct_safetensors_get(&ys, file, "train.y");
+    if (st == CT_OK) st = ct_safetensors_get(&order, file, "order");
+    if (st == CT_OK) st = ct_slice(&idx, order, 1, 0, 64, 1);
+    if (st == CT_OK) st = ct_reshape(&idx64, idx, 1, (int64_t[]){64});
+    ct_release(idx);
+    idx = NULL;
+    if (st == CT_OK) st = ct_cast(&idx, idx64, CT_I64);
+    if (st == CT_OK) st = ct_index_select(&c.x, xs, 0, idx);
+    if (st == CT_OK) st = ct_index_select(&c.y, ys, 0, idx);
+    ct_manual_seed(0);
+    measure_step(o, &f, st, &c);
+    ct_release(idx64);
+    ct_release(idx);
+    ct_release(order);
+    ct_release(xf);
+    ct_release(u8);
+    ct_release(ys);
+    ct_release(xs);
+  }
+  bench_emit(o, &f);
+  ct_optimizer_free(c.opt);
+  digits_cnn_release(&c.cnn);
+  ct_release(c.x);
+  ct_release(c.y);
+  ct_safetensors_free(file);
+}
+
+static void bench_gpt(const bench_opts *o, ct_device *d) {
+  bench_fig f;
+  bench_fig_init(&f, "charlm_train_step", 32 * 64, "32x64 tokens, 2 blocks, AdamW", "f32", "ms");
+  train_ctx c = {.d = d};
+  bench_progress(o, "character GPT training step");
+  ct_safetensors *file = bench_load_fixture(&f, d, "train_charlm.safetensors");
+  if (file) {
+    ct_tensor *text = NULL, *starts = NULL, *row = NULL, *params[CHARLM_MAX_PARAMS];
+    ct_status st = charlm_load(&c.gpt, file);
+    const int np = st == CT_OK ? charlm_params(&c.gpt, params, NULL) : 0;
+    if (st == CT_OK) st = make_opt(&c, params, np, 3e-3, 0.01, true);
+    if (st == CT_OK) st = ct_safetensors_get(&text, file, "text");
+    if (st == CT_OK) st = ct_safetensors_get(&starts, file, "starts");
+    /* Step 0's batch: windows text[s:s+T] and the next characters. */
+    const int64_t b = 32, t = c.gpt.context;
+    uint8_t *tx = st == CT_OK ? malloc(ct_tensor_nbytes(text)) : NULL;
+    int16_t s0[32];
+    int64_t *ids = malloc((size_t)(b * t) * sizeof *ids), *tgt = malloc((size_t)(b * t) * sizeof *tgt);
+    if (st == CT_OK && (!tx || !ids || !tgt)) st = CT_ERR_OUT_OF_MEMORY;
+    if (st == CT_OK) st = ct_to_host(text, tx, ct_tensor_nbytes(text));
+    if (st == CT_OK && ct_tensor_shape(starts)[1] != b) st = CT_ERR_FORMAT;
+    if (st == CT_OK) st = ct_slice(&row, starts, 0, 0, 1, 1); /* starts is [steps, 32] */
+    if (st == CT_OK) st = ct_to_host(row, s0, sizeof s0);
+    for (int64_t i = 0; st == CT_OK && i < b; i++)
+      for (int64_t j = 0; j < t; j++) {
+        ids[i * t + j] = tx[s0[i] + j];
+        tgt[i * t + j] = tx[s0[i] + j + 1];
+      }
+    if (st == CT_OK) st = ct_from_host(&c.x, d, CT_I64, 2, (int64_t[]){b, t}, ids);
+    if (st == CT_OK) st = ct_from_host(&c.y, d, CT_I64, 1, (int64_t[]){b * t}, tgt);
+    c.vocab = c.gpt.vocab;
+    measure_step(o, &f, st, &c);
+    free(tx);
+    free(ids);
+    free(tgt);
+    ct_release(row);
+    ct_release(text);
+    ct_release(starts);
+  }
+  bench_emit(o, &f);
+  ct_optimizer_free(c.opt);
+  charlm_release(&c.gpt);
+  ct_release(c.x);
+  ct_release(c.y);
+  ct_safetensors_free(file);
+}
+
+void bench_group_train(const bench_opts *o, ct_device *d) {
+  bench_cnn(o, d);
+  bench_gpt(o, d);
+  ct_empty_cache(d);
+}
