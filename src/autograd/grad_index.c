@@ -87,7 +87,7 @@ ct_status ct__grad_scatter_add(ct__node *n, const ct_tensor *g, ct_tensor **gin)
  * default); max_norm, scale_grad_by_freq and sparse gradients do not exist here. */
 ct_status ct__grad_embedding(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   if (!n->in[0].needed) return CT_OK;
-  int64_t dsz = n->in[0].shape[1], gshape[2] = {-1, dsz}, ishape[2] = {-1, 1};
+  int64_t rows = ct_numel(ct__ag_saved(n, 0)), gshape[2] = {rows, n->in[0].shape[1]}, ishape[2] = {rows, 1};
   ct_tensor *g2 = NULL, *ix = NULL, *ie = NULL;
   ct_status st = ct_reshape(&g2, g, 2, gshape);
   if (st == CT_OK) st = ct_reshape(&ix, ct__ag_saved(n, 0), 2, ishape);

@@ -23,9 +23,13 @@ static ct_status mm_t(ct_tensor **out, const ct_tensor *t, bool row) {
   return ct_transpose(out, t, -1, -2);
 }
 
-/* *out = t reshaped to [numel / cols, cols]. */
-static ct_status mm_flat(ct_tensor **out, const ct_tensor *t, int64_t cols) {
-  int64_t shape[2] = {-1, cols};
+/* *out = t as the matrix [product of all dims but the last, last dim] (sizes given, not -1:
+ * an empty t has no inferable dim). */
+static ct_status mm_flat(ct_tensor **out, const ct_tensor *t) {
+  int nd = ct_tensor_ndim(t);
+  const int64_t *sh = ct_tensor_shape(t);
+  int64_t shape[2] = {1, sh[nd - 1]};
+  for (int i = 0; i < nd - 1; i++) shape[0] *= sh[i];
   return ct_reshape(out, t, 2, shape);
 }
 
@@ -58,13 +62,12 @@ static ct_status mm_grads(const ct__edge *ea, const ct__edge *eb, const ct_tenso
     x = p = NULL;
   }
   if (st == CT_OK && eb->needed) {
-    int64_t n = b1 ? 1 : eb->shape[eb->ndim - 1], k = ea->shape[ea->ndim - 1];
     if (ea->ndim > 2 && eb->ndim <= 2) {
-      st = mm_flat(&y, a, k);
+      st = mm_flat(&y, a);
       if (st == CT_OK) st = ct_transpose(&x, y, 0, 1);
       ct_release(y);
       y = NULL;
-      if (st == CT_OK) st = mm_flat(&y, g2, n);
+      if (st == CT_OK) st = mm_flat(&y, g2);
     } else {
       st = mm_t(&x, a, false);
       if (st == CT_OK) y = ct_retain(g2);
@@ -97,11 +100,10 @@ ct_status ct__grad_linear(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   ct_status st = CT_OK;
   if (n->in[0].needed) st = ct_matmul(&gin[0], g, w);
   if (st == CT_OK && n->in[1].needed) {
-    const ct__edge *ew = &n->in[1];
     ct_tensor *gf = NULL, *gt = NULL, *xf = NULL;
-    st = mm_flat(&gf, g, ew->shape[0]);
+    st = mm_flat(&gf, g);
     if (st == CT_OK) st = ct_transpose(&gt, gf, 0, 1);
-    if (st == CT_OK) st = mm_flat(&xf, x, ew->shape[1]);
+    if (st == CT_OK) st = mm_flat(&xf, x);
     if (st == CT_OK) st = ct_matmul(&gin[1], gt, xf);
     ct_release(gf);
     ct_release(gt);

@@ -108,6 +108,10 @@ START_TEST(embedding_gradcheck) {
   gc_input in2[2] = {{.ndim = 2, .shape = {5, 3}, .data = w, .requires_grad = true},
                      {.ndim = 0, .data = i0, .integer = true}};
   gc_check(d, "embedding 0-d indices", f_op, &c, 2, in2);
+  /* no indices: a zero gradient */
+  gc_input in3[2] = {{.ndim = 2, .shape = {5, 3}, .data = w, .requires_grad = true},
+                     {.ndim = 2, .shape = {2, 0}, .data = i0, .integer = true}};
+  gc_check(d, "embedding empty indices", f_op, &c, 2, in3);
 }
 END_TEST
 

@@ -29,6 +29,8 @@ START_TEST(matmul_gradcheck) {
       {3, 1, {2, 2, 3}, {3}, true, false},       /* batch @ vector */
       {2, 3, {3, 4}, {2, 4, 2}, false, false},   /* shared a, batched b */
       {2, 2, {1, 3}, {3, 1}, false, false},      /* size-1 dims */
+      {2, 2, {2, 0}, {0, 3}, false, false},      /* k = 0: zero product, empty gradients */
+      {3, 2, {2, 0, 3}, {3, 2}, false, false},   /* empty batch: b's gradient is zeros */
   };
   double a[24], b[24];
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -92,6 +94,12 @@ START_TEST(linear_gradcheck) {
   gc_input in4[2] = {{.ndim = 2, .shape = {3, 4}, .data = x, .strided = true},
                      {.ndim = 2, .shape = {5, 4}, .data = w, .requires_grad = true}};
   gc_check(d, "linear weight only", f_linear, &with_bias, 2, in4);
+  /* an empty batch: weight's and bias's gradients are zeros */
+  with_bias = 1;
+  gc_input in5[3] = {{.ndim = 2, .shape = {0, 4}, .data = x, .requires_grad = true},
+                     {.ndim = 2, .shape = {5, 4}, .data = w, .requires_grad = true},
+                     {.ndim = 1, .shape = {5}, .data = bias, .requires_grad = true}};
+  gc_check(d, "linear empty batch", f_linear, &with_bias, 3, in5);
 }
 END_TEST
 
