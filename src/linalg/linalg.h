@@ -210,6 +210,7 @@ struct ct__mm {
   const char *an, *bn, *cn;      /* argument names for messages */
   const ct_tensor *a, *b, *c;
   double alpha, beta;
+  bool acc32;                    /* f16 accumulates in f32 even where CLBlast multiplies half (autocast) */
   /* derived */
   ct_device *d;
   ct_dtype dt;
