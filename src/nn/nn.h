@@ -41,4 +41,17 @@ extern int64_t ct__nn_col_bytes;
 enum { CT__CONV_AUTO, CT__CONV_DIRECT, CT__CONV_GEMM, CT__CONV_BLOCKED };
 extern int ct__nn_conv_path;
 
+/* ---- backward kernels of norm.c, attention.c, dropout.c, loss.c (called by the formulas of
+ * src/autograd/grad_nn.c). Each makes the gradients whose out-pointer is not NULL (new tensors;
+ * a float dtype the engine casts to the input's); g is the output's gradient, any strides. */
+
+/* layer_norm (mode 0) / rms_norm (mode 1) of x over its last nnorm dims with eps; w the
+ * contiguous weight the forward read or NULL; pd the forward's parameter dtype (its program). */
+ct_status ct__norm_backward(ct_tensor **dx, ct_tensor **dw, ct_tensor **db, const ct_tensor *x, const ct_tensor *g,
+                            const ct_tensor *w, int nnorm, double eps, int mode, ct_dtype pd, const char *fn);
+/* batch_norm: ss the forward's per-channel [scale, shift, mean, invstd] (NULL when it computed
+ * nothing); training: the statistics were the batch's (they depend on x). */
+ct_status ct__bn_backward(ct_tensor **dx, ct_tensor **dw, ct_tensor **db, const ct_tensor *x, const ct_tensor *g,
+                          const ct_tensor *ss, bool training, ct_dtype pd, const char *fn);
+
 #endif
