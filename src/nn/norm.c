@@ -330,6 +330,12 @@ static ct_status bn_api(ct_tensor **out, const ct_tensor *x, ct_tensor *running_
   if (training && N * S == 0 && C > 0)
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: training on an empty batch has no statistics (x %s)", fn,
                      ct__shape_str(sx, sizeof sx, x->ndim, x->shape));
+  /* Training writes the running statistics in place: refused for tensors that require grad (as
+   * PyTorch's in-place rule), and their version moves (a graph that saved them notices). */
+  if (training && running_mean) {
+    CT__TRY(ct__grad_check_inplace(fn, running_mean, "running_mean"));
+    CT__TRY(ct__grad_check_inplace(fn, running_var, "running_var"));
+  }
   ct_device *d = x->storage->device;
   ct_tensor *o = NULL, *ss = NULL;
   CT__TRY(ct__tensor_new(&o, d, x->dtype, x->ndim, x->shape, fn));
@@ -359,6 +365,10 @@ static ct_status bn_api(ct_tensor **out, const ct_tensor *x, ct_tensor *running_
     karg_acc(&a, "eps", x->dtype, eps);
     ct__karg_tensor(&a, "ss", ss, 0);
     st = ct__launch1(ks, &a, d, C, 0, fn);
+    if (training) {
+      ct__tensor_bump_version(running_mean);
+      ct__tensor_bump_version(running_var);
+    }
   }
   if (st == CT_OK && !empty && ct_numel(x) > 0) {
     struct ct__kargs a;

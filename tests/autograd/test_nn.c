@@ -131,6 +131,58 @@ START_TEST(batch_norm_gradcheck) {
 }
 END_TEST
 
+/* Training updates the running statistics in place: no gradient flows into them, a running stat
+ * that requires grad is refused while grad mode is on, and a graph that saved one (here: the
+ * running mean used by an eval-mode product) notices the update. A saved input written in place
+ * makes ct_backward fail naming the norm. */
+START_TEST(norm_inplace_rules) {
+  ct_device *d = ct_test_device();
+  double xv[6] = {1, 2, -1, 0.5, 3, -2}, mv[2] = {0, 0}, vv[2] = {1, 1};
+  int64_t xs[2] = {3, 2}, cs = 2;
+  ct_tensor *x, *rm, *rv, *y = NULL, *s = NULL, *p = NULL;
+  ck_assert_ct_ok(ct_from_host(&x, d, CT_F64, 2, xs, xv));
+  ck_assert_ct_ok(ct_from_host(&rm, d, CT_F64, 1, &cs, mv));
+  ck_assert_ct_ok(ct_from_host(&rv, d, CT_F64, 1, &cs, vv));
+  ck_assert_ct_ok(ct_set_requires_grad(x, true));
+  ck_assert_ct_ok(ct_set_requires_grad(rm, true));
+  ck_assert_ct_status(ct_batch_norm(&y, x, rm, rv, NULL, NULL, true, 0.1, 1e-5), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("running_mean");
+  ck_assert(y == NULL);
+  ck_assert_ct_ok(ct_set_requires_grad(rm, false));
+  /* p = x * rm saves rm; the training update moves its version */
+  ck_assert_ct_ok(ct_mul(&p, x, rm));
+  ck_assert_ct_ok(ct_batch_norm(&y, x, rm, rv, NULL, NULL, true, 0.1, 1e-5));
+  ck_assert(!ct_requires_grad(rm) && !ct_requires_grad(rv));
+  ck_assert_ct_ok(ct_sum(&s, p, 0, NULL, false));
+  ck_assert_ct_status(ct_backward(s, NULL), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("modified in place");
+  ct_release(s);
+  ct_release(p);
+  /* the batch norm's own graph is fine */
+  ck_assert_ct_ok(ct_sum(&s, y, 0, NULL, false));
+  ck_assert_ct_ok(ct_backward(s, NULL));
+  ct_release(s);
+  ct_release(y);
+  /* layer_norm saved x: writing x afterwards is detected */
+  ct_tensor *x2 = NULL;
+  ck_assert_ct_ok(ct_from_host(&x2, d, CT_F64, 2, xs, xv));
+  ck_assert_ct_ok(ct_set_requires_grad(x2, true));
+  ck_assert_ct_ok(ct_layer_norm(&y, x2, 1, NULL, NULL, 1e-5));
+  ck_assert_ct_ok(ct_sum(&s, y, 0, NULL, false));
+  bool prev = ct_set_grad_enabled(false);
+  ck_assert_ct_ok(ct_mul_scalar_out(x2, x2, 2.0));
+  ct_set_grad_enabled(prev);
+  ck_assert_ct_status(ct_backward(s, NULL), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("LAYER_NORM");
+  ct_release(s);
+  ct_release(y);
+  ct_release(x2);
+  ct_release(x);
+  ct_release(rm);
+  ct_release(rv);
+}
+END_TEST
+
 /* ---- scaled dot-product attention ---- */
 
 struct sdpa_ctx {
@@ -424,9 +476,25 @@ START_TEST(autocast_and_f32_smoke) {
   ck_assert_ct_ok(ct_layer_norm(&y, xh, 1, NULL, NULL, 1e-5));
   ck_assert_int_eq(ct_tensor_dtype(y), CT_F32);
   ct_release(y);
+  ck_assert_ct_ok(ct_rms_norm(&y, xh, 2, NULL, NAN));
+  ck_assert_int_eq(ct_tensor_dtype(y), CT_F32);
+  ct_release(y);
+  ck_assert_ct_ok(ct_batch_norm(&y, xh, NULL, NULL, NULL, NULL, true, 0.1, 1e-5));
+  ck_assert_int_eq(ct_tensor_dtype(y), CT_F32);
+  ct_release(y);
   ck_assert_ct_ok(ct_cross_entropy(&l, xh, t, -100, 0.0, CT_REDUCTION_MEAN));
   ck_assert_int_eq(ct_tensor_dtype(l), CT_F32);
   ct_release(l);
+  ck_assert_ct_ok(ct_nll_loss(&l, xh, t, -100, CT_REDUCTION_NONE));
+  ck_assert_int_eq(ct_tensor_dtype(l), CT_F32);
+  ct_release(l);
+  ck_assert_ct_ok(ct_mse_loss(&l, xh, xh, CT_REDUCTION_SUM));
+  ck_assert_int_eq(ct_tensor_dtype(l), CT_F32);
+  ct_release(l);
+  /* f64 stays f64 (autocast leaves it alone, as PyTorch) */
+  ck_assert_ct_ok(ct_layer_norm(&y, x64, 1, NULL, NULL, 1e-5));
+  ck_assert_int_eq(ct_tensor_dtype(y), CT_F64);
+  ct_release(y);
   ck_assert_ct_ok(ct_scaled_dot_product_attention(&y, x32, x32, x32, NULL, true, NAN));
   ck_assert_int_eq(ct_tensor_dtype(y), CT_BF16);
   ct_release(y);
@@ -464,6 +532,7 @@ int main(void) {
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, layer_rms_norm_gradcheck);
   tcase_add_test(tc, batch_norm_gradcheck);
+  tcase_add_test(tc, norm_inplace_rules);
   tcase_add_test(tc, sdpa_gradcheck);
   tcase_add_test(tc, sdpa_fully_masked_row_zero_grad);
   tcase_add_test(tc, dropout_grad_is_forward_mask);
