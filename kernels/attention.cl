@@ -107,3 +107,24 @@ __kernel void sdpa_softmax(__global acc_t *scores, long s_off, long rows, long L
   for (long k = 0; k < nv; k++) vstore8(vload8(k, row) / s8, k, row);
   for (long j = nv * 8; j < n; j++) row[j] = row[j] / sum;
 }
+
+/* The backward of the softmax above, in place on dp ([rows, S] contiguous, the gradient of the
+ * probabilities p): dp_j = p_j (dp_j - sum_k p_k dp_k), the gradient of the masked, scaled scores.
+ * Masked keys and fully masked rows have p = 0, so their gradient is 0 (PyTorch's rule). */
+__kernel void sdpa_softmax_bwd(__global const acc_t *p, long p_off, __global acc_t *dp, long dp_off,
+                               long rows, long S) {
+  long r = get_global_id(0);
+  if (r >= rows) return;
+  __global const acc_t *pr = p + p_off + r * S;
+  __global acc_t *dr = dp + dp_off + r * S;
+  long nv = S / 8;
+  acc8_t s8 = (acc8_t)0;
+  for (long k = 0; k < nv; k++) s8 += vload8(k, pr) * vload8(k, dr);
+  acc_t t[8];
+  vstore8(s8, 0, t);
+  acc_t dot = ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
+  for (long j = nv * 8; j < S; j++) dot += pr[j] * dr[j];
+  acc8_t d8 = (acc8_t)dot;
+  for (long k = 0; k < nv; k++) vstore8(vload8(k, pr) * (vload8(k, dr) - d8), k, dr);
+  for (long j = nv * 8; j < S; j++) dr[j] = pr[j] * (dr[j] - dot);
+}

@@ -14,7 +14,15 @@
  * count of non-ignored targets). A target outside [0, C) that is not ignore_index is an error:
  * the smallest such position (positions from 2^31 - 2 on count as 2^31 - 2: a 32-bit flag)
  * goes into bad[bad_off] (atomic_min; the host initialises it to INT_MAX and
- * reads it back after the kernel), and the position's loss is 0. */
+ * reads it back after the kernel), and the position's loss is 0.
+ *
+ * loss_nll_bwd, the backward (a work-item per position, writing the position's whole row of
+ * the gradient dx, contiguous in the input's shape: position p's row at ct_offset(p, ...,
+ * ostride), classes ocstride apart). With gp the position's incoming gradient (g[p] for
+ * reduction NONE, g[0] otherwise, divided by count[0], the number of non-ignored targets, for
+ * MEAN), from the loss above:
+ *   d loss / d in[c] = gp * (softmax(in)[c] (ce only) - (1 - eps) [c == t] - eps / C)
+ * and 0 for the whole row of an ignored (or invalid) target. */
 
 typedef CT_T(CT_IN) in_t;
 #if CT_IN == CT_DT_F64
@@ -121,4 +129,35 @@ __kernel void loss_nll(__global const in_t *in, long in_off, __global const long
   acc_t lpt = LOAD1(in, base + t * cstride) - lse;
   loss[p] = eps != (acc_t)0 ? ((acc_t)1 - eps) * -lpt + eps / (acc_t)ncls * -sum : -lpt;
   valid[p] = 1;
+}
+
+__kernel void loss_nll_bwd(__global const in_t *in, long in_off, __global const long *target,
+                           long t_off, __global const acc_t *g, long g_off, int g_per_pos,
+                           __global const acc_t *count, long count_off, int mean,
+                           __global acc_t *dx, long dx_off, long npos, long ncls, long cstride,
+                           long ocstride, int pndim, long8 pshape, long8 xstride, long8 tstride,
+                           long8 ostride, long ignore_index, int ce, acc_t eps) {
+  long p = get_global_id(0);
+  if (p >= npos) return;
+  long t = target[t_off + ct_offset(p, pndim, pshape, tstride)];
+  long ob = dx_off + ct_offset(p, pndim, pshape, ostride);
+  if (t == ignore_index || t < 0 || t >= ncls) {
+    for (long c = 0; c < ncls; c++) dx[ob + c * ocstride] = 0;
+    return;
+  }
+  acc_t gp = g[g_off + (g_per_pos ? p : 0)];
+  if (mean) gp /= count[count_off];
+  long base = in_off + ct_offset(p, pndim, pshape, xstride);
+  acc_t lse = 0;
+  if (ce) {
+    acc_t m = ct_row_max(in, base, ncls, cstride);
+    acc_t ms = isinf(m) ? (acc_t)0 : m;
+    lse = ms + log(ct_row_sumexp(in, base, ncls, cstride, ms));
+  }
+  acc_t off = eps / (acc_t)ncls;
+  for (long c = 0; c < ncls; c++) {
+    acc_t v = ce ? exp(LOAD1(in, base + c * cstride) - lse) : (acc_t)0;
+    v -= off + (c == t ? (acc_t)1 - eps : (acc_t)0);
+    dx[ob + c * ocstride] = gp * v;
+  }
 }

@@ -11,8 +11,15 @@
  *  bn_stats    batch_norm: a work-item per channel: the batch statistics (training) or the
  *              running ones (eval), the running-stat update, and per-channel scale and shift
  *              (y = x * scale + shift, scale = weight * invstd, shift = bias - mean * scale,
- *              PyTorch's CPU formula) into ss[c] and ss[C + c]
- *  bn_apply    a work-item per element of x (geometry shape/str, [N, C, S...]) */
+ *              PyTorch's CPU formula) into ss[c] and ss[C + c], mean and invstd into ss[2 C + c]
+ *              and ss[3 C + c] (for the backward)
+ *  bn_apply    a work-item per element of x (geometry shape/str, [N, C, S...])
+ * Backward (src/autograd/grad_nn.c through norm.c's ct__norm_backward / ct__bn_backward):
+ *  norm_rows_bwd  a work-item per row: the row's mean and rstd again (the sums of norm_rows, so
+ *                 the same values) into stats, and dx
+ *  norm_cols_bwd  a work-item per normalized element j: dweight[j], dbias[j] over the rows
+ *  bn_bwd_stats   a work-item per channel: sum(g) and sum(g xhat) over N and S
+ *  bn_bwd_apply   a work-item per element: dx */
 
 //#include "acc_types.cl"
 #if CT_IN == CT_DT_F64
@@ -120,6 +127,8 @@ __kernel void bn_stats(__global const io_t *x, long x_off, long N, long C, long 
   acc_t shift = (has_b ? (acc_t)LOADP(b, b_off + c) : (acc_t)0) - mean * scale;
   ss[ss_off + c] = scale;
   ss[ss_off + C + c] = shift;
+  ss[ss_off + 2 * C + c] = mean;
+  ss[ss_off + 3 * C + c] = invstd;
 }
 
 /* out[n, c, s] = x[n, c, s] * scale[c] + shift[c]: ids (s, c, n), so the channel and the
@@ -134,4 +143,101 @@ __kernel void bn_apply(__global const io_t *x, long x_off, long N, long C, long 
   long xo = x_off + n * sn + c * sc + (sflat ? s : ct_offset(s, sndim, sshape, sstr));
   acc_t v = LOADA(x, xo);
   STOREA(out, out_off + (n * C + c) * S + s, v * ss[ss_off + c] + ss[ss_off + C + c]);
+}
+
+/* g and dx are contiguous [nrows, n] in x's dtype; stats gets (mean, rstd) per row (mean 0 for
+ * rms_norm). With gy = g * w (w when has_w) and xhat = (x - mean) * rstd:
+ *   layer_norm: dx = rstd (gy - mean(gy) - xhat mean(gy xhat))   (PyTorch's native_layer_norm
+ *               backward)
+ *   rms_norm:   dx = rstd (gy - xhat mean(gy xhat))
+ * rms_norm's rounding of xhat to f16/bf16 in the forward is not differentiated (PyTorch's
+ * composite backward computes in the input's precision likewise). */
+#define GY(j) (LOADA(g, gb + (j)) * (has_w ? (acc_t)LOADP(w, w_off + (j)) : (acc_t)1))
+#define XHAT(j) ((LOADA(x, xb + ELEM(j)) - mean) * rstd)
+__kernel void norm_rows_bwd(__global const io_t *x, long x_off, int kndim, long8 kshape, long8 kstr,
+                            int indim, long8 ishape, long8 istr, int inner_flat, long nrows, long n,
+                            __global const io_t *g, long g_off, __global const pd_t *w, long w_off,
+                            int has_w, int mode, acc_t eps, __global acc_t *stats, long stats_off,
+                            int want_dx, __global io_t *dx, long dx_off) {
+  long row = get_global_id(0);
+  if (row >= nrows) return;
+  long xb = x_off + ct_offset(row, kndim, kshape, kstr);
+  long gb = g_off + row * n;
+  acc_t mean = 0, m2;
+  if (mode == 0) {
+    CT_CASCADE_SUM(mean, n, j, LOADA(x, xb + ELEM(j)));
+    mean /= (acc_t)n;
+  }
+  CT_CASCADE_SUM(m2, n, j, ct_sq(LOADA(x, xb + ELEM(j)) - mean));
+  acc_t rstd = (acc_t)1 / sqrt(m2 / (acc_t)n + eps);
+  stats[stats_off + 2 * row] = mean;
+  stats[stats_off + 2 * row + 1] = rstd;
+  if (!want_dx) return;
+  acc_t sg = 0, sgx;
+  if (mode == 0) CT_CASCADE_SUM(sg, n, j, GY(j));
+  CT_CASCADE_SUM(sgx, n, j, GY(j) * XHAT(j));
+  sg /= (acc_t)n;
+  sgx /= (acc_t)n;
+  for (long j = 0; j < n; j++) STOREA(dx, dx_off + row * n + j, rstd * (GY(j) - sg - XHAT(j) * sgx));
+}
+
+/* dw[j] = sum over rows of g * xhat, db[j] = sum of g (acc_t; the caller casts), from the stats
+ * norm_rows_bwd wrote. */
+__kernel void norm_cols_bwd(__global const io_t *x, long x_off, int kndim, long8 kshape, long8 kstr,
+                            int indim, long8 ishape, long8 istr, int inner_flat, long nrows, long n,
+                            __global const io_t *g, long g_off, __global const acc_t *stats,
+                            long stats_off, int want_w, __global acc_t *dw, long dw_off, int want_b,
+                            __global acc_t *db, long db_off) {
+  long j = get_global_id(0);
+  if (j >= n) return;
+  long e = ELEM(j);
+  if (want_w) {
+    acc_t s;
+    CT_CASCADE_SUM(s, nrows, r,
+                   LOADA(g, g_off + r * n + j) *
+                       ((LOADA(x, x_off + ct_offset(r, kndim, kshape, kstr) + e) - stats[stats_off + 2 * r]) *
+                        stats[stats_off + 2 * r + 1]));
+    dw[dw_off + j] = s;
+  }
+  if (want_b) {
+    acc_t s;
+    CT_CASCADE_SUM(s, nrows, r, LOADA(g, g_off + r * n + j));
+    db[db_off + j] = s;
+  }
+}
+
+/* Batch norm backward. ss holds 4 C values from bn_stats: scale, shift, mean, invstd. g is
+ * contiguous [N, C, S]. red gets sum(g) at c and sum(g xhat) at C + c. */
+__kernel void bn_bwd_stats(__global const io_t *x, long x_off, long N, long C, long sn, long sc, int sndim,
+                           long8 sshape, long8 sstr, int sflat, long S, __global const io_t *g, long g_off,
+                           __global const acc_t *ss, long ss_off, __global acc_t *red, long red_off) {
+  long c = get_global_id(0);
+  if (c >= C) return;
+  long cnt_all = N * S;
+  acc_t mean = ss[ss_off + 2 * C + c], invstd = ss[ss_off + 3 * C + c], sg, sgx;
+#define BN_G(i) LOADA(g, g_off + (((i) / S) * C + c) * S + (i) % S)
+  CT_CASCADE_SUM(sg, cnt_all, i, BN_G(i));
+  CT_CASCADE_SUM(sgx, cnt_all, i, BN_G(i) * ((LOADA(x, BN_ELEM(i)) - mean) * invstd));
+#undef BN_G
+  red[red_off + c] = sg;
+  red[red_off + C + c] = sgx;
+}
+
+/* dx = scale (g - sum(g) / M - xhat sum(g xhat) / M) in training (the batch statistics depend
+ * on x), dx = scale g in eval (running statistics are constants); M = N S. */
+__kernel void bn_bwd_apply(__global const io_t *x, long x_off, long N, long C, long sn, long sc, int sndim,
+                           long8 sshape, long8 sstr, int sflat, long S, __global const io_t *g, long g_off,
+                           __global const acc_t *ss, long ss_off, __global const acc_t *red, long red_off,
+                           int training, __global io_t *dx, long dx_off) {
+  long s = get_global_id(0), c = get_global_id(1), n = get_global_id(2);
+  if (s >= S || c >= C || n >= N) return;
+  long o = (n * C + c) * S + s;
+  acc_t gv = LOADA(g, g_off + o), scale = ss[ss_off + c];
+  if (training) {
+    acc_t m = (acc_t)(N * S);
+    long xo = x_off + n * sn + c * sc + (sflat ? s : ct_offset(s, sndim, sshape, sstr));
+    acc_t xhat = (LOADA(x, xo) - ss[ss_off + 2 * C + c]) * ss[ss_off + 3 * C + c];
+    gv = gv - red[red_off + c] / m - xhat * (red[red_off + C + c] / m);
+  }
+  STOREA(dx, dx_off + o, scale * gv);
 }

@@ -18,6 +18,12 @@
  *
  * Size-0 dims are allowed everywhere and give empty results.
  *
+ * Autograd (autograd.h): index_select, gather, scatter_add (x and src), embedding (weight),
+ * masked_fill (x), cumsum, cumprod and the values of sort and topk are differentiable with
+ * respect to their float inputs; gradients with repeated indices accumulate in a fixed order
+ * (the same bits on every run). Indices, masks, argsort and the indices of sort and topk are
+ * not differentiable (they never require grad); integer scans record nothing.
+ *
  * Every function may also return CT_ERR_OPENCL, CT_ERR_OUT_OF_MEMORY, CT_ERR_KERNEL_BUILD, and
  * CT_ERR_UNSUPPORTED (f64 on a device without cl_khr_fp64); NULL out-parameters or inputs give
  * CT_ERR_INVALID_ARGUMENT. Thread safety as for every op (see tensor.h). */

@@ -45,6 +45,15 @@
  * $CLTENSOR_CACHE=0 skips the file. Parameters are installed in CLBlast process-wide and stay
  * installed after ct_shutdown(). docs/GEMM.md has the file format.
  *
+ * Autograd (autograd.h). matmul, linear and addmm are differentiable with respect to every
+ * float operand (linear's weight gradient is one GEMM over x's flattened leading dims). The
+ * _out forms are not: with grad mode on they refuse operands that require grad and an out that
+ * requires grad (CT_ERR_INVALID_ARGUMENT), as PyTorch's out= ops, and every write bumps out's
+ * version, so a backward that saved out fails instead of using the new values. Under autocast
+ * (ct_autocast_set(CT_F16 or CT_BF16)) the new-tensor forms cast their f32/f16/bf16 operands to
+ * that dtype, accumulate in f32 (f16 too, where CLBlast would otherwise multiply half) and
+ * return that dtype; f64 and integer operands, and the _out forms, are not autocast.
+ *
  * Every function here returns CT_OK or: CT_ERR_INVALID_ARGUMENT (NULL arguments, 0-d operands,
  * an invalid $CLTENSOR_GEMM), CT_ERR_DEVICE_MISMATCH, CT_ERR_DTYPE_MISMATCH, CT_ERR_SHAPE_MISMATCH
  * (both shapes in the message), CT_ERR_UNSUPPORTED, CT_ERR_OUT_OF_MEMORY, CT_ERR_KERNEL_BUILD,

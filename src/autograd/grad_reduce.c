@@ -1,44 +1,167 @@
 /* Gradient formulas of the reductions and softmax (rows of tensor/grad_ops.def). */
 #include "autograd/autograd.h"
 #include "cltensor/elementwise.h"
+#include "cltensor/reduce.h"
+#include "cltensor/shape.h"
 #include "core/error.h"
 
+/* Temporaries of a formula, released at the end (as in grad_ew.c). */
+#define NTMP 12
+#define TRY(call)               \
+  do {                          \
+    st = (call);                \
+    if (st != CT_OK) goto done; \
+  } while (0)
+#define RELEASE_TMP(t) \
+  for (int k_ = 0; k_ < NTMP; k_++) ct_release(t[k_])
 
+/* The reduced dims of a reduction node (n->i[1], bits) as a list; returns how many. A 0-dim
+ * input has none, which the reductions read as "every dim" (the same thing there). */
+static int red_dims(const ct__node *n, int *dims) {
+  int nd = 0;
+  for (int d = 0; d < n->in[0].ndim; d++)
+    if ((n->i[1] >> d) & 1) dims[nd++] = d;
+  return nd;
+}
 
+/* The number of elements a reduction node folds into each output. */
+static int64_t red_count(const ct__node *n) {
+  int64_t c = 1;
+  for (int d = 0; d < n->in[0].ndim; d++)
+    if ((n->i[1] >> d) & 1) c *= n->in[0].shape[d];
+  return c;
+}
+
+/* A 0-dim tensor of value v, dtype and device of like (a broadcast operand of where). */
+static ct_status scalar_like(ct_tensor **out, const ct_tensor *like, double v) {
+  return ct_full(out, like->storage->device, like->dtype, 0, NULL, v);
+}
+
+/* prod: PyTorch's prod_backward. Each element's gradient is g times the product of the other
+ * elements of its slice: out / x when the slice has no zero; when it has exactly one, the zero
+ * gets the product of the nonzero others and every other element 0; with two or more zeros
+ * everything is 0. Computed for all three cases at once (the out / x of a zero is inf or NaN
+ * but where() drops it), so there is no host round trip to look for zeros. */
 ct_status ct__grad_prod(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  (void)g;
-  (void)gin;
-  return ct__error(CT_ERR_UNSUPPORTED, "ct_backward: the gradient of %s is not implemented yet", n->fn);
+  ct_status st = CT_OK;
+  ct_tensor *t[NTMP] = {0};
+  const ct_tensor *x = ct__ag_saved(n, 0), *out = ct__ag_saved(n, 1);
+  int dims[CT_MAX_DIMS], nd = red_dims(n, dims);
+  TRY(ct__ag_unreduce(&t[0], n, g));
+  TRY(ct__ag_unreduce(&t[1], n, out));
+  TRY(ct_div(&t[2], t[1], x));          /* out / x: the slice has no zero */
+  TRY(ct_eq_scalar(&t[3], x, 0.0));     /* the zeros */
+  TRY(ct_sum(&t[4], t[3], nd, dims, true)); /* zeros per slice (i64, kept dims) */
+  TRY(scalar_like(&t[5], x, 1.0));
+  TRY(ct_where(&t[6], t[3], t[5], x));
+  TRY(ct_prod(&t[7], t[6], nd, dims, true)); /* product of the nonzero elements */
+  TRY(ct_eq_scalar(&t[8], t[4], 1.0));
+  TRY(ct_logical_and(&t[9], t[8], t[3])); /* the only zero of its slice */
+  ct_release(t[5]), ct_release(t[6]), ct_release(t[8]);
+  t[5] = t[6] = t[8] = NULL;
+  TRY(scalar_like(&t[5], x, 0.0));
+  TRY(ct_where(&t[6], t[9], t[7], t[5]));
+  TRY(ct_eq_scalar(&t[8], t[4], 0.0));
+  ct_release(t[9]);
+  t[9] = NULL;
+  TRY(ct_where(&t[9], t[8], t[2], t[6]));
+  TRY(ct_mul(&gin[0], t[0], t[9]));
+done:
+  RELEASE_TMP(t);
+  return st;
 }
 
+/* max/min over dims (torch.amax/amin): the gradient is shared evenly among the elements equal
+ * to the result, (g / count) * (x == out), so a NaN result gives NaN as PyTorch's
+ * scale_grad_by_count. */
 ct_status ct__grad_amax(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  (void)g;
-  (void)gin;
-  return ct__error(CT_ERR_UNSUPPORTED, "ct_backward: the gradient of %s is not implemented yet", n->fn);
+  ct_status st = CT_OK;
+  ct_tensor *t[NTMP] = {0};
+  const ct_tensor *x = ct__ag_saved(n, 0), *out = ct__ag_saved(n, 1);
+  int dims[CT_MAX_DIMS], nd = red_dims(n, dims);
+  TRY(ct__ag_unreduce(&t[0], n, out));
+  TRY(ct_eq(&t[1], x, t[0]));
+  TRY(ct_cast(&t[2], t[1], g->dtype));
+  TRY(ct_sum(&t[3], t[2], nd, dims, true)); /* ties per slice */
+  TRY(ct__ag_unreduce(&t[4], n, g));
+  TRY(ct_div(&t[5], t[4], t[3]));
+  TRY(ct_mul(&gin[0], t[5], t[2]));
+done:
+  RELEASE_TMP(t);
+  return st;
 }
 
+/* var: g 2 (x - mean) / dof, dof = max(0, n - correction) as the forward's divisor (PyTorch's
+ * var_backward). std (i[3]): the var gradient of g / (2 std), and 0 where std == 0 (PyTorch's
+ * std_backward). */
 ct_status ct__grad_var(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  (void)g;
-  (void)gin;
-  return ct__error(CT_ERR_UNSUPPORTED, "ct_backward: the gradient of %s is not implemented yet", n->fn);
+  ct_status st = CT_OK;
+  ct_tensor *t[NTMP] = {0};
+  const ct_tensor *x = ct__ag_saved(n, 0), *out = ct__ag_saved(n, 1);
+  int dims[CT_MAX_DIMS], nd = red_dims(n, dims);
+  double dof = (double)red_count(n) - (double)n->i[2];
+  if (dof < 0) dof = 0;
+  const ct_tensor *gv = g;
+  if (n->i[3]) {
+    TRY(ct_div(&t[0], g, out));
+    TRY(ct_mul_scalar(&t[1], t[0], 0.5));
+    TRY(ct_eq_scalar(&t[2], out, 0.0));
+    TRY(scalar_like(&t[3], t[1], 0.0));
+    TRY(ct_where(&t[4], t[2], t[3], t[1]));
+    gv = t[4];
+  }
+  TRY(ct_mean(&t[5], x, nd, dims, true));
+  TRY(ct_sub(&t[6], x, t[5]));
+  TRY(ct__ag_unreduce(&t[7], n, gv));
+  TRY(ct_mul(&t[8], t[7], t[6]));
+  TRY(ct_mul_scalar(&gin[0], t[8], 2.0 / dof));
+done:
+  RELEASE_TMP(t);
+  return st;
 }
 
+/* logsumexp: g exp(x - out) (PyTorch's logsumexp_backward; a slice of all -inf gives NaN there
+ * too). */
 ct_status ct__grad_logsumexp(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  (void)g;
-  (void)gin;
-  return ct__error(CT_ERR_UNSUPPORTED, "ct_backward: the gradient of %s is not implemented yet", n->fn);
+  ct_status st = CT_OK;
+  ct_tensor *t[NTMP] = {0};
+  TRY(ct__ag_unreduce(&t[0], n, ct__ag_saved(n, 1)));
+  TRY(ct_sub(&t[1], ct__ag_saved(n, 0), t[0]));
+  TRY(ct_exp(&t[2], t[1]));
+  TRY(ct__ag_unreduce(&t[3], n, g));
+  TRY(ct_mul(&gin[0], t[3], t[2]));
+done:
+  RELEASE_TMP(t);
+  return st;
 }
 
+/* softmax along dim i[0], y its saved output: y (g - sum(g y, dim)). */
 ct_status ct__grad_softmax(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  (void)g;
-  (void)gin;
-  return ct__error(CT_ERR_UNSUPPORTED, "ct_backward: the gradient of %s is not implemented yet", n->fn);
+  ct_status st = CT_OK;
+  ct_tensor *t[NTMP] = {0};
+  const ct_tensor *y = ct__ag_saved(n, 0);
+  int dim = (int)n->i[0];
+  TRY(ct_mul(&t[0], g, y));
+  TRY(ct_sum(&t[1], t[0], 1, &dim, true));
+  TRY(ct_sub(&t[2], g, t[1]));
+  TRY(ct_mul(&gin[0], y, t[2]));
+done:
+  RELEASE_TMP(t);
+  return st;
 }
 
+/* log_softmax along dim i[0], y its saved output: g - exp(y) sum(g, dim). */
 ct_status ct__grad_log_softmax(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  (void)g;
-  (void)gin;
-  return ct__error(CT_ERR_UNSUPPORTED, "ct_backward: the gradient of %s is not implemented yet", n->fn);
+  ct_status st = CT_OK;
+  ct_tensor *t[NTMP] = {0};
+  int dim = (int)n->i[0];
+  TRY(ct_exp(&t[0], ct__ag_saved(n, 0)));
+  TRY(ct_sum(&t[1], g, 1, &dim, true));
+  TRY(ct_mul(&t[2], t[0], t[1]));
+  TRY(ct_sub(&gin[0], g, t[2]));
+done:
+  RELEASE_TMP(t);
+  return st;
 }
 
 /* g (the reduced shape, kept dims or not) as a view of the input's shape: reshaped to the

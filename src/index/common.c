@@ -69,6 +69,16 @@ int ct__index_lines(int64_t *lshape, int64_t *len, int ndim, const int64_t *shap
   return ndim ? ndim : 1;
 }
 
+ct_status ct__index_record(ct_tensor *r, ct__gop op, int nin, const ct_tensor *const *ins, int dim,
+                           const ct_tensor *save0, const ct_tensor *save1, const char *fn) {
+  ct__node *n = NULL;
+  CT__TRY(ct__grad_record(&n, r, op, 0, nin, ins, fn));
+  if (!n) return CT_OK;
+  n->i[0] = dim;
+  CT__TRY(ct__grad_save(n, 0, save0, fn));
+  return ct__grad_save(n, 1, save1, fn);
+}
+
 const char *ct__index_pos_str(char *buf, size_t size, int64_t pos, int ndim, const int64_t *shape) {
   int64_t c[CT_MAX_DIMS];
   for (int d = ndim - 1; d >= 0; d--) {

@@ -142,6 +142,8 @@ ct_status ct_index_select(ct_tensor **out, const ct_tensor *x, int dim, const ct
     st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: index %" PRId64 " at position %s is out of range for dim %d of size %" PRId64,
                    fn, bad[2], ct__index_pos_str(sp, sizeof sp, j, index->ndim, index->shape), dd, g.sel_size);
   }
+  if (st == CT_OK)
+    st = ct__index_record(r, CT__GOP_INDEX_SELECT, 2, (const ct_tensor *[]){x, index}, dd, index, NULL, fn);
   return ct__tensor_result(out, r, st);
 }
 
@@ -183,6 +185,7 @@ ct_status ct_gather(ct_tensor **out, const ct_tensor *x, int dim, const ct_tenso
     st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: index %" PRId64 " at position %s is out of range for dim %d of size %" PRId64,
                    fn, bad[2], ct__index_pos_str(sp, sizeof sp, bad[1], index->ndim, index->shape), dd, g.sel_size);
   }
+  if (st == CT_OK) st = ct__index_record(r, CT__GOP_GATHER, 2, (const ct_tensor *[]){x, index}, dd, index, NULL, fn);
   return ct__tensor_result(out, r, st);
 }
 
@@ -222,6 +225,8 @@ ct_status ct_embedding(ct_tensor **out, const ct_tensor *weight, const ct_tensor
                    bad[2], ct__index_pos_str(sp, sizeof sp, bad[1] / cols, indices->ndim, indices->shape),
                    g.sel_size);
   }
+  if (st == CT_OK)
+    st = ct__index_record(r, CT__GOP_EMBEDDING, 2, (const ct_tensor *[]){weight, indices}, 0, indices, NULL, fn);
   return ct__tensor_result(out, r, st);
 }
 
@@ -247,11 +252,9 @@ ct_status ct_masked_fill(ct_tensor **out, const ct_tensor *x, const ct_tensor *m
   CT__TRY(ct__broadcast_shapes(&ndim, shape, x->ndim, x->shape, mask->ndim, mask->shape, fn));
   ct_tensor *r;
   CT__TRY(ct__tensor_new(&r, x->storage->device, x->dtype, ndim, shape, fn));
+  ct_status st = ct__index_record(r, CT__GOP_MASKED_FILL, 2, (const ct_tensor *[]){x, mask}, 0, mask, NULL, fn);
   int64_t n = ct_numel(r);
-  if (n == 0) {
-    *out = r;
-    return CT_OK;
-  }
+  if (n == 0 || st != CT_OK) return ct__tensor_result(out, r, st);
   int64_t xs[CT_MAX_DIMS], ms[CT_MAX_DIMS];
   broadcast_strides(xs, x, ndim, shape);
   broadcast_strides(ms, mask, ndim, shape);
@@ -268,7 +271,7 @@ ct_status ct_masked_fill(ct_tensor **out, const ct_tensor *x, const ct_tensor *m
   char opts[32];
   snprintf(opts, sizeof opts, "-DCT_BITS=%s", ct__dtype_bits_type(es));
   ct__kernel *k;
-  ct_status st = ct__kernel_for(&k, d, "index.cl", "masked_fill_bits", CT__NO_DTYPE, opts, fn);
+  st = ct__kernel_for(&k, d, "index.cl", "masked_fill_bits", CT__NO_DTYPE, opts, fn);
   if (st == CT_OK) {
     int64_t inner = shape[kn - 1];
     int64_t nitems = n / inner * ((inner + 255) / 256); /* CT_CHUNK in kernels/index.cl */

@@ -11,6 +11,7 @@
 #include "cltensor/index.h"
 #include "kernel/engine.h"
 #include "kernel/kargs.h"
+#include "tensor/graph.h"
 #include "tensor/tensor.h"
 
 /* index must be i64 or i32: CT_ERR_DTYPE_MISMATCH naming fn, the argument name and its dtype. */
@@ -39,6 +40,11 @@ ct_status ct__index_launch_checked(ct__kernel *k, struct ct__kargs *a, ct_device
  * stride along dd. Returns lshape's number of dims (at least 1); *len gets shape[dd]. */
 int ct__index_lines(int64_t *lshape, int64_t *len, int ndim, const int64_t *shape, int dd, int nt,
                     const ct_tensor *const *ts, int64_t (*str)[CT_MAX_DIMS], int64_t *step);
+
+/* Records r's backward when an input requires grad (tensor/graph.h): node op over ins[0..nin),
+ * the wrapped dim in i[0], save0 and save1 (either may be NULL) in slots 0 and 1. */
+ct_status ct__index_record(ct_tensor *r, ct__gop op, int nin, const ct_tensor *const *ins, int dim,
+                           const ct_tensor *save0, const ct_tensor *save1, const char *fn);
 
 /* Row-major coordinates of linear position pos in shape, as text "[1, 0]". */
 const char *ct__index_pos_str(char *buf, size_t size, int64_t pos, int ndim, const int64_t *shape);

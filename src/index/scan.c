@@ -5,22 +5,9 @@
 #include "device/device.h"
 #include "index/index.h"
 
-static ct_status cum(ct_tensor **out, const ct_tensor *x, int dim, int prod, const char *fn) {
-  CT__CHECK_NOT_NULL(fn, out);
-  *out = NULL;
-  CT__CHECK_NOT_NULL(fn, x);
-  if (x->dtype == CT_U64)
-    return ct__error(CT_ERR_UNSUPPORTED, "%s: dtype u64 is not supported (cast to i64 first)", fn);
-  int dd;
-  CT__TRY(ct__dim_wrap(&dd, x->ndim, dim, fn));
-  ct_dtype odt = ct_dtype_is_float(x->dtype) ? x->dtype : CT_I64;
-  ct_tensor *r;
-  CT__TRY(ct__tensor_new(&r, x->storage->device, odt, x->ndim, x->shape, fn));
+/* The scan of non-empty x along dim dd into r. */
+static ct_status cum_run(ct_tensor *r, const ct_tensor *x, int dd, int prod, const char *fn) {
   int64_t numel = ct_numel(x);
-  if (numel == 0) {
-    *out = r;
-    return CT_OK;
-  }
   int64_t lshape[CT_MAX_DIMS], str[2][CT_MAX_DIMS], step[2], len;
   const ct_tensor *ts[2] = {r, x};
   int n = ct__index_lines(lshape, &len, x->ndim, x->shape, dd, 2, ts, str, step);
@@ -57,6 +44,25 @@ static ct_status cum(ct_tensor **out, const ct_tensor *x, int dim, int prod, con
       st = ct__launch1(k, &a, d, nlines, 0, fn);
     }
   }
+  return st;
+}
+
+static ct_status cum(ct_tensor **out, const ct_tensor *x, int dim, int prod, const char *fn) {
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL(fn, x);
+  if (x->dtype == CT_U64)
+    return ct__error(CT_ERR_UNSUPPORTED, "%s: dtype u64 is not supported (cast to i64 first)", fn);
+  int dd;
+  CT__TRY(ct__dim_wrap(&dd, x->ndim, dim, fn));
+  ct_dtype odt = ct_dtype_is_float(x->dtype) ? x->dtype : CT_I64;
+  ct_tensor *r;
+  CT__TRY(ct__tensor_new(&r, x->storage->device, odt, x->ndim, x->shape, fn));
+  ct_status st = ct_numel(x) ? cum_run(r, x, dd, prod, fn) : CT_OK;
+  /* cumprod's gradient needs x and the products; cumsum's none. (Integer scans give i64,
+   * which records nothing.) */
+  if (st == CT_OK)
+    st = ct__index_record(r, prod ? CT__GOP_CUMPROD : CT__GOP_CUMSUM, 1, &x, dd, prod ? x : NULL, prod ? r : NULL, fn);
   return ct__tensor_result(out, r, st);
 }
 

@@ -40,11 +40,11 @@ ct_status ct_scatter_add(ct_tensor **out, const ct_tensor *x, int dim, const ct_
   }
   ct_tensor *r;
   CT__TRY(ct__contiguous(&r, x, x->dtype, 1, fn));
+  /* Recorded first (the node saves only the index): the kernel below writes r, which the
+   * node does not save. */
+  ct_status st = ct__index_record(r, CT__GOP_SCATTER_ADD, 3, (const ct_tensor *[]){x, index, src}, dd, index, NULL, fn);
   int64_t ni = ct_numel(index);
-  if (ni == 0) {
-    *out = r;
-    return CT_OK;
-  }
+  if (ni == 0 || st != CT_OK) return ct__tensor_result(out, r, st);
   /* Lines: the index's coordinates with dim set to 1. */
   int64_t lshape[CT_MAX_DIMS], str[3][CT_MAX_DIMS], step[3], klen;
   const ct_tensor *ts[3] = {r, src, index};
@@ -58,7 +58,7 @@ ct_status ct_scatter_add(ct_tensor **out, const ct_tensor *x, int dim, const ct_
   ct__kernel *k;
   ct_tensor *rec = NULL;
   int64_t bad[4] = {0, 0, 0, 0};
-  ct_status st = ct__kernel_for(&k, d, "order.cl", "scatter_add_lines", CT__NO_DTYPE, opts, fn);
+  st = ct__kernel_for(&k, d, "order.cl", "scatter_add_lines", CT__NO_DTYPE, opts, fn);
   if (st == CT_OK) st = ct__index_bad_new(&rec, d, fn);
   if (st == CT_OK) {
     struct ct__kargs a;

@@ -149,9 +149,18 @@ static ct_status sort_common(ct_tensor **values, ct_tensor **indices, const ct_t
   ct_tensor *v = NULL, *ix = NULL;
   ct_device *d = x->storage->device;
   ct_status st = CT_OK;
+  /* The values' gradient is a gather's (values = gather(x, dim, indices)): it needs the
+   * indices even when the caller does not want them. */
+  bool record = values && ct_dtype_is_float(x->dtype) && ct__grad_needed(1, &x);
   if (values) st = ct__tensor_new(&v, d, x->dtype, x->ndim, shape, fn);
-  if (st == CT_OK && indices) st = ct__tensor_new(&ix, d, CT_I64, x->ndim, shape, fn);
+  if (st == CT_OK && (indices || record)) st = ct__tensor_new(&ix, d, CT_I64, x->ndim, shape, fn);
   if (st == CT_OK) st = sort_run(v, ix, x, dd, desc, kout, fn);
+  if (st == CT_OK && record)
+    st = ct__index_record(v, CT__GOP_GATHER, 2, (const ct_tensor *[]){x, ix}, dd, ix, NULL, fn);
+  if (st == CT_OK && !indices) {
+    ct_release(ix);
+    ix = NULL;
+  }
   if (st != CT_OK) {
     ct_release(v);
     ct_release(ix);

@@ -255,6 +255,7 @@ static ct_status ct__gemm_host_native(ct_device *d, const struct ct__gemm_op *op
 }
 
 ct_status ct__gemm_host(ct_device *d, const struct ct__gemm_op *op) {
+  ct__host_blas_prepare();
   /* CBLAS takes int sizes (OpenBLAS's default, 32-bit integer interface). */
   if (op->m > INT_MAX || op->n > INT_MAX || op->k > INT_MAX || op->a.ld > INT_MAX || op->b.ld > INT_MAX ||
       op->c.ld > INT_MAX)

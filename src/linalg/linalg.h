@@ -184,6 +184,12 @@ void ct__gemm_simplify_batch(struct ct__gemm_op *op);
 
 ct_status ct__gemm_clblast(ct_device *d, const struct ct__gemm_state *s, const struct ct__gemm_op *op);
 ct_status ct__gemm_host(ct_device *d, const struct ct__gemm_op *op);
+/* Once per process, before the first host GEMM: switches a DYNAMIC_ARCH OpenBLAS that fell back
+ * to its Prescott kernels to the CPU's (host_blas_core.c). ct__host_blas_core() gives the core
+ * OpenBLAS runs (after the switch) and, in *before, the one it chose itself ("" without a host
+ * BLAS or when it is not OpenBLAS). */
+void ct__host_blas_prepare(void);
+const char *ct__host_blas_core(const char **before);
 /* Whether the library was built with a host CBLAS. */
 bool ct__gemm_host_available(void);
 
@@ -204,6 +210,7 @@ struct ct__mm {
   const char *an, *bn, *cn;      /* argument names for messages */
   const ct_tensor *a, *b, *c;
   double alpha, beta;
+  bool acc32;                    /* f16 accumulates in f32 even where CLBlast multiplies half (autocast) */
   /* derived */
   ct_device *d;
   ct_dtype dt;

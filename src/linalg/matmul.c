@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "linalg/linalg.h"
+#include "tensor/graph.h"
 #include "tensor/tensor.h"
 
 /* Float product into a contiguous target of the compute dtype (f32, f64, or f16 where CLBlast
@@ -70,6 +71,15 @@ static ct_status ct__mm_float(struct ct__mm *mm, const struct ct__gemm_state *s,
 /* Runs mm into a new tensor (*res) or into out. */
 static ct_status ct__mm_run(struct ct__mm *mm, ct_tensor **res, ct_tensor *out) {
   CT__TRY(ct__mm_check(mm, out));
+  if (out) {
+    /* An _out form writes existing memory: refused under autograd as PyTorch's, and a write
+     * that a node saving out must notice. */
+    const ct_tensor *ins[3] = {mm->a, mm->b, mm->c};
+    const char *const names[3] = {mm->an, mm->bn, mm->cn};
+    CT__TRY(ct__grad_check_out(mm->fn, mm->c ? 3 : 2, ins, names));
+    CT__TRY(ct__grad_check_inplace(mm->fn, out, "out"));
+    ct__tensor_bump_version(out);
+  }
   struct ct__gemm_state *s;
   CT__TRY(ct__gemm_state(&s, mm->d));
   if (s->route_status != CT_OK) return ct__error(s->route_status, "%s: %s", mm->fn, s->route_error);
@@ -78,7 +88,8 @@ static ct_status ct__mm_run(struct ct__mm *mm, ct_tensor **res, ct_tensor *out) 
 
   bool is_float = ct_dtype_is_float(mm->dt);
   ct_dtype cdt = mm->dt;
-  if (mm->dt == CT_BF16 || (mm->dt == CT_F16 && !(s->route == CT__ROUTE_CLBLAST && mm->d->props.fp16)))
+  if (mm->dt == CT_BF16 ||
+      (mm->dt == CT_F16 && (mm->acc32 || !(s->route == CT__ROUTE_CLBLAST && mm->d->props.fp16))))
     cdt = CT_F32;
 
   /* Where the product is formed: the destination itself when it is contiguous, of the compute
@@ -131,6 +142,35 @@ static ct_status ct__mm_run(struct ct__mm *mm, ct_tensor **res, ct_tensor *out) 
 
 /* ---- Public API ---- */
 
+/* Autocast (PyTorch's lower-precision list): the new-tensor forms cast their f32, f16 and bf16
+ * operands to the thread's autocast dtype (ct_cast, recorded, so gradients reach f32 leaves);
+ * f64 and integer operands stay as they are, as torch.autocast leaves them. _out forms are not
+ * autocast (PyTorch's rule for out= ops). held[] gets the casts, which the caller releases. */
+static ct_status ct__mm_autocast(const ct_tensor **ops, ct_tensor **held, int n, bool *acc32, const char *fn) {
+  ct_dtype dt = ct__autocast_dtype();
+  *acc32 = dt != CT_F32;
+  for (int i = 0; i < n && dt != CT_F32; i++) {
+    if (!ops[i] || !ct_dtype_is_float(ops[i]->dtype) || ops[i]->dtype == CT_F64) continue;
+    CT__TRY(ct__autocast_to(&held[i], ops[i], dt, fn));
+    ops[i] = held[i];
+  }
+  return CT_OK;
+}
+
+/* Records r's backward: op with inputs ins (the GEMM operands at ia and ib), saving each
+ * operand where the other one's gradient needs it (slot 0: ins[ia], slot 1: ins[ib]). */
+static ct_status ct__mm_record(ct_tensor *r, ct__gop op, int nin, const ct_tensor *const *ins, int ia, int ib,
+                               double beta, double alpha, const char *fn) {
+  ct__node *n = NULL;
+  CT__TRY(ct__grad_record(&n, r, op, 0, nin, ins, fn));
+  if (!n) return CT_OK;
+  n->d[0] = beta;
+  n->d[1] = alpha;
+  if (n->in[ib].needed) CT__TRY(ct__grad_save(n, 0, ins[ia], fn));
+  if (n->in[ia].needed) CT__TRY(ct__grad_save(n, 1, ins[ib], fn));
+  return CT_OK;
+}
+
 /* The four GEMM entry points differ only in where the result goes (a new tensor *out, or dst)
  * and whether they take c; the NULL checks run in the order of their arguments. */
 static ct_status ct__mm_api(const char *fn, ct_tensor **out, ct_tensor *dst, bool with_c, const ct_tensor *c,
@@ -145,9 +185,21 @@ static ct_status ct__mm_api(const char *fn, ct_tensor **out, ct_tensor *dst, boo
   CT__CHECK_NOT_NULL(fn, b);
   struct ct__mm mm = {.fn = fn, .an = "a", .bn = "b", .cn = with_c ? "c" : NULL, .a = a, .b = b, .c = c,
                       .alpha = alpha, .beta = beta};
-  return ct__mm_run(&mm, out, dst);
+  if (!out) return ct__mm_run(&mm, NULL, dst);
+  const ct_tensor *ops[3] = {c, a, b};
+  ct_tensor *held[3] = {NULL, NULL, NULL};
+  ct_status st = ct__mm_autocast(ops, held, 3, &mm.acc32, fn);
+  mm.c = ops[0];
+  mm.a = ops[1];
+  mm.b = ops[2];
+  ct_tensor *r = NULL;
+  if (st == CT_OK) st = ct__mm_run(&mm, &r, NULL);
+  if (st == CT_OK)
+    st = with_c ? ct__mm_record(r, CT__GOP_ADDMM, 3, ops, 1, 2, beta, alpha, fn)
+                : ct__mm_record(r, CT__GOP_MATMUL, 2, ops + 1, 0, 1, 0, 1, fn);
+  for (int i = 0; i < 3; i++) ct_release(held[i]);
+  return ct__tensor_result(out, r, st);
 }
-
 ct_status ct_matmul(ct_tensor **out, const ct_tensor *a, const ct_tensor *b) {
   CT__CHECK_NOT_NULL("ct_matmul", out);
   return ct__mm_api("ct_matmul", out, NULL, false, NULL, a, b, 0, 1);
@@ -182,14 +234,24 @@ ct_status ct_linear(ct_tensor **out, const ct_tensor *x, const ct_tensor *weight
     return ct__error(CT_ERR_SHAPE_MISMATCH, "ct_linear: x %s and weight %s don't fit: x's last dim must be "
                      "weight's in_features %lld", ct__shape_str(sx, sizeof sx, x->ndim, x->shape),
                      ct__shape_str(sw, sizeof sw, w->ndim, w->shape), (long long)w->shape[1]);
+  const ct_tensor *ops[3] = {x, weight, bias};
+  ct_tensor *held[3] = {NULL, NULL, NULL}, *wt = NULL, *r = NULL;
+  bool acc32 = false;
+  ct_status st = ct__mm_autocast(ops, held, 3, &acc32, "ct_linear");
+  w = ops[1];
   /* w^T as a view: the GEMM reads it with a transpose flag, no copy. It has weight's device and
    * dtype, so the shared checks' messages name it as the caller knows it, "weight". */
   int64_t shape[2] = {w->shape[1], w->shape[0]}, strides[2] = {w->strides[1], w->strides[0]};
-  ct_tensor *wt;
-  CT__TRY(ct__tensor_view(&wt, w, 2, shape, strides, w->offset));
-  struct ct__mm mm = {.fn = "ct_linear", .an = "x", .bn = "weight", .cn = "bias", .a = x, .b = wt, .c = bias,
-                      .alpha = 1, .beta = 1};
-  ct_status st = ct__mm_run(&mm, out, NULL);
+  if (st == CT_OK) st = ct__tensor_view(&wt, w, 2, shape, strides, w->offset);
+  if (st == CT_OK) {
+    struct ct__mm mm = {.fn = "ct_linear", .an = "x", .bn = "weight", .cn = "bias", .a = ops[0], .b = wt,
+                        .c = ops[2], .alpha = 1, .beta = 1, .acc32 = acc32};
+    st = ct__mm_run(&mm, &r, NULL);
+  }
+  /* One LINEAR node over x, weight and bias (not the view): its formula makes weight's
+   * gradient with one GEMM over x's flattened leading dims. */
+  if (st == CT_OK) st = ct__mm_record(r, CT__GOP_LINEAR, 3, ops, 0, 1, 1, 1, "ct_linear");
   ct_release(wt);
-  return st;
+  for (int i = 0; i < 3; i++) ct_release(held[i]);
+  return ct__tensor_result(out, r, st);
 }

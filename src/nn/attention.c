@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cltensor/elementwise.h"
 #include "cltensor/linalg.h"
 #include "cltensor/nn.h"
 #include "core/error.h"
@@ -15,6 +16,7 @@
 #include "kernel/launch_geom.h"
 #include "nn/nn.h"
 #include "reduce/reduce.h"
+#include "tensor/graph.h"
 #include "tensor/tensor.h"
 
 #define FN "ct_scaled_dot_product_attention"
@@ -93,11 +95,8 @@ static ct_status masked_softmax(ct_tensor *scores, const ct_tensor *me, bool cau
   return st;
 }
 
-ct_status ct_scaled_dot_product_attention(ct_tensor **out, const ct_tensor *q, const ct_tensor *k,
-                                          const ct_tensor *v, const ct_tensor *mask, bool causal,
-                                          double scale) {
-  CT__CHECK_NOT_NULL(FN, out);
-  *out = NULL;
+static ct_status sdpa_api(ct_tensor **out, const ct_tensor *q, const ct_tensor *k, const ct_tensor *v,
+                          const ct_tensor *mask, bool causal, double scale) {
   CT__CHECK_NOT_NULL(FN, q);
   CT__CHECK_NOT_NULL(FN, k);
   CT__CHECK_NOT_NULL(FN, v);
@@ -179,7 +178,9 @@ ct_status ct_scaled_dot_product_attention(ct_tensor **out, const ct_tensor *q, c
 
   ct_dtype cdt = q->dtype == CT_F64 ? CT_F64 : CT_F32;
   ct_tensor *qc = NULL, *kc = NULL, *vc = NULL, *qe = NULL, *kt = NULL, *me = NULL, *sc = NULL,
-            *o = NULL;
+            *o = NULL, *res = NULL;
+  /* The inner ops would record; the node below stands for all of them. */
+  bool prev = ct__grad_mode_set(false);
   /* The operands keep their layouts (ct_matmul reads transposed views as they are, e.g. the
    * heads of a permuted [B, T, H, E] projection); only f16/bf16 are converted, to f32. */
   ct_status st = to_compute(&qc, q, cdt);
@@ -199,7 +200,21 @@ ct_status ct_scaled_dot_product_attention(ct_tensor **out, const ct_tensor *q, c
   if (st == CT_OK && mask) st = ct_expand(&me, mask, bn + 2, sshape);
   if (st == CT_OK && ct_numel(sc) > 0) st = masked_softmax(sc, me, causal, scale);
   if (st == CT_OK) st = ct_matmul(&o, sc, vc);
-  if (st == CT_OK) st = ct__contiguous(out, o, q->dtype, 0, FN);
+  if (st == CT_OK) st = ct__contiguous(&res, o, q->dtype, 0, FN);
+  ct__grad_mode_set(prev);
+  /* The backward needs the probabilities (sc, B L S elements: PyTorch's math backend keeps
+   * them too) and the operands. A bool mask takes no gradient; a float one does. */
+  ct__node *nd = NULL;
+  const ct_tensor *fmask = mask && mask->dtype != CT_BOOL ? mask : NULL;
+  if (st == CT_OK)
+    st = ct__grad_record(&nd, res, CT__GOP_SDPA, 0, 4, (const ct_tensor *[]){q, k, v, fmask}, FN);
+  if (st == CT_OK && nd) {
+    st = ct__grad_save(nd, 0, q, FN);
+    if (st == CT_OK) st = ct__grad_save(nd, 1, k, FN);
+    if (st == CT_OK) st = ct__grad_save(nd, 2, v, FN);
+    if (st == CT_OK) st = ct__grad_save(nd, 3, sc, FN);
+    nd->d[0] = scale;
+  }
   if (st != CT_OK && strstr(ct_last_error(), FN) == NULL) ct__error_append(" (in %s)", FN);
   ct_release(qc);
   ct_release(kc);
@@ -209,5 +224,98 @@ ct_status ct_scaled_dot_product_attention(ct_tensor **out, const ct_tensor *q, c
   ct_release(me);
   ct_release(sc);
   ct_release(o);
+  return ct__tensor_result(out, res, st);
+}
+
+ct_status ct_scaled_dot_product_attention(ct_tensor **out, const ct_tensor *q, const ct_tensor *k,
+                                          const ct_tensor *v, const ct_tensor *mask, bool causal,
+                                          double scale) {
+  CT__CHECK_NOT_NULL(FN, out);
+  *out = NULL;
+  /* Autocast (torch.autocast's lower-precision list): f32/f16/bf16 q, k and v are cast to the
+   * autocast dtype (recorded: gradients flow back through the casts); f64 is left alone, as
+   * PyTorch's autocast does. */
+  ct_dtype ad = ct__autocast_dtype();
+  if (ad == CT_F32 || !q || !k || !v) return sdpa_api(out, q, k, v, mask, causal, scale);
+  const ct_tensor *ops[3] = {q, k, v};
+  ct_tensor *c[3] = {NULL, NULL, NULL};
+  ct_status st = CT_OK;
+  for (int i = 0; i < 3 && st == CT_OK; i++) {
+    if (ops[i]->dtype == CT_F64) c[i] = ct_retain((ct_tensor *)ops[i]);
+    else st = ct__autocast_to(&c[i], ops[i], ad, FN);
+  }
+  if (st == CT_OK) st = sdpa_api(out, c[0], c[1], c[2], mask, causal, scale);
+  for (int i = 0; i < 3; i++) ct_release(c[i]);
+  return st;
+}
+
+ct_status ct__sdpa_backward(ct_tensor **dq, ct_tensor **dk, ct_tensor **dv, ct_tensor **dmask, const ct_tensor *q,
+                            const ct_tensor *k, const ct_tensor *v, const ct_tensor *p, const ct_tensor *g,
+                            double scale) {
+  const char *fn = "ct_backward";
+  ct_dtype cdt = p->dtype;
+  ct_tensor *qc = NULL, *kc = NULL, *vc = NULL, *gc = NULL, *t = NULL, *ds = NULL, *m = NULL;
+  ct_status st = ct__contiguous(&gc, g, cdt, 0, fn);
+  if (st == CT_OK && dv) {
+    /* dV = P^T dO */
+    st = ct_transpose(&t, p, -2, -1);
+    if (st == CT_OK) st = ct_matmul(dv, t, gc);
+    ct_release(t);
+    t = NULL;
+  }
+  if (st == CT_OK && (dq || dk || dmask)) {
+    /* dP = dO V^T, then the softmax's backward in place: dS */
+    st = to_compute(&vc, v, cdt);
+    if (st == CT_OK) st = ct_transpose(&t, vc, -2, -1);
+    if (st == CT_OK) st = ct_matmul(&m, gc, t);
+    if (st == CT_OK) st = ct__contiguous(&ds, m, cdt, 0, fn);
+    if (st == CT_OK && ct_numel(ds) > 0) {
+      ct_device *d = p->storage->device;
+      int64_t S = p->shape[p->ndim - 1], rows = ct_numel(p) / S;
+      char opts[32];
+      snprintf(opts, sizeof opts, "-DCT_IN=%d", (int)cdt);
+      ct__kernel *kk;
+      st = ct__kernel_get(&kk, d, "attention.cl", "sdpa_softmax_bwd", opts);
+      if (st == CT_OK) {
+        struct ct__kargs a;
+        ct__kargs_begin(&a, kk, ct__kernel_lock(kk));
+        ct__karg_tensor(&a, "p", p, 0);
+        ct__karg_tensor(&a, "dp", ds, 0);
+        ct__karg_long(&a, "rows", rows);
+        ct__karg_long(&a, "S", S);
+        st = ct__kargs_end(&a, fn);
+        if (st == CT_OK) st = ct__launch1_enqueue(kk, d, rows, 64);
+        ct__kernel_unlock(kk);
+      }
+    }
+  }
+  ct_release(t);
+  t = NULL;
+  ct_release(m);
+  m = NULL;
+  if (st == CT_OK && dq) {
+    /* dQ = scale dS K */
+    st = to_compute(&kc, k, cdt);
+    if (st == CT_OK) st = ct_matmul(&m, ds, kc);
+    if (st == CT_OK) st = ct_mul_scalar(dq, m, scale);
+    ct_release(m);
+    m = NULL;
+  }
+  if (st == CT_OK && dk) {
+    /* dK = scale dS^T Q */
+    st = to_compute(&qc, q, cdt);
+    if (st == CT_OK) st = ct_transpose(&t, ds, -2, -1);
+    if (st == CT_OK) st = ct_matmul(&m, t, qc);
+    if (st == CT_OK) st = ct_mul_scalar(dk, m, scale);
+  }
+  /* The additive mask's gradient is dS itself (it is added after the scaling). */
+  if (st == CT_OK && dmask) *dmask = ct_retain(ds);
+  ct_release(qc);
+  ct_release(kc);
+  ct_release(vc);
+  ct_release(gc);
+  ct_release(t);
+  ct_release(ds);
+  ct_release(m);
   return st;
 }

@@ -13,35 +13,17 @@
 #include "nn/nn.h"
 #include "random/random.h"
 #include "reduce/reduce.h"
+#include "tensor/graph.h"
 #include "tensor/tensor.h"
 
-ct_status ct_dropout(ct_tensor **out, const ct_tensor *x, double p, bool training) {
-  const char *fn = "ct_dropout";
-  CT__CHECK_NOT_NULL(fn, out);
-  *out = NULL;
-  CT__CHECK_NOT_NULL(fn, x);
-  if (!(p >= 0 && p <= 1))
-    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: p is %g (expected a probability in [0, 1])", fn, p);
-  if (!ct_dtype_is_float(x->dtype))
-    return ct__error(CT_ERR_DTYPE_MISMATCH,
-                     "%s: x has dtype %s (expected a float dtype: f16, bf16, f32, f64)", fn,
-                     ct_dtype_name(x->dtype));
-  /* PyTorch returns the input itself here; a new reference is the closest C equivalent. */
-  if (!training || p == 0) {
-    *out = ct_retain((ct_tensor *)x);
-    return CT_OK;
-  }
-  if (p == 1) {
-    /* Everything dropped, without drawing (PyTorch: input * 0). */
-    ct_status st = ct_mul_scalar(out, x, 0.0);
-    if (st != CT_OK) ct__error_append(" (in %s)", fn);
-    return st;
-  }
+/* o = x * mask / (1 - p) with the mask of the Philox stream (seed, offset): o is a new
+ * contiguous tensor of x's shape and dtype. The forward applies it to x, the backward to the
+ * output's gradient with the forward's (seed, offset), so both see the same mask. */
+static ct_status dropout_apply(ct_tensor **out, const ct_tensor *x, double p, uint64_t seed, uint64_t offset,
+                               const char *fn) {
   ct_device *d = x->storage->device;
   ct_tensor *o = NULL;
   CT__TRY(ct__tensor_new(&o, d, x->dtype, x->ndim, x->shape, fn));
-  uint64_t seed, offset;
-  ct__rng_take(&seed, &offset);
   int64_t n = ct_numel(o);
   if (n == 0) {
     *out = o;
@@ -74,10 +56,49 @@ ct_status ct_dropout(ct_tensor **out, const ct_tensor *x, double p, bool trainin
   ct__karg_ulong(&a, "seed", seed);
   ct__karg_ulong(&a, "offset", offset);
   st = ct__launch1(k, &a, d, (n + 3) / 4, 64, fn);
-  if (st != CT_OK) {
-    ct_release(o);
+  return ct__tensor_result(out, o, st);
+}
+
+ct_status ct_dropout(ct_tensor **out, const ct_tensor *x, double p, bool training) {
+  const char *fn = "ct_dropout";
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL(fn, x);
+  if (!(p >= 0 && p <= 1))
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: p is %g (expected a probability in [0, 1])", fn, p);
+  if (!ct_dtype_is_float(x->dtype))
+    return ct__error(CT_ERR_DTYPE_MISMATCH,
+                     "%s: x has dtype %s (expected a float dtype: f16, bf16, f32, f64)", fn,
+                     ct_dtype_name(x->dtype));
+  /* PyTorch returns the input itself here; a new reference is the closest C equivalent (the
+   * gradient flows through unchanged: it is the same tensor). */
+  if (!training || p == 0) {
+    *out = ct_retain((ct_tensor *)x);
+    return CT_OK;
+  }
+  if (p == 1) {
+    /* Everything dropped, without drawing (PyTorch: input * 0), which records its own zero
+     * gradient. */
+    ct_status st = ct_mul_scalar(out, x, 0.0);
+    if (st != CT_OK) ct__error_append(" (in %s)", fn);
     return st;
   }
-  *out = o;
-  return CT_OK;
+  uint64_t seed, offset;
+  ct__rng_take(&seed, &offset);
+  ct_tensor *o = NULL;
+  CT__TRY(dropout_apply(&o, x, p, seed, offset, fn));
+  /* The backward regenerates the mask from (seed, offset) rather than keeping it. */
+  ct__node *nd = NULL;
+  ct_status st = ct__grad_record(&nd, o, CT__GOP_DROPOUT, 0, 1, (const ct_tensor *[]){x}, fn);
+  if (st == CT_OK && nd) {
+    nd->i[0] = (int64_t)seed;
+    nd->i[1] = (int64_t)offset;
+    nd->d[0] = p;
+  }
+  return ct__tensor_result(out, o, st);
+}
+
+ct_status ct__dropout_backward(ct_tensor **dx, const ct_tensor *g, double p, uint64_t seed, uint64_t offset,
+                               const char *fn) {
+  return dropout_apply(dx, g, p, seed, offset, fn);
 }

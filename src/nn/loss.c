@@ -14,6 +14,7 @@
 #include "kernel/launch_geom.h"
 #include "nn/nn.h"
 #include "reduce/reduce.h"
+#include "tensor/graph.h"
 #include "tensor/tensor.h"
 
 static ct_status check_reduction(ct_reduction r, const char *fn) {
@@ -25,8 +26,9 @@ static ct_status check_reduction(ct_reduction r, const char *fn) {
 
 /* *out = per-position losses v (acc dtype, contiguous) reduced as r and stored as dtype dt:
  * NONE keeps them (cast), SUM sums them, MEAN divides the sum by the sum of `count` (1 for each
- * non-ignored target, else 0; all ignored gives 0 / 0 = NaN, as PyTorch). */
-static ct_status finish(ct_tensor **out, ct_tensor *v, ct_tensor *count, ct_reduction r,
+ * non-ignored target, else 0; all ignored gives 0 / 0 = NaN, as PyTorch). *nvalid, when not
+ * NULL, gets MEAN's divisor (a 0-d tensor; NULL for the other reductions). */
+static ct_status finish(ct_tensor **out, ct_tensor **nvalid, ct_tensor *v, ct_tensor *count, ct_reduction r,
                         ct_dtype dt, const char *fn) {
   ct_tensor *s = NULL, *n = NULL, *m = NULL;
   ct_status st;
@@ -40,6 +42,7 @@ static ct_status finish(ct_tensor **out, ct_tensor *v, ct_tensor *count, ct_redu
   }
   if (st == CT_OK) st = ct__contiguous(out, m, dt, 0, fn);
   else ct__error_append(" (in %s)", fn);
+  if (st == CT_OK && nvalid) *nvalid = ct_retain(n);
   ct_release(s);
   ct_release(n);
   ct_release(m);
@@ -159,21 +162,112 @@ static ct_status class_loss(ct_tensor **out, const ct_tensor *x, const ct_tensor
     }
     if (st == CT_OK) st = check_flag(flag, target, ncls, ignore_index, fn);
   }
-  if (st == CT_OK) st = finish(out, loss, valid, r, x->dtype, fn);
+  ct_tensor *res = NULL, *nvalid = NULL;
+  if (st == CT_OK) st = finish(&res, &nvalid, loss, valid, r, x->dtype, fn);
+  /* One node for the whole loss: its backward kernel recomputes the row's softmax from the
+   * logits rather than keeping it. */
+  ct__node *nd = NULL;
+  if (st == CT_OK)
+    st = ct__grad_record(&nd, res, ce ? CT__GOP_CROSS_ENTROPY : CT__GOP_NLL_LOSS, 0, 2,
+                         (const ct_tensor *[]){x, target}, fn);
+  if (st == CT_OK && nd) {
+    st = ct__grad_save(nd, 0, x, fn);
+    if (st == CT_OK) st = ct__grad_save(nd, 1, target, fn);
+    if (st == CT_OK) st = ct__grad_save(nd, 2, nvalid, fn);
+    nd->i[0] = ignore_index;
+    nd->i[1] = r;
+    nd->i[2] = ce;
+    nd->d[0] = eps;
+  }
   ct_release(loss);
   ct_release(valid);
   ct_release(flag);
+  ct_release(nvalid);
+  return ct__tensor_result(out, res, st);
+}
+
+/* Autocast (torch.autocast's fp32 list): f16/bf16 float inputs are cast up to f32 (recorded, so
+ * gradients flow back) while a low-precision autocast dtype is set; *c is a new reference. */
+static ct_status autocast_f32(ct_tensor **c, const ct_tensor *t, const char *fn) {
+  if (t && ct__autocast_dtype() != CT_F32 && (t->dtype == CT_F16 || t->dtype == CT_BF16))
+    return ct__autocast_to(c, t, CT_F32, fn);
+  *c = ct_retain((ct_tensor *)t);
+  return CT_OK;
+}
+
+static ct_status class_loss_autocast(ct_tensor **out, const ct_tensor *x, const ct_tensor *target,
+                                     int64_t ignore_index, double eps, ct_reduction r, int ce, const char *fn) {
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  ct_tensor *xc = NULL;
+  CT__TRY(autocast_f32(&xc, x, fn));
+  ct_status st = class_loss(out, xc, target, ignore_index, eps, r, ce, fn);
+  ct_release(xc);
   return st;
+}
+
+ct_status ct__class_loss_backward(ct_tensor **dx, const ct_tensor *x, const ct_tensor *target, const ct_tensor *g,
+                                  const ct_tensor *nvalid, int64_t ignore_index, double eps, ct_reduction r, int ce,
+                                  const char *fn) {
+  *dx = NULL;
+  int cdim = x->ndim == 1 ? 0 : 1;
+  int pndim = 0;
+  int64_t pshape[CT_MAX_DIMS], xst[CT_MAX_DIMS], tst[CT_MAX_DIMS], ost[CT_MAX_DIMS], cst[CT_MAX_DIMS];
+  ct__contiguous_strides(cst, x->ndim, x->shape);
+  for (int i = 0; i < x->ndim; i++)
+    if (i != cdim) {
+      pshape[pndim] = x->shape[i];
+      tst[pndim] = target->strides[pndim];
+      ost[pndim] = cst[i];
+      xst[pndim++] = x->strides[i];
+    }
+  int64_t ncls = x->shape[cdim], npos = ct_numel(target);
+  ct_device *d = x->storage->device;
+  ct_dtype adt = x->dtype == CT_F64 ? CT_F64 : CT_F32;
+  ct_tensor *o = NULL, *gc = NULL;
+  ct_status st = ct__tensor_new(&o, d, adt, x->ndim, x->shape, fn);
+  if (st == CT_OK && ct_numel(o) > 0 && npos > 0) {
+    st = ct__contiguous(&gc, g, adt, 0, fn);
+    ct__kernel *k = NULL;
+    if (st == CT_OK) st = ct__kernel_for(&k, d, "loss.cl", "loss_nll_bwd", (int)x->dtype, NULL, fn);
+    if (st == CT_OK) {
+      int64_t *sts[3] = {xst, tst, ost};
+      int cn = ct__collapse_dims(pndim, pshape, 3, sts, 0);
+      struct ct__kargs a;
+      ct__kargs_begin(&a, k, ct__kernel_lock(k));
+      ct__karg_tensor(&a, "in", x, 0);
+      ct__karg_tensor(&a, "target", target, 0);
+      ct__karg_tensor(&a, "g", gc, 0);
+      ct__karg_int(&a, "g_per_pos", r == CT_REDUCTION_NONE);
+      ct__karg_tensor(&a, "count", nvalid, 0);
+      ct__karg_int(&a, "mean", r == CT_REDUCTION_MEAN);
+      ct__karg_tensor(&a, "dx", o, 0);
+      ct__karg_long(&a, "npos", npos);
+      ct__karg_long(&a, "ncls", ncls);
+      ct__karg_long(&a, "cstride", x->strides[cdim]);
+      ct__karg_long(&a, "ocstride", cst[cdim]);
+      ct__karg_geom(&a, "positions", cn, pshape, 3, (const int64_t *const[]){xst, tst, ost});
+      ct__karg_long(&a, "ignore_index", ignore_index);
+      ct__karg_int(&a, "ce", ce);
+      if (adt == CT_F64) ct__karg_double(&a, "eps", eps);
+      else ct__karg_float(&a, "eps", (float)eps);
+      st = ct__launch1(k, &a, d, npos, 64, fn);
+    }
+  } else if (st == CT_OK) {
+    st = ct__fill_value(o, 0.0, fn);
+  }
+  ct_release(gc);
+  return ct__tensor_result(dx, o, st);
 }
 
 ct_status ct_cross_entropy(ct_tensor **out, const ct_tensor *logits, const ct_tensor *target,
                            int64_t ignore_index, double label_smoothing, ct_reduction r) {
-  return class_loss(out, logits, target, ignore_index, label_smoothing, r, 1, "ct_cross_entropy");
+  return class_loss_autocast(out, logits, target, ignore_index, label_smoothing, r, 1, "ct_cross_entropy");
 }
 
 ct_status ct_nll_loss(ct_tensor **out, const ct_tensor *logp, const ct_tensor *target,
                       int64_t ignore_index, ct_reduction r) {
-  return class_loss(out, logp, target, ignore_index, 0.0, r, 0, "ct_nll_loss");
+  return class_loss_autocast(out, logp, target, ignore_index, 0.0, r, 0, "ct_nll_loss");
 }
 
 ct_status ct_mse_loss(ct_tensor **out, const ct_tensor *a, const ct_tensor *b, ct_reduction r) {
@@ -187,18 +281,33 @@ ct_status ct_mse_loss(ct_tensor **out, const ct_tensor *a, const ct_tensor *b, c
     return ct__error(CT_ERR_DTYPE_MISMATCH,
                      "%s: a has dtype %s and b %s (expected float dtypes: f16, bf16, f32, f64)", fn,
                      ct_dtype_name(a->dtype), ct_dtype_name(b->dtype));
-  ct_tensor *diff = NULL, *sq = NULL;
-  ct_status st = ct_sub(&diff, a, b);
+  /* Computed by public ops with grad mode off, then one node that saves the inputs only (the
+   * ops' own nodes would keep a - b twice). */
+  ct_tensor *ac = NULL, *bc = NULL, *diff = NULL, *sq = NULL, *res = NULL;
+  ct_status st = autocast_f32(&ac, a, fn);
+  if (st == CT_OK) st = autocast_f32(&bc, b, fn);
+  bool prev = ct__grad_mode_set(false);
+  if (st == CT_OK) st = ct_sub(&diff, ac, bc);
   if (st == CT_OK) st = ct_mul(&sq, diff, diff);
   if (st != CT_OK) {
     ct__error_append(" (in %s)", fn);
   } else if (r == CT_REDUCTION_NONE) {
-    *out = ct_retain(sq);
+    res = ct_retain(sq);
   } else {
-    st = r == CT_REDUCTION_MEAN ? ct_mean(out, sq, 0, NULL, false) : ct_sum(out, sq, 0, NULL, false);
+    st = r == CT_REDUCTION_MEAN ? ct_mean(&res, sq, 0, NULL, false) : ct_sum(&res, sq, 0, NULL, false);
     if (st != CT_OK) ct__error_append(" (in %s)", fn);
   }
+  ct__grad_mode_set(prev);
+  ct__node *nd = NULL;
+  if (st == CT_OK) st = ct__grad_record(&nd, res, CT__GOP_MSE_LOSS, 0, 2, (const ct_tensor *[]){ac, bc}, fn);
+  if (st == CT_OK && nd) {
+    st = ct__grad_save(nd, 0, ac, fn);
+    if (st == CT_OK) st = ct__grad_save(nd, 1, bc, fn);
+    nd->i[0] = r;
+  }
+  ct_release(ac);
+  ct_release(bc);
   ct_release(diff);
   ct_release(sq);
-  return st;
+  return ct__tensor_result(out, res, st);
 }

@@ -41,4 +41,30 @@ extern int64_t ct__nn_col_bytes;
 enum { CT__CONV_AUTO, CT__CONV_DIRECT, CT__CONV_GEMM, CT__CONV_BLOCKED };
 extern int ct__nn_conv_path;
 
+/* ---- backward kernels of norm.c, attention.c, dropout.c, loss.c (called by the formulas of
+ * src/autograd/grad_nn.c). Each makes the gradients whose out-pointer is not NULL (new tensors;
+ * a float dtype the engine casts to the input's); g is the output's gradient, any strides. */
+
+/* layer_norm (mode 0) / rms_norm (mode 1) of x over its last nnorm dims with eps; w the
+ * contiguous weight the forward read or NULL; pd the forward's parameter dtype (its program). */
+ct_status ct__norm_backward(ct_tensor **dx, ct_tensor **dw, ct_tensor **db, const ct_tensor *x, const ct_tensor *g,
+                            const ct_tensor *w, int nnorm, double eps, int mode, ct_dtype pd, const char *fn);
+/* batch_norm: ss the forward's per-channel [scale, shift, mean, invstd] (NULL when it computed
+ * nothing); training: the statistics were the batch's (they depend on x). */
+ct_status ct__bn_backward(ct_tensor **dx, ct_tensor **dw, ct_tensor **db, const ct_tensor *x, const ct_tensor *g,
+                          const ct_tensor *ss, bool training, ct_dtype pd, const char *fn);
+/* cross_entropy (ce) / nll_loss: the gradient with respect to x (logits / log-probabilities) of
+ * the forward with these arguments; nvalid MEAN's divisor (the forward's 0-d count). */
+ct_status ct__class_loss_backward(ct_tensor **dx, const ct_tensor *x, const ct_tensor *target, const ct_tensor *g,
+                                  const ct_tensor *nvalid, int64_t ignore_index, double eps, ct_reduction r, int ce,
+                                  const char *fn);
+/* scaled_dot_product_attention: p the forward's probabilities ([B..., L, S], contiguous, f32 or
+ * f64), scale the one it used; dmask the gradient of an additive float mask ([B..., L, S]). */
+ct_status ct__sdpa_backward(ct_tensor **dq, ct_tensor **dk, ct_tensor **dv, ct_tensor **dmask, const ct_tensor *q,
+                            const ct_tensor *k, const ct_tensor *v, const ct_tensor *p, const ct_tensor *g,
+                            double scale);
+/* dropout: g * mask / (1 - p), the mask of the forward's Philox stream (seed, offset). */
+ct_status ct__dropout_backward(ct_tensor **dx, const ct_tensor *g, double p, uint64_t seed, uint64_t offset,
+                               const char *fn);
+
 #endif

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "device/device.h"
 #include "nn/nn.h"
+#include "tensor/graph.h"
 
 /* The parameters' dtype for x's dtype: x's own, or f32 beside f16/bf16 x (PyTorch's mixed
  * mode). pd is CT_F32 or x's dtype when no parameter is given. */
@@ -66,6 +67,57 @@ static void karg_param(struct ct__kargs *a, const char *name, const char *hasnam
   if (hasname) ct__karg_int(a, hasname, p != NULL);
 }
 
+/* The arguments norm_rows and its backward kernels begin with: x as rows over its first outer
+ * dims, each row its last n elements. */
+static void karg_rows_x(struct ct__kargs *a, const ct_tensor *x, int outer, int64_t nrows, int64_t n) {
+  int nnorm = x->ndim - outer;
+  ct__karg_tensor(a, "x", x, 0);
+  ct__karg_int(a, "kndim", outer);
+  ct__karg_long8(a, "kshape", outer, x->shape, 1);
+  ct__karg_long8(a, "kstr", outer, x->strides, 0);
+  ct__karg_int(a, "indim", nnorm);
+  ct__karg_long8(a, "ishape", nnorm, x->shape + outer, 1);
+  ct__karg_long8(a, "istr", nnorm, x->strides + outer, 0);
+  ct__karg_int(a, "inner_flat", dims_flat(x, outer));
+  ct__karg_long(a, "nrows", nrows);
+  ct__karg_long(a, "n", n);
+}
+
+/* Launches a row kernel (a work-item walks a whole row): groups of at most 64 rows, since a
+ * transformer's few hundred rows in one 1024-item group (ct__launch_dims()) ran on one core of
+ * a CPU. Ends a's list and unlocks k. */
+static ct_status launch_rows(ct__kernel *k, struct ct__kargs *a, ct_device *d, int64_t rows, const char *fn) {
+  ct_status st = ct__kargs_end(a, fn);
+  if (st == CT_OK && rows > 0) {
+    size_t global = (size_t)rows, local;
+    ct__launch_shape(k, 1, 64, &global, &local);
+    st = ct__kernel_launch(k, d, 1, &global, &local);
+  }
+  ct__kernel_unlock(k);
+  return st;
+}
+
+/* Autocast (torch.autocast's fp32 list): f16/bf16 x, weight and bias are cast up to f32 while a
+ * low-precision autocast dtype is set; the cast records, so gradients flow back to the f16/bf16
+ * tensors. Each *c is a new reference (the input itself when nothing changes). */
+static ct_status autocast_f32(int n, ct_tensor **c, const ct_tensor *const *t, const char *fn) {
+  bool on = ct__autocast_dtype() != CT_F32;
+  ct_status st = CT_OK;
+  for (int i = 0; i < n; i++) {
+    c[i] = NULL;
+    if (!t[i]) continue;
+    bool low = t[i]->dtype == CT_F16 || t[i]->dtype == CT_BF16;
+    if (st == CT_OK) st = on && low ? ct__autocast_to(&c[i], t[i], CT_F32, fn) : CT_OK;
+    if (st == CT_OK && !c[i]) c[i] = ct_retain((ct_tensor *)t[i]);
+  }
+  if (st != CT_OK)
+    for (int i = 0; i < n; i++) {
+      ct_release(c[i]);
+      c[i] = NULL;
+    }
+  return st;
+}
+
 static ct_status norm_api(ct_tensor **out, const ct_tensor *x, int nnorm, const ct_tensor *weight,
                           const ct_tensor *bias, double eps, int mode, const char *fn) {
   CT__CHECK_NOT_NULL(fn, out);
@@ -110,7 +162,6 @@ static ct_status norm_api(ct_tensor **out, const ct_tensor *x, int nnorm, const 
     /* weight and bias are read in the row's order: contiguous copies if they are views. */
     if (weight) st = ct__contiguous(&wc, weight, weight->dtype, 0, fn);
     if (st == CT_OK && bias) st = ct__contiguous(&bc, bias, bias->dtype, 0, fn);
-    bool flat = dims_flat(x, outer);
     char extra[32];
     snprintf(extra, sizeof extra, "-DCT_PD=%d", (int)pd);
     ct__kernel *k = NULL;
@@ -118,52 +169,127 @@ static ct_status norm_api(ct_tensor **out, const ct_tensor *x, int nnorm, const 
     if (st == CT_OK) {
       struct ct__kargs a;
       ct__kargs_begin(&a, k, ct__kernel_lock(k));
-      ct__karg_tensor(&a, "x", x, 0);
-      ct__karg_int(&a, "kndim", outer);
-      ct__karg_long8(&a, "kshape", outer, x->shape, 1);
-      ct__karg_long8(&a, "kstr", outer, x->strides, 0);
-      ct__karg_int(&a, "indim", nnorm);
-      ct__karg_long8(&a, "ishape", nnorm, x->shape + outer, 1);
-      ct__karg_long8(&a, "istr", nnorm, x->strides + outer, 0);
-      ct__karg_int(&a, "inner_flat", flat);
-      ct__karg_long(&a, "nrows", nrows);
-      ct__karg_long(&a, "n", n);
+      karg_rows_x(&a, x, outer, nrows, n);
       ct__karg_tensor(&a, "out", o, 0);
       karg_param(&a, "w", "has_w", wc);
       karg_param(&a, "b", "has_b", bc);
       ct__karg_int(&a, "mode", mode);
       karg_acc(&a, "eps", x->dtype, eps);
-      st = ct__kargs_end(&a, fn);
-      if (st == CT_OK) {
-        /* A work-item walks a whole row, so groups of at most 64 rows: a transformer's few
-         * hundred rows in one 1024-item group (ct__launch_dims()) ran on one core of a CPU. */
-        size_t global = (size_t)nrows, local;
-        ct__launch_shape(k, 1, 64, &global, &local);
-        st = ct__kernel_launch(k, d, 1, &global, &local);
-      }
-      ct__kernel_unlock(k);
+      st = launch_rows(k, &a, d, nrows, fn);
     }
+  }
+  /* The backward recomputes each row's mean and rstd from x (cheaper than keeping them for
+   * rows this short) and needs the weight as the kernel read it. */
+  ct__node *nd = NULL;
+  if (st == CT_OK)
+    st = ct__grad_record(&nd, o, mode == 0 ? CT__GOP_LAYER_NORM : CT__GOP_RMS_NORM, mode, 3,
+                         (const ct_tensor *[]){x, weight, bias}, fn);
+  if (st == CT_OK && nd) {
+    st = ct__grad_save(nd, 0, x, fn);
+    if (st == CT_OK && weight) {
+      if (!wc) st = ct__contiguous(&wc, weight, weight->dtype, 0, fn);
+      if (st == CT_OK) st = ct__grad_save(nd, 1, wc, fn);
+    }
+    nd->i[0] = nnorm;
+    nd->i[1] = pd;
+    nd->d[0] = eps;
   }
   ct_release(wc);
   ct_release(bc);
   return ct__tensor_result(out, o, st);
 }
 
+/* norm_api under autocast (autocast_f32). */
+static ct_status norm_autocast(ct_tensor **out, const ct_tensor *x, int nnorm, const ct_tensor *weight,
+                               const ct_tensor *bias, double eps, int mode, const char *fn) {
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  ct_tensor *c[3];
+  CT__TRY(autocast_f32(3, c, (const ct_tensor *[]){x, weight, bias}, fn));
+  ct_status st = norm_api(out, c[0], nnorm, c[1], c[2], eps, mode, fn);
+  for (int i = 0; i < 3; i++) ct_release(c[i]);
+  return st;
+}
+
 ct_status ct_layer_norm(ct_tensor **out, const ct_tensor *x, int nnorm, const ct_tensor *weight,
                         const ct_tensor *bias, double eps) {
-  return norm_api(out, x, nnorm, weight, bias, eps, 0, "ct_layer_norm");
+  return norm_autocast(out, x, nnorm, weight, bias, eps, 0, "ct_layer_norm");
 }
 
 ct_status ct_rms_norm(ct_tensor **out, const ct_tensor *x, int nnorm, const ct_tensor *weight, double eps) {
-  return norm_api(out, x, nnorm, weight, NULL, eps, 1, "ct_rms_norm");
+  return norm_autocast(out, x, nnorm, weight, NULL, eps, 1, "ct_rms_norm");
 }
 
-ct_status ct_batch_norm(ct_tensor **out, const ct_tensor *x, ct_tensor *running_mean, ct_tensor *running_var,
+ct_status ct__norm_backward(ct_tensor **dx, ct_tensor **dw, ct_tensor **db, const ct_tensor *x, const ct_tensor *g,
+                            const ct_tensor *w, int nnorm, double eps, int mode, ct_dtype pd, const char *fn) {
+  int outer = x->ndim - nnorm;
+  int64_t n = 1, nrows = 1;
+  for (int i = outer; i < x->ndim; i++) n *= x->shape[i];
+  for (int i = 0; i < outer; i++) nrows *= x->shape[i];
+  ct_device *d = x->storage->device;
+  ct_dtype adt = x->dtype == CT_F64 ? CT_F64 : CT_F32;
+  ct_tensor *gc = NULL, *stats = NULL, *ox = NULL, *ow = NULL, *ob = NULL;
+  ct_status st = CT_OK;
+  if (dx) st = ct__tensor_new(&ox, d, x->dtype, x->ndim, x->shape, fn);
+  if (st == CT_OK && dw) st = ct__tensor_new(&ow, d, adt, nnorm, x->shape + outer, fn);
+  if (st == CT_OK && db) st = ct__tensor_new(&ob, d, adt, nnorm, x->shape + outer, fn);
+  if (st == CT_OK && ct_numel(x) == 0) {
+    /* No rows: the parameters' gradients are empty sums. */
+    if (ow) st = ct__fill_value(ow, 0.0, fn);
+    if (st == CT_OK && ob) st = ct__fill_value(ob, 0.0, fn);
+  } else if (st == CT_OK) {
+    int64_t sshape[1] = {2 * nrows};
+    st = ct__contiguous(&gc, g, x->dtype, 0, fn);
+    if (st == CT_OK) st = ct__tensor_new(&stats, d, adt, 1, sshape, fn);
+    char extra[32];
+    snprintf(extra, sizeof extra, "-DCT_PD=%d", (int)pd);
+    ct__kernel *kr = NULL, *kc = NULL;
+    if (st == CT_OK) st = ct__kernel_for(&kr, d, "norm.cl", "norm_rows_bwd", (int)x->dtype, extra, fn);
+    if (st == CT_OK && (ow || ob)) st = ct__kernel_for(&kc, d, "norm.cl", "norm_cols_bwd", (int)x->dtype, extra, fn);
+    if (st == CT_OK) {
+      struct ct__kargs a;
+      ct__kargs_begin(&a, kr, ct__kernel_lock(kr));
+      karg_rows_x(&a, x, outer, nrows, n);
+      ct__karg_tensor(&a, "g", gc, 0);
+      karg_param(&a, "w", "has_w", w);
+      ct__karg_int(&a, "mode", mode);
+      karg_acc(&a, "eps", x->dtype, eps);
+      ct__karg_tensor(&a, "stats", stats, 0);
+      ct__karg_int(&a, "want_dx", ox != NULL);
+      karg_param(&a, "dx", NULL, ox);
+      st = launch_rows(kr, &a, d, nrows, fn);
+    }
+    if (st == CT_OK && kc) {
+      struct ct__kargs a;
+      ct__kargs_begin(&a, kc, ct__kernel_lock(kc));
+      karg_rows_x(&a, x, outer, nrows, n);
+      ct__karg_tensor(&a, "g", gc, 0);
+      ct__karg_tensor(&a, "stats", stats, 0);
+      ct__karg_int(&a, "want_w", ow != NULL);
+      karg_param(&a, "dw", NULL, ow);
+      ct__karg_int(&a, "want_b", ob != NULL);
+      karg_param(&a, "db", NULL, ob);
+      st = ct__launch1(kc, &a, d, n, 0, fn);
+    }
+  }
+  ct_release(gc);
+  ct_release(stats);
+  if (st != CT_OK) {
+    ct_release(ox);
+    ct_release(ow);
+    ct_release(ob);
+    return st;
+  }
+  if (dx) *dx = ox;
+  if (dw) *dw = ow;
+  if (db) *db = ob;
+  return CT_OK;
+}
+
+static ct_status bn_api(ct_tensor **out, const ct_tensor *x, ct_tensor *running_mean, ct_tensor *running_var,
                         const ct_tensor *weight, const ct_tensor *bias, bool training, double momentum,
                         double eps) {
   const char *fn = "ct_batch_norm";
-  CT__CHECK_NOT_NULL(fn, out);
-  *out = NULL;
   CT__CHECK_NOT_NULL(fn, x);
   CT__TRY(ct__nn_check_float(fn, "x", x));
   char sx[160], sp[160];
@@ -204,22 +330,28 @@ ct_status ct_batch_norm(ct_tensor **out, const ct_tensor *x, ct_tensor *running_
   if (training && N * S == 0 && C > 0)
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: training on an empty batch has no statistics (x %s)", fn,
                      ct__shape_str(sx, sizeof sx, x->ndim, x->shape));
+  /* Training writes the running statistics in place: refused for tensors that require grad (as
+   * PyTorch's in-place rule), and their version moves (a graph that saved them notices). */
+  if (training && running_mean) {
+    CT__TRY(ct__grad_check_inplace(fn, running_mean, "running_mean"));
+    CT__TRY(ct__grad_check_inplace(fn, running_var, "running_var"));
+  }
   ct_device *d = x->storage->device;
   ct_tensor *o = NULL, *ss = NULL;
   CT__TRY(ct__tensor_new(&o, d, x->dtype, x->ndim, x->shape, fn));
-  if (C == 0 || (ct_numel(x) == 0 && !training)) {
-    *out = o;
-    return CT_OK;
-  }
+  ct_status st = CT_OK;
+  /* Nothing to compute (no channels, or an empty batch in eval): the backward gives zeros. */
+  bool empty = C == 0 || (ct_numel(x) == 0 && !training);
   ct_dtype adt = x->dtype == CT_F64 ? CT_F64 : CT_F32;
-  int64_t sshape[1] = {2 * C};
-  ct_status st = ct__tensor_new(&ss, d, adt, 1, sshape, fn);
+  /* ss: per channel scale, shift (the forward's), mean, invstd (the backward's). */
+  int64_t sshape[1] = {4 * C};
+  if (!empty) st = ct__tensor_new(&ss, d, adt, 1, sshape, fn);
   char extra[32];
   snprintf(extra, sizeof extra, "-DCT_PD=%d", (int)pd);
   ct__kernel *ks = NULL, *ka = NULL;
-  if (st == CT_OK) st = ct__kernel_for(&ks, d, "norm.cl", "bn_stats", (int)x->dtype, extra, fn);
-  if (st == CT_OK) st = ct__kernel_for(&ka, d, "norm.cl", "bn_apply", (int)x->dtype, extra, fn);
-  if (st == CT_OK) {
+  if (st == CT_OK && !empty) st = ct__kernel_for(&ks, d, "norm.cl", "bn_stats", (int)x->dtype, extra, fn);
+  if (st == CT_OK && !empty) st = ct__kernel_for(&ka, d, "norm.cl", "bn_apply", (int)x->dtype, extra, fn);
+  if (st == CT_OK && !empty) {
     struct ct__kargs a;
     ct__kargs_begin(&a, ks, ct__kernel_lock(ks));
     karg_bn_x(&a, x, N, C, S);
@@ -233,8 +365,12 @@ ct_status ct_batch_norm(ct_tensor **out, const ct_tensor *x, ct_tensor *running_
     karg_acc(&a, "eps", x->dtype, eps);
     ct__karg_tensor(&a, "ss", ss, 0);
     st = ct__launch1(ks, &a, d, C, 0, fn);
+    if (training) {
+      ct__tensor_bump_version(running_mean);
+      ct__tensor_bump_version(running_var);
+    }
   }
-  if (st == CT_OK && ct_numel(x) > 0) {
+  if (st == CT_OK && !empty && ct_numel(x) > 0) {
     struct ct__kargs a;
     ct__kargs_begin(&a, ka, ct__kernel_lock(ka));
     karg_bn_x(&a, x, N, C, S);
@@ -242,6 +378,96 @@ ct_status ct_batch_norm(ct_tensor **out, const ct_tensor *x, ct_tensor *running_
     ct__karg_tensor(&a, "out", o, 0);
     st = ct__nn_launch3(ka, &a, d, S, C, N, fn);
   }
+  /* The running statistics are not inputs of the node: their update is not differentiable, and
+   * the backward reads the statistics the forward used from ss (so a later update of the
+   * running stats in place does not invalidate it). */
+  ct__node *nd = NULL;
+  if (st == CT_OK)
+    st = ct__grad_record(&nd, o, CT__GOP_BATCH_NORM, 0, 3, (const ct_tensor *[]){x, weight, bias}, fn);
+  if (st == CT_OK && nd) {
+    st = ct__grad_save(nd, 0, x, fn);
+    if (st == CT_OK) st = ct__grad_save(nd, 1, ss, fn);
+    nd->i[0] = training;
+    nd->i[1] = pd;
+  }
   ct_release(ss);
   return ct__tensor_result(out, o, st);
+}
+
+ct_status ct_batch_norm(ct_tensor **out, const ct_tensor *x, ct_tensor *running_mean, ct_tensor *running_var,
+                        const ct_tensor *weight, const ct_tensor *bias, bool training, double momentum,
+                        double eps) {
+  const char *fn = "ct_batch_norm";
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  /* Autocast casts x, weight and bias up to f32 only when the running statistics (written in
+   * place, so never cast) are f32 or absent: f16 running stats keep the call as it is. */
+  bool f32_running = (!running_mean || running_mean->dtype == CT_F32) && (!running_var || running_var->dtype == CT_F32);
+  ct_tensor *c[3] = {NULL, NULL, NULL};
+  if (f32_running) CT__TRY(autocast_f32(3, c, (const ct_tensor *[]){x, weight, bias}, fn));
+  ct_status st = f32_running ? bn_api(out, c[0], running_mean, running_var, c[1], c[2], training, momentum, eps)
+                             : bn_api(out, x, running_mean, running_var, weight, bias, training, momentum, eps);
+  for (int i = 0; i < 3; i++) ct_release(c[i]);
+  return st;
+}
+
+ct_status ct__bn_backward(ct_tensor **dx, ct_tensor **dw, ct_tensor **db, const ct_tensor *x, const ct_tensor *g,
+                          const ct_tensor *ss, bool training, ct_dtype pd, const char *fn) {
+  int64_t N = x->shape[0], C = x->shape[1], S = 1;
+  for (int i = 2; i < x->ndim; i++) S *= x->shape[i];
+  ct_device *d = x->storage->device;
+  ct_dtype adt = x->dtype == CT_F64 ? CT_F64 : CT_F32;
+  ct_tensor *gc = NULL, *red = NULL, *ox = NULL;
+  ct_status st = CT_OK;
+  int64_t rshape[1] = {2 * C};
+  if (dx) st = ct__tensor_new(&ox, d, x->dtype, x->ndim, x->shape, fn);
+  if (st == CT_OK) st = ct__tensor_new(&red, d, adt, 1, rshape, fn);
+  if (st == CT_OK && !ss) {
+    /* The forward computed nothing (no channels or an empty eval batch): zero gradients. */
+    if (ox) st = ct__fill_value(ox, 0.0, fn);
+    if (st == CT_OK) st = ct__fill_value(red, 0.0, fn);
+  } else if (st == CT_OK) {
+    char extra[32];
+    snprintf(extra, sizeof extra, "-DCT_PD=%d", (int)pd);
+    ct__kernel *ks = NULL, *ka = NULL;
+    st = ct__contiguous(&gc, g, x->dtype, 0, fn);
+    if (st == CT_OK) st = ct__kernel_for(&ks, d, "norm.cl", "bn_bwd_stats", (int)x->dtype, extra, fn);
+    if (st == CT_OK && ox) st = ct__kernel_for(&ka, d, "norm.cl", "bn_bwd_apply", (int)x->dtype, extra, fn);
+    if (st == CT_OK) {
+      struct ct__kargs a;
+      ct__kargs_begin(&a, ks, ct__kernel_lock(ks));
+      karg_bn_x(&a, x, N, C, S);
+      ct__karg_tensor(&a, "g", gc, 0);
+      ct__karg_tensor(&a, "ss", ss, 0);
+      ct__karg_tensor(&a, "red", red, 0);
+      st = ct__launch1(ks, &a, d, C, 0, fn);
+    }
+    if (st == CT_OK && ka) {
+      struct ct__kargs a;
+      ct__kargs_begin(&a, ka, ct__kernel_lock(ka));
+      karg_bn_x(&a, x, N, C, S);
+      ct__karg_tensor(&a, "g", gc, 0);
+      ct__karg_tensor(&a, "ss", ss, 0);
+      ct__karg_tensor(&a, "red", red, 0);
+      ct__karg_int(&a, "training", training);
+      ct__karg_tensor(&a, "dx", ox, 0);
+      st = ct__nn_launch3(ka, &a, d, S, C, N, fn);
+    }
+  }
+  /* dbias = sum(g) is red[0, C), dweight = sum(g xhat) is red[C, 2 C). */
+  int64_t one[1] = {1}, cs[1] = {C};
+  if (st == CT_OK && db) st = ct__tensor_view(db, red, 1, cs, one, red->offset);
+  if (st == CT_OK && dw) st = ct__tensor_view(dw, red, 1, cs, one, red->offset + C);
+  ct_release(gc);
+  ct_release(red);
+  if (st != CT_OK) {
+    ct_release(ox);
+    if (db) {
+      ct_release(*db);
+      *db = NULL;
+    }
+    return st;
+  }
+  if (dx) *dx = ox;
+  return CT_OK;
 }

@@ -9,16 +9,8 @@
 
 enum { LG_LOGSUMEXP, LG_ANY, LG_ALL };
 
-static ct_status logic_api(ct_tensor **out, const ct_tensor *x, int ndims, const int *dims,
-                           bool keepdim, int op, const char *fn) {
-  CT__CHECK_NOT_NULL(fn, out);
-  *out = NULL;
-  CT__CHECK_NOT_NULL(fn, x);
-  if ((unsigned)x->dtype >= CT_DTYPE_COUNT)
-    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: tensor has an invalid dtype %d", fn,
-                     (int)x->dtype);
-  bool mask[CT_MAX_DIMS];
-  CT__TRY(ct__reduce_dims(mask, x->ndim, x->shape, ndims, dims, fn));
+static ct_status logic_run(ct_tensor **out, const ct_tensor *x, const bool *mask, bool keepdim, int op,
+                           const char *fn) {
   /* PyTorch's result dtypes: logsumexp keeps float dtypes and promotes bool and integers to
    * f32; any/all give bool, except u8 input, which gives u8. */
   ct_dtype odt;
@@ -60,6 +52,26 @@ static ct_status logic_api(ct_tensor **out, const ct_tensor *x, int ndims, const
   }
   *out = o;
   return CT_OK;
+}
+
+static ct_status logic_api(ct_tensor **out, const ct_tensor *x, int ndims, const int *dims,
+                           bool keepdim, int op, const char *fn) {
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL(fn, x);
+  if ((unsigned)x->dtype >= CT_DTYPE_COUNT)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: tensor has an invalid dtype %d", fn,
+                     (int)x->dtype);
+  bool mask[CT_MAX_DIMS];
+  CT__TRY(ct__reduce_dims(mask, x->ndim, x->shape, ndims, dims, fn));
+  if (op != LG_LOGSUMEXP) return logic_run(out, x, mask, keepdim, op, fn);
+  /* logsumexp: f32 under autocast, and differentiable (its gradient needs x and the result). */
+  ct_tensor *xc = NULL, *r = NULL;
+  CT__TRY(ct__reduce_autocast(&xc, x, fn));
+  ct_status st = logic_run(&r, xc, mask, keepdim, op, fn);
+  if (st == CT_OK) st = ct__reduce_record(r, xc, mask, keepdim, CT__GOP_LOGSUMEXP, 0, false, fn);
+  ct_release(xc);
+  return ct__tensor_result(out, r, st);
 }
 
 ct_status ct_logsumexp(ct_tensor **out, const ct_tensor *x, int ndims, const int *dims,

@@ -292,16 +292,8 @@ static ct_status reduce_api(ct_tensor **out, const ct_tensor *x, const bool *mas
   return CT_OK;
 }
 
-/* Records the backward node of a reduction over dims (tensor/graph.h): i[0] keepdim, i[1] the
- * reduced dims as bits, i[2] var/std's correction, i[3] 1 for std; saved: 0 x, 1 the result
- * (what prod, max/min and var/std need). */
-static ct_status reduce_record(ct_tensor *r, const ct_tensor *x, const bool *mask, bool keepdim, int op, int epi,
-                               int64_t corr, const char *fn) {
-  ct__gop g = op == OP_PROD ? CT__GOP_PROD
-              : op == OP_MAX || op == OP_MIN ? CT__GOP_AMAX
-              : epi == EPI_MEAN ? CT__GOP_MEAN
-              : epi == EPI_VAR || epi == EPI_STD ? CT__GOP_VAR
-              : CT__GOP_SUM;
+ct_status ct__reduce_record(ct_tensor *r, const ct_tensor *x, const bool *mask, bool keepdim, ct__gop g,
+                            int64_t corr, bool std, const char *fn) {
   ct__node *n = NULL;
   CT__TRY(ct__grad_record(&n, r, g, 0, 1, &x, fn));
   if (!n) return CT_OK;
@@ -309,11 +301,18 @@ static ct_status reduce_record(ct_tensor *r, const ct_tensor *x, const bool *mas
   for (int d = 0; d < x->ndim; d++)
     if (mask[d]) n->i[1] |= (int64_t)1 << d;
   n->i[2] = corr;
-  n->i[3] = epi == EPI_STD;
+  n->i[3] = std;
   if (g != CT__GOP_SUM && g != CT__GOP_MEAN) {
     CT__TRY(ct__grad_save(n, 0, x, fn));
     CT__TRY(ct__grad_save(n, 1, r, fn));
   }
+  return CT_OK;
+}
+
+ct_status ct__reduce_autocast(ct_tensor **xc, const ct_tensor *x, const char *fn) {
+  if (ct__autocast_dtype() != CT_F32 && (x->dtype == CT_F16 || x->dtype == CT_BF16))
+    return ct__autocast_to(xc, x, CT_F32, fn);
+  *xc = ct_retain((ct_tensor *)x);
   return CT_OK;
 }
 
@@ -324,8 +323,23 @@ static ct_status reduce_dims_api(ct_tensor **out, const ct_tensor *x, int ndims,
   CT__CHECK_NOT_NULL(fn, x);
   bool mask[CT_MAX_DIMS];
   CT__TRY(ct__reduce_dims(mask, x->ndim, x->shape, ndims, dims, fn));
-  CT__TRY(reduce_api(out, x, mask, keepdim, op, epi, corr, fn));
-  return ct__tensor_result(out, *out, reduce_record(*out, x, mask, keepdim, op, epi, corr, fn));
+  /* Autocast: the sums (sum, mean, prod, var, std) run in f32; max and min keep the dtype. */
+  ct_tensor *xc = NULL, *r = NULL;
+  if (op == OP_SUM || op == OP_PROD)
+    CT__TRY(ct__reduce_autocast(&xc, x, fn));
+  else
+    xc = ct_retain((ct_tensor *)x);
+  ct_status st = reduce_api(&r, xc, mask, keepdim, op, epi, corr, fn);
+  if (st == CT_OK) {
+    ct__gop g = op == OP_PROD                  ? CT__GOP_PROD
+                : op == OP_MAX || op == OP_MIN ? CT__GOP_AMAX
+                : epi == EPI_MEAN              ? CT__GOP_MEAN
+                : epi == EPI_VAR || epi == EPI_STD ? CT__GOP_VAR
+                                                   : CT__GOP_SUM;
+    st = ct__reduce_record(r, xc, mask, keepdim, g, corr, epi == EPI_STD, fn);
+  }
+  ct_release(xc);
+  return ct__tensor_result(out, r, st);
 }
 
 ct_status ct_sum(ct_tensor **out, const ct_tensor *x, int ndims, const int *dims, bool keepdim) {

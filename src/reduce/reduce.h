@@ -11,6 +11,7 @@
 #include "cltensor/tensor.h"
 #include "device/device.h"
 #include "kernel/engine.h"
+#include "tensor/graph.h"
 
 /* A tensor's elements split into kept dims (one output per index, row-major) and reduced dims
  * (walked by index j, row-major over the list). Size-1 dims are dropped and neighbouring dims
@@ -50,6 +51,19 @@ void ct__reduce_geom(struct ct__red_geom *g, int ndim, const int64_t *shape,
  * ct__tensor_new() (naming fn), *o NULL then. */
 ct_status ct__reduce_begin(ct_tensor **o, struct ct__red_geom *g, const ct_tensor *x, const bool *mask,
                            bool keepdim, ct_dtype odt, bool sort_reduced, const char *fn);
+
+/* Records the backward node g of a reduction r = op(x) over mask (tensor/graph.h): i[0]
+ * keepdim, i[1] the reduced dims as bits, i[2] var/std's correction, i[3] 1 for std; saved
+ * (except for sum and mean, whose gradients need no values): 0 x, 1 r. Nothing when no input
+ * requires grad. */
+ct_status ct__reduce_record(ct_tensor *r, const ct_tensor *x, const bool *mask, bool keepdim, ct__gop g,
+                            int64_t corr, bool std, const char *fn);
+
+/* Autocast (ct_autocast_set; torch.autocast's fp32 list): the reductions that sum (sum, mean,
+ * prod, var, std, logsumexp) and softmax/log_softmax run in f32 when autocast is on, so *xc =
+ * x cast to f32 (recorded: the gradient flows back to x's dtype) when autocast is on and x is
+ * f16 or bf16; else x itself, retained. The statuses of ct_cast. */
+ct_status ct__reduce_autocast(ct_tensor **xc, const ct_tensor *x, const char *fn);
 
 /* Tests set this to 1 to run the GPU layout on a CPU device, so both layouts are exercised
  * wherever the tests run. Read at each call; not for applications. */

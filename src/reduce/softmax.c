@@ -7,12 +7,12 @@
 #include "kernel/kargs.h"
 #include "kernel/launch_geom.h"
 #include "reduce/reduce.h"
+#include "tensor/graph.h"
 #include "tensor/tensor.h"
 
-static ct_status softmax_api(ct_tensor **out, const ct_tensor *x, int dim, int logsm, const char *fn) {
-  CT__CHECK_NOT_NULL(fn, out);
-  *out = NULL;
-  CT__CHECK_NOT_NULL(fn, x);
+/* Computes *out; *dd gets dim wrapped (-1 for a 0-dim x). */
+static ct_status softmax_run(ct_tensor **out, int *dd_out, const ct_tensor *x, int dim, int logsm,
+                             const char *fn) {
   if (!ct_dtype_is_float(x->dtype))
     return ct__error(CT_ERR_DTYPE_MISMATCH,
                      "%s: input dtype %s is not a float dtype (f16, bf16, f32, f64); cast it first "
@@ -20,6 +20,7 @@ static ct_status softmax_api(ct_tensor **out, const ct_tensor *x, int dim, int l
                      fn, ct_dtype_name(x->dtype));
   int dd;
   CT__TRY(ct__reduce_dim(&dd, x->ndim, x->shape, dim, fn));
+  *dd_out = dd;
   ct_device *d = x->storage->device;
   ct_tensor *o = NULL;
   CT__TRY(ct__tensor_new(&o, d, x->dtype, x->ndim, x->shape, fn));
@@ -107,6 +108,30 @@ static ct_status softmax_api(ct_tensor **out, const ct_tensor *x, int dim, int l
   }
   *out = o;
   return CT_OK;
+}
+
+/* Records the backward node: the formula needs the output y (softmax: y (g - sum(g y)),
+ * log_softmax: g - exp(y) sum(g)) and the dim, in i[0]. */
+static ct_status softmax_record(ct_tensor *y, const ct_tensor *x, int dd, int logsm, const char *fn) {
+  ct__node *n = NULL;
+  CT__TRY(ct__grad_record(&n, y, logsm ? CT__GOP_LOG_SOFTMAX : CT__GOP_SOFTMAX, 0, 1, &x, fn));
+  if (!n) return CT_OK;
+  n->i[0] = dd;
+  return ct__grad_save(n, 0, y, fn);
+}
+
+static ct_status softmax_api(ct_tensor **out, const ct_tensor *x, int dim, int logsm, const char *fn) {
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL(fn, x);
+  /* f32 under autocast (torch.autocast's fp32 list). */
+  ct_tensor *xc = NULL, *y = NULL;
+  int dd = 0;
+  CT__TRY(ct__reduce_autocast(&xc, x, fn));
+  ct_status st = softmax_run(&y, &dd, xc, dim, logsm, fn);
+  if (st == CT_OK) st = softmax_record(y, xc, dd, logsm, fn);
+  ct_release(xc);
+  return ct__tensor_result(out, y, st);
 }
 
 ct_status ct_softmax(ct_tensor **out, const ct_tensor *x, int dim) {

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "device/device.h"
 #include "shape/shape.h"
+#include "tensor/graph.h"
 #include "tensor/tensor.h"
 
 ct_status ct__shape_narrow(ct_tensor **out, const ct_tensor *t, int dim, int64_t start, int64_t len) {
@@ -43,6 +44,20 @@ static ct_status ct__check_list(ct_dtype *dt, ct_tensor *const *ts, int n, const
 
 /* torch.cat's legacy rule: a 1-D empty tensor joins anything (it is skipped). */
 static int ct__cat_skipped(const ct_tensor *t) { return t->ndim == 1 && t->shape[0] == 0; }
+
+/* One CAT node for cat and stack over all n inputs (the formula reads each input's size along
+ * dim from its edge): i[0] the dim of the result, i[1] 1 for stack (input k is slice k of the
+ * result with the dim removed). Inputs of integer dtypes take no gradient (never require
+ * grad); a mix of float dtypes gets its gradients cast back by the engine. */
+static ct_status ct__cat_record(ct_tensor *o, ct_tensor *const *ts, int n, int d, int stack, const char *fn) {
+  ct__node *node = NULL;
+  CT__TRY(ct__grad_record(&node, o, CT__GOP_CAT, 0, n, (const ct_tensor *const *)ts, fn));
+  if (node) {
+    node->i[0] = d;
+    node->i[1] = stack;
+  }
+  return CT_OK;
+}
 
 ct_status ct_cat(ct_tensor **out, ct_tensor *const *ts, int n, int dim) {
   const char *fn = "ct_cat";
@@ -91,6 +106,7 @@ ct_status ct_cat(ct_tensor **out, ct_tensor *const *ts, int n, int dim) {
     ct_release(slot);
     at += t->shape[d];
   }
+  if (st == CT_OK) st = ct__cat_record(o, ts, n, d, 0, fn);
   return ct__tensor_result(out, o, st);
 }
 
@@ -131,16 +147,29 @@ ct_status ct_stack(ct_tensor **out, ct_tensor *const *ts, int n, int dim) {
       ct_release(slot);
     }
   }
+  if (st == CT_OK) st = ct__cat_record(o, ts, n, d, 1, fn);
   return ct__tensor_result(out, o, st);
 }
 
-/* Views of x along d of `size` elements each (the last smaller), npieces of them. */
-static ct_status ct__pieces(ct_tensor **outs, int *nout, const ct_tensor *x, int d, int64_t size, int64_t npieces) {
+/* Views of x along d of `size` elements each (the last smaller), npieces of them. Each piece is
+ * a slice of x and records a SLICE node (i[0] dim, i[1] start, i[2] step 1), so a piece left
+ * unused gives no gradient and the others' gradients sum into x's. */
+static ct_status ct__pieces(ct_tensor **outs, int *nout, const ct_tensor *x, int d, int64_t size, int64_t npieces,
+                            const char *fn) {
   for (int64_t i = 0; i < npieces; i++) {
     int64_t start = i * size, len = x->shape[d] - start < size ? x->shape[d] - start : size;
     if (len < 0) len = 0;
     ct_status st = ct__shape_narrow(&outs[i], x, d, start, len);
+    ct__node *node = NULL;
+    if (st == CT_OK) st = ct__grad_record(&node, outs[i], CT__GOP_SLICE, 0, 1, (const ct_tensor *[]){x}, fn);
+    if (node) {
+      node->i[0] = d;
+      node->i[1] = len > 0 ? start : 0;
+      node->i[2] = 1;
+    }
     if (st != CT_OK) {
+      ct_release(outs[i]);
+      outs[i] = NULL;
       for (int64_t j = 0; j < i; j++) {
         ct_release(outs[j]);
         outs[j] = NULL;
@@ -166,7 +195,7 @@ ct_status ct_chunk(ct_tensor **outs, int *nout, const ct_tensor *x, int chunks, 
   /* PyTorch: pieces of ceil(size / chunks); a size-0 dim gives `chunks` empty pieces. */
   int64_t each = size / chunks + (size % chunks != 0);
   int64_t npieces = size == 0 ? chunks : (size + each - 1) / each;
-  return ct__pieces(outs, nout, x, d, each, npieces);
+  return ct__pieces(outs, nout, x, d, each, npieces, fn);
 }
 
 ct_status ct_split(ct_tensor **outs, int *nout, const ct_tensor *x, int64_t size, int dim) {
@@ -186,5 +215,5 @@ ct_status ct_split(ct_tensor **outs, int *nout, const ct_tensor *x, int64_t size
   if (npieces > INT32_MAX)
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: size %" PRId64 " splits dim %d of size %" PRId64 " into %" PRId64
                      " pieces, more than an int counts", fn, size, d, dsize, npieces);
-  return ct__pieces(outs, nout, x, d, size == 0 ? 1 : size, npieces);
+  return ct__pieces(outs, nout, x, d, size == 0 ? 1 : size, npieces, fn);
 }

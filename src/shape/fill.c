@@ -7,13 +7,18 @@
 #include "core/host.h"
 #include "core/error.h"
 #include "shape/shape.h"
+#include "tensor/graph.h"
 #include "tensor/tensor.h"
 
 ct_status ct_clone(ct_tensor **out, const ct_tensor *x) {
   CT__CHECK_NOT_NULL("ct_clone", out);
   *out = NULL;
   CT__CHECK_NOT_NULL("ct_clone", x);
-  return ct__contiguous(out, x, x->dtype, 1, "ct_clone");
+  ct_tensor *r = NULL;
+  CT__TRY(ct__contiguous(&r, x, x->dtype, 1, "ct_clone"));
+  ct__node *n = NULL; /* CLONE: the gradient passes through */
+  ct_status st = ct__grad_record(&n, r, CT__GOP_CLONE, 0, 1, (const ct_tensor *[]){x}, "ct_clone");
+  return ct__tensor_result(out, r, st);
 }
 
 /* A new contiguous tensor like x, filled with value unless fill is 0. */
@@ -51,6 +56,8 @@ static ct_status ct__fill_(ct_tensor *x, double v, const char *fn) {
                        "share one memory location",
                        fn, ct__shape_str(sa, sizeof sa, x->ndim, x->shape), i);
     }
+  CT__TRY(ct__grad_check_inplace(fn, x, "x"));
+  ct__tensor_bump_version(x);
   return ct__fill_value(x, v, fn);
 }
 

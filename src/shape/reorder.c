@@ -9,6 +9,7 @@
 #include "kernel/engine.h"
 #include "kernel/kargs.h"
 #include "shape/shape.h"
+#include "tensor/graph.h"
 #include "tensor/tensor.h"
 
 /* The modes of kernels/shape.cl. */
@@ -98,6 +99,16 @@ static ct_status ct__copy_of_view(ct_tensor **out, const ct_tensor *x, const int
   return ct__tensor_result(out, o, st);
 }
 
+/* Hands out r, the result of op fn on x (status st so far), recording a node of kind op when x
+ * requires grad; *node gets it (or NULL) for the op's arguments. */
+static ct_status ct__reorder_result(ct_tensor **out, ct_tensor *r, const ct_tensor *x, ct_status st, ct__gop op,
+                                    ct__node **node, const char *fn) {
+  *node = NULL;
+  if (st == CT_OK) st = ct__grad_record(node, r, op, 0, 1, (const ct_tensor *[]){x}, fn);
+  if (st != CT_OK) *node = NULL;
+  return ct__tensor_result(out, r, st);
+}
+
 ct_status ct_flip(ct_tensor **out, const ct_tensor *x, int ndims, const int *dims) {
   const char *fn = "ct_flip";
   CT__TRY(ct__op_begin(out, x, fn));
@@ -125,7 +136,16 @@ ct_status ct_flip(ct_tensor **out, const ct_tensor *x, int ndims, const int *dim
         offset += (x->shape[d] - 1) * x->strides[d];
         strides[d] = -x->strides[d];
       }
-  return ct__copy_of_view(out, x, strides, offset, fn);
+  ct_tensor *r = NULL;
+  ct__node *n;
+  ct_status st = ct__copy_of_view(&r, x, strides, offset, fn);
+  CT__TRY(ct__reorder_result(out, r, x, st, CT__GOP_FLIP, &n, fn));
+  if (n) { /* FLIP: i[0] = how many dims, i[1..] the dims (wrapped); the gradient flips back */
+    n->i[0] = 0;
+    for (int d = 0; d < x->ndim; d++)
+      if (seen[d]) n->i[1 + n->i[0]++] = d;
+  }
+  return CT_OK;
 }
 
 ct_status ct_roll(ct_tensor **out, const ct_tensor *x, int64_t shift, int dim) {
@@ -133,12 +153,19 @@ ct_status ct_roll(ct_tensor **out, const ct_tensor *x, int64_t shift, int dim) {
   CT__TRY(ct__op_begin(out, x, fn));
   int d = 0;
   CT__TRY(ct__dim_wrap(&d, x->ndim, dim, fn));
-  /* A 0-d tensor (dim 0 or -1, as PyTorch) holds one element: rolling leaves it as it is. */
-  if (x->ndim == 0) return ct__copy_of_view(out, x, x->strides, x->offset, fn);
-  int64_t size = x->shape[d], s = size > 0 ? ((shift % size) + size) % size : 0;
-  ct_tensor *o;
-  CT__TRY(ct__tensor_new(&o, x->storage->device, x->dtype, x->ndim, x->shape, fn));
+  /* ROLL: i[0] the shift in [0, size), i[1] the dim; the gradient rolls back by -i[0]. */
+  ct__node *n;
+  ct_tensor *o = NULL;
   ct_status st = CT_OK;
+  /* A 0-d tensor (dim 0 or -1, as PyTorch) holds one element: rolling leaves it as it is. */
+  if (x->ndim == 0) {
+    st = ct__copy_of_view(&o, x, x->strides, x->offset, fn);
+    CT__TRY(ct__reorder_result(out, o, x, st, CT__GOP_ROLL, &n, fn));
+    if (n) n->i[0] = n->i[1] = 0;
+    return CT_OK;
+  }
+  int64_t size = x->shape[d], s = size > 0 ? ((shift % size) + size) % size : 0;
+  CT__TRY(ct__tensor_new(&o, x->storage->device, x->dtype, x->ndim, x->shape, fn));
   if (ct_numel(o) > 0) {
     /* out[s:] = x[:size-s], out[:s] = x[size-s:]: two strided copies. */
     for (int part = 0; part < 2 && st == CT_OK; part++) {
@@ -152,7 +179,12 @@ ct_status ct_roll(ct_tensor **out, const ct_tensor *x, int64_t shift, int dim) {
       ct_release(sv);
     }
   }
-  return ct__tensor_result(out, o, st);
+  CT__TRY(ct__reorder_result(out, o, x, st, CT__GOP_ROLL, &n, fn));
+  if (n) {
+    n->i[0] = s;
+    n->i[1] = d;
+  }
+  return CT_OK;
 }
 
 ct_status ct_repeat(ct_tensor **out, const ct_tensor *x, int ndim, const int64_t *repeats) {
@@ -174,7 +206,13 @@ ct_status ct_repeat(ct_tensor **out, const ct_tensor *x, int ndim, const int64_t
                        fn, i, repeats[i], s);
     oshape[i] = s * repeats[i];
   }
-  return ct__gather(out, x, ndim, oshape, lo, CT__GATHER_MOD, 0, NULL, fn);
+  ct_tensor *r = NULL;
+  ct__node *n;
+  ct_status st = ct__gather(&r, x, ndim, oshape, lo, CT__GATHER_MOD, 0, NULL, fn);
+  CT__TRY(ct__reorder_result(out, r, x, st, CT__GOP_REPEAT, &n, fn));
+  /* REPEAT: i[0..ndim) the repeats; the gradient sums the tiles. */
+  for (int i = 0; n && i < ndim; i++) n->i[i] = repeats[i];
+  return CT_OK;
 }
 
 static ct_status ct__tri(ct_tensor **out, const ct_tensor *x, int64_t diagonal, int mode, const char *fn) {
@@ -182,7 +220,15 @@ static ct_status ct__tri(ct_tensor **out, const ct_tensor *x, int64_t diagonal, 
   if (x->ndim < 2)
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: x has %d dims (expected at least 2)", fn, x->ndim);
   int64_t lo[CT_MAX_DIMS] = {0};
-  return ct__gather(out, x, x->ndim, x->shape, lo, mode, diagonal, NULL, fn);
+  ct_tensor *r = NULL;
+  ct__node *n;
+  ct_status st = ct__gather(&r, x, x->ndim, x->shape, lo, mode, diagonal, NULL, fn);
+  CT__TRY(ct__reorder_result(out, r, x, st, CT__GOP_TRIL, &n, fn));
+  if (n) { /* TRIL: i[0] the diagonal, i[1] 1 for triu; the gradient is masked the same way */
+    n->i[0] = diagonal;
+    n->i[1] = mode == CT__GATHER_TRIU;
+  }
+  return CT_OK;
 }
 
 ct_status ct_tril(ct_tensor **out, const ct_tensor *x, int64_t diagonal) {
@@ -252,5 +298,14 @@ ct_status ct_pad(ct_tensor **out, const ct_tensor *x, int npad, const int64_t *p
   }
   int m = mode == CT_PAD_CONSTANT ? CT__GATHER_CONSTANT : mode == CT_PAD_REFLECT ? CT__GATHER_REFLECT
                                                                                  : CT__GATHER_REPLICATE;
-  return ct__gather(out, x, x->ndim, oshape, lo, m, 0, &bits, fn);
+  ct_tensor *r = NULL;
+  ct__node *n;
+  ct_status st = ct__gather(&r, x, x->ndim, oshape, lo, m, 0, &bits, fn);
+  CT__TRY(ct__reorder_result(out, r, x, st, CT__GOP_PAD, &n, fn));
+  if (n) { /* PAD: i[0] the mode, i[1] npad, i[2..2+npad) the pads (npad <= 2 * CT_MAX_DIMS) */
+    n->i[0] = mode;
+    n->i[1] = npad;
+    for (int k = 0; k < npad; k++) n->i[2 + k] = pad[k];
+  }
+  return CT_OK;
 }

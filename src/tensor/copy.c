@@ -12,6 +12,7 @@
 #include "kernel/kargs.h"
 #include "kernel/launch_geom.h"
 #include "profile/profile.h"
+#include "tensor/graph.h"
 #include "tensor/tensor.h"
 
 /* A copy's geometry: shape and the two operands' strides, collapsed by ct__collapse_dims(),
@@ -181,7 +182,9 @@ ct_status ct__fill_value(ct_tensor *t, double value, const char *fn) {
   return ct__fill_bits(t, &pattern, fn);
 }
 
-ct_status ct__copy(ct_tensor *dst, const ct_tensor *src, const char *fn) {
+/* ct_copy's checks: one device, src broadcasts to dst's shape, dst has no expanded dim. On
+ * success sstr gets src's strides over dst's dims (0 on broadcast dims). Writes nothing. */
+static ct_status ct__copy_check(int64_t *sstr, const ct_tensor *dst, const ct_tensor *src, const char *fn) {
   CT__TRY(ct__check_same_device(fn, "dst", dst, "src", src));
   int bn;
   int64_t bshape[CT_MAX_DIMS];
@@ -199,11 +202,16 @@ ct_status ct__copy(ct_tensor *dst, const ct_tensor *src, const char *fn) {
                        "%s: dst of shape %s has stride 0 at dim %d (an expanded view), so several of its elements "
                        "share one memory location; write into a contiguous tensor instead",
                        fn, ct__shape_str(sb, sizeof sb, dst->ndim, dst->shape), i);
-  int64_t sstr[CT_MAX_DIMS];
   for (int i = 0; i < dst->ndim; i++) {
     int j = i - (dst->ndim - src->ndim);
     sstr[i] = (j < 0 || src->shape[j] == 1) ? 0 : src->strides[j];
   }
+  return CT_OK;
+}
+
+/* The copy itself, after ct__copy_check. */
+static ct_status ct__copy_run(ct_tensor *dst, const ct_tensor *src, int64_t *sstr, const char *fn) {
+  ct_status st;
   if (ct__tensor_overlaps(dst, src)) {
     /* A parallel kernel reading and writing the same elements would race: go through a copy. */
     ct_tensor *tmp;
@@ -224,7 +232,30 @@ ct_status ct__copy(ct_tensor *dst, const ct_tensor *src, const char *fn) {
   return ct__copy_launch(dst, src, sstr, fn);
 }
 
-ct_status ct_copy(ct_tensor *dst, const ct_tensor *src) { return ct__copy(dst, src, "ct_copy"); }
+ct_status ct__copy(ct_tensor *dst, const ct_tensor *src, const char *fn) {
+  int64_t sstr[CT_MAX_DIMS];
+  CT__TRY(ct__copy_check(sstr, dst, src, fn));
+  return ct__copy_run(dst, src, sstr, fn);
+}
+
+/* The public copy writes into the caller's tensor: autograd's rules for in-place writes apply
+ * (tensor/graph.h). dst.copy_(src) is differentiable in PyTorch (through CopySlices when dst is
+ * a view); here a dst that requires grad is refused, and so is a src that requires grad (its
+ * gradient would be lost silently, as through an _out form), while grad mode is on. */
+ct_status ct_copy(ct_tensor *dst, const ct_tensor *src) {
+  const char *fn = "ct_copy";
+  int64_t sstr[CT_MAX_DIMS];
+  CT__TRY(ct__copy_check(sstr, dst, src, fn));
+  CT__TRY(ct__grad_check_inplace(fn, dst, "dst"));
+  if (ct__grad_mode() && src->requires_grad)
+    return ct__error(CT_ERR_INVALID_ARGUMENT,
+                     "%s: argument 'src' requires grad, and a copy into an existing tensor is not recorded (its "
+                     "gradient would be lost); use ct_clone for a recorded copy, or ct_detach src (or turn grad "
+                     "mode off) to copy its values only",
+                     fn);
+  ct__tensor_bump_version(dst);
+  return ct__copy_run(dst, src, sstr, fn);
+}
 
 ct_status ct__contiguous(ct_tensor **out, const ct_tensor *t, ct_dtype dt, int force, const char *fn) {
   CT__CHECK_NOT_NULL(fn, out);
@@ -245,14 +276,30 @@ ct_status ct__contiguous(ct_tensor **out, const ct_tensor *t, ct_dtype dt, int f
   return CT_OK;
 }
 
+/* Records the backward of r, a copy of t made by fn (op CLONE or CAST: the gradient passes
+ * through; the engine casts it back to t's dtype), and hands r out. */
+static ct_status ct__copy_result(ct_tensor **out, ct_tensor *r, const ct_tensor *t, ct__gop op, const char *fn) {
+  ct__node *n = NULL;
+  ct_status st = ct__grad_record(&n, r, op, 0, 1, (const ct_tensor *[]){t}, fn);
+  return ct__tensor_result(out, r, st);
+}
+
 ct_status ct_contiguous(ct_tensor **out, const ct_tensor *t) {
-  CT__CHECK_NOT_NULL("ct_contiguous", t);
-  return ct__contiguous(out, t, t->dtype, 0, "ct_contiguous");
+  CT__TRY(ct__op_begin(out, t, "ct_contiguous"));
+  ct_tensor *r = NULL;
+  CT__TRY(ct__contiguous(&r, t, t->dtype, 0, "ct_contiguous"));
+  /* t itself when already contiguous: the same handle, no node (as PyTorch's .contiguous()). */
+  if (r == t) {
+    *out = r;
+    return CT_OK;
+  }
+  return ct__copy_result(out, r, t, CT__GOP_CLONE, "ct_contiguous");
 }
 
 ct_status ct_cast(ct_tensor **out, const ct_tensor *t, ct_dtype dt) {
-  CT__CHECK_NOT_NULL("ct_cast", out);
-  *out = NULL;
-  CT__CHECK_NOT_NULL("ct_cast", t);
-  return ct__contiguous(out, t, dt, 1, "ct_cast");
+  CT__TRY(ct__op_begin(out, t, "ct_cast"));
+  ct_tensor *r = NULL;
+  CT__TRY(ct__contiguous(&r, t, dt, 1, "ct_cast"));
+  /* A cast to an integer or bool dtype records nothing (ct__grad_record: not differentiable). */
+  return ct__copy_result(out, r, t, CT__GOP_CAST, "ct_cast");
 }

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "device/device.h"
 #include "profile/profile.h"
+#include "tensor/graph.h"
 #include "tensor/tensor.h"
 
 struct ct_event {
@@ -122,7 +123,9 @@ ct_status ct_to_host(const ct_tensor *t, void *dst, size_t dst_bytes) {
 
 ct_status ct_copy_from_host(ct_tensor *t, const void *src, size_t src_bytes) {
   CT__TRY(ct__check_host_buffer(t, src, src_bytes, "ct_copy_from_host", "src"));
+  CT__TRY(ct__grad_check_inplace("ct_copy_from_host", t, "t"));
   if (ct_tensor_nbytes(t) == 0) return CT_OK;
+  ct__tensor_bump_version(t);
   return ct__write(t, src, 1, NULL, "ct_copy_from_host");
 }
 
@@ -141,10 +144,12 @@ static ct_status ct__transfer_async(ct_event **ev, const ct_tensor *t, bool read
   CT__CHECK_NOT_NULL(fn, ev);
   *ev = NULL;
   CT__TRY(ct__check_host_buffer(t, read ? (const void *)dst : src, bytes, fn, read ? "dst" : "src"));
+  if (!read) CT__TRY(ct__grad_check_inplace(fn, t, "t"));
   ct_event *e = NULL;
   CT__TRY(ct__event_new(&e, t->storage->device, fn));
   if (ct_tensor_nbytes(t) > 0) {
     /* A write's tensor is the caller's non-const t (ct_copy_from_host_async). */
+    if (!read) ct__tensor_bump_version((ct_tensor *)t);
     ct_status st = read ? ct__read(t, dst, 0, &e->ev, fn) : ct__write((ct_tensor *)t, src, 0, &e->ev, fn);
     if (st != CT_OK) {
       free(e);
@@ -319,5 +324,7 @@ ct_status ct_to_device(ct_tensor **out, ct_tensor *t, ct_device *d) {
   ct_tensor *r;
   CT__TRY(ct__tensor_new(&r, d, t->dtype, t->ndim, t->shape, "ct_to_device"));
   ct_status st = ct__copy_between(r, t, 0, "ct_to_device");
+  ct__node *n = NULL; /* TO_DEVICE: the gradient goes back to t's device */
+  if (st == CT_OK) st = ct__grad_record(&n, r, CT__GOP_TO_DEVICE, 0, 1, (const ct_tensor *[]){t}, "ct_to_device");
   return ct__tensor_result(out, r, st);
 }

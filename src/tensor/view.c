@@ -3,16 +3,32 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "tensor/graph.h"
 #include "tensor/tensor.h"
+
+/* Records the backward of r, a view (or reshaped copy) of src made by fn, as node kind op when
+ * src requires grad; *node (may be NULL) gets the node, or NULL, for the op's arguments. Hands
+ * r out through *out, or releases it on failure. */
+static ct_status ct__view_result(ct_tensor **out, ct_tensor *r, const ct_tensor *src, ct__gop op, ct__node **node,
+                                 const char *fn) {
+  ct__node *n = NULL;
+  ct_status st = ct__grad_record(&n, r, op, 0, 1, (const ct_tensor *[]){src}, fn);
+  if (node) *node = st == CT_OK ? n : NULL;
+  return ct__tensor_result(out, r, st);
+}
 
 /* Every view is made here: the new shape's element count and byte size must fit in int64
  * (ct_expand and ct_view/ct_reshape of an empty tensor can produce shapes that don't), so
- * that ct_numel() and ct_tensor_nbytes() of any tensor are exact. */
+ * that ct_numel() and ct_tensor_nbytes() of any tensor are exact. The view of t records its
+ * backward as op (see ct__view_result). */
 static ct_status ct__new_view(ct_tensor **out, const ct_tensor *t, int ndim, const int64_t *shape,
-                              const int64_t *strides, int64_t offset, const char *fn) {
+                              const int64_t *strides, int64_t offset, ct__gop op, ct__node **node, const char *fn) {
   int64_t numel = 0;
+  if (node) *node = NULL;
   CT__TRY(ct__shape_numel(&numel, ndim, shape, ct_dtype_size(t->dtype), fn));
-  return ct__tensor_view(out, t, ndim, shape, strides, offset);
+  ct_tensor *r = NULL;
+  CT__TRY(ct__tensor_view(&r, t, ndim, shape, strides, offset));
+  return ct__view_result(out, r, t, op, node, fn);
 }
 
 /* Resolves a -1 in shape against numel into out. */
@@ -110,7 +126,7 @@ ct_status ct_view(ct_tensor **out, const ct_tensor *t, int ndim, const int64_t *
                      ct__shape_str(sa, sizeof sa, ndim, sh), ct__shape_str(sb, sizeof sb, t->ndim, t->shape),
                      ct__shape_str(sc, sizeof sc, t->ndim, t->strides));
   }
-  return ct__new_view(out, t, ndim, sh, st, t->offset, "ct_view");
+  return ct__new_view(out, t, ndim, sh, st, t->offset, CT__GOP_RESHAPE, NULL, "ct_view");
 }
 
 ct_status ct_reshape(ct_tensor **out, const ct_tensor *t, int ndim, const int64_t *shape) {
@@ -119,13 +135,26 @@ ct_status ct_reshape(ct_tensor **out, const ct_tensor *t, int ndim, const int64_
   CT__CHECK_NOT_NULL("ct_reshape", t);
   int64_t sh[CT_MAX_DIMS], st[CT_MAX_DIMS];
   CT__TRY(ct__infer_shape(sh, t, ndim, shape, "ct_reshape"));
-  if (ct__view_strides(st, t, ndim, sh)) return ct__new_view(out, t, ndim, sh, st, t->offset, "ct_reshape");
-  ct_tensor *c;
+  if (ct__view_strides(st, t, ndim, sh))
+    return ct__new_view(out, t, ndim, sh, st, t->offset, CT__GOP_RESHAPE, NULL, "ct_reshape");
+  /* The copy is internal: one RESHAPE node from t covers it (its gradient is reshaped back). */
+  ct_tensor *c, *r = NULL;
   CT__TRY(ct__contiguous(&c, t, t->dtype, 1, "ct_reshape"));
   ct__contiguous_strides(st, ndim, sh);
-  ct_status s = ct__new_view(out, c, ndim, sh, st, c->offset, "ct_reshape");
+  ct_status s = ct__tensor_view(&r, c, ndim, sh, st, c->offset);
   ct_release(c);
-  return s;
+  if (s != CT_OK) return s;
+  return ct__view_result(out, r, t, CT__GOP_RESHAPE, NULL, "ct_reshape");
+}
+
+/* The view of t whose dim i is t's dim perm[i] (shape sh, strides st): a PERMUTE node keeps
+ * perm in i[0..ndim) for the inverse permutation of the gradient. */
+static ct_status ct__permuted_view(ct_tensor **out, const ct_tensor *t, const int *perm, const int64_t *sh,
+                                   const int64_t *st, const char *fn) {
+  ct__node *n = NULL;
+  CT__TRY(ct__new_view(out, t, t->ndim, sh, st, t->offset, CT__GOP_PERMUTE, &n, fn));
+  for (int i = 0; n && i < t->ndim; i++) n->i[i] = perm[i];
+  return CT_OK;
 }
 
 ct_status ct_permute(ct_tensor **out, const ct_tensor *t, const int *dims) {
@@ -134,7 +163,7 @@ ct_status ct_permute(ct_tensor **out, const ct_tensor *t, const int *dims) {
   CT__CHECK_NOT_NULL("ct_permute", t);
   if (t->ndim > 0) CT__CHECK_NOT_NULL("ct_permute", dims);
   int64_t sh[CT_MAX_DIMS], st[CT_MAX_DIMS];
-  int seen[CT_MAX_DIMS] = {0};
+  int seen[CT_MAX_DIMS] = {0}, perm[CT_MAX_DIMS];
   for (int i = 0; i < t->ndim; i++) {
     int d = 0;
     CT__TRY(ct__dim_wrap(&d, t->ndim, dims[i], "ct_permute"));
@@ -142,10 +171,11 @@ ct_status ct_permute(ct_tensor **out, const ct_tensor *t, const int *dims) {
       return ct__error(CT_ERR_INVALID_ARGUMENT, "ct_permute: dim %d appears twice in the permutation of %d dims", d,
                        t->ndim);
     seen[d] = 1;
+    perm[i] = d;
     sh[i] = t->shape[d];
     st[i] = t->strides[d];
   }
-  return ct__new_view(out, t, t->ndim, sh, st, t->offset, "ct_permute");
+  return ct__permuted_view(out, t, perm, sh, st, "ct_permute");
 }
 
 ct_status ct_transpose(ct_tensor **out, const ct_tensor *t, int dim0, int dim1) {
@@ -156,13 +186,20 @@ ct_status ct_transpose(ct_tensor **out, const ct_tensor *t, int dim0, int dim1) 
   CT__TRY(ct__dim_wrap(&a, t->ndim, dim0, "ct_transpose"));
   CT__TRY(ct__dim_wrap(&b, t->ndim, dim1, "ct_transpose"));
   int64_t sh[CT_MAX_DIMS], st[CT_MAX_DIMS];
+  int perm[CT_MAX_DIMS];
   memcpy(sh, t->shape, sizeof sh);
   memcpy(st, t->strides, sizeof st);
-  sh[a] = t->shape[b];
-  st[a] = t->strides[b];
-  sh[b] = t->shape[a];
-  st[b] = t->strides[a];
-  return ct__new_view(out, t, t->ndim, sh, st, t->offset, "ct_transpose");
+  for (int i = 0; i < t->ndim; i++) perm[i] = i;
+  /* A 0-d tensor takes dims 0 and -1 (wrapped to 0) but has no dim to swap. */
+  if (t->ndim > 0) {
+    sh[a] = t->shape[b];
+    st[a] = t->strides[b];
+    sh[b] = t->shape[a];
+    st[b] = t->strides[a];
+    perm[a] = b;
+    perm[b] = a;
+  }
+  return ct__permuted_view(out, t, perm, sh, st, "ct_transpose");
 }
 
 ct_status ct_slice(ct_tensor **out, const ct_tensor *t, int dim, int64_t start, int64_t stop, int64_t step) {
@@ -186,7 +223,15 @@ ct_status ct_slice(ct_tensor **out, const ct_tensor *t, int dim, int64_t start, 
   memcpy(st, t->strides, sizeof st);
   sh[d] = len;
   st[d] = t->strides[d] * step;
-  return ct__new_view(out, t, t->ndim, sh, st, t->offset + (len > 0 ? start * t->strides[d] : 0), "ct_slice");
+  ct__node *nd = NULL;
+  CT__TRY(ct__new_view(out, t, t->ndim, sh, st, t->offset + (len > 0 ? start * t->strides[d] : 0), CT__GOP_SLICE,
+                       &nd, "ct_slice"));
+  if (nd) { /* the SLICE node's arguments (tensor/grad_ops.def) */
+    nd->i[0] = d;
+    nd->i[1] = start;
+    nd->i[2] = step;
+  }
+  return CT_OK;
 }
 
 ct_status ct_squeeze(ct_tensor **out, const ct_tensor *t, int dim) {
@@ -195,8 +240,9 @@ ct_status ct_squeeze(ct_tensor **out, const ct_tensor *t, int dim) {
   CT__CHECK_NOT_NULL("ct_squeeze", t);
   int d = 0;
   CT__TRY(ct__dim_wrap(&d, t->ndim, dim, "ct_squeeze"));
-  if (t->ndim == 0) return ct__new_view(out, t, 0, NULL, NULL, t->offset, "ct_squeeze");
-  if (t->shape[d] != 1) return ct__new_view(out, t, t->ndim, t->shape, t->strides, t->offset, "ct_squeeze");
+  if (t->ndim == 0) return ct__new_view(out, t, 0, NULL, NULL, t->offset, CT__GOP_RESHAPE, NULL, "ct_squeeze");
+  if (t->shape[d] != 1)
+    return ct__new_view(out, t, t->ndim, t->shape, t->strides, t->offset, CT__GOP_RESHAPE, NULL, "ct_squeeze");
   int64_t sh[CT_MAX_DIMS], st[CT_MAX_DIMS];
   int n = 0;
   for (int i = 0; i < t->ndim; i++) {
@@ -204,7 +250,7 @@ ct_status ct_squeeze(ct_tensor **out, const ct_tensor *t, int dim) {
     sh[n] = t->shape[i];
     st[n++] = t->strides[i];
   }
-  return ct__new_view(out, t, n, sh, st, t->offset, "ct_squeeze");
+  return ct__new_view(out, t, n, sh, st, t->offset, CT__GOP_RESHAPE, NULL, "ct_squeeze");
 }
 
 ct_status ct_unsqueeze(ct_tensor **out, const ct_tensor *t, int dim) {
@@ -227,7 +273,7 @@ ct_status ct_unsqueeze(ct_tensor **out, const ct_tensor *t, int dim) {
       st[n++] = t->strides[i];
     }
   }
-  return ct__new_view(out, t, n, sh, st, t->offset, "ct_unsqueeze");
+  return ct__new_view(out, t, n, sh, st, t->offset, CT__GOP_RESHAPE, NULL, "ct_unsqueeze");
 }
 
 ct_status ct_expand(ct_tensor **out, const ct_tensor *t, int ndim, const int64_t *shape) {
@@ -261,5 +307,5 @@ ct_status ct_expand(ct_tensor **out, const ct_tensor *t, int ndim, const int64_t
                        ct__shape_str(sb, sizeof sb, ndim, shape), i, t->shape[j], shape[i]);
     }
   }
-  return ct__new_view(out, t, ndim, sh, st, t->offset, "ct_expand");
+  return ct__new_view(out, t, ndim, sh, st, t->offset, CT__GOP_EXPAND, NULL, "ct_expand");
 }

@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdatomic.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "ct_test.h"
@@ -85,6 +86,30 @@ START_TEST(test_gemm_after_skipped_probes_is_not_run) {
 }
 END_TEST
 
+/* A DYNAMIC_ARCH OpenBLAS that fell back to its Prescott kernels on a CPU with AVX2 or AVX-512
+ * is switched to the CPU's kernels before the first host GEMM (host_blas_core.c), unless the
+ * user set OPENBLAS_CORETYPE or CLTENSOR_OPENBLAS_CORETYPE=0; the products stay right
+ * (run_product checks them). On a machine where OpenBLAS chose well, nothing changes. */
+static bool cpu_has_avx2_fma(void) {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  return false;
+#endif
+}
+
+START_TEST(test_openblas_core_switch) {
+  if (_i == 1) setenv("CLTENSOR_OPENBLAS_CORETYPE", "0", 1);
+  run_product(native_host_device(), SKIP_NONE);
+  const char *before = NULL, *after = ct__host_blas_core(&before);
+  if (_i == 1 || getenv("OPENBLAS_CORETYPE") || !cpu_has_avx2_fma() || strcasecmp(before, "Prescott") != 0)
+    ck_assert_str_eq(after, before);
+  else
+    ck_assert_msg(strcasecmp(after, "Prescott") != 0, "OpenBLAS still runs %s kernels", after);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("linalg-gemm-host-release");
   TCase *tc = tcase_create("release");
@@ -92,6 +117,7 @@ int main(void) {
   tcase_add_test(tc, test_gemm_run_frees_its_block);
   tcase_add_test(tc, test_skipped_gemm_frees_its_block);
   tcase_add_test(tc, test_gemm_after_skipped_probes_is_not_run);
+  tcase_add_loop_test(tc, test_openblas_core_switch, 0, 2);
   suite_add_tcase(s, tc);
   return ct_test_run(s);
 }

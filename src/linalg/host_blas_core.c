@@ -1,0 +1,85 @@
+/* Making OpenBLAS use the kernels of the CPU it runs on.
+ *
+ * OpenBLAS built with DYNAMIC_ARCH (Debian's, Ubuntu's) picks its kernels from the CPU model
+ * when it loads. Releases older than the CPU don't know its model and fall back to "Prescott"
+ * (SSE3) kernels: OpenBLAS 0.3.21 (Debian 12) on a 5th-generation Xeon (family 6, model 207)
+ * runs sgemm at 5-20 GFLOP/s single-threaded where its SkylakeX kernels give 30-110 (measured
+ * side by side, docs/GEMM.md). The user's fix is OPENBLAS_CORETYPE=SkylakeX; we apply it for
+ * them, once, before our first host GEMM, when all of these hold:
+ *   - OpenBLAS reports core "Prescott" (its fallback; a genuinely old CPU fails the next test),
+ *   - the CPU and the OS support AVX-512 (F, BW, DQ, VL: SkylakeX's kernels) or AVX2 + FMA
+ *     (Haswell's),
+ *   - OPENBLAS_CORETYPE is not set (the user decides) and CLTENSOR_OPENBLAS_CORETYPE is not 0,
+ *   - the library exports gotoblas_dynamic_quit/init (DYNAMIC_ARCH builds; looked up with dlsym,
+ *     so other BLAS libraries are untouched).
+ * OpenBLAS's own re-initialisation (gotoblas_dynamic_quit, then gotoblas_dynamic_init reading
+ * OPENBLAS_CORETYPE) does the switch, with the variable set only for that call. It must not
+ * race another thread inside OpenBLAS: it runs under pthread_once before any GEMM of ours; an
+ * application that calls OpenBLAS itself from other threads at that moment should set
+ * OPENBLAS_CORETYPE itself (or CLTENSOR_OPENBLAS_CORETYPE=0). */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "linalg/linalg.h"
+
+#if CT_HAVE_HOST_BLAS
+
+static char ct__blas_core_before[32], ct__blas_core_after[32];
+
+static const char *ct__cpu_coretype(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  /* libgcc's checks include the OS's XCR0 support of the AVX/AVX-512 state. */
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+    return "SkylakeX";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+#endif
+  return NULL;
+}
+
+static void ct__blas_core_fix(void) {
+  const char *(*corename)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "openblas_get_corename");
+  void (*quit)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "gotoblas_dynamic_quit");
+  void (*init)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "gotoblas_dynamic_init");
+  if (!corename || !quit || !init) return;
+  const char *now = corename();
+  if (!now) return;
+  strncpy(ct__blas_core_before, now, sizeof ct__blas_core_before - 1);
+  strncpy(ct__blas_core_after, now, sizeof ct__blas_core_after - 1);
+  const char *off = getenv("CLTENSOR_OPENBLAS_CORETYPE");
+  if (off && (!strcmp(off, "0") || !strcasecmp(off, "off") || !strcasecmp(off, "false") || !strcasecmp(off, "no")))
+    return;
+  if (getenv("OPENBLAS_CORETYPE") || strcasecmp(now, "Prescott") != 0) return;
+  const char *want = ct__cpu_coretype();
+  if (!want || setenv("OPENBLAS_CORETYPE", want, 0) != 0) return;
+  quit();
+  init();
+  unsetenv("OPENBLAS_CORETYPE");
+  now = corename();
+  if (now) strncpy(ct__blas_core_after, now, sizeof ct__blas_core_after - 1);
+}
+
+static pthread_once_t ct__blas_core_once = PTHREAD_ONCE_INIT;
+
+void ct__host_blas_prepare(void) { pthread_once(&ct__blas_core_once, ct__blas_core_fix); }
+
+const char *ct__host_blas_core(const char **before) {
+  ct__host_blas_prepare();
+  if (before) *before = ct__blas_core_before;
+  return ct__blas_core_after;
+}
+
+#else
+
+void ct__host_blas_prepare(void) {}
+const char *ct__host_blas_core(const char **before) {
+  if (before) *before = "";
+  return "";
+}
+
+#endif

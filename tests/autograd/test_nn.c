@@ -1,0 +1,544 @@
+/* Gradients of the norms, attention, dropout and losses (src/autograd/grad_nn.c) against
+ * central finite differences in f64 (gradcheck.h), plus the rules finite differences can't
+ * check: dropout's gradient is exactly the forward's own mask / (1 - p), fully masked attention
+ * rows give zero gradients, batch norm's running statistics take no gradient, and autocast runs
+ * the norms and losses in f32. Shapes are tiny (each element costs two forward calls) and
+ * nearly everything runs in f64, so few kernel programs are built. */
+#include <math.h>
+
+#include "gradcheck.h"
+
+/* ---- layer norm, rms norm ---- */
+
+struct norm_ctx {
+  int mode; /* 0 layer_norm, 1 rms_norm */
+  int nnorm;
+  bool w, b;
+};
+
+static ct_status f_norm(ct_tensor **out, ct_tensor *const *in, void *ctx) {
+  const struct norm_ctx *c = ctx;
+  const ct_tensor *w = c->w ? in[1] : NULL, *b = c->b ? in[c->w ? 2 : 1] : NULL;
+  if (c->mode == 0) return ct_layer_norm(out, in[0], c->nnorm, w, b, 1e-5);
+  return ct_rms_norm(out, in[0], c->nnorm, w, 1e-6);
+}
+
+START_TEST(layer_rms_norm_gradcheck) {
+  ct_device *d = ct_test_device();
+  static const struct {
+    struct norm_ctx c;
+    int ndim;
+    int64_t shape[3];
+    bool strided;
+  } cases[] = {
+      {{0, 1, true, true}, 2, {3, 5}, false},
+      {{0, 1, false, false}, 2, {4, 3}, true},
+      {{0, 2, true, false}, 3, {2, 3, 4}, false},
+      {{0, 2, false, true}, 3, {2, 2, 3}, true},
+      {{0, 1, true, true}, 3, {1, 2, 4}, false}, /* size-1 dim */
+      {{1, 1, true, false}, 2, {3, 5}, true},
+      {{1, 2, false, false}, 3, {2, 3, 2}, false},
+      {{1, 2, true, false}, 3, {2, 2, 3}, false},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    double x[24], w[12], b[12];
+    gc_fill(x, 24, -2.0, 2.0, 10 + k);
+    gc_fill(w, 12, 0.5, 1.5, 20 + k);
+    gc_fill(b, 12, -1.0, 1.0, 30 + k);
+    const struct norm_ctx *c = &cases[k].c;
+    gc_input in[3] = {{.ndim = cases[k].ndim, .data = x, .requires_grad = true, .strided = cases[k].strided}};
+    memcpy(in[0].shape, cases[k].shape, sizeof cases[k].shape);
+    int n = 1;
+    gc_input p = {.ndim = c->nnorm, .requires_grad = true};
+    memcpy(p.shape, cases[k].shape + cases[k].ndim - c->nnorm, sizeof(int64_t) * (size_t)c->nnorm);
+    if (c->w) {
+      in[n] = p;
+      in[n++].data = w;
+    }
+    if (c->b) {
+      in[n] = p;
+      in[n++].data = b;
+    }
+    char what[64];
+    snprintf(what, sizeof what, "%s case %zu", c->mode ? "rms_norm" : "layer_norm", k);
+    gc_check(d, what, f_norm, (void *)c, n, in);
+  }
+}
+END_TEST
+
+/* ---- batch norm ---- */
+
+struct bn_ctx {
+  bool training, running, w, b;
+};
+
+static ct_status f_bn(ct_tensor **out, ct_tensor *const *in, void *ctx) {
+  const struct bn_ctx *c = ctx;
+  int64_t C = ct_tensor_shape(in[0])[1];
+  ct_tensor *rm = NULL, *rv = NULL;
+  ct_device *d = ct_tensor_device(in[0]);
+  if (c->running) {
+    /* fresh running stats per call: their update must not leak into the next evaluation */
+    double m[8], v[8];
+    for (int i = 0; i < C; i++) m[i] = 0.1 * i - 0.2, v[i] = 0.5 + 0.25 * i;
+    ck_assert_ct_ok(ct_from_host(&rm, d, CT_F64, 1, &C, m));
+    ck_assert_ct_ok(ct_from_host(&rv, d, CT_F64, 1, &C, v));
+  }
+  ct_status st = ct_batch_norm(out, in[0], rm, rv, c->w ? in[1] : NULL, c->b ? in[c->w ? 2 : 1] : NULL, c->training,
+                               0.1, 1e-5);
+  ct_release(rm);
+  ct_release(rv);
+  return st;
+}
+
+START_TEST(batch_norm_gradcheck) {
+  ct_device *d = ct_test_device();
+  static const struct {
+    struct bn_ctx c;
+    int ndim;
+    int64_t shape[4];
+    bool strided;
+  } cases[] = {
+      {{true, true, true, true}, 2, {4, 3}, false},
+      {{true, false, false, false}, 2, {3, 2}, true},
+      {{true, true, true, true}, 4, {2, 2, 2, 3}, false},
+      {{true, false, true, false}, 4, {2, 3, 1, 2}, true},
+      {{false, true, true, true}, 2, {4, 3}, false},
+      {{false, true, false, true}, 4, {2, 2, 3, 2}, true},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    double x[24], w[4], b[4];
+    gc_fill(x, 24, -2.0, 2.0, 40 + k);
+    gc_fill(w, 4, 0.5, 1.5, 50 + k);
+    gc_fill(b, 4, -1.0, 1.0, 60 + k);
+    const struct bn_ctx *c = &cases[k].c;
+    gc_input in[3] = {{.ndim = cases[k].ndim, .data = x, .requires_grad = true, .strided = cases[k].strided}};
+    memcpy(in[0].shape, cases[k].shape, sizeof cases[k].shape);
+    int n = 1;
+    gc_input p = {.ndim = 1, .shape = {cases[k].shape[1]}, .requires_grad = true};
+    if (c->w) {
+      in[n] = p;
+      in[n++].data = w;
+    }
+    if (c->b) {
+      in[n] = p;
+      in[n++].data = b;
+    }
+    char what[64];
+    snprintf(what, sizeof what, "batch_norm case %zu", k);
+    gc_check(d, what, f_bn, (void *)c, n, in);
+  }
+}
+END_TEST
+
+/* Training updates the running statistics in place: no gradient flows into them, a running stat
+ * that requires grad is refused while grad mode is on, and a graph that saved one (here: the
+ * running mean used by an eval-mode product) notices the update. A saved input written in place
+ * makes ct_backward fail naming the norm. */
+START_TEST(norm_inplace_rules) {
+  ct_device *d = ct_test_device();
+  double xv[6] = {1, 2, -1, 0.5, 3, -2}, mv[2] = {0, 0}, vv[2] = {1, 1};
+  int64_t xs[2] = {3, 2}, cs = 2;
+  ct_tensor *x, *rm, *rv, *y = NULL, *s = NULL, *p = NULL;
+  ck_assert_ct_ok(ct_from_host(&x, d, CT_F64, 2, xs, xv));
+  ck_assert_ct_ok(ct_from_host(&rm, d, CT_F64, 1, &cs, mv));
+  ck_assert_ct_ok(ct_from_host(&rv, d, CT_F64, 1, &cs, vv));
+  ck_assert_ct_ok(ct_set_requires_grad(x, true));
+  ck_assert_ct_ok(ct_set_requires_grad(rm, true));
+  ck_assert_ct_status(ct_batch_norm(&y, x, rm, rv, NULL, NULL, true, 0.1, 1e-5), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("running_mean");
+  ck_assert(y == NULL);
+  ck_assert_ct_ok(ct_set_requires_grad(rm, false));
+  /* p = x * rm saves rm; the training update moves its version */
+  ck_assert_ct_ok(ct_mul(&p, x, rm));
+  ck_assert_ct_ok(ct_batch_norm(&y, x, rm, rv, NULL, NULL, true, 0.1, 1e-5));
+  ck_assert(!ct_requires_grad(rm) && !ct_requires_grad(rv));
+  ck_assert_ct_ok(ct_sum(&s, p, 0, NULL, false));
+  ck_assert_ct_status(ct_backward(s, NULL), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("modified in place");
+  ct_release(s);
+  ct_release(p);
+  /* the batch norm's own graph is fine */
+  ck_assert_ct_ok(ct_sum(&s, y, 0, NULL, false));
+  ck_assert_ct_ok(ct_backward(s, NULL));
+  ct_release(s);
+  ct_release(y);
+  /* layer_norm saved x: writing x afterwards is detected */
+  ct_tensor *x2 = NULL;
+  ck_assert_ct_ok(ct_from_host(&x2, d, CT_F64, 2, xs, xv));
+  ck_assert_ct_ok(ct_set_requires_grad(x2, true));
+  ck_assert_ct_ok(ct_layer_norm(&y, x2, 1, NULL, NULL, 1e-5));
+  ck_assert_ct_ok(ct_sum(&s, y, 0, NULL, false));
+  bool prev = ct_set_grad_enabled(false);
+  ck_assert_ct_ok(ct_mul_scalar_out(x2, x2, 2.0));
+  ct_set_grad_enabled(prev);
+  ck_assert_ct_status(ct_backward(s, NULL), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("LAYER_NORM");
+  ct_release(s);
+  ct_release(y);
+  ct_release(x2);
+  ct_release(x);
+  ct_release(rm);
+  ct_release(rv);
+}
+END_TEST
+
+/* ---- scaled dot-product attention ---- */
+
+struct sdpa_ctx {
+  bool causal;
+  double scale;
+  int mask; /* 0 none, 1 bool (from bmask), 2 float (input 3) */
+  int mndim;
+  int64_t mshape[4];
+  const unsigned char *bmask;
+};
+
+static ct_status f_sdpa(ct_tensor **out, ct_tensor *const *in, void *ctx) {
+  const struct sdpa_ctx *c = ctx;
+  ct_tensor *m = NULL;
+  if (c->mask == 1) ck_assert_ct_ok(ct_from_host(&m, ct_tensor_device(in[0]), CT_BOOL, c->mndim, c->mshape, c->bmask));
+  ct_status st = ct_scaled_dot_product_attention(out, in[0], in[1], in[2], c->mask == 2 ? in[3] : m, c->causal,
+                                                 c->scale);
+  ct_release(m);
+  return st;
+}
+
+START_TEST(sdpa_gradcheck) {
+  ct_device *d = ct_test_device();
+  /* row 1 of the bool mask attends nothing: zeros out, zero gradients (PyTorch 2.15) */
+  static const unsigned char bm[12] = {1, 0, 1, 1, 0, 0, 0, 0, 1, 1, 0, 1};
+  static const struct {
+    struct sdpa_ctx c;
+    int ndim[4];
+    int64_t shape[4][4];
+    bool strided;
+  } cases[] = {
+      /* batch, no mask, scale NaN */
+      {{false, NAN, 0, 0, {0}, NULL}, {3, 3, 3}, {{2, 3, 2}, {2, 4, 2}, {2, 4, 3}}, false},
+      /* causal, strided q */
+      {{true, NAN, 0, 0, {0}, NULL}, {2, 2, 2}, {{3, 2}, {3, 2}, {3, 2}}, true},
+      /* causal with L < S and an explicit scale */
+      {{true, 0.7, 0, 0, {0}, NULL}, {2, 2, 2}, {{2, 3}, {4, 3}, {4, 2}}, false},
+      /* bool mask with a fully masked row */
+      {{false, NAN, 1, 2, {3, 4}, bm}, {2, 2, 2}, {{3, 2}, {4, 2}, {4, 2}}, false},
+      /* float mask (requires grad), broadcast over the batch */
+      {{false, NAN, 2, 2, {3, 4}, NULL}, {3, 3, 3, 2}, {{2, 3, 2}, {2, 4, 2}, {2, 4, 2}, {3, 4}}, false},
+      /* batch and head dims broadcast: q [2, 1, L, E], k and v [1, 2, S, E] */
+      {{false, NAN, 0, 0, {0}, NULL}, {4, 4, 4}, {{2, 1, 2, 2}, {1, 2, 3, 2}, {1, 2, 3, 2}}, true},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    double v[4][24];
+    int n = cases[k].c.mask == 2 ? 4 : 3;
+    gc_input in[4];
+    for (int i = 0; i < n; i++) {
+      gc_fill(v[i], 24, -1.5, 1.5, 70 + 4 * k + i);
+      in[i] = (gc_input){.ndim = cases[k].ndim[i], .data = v[i], .requires_grad = true,
+                         .strided = i == 0 && cases[k].strided};
+      memcpy(in[i].shape, cases[k].shape[i], sizeof in[i].shape);
+    }
+    char what[64];
+    snprintf(what, sizeof what, "sdpa case %zu", k);
+    gc_check(d, what, f_sdpa, (void *)&cases[k].c, n, in);
+  }
+}
+END_TEST
+
+/* Fully masked rows, exactly: a float mask whose row 0 is all -inf gives that row zeros and
+ * zero gradients for the row's query and mask entries (no NaN). */
+START_TEST(sdpa_fully_masked_row_zero_grad) {
+  ct_device *d = ct_test_device();
+  double qv[6], kv[6], vv[6], mv[6] = {-INFINITY, -INFINITY, -INFINITY, 0.5, 0, -1};
+  gc_fill(qv, 6, -1, 1, 1);
+  gc_fill(kv, 6, -1, 1, 2);
+  gc_fill(vv, 6, -1, 1, 3);
+  /* L = 2, S = 3, E = Ev = 2 */
+  int64_t sq[2] = {2, 2}, skv[2] = {3, 2}, sm[2] = {2, 3};
+  ct_tensor *q, *k, *v, *m, *o = NULL, *s = NULL, *gq = NULL, *gm = NULL;
+  ck_assert_ct_ok(ct_from_host(&q, d, CT_F64, 2, sq, qv));
+  ck_assert_ct_ok(ct_from_host(&k, d, CT_F64, 2, skv, kv));
+  ck_assert_ct_ok(ct_from_host(&v, d, CT_F64, 2, skv, vv));
+  ck_assert_ct_ok(ct_from_host(&m, d, CT_F64, 2, sm, mv));
+  ck_assert_ct_ok(ct_set_requires_grad(q, true));
+  ck_assert_ct_ok(ct_set_requires_grad(m, true));
+  ck_assert_ct_ok(ct_scaled_dot_product_attention(&o, q, k, v, m, false, NAN));
+  ck_assert_ct_ok(ct_sum(&s, o, 0, NULL, false));
+  ck_assert_ct_ok(ct_backward(s, NULL));
+  ck_assert_ct_ok(ct_grad(&gq, q));
+  ck_assert_ct_ok(ct_grad(&gm, m));
+  double *ov = gc_host(o), *gqv = gc_host(gq), *gmv = gc_host(gm);
+  for (int j = 0; j < 2; j++) {
+    ck_assert(ov[j] == 0);
+    ck_assert(gqv[j] == 0);
+    ck_assert(isfinite(gqv[2 + j]));
+  }
+  for (int j = 0; j < 3; j++) {
+    ck_assert(gmv[j] == 0);
+    ck_assert(isfinite(gmv[3 + j]));
+  }
+  ck_assert(gqv[2] != 0 || gqv[3] != 0);
+  free(ov);
+  free(gqv);
+  free(gmv);
+  ct_release(gq);
+  ct_release(gm);
+  ct_release(s);
+  ct_release(o);
+  ct_release(q);
+  ct_release(k);
+  ct_release(v);
+  ct_release(m);
+}
+END_TEST
+
+/* ---- dropout ---- */
+
+/* The gradient is g * mask / (1 - p) with the forward's own mask: x = 1 makes the forward's
+ * output the mask times the scale, and the gradient must be g times exactly that factor (the
+ * same f32 rounding: the kernel multiplies by the f32 scale). */
+static void dropout_case(ct_device *d, ct_dtype dt, double p) {
+  enum { N = 203 };
+  double ones[N], gv[N];
+  for (int i = 0; i < N; i++) ones[i] = 1;
+  gc_fill(gv, N, -2, 2, 5);
+  int64_t n = N;
+  ct_tensor *x64, *x = NULL, *g64, *g = NULL, *y = NULL, *gx = NULL;
+  ck_assert_ct_ok(ct_from_host(&x64, d, CT_F64, 1, &n, ones));
+  ck_assert_ct_ok(ct_from_host(&g64, d, CT_F64, 1, &n, gv));
+  ck_assert_ct_ok(ct_cast(&x, x64, dt));
+  ck_assert_ct_ok(ct_cast(&g, g64, dt));
+  ck_assert_ct_ok(ct_set_requires_grad(x, true));
+  ct_manual_seed(1234);
+  ck_assert_ct_ok(ct_dropout(&y, x, p, true));
+  ck_assert_ct_ok(ct_backward(y, g));
+  ck_assert_ct_ok(ct_grad(&gx, x));
+  double *yv = gc_host(y), *gxv = gc_host(gx), *gq = gc_host(g);
+  int kept = 0;
+  for (int i = 0; i < N; i++) {
+    double want;
+    if (dt == CT_F32) want = (double)((float)gq[i] * (float)yv[i]);
+    else want = gq[i] * yv[i];
+    kept += yv[i] != 0;
+    ck_assert_msg(gxv[i] == want, "dropout p %g element %d: gradient %.17g, expected %.17g", p, i, gxv[i], want);
+  }
+  /* the mask is not degenerate */
+  ck_assert_int_gt(kept, 0);
+  ck_assert_int_lt(kept, N);
+  free(yv);
+  free(gxv);
+  free(gq);
+  ct_release(gx);
+  ct_release(y);
+  ct_release(x);
+  ct_release(x64);
+  ct_release(g);
+  ct_release(g64);
+}
+
+START_TEST(dropout_grad_is_forward_mask) {
+  ct_device *d = ct_test_device();
+  dropout_case(d, CT_F32, 0.3);
+  dropout_case(d, CT_F64, 0.6);
+  /* p = 0 and eval: identity; p = 1: zeros */
+  double xv[4] = {1, -2, 3, 4};
+  int64_t n = 4;
+  for (int mode = 0; mode < 3; mode++) {
+    ct_tensor *x, *y = NULL, *s = NULL, *gx = NULL;
+    ck_assert_ct_ok(ct_from_host(&x, d, CT_F64, 1, &n, xv));
+    ck_assert_ct_ok(ct_set_requires_grad(x, true));
+    ck_assert_ct_ok(ct_dropout(&y, x, mode == 2 ? 1.0 : mode == 1 ? 0.5 : 0.0, mode != 1));
+    ck_assert_ct_ok(ct_sum(&s, y, 0, NULL, false));
+    ck_assert_ct_ok(ct_backward(s, NULL));
+    ck_assert_ct_ok(ct_grad(&gx, x));
+    double *g = gc_host(gx);
+    for (int i = 0; i < 4; i++) ck_assert(g[i] == (mode == 2 ? 0.0 : 1.0));
+    free(g);
+    ct_release(gx);
+    ct_release(s);
+    ct_release(y);
+    ct_release(x);
+  }
+}
+END_TEST
+
+/* ---- losses ---- */
+
+struct loss_ctx {
+  int kind; /* 0 cross_entropy, 1 nll_loss, 2 mse_loss */
+  ct_reduction r;
+  double smoothing;
+  int64_t ignore;
+};
+
+static ct_status f_loss(ct_tensor **out, ct_tensor *const *in, void *ctx) {
+  const struct loss_ctx *c = ctx;
+  if (c->kind == 0) return ct_cross_entropy(out, in[0], in[1], c->ignore, c->smoothing, c->r);
+  if (c->kind == 1) return ct_nll_loss(out, in[0], in[1], c->ignore, c->r);
+  return ct_mse_loss(out, in[0], in[1], c->r);
+}
+
+START_TEST(loss_gradcheck) {
+  ct_device *d = ct_test_device();
+  double t2[4] = {2, -100, 0, 1};   /* [4], one ignored (-100) */
+  double t3[4] = {1, 2, 2, 0};      /* [2, 2] */
+  double t3i[4] = {1, 3, 3, 3};     /* ignore_index 3: only one counts */
+  double t0[1] = {2};               /* 0-d */
+  for (int r = 0; r < 3; r++) {
+    for (int sm = 0; sm < 2; sm++) {
+      double eps = sm ? 0.2 : 0.0;
+      double x[12];
+      struct loss_ctx c = {0, (ct_reduction)r, eps, -100};
+      char what[64];
+      /* [N, C] with an ignored target */
+      gc_fill(x, 12, -2, 2, 80 + r * 2 + sm);
+      gc_input in[2] = {{.ndim = 2, .shape = {4, 3}, .data = x, .requires_grad = true, .strided = sm},
+                        {.ndim = 1, .shape = {4}, .data = t2, .integer = true}};
+      snprintf(what, sizeof what, "cross_entropy [4, 3] r %d eps %g", r, eps);
+      gc_check(d, what, f_loss, &c, 2, in);
+      /* [N, C, d] (class dim 1), strided */
+      gc_input in3[2] = {{.ndim = 3, .shape = {2, 3, 2}, .data = x, .requires_grad = true, .strided = !sm},
+                         {.ndim = 2, .shape = {2, 2}, .data = sm ? t3i : t3, .integer = true}};
+      c.ignore = sm ? 3 : -100;
+      snprintf(what, sizeof what, "cross_entropy [2, 3, 2] r %d eps %g", r, eps);
+      gc_check(d, what, f_loss, &c, 2, in3);
+      c.ignore = -100;
+      /* [C] with a 0-d target */
+      gc_input in1[2] = {{.ndim = 1, .shape = {3}, .data = x, .requires_grad = true},
+                         {.ndim = 0, .data = t0, .integer = true}};
+      snprintf(what, sizeof what, "cross_entropy [3] r %d eps %g", r, eps);
+      gc_check(d, what, f_loss, &c, 2, in1);
+    }
+    /* nll_loss */
+    double lp[12];
+    gc_fill(lp, 12, -3, 0, 90 + r);
+    struct loss_ctx c = {1, (ct_reduction)r, 0, -100};
+    gc_input in[2] = {{.ndim = 2, .shape = {4, 3}, .data = lp, .requires_grad = true, .strided = r == 1},
+                      {.ndim = 1, .shape = {4}, .data = t2, .integer = true}};
+    char what[64];
+    snprintf(what, sizeof what, "nll_loss r %d", r);
+    gc_check(d, what, f_loss, &c, 2, in);
+    /* mse_loss with broadcast: a [3, 4], b [4] (and b [3, 1]) */
+    double a[12], b[4];
+    gc_fill(a, 12, -2, 2, 100 + r);
+    gc_fill(b, 4, -2, 2, 110 + r);
+    c = (struct loss_ctx){2, (ct_reduction)r, 0, 0};
+    gc_input im[2] = {{.ndim = 2, .shape = {3, 4}, .data = a, .requires_grad = true, .strided = r == 2},
+                      {.ndim = 1, .shape = {4}, .data = b, .requires_grad = true}};
+    snprintf(what, sizeof what, "mse_loss r %d", r);
+    gc_check(d, what, f_loss, &c, 2, im);
+    im[1] = (gc_input){.ndim = 2, .shape = {3, 1}, .data = b, .requires_grad = true};
+    snprintf(what, sizeof what, "mse_loss [3, 1] r %d", r);
+    gc_check(d, what, f_loss, &c, 2, im);
+  }
+}
+END_TEST
+
+/* MEAN over targets that are all ignored is NaN (0 / 0, as PyTorch) and its gradient is zero. */
+START_TEST(loss_all_ignored_mean) {
+  ct_device *d = ct_test_device();
+  double xv[6] = {0.1, 0.2, 0.3, -1, 0, 1};
+  int64_t tv[2] = {-100, -100}, xs[2] = {2, 3}, ts = 2;
+  ct_tensor *x, *t, *l = NULL, *g = NULL;
+  ck_assert_ct_ok(ct_from_host(&x, d, CT_F64, 2, xs, xv));
+  ck_assert_ct_ok(ct_from_host(&t, d, CT_I64, 1, &ts, tv));
+  ck_assert_ct_ok(ct_set_requires_grad(x, true));
+  ck_assert_ct_ok(ct_cross_entropy(&l, x, t, -100, 0.1, CT_REDUCTION_MEAN));
+  double *lv = gc_host(l);
+  ck_assert(isnan(lv[0]));
+  free(lv);
+  ck_assert_ct_ok(ct_backward(l, NULL));
+  ck_assert_ct_ok(ct_grad(&g, x));
+  double *gv = gc_host(g);
+  for (int i = 0; i < 6; i++) ck_assert(gv[i] == 0);
+  free(gv);
+  ct_release(g);
+  ct_release(l);
+  ct_release(x);
+  ct_release(t);
+}
+END_TEST
+
+/* ---- autocast, and f32 runs of the backward kernels ---- */
+
+/* Under autocast the norms and losses take f16/bf16 inputs in f32 and return f32; attention
+ * casts f32 operands to the autocast dtype. The f32 backward of each kernel runs once. */
+START_TEST(autocast_and_f32_smoke) {
+  ct_device *d = ct_test_device();
+  double xv[12];
+  gc_fill(xv, 12, -1, 1, 7);
+  int64_t xs[2] = {3, 4}, ts = 3, tv[3] = {0, 3, 1};
+  ct_tensor *x64, *x32, *xh, *t, *y = NULL, *l = NULL;
+  ck_assert_ct_ok(ct_from_host(&x64, d, CT_F64, 2, xs, xv));
+  ck_assert_ct_ok(ct_from_host(&t, d, CT_I64, 1, &ts, tv));
+  ck_assert_ct_ok(ct_cast(&x32, x64, CT_F32));
+  ck_assert_ct_ok(ct_cast(&xh, x64, CT_BF16));
+  ck_assert_ct_ok(ct_autocast_set(CT_BF16));
+  ck_assert_ct_ok(ct_layer_norm(&y, xh, 1, NULL, NULL, 1e-5));
+  ck_assert_int_eq(ct_tensor_dtype(y), CT_F32);
+  ct_release(y);
+  ck_assert_ct_ok(ct_rms_norm(&y, xh, 2, NULL, NAN));
+  ck_assert_int_eq(ct_tensor_dtype(y), CT_F32);
+  ct_release(y);
+  ck_assert_ct_ok(ct_batch_norm(&y, xh, NULL, NULL, NULL, NULL, true, 0.1, 1e-5));
+  ck_assert_int_eq(ct_tensor_dtype(y), CT_F32);
+  ct_release(y);
+  ck_assert_ct_ok(ct_cross_entropy(&l, xh, t, -100, 0.0, CT_REDUCTION_MEAN));
+  ck_assert_int_eq(ct_tensor_dtype(l), CT_F32);
+  ct_release(l);
+  ck_assert_ct_ok(ct_nll_loss(&l, xh, t, -100, CT_REDUCTION_NONE));
+  ck_assert_int_eq(ct_tensor_dtype(l), CT_F32);
+  ct_release(l);
+  ck_assert_ct_ok(ct_mse_loss(&l, xh, xh, CT_REDUCTION_SUM));
+  ck_assert_int_eq(ct_tensor_dtype(l), CT_F32);
+  ct_release(l);
+  /* f64 stays f64 (autocast leaves it alone, as PyTorch) */
+  ck_assert_ct_ok(ct_layer_norm(&y, x64, 1, NULL, NULL, 1e-5));
+  ck_assert_int_eq(ct_tensor_dtype(y), CT_F64);
+  ct_release(y);
+  ck_assert_ct_ok(ct_scaled_dot_product_attention(&y, x32, x32, x32, NULL, true, NAN));
+  ck_assert_int_eq(ct_tensor_dtype(y), CT_BF16);
+  ct_release(y);
+  ck_assert_ct_ok(ct_autocast_set(CT_F32));
+  /* f32 backward kernels: layer_norm, batch_norm, attention, cross_entropy, dropout */
+  ck_assert_ct_ok(ct_set_requires_grad(x32, true));
+  ct_tensor *a = NULL, *b = NULL, *c = NULL, *e = NULL, *f = NULL, *g = NULL;
+  ck_assert_ct_ok(ct_layer_norm(&a, x32, 1, NULL, NULL, 1e-5));
+  ck_assert_ct_ok(ct_batch_norm(&b, a, NULL, NULL, NULL, NULL, true, 0.1, 1e-5));
+  ck_assert_ct_ok(ct_scaled_dot_product_attention(&c, b, b, b, NULL, true, NAN));
+  ck_assert_ct_ok(ct_dropout(&e, c, 0.25, true));
+  ck_assert_ct_ok(ct_cross_entropy(&f, e, t, -100, 0.1, CT_REDUCTION_SUM));
+  ck_assert_ct_ok(ct_backward(f, NULL));
+  ck_assert_ct_ok(ct_grad(&g, x32));
+  ck_assert_int_eq(ct_tensor_dtype(g), CT_F32);
+  double *gv = gc_host(g);
+  for (int i = 0; i < 12; i++) ck_assert(isfinite(gv[i]));
+  free(gv);
+  ct_release(g);
+  ct_release(a);
+  ct_release(b);
+  ct_release(c);
+  ct_release(e);
+  ct_release(f);
+  ct_release(x64);
+  ct_release(x32);
+  ct_release(xh);
+  ct_release(t);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("autograd-nn");
+  TCase *tc = tcase_create("nn");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, layer_rms_norm_gradcheck);
+  tcase_add_test(tc, batch_norm_gradcheck);
+  tcase_add_test(tc, norm_inplace_rules);
+  tcase_add_test(tc, sdpa_gradcheck);
+  tcase_add_test(tc, sdpa_fully_masked_row_zero_grad);
+  tcase_add_test(tc, dropout_grad_is_forward_mask);
+  tcase_add_test(tc, loss_gradcheck);
+  tcase_add_test(tc, loss_all_ignored_mean);
+  tcase_add_test(tc, autocast_and_f32_smoke);
+  suite_add_tcase(s, tc);
+  return ct_test_run(s);
+}
