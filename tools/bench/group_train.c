@@ -124,7 +124,8 @@ static void bench_gpt(const bench_opts *o, ct_device *d) {
     ct_tensor *text = NULL, *starts = NULL, *row = NULL, *params[CHARLM_MAX_PARAMS];
     ct_status st = charlm_load(&c.gpt, file);
     const int np = st == CT_OK ? charlm_params(&c.gpt, params, NULL) : 0;
-    if (st == CT_OK) st = make_opt(&c, params, np, 3e-3, 0.01, true);
+    const char *lr = ct_safetensors_metadata_get(file, "lr"), *wd = ct_safetensors_metadata_get(file, "weight_decay");
+    if (st == CT_OK) st = make_opt(&c, params, np, lr ? atof(lr) : 1e-3, wd ? atof(wd) : 0.01, true);
     if (st == CT_OK) st = ct_safetensors_get(&text, file, "text");
     if (st == CT_OK) st = ct_safetensors_get(&starts, file, "starts");
     /* Step 0's batch: windows text[s:s+T] and the next characters. */
