@@ -103,18 +103,19 @@ ct_status ct__grad_var(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   if (dof < 0) dof = 0;
   const ct_tensor *gv = g;
   if (n->i[3]) {
-    TRY(ct_div(&t[0], g, out));
-    TRY(ct_mul_scalar(&t[1], t[0], 0.5));
+    TRY(ct_mul_scalar(&t[0], out, 2.0));
+    TRY(ct_div(&t[1], g, t[0]));
     TRY(ct_eq_scalar(&t[2], out, 0.0));
     TRY(scalar_like(&t[3], t[1], 0.0));
     TRY(ct_where(&t[4], t[2], t[3], t[1]));
     gv = t[4];
   }
-  TRY(ct_mean(&t[5], x, nd, dims, true));
-  TRY(ct_sub(&t[6], x, t[5]));
-  TRY(ct__ag_unreduce(&t[7], n, gv));
-  TRY(ct_mul(&t[8], t[7], t[6]));
-  TRY(ct_mul_scalar(&gin[0], t[8], 2.0 / dof));
+  /* (2 / dof) g first, on the reduced shape: PyTorch's order, and the cheaper one */
+  TRY(ct_mul_scalar(&t[5], gv, 2.0 / dof));
+  TRY(ct__ag_unreduce(&t[6], n, t[5]));
+  TRY(ct_mean(&t[7], x, nd, dims, true));
+  TRY(ct_sub(&t[8], x, t[7]));
+  TRY(ct_mul(&gin[0], t[6], t[8]));
 done:
   RELEASE_TMP(t);
   return st;
