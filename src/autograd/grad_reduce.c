@@ -1,19 +1,10 @@
 /* Gradient formulas of the reductions and softmax (rows of tensor/grad_ops.def). */
 #include "autograd/autograd.h"
+#include "autograd/grad_tmp.h"
 #include "cltensor/elementwise.h"
 #include "cltensor/reduce.h"
 #include "cltensor/shape.h"
 #include "core/error.h"
-
-/* Temporaries of a formula, released at the end (as in grad_ew.c). */
-#define NTMP 12
-#define TRY(call)               \
-  do {                          \
-    st = (call);                \
-    if (st != CT_OK) goto done; \
-  } while (0)
-#define RELEASE_TMP(t) \
-  for (int k_ = 0; k_ < NTMP; k_++) ct_release(t[k_])
 
 /* The reduced dims of a reduction node (n->i[1], bits) as a list; returns how many. A 0-dim
  * input has none, which the reductions read as "every dim" (the same thing there). */
@@ -44,7 +35,7 @@ static ct_status scalar_like(ct_tensor **out, const ct_tensor *like, double v) {
  * but where() drops it), so there is no host round trip to look for zeros. */
 ct_status ct__grad_prod(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   ct_status st = CT_OK;
-  ct_tensor *t[NTMP] = {0};
+  ct_tensor *t[CT__TMP] = {0};
   const ct_tensor *x = ct__ag_saved(n, 0), *out = ct__ag_saved(n, 1);
   int dims[CT_MAX_DIMS], nd = red_dims(n, dims);
   TRY(ct__ag_unreduce(&t[0], n, g));
@@ -76,7 +67,7 @@ done:
  * scale_grad_by_count. */
 ct_status ct__grad_amax(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   ct_status st = CT_OK;
-  ct_tensor *t[NTMP] = {0};
+  ct_tensor *t[CT__TMP] = {0};
   const ct_tensor *x = ct__ag_saved(n, 0), *out = ct__ag_saved(n, 1);
   int dims[CT_MAX_DIMS], nd = red_dims(n, dims);
   TRY(ct__ag_unreduce(&t[0], n, out));
@@ -96,7 +87,7 @@ done:
  * std_backward). */
 ct_status ct__grad_var(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   ct_status st = CT_OK;
-  ct_tensor *t[NTMP] = {0};
+  ct_tensor *t[CT__TMP] = {0};
   const ct_tensor *x = ct__ag_saved(n, 0), *out = ct__ag_saved(n, 1);
   int dims[CT_MAX_DIMS], nd = red_dims(n, dims);
   double dof = (double)red_count(n) - (double)n->i[2];
@@ -125,7 +116,7 @@ done:
  * too). */
 ct_status ct__grad_logsumexp(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   ct_status st = CT_OK;
-  ct_tensor *t[NTMP] = {0};
+  ct_tensor *t[CT__TMP] = {0};
   TRY(ct__ag_unreduce(&t[0], n, ct__ag_saved(n, 1)));
   TRY(ct_sub(&t[1], ct__ag_saved(n, 0), t[0]));
   TRY(ct_exp(&t[2], t[1]));
@@ -139,7 +130,7 @@ done:
 /* softmax along dim i[0], y its saved output: y (g - sum(g y, dim)). */
 ct_status ct__grad_softmax(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   ct_status st = CT_OK;
-  ct_tensor *t[NTMP] = {0};
+  ct_tensor *t[CT__TMP] = {0};
   const ct_tensor *y = ct__ag_saved(n, 0);
   int dim = (int)n->i[0];
   TRY(ct_mul(&t[0], g, y));
@@ -154,7 +145,7 @@ done:
 /* log_softmax along dim i[0], y its saved output: g - exp(y) sum(g, dim). */
 ct_status ct__grad_log_softmax(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   ct_status st = CT_OK;
-  ct_tensor *t[NTMP] = {0};
+  ct_tensor *t[CT__TMP] = {0};
   int dim = (int)n->i[0];
   TRY(ct_exp(&t[0], ct__ag_saved(n, 0)));
   TRY(ct_sum(&t[1], g, 1, &dim, true));
