@@ -65,6 +65,21 @@ inline acc_t ct_sq(acc_t v) { return v * v; }
 
 #define ELEM(j) (inner_flat ? (j) : ct_offset((j), indim, ishape, istr))
 
+/* A row's mean and rstd = 1 / sqrt(variance + eps): mode 0, layer_norm (mean, biased variance);
+ * mode 1, rms_norm (mean 0, mean of squares). The one computation of both, so the backward
+ * recomputes exactly the forward's values. */
+inline void ct_row_stats(__global const io_t *x, long xb, int indim, long8 ishape, long8 istr, int inner_flat,
+                         long n, int mode, acc_t eps, acc_t *mean_out, acc_t *rstd_out) {
+  acc_t mean = 0, m2;
+  if (mode == 0) {
+    CT_CASCADE_SUM(mean, n, j, LOADA(x, xb + ELEM(j)));
+    mean /= (acc_t)n;
+  }
+  CT_CASCADE_SUM(m2, n, j, ct_sq(LOADA(x, xb + ELEM(j)) - mean));
+  *mean_out = mean;
+  *rstd_out = (acc_t)1 / sqrt(m2 / (acc_t)n + eps);
+}
+
 /* mode 0: layer_norm (mean, biased variance), mode 1: rms_norm (mean of squares). */
 __kernel void norm_rows(__global const io_t *x, long x_off, int kndim, long8 kshape, long8 kstr,
                         int indim, long8 ishape, long8 istr, int inner_flat, long nrows, long n,
@@ -74,13 +89,8 @@ __kernel void norm_rows(__global const io_t *x, long x_off, int kndim, long8 ksh
   if (row >= nrows) return;
   long xb = x_off + ct_offset(row, kndim, kshape, kstr);
   long ob = out_off + row * n;
-  acc_t mean = 0, m2;
-  if (mode == 0) {
-    CT_CASCADE_SUM(mean, n, j, LOADA(x, xb + ELEM(j)));
-    mean /= (acc_t)n;
-  }
-  CT_CASCADE_SUM(m2, n, j, ct_sq(LOADA(x, xb + ELEM(j)) - mean));
-  acc_t rstd = (acc_t)1 / sqrt(m2 / (acc_t)n + eps);
+  acc_t mean, rstd;
+  ct_row_stats(x, xb, indim, ishape, istr, inner_flat, n, mode, eps, &mean, &rstd);
   for (long j = 0; j < n; j++) {
     acc_t v = (LOADA(x, xb + ELEM(j)) - mean) * rstd;
     if (mode == 1) {
@@ -163,13 +173,8 @@ __kernel void norm_rows_bwd(__global const io_t *x, long x_off, int kndim, long8
   if (row >= nrows) return;
   long xb = x_off + ct_offset(row, kndim, kshape, kstr);
   long gb = g_off + row * n;
-  acc_t mean = 0, m2;
-  if (mode == 0) {
-    CT_CASCADE_SUM(mean, n, j, LOADA(x, xb + ELEM(j)));
-    mean /= (acc_t)n;
-  }
-  CT_CASCADE_SUM(m2, n, j, ct_sq(LOADA(x, xb + ELEM(j)) - mean));
-  acc_t rstd = (acc_t)1 / sqrt(m2 / (acc_t)n + eps);
+  acc_t mean, rstd;
+  ct_row_stats(x, xb, indim, ishape, istr, inner_flat, n, mode, eps, &mean, &rstd);
   stats[stats_off + 2 * row] = mean;
   stats[stats_off + 2 * row + 1] = rstd;
   if (!want_dx) return;

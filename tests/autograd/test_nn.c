@@ -8,6 +8,19 @@
 
 #include "gradcheck.h"
 
+/* Appends the norm's weight and bias (those not NULL) of shape pshape[0..pndim) after x (in[0]);
+ * returns the number of inputs. */
+static int add_params(gc_input *in, int pndim, const int64_t *pshape, double *w, double *b) {
+  int n = 1;
+  double *vals[2] = {w, b};
+  for (int i = 0; i < 2; i++) {
+    if (!vals[i]) continue;
+    in[n] = (gc_input){.ndim = pndim, .data = vals[i], .requires_grad = true};
+    memcpy(in[n++].shape, pshape, sizeof(int64_t) * (size_t)pndim);
+  }
+  return n;
+}
+
 /* ---- layer norm, rms norm ---- */
 
 struct norm_ctx {
@@ -48,17 +61,7 @@ START_TEST(layer_rms_norm_gradcheck) {
     const struct norm_ctx *c = &cases[k].c;
     gc_input in[3] = {{.ndim = cases[k].ndim, .data = x, .requires_grad = true, .strided = cases[k].strided}};
     memcpy(in[0].shape, cases[k].shape, sizeof cases[k].shape);
-    int n = 1;
-    gc_input p = {.ndim = c->nnorm, .requires_grad = true};
-    memcpy(p.shape, cases[k].shape + cases[k].ndim - c->nnorm, sizeof(int64_t) * (size_t)c->nnorm);
-    if (c->w) {
-      in[n] = p;
-      in[n++].data = w;
-    }
-    if (c->b) {
-      in[n] = p;
-      in[n++].data = b;
-    }
+    int n = add_params(in, c->nnorm, cases[k].shape + cases[k].ndim - c->nnorm, c->w ? w : NULL, c->b ? b : NULL);
     char what[64];
     snprintf(what, sizeof what, "%s case %zu", c->mode ? "rms_norm" : "layer_norm", k);
     gc_check(d, what, f_norm, (void *)c, n, in);
@@ -114,16 +117,7 @@ START_TEST(batch_norm_gradcheck) {
     const struct bn_ctx *c = &cases[k].c;
     gc_input in[3] = {{.ndim = cases[k].ndim, .data = x, .requires_grad = true, .strided = cases[k].strided}};
     memcpy(in[0].shape, cases[k].shape, sizeof cases[k].shape);
-    int n = 1;
-    gc_input p = {.ndim = 1, .shape = {cases[k].shape[1]}, .requires_grad = true};
-    if (c->w) {
-      in[n] = p;
-      in[n++].data = w;
-    }
-    if (c->b) {
-      in[n] = p;
-      in[n++].data = b;
-    }
+    int n = add_params(in, 1, cases[k].shape + 1, c->w ? w : NULL, c->b ? b : NULL);
     char what[64];
     snprintf(what, sizeof what, "batch_norm case %zu", k);
     gc_check(d, what, f_bn, (void *)c, n, in);
