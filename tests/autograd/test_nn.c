@@ -66,6 +66,17 @@ START_TEST(layer_rms_norm_gradcheck) {
     snprintf(what, sizeof what, "%s case %zu", c->mode ? "rms_norm" : "layer_norm", k);
     gc_check(d, what, f_norm, (void *)c, n, in);
   }
+  /* 70 rows: the weight and bias gradients sum over several blocks of rows (x takes no gradient
+   * here, so the check stays cheap) */
+  double x[140], w[2], b[2];
+  gc_fill(x, 140, -2.0, 2.0, 1);
+  gc_fill(w, 2, 0.5, 1.5, 2);
+  gc_fill(b, 2, -1.0, 1.0, 3);
+  static const struct norm_ctx c = {0, 1, true, true};
+  gc_input in[3] = {{.ndim = 2, .shape = {70, 2}, .data = x}};
+  int64_t ps[1] = {2};
+  int n = add_params(in, 1, ps, w, b);
+  gc_check(d, "layer_norm 70 rows", f_norm, (void *)&c, n, in);
 }
 END_TEST
 
