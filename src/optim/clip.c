@@ -11,7 +11,6 @@
 
 #include "core/error.h"
 #include "optim/optim.h"
-#include "tensor/graph.h"
 
 enum { CT__CLIP_GROUPS = 16, CT__CLIP_GROUP = 64, CT__CLIP_SLOT = CT__CLIP_GROUPS * 8 /* bytes per gradient */ };
 
@@ -78,21 +77,6 @@ static ct_status sumsq_on(ct_device *d, ct_tensor *const *grads, int n, double *
   return st;
 }
 
-static ct_status scale_grad(ct_tensor *g, double coef, const char *fn) {
-  int64_t ne = ct_numel(g);
-  if (ne == 0) return CT_OK;
-  ct__kernel *k;
-  CT__TRY(ct__optim_kernel(&k, g->storage->device, "optim_scale", g->dtype, fn));
-  struct ct__kargs a = ct__kargs_lock(k);
-  ct__karg_tensor(&a, "g", g, 0);
-  ct__optim_karg_geom(&a, 1, (const ct_tensor *[]){g});
-  ct__karg_long(&a, "n", ne);
-  ct__optim_karg_acc(&a, "coef", g->dtype, coef);
-  CT__TRY(ct__launch1(k, &a, g->storage->device, ne, 0, fn));
-  ct__tensor_bump_version(g);
-  return CT_OK;
-}
-
 ct_status ct_clip_grad_norm(double *total_norm, ct_tensor *const *params, int n, double max_norm) {
   const char *fn = "ct_clip_grad_norm";
   if (total_norm) *total_norm = NAN;
@@ -137,7 +121,7 @@ ct_status ct_clip_grad_norm(double *total_norm, ct_tensor *const *params, int n,
    * made, while the norm here is already on the host. */
   if (st == CT_OK && (coef < 1 || isnan(coef)))
     for (int i = 0; i < n && st == CT_OK; i++)
-      if (grads[i]) st = scale_grad(grads[i], coef, fn);
+      if (grads[i]) st = ct__optim_grad_launch(grads[i], "optim_scale", coef, NULL, fn);
   if (st == CT_OK && total_norm) *total_norm = total;
   free(grads);
   free(sums);

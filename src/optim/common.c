@@ -7,6 +7,7 @@
 #include "device/device.h"
 #include "kernel/launch_geom.h"
 #include "optim/optim.h"
+#include "tensor/graph.h"
 
 ct_status ct__optim_kernel(ct__kernel **k, ct_device *d, const char *name, ct_dtype dt, const char *fn) {
   /* OpenCL lets f32 division and sqrt be 2.5 and 3 ulp off unless the device offers correct
@@ -32,6 +33,22 @@ void ct__optim_karg_geom(struct ct__kargs *a, int nt, const ct_tensor *const *ts
   for (int j = 0; j < nt; j++) memcpy(st[j], ts[j]->strides, sizeof st[j]);
   int ndim = ct__collapse_dims(ts[0]->ndim, shape, nt, sts, CT__COLLAPSE_ORDER);
   ct__karg_geom(a, "geometry", ndim, shape, nt, (const int64_t *const *)sts);
+}
+
+ct_status ct__optim_grad_launch(ct_tensor *g, const char *name, double x, const ct_tensor *flag, const char *fn) {
+  int64_t ne = ct_numel(g);
+  if (ne == 0) return CT_OK;
+  ct__kernel *k;
+  CT__TRY(ct__optim_kernel(&k, g->storage->device, name, g->dtype, fn));
+  struct ct__kargs a = ct__kargs_lock(k);
+  ct__karg_tensor(&a, "g", g, 0);
+  ct__optim_karg_geom(&a, 1, (const ct_tensor *[]){g});
+  ct__karg_long(&a, "n", ne);
+  ct__optim_karg_acc(&a, "x", g->dtype, x);
+  if (flag) ct__karg_tensor(&a, "flag", flag, 0);
+  CT__TRY(ct__launch1(k, &a, g->storage->device, ne, 0, fn));
+  ct__tensor_bump_version(g);
+  return CT_OK;
 }
 
 ct_status ct__optim_grad(ct_tensor **g, const ct_tensor *p, int i, const char *fn) {

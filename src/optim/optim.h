@@ -44,6 +44,10 @@ void ct__optim_karg_acc(struct ct__kargs *a, const char *name, ct_dtype dt, doub
  * state), collapsed, as the kernels' `int ndim, long8 shape, long8 strides...` arguments. */
 void ct__optim_karg_geom(struct ct__kargs *a, int nt, const ct_tensor *const *ts);
 
+/* Launches kernel `name` (optim_scale, optim_unscale) over the gradient g with its geometry, the
+ * scalar x in g's compute type and, when flag is not NULL, the flag tensor; bumps g's version. */
+ct_status ct__optim_grad_launch(ct_tensor *g, const char *name, double x, const ct_tensor *flag, const char *fn);
+
 /* The gradient of parameter i of params, after checking that it matches the parameter (shape,
  * dtype, device): NULL (and CT_OK) when it has none. A mismatch can only come from a bug. */
 ct_status ct__optim_grad(ct_tensor **g, const ct_tensor *p, int i, const char *fn);

@@ -11,7 +11,6 @@
 #include "cltensor/elementwise.h"
 #include "core/error.h"
 #include "optim/optim.h"
-#include "tensor/graph.h"
 
 enum { CT__SCALER_UNSCALED = 1, CT__SCALER_STEPPED = 2 };
 
@@ -90,22 +89,6 @@ static ct_status entry_of(struct ct__scaler_entry **e, ct_grad_scaler *s, const 
   return CT_OK;
 }
 
-static ct_status unscale_grad(ct_tensor *g, double inv, ct_tensor *flag, const char *fn) {
-  int64_t ne = ct_numel(g);
-  if (ne == 0) return CT_OK;
-  ct__kernel *k;
-  CT__TRY(ct__optim_kernel(&k, g->storage->device, "optim_unscale", g->dtype, fn));
-  struct ct__kargs a = ct__kargs_lock(k);
-  ct__karg_tensor(&a, "g", g, 0);
-  ct__optim_karg_geom(&a, 1, (const ct_tensor *[]){g});
-  ct__karg_long(&a, "n", ne);
-  ct__optim_karg_acc(&a, "inv", g->dtype, inv);
-  ct__karg_tensor(&a, "flag", flag, 0);
-  CT__TRY(ct__launch1(k, &a, g->storage->device, ne, 0, fn));
-  ct__tensor_bump_version(g);
-  return CT_OK;
-}
-
 /* Unscales opt's gradients and records whether one held inf/NaN. */
 static ct_status unscale(ct_grad_scaler *s, ct_optimizer *opt, struct ct__scaler_entry *e, const char *fn) {
   /* PyTorch refuses f16 gradients here (the parameters should be f32 master weights); checked
@@ -135,7 +118,7 @@ static ct_status unscale(ct_grad_scaler *s, ct_optimizer *opt, struct ct__scaler
     st = ct_zeros(&flag, d, CT_I32, 0, NULL);
     for (int j = i; j < opt->n && st == CT_OK; j++) {
       ct_tensor *g = opt->params[j]->grad;
-      if (g && g->storage->device == d) st = unscale_grad(g, inv, flag, fn);
+      if (g && g->storage->device == d) st = ct__optim_grad_launch(g, "optim_unscale", inv, flag, fn);
     }
     int32_t f = 0;
     if (st == CT_OK) st = ct_to_host(flag, &f, sizeof f);
