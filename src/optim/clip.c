@@ -20,8 +20,7 @@ static int64_t clip_groups(int64_t n) {
   return g < 1 ? 1 : g > CT__CLIP_GROUPS ? CT__CLIP_GROUPS : g;
 }
 
-/* Adds the squared norm of every gradient on device d (those of grads[] whose device is d)
- * into norms[] (each gradient's own sum of squares). */
+/* sums[i] = the sum of squares of grads[i], for the gradients on device d. */
 static ct_status sumsq_on(ct_device *d, ct_tensor *const *grads, int n, double *sums, const char *fn) {
   int count = 0;
   for (int i = 0; i < n; i++)
@@ -40,6 +39,10 @@ static ct_status sumsq_on(ct_device *d, ct_tensor *const *grads, int n, double *
     if (ne == 0) continue;
     ct__kernel *k;
     st = ct__optim_kernel(&k, d, "optim_sumsq", g->dtype, fn);
+    /* Exactly clip_groups(ne) groups, whatever group size the kernel gets: the host reads that
+     * many partial sums. */
+    size_t local = 0;
+    if (st == CT_OK) st = ct__kernel_group_limit(&local, k, d, CT__CLIP_GROUP, 0);
     if (st != CT_OK) break;
     struct ct__kargs a = ct__kargs_lock(k);
     ct__karg_tensor(&a, "g", g, 0);
@@ -47,7 +50,7 @@ static ct_status sumsq_on(ct_device *d, ct_tensor *const *grads, int n, double *
     ct__karg_long(&a, "n", ne);
     ct__karg_mem(&a, "part", ct__tensor_mem(part));
     ct__karg_long(&a, "part_off", (cl_long)(off / es)); /* the allocator aligns blocks to 128 bytes */
-    st = ct__launch1(k, &a, d, clip_groups(ne) * CT__CLIP_GROUP, CT__CLIP_GROUP, fn);
+    st = ct__launch1(k, &a, d, clip_groups(ne) * (int64_t)local, local, fn);
   }
   unsigned char *h = NULL;
   if (st == CT_OK && !(h = malloc((size_t)nbytes + 1)))

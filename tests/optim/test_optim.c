@@ -321,6 +321,38 @@ START_TEST(clip_nonfinite) {
 }
 END_TEST
 
+/* A gradient of 10000 elements takes several work-groups (their partial sums are added on the
+ * host) and a strided f32 view: the norm against a double host sum (f32 partial sums of a few
+ * hundred terms each: 1e-6 relative is far above their rounding, far below any lost group). */
+START_TEST(clip_many_groups) {
+  ct_device *d = ct_test_device();
+  int64_t n = 10000, shape[2] = {100, 100};
+  float *v = malloc(sizeof(float) * (size_t)n);
+  double sum = 0;
+  for (int64_t i = 0; i < n; i++) {
+    v[i] = (float)((i * 37) % 101 - 50) / 16.0f;
+    sum += (double)v[i] * v[i];
+  }
+  ct_tensor *p = NULL, *base = NULL, *g = NULL;
+  ck_assert_ct_ok(ct_zeros(&p, d, CT_F32, 2, shape));
+  ck_assert_ct_ok(ct_set_requires_grad(p, true));
+  ck_assert_ct_ok(ct_from_host(&base, d, CT_F32, 2, shape, v));
+  ck_assert_ct_ok(ct_transpose(&p->grad, base, 0, 1)); /* strided: the kernel walks ct_offset */
+  double norm = 0;
+  ck_assert_ct_ok(ct_clip_grad_norm(&norm, &p, 1, 2.0));
+  ck_assert_msg(fabs(norm - sqrt(sum)) <= 1e-6 * sqrt(sum), "norm %.9g, expected %.9g", norm, sqrt(sum));
+  float coef = (float)(1.0f / ((float)norm + 1e-6f) * 2.0f);
+  float *h = calloc((size_t)n, sizeof(float));
+  ck_assert_ct_ok(ct_to_host(base, h, sizeof(float) * (size_t)n)); /* the view scaled base in place */
+  for (int64_t i = 0; i < n; i += 997) ck_assert_msg(h[i] == v[i] * coef, "[%lld] %g, expected %g", (long long)i, h[i], v[i] * coef);
+  free(h);
+  free(v);
+  ct_release(g);
+  ct_release(base);
+  ct_release(p);
+}
+END_TEST
+
 START_TEST(clip_errors) {
   ct_device *d = ct_test_device();
   int64_t n = 2;
@@ -709,6 +741,7 @@ int main(void) {
   tcase_add_test(tc, zero_grad_drops_gradients);
   tcase_add_test(tc, clip_matches_pytorch);
   tcase_add_test(tc, clip_nonfinite);
+  tcase_add_test(tc, clip_many_groups);
   tcase_add_test(tc, clip_errors);
   tcase_add_test(tc, scaler_matches_pytorch);
   tcase_add_test(tc, scaler_errors);
