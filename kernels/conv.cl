@@ -4,13 +4,19 @@
  *
  *  conv_im2col   a work-item per (image, column row r = (ci, ki, kj), output row oh): writes the
  *                OW columns of that row, x read through its strides (zeros where padded), so a
- *                strided or f16/bf16 x needs no copy or cast pass before the GEMM
+ *                strided or f16/bf16 x needs no copy or cast pass before the GEMM; element
+ *                (img, r, p) at img * is + r * rs + p: [nimg, K, P] for the forward (is = K P,
+ *                rs = P), [K, nimg * P] for the weight gradient (is = P, rs = nimg P), whose GEMM
+ *                reduces over images and positions at once
  *  conv_finish   out = gemm result + bias[co] (dtype conversion for f16/bf16; in place for
  *                f32/f64 when the GEMM wrote into out)
  *  conv_direct   a work-item per output element (a 3-D range OH * OW x Cout x N): the window sum,
  *                for depthwise and other
  *                convolutions with few products per output, where a GEMM would be mostly
  *                overhead
+ *  conv_col2im   the input gradient from the GEMM's w^T g columns (backward)
+ *  conv_wflip    the flipped, transposed weight of the input gradient's transposed conv (backward)
+ *  conv_wgrad    the blocked weight gradient of stride-1 convs on CPU devices (backward)
  * Geometry: x is [N, C, H, W] with element strides xs = (sn, sc, sh, sw); the kernel window is
  * kh x kw with stride (sth, stw), padding (ph, pw), dilation (dh, dw); the output is
  * [N, Cout, OH, OW], contiguous. */
@@ -20,7 +26,7 @@
 
 __kernel void conv_im2col(__global const io_t *x, long x_off, long4 xs, int C, int H, int W, int kh,
                           int kw, int sth, int stw, int ph, int pw, int dh, int dw, int OH, int OW,
-                          long n0, int nimg, __global acc_t *col, long col_off) {
+                          long n0, int nimg, __global acc_t *col, long col_off, long is, long rs) {
   long gid = get_global_id(0);
   long K = (long)C * kh * kw;
   long total = (long)nimg * K * OH;
@@ -33,7 +39,7 @@ __kernel void conv_im2col(__global const io_t *x, long x_off, long4 xs, int C, i
   int ki = (int)((r / kw) % kh);
   int ci = (int)(r / ((long)kw * kh));
   long P = (long)OH * OW;
-  __global acc_t *dst = col + col_off + (img * K + r) * P + (long)oh * OW;
+  __global acc_t *dst = col + col_off + img * is + r * rs + (long)oh * OW;
   int ih = oh * sth - ph + ki * dh;
   if (ih < 0 || ih >= H) {
     for (int ow = 0; ow < OW; ow++) dst[ow] = 0;
@@ -87,6 +93,55 @@ __kernel void conv_direct(__global const io_t *x, long x_off, long4 xs, int C, i
   }
   if (has_bias) s += (acc_t)LOADA(bias, bias_off + co);
   STOREA(out, out_off + o, s);
+}
+
+/* ---- Backward (src/nn/conv_bwd.c) ---- */
+
+/* gx[n0 + img, c, ih, iw] for the nimg images of a chunk: the sum over the window taps (ki, kj)
+ * that put (ih, iw) under an output (oh, ow) of col[img][(c kh + ki) kw + kj][oh OW + ow] (col
+ * [nimg, C kh kw, OH OW], the GEMM's w^T g). A work-item per element of x: a gather, so the sum
+ * has one fixed order and needs no atomics. gx is contiguous [N, C, H, W]. */
+__kernel void conv_col2im(__global const acc_t *col, long col_off, int C, int H, int W, int kh, int kw,
+                          int sth, int stw, int ph, int pw, int dh, int dw, int OH, int OW, long n0,
+                          int nimg, __global io_t *gx, long gx_off) {
+  long gid = get_global_id(0);
+  long CHW = (long)C * H * W;
+  if (gid >= nimg * CHW) return;
+  int iw = (int)(gid % W);
+  long t = gid / W;
+  int ih = (int)(t % H);
+  t /= H; /* img * C + c */
+  long P = (long)OH * OW;
+  __global const acc_t *cb = col + col_off + t * kh * kw * P;
+  acc_t s = 0;
+  for (int ki = 0; ki < kh; ki++) {
+    int y = ih + ph - ki * dh;
+    if (y < 0 || y % sth != 0 || y / sth >= OH) continue;
+    for (int kj = 0; kj < kw; kj++) {
+      int z = iw + pw - kj * dw;
+      if (z < 0 || z % stw != 0 || z / stw >= OW) continue;
+      s += cb[((long)ki * kw + kj) * P + (long)(y / sth) * OW + z / stw];
+    }
+  }
+  STOREA(gx, gx_off + n0 * CHW + gid, s);
+}
+
+/* w contiguous [Cout, Cg, kh, kw] -> wf [groups * Cg, og, kh, kw] (og = Cout / groups):
+ * wf[g Cg + c, o, i, j] = w[g og + o, c, kh - 1 - i, kw - 1 - j], the weight of the stride-1
+ * convolution of the output gradient that gives the input gradient (a transposed conv). */
+__kernel void conv_wflip(__global const io_t *w, long w_off, int Cg, int og, int kh, int kw,
+                         __global io_t *wf, long wf_off, long total) {
+  long o = get_global_id(0);
+  if (o >= total) return;
+  int j = (int)(o % kw);
+  long t = o / kw;
+  int i = (int)(t % kh);
+  t /= kh;
+  int oo = (int)(t % og);
+  t /= og;
+  int c = (int)(t % Cg);
+  long g = t / Cg;
+  wf[wf_off + o] = w[w_off + (((g * og + oo) * Cg + c) * kh + (kh - 1 - i)) * kw + (kw - 1 - j)];
 }
 
 /* ---- The blocked direct path for stride-1 convolutions of f32/f16/bf16 (CPU devices) ----

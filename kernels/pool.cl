@@ -77,3 +77,64 @@ __kernel void pool2d_max2(POOL2D_PARAMS) {
 #undef POOL_MAX_AT
   STOREA(out, out_off + (nc * OH + oh) * OW + ow, r);
 }
+
+/* ---- Backward (src/nn/pool.c, ct__nn_pool2d_backward) ----
+ * The input gradient out = gx, contiguous [N, C, H, W], from g [N, C, OH, OW] (element strides
+ * gs): a work-item per element of x over a 3-D range (W, H, N * C), summing, in a fixed order
+ * (oh, then ow, ascending), over the windows that contain it: a gather, so the sum needs no
+ * atomics and its bits do not depend on scheduling. mode 0: g of each window whose first maximum
+ * (recomputed as pool2d finds it: the window's first element unless a later one is greater or
+ * NaN, padded positions never) is this element, as PyTorch's max_pool2d_with_indices; mode 1:
+ * g / (kh kw); mode 2: g / the window's size. The other pool2d arguments as pool2d's (x is not
+ * read by the averages). */
+__kernel void pool2d_bwd(POOL2D_PARAMS, __global const io_t *g, long g_off, long4 gs) {
+  long iw = get_global_id(0), ih = get_global_id(1), nc = get_global_id(2);
+  long n = nc / C, c = nc - n * C;
+  if (iw >= W || ih >= H || nc >= N * C) return;
+  long gb = g_off + n * gs.s0 + c * gs.s1;
+  long oh0, oh1, ow0, ow1;
+  if (mode == 2) {
+    oh0 = (ih * OH) / H;
+    oh1 = min(((ih + 1) * OH + H - 1) / H, OH);
+    ow0 = (iw * OW) / W;
+    ow1 = min(((iw + 1) * OW + W - 1) / W, OW);
+  } else {
+    /* oh * sth - ph <= ih < oh * sth - ph + kh */
+    long a = ih + ph - kh + 1, b = iw + pw - kw + 1;
+    oh0 = a <= 0 ? 0 : (a + sth - 1) / sth;
+    ow0 = b <= 0 ? 0 : (b + stw - 1) / stw;
+    oh1 = min((ih + ph) / sth + 1, OH);
+    ow1 = min((iw + pw) / stw + 1, OW);
+  }
+  long base = x_off + n * xs.s0 + c * xs.s1;
+  acc_t s = 0;
+  for (long oh = oh0; oh < oh1; oh++)
+    for (long ow = ow0; ow < ow1; ow++) {
+      acc_t gv = LOADA(g, gb + oh * gs.s2 + ow * gs.s3);
+      if (mode == 2) {
+        long h0 = (oh * H) / OH, h1 = ((oh + 1) * H + OH - 1) / OH;
+        long w0 = (ow * W) / OW, w1 = ((ow + 1) * W + OW - 1) / OW;
+        if (ih >= h0 && ih < h1 && iw >= w0 && iw < w1) s += gv / (acc_t)((h1 - h0) * (w1 - w0));
+      } else if (mode == 1) {
+        s += gv / (acc_t)(kh * kw);
+      } else {
+        long h0 = oh * sth - ph, w0 = ow * stw - pw;
+        long h1 = min(h0 + kh, H), w1 = min(w0 + kw, W);
+        h0 = max(h0, 0l);
+        w0 = max(w0, 0l);
+        acc_t r = (acc_t)(-INFINITY);
+        long bi = h0, bj = w0;
+        for (long i = h0; i < h1; i++)
+          for (long j = w0; j < w1; j++) {
+            acc_t v = LOADA(x, base + i * xs.s2 + j * xs.s3);
+            if (v > r || v != v) {
+              r = v;
+              bi = i;
+              bj = j;
+            }
+          }
+        if (bi == ih && bj == iw) s += gv;
+      }
+    }
+  STOREA(out, out_off + (nc * H + ih) * W + iw, s);
+}
