@@ -202,6 +202,110 @@ static ct_status gw_gemm(ct_tensor **gw, const struct ct__conv *cv, const ct_ten
   return ct__tensor_result(gw, o, st);
 }
 
+/* conv_pad of images n0 .. n0 + nimg of t4 [N, C, H, W] (read through its strides) into dst as
+ * zero-padded f32 planes of Hp x Wp (ph rows and pw columns before the values). */
+static ct_status pad_planes(ct__kernel *k, ct_device *d, const ct_tensor *t4, int ph, int pw, int64_t Hp, int64_t Wp,
+                            int64_t n0, int64_t nimg, const ct_tensor *dst, const char *fn) {
+  struct ct__kargs a;
+  ct__kargs_begin(&a, k, ct__kernel_lock(k));
+  ct__karg_tensor(&a, "x", t4, 0);
+  cl_long4 xs = {{t4->strides[0], t4->strides[1], t4->strides[2], t4->strides[3]}};
+  ct__karg(&a, "xs", sizeof xs, &xs);
+  ct__karg_int(&a, "C", (cl_int)t4->shape[1]);
+  ct__karg_int(&a, "H", (cl_int)t4->shape[2]);
+  ct__karg_int(&a, "W", (cl_int)t4->shape[3]);
+  ct__karg_int(&a, "ph", ph);
+  ct__karg_int(&a, "pw", pw);
+  ct__karg_int(&a, "Hp", (cl_int)Hp);
+  ct__karg_int(&a, "Wp", (cl_int)Wp);
+  ct__karg_long(&a, "n0", n0);
+  ct__karg_tensor(&a, "xp", dst, 0);
+  ct__karg_long(&a, "rows", nimg * t4->shape[1] * Hp);
+  return ct__launch1(k, &a, d, nimg * t4->shape[1] * Hp, 0, fn);
+}
+
+/* The blocked weight gradient (kernels/conv.cl, conv_wgrad): stride 1, f32/f16/bf16, CPU
+ * devices. Result f32 [Cout, Cg, kh, kw]. */
+static ct_status gw_blocked(ct_tensor **gw, const struct ct__conv *cv, const ct_tensor *g4, const ct_tensor *x4) {
+  const char *fn = cv->fn;
+  ct_device *d = x4->storage->device;
+  int64_t grp = cv->groups, og = cv->Cout / grp, cg = cv->C / grp, T = cg * cv->kh * cv->kw;
+  int64_t Hp = cv->H + 2 * (int64_t)cv->ph, Wp = cv->W + 2 * (int64_t)cv->pw, plane = Hp * Wp;
+  int64_t Q = cv->OH * Wp, Hq = cv->OH + (15 + Wp - 1) / Wp, gplane = Hq * Wp;
+  int64_t ncb = (og + 7) / 8, ntb = (T + 2) / 3;
+  /* Images per work-item: enough positions (>= 1024) to amortize the final sums. */
+  int64_t nb = (1024 + Q - 1) / Q;
+  /* Past the last plane the vector loads of x reach at most 15 + (kw - 1) dw floats. */
+  int64_t slack = 32 + ((int64_t)cv->kw - 1) * cv->dw;
+  int64_t per_img = (cv->C * plane + cv->Cout * gplane) * 4 + (cv->Cout * T * 4 + nb - 1) / nb;
+  int64_t chunk = chunk_of(per_img, cv->N);
+  if (chunk > nb) chunk -= chunk % nb;
+  int64_t nig_max = (chunk + nb - 1) / nb;
+  ct__kernel *kpad, *kw, *ksum;
+  CT__TRY(ct__kernel_for(&kpad, d, "conv.cl", "conv_pad", (int)x4->dtype, NULL, fn));
+  CT__TRY(ct__kernel_for(&kw, d, "conv.cl", "conv_wgrad", (int)x4->dtype, NULL, fn));
+  CT__TRY(ct__kernel_for(&ksum, d, "conv.cl", "conv_wsum", (int)x4->dtype, NULL, fn));
+  ct_tensor *xp = NULL, *gq = NULL, *part = NULL, *o = NULL;
+  int64_t xps[1] = {chunk * cv->C * plane + slack}, gqs[1] = {chunk * cv->Cout * gplane};
+  int64_t ps[1] = {nig_max * cv->Cout * T}, os[4] = {cv->Cout, cg, cv->kh, cv->kw};
+  ct_status st = ct__tensor_new(&xp, d, CT_F32, 1, xps, fn);
+  if (st == CT_OK) st = ct__tensor_new(&gq, d, CT_F32, 1, gqs, fn);
+  if (st == CT_OK) st = ct__tensor_new(&part, d, CT_F32, 1, ps, fn);
+  if (st == CT_OK) st = ct__tensor_new(&o, d, CT_F32, 4, os, fn);
+  if (st == CT_OK) {
+    ct_tensor *tail = NULL;
+    int64_t one = 1;
+    st = ct__tensor_view(&tail, xp, 1, &slack, &one, xp->offset + chunk * cv->C * plane);
+    if (st == CT_OK) st = ct__fill_value(tail, 0, fn);
+    ct_release(tail);
+  }
+  for (int64_t n0 = 0; st == CT_OK && n0 < cv->N; n0 += chunk) {
+    int64_t nimg = cv->N - n0 < chunk ? cv->N - n0 : chunk, nig = (nimg + nb - 1) / nb;
+    st = pad_planes(kpad, d, x4, cv->ph, cv->pw, Hp, Wp, n0, nimg, xp, fn);
+    if (st == CT_OK) st = pad_planes(kpad, d, g4, 0, 0, Hq, Wp, n0, nimg, gq, fn);
+    if (st != CT_OK) break;
+    int64_t items = nig * grp * ncb * ntb;
+    struct ct__kargs a;
+    ct__kargs_begin(&a, kw, ct__kernel_lock(kw));
+    ct__karg_tensor(&a, "xp", xp, 0);
+    ct__karg_long(&a, "plane", plane);
+    ct__karg_int(&a, "Ctot", (cl_int)cv->C);
+    ct__karg_int(&a, "Cg", (cl_int)cg);
+    ct__karg_tensor(&a, "gq", gq, 0);
+    ct__karg_long(&a, "gplane", gplane);
+    ct__karg_long(&a, "Q", Q);
+    ct__karg_int(&a, "Cout", (cl_int)cv->Cout);
+    ct__karg_int(&a, "og", (cl_int)og);
+    ct__karg_int(&a, "ncb", (cl_int)ncb);
+    ct__karg_int(&a, "kh", (cl_int)cv->kh);
+    ct__karg_int(&a, "kw", (cl_int)cv->kw);
+    ct__karg_int(&a, "dh", cv->dh);
+    ct__karg_int(&a, "dw", cv->dw);
+    ct__karg_int(&a, "Wp", (cl_int)Wp);
+    ct__karg_int(&a, "groups", (cl_int)grp);
+    ct__karg_int(&a, "ntb", (cl_int)ntb);
+    ct__karg_int(&a, "nb", (cl_int)nb);
+    ct__karg_int(&a, "nimg", (cl_int)nimg);
+    ct__karg_tensor(&a, "part", part, 0);
+    ct__karg_long(&a, "items", items);
+    /* Long register-blocked loops per work-item: small fixed groups, as conv_blk's. */
+    st = ct__launch1(kw, &a, d, items, 8, fn);
+    if (st != CT_OK) break;
+    int64_t total = cv->Cout * T;
+    ct__kargs_begin(&a, ksum, ct__kernel_lock(ksum));
+    ct__karg_tensor(&a, "part", part, 0);
+    ct__karg_int(&a, "nig", (cl_int)nig);
+    ct__karg_int(&a, "acc", n0 > 0);
+    ct__karg_tensor(&a, "gw", o, 0);
+    ct__karg_long(&a, "total", total);
+    st = ct__launch1(ksum, &a, d, total, 0, fn);
+  }
+  ct_release(xp);
+  ct_release(gq);
+  ct_release(part);
+  return ct__tensor_result(gw, o, st);
+}
+
 /* *t (new, contiguous) as the contiguous shape ndim/shape of the same element count. */
 static ct_status reshape_to(ct_tensor **t, int ndim, const int64_t *shape) {
   int64_t strides[CT_MAX_DIMS];
@@ -235,12 +339,14 @@ ct_status ct__nn_conv_backward(ct_tensor **gx, ct_tensor **gw, const ct_tensor *
   bool empty = ct_numel(x4) == 0 || ct_numel(g4) == 0;
   ct_dtype cdt = x->dtype == CT_F64 ? CT_F64 : CT_F32;
   bool gemm_forced = ct__nn_conv_bwd_path == CT__CONV_BWD_GEMM;
-  bool need_gc = !empty && ((gx && (cv.sh != 1 || cv.sw != 1 || gemm_forced)) || gw);
+  bool gemm_path = cv.sh != 1 || cv.sw != 1 || gemm_forced;
+  bool blocked_w = !gemm_path && x->dtype != CT_F64 && d->props.type == CT_DEVICE_CPU;
+  bool need_gc = !empty && ((gx && gemm_path) || (gw && !blocked_w));
   if (st == CT_OK && need_gc) st = ct__contiguous(&gc, g4, cdt, 0, fn);
   if (st == CT_OK && gx) {
     if (empty) {
       st = ct_zeros(&rx, d, x->dtype, 4, x4->shape);
-    } else if (cv.sh == 1 && cv.sw == 1 && !gemm_forced) {
+    } else if (!gemm_path) {
       st = gx_transposed(&rx, &cv, g4, w4);
     } else {
       ct_tensor *wc = NULL;
@@ -252,6 +358,7 @@ ct_status ct__nn_conv_backward(ct_tensor **gx, ct_tensor **gw, const ct_tensor *
   }
   if (st == CT_OK && gw) {
     if (empty) st = ct_zeros(&rw, d, w->dtype, 4, w4->shape);
+    else if (blocked_w) st = gw_blocked(&rw, &cv, g4, x4);
     else st = gw_gemm(&rw, &cv, gc, x4);
     if (st == CT_OK) st = reshape_to(&rw, w->ndim, w->shape);
   }
