@@ -265,25 +265,30 @@ __kernel void conv_blk(__global const float *xp, long xp_off, long plane, int Ct
 /* ---- The blocked weight gradient of stride-1 convs (f32/f16/bf16 on CPU devices) ----
  * gw[co, c, i, j] = sum over images and output positions of g[n, co, oh, ow] *
  * xp[n, c, oh + i dh, ow + j dw], with xp x zero-padded as the forward's blocked path pads it
- * (planes of Hp x Wp, `plane` floats apart, slack zeroed past the last) and gq g zero-padded to
- * rows of Wp (zeros at ow >= OW) and planes of `gplane` >= OH Wp + 15 floats (zero rows at the
- * end). On these grids an output position q = oh Wp + ow meets x at q + i dh Wp + j dw for every
- * tap, so 16 consecutive positions are one vector load of g and one of x per tap; the padded
- * columns (ow >= OW) and the rows past OH multiply zeros of gq. A work-item sums, over its nb
- * images (ig: its image group), 8 output channels (cb: a block of the group's og) x 3 taps of
- * the group's Cg kh kw (tb), in 24 float16 accumulators, then writes their sums to
- * part[ig][co][tap] (part [groups of images, Cout, Cg kh kw]); conv_wsum adds the image groups
- * in order. Non-finite x values in a padded column can turn a gradient that would be +-inf into
- * NaN (0 * inf), a difference only for inputs holding infinities. */
+ * (planes of Hp x Wp, `plane` floats apart) and gq g zero-padded to rows of Wp (zeros at
+ * ow >= OW) and planes of `gplane` >= OH Wp + 15 floats (zero rows at the end). On these grids an
+ * output position q = oh Wp + ow meets x at q + i dh Wp + j dw for every tap, so 16 consecutive
+ * positions are one vector load of g and one of x per tap; the padded columns (ow >= OW) and
+ * the rows past OH multiply zeros of gq. Each group's taps are its Cg kh kw window taps and one
+ * more, tap T = Cg kh kw, whose x is a plane of ones at xp + ones_off: its sums are the bias
+ * gradient (sum of g), so g is read once for both. A work-item sums, over its nb images (ig: its
+ * image group), 8 output channels (cb: a block of the group's og) x 3 taps (tb) in 24 float16
+ * accumulators, then writes their sums: window taps to pw[(ig Cout + co) T + tap], the bias tap
+ * to pb[ig Cout + co] (has_bias). With one image group these are gw and gb themselves, else
+ * partial sums that conv_wsum adds in order. The reads past the last plane (at most 15 +
+ * (kw - 1) dw floats) land in the ones plane or the slack after it, times zeros of gq. Non-finite
+ * x values in a padded column can turn a gradient that would be +-inf into NaN (0 * inf), a
+ * difference only for inputs holding infinities. */
 #define WACC(k) float16 b##k##0 = (float16)0, b##k##1 = (float16)0, b##k##2 = (float16)0
 #define WFMA(k) { float16 g_ = vload16(0, gb + go##k + q); b##k##0 = fma(g_, x0, b##k##0); b##k##1 = fma(g_, x1, b##k##1); b##k##2 = fma(g_, x2, b##k##2); }
 #define HSUM16(v) (((v).lo + (v).hi).lo + ((v).lo + (v).hi).hi)
 #define HSUM(v) (HSUM16(v).s0 + HSUM16(v).s1 + HSUM16(v).s2 + HSUM16(v).s3)
 
-__kernel void conv_wgrad(__global const float *xp, long xp_off, long plane, int Ctot, int Cg,
+__kernel void conv_wgrad(__global const float *xp, long xp_off, long plane, long ones_off, int Ctot, int Cg,
                          __global const float *gq, long gq_off, long gplane, long Q, int Cout, int og,
                          int ncb, int kh, int kw, int dh, int dw, int Wp, int groups, int ntb, int nb,
-                         int nimg, __global float *part, long part_off, long items) {
+                         int nimg, int has_bias, __global float *pw, long pw_off, __global float *pb,
+                         long pb_off, long items) {
   long gid = get_global_id(0);
   if (gid >= items) return;
   int tb = (int)(gid % ntb);
@@ -292,14 +297,14 @@ __kernel void conv_wgrad(__global const float *xp, long xp_off, long plane, int 
   t /= ncb;
   int g = (int)(t % groups);
   long ig = t / groups;
-  int khw = kh * kw, T = Cg * khw;
-  /* The 3 taps (past T: the last tap again, its sums not written). */
+  int khw = kh * kw, T = Cg * khw, Tb = T + has_bias;
+  /* The 3 taps' offsets from an image's start; -1 for the ones plane; past Tb: the last tap
+   * again, its sums not written. */
   long xo[3];
   for (int u = 0; u < 3; u++) {
-    int tap = min(tb * 3 + u, T - 1), c = tap / khw, r = tap - c * khw, i = r / kw, j = r - i * kw;
-    xo[u] = (long)(g * Cg + c) * plane + (long)i * dh * Wp + (long)j * dw;
+    int tap = min(tb * 3 + u, Tb - 1), c = tap / khw, r = tap - c * khw, i = r / kw, j = r - i * kw;
+    xo[u] = tap == T ? -1 : (long)(g * Cg + c) * plane + (long)i * dh * Wp + (long)j * dw;
   }
-  long xo0 = xo[0], xo1 = xo[1], xo2 = xo[2];
   int co0 = g * og + cb * 8, nco = min(8, og - cb * 8);
   /* Channels past the group's: the last one again, not written. */
   long go0 = (long)co0 * gplane, go1 = (long)(co0 + min(1, nco - 1)) * gplane,
@@ -308,11 +313,14 @@ __kernel void conv_wgrad(__global const float *xp, long xp_off, long plane, int 
        go6 = (long)(co0 + min(6, nco - 1)) * gplane, go7 = (long)(co0 + min(7, nco - 1)) * gplane;
   WACC(0); WACC(1); WACC(2); WACC(3); WACC(4); WACC(5); WACC(6); WACC(7);
   int n1 = (int)min((long)nimg, (ig + 1) * nb);
+  __global const float *ones = xp + xp_off + ones_off;
   for (int n = (int)(ig * nb); n < n1; n++) {
     __global const float *xb = xp + xp_off + (long)n * Ctot * plane;
+    __global const float *xr0 = xo[0] < 0 ? ones : xb + xo[0], *xr1 = xo[1] < 0 ? ones : xb + xo[1],
+                         *xr2 = xo[2] < 0 ? ones : xb + xo[2];
     __global const float *gb = gq + gq_off + (long)n * Cout * gplane;
     for (long q = 0; q < Q; q += 16) {
-      float16 x0 = vload16(0, xb + xo0 + q), x1 = vload16(0, xb + xo1 + q), x2 = vload16(0, xb + xo2 + q);
+      float16 x0 = vload16(0, xr0 + q), x1 = vload16(0, xr1 + q), x2 = vload16(0, xr2 + q);
       WFMA(0); WFMA(1); WFMA(2); WFMA(3); WFMA(4); WFMA(5); WFMA(6); WFMA(7);
     }
   }
@@ -323,17 +331,25 @@ __kernel void conv_wgrad(__global const float *xp, long xp_off, long plane, int 
   for (int k = 0; k < nco; k++)
     for (int u = 0; u < 3; u++) {
       int tap = tb * 3 + u;
-      if (tap < T) part[part_off + (ig * Cout + co0 + k) * (long)T + tap] = r[k][u];
+      if (tap < T) pw[pw_off + (ig * Cout + co0 + k) * (long)T + tap] = r[k][u];
+      else if (tap == T && has_bias) pb[pb_off + ig * Cout + co0 + k] = r[k][u];
     }
 }
 
-/* gw[o] = (acc ? gw[o] : 0) + the sum over the nig image groups of part[ig][o], in order
- * (o < total = Cout Cg kh kw). */
-__kernel void conv_wsum(__global const float *part, long part_off, int nig, int acc, __global float *gw,
-                        long gw_off, long total) {
+/* gw[o] for o < nw and gb[o - nw] for nw <= o < total (no gb: total = nw) = (acc ? the value
+ * there : 0) + the sum over the nig image groups of the partial sums pw[ig][o] (pb[ig][o - nw]),
+ * in order. */
+__kernel void conv_wsum(__global const float *pw, long pw_off, __global const float *pb, long pb_off, int nig,
+                        int acc, __global float *gw, long gw_off, __global float *gb, long gb_off, long nw,
+                        long total) {
   long o = get_global_id(0);
   if (o >= total) return;
-  float s = acc ? gw[gw_off + o] : 0.0f;
-  for (int i = 0; i < nig; i++) s += part[part_off + i * total + o];
-  gw[gw_off + o] = s;
+  bool w = o < nw;
+  long nb = total - nw, i0 = w ? o : o - nw;
+  __global float *dst = w ? gw + gw_off + i0 : gb + gb_off + i0;
+  __global const float *src = w ? pw + pw_off + i0 : pb + pb_off + i0;
+  long step = w ? nw : nb;
+  float s = acc ? *dst : 0.0f;
+  for (int i = 0; i < nig; i++) s += src[i * step];
+  *dst = s;
 }

@@ -18,12 +18,15 @@
  * Every sum has one fixed order (no atomics): the same inputs give the same bits. */
 #include <string.h>
 
+#include "cltensor/reduce.h"
 #include "core/error.h"
 #include "device/device.h"
 #include "linalg/linalg.h"
 #include "nn/nn.h"
 
 int ct__nn_conv_bwd_path = CT__CONV_BWD_AUTO;
+int64_t ct__nn_wgrad_positions = 1024;
+int64_t ct__nn_wgrad_group_bytes = (int64_t)1 << 20;
 
 /* As many images as keep per_img bytes each within ct__nn_col_bytes, at least one, at most N. */
 static int64_t chunk_of(int64_t per_img, int64_t N) {
@@ -225,38 +228,50 @@ static ct_status pad_planes(ct__kernel *k, ct_device *d, const ct_tensor *t4, in
 }
 
 /* The blocked weight gradient (kernels/conv.cl, conv_wgrad): stride 1, f32/f16/bf16, CPU
- * devices. Result f32 [Cout, Cg, kh, kw]. */
-static ct_status gw_blocked(ct_tensor **gw, const struct ct__conv *cv, const ct_tensor *g4, const ct_tensor *x4) {
+ * devices. *gw f32 [Cout, Cg, kh, kw]; *gb f32 [Cout] too when gb is not NULL (the bias tap). */
+static ct_status gw_blocked(ct_tensor **gw, ct_tensor **gb, const struct ct__conv *cv, const ct_tensor *g4,
+                            const ct_tensor *x4) {
   const char *fn = cv->fn;
   ct_device *d = x4->storage->device;
   int64_t grp = cv->groups, og = cv->Cout / grp, cg = cv->C / grp, T = cg * cv->kh * cv->kw;
   int64_t Hp = cv->H + 2 * (int64_t)cv->ph, Wp = cv->W + 2 * (int64_t)cv->pw, plane = Hp * Wp;
   int64_t Q = cv->OH * Wp, Hq = cv->OH + (15 + Wp - 1) / Wp, gplane = Hq * Wp;
-  int64_t ncb = (og + 7) / 8, ntb = (T + 2) / 3;
-  /* Images per work-item: enough positions (>= 1024) to amortize the final sums. */
-  int64_t nb = (1024 + Q - 1) / Q;
-  /* Past the last plane the vector loads of x reach at most 15 + (kw - 1) dw floats. */
-  int64_t slack = 32 + ((int64_t)cv->kw - 1) * cv->dw;
-  int64_t per_img = (cv->C * plane + cv->Cout * gplane) * 4 + (cv->Cout * T * 4 + nb - 1) / nb;
+  int has_bias = gb != NULL;
+  int64_t ncb = (og + 7) / 8, ntb = (T + has_bias + 2) / 3;
+  /* Images per work-item: enough positions (>= 1024) to amortize the final sums, and all of
+   * them while the images' padded x and g stay within 1 MiB (cache-sized: one image group,
+   * written straight into gw and gb); large images go one at a time, so that the work-items
+   * running together share one image's planes in the caches. */
+  int64_t img_bytes = (cv->C * plane + cv->Cout * gplane) * 4;
+  int64_t nb = (ct__nn_wgrad_positions + Q - 1) / Q, fit = ct__nn_wgrad_group_bytes / (img_bytes > 0 ? img_bytes : 1);
+  if (fit > nb) nb = fit;
+  if (nb > cv->N) nb = cv->N;
+  int64_t per_img = img_bytes + (cv->Cout * (T + 1) * 4 + nb - 1) / nb;
   int64_t chunk = chunk_of(per_img, cv->N);
   if (chunk > nb) chunk -= chunk % nb;
   int64_t nig_max = (chunk + nb - 1) / nb;
+  bool direct = nig_max == 1 && chunk == cv->N;
+  /* The ones plane (bias tap) after the images; the loads past the last image land in it. */
+  int64_t ones = Q + 16 > 16 + (cv->kw - 1) * (int64_t)cv->dw ? Q + 16 : 16 + (cv->kw - 1) * (int64_t)cv->dw;
   ct__kernel *kpad, *kw, *ksum;
   CT__TRY(ct__kernel_for(&kpad, d, "conv.cl", "conv_pad", (int)x4->dtype, NULL, fn));
   CT__TRY(ct__kernel_for(&kw, d, "conv.cl", "conv_wgrad", (int)x4->dtype, NULL, fn));
   CT__TRY(ct__kernel_for(&ksum, d, "conv.cl", "conv_wsum", (int)x4->dtype, NULL, fn));
-  ct_tensor *xp = NULL, *gq = NULL, *part = NULL, *o = NULL;
-  int64_t xps[1] = {chunk * cv->C * plane + slack}, gqs[1] = {chunk * cv->Cout * gplane};
-  int64_t ps[1] = {nig_max * cv->Cout * T}, os[4] = {cv->Cout, cg, cv->kh, cv->kw};
+  ct_tensor *xp = NULL, *gq = NULL, *pw = NULL, *pb = NULL, *ow = NULL, *ob = NULL;
+  int64_t xps[1] = {chunk * cv->C * plane + ones}, gqs[1] = {chunk * cv->Cout * gplane};
+  int64_t pws[1] = {nig_max * cv->Cout * T}, pbs[1] = {nig_max * cv->Cout};
+  int64_t ows[4] = {cv->Cout, cg, cv->kh, cv->kw};
   ct_status st = ct__tensor_new(&xp, d, CT_F32, 1, xps, fn);
   if (st == CT_OK) st = ct__tensor_new(&gq, d, CT_F32, 1, gqs, fn);
-  if (st == CT_OK) st = ct__tensor_new(&part, d, CT_F32, 1, ps, fn);
-  if (st == CT_OK) st = ct__tensor_new(&o, d, CT_F32, 4, os, fn);
+  if (st == CT_OK) st = ct__tensor_new(&ow, d, CT_F32, 4, ows, fn);
+  if (st == CT_OK && has_bias) st = ct__tensor_new(&ob, d, CT_F32, 1, &cv->Cout, fn);
+  if (st == CT_OK && !direct) st = ct__tensor_new(&pw, d, CT_F32, 1, pws, fn);
+  if (st == CT_OK && !direct && has_bias) st = ct__tensor_new(&pb, d, CT_F32, 1, pbs, fn);
   if (st == CT_OK) {
     ct_tensor *tail = NULL;
     int64_t one = 1;
-    st = ct__tensor_view(&tail, xp, 1, &slack, &one, xp->offset + chunk * cv->C * plane);
-    if (st == CT_OK) st = ct__fill_value(tail, 0, fn);
+    st = ct__tensor_view(&tail, xp, 1, &ones, &one, xp->offset + chunk * cv->C * plane);
+    if (st == CT_OK) st = ct__fill_value(tail, 1, fn);
     ct_release(tail);
   }
   for (int64_t n0 = 0; st == CT_OK && n0 < cv->N; n0 += chunk) {
@@ -269,6 +284,7 @@ static ct_status gw_blocked(ct_tensor **gw, const struct ct__conv *cv, const ct_
     ct__kargs_begin(&a, kw, ct__kernel_lock(kw));
     ct__karg_tensor(&a, "xp", xp, 0);
     ct__karg_long(&a, "plane", plane);
+    ct__karg_long(&a, "ones_off", chunk * cv->C * plane);
     ct__karg_int(&a, "Ctot", (cl_int)cv->C);
     ct__karg_int(&a, "Cg", (cl_int)cg);
     ct__karg_tensor(&a, "gq", gq, 0);
@@ -286,24 +302,37 @@ static ct_status gw_blocked(ct_tensor **gw, const struct ct__conv *cv, const ct_
     ct__karg_int(&a, "ntb", (cl_int)ntb);
     ct__karg_int(&a, "nb", (cl_int)nb);
     ct__karg_int(&a, "nimg", (cl_int)nimg);
-    ct__karg_tensor(&a, "part", part, 0);
+    ct__karg_int(&a, "has_bias", has_bias);
+    ct__karg_tensor(&a, "pw", direct ? ow : pw, 0);
+    ct__karg_tensor(&a, "pb", direct ? ob : pb, 0);
     ct__karg_long(&a, "items", items);
     /* Long register-blocked loops per work-item: small fixed groups, as conv_blk's. */
     st = ct__launch1(kw, &a, d, items, 8, fn);
-    if (st != CT_OK) break;
-    int64_t total = cv->Cout * T;
+    if (st != CT_OK || direct) continue;
+    int64_t nw = cv->Cout * T, total = nw + (has_bias ? cv->Cout : 0);
     ct__kargs_begin(&a, ksum, ct__kernel_lock(ksum));
-    ct__karg_tensor(&a, "part", part, 0);
+    ct__karg_tensor(&a, "pw", pw, 0);
+    ct__karg_tensor(&a, "pb", pb, 0);
     ct__karg_int(&a, "nig", (cl_int)nig);
     ct__karg_int(&a, "acc", n0 > 0);
-    ct__karg_tensor(&a, "gw", o, 0);
+    ct__karg_tensor(&a, "gw", ow, 0);
+    ct__karg_tensor(&a, "gb", ob, 0);
+    ct__karg_long(&a, "nw", nw);
     ct__karg_long(&a, "total", total);
     st = ct__launch1(ksum, &a, d, total, 0, fn);
   }
   ct_release(xp);
   ct_release(gq);
-  ct_release(part);
-  return ct__tensor_result(gw, o, st);
+  ct_release(pw);
+  ct_release(pb);
+  if (st != CT_OK) {
+    ct_release(ow);
+    ct_release(ob);
+    return st;
+  }
+  *gw = ow;
+  if (gb) *gb = ob;
+  return CT_OK;
 }
 
 /* *t (new, contiguous) as the contiguous shape ndim/shape of the same element count. */
@@ -317,13 +346,14 @@ static ct_status reshape_to(ct_tensor **t, int ndim, const int64_t *shape) {
   return st;
 }
 
-ct_status ct__nn_conv_backward(ct_tensor **gx, ct_tensor **gw, const ct_tensor *g, const ct_tensor *x,
+ct_status ct__nn_conv_backward(ct_tensor **gx, ct_tensor **gw, ct_tensor **gb, const ct_tensor *g, const ct_tensor *x,
                                const ct_tensor *w, const int stride[2], const int padding[2], const int dilation[2],
                                int groups, bool one_d, const char *fn) {
   if (gx) *gx = NULL;
   if (gw) *gw = NULL;
+  if (gb) *gb = NULL;
   ct_device *d = x->storage->device;
-  ct_tensor *x4 = NULL, *w4 = NULL, *g4 = NULL, *rx = NULL, *rw = NULL, *gc = NULL;
+  ct_tensor *x4 = NULL, *w4 = NULL, *g4 = NULL, *rx = NULL, *rw = NULL, *rb = NULL, *gc = NULL;
   ct_status st;
   if (one_d) {
     st = ct__nn_conv1d_view4(&x4, x);
@@ -358,9 +388,14 @@ ct_status ct__nn_conv_backward(ct_tensor **gx, ct_tensor **gw, const ct_tensor *
   }
   if (st == CT_OK && gw) {
     if (empty) st = ct_zeros(&rw, d, w->dtype, 4, w4->shape);
-    else if (blocked_w) st = gw_blocked(&rw, &cv, g4, x4);
+    else if (blocked_w) st = gw_blocked(&rw, gb ? &rb : NULL, &cv, g4, x4);
     else st = gw_gemm(&rw, &cv, gc, x4);
     if (st == CT_OK) st = reshape_to(&rw, w->ndim, w->shape);
+  }
+  if (st == CT_OK && gb && !rb) {
+    /* g summed over every dim but the channel's (dim 1 of g4). */
+    int dims[3] = {0, 2, 3};
+    st = ct_sum(&rb, g4, 3, dims, false);
   }
   ct_release(x4);
   ct_release(w4);
@@ -369,9 +404,11 @@ ct_status ct__nn_conv_backward(ct_tensor **gx, ct_tensor **gw, const ct_tensor *
   if (st != CT_OK) {
     ct_release(rx);
     ct_release(rw);
+    ct_release(rb);
     return st;
   }
   if (gx) *gx = rx;
   if (gw) *gw = rw;
+  if (gb) *gb = rb;
   return CT_OK;
 }

@@ -77,19 +77,25 @@ ct_status ct__conv_gemm(struct ct__gemm_state *s, ct_device *d, struct ct__gemm_
 /* The gradients of ct_conv2d (one_d false) or ct_conv1d (one_d true: x, w and g of ct_conv1d's
  * ranks, stride/padding/dilation as {1, value}) for the output gradient g: *gx (x's shape and
  * dtype) when gx is not NULL, *gw (w's shape; w's dtype, or f32 for f16/bf16) when gw is not
- * NULL. x and g are read through their strides. Deterministic: no atomics, every sum in one
+ * NULL, *gb ([Cout], the bias gradient: g summed over all but the channel) when gb is not NULL
+ * (the blocked weight gradient computes it in the same pass, with a weight gradient wanted or
+ * not). x and g are read through their strides. Deterministic: no atomics, every sum in one
  * fixed order. Paths (ct__nn_conv_bwd_path): the input gradient of a stride-1 conv is the
  * stride-1 conv of g with the flipped, transposed weight (ct_conv2d's paths, so the blocked
- * kernel on CPU devices), else GEMM w^T g + col2im; the weight gradient is the blocked
- * conv_wgrad kernel for stride-1 non-f64 convs on CPU devices, else im2col + one GEMM per
- * group and chunk of images reducing over images and positions at once. */
-ct_status ct__nn_conv_backward(ct_tensor **gx, ct_tensor **gw, const ct_tensor *g, const ct_tensor *x,
+ * kernel on CPU devices), else GEMM w^T g + col2im; the weight (and bias) gradient is the
+ * blocked conv_wgrad kernel for stride-1 non-f64 convs on CPU devices, else im2col + one GEMM
+ * per group and chunk of images reducing over images and positions at once (and ct_sum). */
+ct_status ct__nn_conv_backward(ct_tensor **gx, ct_tensor **gw, ct_tensor **gb, const ct_tensor *g, const ct_tensor *x,
                                const ct_tensor *w, const int stride[2], const int padding[2], const int dilation[2],
                                int groups, bool one_d, const char *fn);
 /* Which backward paths run: AUTO as above; GEMM forces GEMM + col2im for the input gradient and
  * im2col + GEMM for the weight gradient; for tests, not for concurrent change. */
 enum { CT__CONV_BWD_AUTO, CT__CONV_BWD_GEMM };
 extern int ct__nn_conv_bwd_path;
+/* The blocked weight gradient's images per work-item: enough for ct__nn_wgrad_positions output
+ * positions (1024), or as many as fit ct__nn_wgrad_group_bytes of padded x and g (1 MiB); tests
+ * lower both to make several image groups. Not for concurrent change. */
+extern int64_t ct__nn_wgrad_positions, ct__nn_wgrad_group_bytes;
 
 /* conv1d's [N, C, L] or [C, L] tensor (x or an output gradient) as [N, C, 1, L]. */
 ct_status ct__nn_conv1d_view4(ct_tensor **out, const ct_tensor *t);

@@ -157,10 +157,13 @@ START_TEST(conv_paths_agree) {
   double *rx, *rw, *rb;
   conv_grads(d, CT_F64, c, &rx, &rw, &rb);
   int64_t nx = prod(c->xs, c->nd), nw = prod(c->ws, c->one_d ? 3 : 4);
-  for (int mode = 0; mode < 4; mode++) {
-    /* auto, GEMM, auto one image at a time, GEMM one image at a time */
+  for (int mode = 0; mode < 5; mode++) {
+    /* auto, GEMM, auto one image at a time, GEMM one image at a time, auto with an image group
+     * per image (the blocked weight gradient's partial sums) */
     ct__nn_conv_bwd_path = mode % 2 == 0 ? CT__CONV_BWD_AUTO : CT__CONV_BWD_GEMM;
-    ct__nn_col_bytes = mode >= 2 ? 1 : (int64_t)64 << 20;
+    ct__nn_col_bytes = mode == 2 || mode == 3 ? 1 : (int64_t)64 << 20;
+    ct__nn_wgrad_positions = mode == 4 ? 1 : 1024;
+    ct__nn_wgrad_group_bytes = mode == 4 ? 1 : (int64_t)1 << 20;
     double *gx, *gw, *gb;
     conv_grads(d, CT_F32, c, &gx, &gw, &gb);
     char what[96];
@@ -176,6 +179,8 @@ START_TEST(conv_paths_agree) {
   }
   ct__nn_conv_bwd_path = CT__CONV_BWD_AUTO;
   ct__nn_col_bytes = (int64_t)64 << 20;
+  ct__nn_wgrad_positions = 1024;
+  ct__nn_wgrad_group_bytes = (int64_t)1 << 20;
   free(rx);
   free(rw);
   free(rb);
