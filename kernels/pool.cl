@@ -92,6 +92,11 @@ __kernel void pool2d_bwd(POOL2D_PARAMS, __global const io_t *g, long g_off, long
   long n = nc / C, c = nc - n * C;
   if (iw >= W || ih >= H || nc >= N * C) return;
   long gb = g_off + n * gs.s0 + c * gs.s1;
+  if (mode == 2 && OH == 1 && OW == 1) {
+    /* Global average pooling (the common adaptive case): one window, no window arithmetic. */
+    STOREA(out, out_off + (nc * H + ih) * W + iw, LOADA(g, gb) / (acc_t)(H * W));
+    return;
+  }
   long oh0, oh1, ow0, ow1;
   if (mode == 2) {
     oh0 = (ih * OH) / H;
@@ -137,4 +142,31 @@ __kernel void pool2d_bwd(POOL2D_PARAMS, __global const io_t *g, long g_off, long
       }
     }
   STOREA(out, out_off + (nc * H + ih) * W + iw, s);
+}
+
+/* pool2d_bwd for pool2d_max2's windows (2x2, stride 2, no padding): a work-item per window
+ * (pool2d_max2's range OW x OH x N * C) finds the window's first maximum with pool2d_max2's
+ * comparisons and writes g there and zeros at the 3 other positions. The windows do not
+ * overlap, so each element of gx has one writer (no atomics); elements in no window (the last
+ * row or column of an odd H or W) are zeroed beforehand by the caller. Unrolled, without loops,
+ * as pool2d_max2, which PoCL vectorizes across work-items; pool2d_bwd's window loops it does
+ * not. */
+__kernel void pool2d_max2_bwd(POOL2D_PARAMS, __global const io_t *g, long g_off, long4 gs) {
+  long ow = get_global_id(0), oh = get_global_id(1), nc = get_global_id(2);
+  long n = nc / C, c = nc - n * C; /* before the test, so that it is not under a branch */
+  if (ow >= OW || oh >= OH || nc >= N * C) return;
+  long p = x_off + n * xs.s0 + c * xs.s1 + 2 * oh * xs.s2 + 2 * ow * xs.s3;
+  acc_t v0 = LOADA(x, p), v1 = LOADA(x, p + xs.s3), v2 = LOADA(x, p + xs.s2), v3 = LOADA(x, p + xs.s2 + xs.s3);
+  acc_t r = (acc_t)(-INFINITY);
+  int best = 0;
+  if (v0 > r || v0 != v0) { r = v0; best = 0; }
+  if (v1 > r || v1 != v1) { r = v1; best = 1; }
+  if (v2 > r || v2 != v2) { r = v2; best = 2; }
+  if (v3 > r || v3 != v3) { r = v3; best = 3; }
+  acc_t gv = LOADA(g, g_off + n * gs.s0 + c * gs.s1 + oh * gs.s2 + ow * gs.s3);
+  long o = out_off + (nc * H + 2 * oh) * W + 2 * ow;
+  STOREA(out, o, best == 0 ? gv : (acc_t)0);
+  STOREA(out, o + 1, best == 1 ? gv : (acc_t)0);
+  STOREA(out, o + W, best == 2 ? gv : (acc_t)0);
+  STOREA(out, o + W + 1, best == 3 ? gv : (acc_t)0);
 }

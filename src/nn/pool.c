@@ -8,6 +8,12 @@
 #include "nn/nn.h"
 #include "tensor/graph.h"
 
+/* Max pooling over 2x2 windows, stride 2, no padding: the unrolled kernels. */
+static bool pool_is_max2(int mode, const int win[6]) {
+  return mode == CT__POOL_MAX && win[0] == 2 && win[1] == 2 && win[2] == 2 && win[3] == 2 && win[4] == 0 &&
+         win[5] == 0;
+}
+
 static const ct__gop pool_gops[3] = {CT__GOP_MAX_POOL2D, CT__GOP_AVG_POOL2D, CT__GOP_ADAPTIVE_AVG_POOL2D};
 
 /* Records the backward (src/autograd/grad_conv.c) on the result o: win[6] as i[0..5]; max pool
@@ -67,7 +73,11 @@ ct_status ct__nn_pool2d_backward(ct_tensor **gx, const ct_tensor *g, const ct_te
   if (st == CT_OK) st = ct__tensor_new(&o, d, dt, 4, s4, fn);
   ct__kernel *k;
   if (st == CT_OK && ct_numel(o) > 0) {
-    st = ct__kernel_for(&k, d, "pool.cl", "pool2d_bwd", (int)dt, NULL, fn);
+    /* pool2d_max2's windows: a work-item per window (kernels/pool.cl says why); the elements
+     * of an odd last row or column lie in no window and are zeroed first. */
+    bool max2 = pool_is_max2(mode, win);
+    if (max2 && (s4[2] % 2 || s4[3] % 2)) st = ct__fill_value(o, 0, fn);
+    if (st == CT_OK) st = ct__kernel_for(&k, d, "pool.cl", max2 ? "pool2d_max2_bwd" : "pool2d_bwd", (int)dt, NULL, fn);
     if (st == CT_OK) {
       struct ct__kargs a;
       ct__kargs_begin(&a, k, ct__kernel_lock(k));
@@ -75,7 +85,8 @@ ct_status ct__nn_pool2d_backward(ct_tensor **gx, const ct_tensor *g, const ct_te
       ct__karg_tensor(&a, "g", g4, 0);
       cl_long4 gs = {{g4->strides[0], g4->strides[1], g4->strides[2], g4->strides[3]}};
       ct__karg(&a, "gs", sizeof gs, &gs);
-      st = pool_launch(k, &a, d, s4[3], s4[2], s4[0] * s4[1], fn);
+      if (max2) st = pool_launch(k, &a, d, g4->shape[3], g4->shape[2], s4[0] * s4[1], fn);
+      else st = pool_launch(k, &a, d, s4[3], s4[2], s4[0] * s4[1], fn);
     }
   }
   if (st == CT_OK && xndim == 3) st = ct__nn_unbatch(&o);
@@ -96,8 +107,7 @@ static ct_status pool_run(ct_tensor **out, const ct_tensor *x, int mode, const i
   if (total > 0) {
     ct__kernel *k;
     /* 2x2 windows, stride 2, no padding: the unrolled kernel (kernels/pool.cl says why). */
-    bool max2 = mode == CT__POOL_MAX && win[0] == 2 && win[1] == 2 && win[2] == 2 && win[3] == 2 && win[4] == 0 &&
-                win[5] == 0;
+    bool max2 = pool_is_max2(mode, win);
     st = ct__kernel_for(&k, d, "pool.cl", max2 ? "pool2d_max2" : "pool2d", (int)x4->dtype, NULL, fn);
     if (st == CT_OK) {
       struct ct__kargs a;

@@ -224,7 +224,8 @@ struct cpool {
 static const struct cpool pool_cases[] = {
     {"max 3x3 stride 2 pad 1 (overlapping)", CT__POOL_MAX, 4, {1, 2, 5, 5}, {3, 3}, {2, 2}, {1, 1}, {0, 0}, false},
     {"max 2x3 stride 1x2, strided x", CT__POOL_MAX, 4, {2, 1, 4, 5}, {2, 3}, {1, 2}, {0, 0}, {0, 0}, true},
-    {"max 2x2 (unrolled forward), unbatched", CT__POOL_MAX, 3, {2, 4, 6}, {2, 2}, {2, 2}, {0, 0}, {0, 0}, false},
+    {"max 2x2 (unrolled kernels), unbatched", CT__POOL_MAX, 3, {2, 4, 6}, {2, 2}, {2, 2}, {0, 0}, {0, 0}, false},
+    {"max 2x2, odd H and W, strided x", CT__POOL_MAX, 4, {1, 2, 5, 5}, {2, 2}, {2, 2}, {0, 0}, {0, 0}, true},
     {"avg 3x3 stride 2 pad 1", CT__POOL_AVG, 4, {1, 2, 5, 5}, {3, 3}, {2, 2}, {1, 1}, {0, 0}, false},
     {"avg 2x3 stride 2x1 pad 0x1, strided x, last row unused", CT__POOL_AVG, 4, {1, 2, 5, 4}, {2, 3}, {2, 1}, {0, 1}, {0, 0},
      true},
@@ -271,6 +272,7 @@ START_TEST(max_pool_subgradient) {
       {2, 4, {1, 1, 0, 2, 1, 0, 2, 2}, {2, 2}, {2, 2}, {0, 0}, {1, 0, 0, 2, 0, 0, 0, 0}},
       {1, 3, {3, 3, 3}, {1, 2}, {1, 1}, {0, 0}, {1, 2, 0}},
       {1, 4, {nan, 1, nan, 2}, {1, 4}, {1, 1}, {0, 0}, {0, 0, 1, 0}},
+      {2, 2, {nan, 1, nan, 2}, {2, 2}, {2, 2}, {0, 0}, {0, 0, 1, 0}},
       {2, 2, {-inf, -inf, -inf, -inf}, {2, 2}, {1, 1}, {1, 1}, {12, 9, 15, 9}},
       {2, 3, {5, 1, 1, 1, 1, 5}, {2, 2}, {1, 1}, {1, 1}, {14, 3, 4, 19, 0, 38}},
   };
