@@ -4,13 +4,19 @@
  *
  *  conv_im2col   a work-item per (image, column row r = (ci, ki, kj), output row oh): writes the
  *                OW columns of that row, x read through its strides (zeros where padded), so a
- *                strided or f16/bf16 x needs no copy or cast pass before the GEMM
+ *                strided or f16/bf16 x needs no copy or cast pass before the GEMM; element
+ *                (img, r, p) at img * is + r * rs + p: [nimg, K, P] for the forward (is = K P,
+ *                rs = P), [K, nimg * P] for the weight gradient (is = P, rs = nimg P), whose GEMM
+ *                reduces over images and positions at once
  *  conv_finish   out = gemm result + bias[co] (dtype conversion for f16/bf16; in place for
  *                f32/f64 when the GEMM wrote into out)
  *  conv_direct   a work-item per output element (a 3-D range OH * OW x Cout x N): the window sum,
  *                for depthwise and other
  *                convolutions with few products per output, where a GEMM would be mostly
  *                overhead
+ *  conv_col2im   the input gradient from the GEMM's w^T g columns (backward)
+ *  conv_wflip    the flipped, transposed weight of the input gradient's transposed conv (backward)
+ *  conv_wgrad    the blocked weight gradient of stride-1 convs on CPU devices (backward)
  * Geometry: x is [N, C, H, W] with element strides xs = (sn, sc, sh, sw); the kernel window is
  * kh x kw with stride (sth, stw), padding (ph, pw), dilation (dh, dw); the output is
  * [N, Cout, OH, OW], contiguous. */
@@ -20,7 +26,7 @@
 
 __kernel void conv_im2col(__global const io_t *x, long x_off, long4 xs, int C, int H, int W, int kh,
                           int kw, int sth, int stw, int ph, int pw, int dh, int dw, int OH, int OW,
-                          long n0, int nimg, __global acc_t *col, long col_off) {
+                          long n0, int nimg, __global acc_t *col, long col_off, long is, long rs) {
   long gid = get_global_id(0);
   long K = (long)C * kh * kw;
   long total = (long)nimg * K * OH;
@@ -33,7 +39,7 @@ __kernel void conv_im2col(__global const io_t *x, long x_off, long4 xs, int C, i
   int ki = (int)((r / kw) % kh);
   int ci = (int)(r / ((long)kw * kh));
   long P = (long)OH * OW;
-  __global acc_t *dst = col + col_off + (img * K + r) * P + (long)oh * OW;
+  __global acc_t *dst = col + col_off + img * is + r * rs + (long)oh * OW;
   int ih = oh * sth - ph + ki * dh;
   if (ih < 0 || ih >= H) {
     for (int ow = 0; ow < OW; ow++) dst[ow] = 0;
@@ -87,6 +93,55 @@ __kernel void conv_direct(__global const io_t *x, long x_off, long4 xs, int C, i
   }
   if (has_bias) s += (acc_t)LOADA(bias, bias_off + co);
   STOREA(out, out_off + o, s);
+}
+
+/* ---- Backward (src/nn/conv_bwd.c) ---- */
+
+/* gx[n0 + img, c, ih, iw] for the nimg images of a chunk: the sum over the window taps (ki, kj)
+ * that put (ih, iw) under an output (oh, ow) of col[img][(c kh + ki) kw + kj][oh OW + ow] (col
+ * [nimg, C kh kw, OH OW], the GEMM's w^T g). A work-item per element of x: a gather, so the sum
+ * has one fixed order and needs no atomics. gx is contiguous [N, C, H, W]. */
+__kernel void conv_col2im(__global const acc_t *col, long col_off, int C, int H, int W, int kh, int kw,
+                          int sth, int stw, int ph, int pw, int dh, int dw, int OH, int OW, long n0,
+                          int nimg, __global io_t *gx, long gx_off) {
+  long gid = get_global_id(0);
+  long CHW = (long)C * H * W;
+  if (gid >= nimg * CHW) return;
+  int iw = (int)(gid % W);
+  long t = gid / W;
+  int ih = (int)(t % H);
+  t /= H; /* img * C + c */
+  long P = (long)OH * OW;
+  __global const acc_t *cb = col + col_off + t * kh * kw * P;
+  acc_t s = 0;
+  for (int ki = 0; ki < kh; ki++) {
+    int y = ih + ph - ki * dh;
+    if (y < 0 || y % sth != 0 || y / sth >= OH) continue;
+    for (int kj = 0; kj < kw; kj++) {
+      int z = iw + pw - kj * dw;
+      if (z < 0 || z % stw != 0 || z / stw >= OW) continue;
+      s += cb[((long)ki * kw + kj) * P + (long)(y / sth) * OW + z / stw];
+    }
+  }
+  STOREA(gx, gx_off + n0 * CHW + gid, s);
+}
+
+/* w contiguous [Cout, Cg, kh, kw] -> wf [groups * Cg, og, kh, kw] (og = Cout / groups):
+ * wf[g Cg + c, o, i, j] = w[g og + o, c, kh - 1 - i, kw - 1 - j], the weight of the stride-1
+ * convolution of the output gradient that gives the input gradient (a transposed conv). */
+__kernel void conv_wflip(__global const io_t *w, long w_off, int Cg, int og, int kh, int kw,
+                         __global io_t *wf, long wf_off, long total) {
+  long o = get_global_id(0);
+  if (o >= total) return;
+  int j = (int)(o % kw);
+  long t = o / kw;
+  int i = (int)(t % kh);
+  t /= kh;
+  int oo = (int)(t % og);
+  t /= og;
+  int c = (int)(t % Cg);
+  long g = t / Cg;
+  wf[wf_off + o] = w[w_off + (((g * og + oo) * Cg + c) * kh + (kh - 1 - i)) * kw + (kw - 1 - j)];
 }
 
 /* ---- The blocked direct path for stride-1 convolutions of f32/f16/bf16 (CPU devices) ----
@@ -205,4 +260,96 @@ __kernel void conv_blk(__global const float *xp, long xp_off, long plane, int Ct
     for (int l = 0; l < PB; l++)
       if (lo[l] >= 0) STOREA(out, ob + lo[l], r[k][l] + b);
   }
+}
+
+/* ---- The blocked weight gradient of stride-1 convs (f32/f16/bf16 on CPU devices) ----
+ * gw[co, c, i, j] = sum over images and output positions of g[n, co, oh, ow] *
+ * xp[n, c, oh + i dh, ow + j dw], with xp x zero-padded as the forward's blocked path pads it
+ * (planes of Hp x Wp, `plane` floats apart) and gq g zero-padded to rows of Wp (zeros at
+ * ow >= OW) and planes of `gplane` >= OH Wp + 15 floats (zero rows at the end). On these grids an
+ * output position q = oh Wp + ow meets x at q + i dh Wp + j dw for every tap, so 16 consecutive
+ * positions are one vector load of g and one of x per tap; the padded columns (ow >= OW) and
+ * the rows past OH multiply zeros of gq. Each group's taps are its Cg kh kw window taps and one
+ * more, tap T = Cg kh kw, whose x is a plane of ones at xp + ones_off: its sums are the bias
+ * gradient (sum of g), so g is read once for both. A work-item sums, over its nb images (ig: its
+ * image group), 8 output channels (cb: a block of the group's og) x 3 taps (tb) in 24 float16
+ * accumulators, then writes their sums: window taps to pw[(ig Cout + co) T + tap], the bias tap
+ * to pb[ig Cout + co] (has_bias). With one image group these are gw and gb themselves, else
+ * partial sums that conv_wsum adds in order. The reads past the last plane (at most 15 +
+ * (kw - 1) dw floats) land in the ones plane or the slack after it, times zeros of gq. Non-finite
+ * x values in a padded column can turn a gradient that would be +-inf into NaN (0 * inf), a
+ * difference only for inputs holding infinities. */
+#define WACC(k) float16 b##k##0 = (float16)0, b##k##1 = (float16)0, b##k##2 = (float16)0
+#define WFMA(k) { float16 g_ = vload16(0, gb + go##k + q); b##k##0 = fma(g_, x0, b##k##0); b##k##1 = fma(g_, x1, b##k##1); b##k##2 = fma(g_, x2, b##k##2); }
+#define HSUM16(v) (((v).lo + (v).hi).lo + ((v).lo + (v).hi).hi)
+#define HSUM(v) (HSUM16(v).s0 + HSUM16(v).s1 + HSUM16(v).s2 + HSUM16(v).s3)
+
+__kernel void conv_wgrad(__global const float *xp, long xp_off, long plane, long ones_off, int Ctot, int Cg,
+                         __global const float *gq, long gq_off, long gplane, long Q, int Cout, int og,
+                         int ncb, int kh, int kw, int dh, int dw, int Wp, int groups, int ntb, int nb,
+                         int nimg, int has_bias, __global float *pw, long pw_off, __global float *pb,
+                         long pb_off, long items) {
+  long gid = get_global_id(0);
+  if (gid >= items) return;
+  int tb = (int)(gid % ntb);
+  long t = gid / ntb;
+  int cb = (int)(t % ncb);
+  t /= ncb;
+  int g = (int)(t % groups);
+  long ig = t / groups;
+  int khw = kh * kw, T = Cg * khw, Tb = T + has_bias;
+  /* The 3 taps' offsets from an image's start; -1 for the ones plane; past Tb: the last tap
+   * again, its sums not written. */
+  long xo[3];
+  for (int u = 0; u < 3; u++) {
+    int tap = min(tb * 3 + u, Tb - 1), c = tap / khw, r = tap - c * khw, i = r / kw, j = r - i * kw;
+    xo[u] = tap == T ? -1 : (long)(g * Cg + c) * plane + (long)i * dh * Wp + (long)j * dw;
+  }
+  int co0 = g * og + cb * 8, nco = min(8, og - cb * 8);
+  /* Channels past the group's: the last one again, not written. */
+  long go0 = (long)co0 * gplane, go1 = (long)(co0 + min(1, nco - 1)) * gplane,
+       go2 = (long)(co0 + min(2, nco - 1)) * gplane, go3 = (long)(co0 + min(3, nco - 1)) * gplane,
+       go4 = (long)(co0 + min(4, nco - 1)) * gplane, go5 = (long)(co0 + min(5, nco - 1)) * gplane,
+       go6 = (long)(co0 + min(6, nco - 1)) * gplane, go7 = (long)(co0 + min(7, nco - 1)) * gplane;
+  WACC(0); WACC(1); WACC(2); WACC(3); WACC(4); WACC(5); WACC(6); WACC(7);
+  int n1 = (int)min((long)nimg, (ig + 1) * nb);
+  __global const float *ones = xp + xp_off + ones_off;
+  for (int n = (int)(ig * nb); n < n1; n++) {
+    __global const float *xb = xp + xp_off + (long)n * Ctot * plane;
+    __global const float *xr0 = xo[0] < 0 ? ones : xb + xo[0], *xr1 = xo[1] < 0 ? ones : xb + xo[1],
+                         *xr2 = xo[2] < 0 ? ones : xb + xo[2];
+    __global const float *gb = gq + gq_off + (long)n * Cout * gplane;
+    for (long q = 0; q < Q; q += 16) {
+      float16 x0 = vload16(0, xr0 + q), x1 = vload16(0, xr1 + q), x2 = vload16(0, xr2 + q);
+      WFMA(0); WFMA(1); WFMA(2); WFMA(3); WFMA(4); WFMA(5); WFMA(6); WFMA(7);
+    }
+  }
+  float r[8][3] = {{HSUM(b00), HSUM(b01), HSUM(b02)}, {HSUM(b10), HSUM(b11), HSUM(b12)},
+                   {HSUM(b20), HSUM(b21), HSUM(b22)}, {HSUM(b30), HSUM(b31), HSUM(b32)},
+                   {HSUM(b40), HSUM(b41), HSUM(b42)}, {HSUM(b50), HSUM(b51), HSUM(b52)},
+                   {HSUM(b60), HSUM(b61), HSUM(b62)}, {HSUM(b70), HSUM(b71), HSUM(b72)}};
+  for (int k = 0; k < nco; k++)
+    for (int u = 0; u < 3; u++) {
+      int tap = tb * 3 + u;
+      if (tap < T) pw[pw_off + (ig * Cout + co0 + k) * (long)T + tap] = r[k][u];
+      else if (tap == T && has_bias) pb[pb_off + ig * Cout + co0 + k] = r[k][u];
+    }
+}
+
+/* gw[o] for o < nw and gb[o - nw] for nw <= o < total (no gb: total = nw) = (acc ? the value
+ * there : 0) + the sum over the nig image groups of the partial sums pw[ig][o] (pb[ig][o - nw]),
+ * in order. */
+__kernel void conv_wsum(__global const float *pw, long pw_off, __global const float *pb, long pb_off, int nig,
+                        int acc, __global float *gw, long gw_off, __global float *gb, long gb_off, long nw,
+                        long total) {
+  long o = get_global_id(0);
+  if (o >= total) return;
+  bool w = o < nw;
+  long nb = total - nw, i0 = w ? o : o - nw;
+  __global float *dst = w ? gw + gw_off + i0 : gb + gb_off + i0;
+  __global const float *src = w ? pw + pw_off + i0 : pb + pb_off + i0;
+  long step = w ? nw : nb;
+  float s = acc ? *dst : 0.0f;
+  for (int i = 0; i < nig; i++) s += src[i * step];
+  *dst = s;
 }

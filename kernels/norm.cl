@@ -65,6 +65,21 @@ inline acc_t ct_sq(acc_t v) { return v * v; }
 
 #define ELEM(j) (inner_flat ? (j) : ct_offset((j), indim, ishape, istr))
 
+/* A row's mean and rstd = 1 / sqrt(variance + eps): mode 0, layer_norm (mean, biased variance);
+ * mode 1, rms_norm (mean 0, mean of squares). The one computation of both, so the backward
+ * recomputes exactly the forward's values. */
+inline void ct_row_stats(__global const io_t *x, long xb, int indim, long8 ishape, long8 istr, int inner_flat,
+                         long n, int mode, acc_t eps, acc_t *mean_out, acc_t *rstd_out) {
+  acc_t mean = 0, m2;
+  if (mode == 0) {
+    CT_CASCADE_SUM(mean, n, j, LOADA(x, xb + ELEM(j)));
+    mean /= (acc_t)n;
+  }
+  CT_CASCADE_SUM(m2, n, j, ct_sq(LOADA(x, xb + ELEM(j)) - mean));
+  *mean_out = mean;
+  *rstd_out = (acc_t)1 / sqrt(m2 / (acc_t)n + eps);
+}
+
 /* mode 0: layer_norm (mean, biased variance), mode 1: rms_norm (mean of squares). */
 __kernel void norm_rows(__global const io_t *x, long x_off, int kndim, long8 kshape, long8 kstr,
                         int indim, long8 ishape, long8 istr, int inner_flat, long nrows, long n,
@@ -74,13 +89,8 @@ __kernel void norm_rows(__global const io_t *x, long x_off, int kndim, long8 ksh
   if (row >= nrows) return;
   long xb = x_off + ct_offset(row, kndim, kshape, kstr);
   long ob = out_off + row * n;
-  acc_t mean = 0, m2;
-  if (mode == 0) {
-    CT_CASCADE_SUM(mean, n, j, LOADA(x, xb + ELEM(j)));
-    mean /= (acc_t)n;
-  }
-  CT_CASCADE_SUM(m2, n, j, ct_sq(LOADA(x, xb + ELEM(j)) - mean));
-  acc_t rstd = (acc_t)1 / sqrt(m2 / (acc_t)n + eps);
+  acc_t mean, rstd;
+  ct_row_stats(x, xb, indim, ishape, istr, inner_flat, n, mode, eps, &mean, &rstd);
   for (long j = 0; j < n; j++) {
     acc_t v = (LOADA(x, xb + ELEM(j)) - mean) * rstd;
     if (mode == 1) {
@@ -163,13 +173,8 @@ __kernel void norm_rows_bwd(__global const io_t *x, long x_off, int kndim, long8
   if (row >= nrows) return;
   long xb = x_off + ct_offset(row, kndim, kshape, kstr);
   long gb = g_off + row * n;
-  acc_t mean = 0, m2;
-  if (mode == 0) {
-    CT_CASCADE_SUM(mean, n, j, LOADA(x, xb + ELEM(j)));
-    mean /= (acc_t)n;
-  }
-  CT_CASCADE_SUM(m2, n, j, ct_sq(LOADA(x, xb + ELEM(j)) - mean));
-  acc_t rstd = (acc_t)1 / sqrt(m2 / (acc_t)n + eps);
+  acc_t mean, rstd;
+  ct_row_stats(x, xb, indim, ishape, istr, inner_flat, n, mode, eps, &mean, &rstd);
   stats[stats_off + 2 * row] = mean;
   stats[stats_off + 2 * row + 1] = rstd;
   if (!want_dx) return;
@@ -181,29 +186,28 @@ __kernel void norm_rows_bwd(__global const io_t *x, long x_off, int kndim, long8
   for (long j = 0; j < n; j++) STOREA(dx, dx_off + row * n + j, rstd * (GY(j) - sg - XHAT(j) * sgx));
 }
 
-/* dw[j] = sum over rows of g * xhat, db[j] = sum of g (acc_t; the caller casts), from the stats
- * norm_rows_bwd wrote. */
+/* Partial sums over blocks of rows: work-item (j, rb) sums rows [rb * rblk, (rb + 1) * rblk) of
+ * column j into pw[rb * n + j] (g * xhat, for dweight) and pb[rb * n + j] (g, for dbias), from
+ * the stats norm_rows_bwd wrote; the host sums the blocks (ct_sum). A work-item per column alone
+ * left most of a CPU idle for the few hundred columns of a transformer, walking 8192 rows each. */
 __kernel void norm_cols_bwd(__global const io_t *x, long x_off, int kndim, long8 kshape, long8 kstr,
                             int indim, long8 ishape, long8 istr, int inner_flat, long nrows, long n,
                             __global const io_t *g, long g_off, __global const acc_t *stats,
-                            long stats_off, int want_w, __global acc_t *dw, long dw_off, int want_b,
-                            __global acc_t *db, long db_off) {
-  long j = get_global_id(0);
-  if (j >= n) return;
-  long e = ELEM(j);
-  if (want_w) {
-    acc_t s;
-    CT_CASCADE_SUM(s, nrows, r,
-                   LOADA(g, g_off + r * n + j) *
-                       ((LOADA(x, x_off + ct_offset(r, kndim, kshape, kstr) + e) - stats[stats_off + 2 * r]) *
-                        stats[stats_off + 2 * r + 1]));
-    dw[dw_off + j] = s;
+                            long stats_off, long rblk, long nblk, int want_w, __global acc_t *pw,
+                            long pw_off, int want_b, __global acc_t *pb, long pb_off) {
+  long j = get_global_id(0), rb = get_global_id(1);
+  if (j >= n || rb >= nblk) return;
+  long e = ELEM(j), r1 = min(nrows, (rb + 1) * rblk);
+  acc_t sw = 0, sb = 0;
+  for (long r = rb * rblk; r < r1; r++) {
+    acc_t gv = LOADA(g, g_off + r * n + j);
+    sb += gv;
+    if (want_w)
+      sw += gv * ((LOADA(x, x_off + ct_offset(r, kndim, kshape, kstr) + e) - stats[stats_off + 2 * r]) *
+                  stats[stats_off + 2 * r + 1]);
   }
-  if (want_b) {
-    acc_t s;
-    CT_CASCADE_SUM(s, nrows, r, LOADA(g, g_off + r * n + j));
-    db[db_off + j] = s;
-  }
+  if (want_w) pw[pw_off + rb * n + j] = sw;
+  if (want_b) pb[pb_off + rb * n + j] = sb;
 }
 
 /* Batch norm backward. ss holds 4 C values from bn_stats: scale, shift, mean, invstd. g is

@@ -77,3 +77,96 @@ __kernel void pool2d_max2(POOL2D_PARAMS) {
 #undef POOL_MAX_AT
   STOREA(out, out_off + (nc * OH + oh) * OW + ow, r);
 }
+
+/* ---- Backward (src/nn/pool.c, ct__nn_pool2d_backward) ----
+ * The input gradient out = gx, contiguous [N, C, H, W], from g [N, C, OH, OW] (element strides
+ * gs): a work-item per element of x over a 3-D range (W, H, N * C), summing, in a fixed order
+ * (oh, then ow, ascending), over the windows that contain it: a gather, so the sum needs no
+ * atomics and its bits do not depend on scheduling. mode 0: g of each window whose first maximum
+ * (recomputed as pool2d finds it: the window's first element unless a later one is greater or
+ * NaN, padded positions never) is this element, as PyTorch's max_pool2d_with_indices; mode 1:
+ * g / (kh kw); mode 2: g / the window's size. The other pool2d arguments as pool2d's (x is not
+ * read by the averages). */
+__kernel void pool2d_bwd(POOL2D_PARAMS, __global const io_t *g, long g_off, long4 gs) {
+  long iw = get_global_id(0), ih = get_global_id(1), nc = get_global_id(2);
+  long n = nc / C, c = nc - n * C;
+  if (iw >= W || ih >= H || nc >= N * C) return;
+  long gb = g_off + n * gs.s0 + c * gs.s1;
+  if (mode == 2 && OH == 1 && OW == 1) {
+    /* Global average pooling (the common adaptive case): one window, no window arithmetic. */
+    STOREA(out, out_off + (nc * H + ih) * W + iw, LOADA(g, gb) / (acc_t)(H * W));
+    return;
+  }
+  long oh0, oh1, ow0, ow1;
+  if (mode == 2) {
+    oh0 = (ih * OH) / H;
+    oh1 = min(((ih + 1) * OH + H - 1) / H, OH);
+    ow0 = (iw * OW) / W;
+    ow1 = min(((iw + 1) * OW + W - 1) / W, OW);
+  } else {
+    /* oh * sth - ph <= ih < oh * sth - ph + kh */
+    long a = ih + ph - kh + 1, b = iw + pw - kw + 1;
+    oh0 = a <= 0 ? 0 : (a + sth - 1) / sth;
+    ow0 = b <= 0 ? 0 : (b + stw - 1) / stw;
+    oh1 = min((ih + ph) / sth + 1, OH);
+    ow1 = min((iw + pw) / stw + 1, OW);
+  }
+  long base = x_off + n * xs.s0 + c * xs.s1;
+  acc_t s = 0;
+  for (long oh = oh0; oh < oh1; oh++)
+    for (long ow = ow0; ow < ow1; ow++) {
+      acc_t gv = LOADA(g, gb + oh * gs.s2 + ow * gs.s3);
+      if (mode == 2) {
+        long h0 = (oh * H) / OH, h1 = ((oh + 1) * H + OH - 1) / OH;
+        long w0 = (ow * W) / OW, w1 = ((ow + 1) * W + OW - 1) / OW;
+        if (ih >= h0 && ih < h1 && iw >= w0 && iw < w1) s += gv / (acc_t)((h1 - h0) * (w1 - w0));
+      } else if (mode == 1) {
+        s += gv / (acc_t)(kh * kw);
+      } else {
+        long h0 = oh * sth - ph, w0 = ow * stw - pw;
+        long h1 = min(h0 + kh, H), w1 = min(w0 + kw, W);
+        h0 = max(h0, 0l);
+        w0 = max(w0, 0l);
+        acc_t r = (acc_t)(-INFINITY);
+        long bi = h0, bj = w0;
+        for (long i = h0; i < h1; i++)
+          for (long j = w0; j < w1; j++) {
+            acc_t v = LOADA(x, base + i * xs.s2 + j * xs.s3);
+            if (v > r || v != v) {
+              r = v;
+              bi = i;
+              bj = j;
+            }
+          }
+        if (bi == ih && bj == iw) s += gv;
+      }
+    }
+  STOREA(out, out_off + (nc * H + ih) * W + iw, s);
+}
+
+/* pool2d_bwd for pool2d_max2's windows (2x2, stride 2, no padding): a work-item per window
+ * (pool2d_max2's range OW x OH x N * C) finds the window's first maximum with pool2d_max2's
+ * comparisons and writes g there and zeros at the 3 other positions. The windows do not
+ * overlap, so each element of gx has one writer (no atomics); elements in no window (the last
+ * row or column of an odd H or W) are zeroed beforehand by the caller. Unrolled, without loops,
+ * as pool2d_max2, which PoCL vectorizes across work-items; pool2d_bwd's window loops it does
+ * not. */
+__kernel void pool2d_max2_bwd(POOL2D_PARAMS, __global const io_t *g, long g_off, long4 gs) {
+  long ow = get_global_id(0), oh = get_global_id(1), nc = get_global_id(2);
+  long n = nc / C, c = nc - n * C; /* before the test, so that it is not under a branch */
+  if (ow >= OW || oh >= OH || nc >= N * C) return;
+  long p = x_off + n * xs.s0 + c * xs.s1 + 2 * oh * xs.s2 + 2 * ow * xs.s3;
+  acc_t v0 = LOADA(x, p), v1 = LOADA(x, p + xs.s3), v2 = LOADA(x, p + xs.s2), v3 = LOADA(x, p + xs.s2 + xs.s3);
+  acc_t r = (acc_t)(-INFINITY);
+  int best = 0;
+  if (v0 > r || v0 != v0) { r = v0; best = 0; }
+  if (v1 > r || v1 != v1) { r = v1; best = 1; }
+  if (v2 > r || v2 != v2) { r = v2; best = 2; }
+  if (v3 > r || v3 != v3) { r = v3; best = 3; }
+  acc_t gv = LOADA(g, g_off + n * gs.s0 + c * gs.s1 + oh * gs.s2 + ow * gs.s3);
+  long o = out_off + (nc * H + 2 * oh) * W + 2 * ow;
+  STOREA(out, o, best == 0 ? gv : (acc_t)0);
+  STOREA(out, o + 1, best == 1 ? gv : (acc_t)0);
+  STOREA(out, o + W, best == 2 ? gv : (acc_t)0);
+  STOREA(out, o + W + 1, best == 3 ? gv : (acc_t)0);
+}

@@ -27,10 +27,12 @@
  * index_select, gather, scatter_add, embedding, cumsum, cumprod, sort/topk values; conv1d/2d,
  * pooling, layer/RMS/batch norm, scaled-dot-product attention, dropout, and the losses (with
  * respect to their float inputs).
+ * sign, trunc, floor, ceil, round and floor_divide record a zero gradient (as PyTorch, which
+ * refuses floor_divide's backward instead).
  * Not differentiable (results never require grad): comparisons and logical ops, isnan/isinf/
- * isfinite, sign, trunc/floor/ceil/round (zero gradient, as PyTorch), integer and bitwise ops,
- * argmax/argmin, sort/argsort/topk indices, any/all, creation functions, random sampling.
- * Integer indices and targets take no gradient.
+ * isfinite, integer and bitwise ops, argmax/argmin, sort/argsort/topk indices, any/all, casts to
+ * integer or bool dtypes, creation functions, random sampling. Integer indices and targets take
+ * no gradient.
  *
  * In place: a tensor that requires grad can't be written in place (ct_copy into it, ct_fill_,
  * an _out form) while grad mode is on, and _out forms refuse inputs that require grad, as

@@ -104,14 +104,17 @@ CT_API ct_status ct_div_out(ct_tensor *out, const ct_tensor *a, const ct_tensor 
 CT_API ct_status ct_pow(ct_tensor **out, const ct_tensor *a, const ct_tensor *b);
 CT_API ct_status ct_pow_out(ct_tensor *out, const ct_tensor *a, const ct_tensor *b);
 /* Larger / smaller of a and b; NaN if either is NaN (torch.maximum / torch.minimum). Between
- * equal values (-0.0 and +0.0) the first operand is returned. */
+ * equal values (-0.0 and +0.0) the first operand is returned. Gradient (autograd.h): to the
+ * larger / smaller operand, split evenly where a == b, to both where either is NaN (PyTorch's). */
 CT_API ct_status ct_maximum(ct_tensor **out, const ct_tensor *a, const ct_tensor *b);
 CT_API ct_status ct_maximum_out(ct_tensor *out, const ct_tensor *a, const ct_tensor *b);
 CT_API ct_status ct_minimum(ct_tensor **out, const ct_tensor *a, const ct_tensor *b);
 CT_API ct_status ct_minimum_out(ct_tensor *out, const ct_tensor *a, const ct_tensor *b);
 /* floor(a / b) (torch.floor_divide) and the matching modulus a - b * floor(a / b), which has the
  * sign of b (torch.remainder, Python's %). Integers: x // 0 and x % 0 are 0; MIN // -1 is MIN.
- * Floats: IEEE results for a zero divisor (inf or NaN). Not for bool. */
+ * Floats: IEEE results for a zero divisor (inf or NaN). Not for bool. Gradients: floor_divide's
+ * is zero (PyTorch 2.15 raises "not implemented" instead); remainder's is g for a and
+ * -g floor(a / b) for b (fmod's: -g trunc(a / b)). */
 CT_API ct_status ct_floor_divide(ct_tensor **out, const ct_tensor *a, const ct_tensor *b);
 CT_API ct_status ct_floor_divide_out(ct_tensor *out, const ct_tensor *a, const ct_tensor *b);
 CT_API ct_status ct_remainder(ct_tensor **out, const ct_tensor *a, const ct_tensor *b);
@@ -206,7 +209,9 @@ CT_API ct_status ct_rpow_scalar_out(ct_tensor *out, const ct_tensor *a, double s
 /* ---- Unary ops that keep the dtype (integers and bool too) ----
  * neg: -x (integers wrap: -MIN is MIN; u8 wraps modulo 256; not for bool).
  * abs: |x| (abs(MIN) is MIN). relu: max(x, 0), NaN stays NaN, relu(-0.0) is +0.0.
- * floor, ceil, round: exact; round is half to even (torch.round); identity on integers. */
+ * floor, ceil, round: exact; round is half to even (torch.round); identity on integers.
+ * Gradients at 0 (autograd.h): abs and relu give 0; floor, ceil, round, trunc and sign have a
+ * zero gradient everywhere (PyTorch's zeros). */
 CT_API ct_status ct_neg(ct_tensor **out, const ct_tensor *x);
 CT_API ct_status ct_neg_out(ct_tensor *out, const ct_tensor *x);
 CT_API ct_status ct_abs(ct_tensor **out, const ct_tensor *x);
@@ -284,7 +289,8 @@ CT_API ct_status ct_gelu_tanh(ct_tensor **out, const ct_tensor *x);
 CT_API ct_status ct_gelu_tanh_out(ct_tensor *out, const ct_tensor *x);
 /* leaky_relu: x where x > 0, else x * slope (torch.nn.functional.leaky_relu(x, slope)); NaN
  * stays NaN. Floating dtypes only, keeping x's dtype (f16/bf16: slope enters the f32
- * computation unrounded); integer and bool tensors are CT_ERR_DTYPE_MISMATCH, as PyTorch. */
+ * computation unrounded); integer and bool tensors are CT_ERR_DTYPE_MISMATCH, as PyTorch.
+ * Gradient: g where x > 0, g * slope elsewhere (x == 0 included, as PyTorch). */
 CT_API ct_status ct_leaky_relu(ct_tensor **out, const ct_tensor *x, double slope);
 CT_API ct_status ct_leaky_relu_out(ct_tensor *out, const ct_tensor *x, double slope);
 
@@ -297,7 +303,9 @@ CT_API ct_status ct_where_out(ct_tensor *out, const ct_tensor *cond, const ct_te
  * clamp_min), at least one must be given (CT_ERR_INVALID_ARGUMENT otherwise). The bounds take
  * part in type promotion like scalars (i32 x with bound 0.5 gives f32); a bound the result
  * dtype can't hold is CT_ERR_INVALID_ARGUMENT (the scalar rule above; it saturated before).
- * NaN x stays NaN; lo > hi gives hi everywhere. */
+ * NaN x stays NaN; lo > hi gives hi everywhere. Gradient (autograd.h): g strictly between the
+ * given bounds, 0 at a bound, beyond it and at NaN x (PyTorch 2.15's clamp with Scalar bounds;
+ * earlier releases passed g at the bounds as well). */
 CT_API ct_status ct_clamp(ct_tensor **out, const ct_tensor *x, double lo, double hi);
 CT_API ct_status ct_clamp_out(ct_tensor *out, const ct_tensor *x, double lo, double hi);
 

@@ -66,13 +66,19 @@ CT_API ct_status ct_adaptive_avg_pool2d(ct_tensor **out, const ct_tensor *x, con
 
 /* Layer normalization (F.layer_norm) over x's last nnorm dims (1 <= nnorm <= ndim):
  * y = (x - mean) / sqrt(var + eps) * weight + bias with the biased variance; weight and bias
- * NULL or of shape x.shape[-nnorm:] and x's dtype. eps >= 0 (PyTorch's default 1e-5). */
+ * NULL or of shape x.shape[-nnorm:] and x's dtype. eps >= 0 (PyTorch's default 1e-5).
+ * Differentiable with respect to x, weight and bias (autograd.h): the backward recomputes each
+ * row's mean and rstd from the saved x (one kernel per row, one for the parameters). Under
+ * autocast (ct_autocast_set) f16/bf16 x, weight and bias are cast to f32 and the result is f32,
+ * as torch.autocast's fp32 list; ct_rms_norm likewise. */
 CT_API ct_status ct_layer_norm(ct_tensor **out, const ct_tensor *x, int nnorm, const ct_tensor *weight,
                                const ct_tensor *bias, double eps);
 
 /* RMS normalization (F.rms_norm): y = x / sqrt(mean(x^2) + eps) * weight over the last nnorm
  * dims; weight NULL or of shape x.shape[-nnorm:]. eps NaN means PyTorch's default,
- * torch.finfo(x.dtype).eps (2^-23 for f32, 2^-52 for f64, 2^-10 for f16, 2^-7 for bf16). */
+ * torch.finfo(x.dtype).eps (2^-23 for f32, 2^-52 for f64, 2^-10 for f16, 2^-7 for bf16).
+ * Differentiable with respect to x and weight (the f16/bf16 rounding of the normalized value
+ * before the weight is not differentiated, as PyTorch). */
 CT_API ct_status ct_rms_norm(ct_tensor **out, const ct_tensor *x, int nnorm, const ct_tensor *weight, double eps);
 
 /* Batch normalization (F.batch_norm) of x [N, C, ...] (at least 2 dims) per channel C.
@@ -83,7 +89,12 @@ CT_API ct_status ct_rms_norm(ct_tensor **out, const ct_tensor *x, int nnorm, con
  * sizes), with or without running stats: CT_ERR_INVALID_ARGUMENT otherwise, as PyTorch. Eval (training false): normalizes with running_mean and running_var, which are
  * then required. running stats, weight and bias: NULL or [C], contiguous, of one float dtype
  * (x's, or f32 for f16/bf16 x as PyTorch's mixed mode); the running stats are written, so they
- * must not be views that overlap x. */
+ * must not be views that overlap x.
+ * Differentiable with respect to x, weight and bias: in training through the batch statistics
+ * (PyTorch's backward), in eval an affine map with the running statistics as constants. The
+ * running statistics take no gradient; in training, grad mode on, a running stat that requires
+ * grad is CT_ERR_INVALID_ARGUMENT (it is written in place). Under autocast, f16/bf16 x, weight
+ * and bias are cast to f32 (result f32) when the running stats are f32 or NULL. */
 CT_API ct_status ct_batch_norm(ct_tensor **out, const ct_tensor *x, ct_tensor *running_mean,
                                ct_tensor *running_var, const ct_tensor *weight, const ct_tensor *bias,
                                bool training, double momentum, double eps);
@@ -100,6 +111,11 @@ CT_API ct_status ct_batch_norm(ct_tensor **out, const ct_tensor *x, ct_tensor *r
  *         when L != S); combines with mask.
  *   scale  NaN means 1 / sqrt(E).
  * A query row whose every key is masked gives zeros, not NaN (PyTorch 2.15's rule).
+ * Differentiable with respect to q, k, v and a float mask (its gradient is that of the scaled
+ * scores, summed to the mask's shape); a bool mask takes none; a fully masked row gives zero
+ * gradients. The backward keeps the probabilities (B * L * S elements of the compute dtype).
+ * Under autocast q, k and v (f16, bf16, f32; not f64) are cast to the autocast dtype, so the
+ * result has that dtype (torch.autocast's lower-precision list).
  * dtypes: f32, f64; f16 and bf16 are converted to f32, computed, and rounded once to their
  * dtype. q, k and v share one dtype and may have any strides. Memory: the scores of all batch
  * entries, B * L * S elements of the compute dtype, plus the f32 copies of f16/bf16 operands
@@ -127,7 +143,10 @@ CT_API ct_status ct_scaled_dot_product_attention(ct_tensor **out, const ct_tenso
  * ct_rand_seeded(f32, same shape, seed, offset) is >= p, so the same seed gives the same mask
  * on every device. Kept values are x * (1 / (1 - p)), the factor rounded to f32 (f64 for f64
  * x) and the product computed in f32 (f64). x may have any strides. CT_ERR_INVALID_ARGUMENT for p outside [0, 1] or NaN, NULL;
- * CT_ERR_DTYPE_MISMATCH for a non-float x. */
+ * CT_ERR_DTYPE_MISMATCH for a non-float x.
+ * Differentiable: the gradient is g * mask / (1 - p) with the forward's mask (regenerated from its
+ * (seed, offset), so nothing is kept); the identity without training or with p == 0, zeros for
+ * p == 1. */
 CT_API ct_status ct_dropout(ct_tensor **out, const ct_tensor *x, double p, bool training);
 
 /* How a loss combines its per-element values (PyTorch's reduction=). */
@@ -151,20 +170,24 @@ typedef enum ct_reduction {
  * value and position; it is found on the device (a flag the kernel sets, read back after it),
  * so the call waits for the kernel. Other statuses: CT_ERR_INVALID_ARGUMENT (NULL, bad
  * reduction or label_smoothing), CT_ERR_SHAPE_MISMATCH (target shape), CT_ERR_DTYPE_MISMATCH
- * (non-float logits, non-i64 target), CT_ERR_DEVICE_MISMATCH. */
+ * (non-float logits, non-i64 target), CT_ERR_DEVICE_MISMATCH.
+ * Differentiable with respect to the logits (one fused backward kernel: softmax - (1 - eps) onehot
+ * - eps / C, zero rows for ignored targets); the target takes none. Under autocast f16/bf16
+ * logits are cast to f32 and the loss is f32; ct_nll_loss and ct_mse_loss likewise. */
 CT_API ct_status ct_cross_entropy(ct_tensor **out, const ct_tensor *logits, const ct_tensor *target,
                                   int64_t ignore_index, double label_smoothing, ct_reduction r);
 
 /* OUT: *out, the negative log likelihood of log-probabilities logp against class indices
  * (torch.nn.functional.nll_loss without class weights): -logp[n, target[n], ...], shapes,
- * ignore_index, dtypes and statuses as ct_cross_entropy(). */
+ * ignore_index, dtypes and statuses as ct_cross_entropy(). Differentiable with respect to logp. */
 CT_API ct_status ct_nll_loss(ct_tensor **out, const ct_tensor *logp, const ct_tensor *target,
                              int64_t ignore_index, ct_reduction r);
 
 /* OUT: *out, the squared error (a - b)^2 (torch.nn.functional.mse_loss): a and b broadcast
  * (PyTorch warns when their shapes differ, and broadcasts too), float dtypes, promoted as
  * ct_sub(). NONE gives the broadcast shape; MEAN of no elements is NaN. Statuses as ct_sub()
- * and ct_mean(), and CT_ERR_DTYPE_MISMATCH for integer operands. */
+ * and ct_mean(), and CT_ERR_DTYPE_MISMATCH for integer operands. Differentiable with respect to
+ * a and b (2 (a - b) g, summed back to each one's shape). */
 CT_API ct_status ct_mse_loss(ct_tensor **out, const ct_tensor *a, const ct_tensor *b, ct_reduction r);
 
 CT_END_DECLS

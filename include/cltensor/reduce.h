@@ -29,6 +29,15 @@
  *   u64 (a storage dtype) is not reduced by the others: CT_ERR_UNSUPPORTED (cast to i64 or f64
  *   first); u16 and u32 are, like the other integers
  *
+ * Autocast (autograd.h): while ct_autocast_set() has f16 or bf16 on, sum, mean, prod, var, std,
+ * logsumexp, softmax and log_softmax cast an f16/bf16 x to f32 and return f32 (torch.autocast's
+ * fp32 list); max and min keep the dtype. Off, nothing changes.
+ *
+ * Gradients (autograd.h): every function here is differentiable except argmax, argmin, any and
+ * all. max and min share the gradient evenly among the elements equal to the result (torch.amax
+ * / amin), prod handles zeros as PyTorch (the product of the other elements), std's gradient is
+ * 0 where std is 0.
+ *
  * Accumulation. f16 and bf16 accumulate in f32 and round once at the end; f32 in f32; f64 in
  * f64; integers in i64. Float sums are pairwise: each work-item adds blocks of at most 16
  * elements per vector lane, combines the block sums in a binary cascade (a pairwise tree over

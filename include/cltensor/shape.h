@@ -21,7 +21,11 @@
  *  - Errors: NULL pointers and bad arguments are CT_ERR_INVALID_ARGUMENT, unfit shapes
  *    CT_ERR_SHAPE_MISMATCH, tensors on different devices CT_ERR_DEVICE_MISMATCH, each with a
  *    message naming the function, the argument and the values. Every call may also return
- *    CT_ERR_OPENCL, CT_ERR_OUT_OF_MEMORY, CT_ERR_KERNEL_BUILD and CT_ERR_UNSUPPORTED. */
+ *    CT_ERR_OPENCL, CT_ERR_OUT_OF_MEMORY, CT_ERR_KERNEL_BUILD and CT_ERR_UNSUPPORTED.
+ *  - Autograd (autograd.h): cat, stack, chunk, split, flip, roll, repeat, tril/triu, pad (all
+ *    modes) and clone are differentiable with respect to their float inputs; the *_like
+ *    constructors, linspace and randint are not (their results do not require grad); fill_ and
+ *    zero_ write in place (see there). */
 #ifndef CLTENSOR_SHAPE_H
 #define CLTENSOR_SHAPE_H
 
@@ -102,7 +106,9 @@ CT_API ct_status ct_zeros_like(ct_tensor **out, const ct_tensor *x);
 CT_API ct_status ct_ones_like(ct_tensor **out, const ct_tensor *x);
 /* x.fill_(v) / x.zero_(): sets every element of x in place; x may be any strided view, but
  * not an expanded one (a stride-0 dim of size > 1: CT_ERR_INVALID_ARGUMENT, as PyTorch).
- * v must fit x's dtype (the scalar rule of ct_full: 300 into u8 is CT_ERR_INVALID_ARGUMENT). */
+ * v must fit x's dtype (the scalar rule of ct_full: 300 into u8 is CT_ERR_INVALID_ARGUMENT).
+ * Not differentiable: refused (CT_ERR_INVALID_ARGUMENT) when x requires grad while grad mode
+ * is on; bumps x's version, so a graph that saved x fails ct_backward (autograd.h). */
 CT_API ct_status ct_fill_(ct_tensor *x, double v);
 CT_API ct_status ct_zero_(ct_tensor *x);
 

@@ -64,7 +64,8 @@ CT_API ct_status ct_full(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, co
  * ct_arange(u8, 0, 300, 1) is CT_ERR_INVALID_ARGUMENT, ct_arange(u8, 0, 256, 1) is fine. */
 CT_API ct_status ct_arange(ct_tensor **out, ct_device *d, ct_dtype t, double start, double end,
                            double step);
-/* 2-D identity-like [n, m]: ones on the main diagonal. */
+/* 2-D identity-like [n, m]: ones on the main diagonal. The creation functions are not
+ * differentiable: their results are leaves that do not require grad. */
 CT_API ct_status ct_eye(ct_tensor **out, ct_device *d, ct_dtype t, int64_t n, int64_t m);
 /* Copies numel * ct_dtype_size(t) bytes of row-major host data (blocking). data may be NULL
  * only when the tensor is empty. */
@@ -94,7 +95,9 @@ CT_API bool ct_tensor_is_contiguous(const ct_tensor *t);       /* C-contiguous; 
  * CT_ERR_INVALID_ARGUMENT when dst_bytes < ct_tensor_nbytes(t) (both sizes in the message). */
 CT_API ct_status ct_to_host(const ct_tensor *t, void *dst, size_t dst_bytes);
 /* Overwrites t's elements with row-major host data of ct_tensor_nbytes(t) bytes (blocking).
- * t may be a non-contiguous view (not an expanded one): its elements are written in place. */
+ * t may be a non-contiguous view (not an expanded one): its elements are written in place.
+ * Autograd: a write in place (autograd.h): refused (CT_ERR_INVALID_ARGUMENT) when t requires
+ * grad while grad mode is on; bumps t's version, so a graph that saved t fails ct_backward. */
 CT_API ct_status ct_copy_from_host(ct_tensor *t, const void *src, size_t src_bytes);
 
 /* A pending transfer. */
@@ -102,7 +105,8 @@ typedef struct ct_event ct_event;
 /* Non-blocking ct_to_host: enqueues the read and returns at once with *ev to wait on.
  * dst must stay valid and untouched until ct_event_wait() has returned. */
 CT_API ct_status ct_to_host_async(ct_event **ev, const ct_tensor *t, void *dst, size_t dst_bytes);
-/* Non-blocking ct_copy_from_host: src must stay valid and unchanged until ct_event_wait(). */
+/* Non-blocking ct_copy_from_host: src must stay valid and unchanged until ct_event_wait().
+ * The same autograd rules as ct_copy_from_host. */
 CT_API ct_status ct_copy_from_host_async(ct_event **ev, ct_tensor *t, const void *src, size_t src_bytes);
 /* Blocks until the transfer is complete; returns its status. */
 CT_API ct_status ct_event_wait(ct_event *ev);
@@ -111,12 +115,17 @@ CT_API void ct_event_release(ct_event *ev);
 
 /* OUT: *out, t's data on device d: a new reference to t itself when t is already on d (PyTorch
  * .to() semantics), else a new contiguous copy (direct when both devices share an OpenCL
- * context, staged through host memory otherwise). */
+ * context, staged through host memory otherwise). Differentiable: the gradient goes back to t's
+ * device (nothing is recorded when t itself is returned). */
 CT_API ct_status ct_to_device(ct_tensor **out, ct_tensor *t, ct_device *d);
 
 /* Copies src into dst on the same device, broadcasting src to dst's shape and converting the
  * dtype as ct_cast() does. dst may be a view, but not an expanded one (a stride-0 dim of size
- * > 1: CT_ERR_INVALID_ARGUMENT); src and dst may overlap (the copy goes through a temporary). */
+ * > 1: CT_ERR_INVALID_ARGUMENT); src and dst may overlap (the copy goes through a temporary).
+ * Autograd: a write in place, not recorded. While grad mode is on, a dst that requires grad is
+ * refused (as PyTorch refuses in-place writes into a leaf that requires grad; PyTorch records
+ * copies into non-leaf views, this library refuses them), and so is a src that requires grad
+ * (its gradient would be lost: ct_clone records a copy). Bumps dst's version (autograd.h). */
 CT_API ct_status ct_copy(ct_tensor *dst, const ct_tensor *src);
 
 /* ---- Pinned host memory (CL_MEM_ALLOC_HOST_PTR, mapped): faster staging ---- */
@@ -127,7 +136,9 @@ CT_API void *ct_pinned_ptr(const ct_pinned *p);   /* host pointer; NULL for NULL
 CT_API size_t ct_pinned_size(const ct_pinned *p);
 CT_API void ct_pinned_release(ct_pinned *p);      /* NULL is a no-op */
 
-/* ---- Views (no copy; the result shares storage with t) ---- */
+/* ---- Views (no copy; the result shares storage with t) ----
+ * All differentiable: a view of a tensor that requires grad records its backward (the gradient
+ * goes back reshaped, permuted back, or into the sliced elements; expand sums it back). */
 /* New shape with the same numel; one dim may be -1 (inferred). ct_view fails with
  * CT_ERR_SHAPE_MISMATCH when the strides can't express it; ct_reshape then copies instead. */
 CT_API ct_status ct_view(ct_tensor **out, const ct_tensor *t, int ndim, const int64_t *shape);
@@ -145,12 +156,15 @@ CT_API ct_status ct_squeeze(ct_tensor **out, const ct_tensor *t, int dim);
 CT_API ct_status ct_unsqueeze(ct_tensor **out, const ct_tensor *t, int dim);
 /* Broadcasts to shape (stride 0 on expanded dims); -1 keeps a dim; new dims are prepended. */
 CT_API ct_status ct_expand(ct_tensor **out, const ct_tensor *t, int ndim, const int64_t *shape);
-/* A new reference to t when already contiguous, else a contiguous copy. */
+/* A new reference to t when already contiguous (the same handle: nothing recorded), else a
+ * contiguous copy (differentiable). */
 CT_API ct_status ct_contiguous(ct_tensor **out, const ct_tensor *t);
 /* A new contiguous tensor of dtype dt (a copy even when dt == t's dtype).
  * Rounding: float->float rounds to nearest even; float->integer truncates toward zero, and
  * NaN, infinities and out-of-range values saturate to the target's limits (NaN gives 0);
- * integer->integer wraps modulo 2^bits; anything->bool is (x != 0); bool->x is 0 or 1. */
+ * integer->integer wraps modulo 2^bits; anything->bool is (x != 0); bool->x is 0 or 1.
+ * Differentiable between float dtypes (the gradient is cast back to t's dtype); a result of an
+ * integer or bool dtype does not require grad. */
 CT_API ct_status ct_cast(ct_tensor **out, const ct_tensor *t, ct_dtype dt);
 
 /* ---- Printing, like PyTorch's repr ----

@@ -349,6 +349,7 @@ ct_status ct_backward(ct_tensor *root, const ct_tensor *grad) {
                      "ct_backward: root does not require grad and has no recorded backward (no input of the ops that "
                      "made it requires grad, or grad mode was off)");
   bool prev = ct__grad_mode_set(false);
+  ct_dtype prev_ac = ct__autocast_suspend(); /* formulas run in the forward's dtypes */
   ct_tensor *g0 = NULL;
   ct_status st = ct__root_grad(&g0, root, grad);
   struct ct__pass p = {0};
@@ -385,6 +386,7 @@ ct_status ct_backward(ct_tensor *root, const ct_tensor *grad) {
   }
   free(p.leaves);
   free(p.nodes);
+  ct__autocast_resume(prev_ac);
   ct__grad_mode_set(prev);
   return st;
 }

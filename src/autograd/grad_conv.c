@@ -1,28 +1,39 @@
-/* Gradient formulas of the convolutions and pooling (rows of tensor/grad_ops.def). */
+/* Gradient formulas of the convolutions and pooling (rows of tensor/grad_ops.def). The kernels
+ * are the nn family's (src/nn/conv_bwd.c, src/nn/pool.c: ct__nn_conv_backward,
+ * ct__nn_pool2d_backward); these unpack the node. */
 #include "autograd/autograd.h"
 #include "core/error.h"
+#include "nn/nn.h"
 
+/* CONV (ct_conv2d, ct_conv1d): ins x, w, bias; saved x, w; i[0..7] stride h, w, padding h, w,
+ * dilation h, w, groups, one_d. ct__nn_conv_backward makes the three gradients (the bias's: g
+ * summed over all but the channel). */
 ct_status ct__grad_conv(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  (void)g;
-  (void)gin;
-  return ct__error(CT_ERR_UNSUPPORTED, "ct_backward: the gradient of %s is not implemented yet", n->fn);
+  int stride[2] = {(int)n->i[0], (int)n->i[1]}, padding[2] = {(int)n->i[2], (int)n->i[3]};
+  int dilation[2] = {(int)n->i[4], (int)n->i[5]};
+  return ct__nn_conv_backward(n->in[0].needed ? &gin[0] : NULL, n->in[1].needed ? &gin[1] : NULL,
+                              n->in[2].needed ? &gin[2] : NULL, g, ct__ag_saved(n, 0), ct__ag_saved(n, 1), stride,
+                              padding, dilation, (int)n->i[6], n->i[7] != 0, n->fn);
+}
+
+/* The three pools: i[0..5] the window (kh, kw, sh, sw, ph, pw); max pool saved x. */
+static ct_status grad_pool(ct__node *n, const ct_tensor *g, ct_tensor **gin, int mode) {
+  if (!n->in[0].needed) return CT_OK;
+  const ct__edge *e = &n->in[0];
+  int win[6];
+  for (int i = 0; i < 6; i++) win[i] = (int)n->i[i];
+  return ct__nn_pool2d_backward(&gin[0], g, mode == CT__POOL_MAX ? ct__ag_saved(n, 0) : NULL, e->ndim, e->shape,
+                                e->dtype, e->device, mode, win, n->fn);
 }
 
 ct_status ct__grad_max_pool2d(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  (void)g;
-  (void)gin;
-  return ct__error(CT_ERR_UNSUPPORTED, "ct_backward: the gradient of %s is not implemented yet", n->fn);
+  return grad_pool(n, g, gin, CT__POOL_MAX);
 }
 
 ct_status ct__grad_avg_pool2d(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  (void)g;
-  (void)gin;
-  return ct__error(CT_ERR_UNSUPPORTED, "ct_backward: the gradient of %s is not implemented yet", n->fn);
+  return grad_pool(n, g, gin, CT__POOL_AVG);
 }
 
 ct_status ct__grad_adaptive_avg_pool2d(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  (void)g;
-  (void)gin;
-  return ct__error(CT_ERR_UNSUPPORTED, "ct_backward: the gradient of %s is not implemented yet", n->fn);
+  return grad_pool(n, g, gin, CT__POOL_ADAPTIVE);
 }
-

@@ -9,21 +9,11 @@
 #include <math.h>
 
 #include "autograd/autograd.h"
+#include "autograd/grad_tmp.h"
 #include "cltensor/elementwise.h"
 #include "cltensor/shape.h"
 #include "core/error.h"
 #include "elementwise/elementwise.h"
-
-/* Temporaries of a formula: every tensor made lands in one of these and is released at the end
- * (a result handed to gin[] is retained first). */
-#define CT__TMP 12
-#define TRY(call)                 \
-  do {                            \
-    st = (call);                  \
-    if (st != CT_OK) goto done;   \
-  } while (0)
-#define RELEASE_TMP(t)                                  \
-  for (int k_ = 0; k_ < CT__TMP; k_++) ct_release(t[k_])
 
 #define SAVED_A(n) ((n)->saved[0])
 #define SAVED_B(n) ((n)->saved[1])

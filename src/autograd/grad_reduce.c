@@ -1,19 +1,10 @@
 /* Gradient formulas of the reductions and softmax (rows of tensor/grad_ops.def). */
 #include "autograd/autograd.h"
+#include "autograd/grad_tmp.h"
 #include "cltensor/elementwise.h"
 #include "cltensor/reduce.h"
 #include "cltensor/shape.h"
 #include "core/error.h"
-
-/* Temporaries of a formula, released at the end (as in grad_ew.c). */
-#define NTMP 12
-#define TRY(call)               \
-  do {                          \
-    st = (call);                \
-    if (st != CT_OK) goto done; \
-  } while (0)
-#define RELEASE_TMP(t) \
-  for (int k_ = 0; k_ < NTMP; k_++) ct_release(t[k_])
 
 /* The reduced dims of a reduction node (n->i[1], bits) as a list; returns how many. A 0-dim
  * input has none, which the reductions read as "every dim" (the same thing there). */
@@ -44,7 +35,7 @@ static ct_status scalar_like(ct_tensor **out, const ct_tensor *like, double v) {
  * but where() drops it), so there is no host round trip to look for zeros. */
 ct_status ct__grad_prod(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   ct_status st = CT_OK;
-  ct_tensor *t[NTMP] = {0};
+  ct_tensor *t[CT__TMP] = {0};
   const ct_tensor *x = ct__ag_saved(n, 0), *out = ct__ag_saved(n, 1);
   int dims[CT_MAX_DIMS], nd = red_dims(n, dims);
   TRY(ct__ag_unreduce(&t[0], n, g));
@@ -76,7 +67,7 @@ done:
  * scale_grad_by_count. */
 ct_status ct__grad_amax(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   ct_status st = CT_OK;
-  ct_tensor *t[NTMP] = {0};
+  ct_tensor *t[CT__TMP] = {0};
   const ct_tensor *x = ct__ag_saved(n, 0), *out = ct__ag_saved(n, 1);
   int dims[CT_MAX_DIMS], nd = red_dims(n, dims);
   TRY(ct__ag_unreduce(&t[0], n, out));
@@ -96,25 +87,26 @@ done:
  * std_backward). */
 ct_status ct__grad_var(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   ct_status st = CT_OK;
-  ct_tensor *t[NTMP] = {0};
+  ct_tensor *t[CT__TMP] = {0};
   const ct_tensor *x = ct__ag_saved(n, 0), *out = ct__ag_saved(n, 1);
   int dims[CT_MAX_DIMS], nd = red_dims(n, dims);
   double dof = (double)red_count(n) - (double)n->i[2];
   if (dof < 0) dof = 0;
   const ct_tensor *gv = g;
   if (n->i[3]) {
-    TRY(ct_div(&t[0], g, out));
-    TRY(ct_mul_scalar(&t[1], t[0], 0.5));
+    TRY(ct_mul_scalar(&t[0], out, 2.0));
+    TRY(ct_div(&t[1], g, t[0]));
     TRY(ct_eq_scalar(&t[2], out, 0.0));
     TRY(scalar_like(&t[3], t[1], 0.0));
     TRY(ct_where(&t[4], t[2], t[3], t[1]));
     gv = t[4];
   }
-  TRY(ct_mean(&t[5], x, nd, dims, true));
-  TRY(ct_sub(&t[6], x, t[5]));
-  TRY(ct__ag_unreduce(&t[7], n, gv));
-  TRY(ct_mul(&t[8], t[7], t[6]));
-  TRY(ct_mul_scalar(&gin[0], t[8], 2.0 / dof));
+  /* (2 / dof) g first, on the reduced shape: PyTorch's order, and the cheaper one */
+  TRY(ct_mul_scalar(&t[5], gv, 2.0 / dof));
+  TRY(ct__ag_unreduce(&t[6], n, t[5]));
+  TRY(ct_mean(&t[7], x, nd, dims, true));
+  TRY(ct_sub(&t[8], x, t[7]));
+  TRY(ct_mul(&gin[0], t[6], t[8]));
 done:
   RELEASE_TMP(t);
   return st;
@@ -124,7 +116,7 @@ done:
  * too). */
 ct_status ct__grad_logsumexp(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   ct_status st = CT_OK;
-  ct_tensor *t[NTMP] = {0};
+  ct_tensor *t[CT__TMP] = {0};
   TRY(ct__ag_unreduce(&t[0], n, ct__ag_saved(n, 1)));
   TRY(ct_sub(&t[1], ct__ag_saved(n, 0), t[0]));
   TRY(ct_exp(&t[2], t[1]));
@@ -138,7 +130,7 @@ done:
 /* softmax along dim i[0], y its saved output: y (g - sum(g y, dim)). */
 ct_status ct__grad_softmax(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   ct_status st = CT_OK;
-  ct_tensor *t[NTMP] = {0};
+  ct_tensor *t[CT__TMP] = {0};
   const ct_tensor *y = ct__ag_saved(n, 0);
   int dim = (int)n->i[0];
   TRY(ct_mul(&t[0], g, y));
@@ -153,7 +145,7 @@ done:
 /* log_softmax along dim i[0], y its saved output: g - exp(y) sum(g, dim). */
 ct_status ct__grad_log_softmax(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   ct_status st = CT_OK;
-  ct_tensor *t[NTMP] = {0};
+  ct_tensor *t[CT__TMP] = {0};
   int dim = (int)n->i[0];
   TRY(ct_exp(&t[0], ct__ag_saved(n, 0)));
   TRY(ct_sum(&t[1], g, 1, &dim, true));

@@ -181,6 +181,7 @@ static ct_status sdpa_api(ct_tensor **out, const ct_tensor *q, const ct_tensor *
             *o = NULL, *res = NULL;
   /* The inner ops would record; the node below stands for all of them. */
   bool prev = ct__grad_mode_set(false);
+  ct_dtype prev_ac = ct__autocast_suspend(); /* the products run in cdt, as chosen here */
   /* The operands keep their layouts (ct_matmul reads transposed views as they are, e.g. the
    * heads of a permuted [B, T, H, E] projection); only f16/bf16 are converted, to f32. */
   ct_status st = to_compute(&qc, q, cdt);
@@ -201,6 +202,7 @@ static ct_status sdpa_api(ct_tensor **out, const ct_tensor *q, const ct_tensor *
   if (st == CT_OK && ct_numel(sc) > 0) st = masked_softmax(sc, me, causal, scale);
   if (st == CT_OK) st = ct_matmul(&o, sc, vc);
   if (st == CT_OK) st = ct__contiguous(&res, o, q->dtype, 0, FN);
+  ct__autocast_resume(prev_ac);
   ct__grad_mode_set(prev);
   /* The backward needs the probabilities (sc, B L S elements: PyTorch's math backend keeps
    * them too) and the operands. A bool mask takes no gradient; a float one does. */

@@ -20,17 +20,12 @@
 #include "device/device.h"
 #include "linalg/linalg.h"
 #include "nn/nn.h"
+#include "tensor/graph.h"
 
 int64_t ct__nn_col_bytes = (int64_t)64 << 20;
 int ct__nn_conv_path = CT__CONV_AUTO;
 
-struct conv {
-  const char *fn;
-  int64_t N, C, H, W, Cout, kh, kw, OH, OW;
-  int sh, sw, ph, pw, dh, dw, groups;
-};
-
-static ct_status check_args(struct conv *cv, const ct_tensor *x4, const ct_tensor *w, const ct_tensor *bias,
+ct_status ct__conv_check(struct ct__conv *cv, const ct_tensor *x4, const ct_tensor *w, const ct_tensor *bias,
                             const int stride[2], const int padding[2], const int dilation[2], int groups,
                             bool one_d) {
   const char *fn = cv->fn;
@@ -111,7 +106,7 @@ static ct_status check_args(struct conv *cv, const ct_tensor *x4, const ct_tenso
   return CT_OK;
 }
 
-static void karg_xgeom(struct ct__kargs *a, const ct_tensor *x4, const struct conv *cv) {
+void ct__conv_karg_xgeom(struct ct__kargs *a, const ct_tensor *x4, const struct ct__conv *cv) {
   ct__karg_tensor(a, "x", x4, 0);
   cl_long4 xs = {{x4->strides[0], x4->strides[1], x4->strides[2], x4->strides[3]}};
   ct__karg(a, "xs", sizeof xs, &xs);
@@ -120,7 +115,7 @@ static void karg_xgeom(struct ct__kargs *a, const ct_tensor *x4, const struct co
   ct__karg_int(a, "W", (cl_int)cv->W);
 }
 
-static void karg_window(struct ct__kargs *a, const struct conv *cv) {
+void ct__conv_karg_window(struct ct__kargs *a, const struct ct__conv *cv) {
   ct__karg_int(a, "kh", (cl_int)cv->kh);
   ct__karg_int(a, "kw", (cl_int)cv->kw);
   ct__karg_int(a, "sth", cv->sh);
@@ -133,32 +128,56 @@ static void karg_window(struct ct__kargs *a, const struct conv *cv) {
   ct__karg_int(a, "OW", (cl_int)cv->OW);
 }
 
-static ct_status conv_direct(ct_device *d, const struct conv *cv, const ct_tensor *x4, const ct_tensor *wc,
+static ct_status conv_direct(ct_device *d, const struct ct__conv *cv, const ct_tensor *x4, const ct_tensor *wc,
                              const ct_tensor *bias, ct_tensor *out) {
   ct__kernel *k;
   CT__TRY(ct__kernel_for(&k, d, "conv.cl", "conv_direct", (int)x4->dtype, NULL, cv->fn));
   struct ct__kargs a;
   ct__kargs_begin(&a, k, ct__kernel_lock(k));
-  karg_xgeom(&a, x4, cv);
+  ct__conv_karg_xgeom(&a, x4, cv);
   ct__karg_tensor(&a, "w", wc, 0);
   ct__karg_tensor(&a, "bias", bias, 0);
   ct__karg_int(&a, "has_bias", bias != NULL);
   ct__karg_tensor(&a, "out", out, 0);
   ct__karg_int(&a, "Cout", (cl_int)cv->Cout);
   ct__karg_int(&a, "groups", cv->groups);
-  karg_window(&a, cv);
+  ct__conv_karg_window(&a, cv);
   ct__karg_long(&a, "N", cv->N);
   return ct__nn_launch3(k, &a, d, cv->OH * cv->OW, cv->Cout, cv->N, cv->fn);
 }
 
+ct_status ct__conv_gemm_state(struct ct__gemm_state **s, ct_device *d, const char *fn) {
+  CT__TRY(ct__gemm_state(s, d));
+  if ((*s)->route_status != CT_OK) return ct__error((*s)->route_status, "%s: %s", fn, (*s)->route_error);
+  if ((*s)->route == CT__ROUTE_CLBLAST) ct__gemm_tuning_ready(*s, d);
+  return CT_OK;
+}
+
+ct_status ct__conv_gemm(struct ct__gemm_state *s, ct_device *d, struct ct__gemm_op *op) {
+  ct__gemm_simplify_batch(op);
+  return s->route == CT__ROUTE_HOST ? ct__gemm_host(d, op) : ct__gemm_clblast(d, s, op);
+}
+
+ct_status ct__conv_im2col(ct__kernel *kcol, ct_device *d, const struct ct__conv *cv, const ct_tensor *x4, int64_t n0,
+                          int64_t nimg, const ct_tensor *col, int64_t is, int64_t rs) {
+  struct ct__kargs a;
+  ct__kargs_begin(&a, kcol, ct__kernel_lock(kcol));
+  ct__conv_karg_xgeom(&a, x4, cv);
+  ct__conv_karg_window(&a, cv);
+  ct__karg_long(&a, "n0", n0);
+  ct__karg_int(&a, "nimg", (cl_int)nimg);
+  ct__karg_tensor(&a, "col", col, 0);
+  ct__karg_long(&a, "is", is);
+  ct__karg_long(&a, "rs", rs);
+  return ct__launch1(kcol, &a, d, nimg * cv->C * cv->kh * cv->kw * cv->OH, 0, cv->fn);
+}
+
 /* The GEMM path (see the top of the file). wc is contiguous, of the compute dtype. */
-static ct_status conv_gemm(ct_device *d, const struct conv *cv, const ct_tensor *x4, const ct_tensor *wc,
+static ct_status conv_gemm(ct_device *d, const struct ct__conv *cv, const ct_tensor *x4, const ct_tensor *wc,
                            const ct_tensor *bias, ct_tensor *out) {
   const char *fn = cv->fn;
   struct ct__gemm_state *s;
-  CT__TRY(ct__gemm_state(&s, d));
-  if (s->route_status != CT_OK) return ct__error(s->route_status, "%s: %s", fn, s->route_error);
-  if (s->route == CT__ROUTE_CLBLAST) ct__gemm_tuning_ready(s, d);
+  CT__TRY(ct__conv_gemm_state(&s, d, fn));
   ct_dtype cdt = wc->dtype;
   bool direct_out = cdt == out->dtype;
   int64_t g = cv->groups, og = cv->Cout / g, K = cv->C / g * cv->kh * cv->kw, P = cv->OH * cv->OW;
@@ -183,14 +202,7 @@ static ct_status conv_gemm(ct_device *d, const struct conv *cv, const ct_tensor 
   }
   for (int64_t n0 = 0; st == CT_OK && n0 < cv->N; n0 += chunk) {
     int64_t nimg = cv->N - n0 < chunk ? cv->N - n0 : chunk;
-    struct ct__kargs a;
-    ct__kargs_begin(&a, kcol, ct__kernel_lock(kcol));
-    karg_xgeom(&a, x4, cv);
-    karg_window(&a, cv);
-    ct__karg_long(&a, "n0", n0);
-    ct__karg_int(&a, "nimg", (cl_int)nimg);
-    ct__karg_tensor(&a, "col", col, 0);
-    st = ct__launch1(kcol, &a, d, nimg * cv->C * cv->kh * cv->kw * cv->OH, 0, fn);
+    st = ct__conv_im2col(kcol, d, cv, x4, n0, nimg, col, cv->C * cv->kh * cv->kw * P, P);
     if (st != CT_OK) break;
 
     struct ct__gemm_op op;
@@ -217,10 +229,10 @@ static ct_status conv_gemm(ct_device *d, const struct conv *cv, const ct_tensor 
       op.c = (struct ct__gemm_mat){.mem = ct__tensor_mem(acc), .off = acc_off, .ld = P};
     op.c.bstride[0] = cv->Cout * P;
     op.c.bstride[1] = og * P;
-    ct__gemm_simplify_batch(&op);
-    st = s->route == CT__ROUTE_HOST ? ct__gemm_host(d, &op) : ct__gemm_clblast(d, s, &op);
+    st = ct__conv_gemm(s, d, &op);
     if (st != CT_OK || !kfin) continue;
 
+    struct ct__kargs a;
     int64_t total = nimg * cv->Cout * P;
     ct__kargs_begin(&a, kfin, ct__kernel_lock(kfin));
     ct__karg_tensor(&a, "acc", direct_out ? out : acc, direct_out ? n0 * cv->Cout * P : 0);
@@ -242,7 +254,7 @@ static ct_status conv_gemm(ct_device *d, const struct conv *cv, const ct_tensor 
 #define CT__CB 8
 #define CT__PB 48
 
-static ct_status conv_blocked(ct_device *d, const struct conv *cv, const ct_tensor *x4, const ct_tensor *wc,
+static ct_status conv_blocked(ct_device *d, const struct ct__conv *cv, const ct_tensor *x4, const ct_tensor *wc,
                               const ct_tensor *bias, ct_tensor *out) {
   const char *fn = cv->fn;
   int64_t g = cv->groups, og = cv->Cout / g, cg = cv->C / g;
@@ -288,7 +300,7 @@ static ct_status conv_blocked(ct_device *d, const struct conv *cv, const ct_tens
     int64_t nimg = cv->N - n0 < chunk ? cv->N - n0 : chunk;
     struct ct__kargs a;
     ct__kargs_begin(&a, kpad, ct__kernel_lock(kpad));
-    karg_xgeom(&a, x4, cv);
+    ct__conv_karg_xgeom(&a, x4, cv);
     ct__karg_int(&a, "ph", cv->ph);
     ct__karg_int(&a, "pw", cv->pw);
     ct__karg_int(&a, "Hp", (cl_int)Hp);
@@ -337,7 +349,7 @@ static ct_status conv_blocked(ct_device *d, const struct conv *cv, const ct_tens
 }
 
 /* x4 is [N, C, H, W] (a view for unbatched and 1-D inputs), w4 [Cout, C/g, kh, kw]. */
-static ct_status conv_run(ct_tensor **out, const struct conv *cv, const ct_tensor *x4, const ct_tensor *w4,
+ct_status ct__conv_run(ct_tensor **out, const struct ct__conv *cv, const ct_tensor *x4, const ct_tensor *w4,
                           const ct_tensor *bias) {
   const char *fn = cv->fn;
   ct_device *d = x4->storage->device;
@@ -374,6 +386,90 @@ static ct_status conv_run(ct_tensor **out, const struct conv *cv, const ct_tenso
   return ct__tensor_result(out, o, st);
 }
 
+ct_status ct__nn_conv1d_view4(ct_tensor **out, const ct_tensor *t) {
+  bool batched = t->ndim == 3;
+  int b = batched ? 1 : 0;
+  int64_t shape[4] = {batched ? t->shape[0] : 1, t->shape[b], 1, t->shape[b + 1]};
+  int64_t strides[4] = {batched ? t->strides[0] : 0, t->strides[b], 0, t->strides[b + 1]};
+  return ct__tensor_view(out, t, 4, shape, strides, t->offset);
+}
+
+/* Records the conv's backward (src/autograd/grad_conv.c) on its result o: x and w saved (the
+ * weight gradient reads x, the input gradient w), the geometry as i[0..7] (stride h, w,
+ * padding h, w, dilation h, w, groups, one_d). */
+static ct_status conv_record(ct_tensor *o, const ct_tensor *x, const ct_tensor *w, const ct_tensor *bias,
+                             const struct ct__conv *cv, bool one_d) {
+  ct__node *n = NULL;
+  CT__TRY(ct__grad_record(&n, o, CT__GOP_CONV, 0, 3, (const ct_tensor *[]){x, w, bias}, cv->fn));
+  if (!n) return CT_OK;
+  CT__TRY(ct__grad_save(n, 0, x, cv->fn));
+  CT__TRY(ct__grad_save(n, 1, w, cv->fn));
+  int64_t geo[8] = {cv->sh, cv->sw, cv->ph, cv->pw, cv->dh, cv->dw, cv->groups, one_d};
+  memcpy(n->i, geo, sizeof geo);
+  return CT_OK;
+}
+
+static ct_status conv2d_impl(ct_tensor **out, const ct_tensor *x, const ct_tensor *w, const ct_tensor *bias,
+                             const int stride[2], const int padding[2], const int dilation[2], int groups) {
+  const char *fn = "ct_conv2d";
+  struct ct__conv cv = {.fn = fn};
+  ct_tensor *x4 = NULL, *o = NULL;
+  CT__TRY(ct__nn_batched4(&x4, x, fn));
+  ct_status st = ct__conv_check(&cv, x4, w, bias, stride, padding, dilation, groups, false);
+  if (st == CT_OK) st = ct__conv_run(&o, &cv, x4, w, bias);
+  if (st == CT_OK && x->ndim == 3) st = ct__nn_unbatch(&o);
+  if (st == CT_OK) st = conv_record(o, x, w, bias, &cv, false);
+  ct_release(x4);
+  return ct__tensor_result(out, o, st);
+}
+
+static ct_status conv1d_impl(ct_tensor **out, const ct_tensor *x, const ct_tensor *w, const ct_tensor *bias,
+                             int stride, int padding, int dilation, int groups) {
+  const char *fn = "ct_conv1d";
+  char s1[160];
+  if (x->ndim != 3 && x->ndim != 2)
+    return ct__error(CT_ERR_SHAPE_MISMATCH, "%s: x must be 3-D [N, C, L] or 2-D [C, L], got %s", fn,
+                     ct__shape_str(s1, sizeof s1, x->ndim, x->shape));
+  if (w->ndim != 3)
+    return ct__error(CT_ERR_SHAPE_MISMATCH, "%s: w must be 3-D [Cout, Cin / groups, k], got %s", fn,
+                     ct__shape_str(s1, sizeof s1, w->ndim, w->shape));
+  /* [N, C, L] as [N, C, 1, L]; w [Cout, Cin/g, k] as [Cout, Cin/g, 1, k]. */
+  ct_tensor *x4 = NULL, *w4 = NULL, *o = NULL;
+  ct_status st = ct__nn_conv1d_view4(&x4, x);
+  if (st == CT_OK) st = ct__nn_conv1d_view4(&w4, w);
+  int sv[2] = {1, stride}, pv[2] = {0, padding}, dv[2] = {1, dilation};
+  struct ct__conv cv = {.fn = fn};
+  if (st == CT_OK) st = ct__conv_check(&cv, x4, w4, bias, sv, pv, dv, groups, true);
+  if (st == CT_OK) st = ct__conv_run(&o, &cv, x4, w4, bias);
+  if (st == CT_OK) {
+    /* [N, Cout, 1, OL] -> [N, Cout, OL] (or [Cout, OL]). */
+    int64_t os[3] = {cv.N, cv.Cout, cv.OW}, ost[3] = {o->strides[0], o->strides[1], o->strides[3]};
+    ct_tensor *v = NULL;
+    st = x->ndim == 3 ? ct__tensor_view(&v, o, 3, os, ost, o->offset)
+                      : ct__tensor_view(&v, o, 2, os + 1, ost + 1, o->offset);
+    ct_release(o);
+    o = v;
+  }
+  if (st == CT_OK) st = conv_record(o, x, w, bias, &cv, true);
+  ct_release(x4);
+  ct_release(w4);
+  return ct__tensor_result(out, o, st);
+}
+
+/* Autocast (ct_autocast_set, torch.autocast's lower-precision list): x, w and bias of dtype
+ * f32, f16 or bf16 are cast (recorded casts, so gradients flow back in their dtypes) to the
+ * policy's dtype; f64 is left alone, as PyTorch's autocast leaves double tensors. c[] gets the
+ * tensors to use (new references, NULL where the input is NULL). */
+static ct_status conv_autocast(ct_tensor *c[3], const ct_tensor *const in[3], const char *fn) {
+  ct_dtype ad = ct__autocast_dtype();
+  for (int i = 0; i < 3; i++) {
+    if (!in[i]) continue;
+    ct_dtype dt = ad != CT_F32 && in[i]->dtype != CT_F64 ? ad : in[i]->dtype;
+    CT__TRY(ct__autocast_to(&c[i], in[i], dt, fn));
+  }
+  return CT_OK;
+}
+
 ct_status ct_conv2d(ct_tensor **out, const ct_tensor *x, const ct_tensor *w, const ct_tensor *bias,
                     const int stride[2], const int padding[2], const int dilation[2], int groups) {
   const char *fn = "ct_conv2d";
@@ -381,14 +477,11 @@ ct_status ct_conv2d(ct_tensor **out, const ct_tensor *x, const ct_tensor *w, con
   *out = NULL;
   CT__CHECK_NOT_NULL(fn, x);
   CT__CHECK_NOT_NULL(fn, w);
-  struct conv cv = {.fn = fn};
-  ct_tensor *x4 = NULL, *o = NULL;
-  CT__TRY(ct__nn_batched4(&x4, x, fn));
-  ct_status st = check_args(&cv, x4, w, bias, stride, padding, dilation, groups, false);
-  if (st == CT_OK) st = conv_run(&o, &cv, x4, w, bias);
-  if (st == CT_OK && x->ndim == 3) st = ct__nn_unbatch(&o);
-  ct_release(x4);
-  return ct__tensor_result(out, o, st);
+  ct_tensor *c[3] = {NULL, NULL, NULL};
+  ct_status st = conv_autocast(c, (const ct_tensor *[]){x, w, bias}, fn);
+  if (st == CT_OK) st = conv2d_impl(out, c[0], c[1], c[2], stride, padding, dilation, groups);
+  for (int i = 0; i < 3; i++) ct_release(c[i]);
+  return st;
 }
 
 ct_status ct_conv1d(ct_tensor **out, const ct_tensor *x, const ct_tensor *w, const ct_tensor *bias, int stride,
@@ -398,44 +491,9 @@ ct_status ct_conv1d(ct_tensor **out, const ct_tensor *x, const ct_tensor *w, con
   *out = NULL;
   CT__CHECK_NOT_NULL(fn, x);
   CT__CHECK_NOT_NULL(fn, w);
-  char s1[160];
-  if (x->ndim != 3 && x->ndim != 2)
-    return ct__error(CT_ERR_SHAPE_MISMATCH, "%s: x must be 3-D [N, C, L] or 2-D [C, L], got %s", fn,
-                     ct__shape_str(s1, sizeof s1, x->ndim, x->shape));
-  if (w->ndim != 3)
-    return ct__error(CT_ERR_SHAPE_MISMATCH, "%s: w must be 3-D [Cout, Cin / groups, k], got %s", fn,
-                     ct__shape_str(s1, sizeof s1, w->ndim, w->shape));
-  /* [N, C, L] as [N, C, 1, L]; w [Cout, Cin/g, k] as [Cout, Cin/g, 1, k]. */
-  bool batched = x->ndim == 3;
-  int64_t xs[4], xst[4];
-  xs[0] = batched ? x->shape[0] : 1;
-  xst[0] = batched ? x->strides[0] : 0;
-  int b = batched ? 1 : 0;
-  xs[1] = x->shape[b];
-  xst[1] = x->strides[b];
-  xs[2] = 1;
-  xst[2] = 0;
-  xs[3] = x->shape[b + 1];
-  xst[3] = x->strides[b + 1];
-  int64_t ws[4] = {w->shape[0], w->shape[1], 1, w->shape[2]};
-  int64_t wst[4] = {w->strides[0], w->strides[1], 0, w->strides[2]};
-  ct_tensor *x4 = NULL, *w4 = NULL, *o = NULL;
-  ct_status st = ct__tensor_view(&x4, x, 4, xs, xst, x->offset);
-  if (st == CT_OK) st = ct__tensor_view(&w4, w, 4, ws, wst, w->offset);
-  int sv[2] = {1, stride}, pv[2] = {0, padding}, dv[2] = {1, dilation};
-  struct conv cv = {.fn = fn};
-  if (st == CT_OK) st = check_args(&cv, x4, w4, bias, sv, pv, dv, groups, true);
-  if (st == CT_OK) st = conv_run(&o, &cv, x4, w4, bias);
-  if (st == CT_OK) {
-    /* [N, Cout, 1, OL] -> [N, Cout, OL] (or [Cout, OL]). */
-    int64_t os[3] = {cv.N, cv.Cout, cv.OW}, ost[3] = {o->strides[0], o->strides[1], o->strides[3]};
-    ct_tensor *v = NULL;
-    st = batched ? ct__tensor_view(&v, o, 3, os, ost, o->offset)
-                 : ct__tensor_view(&v, o, 2, os + 1, ost + 1, o->offset);
-    ct_release(o);
-    o = v;
-  }
-  ct_release(x4);
-  ct_release(w4);
-  return ct__tensor_result(out, o, st);
+  ct_tensor *c[3] = {NULL, NULL, NULL};
+  ct_status st = conv_autocast(c, (const ct_tensor *[]){x, w, bias}, fn);
+  if (st == CT_OK) st = conv1d_impl(out, c[0], c[1], c[2], stride, padding, dilation, groups);
+  for (int i = 0; i < 3; i++) ct_release(c[i]);
+  return st;
 }

@@ -67,4 +67,75 @@ ct_status ct__sdpa_backward(ct_tensor **dq, ct_tensor **dk, ct_tensor **dv, ct_t
 ct_status ct__dropout_backward(ct_tensor **dx, const ct_tensor *g, double p, uint64_t seed, uint64_t offset,
                                const char *fn);
 
+/* ---- What conv.c shares with conv_bwd.c ---- */
+
+/* A convolution's geometry: x [N, C, H, W], w [Cout, C / groups, kh, kw], output [N, Cout, OH, OW],
+ * stride (sh, sw), padding (ph, pw), dilation (dh, dw). fn names the public call. */
+struct ct__conv {
+  const char *fn;
+  int64_t N, C, H, W, Cout, kh, kw, OH, OW;
+  int sh, sw, ph, pw, dh, dw, groups;
+};
+
+/* Checks the arguments of a conv over 4-D x4 and w (one_d: ct_conv1d's messages, which name the
+ * width's values as index 0) and fills cv (cv->fn set by the caller). */
+ct_status ct__conv_check(struct ct__conv *cv, const ct_tensor *x4, const ct_tensor *w, const ct_tensor *bias,
+                         const int stride[2], const int padding[2], const int dilation[2], int groups, bool one_d);
+/* *out = the conv of cv over x4 [N, C, H, W] and w4 (x4's dtype; the path picked as ct_conv2d's). */
+ct_status ct__conv_run(ct_tensor **out, const struct ct__conv *cv, const ct_tensor *x4, const ct_tensor *w4,
+                       const ct_tensor *bias);
+/* The kernel arguments x, xs, C, H, W and kh ... OW of the conv kernels. */
+void ct__conv_karg_xgeom(struct ct__kargs *a, const ct_tensor *x4, const struct ct__conv *cv);
+void ct__conv_karg_window(struct ct__kargs *a, const struct ct__conv *cv);
+/* Launches kcol (conv_im2col): the columns of images n0 .. n0 + nimg of x4 into col, element
+ * (img, r, p) at img * is + r * rs + p. */
+ct_status ct__conv_im2col(ct__kernel *kcol, ct_device *d, const struct ct__conv *cv, const ct_tensor *x4, int64_t n0,
+                          int64_t nimg, const ct_tensor *col, int64_t is, int64_t rs);
+/* The device's GEMM route state (its failure as cv->fn's error), and one GEMM on that route
+ * (batch dims simplified first). */
+struct ct__gemm_state;
+struct ct__gemm_op;
+ct_status ct__conv_gemm_state(struct ct__gemm_state **s, ct_device *d, const char *fn);
+ct_status ct__conv_gemm(struct ct__gemm_state *s, ct_device *d, struct ct__gemm_op *op);
+
+/* ---- Backward (conv_bwd.c, pool.c), for the formulas of src/autograd/grad_conv.c ---- */
+
+/* The gradients of ct_conv2d (one_d false) or ct_conv1d (one_d true: x, w and g of ct_conv1d's
+ * ranks, stride/padding/dilation as {1, value}) for the output gradient g: *gx (x's shape and
+ * dtype) when gx is not NULL, *gw (w's shape; w's dtype, or f32 for f16/bf16) when gw is not
+ * NULL, *gb ([Cout], the bias gradient: g summed over all but the channel) when gb is not NULL
+ * (the blocked weight gradient computes it in the same pass, with a weight gradient wanted or
+ * not). x and g are read through their strides. Deterministic: no atomics, every sum in one
+ * fixed order. Paths (ct__nn_conv_bwd_path): the input gradient of a stride-1 conv is the
+ * stride-1 conv of g with the flipped, transposed weight (ct_conv2d's paths, so the blocked
+ * kernel on CPU devices), else GEMM w^T g + col2im; the weight (and bias) gradient is the
+ * blocked conv_wgrad kernel for stride-1 non-f64 convs on CPU devices, else im2col + one GEMM
+ * per group and chunk of images reducing over images and positions at once (and ct_sum). */
+ct_status ct__nn_conv_backward(ct_tensor **gx, ct_tensor **gw, ct_tensor **gb, const ct_tensor *g, const ct_tensor *x,
+                               const ct_tensor *w, const int stride[2], const int padding[2], const int dilation[2],
+                               int groups, bool one_d, const char *fn);
+/* Which backward paths run: AUTO as above; GEMM forces GEMM + col2im for the input gradient and
+ * im2col + GEMM for the weight gradient; for tests, not for concurrent change. */
+enum { CT__CONV_BWD_AUTO, CT__CONV_BWD_GEMM };
+extern int ct__nn_conv_bwd_path;
+/* The blocked weight gradient's images per work-item: enough for ct__nn_wgrad_positions output
+ * positions (1024), or as many as fit ct__nn_wgrad_group_bytes of padded x and g (1 MiB); tests
+ * lower both to make several image groups. Not for concurrent change. */
+extern int64_t ct__nn_wgrad_positions, ct__nn_wgrad_group_bytes;
+
+/* conv1d's [N, C, L] or [C, L] tensor (x or an output gradient) as [N, C, 1, L]. */
+ct_status ct__nn_conv1d_view4(ct_tensor **out, const ct_tensor *t);
+
+/* pool.c's modes (the kernels' mode argument). */
+enum { CT__POOL_MAX, CT__POOL_AVG, CT__POOL_ADAPTIVE };
+
+/* The input gradient of pool2d (pool.c): g the output gradient ([N, C, OH, OW] or unbatched,
+ * as the op's output), x the op's input (needed for max, whose gradient goes to the first
+ * maximum of each window, recomputed; NULL for the averages), xndim/xshape/dt/d the input's
+ * geometry; mode and win[6] (kh, kw, sh, sw, ph, pw) as the forward's. *gx has the input's shape
+ * and dtype. */
+ct_status ct__nn_pool2d_backward(ct_tensor **gx, const ct_tensor *g, const ct_tensor *x, int xndim,
+                                 const int64_t *xshape, ct_dtype dt, ct_device *d, int mode, const int win[6],
+                                 const char *fn);
+
 #endif

@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cltensor/reduce.h"
+#include "cltensor/shape.h"
 #include "core/error.h"
 #include "device/device.h"
 #include "nn/nn.h"
@@ -231,12 +233,10 @@ ct_status ct__norm_backward(ct_tensor **dx, ct_tensor **dw, ct_tensor **db, cons
   ct_tensor *gc = NULL, *stats = NULL, *ox = NULL, *ow = NULL, *ob = NULL;
   ct_status st = CT_OK;
   if (dx) st = ct__tensor_new(&ox, d, x->dtype, x->ndim, x->shape, fn);
-  if (st == CT_OK && dw) st = ct__tensor_new(&ow, d, adt, nnorm, x->shape + outer, fn);
-  if (st == CT_OK && db) st = ct__tensor_new(&ob, d, adt, nnorm, x->shape + outer, fn);
   if (st == CT_OK && ct_numel(x) == 0) {
     /* No rows: the parameters' gradients are empty sums. */
-    if (ow) st = ct__fill_value(ow, 0.0, fn);
-    if (st == CT_OK && ob) st = ct__fill_value(ob, 0.0, fn);
+    if (dw) st = ct_zeros(&ow, d, adt, nnorm, x->shape + outer);
+    if (st == CT_OK && db) st = ct_zeros(&ob, d, adt, nnorm, x->shape + outer);
   } else if (st == CT_OK) {
     int64_t sshape[1] = {2 * nrows};
     st = ct__contiguous(&gc, g, x->dtype, 0, fn);
@@ -245,7 +245,7 @@ ct_status ct__norm_backward(ct_tensor **dx, ct_tensor **dw, ct_tensor **db, cons
     snprintf(extra, sizeof extra, "-DCT_PD=%d", (int)pd);
     ct__kernel *kr = NULL, *kc = NULL;
     if (st == CT_OK) st = ct__kernel_for(&kr, d, "norm.cl", "norm_rows_bwd", (int)x->dtype, extra, fn);
-    if (st == CT_OK && (ow || ob)) st = ct__kernel_for(&kc, d, "norm.cl", "norm_cols_bwd", (int)x->dtype, extra, fn);
+    if (st == CT_OK && (dw || db)) st = ct__kernel_for(&kc, d, "norm.cl", "norm_cols_bwd", (int)x->dtype, extra, fn);
     if (st == CT_OK) {
       struct ct__kargs a;
       ct__kargs_begin(&a, kr, ct__kernel_lock(kr));
@@ -260,16 +260,36 @@ ct_status ct__norm_backward(ct_tensor **dx, ct_tensor **dw, ct_tensor **db, cons
       st = launch_rows(kr, &a, d, nrows, fn);
     }
     if (st == CT_OK && kc) {
-      struct ct__kargs a;
-      ct__kargs_begin(&a, kc, ct__kernel_lock(kc));
-      karg_rows_x(&a, x, outer, nrows, n);
-      ct__karg_tensor(&a, "g", gc, 0);
-      ct__karg_tensor(&a, "stats", stats, 0);
-      ct__karg_int(&a, "want_w", ow != NULL);
-      karg_param(&a, "dw", NULL, ow);
-      ct__karg_int(&a, "want_b", ob != NULL);
-      karg_param(&a, "db", NULL, ob);
-      st = ct__launch1(kc, &a, d, n, 0, fn);
+      /* Blocks of 32 rows per work-item, partial sums [nblk, n] summed over the blocks. */
+      int64_t rblk = 32, nblk = (nrows + rblk - 1) / rblk;
+      int64_t pshape[2] = {nblk, n};
+      ct_tensor *pw = NULL, *pb = NULL;
+      if (dw) st = ct__tensor_new(&pw, d, adt, 2, pshape, fn);
+      if (st == CT_OK && db) st = ct__tensor_new(&pb, d, adt, 2, pshape, fn);
+      if (st == CT_OK) {
+        struct ct__kargs a;
+        ct__kargs_begin(&a, kc, ct__kernel_lock(kc));
+        karg_rows_x(&a, x, outer, nrows, n);
+        ct__karg_tensor(&a, "g", gc, 0);
+        ct__karg_tensor(&a, "stats", stats, 0);
+        ct__karg_long(&a, "rblk", rblk);
+        ct__karg_long(&a, "nblk", nblk);
+        ct__karg_int(&a, "want_w", pw != NULL);
+        karg_param(&a, "pw", NULL, pw);
+        ct__karg_int(&a, "want_b", pb != NULL);
+        karg_param(&a, "pb", NULL, pb);
+        st = ct__nn_launch3(kc, &a, d, n, nblk, 1, fn);
+      }
+      int dim0[1] = {0};
+      ct_tensor *sw = NULL, *sb = NULL;
+      if (st == CT_OK && pw) st = ct_sum(&sw, pw, 1, dim0, false);
+      if (st == CT_OK && pb) st = ct_sum(&sb, pb, 1, dim0, false);
+      if (st == CT_OK && sw) st = ct_reshape(&ow, sw, nnorm, x->shape + outer);
+      if (st == CT_OK && sb) st = ct_reshape(&ob, sb, nnorm, x->shape + outer);
+      ct_release(pw);
+      ct_release(pb);
+      ct_release(sw);
+      ct_release(sb);
     }
   }
   ct_release(gc);

@@ -6,8 +6,94 @@
 #include "core/error.h"
 #include "device/device.h"
 #include "nn/nn.h"
+#include "tensor/graph.h"
 
-enum { POOL_MAX, POOL_AVG, POOL_ADAPTIVE };
+/* Max pooling over 2x2 windows, stride 2, no padding: the unrolled kernels. */
+static bool pool_is_max2(int mode, const int win[6]) {
+  return mode == CT__POOL_MAX && win[0] == 2 && win[1] == 2 && win[2] == 2 && win[3] == 2 && win[4] == 0 &&
+         win[5] == 0;
+}
+
+static const ct__gop pool_gops[3] = {CT__GOP_MAX_POOL2D, CT__GOP_AVG_POOL2D, CT__GOP_ADAPTIVE_AVG_POOL2D};
+
+/* Records the backward (src/autograd/grad_conv.c) on the result o: win[6] as i[0..5]; max pool
+ * saves x, whose first maximum per window its gradient recomputes (the averages need only x's
+ * shape, which the node's edge has). */
+static ct_status pool_record(ct_tensor *o, const ct_tensor *x, int mode, const int win[6], const char *fn) {
+  ct__node *n = NULL;
+  CT__TRY(ct__grad_record(&n, o, pool_gops[mode], mode, 1, (const ct_tensor *[]){x}, fn));
+  if (!n) return CT_OK;
+  for (int i = 0; i < 6; i++) n->i[i] = win[i];
+  return mode == CT__POOL_MAX ? ct__grad_save(n, 0, x, fn) : CT_OK;
+}
+
+/* The arguments x, xs, C, H, W, out, OH, OW, mode, kh .. pw, N of pool2d, pool2d_max2 and
+ * pool2d_bwd (x4 [N, C, H, W]). */
+static void pool_kargs(struct ct__kargs *a, const ct_tensor *x4, const ct_tensor *o, int64_t OH, int64_t OW,
+                       int mode, const int win[6]) {
+  ct__karg_tensor(a, "x", x4, 0);
+  cl_long4 xs = {{x4->strides[0], x4->strides[1], x4->strides[2], x4->strides[3]}};
+  ct__karg(a, "xs", sizeof xs, &xs);
+  ct__karg_long(a, "C", x4->shape[1]);
+  ct__karg_long(a, "H", x4->shape[2]);
+  ct__karg_long(a, "W", x4->shape[3]);
+  ct__karg_tensor(a, "out", o, 0);
+  ct__karg_long(a, "OH", OH);
+  ct__karg_long(a, "OW", OW);
+  ct__karg_int(a, "mode", mode);
+  static const char *const names[6] = {"kh", "kw", "sth", "stw", "ph", "pw"};
+  for (int i = 0; i < 6; i++) ct__karg_int(a, names[i], win[i]);
+  ct__karg_long(a, "N", x4->shape[0]);
+}
+
+/* Launches the locked k over the 3-D range (n0, n1, n2) as pool2d's, ends a's list. */
+static ct_status pool_launch(ct__kernel *k, struct ct__kargs *a, ct_device *d, int64_t n0, int64_t n1, int64_t n2,
+                             const char *fn) {
+  ct_status st = ct__kargs_end(a, fn);
+  if (st == CT_OK && n0 > 0 && n1 > 0 && n2 > 0) {
+    size_t global[3] = {(size_t)n0, (size_t)n1, (size_t)n2}, local[3];
+    ct__launch_planes(k, global, local);
+    st = ct__kernel_launch(k, d, 3, global, local);
+  }
+  ct__kernel_unlock(k);
+  return st;
+}
+
+ct_status ct__nn_pool2d_backward(ct_tensor **gx, const ct_tensor *g, const ct_tensor *x, int xndim,
+                                 const int64_t *xshape, ct_dtype dt, ct_device *d, int mode, const int win[6],
+                                 const char *fn) {
+  *gx = NULL;
+  /* x, g and the result as [N, C, H, W] (x: a header of the input's shape over g's storage when
+   * the averages give no x; the kernel does not read it then). */
+  int64_t s4[4] = {1, 1, 1, 1}, st4[4] = {0, 0, 0, 0};
+  for (int i = 0; i < xndim; i++) s4[4 - xndim + i] = xshape[i];
+  ct_tensor *g4 = NULL, *x4 = NULL, *o = NULL;
+  ct_status st = ct__nn_batched4(&g4, g, fn);
+  if (st == CT_OK) st = x ? ct__nn_batched4(&x4, x, fn) : ct__tensor_view(&x4, g, 4, s4, st4, g->offset);
+  if (st == CT_OK) st = ct__tensor_new(&o, d, dt, 4, s4, fn);
+  ct__kernel *k;
+  if (st == CT_OK && ct_numel(o) > 0) {
+    /* pool2d_max2's windows: a work-item per window (kernels/pool.cl says why); the elements
+     * of an odd last row or column lie in no window and are zeroed first. */
+    bool max2 = pool_is_max2(mode, win);
+    if (max2 && (s4[2] % 2 || s4[3] % 2)) st = ct__fill_value(o, 0, fn);
+    if (st == CT_OK) st = ct__kernel_for(&k, d, "pool.cl", max2 ? "pool2d_max2_bwd" : "pool2d_bwd", (int)dt, NULL, fn);
+    if (st == CT_OK) {
+      struct ct__kargs a;
+      ct__kargs_begin(&a, k, ct__kernel_lock(k));
+      pool_kargs(&a, x4, o, g4->shape[2], g4->shape[3], mode, win);
+      ct__karg_tensor(&a, "g", g4, 0);
+      cl_long4 gs = {{g4->strides[0], g4->strides[1], g4->strides[2], g4->strides[3]}};
+      ct__karg(&a, "gs", sizeof gs, &gs);
+      if (max2) st = pool_launch(k, &a, d, g4->shape[3], g4->shape[2], s4[0] * s4[1], fn);
+      else st = pool_launch(k, &a, d, s4[3], s4[2], s4[0] * s4[1], fn);
+    }
+  }
+  if (st == CT_OK && xndim == 3) st = ct__nn_unbatch(&o);
+  ct_release(g4);
+  ct_release(x4);
+  return ct__tensor_result(gx, o, st);
+}
 
 /* Checks x and runs the kernel into a new [N, C, OH, OW] (or [C, OH, OW]) output. */
 static ct_status pool_run(ct_tensor **out, const ct_tensor *x, int mode, const int win[6], int64_t OH, int64_t OW,
@@ -21,36 +107,17 @@ static ct_status pool_run(ct_tensor **out, const ct_tensor *x, int mode, const i
   if (total > 0) {
     ct__kernel *k;
     /* 2x2 windows, stride 2, no padding: the unrolled kernel (kernels/pool.cl says why). */
-    bool max2 = mode == POOL_MAX && win[0] == 2 && win[1] == 2 && win[2] == 2 && win[3] == 2 && win[4] == 0 &&
-                win[5] == 0;
+    bool max2 = pool_is_max2(mode, win);
     st = ct__kernel_for(&k, d, "pool.cl", max2 ? "pool2d_max2" : "pool2d", (int)x4->dtype, NULL, fn);
     if (st == CT_OK) {
       struct ct__kargs a;
       ct__kargs_begin(&a, k, ct__kernel_lock(k));
-      ct__karg_tensor(&a, "x", x4, 0);
-      cl_long4 xs = {{x4->strides[0], x4->strides[1], x4->strides[2], x4->strides[3]}};
-      ct__karg(&a, "xs", sizeof xs, &xs);
-      ct__karg_long(&a, "C", x4->shape[1]);
-      ct__karg_long(&a, "H", x4->shape[2]);
-      ct__karg_long(&a, "W", x4->shape[3]);
-      ct__karg_tensor(&a, "out", o, 0);
-      ct__karg_long(&a, "OH", OH);
-      ct__karg_long(&a, "OW", OW);
-      ct__karg_int(&a, "mode", mode);
-      static const char *const names[6] = {"kh", "kw", "sth", "stw", "ph", "pw"};
-      for (int i = 0; i < 6; i++) ct__karg_int(&a, names[i], win[i]);
-      ct__karg_long(&a, "N", x4->shape[0]);
-      st = ct__kargs_end(&a, fn);
-      int64_t planes = x4->shape[0] * x4->shape[1];
-      if (st == CT_OK && OH > 0 && OW > 0 && planes > 0) {
-        size_t global[3] = {(size_t)OW, (size_t)OH, (size_t)planes}, local[3];
-        ct__launch_planes(k, global, local);
-        st = ct__kernel_launch(k, d, 3, global, local);
-      }
-      ct__kernel_unlock(k);
+      pool_kargs(&a, x4, o, OH, OW, mode, win);
+      st = pool_launch(k, &a, d, OW, OH, x4->shape[0] * x4->shape[1], fn);
     }
   }
   if (st == CT_OK && x->ndim == 3) st = ct__nn_unbatch(&o);
+  if (st == CT_OK) st = pool_record(o, x, mode, win, fn);
   return ct__tensor_result(out, o, st);
 }
 
@@ -97,12 +164,12 @@ static ct_status pool_window(ct_tensor **out, const ct_tensor *x, const int kern
 
 ct_status ct_max_pool2d(ct_tensor **out, const ct_tensor *x, const int kernel[2], const int stride[2],
                         const int padding[2]) {
-  return pool_window(out, x, kernel, stride, padding, POOL_MAX, "ct_max_pool2d");
+  return pool_window(out, x, kernel, stride, padding, CT__POOL_MAX, "ct_max_pool2d");
 }
 
 ct_status ct_avg_pool2d(ct_tensor **out, const ct_tensor *x, const int kernel[2], const int stride[2],
                         const int padding[2]) {
-  return pool_window(out, x, kernel, stride, padding, POOL_AVG, "ct_avg_pool2d");
+  return pool_window(out, x, kernel, stride, padding, CT__POOL_AVG, "ct_avg_pool2d");
 }
 
 ct_status ct_adaptive_avg_pool2d(ct_tensor **out, const ct_tensor *x, const int64_t size[2]) {
@@ -118,7 +185,7 @@ ct_status ct_adaptive_avg_pool2d(ct_tensor **out, const ct_tensor *x, const int6
                      x->ndim - 2 + i, i, (long long)size[i]);
   }
   int win[6] = {1, 1, 1, 1, 0, 0};
-  if (st == CT_OK) st = pool_run(out, x, POOL_ADAPTIVE, win, size[0], size[1], x4, fn);
+  if (st == CT_OK) st = pool_run(out, x, CT__POOL_ADAPTIVE, win, size[0], size[1], x4, fn);
   ct_release(x4);
   return st;
 }

@@ -1,20 +1,217 @@
-/* Optimizers (to be written). */
-#include "cltensor/optim.h"
+/* The optimizers: SGD and Adam/AdamW (include/cltensor/optim.h), each step one fused kernel of
+ * kernels/optim.cl per parameter that has a gradient. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cltensor/autograd.h"
 #include "core/error.h"
+#include "optim/optim.h"
+#include "tensor/graph.h"
+
+static ct_status check_lr(double lr, const char *fn) {
+  if (!(lr >= 0)) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: lr is %g (expected lr >= 0)", fn, lr);
+  return CT_OK;
+}
+
+ct_status ct__optim_check_sgd(double lr, double momentum, double weight_decay, bool nesterov, const char *fn) {
+  CT__TRY(check_lr(lr, fn));
+  if (!(momentum >= 0))
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: momentum is %g (expected momentum >= 0)", fn, momentum);
+  if (!(weight_decay >= 0))
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: weight_decay is %g (expected weight_decay >= 0)", fn,
+                     weight_decay);
+  if (nesterov && !(momentum > 0))
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: nesterov momentum needs momentum > 0 (momentum is %g)", fn,
+                     momentum);
+  return CT_OK;
+}
+
+ct_status ct__optim_check_adam(double lr, double beta1, double beta2, double eps, double weight_decay,
+                               const char *fn) {
+  CT__TRY(check_lr(lr, fn));
+  if (!(beta1 >= 0 && beta1 < 1))
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: beta1 is %g (expected 0 <= beta1 < 1)", fn, beta1);
+  if (!(beta2 >= 0 && beta2 < 1))
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: beta2 is %g (expected 0 <= beta2 < 1)", fn, beta2);
+  if (!(eps >= 0)) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: eps is %g (expected eps >= 0)", fn, eps);
+  if (!(weight_decay >= 0))
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: weight_decay is %g (expected weight_decay >= 0)", fn,
+                     weight_decay);
+  return CT_OK;
+}
+
+/* A new optimizer over params with its state arrays, or CT_ERR_OUT_OF_MEMORY. */
+static ct_status optimizer_new(ct_optimizer **out, ct__optim_kind kind, ct_tensor *const *params, int n,
+                               const char *fn) {
+  ct_optimizer *o = calloc(1, sizeof *o);
+  if (o) {
+    o->params = calloc((size_t)n, sizeof *o->params);
+    o->s0 = calloc((size_t)n, sizeof *o->s0);
+    o->s1 = calloc((size_t)n, sizeof *o->s1);
+    o->steps = calloc((size_t)n, sizeof *o->steps);
+  }
+  if (!o || !o->params || !o->s0 || !o->s1 || !o->steps) {
+    ct_optimizer_free(o);
+    return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory for %d parameters", fn, n);
+  }
+  o->kind = kind;
+  o->n = n;
+  for (int i = 0; i < n; i++) o->params[i] = ct_retain(params[i]);
+  *out = o;
+  return CT_OK;
+}
+
 ct_status ct_sgd_new(ct_optimizer **out, ct_tensor *const *params, int n, double lr, double momentum,
                      double weight_decay, bool nesterov) {
-  (void)out, (void)params, (void)n, (void)lr, (void)momentum, (void)weight_decay, (void)nesterov;
-  return ct__error(CT_ERR_UNSUPPORTED, "ct_sgd_new: not implemented yet");
+  const char *fn = "ct_sgd_new";
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  CT__TRY(ct__optim_check_params(params, n, false, true, fn));
+  CT__TRY(ct__optim_check_sgd(lr, momentum, weight_decay, nesterov, fn));
+  ct_optimizer *o;
+  CT__TRY(optimizer_new(&o, CT__OPTIM_SGD, params, n, fn));
+  o->lr = lr;
+  o->momentum = momentum;
+  o->weight_decay = weight_decay;
+  o->nesterov = nesterov;
+  *out = o;
+  return CT_OK;
 }
+
 ct_status ct_adam_new(ct_optimizer **out, ct_tensor *const *params, int n, double lr, double beta1, double beta2,
                       double eps, double weight_decay, bool decoupled) {
-  (void)out, (void)params, (void)n, (void)lr, (void)beta1, (void)beta2, (void)eps, (void)weight_decay, (void)decoupled;
-  return ct__error(CT_ERR_UNSUPPORTED, "ct_adam_new: not implemented yet");
+  const char *fn = "ct_adam_new";
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  CT__TRY(ct__optim_check_params(params, n, false, true, fn));
+  CT__TRY(ct__optim_check_adam(lr, beta1, beta2, eps, weight_decay, fn));
+  ct_optimizer *o;
+  CT__TRY(optimizer_new(&o, CT__OPTIM_ADAM, params, n, fn));
+  o->lr = lr;
+  o->beta1 = beta1;
+  o->beta2 = beta2;
+  o->eps = eps;
+  o->weight_decay = weight_decay;
+  o->decoupled = decoupled;
+  *out = o;
+  return CT_OK;
 }
-ct_status ct_optimizer_step(ct_optimizer *opt) { (void)opt; return CT_ERR_UNSUPPORTED; }
-ct_status ct_optimizer_zero_grad(ct_optimizer *opt) { (void)opt; return CT_ERR_UNSUPPORTED; }
-ct_status ct_optimizer_set_lr(ct_optimizer *opt, double lr) { (void)opt, (void)lr; return CT_ERR_UNSUPPORTED; }
-double ct_optimizer_get_lr(const ct_optimizer *opt) { (void)opt; return 0; }
-void ct_optimizer_free(ct_optimizer *opt) { (void)opt; }
-ct_status ct_optimizer_save(const ct_optimizer *opt, ct_safetensors *st) { (void)opt, (void)st; return CT_ERR_UNSUPPORTED; }
-ct_status ct_optimizer_load(ct_optimizer *opt, const ct_safetensors *st) { (void)opt, (void)st; return CT_ERR_UNSUPPORTED; }
+
+/* Creates the state parameter i needs before its first step: zeros for Adam's moments (a
+ * failed step leaves zeros, which are what a step-0 state means), an uninitialised momentum
+ * buffer for SGD (its first step writes it). */
+static ct_status ensure_state(ct_optimizer *o, int i) {
+  const ct_tensor *p = o->params[i];
+  ct_device *d = p->storage->device;
+  if (o->kind == CT__OPTIM_SGD) {
+    if (o->momentum == 0 || o->s0[i]) return CT_OK;
+    return ct_empty(&o->s0[i], d, p->dtype, p->ndim, p->shape);
+  }
+  if (!o->s0[i]) CT__TRY(ct_zeros(&o->s0[i], d, p->dtype, p->ndim, p->shape));
+  if (!o->s1[i]) CT__TRY(ct_zeros(&o->s1[i], d, p->dtype, p->ndim, p->shape));
+  return CT_OK;
+}
+
+static ct_status sgd_launch(ct_optimizer *o, int i, ct_tensor *g, const char *fn) {
+  ct_tensor *p = o->params[i], *b = o->s0[i];
+  ct_dtype dt = p->dtype;
+  ct__kernel *k;
+  CT__TRY(ct__optim_kernel(&k, p->storage->device, "optim_sgd", dt, fn));
+  struct ct__kargs a = ct__kargs_lock(k);
+  ct__karg_tensor(&a, "p", p, 0);
+  ct__karg_tensor(&a, "g", g, 0);
+  ct__karg_tensor(&a, "buf", b, 0);
+  ct__optim_karg_geom(&a, 3, (const ct_tensor *[]){p, g, b ? b : p});
+  ct__karg_long(&a, "n", ct_numel(p));
+  ct__optim_karg_acc(&a, "neg_lr", dt, -o->lr);
+  ct__optim_karg_acc(&a, "momentum", dt, o->momentum);
+  ct__optim_karg_acc(&a, "wd", dt, o->weight_decay);
+  ct__karg_int(&a, "first", o->steps[i] == 0);
+  ct__karg_int(&a, "nesterov", o->nesterov);
+  return ct__launch1(k, &a, p->storage->device, ct_numel(p), 0, fn);
+}
+
+static ct_status adam_launch(ct_optimizer *o, int i, ct_tensor *g, const char *fn) {
+  ct_tensor *p = o->params[i], *m = o->s0[i], *v = o->s1[i];
+  ct_dtype dt = p->dtype;
+  /* PyTorch computes these in double on the host (Python floats; the step count is exact). */
+  double t = (double)(o->steps[i] + 1);
+  double bc1 = 1 - pow(o->beta1, t), bc2 = 1 - pow(o->beta2, t);
+  bool dw = o->weight_decay != 0 && o->decoupled, cw = o->weight_decay != 0 && !o->decoupled;
+  ct__kernel *k;
+  CT__TRY(ct__optim_kernel(&k, p->storage->device, "optim_adam", dt, fn));
+  struct ct__kargs a = ct__kargs_lock(k);
+  ct__karg_tensor(&a, "p", p, 0);
+  ct__karg_tensor(&a, "g", g, 0);
+  ct__karg_tensor(&a, "m", m, 0);
+  ct__karg_tensor(&a, "v", v, 0);
+  ct__optim_karg_geom(&a, 3, (const ct_tensor *[]){p, g, m});
+  ct__karg_long(&a, "n", ct_numel(p));
+  ct__optim_karg_acc(&a, "decay", dt, dw ? 1 - o->lr * o->weight_decay : 1.0);
+  ct__optim_karg_acc(&a, "wd", dt, cw ? o->weight_decay : 0.0);
+  ct__optim_karg_acc(&a, "w1", dt, 1 - o->beta1);
+  ct__optim_karg_acc(&a, "beta2", dt, o->beta2);
+  ct__optim_karg_acc(&a, "w2", dt, 1 - o->beta2);
+  ct__optim_karg_acc(&a, "neg_step", dt, -(o->lr / bc1));
+  ct__optim_karg_acc(&a, "bc2_sqrt", dt, pow(bc2, 0.5));
+  ct__optim_karg_acc(&a, "eps", dt, o->eps);
+  return ct__launch1(k, &a, p->storage->device, ct_numel(p), 0, fn);
+}
+
+ct_status ct_optimizer_step(ct_optimizer *opt) {
+  const char *fn = "ct_optimizer_step";
+  CT__CHECK_NOT_NULL(fn, opt);
+  /* Everything that can fail for want of memory first, so that it changes no parameter. */
+  for (int i = 0; i < opt->n; i++) {
+    ct_tensor *g;
+    CT__TRY(ct__optim_grad(&g, opt->params[i], i, fn));
+    if (g) {
+      ct_status st = ensure_state(opt, i);
+      if (st != CT_OK) {
+        ct__error_append(" (in %s, the state of parameter %d)", fn, i);
+        return st;
+      }
+    }
+  }
+  for (int i = 0; i < opt->n; i++) {
+    ct_tensor *g, *p = opt->params[i];
+    CT__TRY(ct__optim_grad(&g, p, i, fn));
+    if (!g) continue; /* PyTorch skips p.grad is None: its state stays as it is */
+    CT__TRY(opt->kind == CT__OPTIM_SGD ? sgd_launch(opt, i, g, fn) : adam_launch(opt, i, g, fn));
+    opt->steps[i]++;
+    ct__tensor_bump_version(p);
+    ct__tensor_bump_version(opt->s0[i]);
+    ct__tensor_bump_version(opt->s1[i]);
+  }
+  return CT_OK;
+}
+
+ct_status ct_optimizer_zero_grad(ct_optimizer *opt) {
+  CT__CHECK_NOT_NULL("ct_optimizer_zero_grad", opt);
+  for (int i = 0; i < opt->n; i++) CT__TRY(ct_grad_clear(opt->params[i]));
+  return CT_OK;
+}
+
+ct_status ct_optimizer_set_lr(ct_optimizer *opt, double lr) {
+  CT__CHECK_NOT_NULL("ct_optimizer_set_lr", opt);
+  CT__TRY(check_lr(lr, "ct_optimizer_set_lr"));
+  opt->lr = lr;
+  return CT_OK;
+}
+
+double ct_optimizer_get_lr(const ct_optimizer *opt) { return opt ? opt->lr : NAN; }
+
+void ct_optimizer_free(ct_optimizer *opt) {
+  if (!opt) return;
+  for (int i = 0; i < opt->n; i++) {
+    if (opt->params) ct_release(opt->params[i]);
+    if (opt->s0) ct_release(opt->s0[i]);
+    if (opt->s1) ct_release(opt->s1[i]);
+  }
+  free(opt->params);
+  free(opt->s0);
+  free(opt->s1);
+  free(opt->steps);
+  free(opt);
+}

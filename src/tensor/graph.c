@@ -53,6 +53,14 @@ ct_status ct_autocast_set(ct_dtype dt) {
 
 ct_dtype ct_autocast_get(void) { return ct__autocast_dtype(); }
 
+ct_dtype ct__autocast_suspend(void) {
+  ct_dtype prev = ct__autocast_dtype();
+  ct__autocast = -1;
+  return prev;
+}
+
+void ct__autocast_resume(ct_dtype prev) { ct__autocast = prev == CT_F32 ? -1 : (int)prev; }
+
 ct_status ct__autocast_to(ct_tensor **out, const ct_tensor *x, ct_dtype dt, const char *fn) {
   *out = NULL;
   if (!x || !ct_dtype_is_float(x->dtype) || x->dtype == dt) {

@@ -92,6 +92,11 @@ bool ct__grad_mode_set(bool on); /* returns the previous value */
 /* Autocast (ct_autocast_set): the calling thread's low-precision dtype, CT_F32 when off. The
  * ops on torch.autocast's lists read it (linalg, nn) and cast through ct__autocast_input(). */
 ct_dtype ct__autocast_dtype(void);
+/* Composite ops and the backward pass run their inner ops with autocast off (the outer op
+ * decided the dtypes; PyTorch's backward runs in the forward's dtypes): suspend returns the
+ * setting to give back to resume. */
+ct_dtype ct__autocast_suspend(void);
+void ct__autocast_resume(ct_dtype prev);
 /* *out = x as dtype dt when x is floating and of another dtype (ct_cast, so autograd records
  * the cast and gradients flow back to x's dtype), else x itself retained. fn names the op. */
 ct_status ct__autocast_to(ct_tensor **out, const ct_tensor *x, ct_dtype dt, const char *fn);

@@ -84,15 +84,16 @@ static void away_from(double *v, int64_t n, double k, double gap) {
 
 START_TEST(unary_gradcheck) {
   ct_device *d = ct_test_device();
-  double x[12];
+  double x[6];
   for (size_t c = 0; c < sizeof un_cases / sizeof un_cases[0]; c++) {
     const struct un_case *u = &un_cases[c];
-    gc_fill(x, 12, u->lo, u->hi, 7 + c);
-    if (u->kinks == 1) away_from(x, 12, 0.0, 0.05);
-    if (u->kinks == 2) away_from(x, 12, -0.5, 0.05), away_from(x, 12, 0.5, 0.05);
-    if (u->kinks == 3) away_from(x, 12, 0.3, 0.05);
-    /* [3, 4], every other op through a transposed (strided) view */
-    gc_input in[1] = {{.ndim = 2, .shape = {3, 4}, .data = x, .requires_grad = true, .strided = c % 2}};
+    gc_fill(x, 6, u->lo, u->hi, 7 + c);
+    /* every side of each kink present: below, between, above */
+    if (u->kinks == 1) away_from(x, 6, 0.0, 0.05), x[0] = -0.7, x[1] = 0.9;
+    if (u->kinks == 2) away_from(x, 6, -0.5, 0.05), away_from(x, 6, 0.5, 0.05), x[0] = -0.8, x[1] = 0.1, x[2] = 0.7;
+    if (u->kinks == 3) away_from(x, 6, 0.3, 0.05), x[0] = -0.4, x[1] = 0.8;
+    /* [2, 3], every other op through a transposed (strided) view */
+    gc_input in[1] = {{.ndim = 2, .shape = {2, 3}, .data = x, .requires_grad = true, .strided = c % 2}};
     gc_check(d, u->name, f_unary, (void *)u, 1, in);
   }
 }
@@ -130,33 +131,33 @@ static ct_status f_binary(ct_tensor **out, ct_tensor *const *in, void *ctx) {
 
 START_TEST(binary_gradcheck) {
   ct_device *d = ct_test_device();
-  double a[12], b[12];
+  double a[6], b[6];
   for (size_t c = 0; c < sizeof bin_cases / sizeof bin_cases[0]; c++) {
     const struct bin_case *u = &bin_cases[c];
-    /* a [3, 4] (strided) against b broadcast from [4]; then both [3, 4], b strided, b's sign
+    /* a [2, 3] (strided) against b broadcast from [3]; then both [2, 3], b strided, b's sign
      * flipped for atan2 (the other half plane) */
-    gc_fill(a, 12, u->alo, u->ahi, 100 + c);
-    gc_fill(b, 4, u->blo, u->bhi, 200 + c);
-    gc_input in[2] = {{.ndim = 2, .shape = {3, 4}, .data = a, .requires_grad = true, .strided = true},
-                      {.ndim = 1, .shape = {4}, .data = b, .requires_grad = true}};
+    gc_fill(a, 6, u->alo, u->ahi, 100 + c);
+    gc_fill(b, 3, u->blo, u->bhi, 200 + c);
+    gc_input in[2] = {{.ndim = 2, .shape = {2, 3}, .data = a, .requires_grad = true, .strided = true},
+                      {.ndim = 1, .shape = {3}, .data = b, .requires_grad = true}};
     char what[64];
     snprintf(what, sizeof what, "%s broadcast", u->name);
     gc_check(d, what, f_binary, (void *)u, 2, in);
-    gc_fill(b, 12, u->blo, u->bhi, 300 + c);
+    gc_fill(b, 6, u->blo, u->bhi, 300 + c);
     if (c == 5)
-      for (int i = 0; i < 12; i++) b[i] = -b[i];
-    gc_input in2[2] = {{.ndim = 2, .shape = {3, 4}, .data = a, .requires_grad = true},
-                       {.ndim = 2, .shape = {3, 4}, .data = b, .requires_grad = true, .strided = true}};
+      for (int i = 0; i < 6; i++) b[i] = -b[i];
+    gc_input in2[2] = {{.ndim = 2, .shape = {2, 3}, .data = a, .requires_grad = true},
+                       {.ndim = 2, .shape = {2, 3}, .data = b, .requires_grad = true, .strided = true}};
     snprintf(what, sizeof what, "%s strided", u->name);
     gc_check(d, what, f_binary, (void *)u, 2, in2);
   }
-  /* where(c > 0, a, b): a [3, 4] strided, b broadcast from [4], c (no gradient) [3, 1] */
-  double cv[3] = {1, -1, 1};
-  gc_fill(a, 12, -1, 1, 400);
-  gc_fill(b, 4, -1, 1, 401);
-  gc_input in[3] = {{.ndim = 2, .shape = {3, 4}, .data = a, .requires_grad = true, .strided = true},
-                    {.ndim = 1, .shape = {4}, .data = b, .requires_grad = true},
-                    {.ndim = 2, .shape = {3, 1}, .data = cv}};
+  /* where(c > 0, a, b): a [2, 3] strided, b broadcast from [3], c (no gradient) [2, 1] */
+  double cv[2] = {1, -1};
+  gc_fill(a, 6, -1, 1, 400);
+  gc_fill(b, 3, -1, 1, 401);
+  gc_input in[3] = {{.ndim = 2, .shape = {2, 3}, .data = a, .requires_grad = true, .strided = true},
+                    {.ndim = 1, .shape = {3}, .data = b, .requires_grad = true},
+                    {.ndim = 2, .shape = {2, 1}, .data = cv}};
   gc_check(d, "where", ew_where_gt0, NULL, 3, in);
 }
 END_TEST

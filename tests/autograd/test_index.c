@@ -240,6 +240,31 @@ START_TEST(sort_topk_values_gradcheck) {
 }
 END_TEST
 
+/* Ties: the stable sort's indices decide which element a value's gradient goes to (PyTorch's
+ * sort backward scatters through its indices too): x = [2, 5, 2, 5] ascending gives indices
+ * [0, 2, 1, 3], so g = [1, 2, 3, 4] comes back as [1, 3, 2, 4]. */
+START_TEST(sort_ties_follow_indices) {
+  ct_device *d = ct_test_device();
+  double xv[4] = {2, 5, 2, 5}, gv[4] = {1, 2, 3, 4};
+  int64_t n = 4;
+  ct_tensor *x = NULL, *g = NULL, *v = NULL, *gx = NULL;
+  ck_assert_ct_ok(ct_from_host(&x, d, CT_F64, 1, &n, xv));
+  ck_assert_ct_ok(ct_from_host(&g, d, CT_F64, 1, &n, gv));
+  ck_assert_ct_ok(ct_set_requires_grad(x, true));
+  ck_assert_ct_ok(ct_sort(&v, NULL, x, 0, false));
+  ck_assert_ct_ok(ct_backward(v, g));
+  ck_assert_ct_ok(ct_grad(&gx, x));
+  double out[4];
+  ck_assert_ct_ok(ct_to_host(gx, out, sizeof out));
+  static const double want[4] = {1, 3, 2, 4};
+  for (int i = 0; i < 4; i++) ck_assert_double_eq(out[i], want[i]);
+  ct_release(gx);
+  ct_release(v);
+  ct_release(g);
+  ct_release(x);
+}
+END_TEST
+
 /* Index outputs (sort/topk indices) and integer results never require grad; integer tensors
  * can't require grad. */
 START_TEST(indices_never_require_grad) {
@@ -306,6 +331,7 @@ int main(void) {
   tcase_add_test(tc, cumsum_gradcheck);
   tcase_add_test(tc, cumprod_gradcheck);
   tcase_add_test(tc, sort_topk_values_gradcheck);
+  tcase_add_test(tc, sort_ties_follow_indices);
   tcase_add_test(tc, indices_never_require_grad);
   tcase_add_test(tc, f32_smoke);
   suite_add_tcase(s, tc);

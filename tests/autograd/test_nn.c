@@ -8,6 +8,21 @@
 
 #include "gradcheck.h"
 
+#include "data/nn_fixture.h"
+
+/* Appends the norm's weight and bias (those not NULL) of shape pshape[0..pndim) after x (in[0]);
+ * returns the number of inputs. */
+static int add_params(gc_input *in, int pndim, const int64_t *pshape, double *w, double *b) {
+  int n = 1;
+  double *vals[2] = {w, b};
+  for (int i = 0; i < 2; i++) {
+    if (!vals[i]) continue;
+    in[n] = (gc_input){.ndim = pndim, .data = vals[i], .requires_grad = true};
+    memcpy(in[n++].shape, pshape, sizeof(int64_t) * (size_t)pndim);
+  }
+  return n;
+}
+
 /* ---- layer norm, rms norm ---- */
 
 struct norm_ctx {
@@ -48,21 +63,22 @@ START_TEST(layer_rms_norm_gradcheck) {
     const struct norm_ctx *c = &cases[k].c;
     gc_input in[3] = {{.ndim = cases[k].ndim, .data = x, .requires_grad = true, .strided = cases[k].strided}};
     memcpy(in[0].shape, cases[k].shape, sizeof cases[k].shape);
-    int n = 1;
-    gc_input p = {.ndim = c->nnorm, .requires_grad = true};
-    memcpy(p.shape, cases[k].shape + cases[k].ndim - c->nnorm, sizeof(int64_t) * (size_t)c->nnorm);
-    if (c->w) {
-      in[n] = p;
-      in[n++].data = w;
-    }
-    if (c->b) {
-      in[n] = p;
-      in[n++].data = b;
-    }
+    int n = add_params(in, c->nnorm, cases[k].shape + cases[k].ndim - c->nnorm, c->w ? w : NULL, c->b ? b : NULL);
     char what[64];
     snprintf(what, sizeof what, "%s case %zu", c->mode ? "rms_norm" : "layer_norm", k);
     gc_check(d, what, f_norm, (void *)c, n, in);
   }
+  /* 70 rows: the weight and bias gradients sum over several blocks of rows (x takes no gradient
+   * here, so the check stays cheap) */
+  double x[140], w[2], b[2];
+  gc_fill(x, 140, -2.0, 2.0, 1);
+  gc_fill(w, 2, 0.5, 1.5, 2);
+  gc_fill(b, 2, -1.0, 1.0, 3);
+  static const struct norm_ctx c = {0, 1, true, true};
+  gc_input in[3] = {{.ndim = 2, .shape = {70, 2}, .data = x}};
+  int64_t ps[1] = {2};
+  int n = add_params(in, 1, ps, w, b);
+  gc_check(d, "layer_norm 70 rows", f_norm, (void *)&c, n, in);
 }
 END_TEST
 
@@ -114,16 +130,7 @@ START_TEST(batch_norm_gradcheck) {
     const struct bn_ctx *c = &cases[k].c;
     gc_input in[3] = {{.ndim = cases[k].ndim, .data = x, .requires_grad = true, .strided = cases[k].strided}};
     memcpy(in[0].shape, cases[k].shape, sizeof cases[k].shape);
-    int n = 1;
-    gc_input p = {.ndim = 1, .shape = {cases[k].shape[1]}, .requires_grad = true};
-    if (c->w) {
-      in[n] = p;
-      in[n++].data = w;
-    }
-    if (c->b) {
-      in[n] = p;
-      in[n++].data = b;
-    }
+    int n = add_params(in, 1, cases[k].shape + 1, c->w ? w : NULL, c->b ? b : NULL);
     char what[64];
     snprintf(what, sizeof what, "batch_norm case %zu", k);
     gc_check(d, what, f_bn, (void *)c, n, in);
@@ -526,6 +533,82 @@ START_TEST(autocast_and_f32_smoke) {
 }
 END_TEST
 
+/* ---- composites against PyTorch (data/nn_fixture.h) ---- */
+
+static ct_tensor *leaf(ct_device *d, int ndim, const int64_t *shape, const double *v, bool grad) {
+  ct_tensor *t = NULL;
+  ck_assert_ct_ok(ct_from_host(&t, d, CT_F64, ndim, shape, v));
+  if (grad) ck_assert_ct_ok(ct_set_requires_grad(t, true));
+  return t;
+}
+
+/* t's gradient against ref (n values): f64 all through, only the order of roundings differs
+ * from PyTorch's, so 1e-10 relative to the values' scale leaves a wide margin. */
+static void check_grad(const char *what, const ct_tensor *t, const double *ref, int n) {
+  ct_tensor *g = NULL;
+  ck_assert_ct_ok(ct_grad(&g, t));
+  ck_assert_msg(g != NULL, "%s: no gradient", what);
+  ck_assert_int_eq(ct_numel(g), n);
+  double *v = gc_host(g);
+  for (int i = 0; i < n; i++)
+    ck_assert_msg(fabs(v[i] - ref[i]) <= 1e-10 * (1 + fabs(ref[i])), "%s element %d: %.17g, PyTorch %.17g", what, i,
+                  v[i], ref[i]);
+  free(v);
+  ct_release(g);
+}
+
+START_TEST(composites_match_pytorch) {
+  ct_device *d = ct_test_device();
+  /* A: layer_norm -> causal self-attention -> cross_entropy (ignore_index, smoothing, mean) */
+  int64_t xs[2] = {6, 4}, ps[1] = {4}, ts[1] = {6};
+  ct_tensor *x = leaf(d, 2, xs, fa_x, true), *w = leaf(d, 1, ps, fa_w, true), *b = leaf(d, 1, ps, fa_b, true);
+  ct_tensor *t = NULL, *y = NULL, *a = NULL, *l = NULL;
+  ck_assert_ct_ok(ct_from_host(&t, d, CT_I64, 1, ts, fa_target));
+  ck_assert_ct_ok(ct_layer_norm(&y, x, 1, w, b, 1e-5));
+  ck_assert_ct_ok(ct_scaled_dot_product_attention(&a, y, y, y, NULL, true, NAN));
+  ck_assert_ct_ok(ct_cross_entropy(&l, a, t, -100, 0.1, CT_REDUCTION_MEAN));
+  double *lv = gc_host(l);
+  ck_assert_double_eq_tol(lv[0], fa_loss[0], 1e-12);
+  free(lv);
+  ck_assert_ct_ok(ct_backward(l, NULL));
+  check_grad("A x", x, fa_gx, 24);
+  check_grad("A weight", w, fa_gw, 4);
+  check_grad("A bias", b, fa_gb, 4);
+  ct_release(l);
+  ct_release(a);
+  ct_release(y);
+  ct_release(t);
+  ct_release(x);
+  ct_release(w);
+  ct_release(b);
+  /* B: batch_norm (training) -> mse_loss (sum) */
+  int64_t bs[3] = {3, 2, 2}, cs[1] = {2};
+  x = leaf(d, 3, bs, fb_x, true);
+  w = leaf(d, 1, cs, fb_w, true);
+  b = leaf(d, 1, cs, fb_b, true);
+  t = leaf(d, 3, bs, fb_t, false);
+  double zeros[2] = {0, 0}, ones[2] = {1, 1};
+  ct_tensor *rm = leaf(d, 1, cs, zeros, false), *rv = leaf(d, 1, cs, ones, false);
+  ck_assert_ct_ok(ct_batch_norm(&y, x, rm, rv, w, b, true, 0.1, 1e-5));
+  ck_assert_ct_ok(ct_mse_loss(&l, y, t, CT_REDUCTION_SUM));
+  lv = gc_host(l);
+  ck_assert_double_eq_tol(lv[0], fb_loss[0], 1e-12);
+  free(lv);
+  ck_assert_ct_ok(ct_backward(l, NULL));
+  check_grad("B x", x, fb_gx, 12);
+  check_grad("B weight", w, fb_gw, 2);
+  check_grad("B bias", b, fb_gb, 2);
+  ct_release(l);
+  ct_release(y);
+  ct_release(t);
+  ct_release(x);
+  ct_release(w);
+  ct_release(b);
+  ct_release(rm);
+  ct_release(rv);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("autograd-nn");
   TCase *tc = tcase_create("nn");
@@ -539,6 +622,7 @@ int main(void) {
   tcase_add_test(tc, loss_gradcheck);
   tcase_add_test(tc, loss_all_ignored_mean);
   tcase_add_test(tc, autocast_and_f32_smoke);
+  tcase_add_test(tc, composites_match_pytorch);
   suite_add_tcase(s, tc);
   return ct_test_run(s);
 }

@@ -3,7 +3,7 @@
  * f64 (gradcheck.h) over dims lists with negative and size-1 dims, keepdim both ways, reduce-all
  * and 0-dim inputs, strided inputs; the rules PyTorch defines exactly (max ties shared 1/k,
  * prod through zeros, std of a constant slice) against values from the reference PyTorch 2.15;
- * and the autocast policy (f16/bf16 inputs reduce in f32 while autocast is on). */
+ * the autocast policy (f16/bf16 inputs reduce in f32 while autocast is on); and f32 smoke runs. */
 #include "gradcheck.h"
 
 enum { R_SUM, R_MEAN, R_PROD, R_MAX, R_MIN, R_VAR, R_STD, R_STD0, R_LSE, R_SOFTMAX, R_LOGSOFTMAX, R_COUNT };
@@ -226,6 +226,59 @@ START_TEST(autocast_reductions_f32) {
 }
 END_TEST
 
+/* f32: sum(logsumexp(x, -1)) has the gradient softmax(x) along the last dim, and
+ * sum(std(x, 0) * mean(x, 0)) runs through var/std and mean; against host loops in double.
+ * f32 rounding of O(1) values through a handful of ops: 1e-6 absolute is ~10 ulps. */
+START_TEST(f32_smoke) {
+  ct_device *d = ct_test_device();
+  const float xv[6] = {0.5f, -1.0f, 0.25f, 1.5f, -0.75f, 0.125f};
+  const int64_t s23[2] = {2, 3};
+  const int last = -1, first = 0;
+  ct_tensor *x = NULL, *l = NULL, *s = NULL, *g = NULL;
+  ck_assert_ct_ok(ct_from_host(&x, d, CT_F32, 2, s23, xv));
+  ck_assert_ct_ok(ct_set_requires_grad(x, true));
+  ck_assert_ct_ok(ct_logsumexp(&l, x, 1, &last, false));
+  ck_assert_ct_ok(ct_sum(&s, l, 0, NULL, false));
+  ck_assert_ct_ok(ct_backward(s, NULL));
+  ck_assert_ct_ok(ct_grad(&g, x));
+  ck_assert_int_eq(ct_tensor_dtype(g), CT_F32);
+  double *v = gc_host(g);
+  for (int i = 0; i < 2; i++) {
+    double z = 0;
+    for (int j = 0; j < 3; j++) z += exp((double)xv[i * 3 + j]);
+    for (int j = 0; j < 3; j++) ck_assert_double_eq_tol(v[i * 3 + j], exp((double)xv[i * 3 + j]) / z, 1e-6);
+  }
+  free(v);
+  ct_release(g);
+  ct_release(s);
+  ct_release(l);
+  ck_assert_ct_ok(ct_grad_clear(x));
+  /* d/dx sum_j std_j m_j, over the columns j (2 elements each, correction 1): with
+   * a = x0j, b = x1j: std = |a - b| / sqrt 2, m = (a + b) / 2 */
+  ct_tensor *sd = NULL, *m = NULL, *p = NULL;
+  ck_assert_ct_ok(ct_std(&sd, x, 1, &first, 1, false));
+  ck_assert_ct_ok(ct_mean(&m, x, 1, &first, false));
+  ck_assert_ct_ok(ct_mul(&p, sd, m));
+  ck_assert_ct_ok(ct_sum(&s, p, 0, NULL, false));
+  ck_assert_ct_ok(ct_backward(s, NULL));
+  ck_assert_ct_ok(ct_grad(&g, x));
+  v = gc_host(g);
+  for (int j = 0; j < 3; j++) {
+    double a = xv[j], b = xv[3 + j], sg = a > b ? 1 : -1;
+    double stdv = fabs(a - b) / sqrt(2.0), mv = (a + b) / 2;
+    ck_assert_double_eq_tol(v[j], sg / sqrt(2.0) * mv + stdv / 2, 1e-6);
+    ck_assert_double_eq_tol(v[3 + j], -sg / sqrt(2.0) * mv + stdv / 2, 1e-6);
+  }
+  free(v);
+  ct_release(g);
+  ct_release(s);
+  ct_release(p);
+  ct_release(m);
+  ct_release(sd);
+  ct_release(x);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("autograd-reduce");
   TCase *tc = tcase_create("reduce");
@@ -234,6 +287,7 @@ int main(void) {
   tcase_add_test(tc, prod_zeros_gradcheck);
   tcase_add_test(tc, reduction_rules_exact);
   tcase_add_test(tc, autocast_reductions_f32);
+  tcase_add_test(tc, f32_smoke);
   suite_add_tcase(s, tc);
   return ct_test_run(s);
 }

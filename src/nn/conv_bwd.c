@@ -1,0 +1,414 @@
+/* The gradients of ct_conv2d and ct_conv1d (kernels/conv.cl, "Backward"), for the formula of
+ * src/autograd/grad_conv.c; src/nn/nn.h says what ct__nn_conv_backward computes.
+ *
+ * Input gradient. For stride 1 it is itself a stride-1 convolution: of the output gradient g with
+ * the weight flipped in both window dims and transposed per group (conv_wflip), padded by
+ * dil (k - 1) - pad (or g cropped where that is negative). It then runs on ct_conv2d's paths,
+ * so on CPU devices the register-blocked kernel, as fast as the forward. Other strides (and
+ * ct__nn_conv_bwd_path GEMM): the columns w^T g by one GEMM per image and group on the device's
+ * GEMM route, folded back onto x by conv_col2im, a gather per element of x.
+ *
+ * Weight gradient. On CPU devices for stride-1 non-f64 convs, conv_wgrad: a register-blocked
+ * kernel over zero-padded copies of x and g (conv_pad), each work-item 8 output channels x 3
+ * taps for a group of images, the partial sums of image groups then added in a fixed order
+ * (conv_wsum). Elsewhere: im2col of a chunk of images as [C kh kw, nimg OH OW], g's chunk
+ * transposed to [Cout, nimg, OH OW], and one GEMM per group reducing over images and positions
+ * at once, accumulating over chunks (beta 1).
+ *
+ * Every sum has one fixed order (no atomics): the same inputs give the same bits. */
+#include <string.h>
+
+#include "cltensor/reduce.h"
+#include "core/error.h"
+#include "device/device.h"
+#include "linalg/linalg.h"
+#include "nn/nn.h"
+
+int ct__nn_conv_bwd_path = CT__CONV_BWD_AUTO;
+int64_t ct__nn_wgrad_positions = 1024;
+int64_t ct__nn_wgrad_group_bytes = (int64_t)1 << 20;
+
+/* As many images as keep per_img bytes each within ct__nn_col_bytes, at least one, at most N. */
+static int64_t chunk_of(int64_t per_img, int64_t N) {
+  int64_t chunk = per_img > 0 ? ct__nn_col_bytes / per_img : N;
+  if (chunk < 1) chunk = 1;
+  return chunk > N ? N : chunk;
+}
+
+static int64_t elem_off(const ct_tensor *t) {
+  int64_t off = 0;
+  ct__tensor_elem_offset(t, &off);
+  return off;
+}
+
+/* The input gradient of a stride-1 conv: the conv of g with the flipped, transposed weight. */
+static ct_status gx_transposed(ct_tensor **gx, const struct ct__conv *cv, const ct_tensor *g4, const ct_tensor *w4) {
+  const char *fn = cv->fn;
+  ct_device *d = g4->storage->device;
+  int64_t og = cv->Cout / cv->groups, cg = cv->C / cv->groups;
+  ct__kernel *k;
+  CT__TRY(ct__kernel_for(&k, d, "conv.cl", "conv_wflip", (int)w4->dtype, NULL, fn));
+  ct_tensor *wc = NULL, *wf = NULL, *gv = NULL;
+  int64_t wfs[4] = {cv->C, og, cv->kh, cv->kw};
+  ct_status st = ct__contiguous(&wc, w4, w4->dtype, 0, fn);
+  if (st == CT_OK) st = ct__tensor_new(&wf, d, w4->dtype, 4, wfs, fn);
+  if (st == CT_OK) {
+    struct ct__kargs a;
+    ct__kargs_begin(&a, k, ct__kernel_lock(k));
+    ct__karg_tensor(&a, "w", wc, 0);
+    ct__karg_int(&a, "Cg", (cl_int)cg);
+    ct__karg_int(&a, "og", (cl_int)og);
+    ct__karg_int(&a, "kh", (cl_int)cv->kh);
+    ct__karg_int(&a, "kw", (cl_int)cv->kw);
+    ct__karg_tensor(&a, "wf", wf, 0);
+    ct__karg_long(&a, "total", ct_numel(wf));
+    st = ct__launch1(k, &a, d, ct_numel(wf), 0, fn);
+  }
+  /* Padding dil (k - 1) - pad on each side; a negative one crops g instead. */
+  int pad[2], one[2] = {1, 1}, dil[2] = {cv->dh, cv->dw};
+  int64_t shape[4] = {g4->shape[0], g4->shape[1], g4->shape[2], g4->shape[3]}, off = g4->offset;
+  int64_t p[2] = {(int64_t)cv->dh * (cv->kh - 1) - cv->ph, (int64_t)cv->dw * (cv->kw - 1) - cv->pw};
+  for (int i = 0; i < 2; i++) {
+    pad[i] = p[i] >= 0 ? (int)p[i] : 0;
+    if (p[i] < 0) {
+      shape[2 + i] += 2 * p[i];
+      off -= p[i] * g4->strides[2 + i];
+    }
+  }
+  if (st == CT_OK) st = ct__tensor_view(&gv, g4, 4, shape, g4->strides, off);
+  struct ct__conv c2 = {.fn = fn};
+  if (st == CT_OK) st = ct__conv_check(&c2, gv, wf, NULL, one, pad, dil, cv->groups, false);
+  if (st == CT_OK) st = ct__conv_run(gx, &c2, gv, wf, NULL);
+  ct_release(gv);
+  ct_release(wf);
+  ct_release(wc);
+  return st;
+}
+
+/* The input gradient through the GEMM route: col[n, g] = w[g]^T g[n, g], then conv_col2im.
+ * gc and wc are contiguous, of the compute dtype; the result has dtype xdt. */
+static ct_status gx_col2im(ct_tensor **gx, const struct ct__conv *cv, const ct_tensor *gc, const ct_tensor *wc,
+                           ct_dtype xdt) {
+  const char *fn = cv->fn;
+  ct_device *d = gc->storage->device;
+  struct ct__gemm_state *s;
+  CT__TRY(ct__conv_gemm_state(&s, d, fn));
+  ct_dtype cdt = gc->dtype;
+  int64_t g = cv->groups, og = cv->Cout / g, K = cv->C / g * cv->kh * cv->kw, KK = cv->C * cv->kh * cv->kw;
+  int64_t P = cv->OH * cv->OW;
+  int64_t chunk = chunk_of(KK * P * (int64_t)ct_dtype_size(cdt), cv->N);
+  ct__kernel *k;
+  CT__TRY(ct__kernel_for(&k, d, "conv.cl", "conv_col2im", (int)xdt, NULL, fn));
+  ct_tensor *col = NULL, *o = NULL;
+  int64_t cshape[3] = {chunk, KK, P}, oshape[4] = {cv->N, cv->C, cv->H, cv->W};
+  ct_status st = ct__tensor_new(&col, d, cdt, 3, cshape, fn);
+  if (st == CT_OK) st = ct__tensor_new(&o, d, xdt, 4, oshape, fn);
+  for (int64_t n0 = 0; st == CT_OK && n0 < cv->N; n0 += chunk) {
+    int64_t nimg = cv->N - n0 < chunk ? cv->N - n0 : chunk;
+    struct ct__gemm_op op;
+    memset(&op, 0, sizeof op);
+    op.fn = fn;
+    op.dtype = cdt;
+    op.m = K;
+    op.n = P;
+    op.k = og;
+    op.alpha = 1;
+    op.nbatch = 2;
+    op.bshape[0] = nimg;
+    op.bshape[1] = g;
+    op.a = (struct ct__gemm_mat){.mem = ct__tensor_mem(wc), .off = elem_off(wc), .ld = K, .trans = true};
+    op.a.bstride[1] = og * K;
+    op.b = (struct ct__gemm_mat){.mem = ct__tensor_mem(gc), .off = elem_off(gc) + n0 * cv->Cout * P, .ld = P};
+    op.b.bstride[0] = cv->Cout * P;
+    op.b.bstride[1] = og * P;
+    op.c = (struct ct__gemm_mat){.mem = ct__tensor_mem(col), .off = elem_off(col), .ld = P};
+    op.c.bstride[0] = KK * P;
+    op.c.bstride[1] = K * P;
+    st = ct__conv_gemm(s, d, &op);
+    if (st != CT_OK) break;
+    struct ct__kargs a;
+    ct__kargs_begin(&a, k, ct__kernel_lock(k));
+    ct__karg_tensor(&a, "col", col, 0);
+    ct__karg_int(&a, "C", (cl_int)cv->C);
+    ct__karg_int(&a, "H", (cl_int)cv->H);
+    ct__karg_int(&a, "W", (cl_int)cv->W);
+    ct__conv_karg_window(&a, cv);
+    ct__karg_long(&a, "n0", n0);
+    ct__karg_int(&a, "nimg", (cl_int)nimg);
+    ct__karg_tensor(&a, "gx", o, 0);
+    st = ct__launch1(k, &a, d, nimg * cv->C * cv->H * cv->W, 0, fn);
+  }
+  ct_release(col);
+  return ct__tensor_result(gx, o, st);
+}
+
+/* The weight gradient through the GEMM route (see the top of the file). gc is contiguous, of the
+ * compute dtype cdt, which the result has. */
+static ct_status gw_gemm(ct_tensor **gw, const struct ct__conv *cv, const ct_tensor *gc, const ct_tensor *x4) {
+  const char *fn = cv->fn;
+  ct_device *d = gc->storage->device;
+  struct ct__gemm_state *s;
+  CT__TRY(ct__conv_gemm_state(&s, d, fn));
+  ct_dtype cdt = gc->dtype;
+  int64_t g = cv->groups, og = cv->Cout / g, K = cv->C / g * cv->kh * cv->kw, KK = cv->C * cv->kh * cv->kw;
+  int64_t P = cv->OH * cv->OW;
+  int64_t chunk = chunk_of((KK + cv->Cout) * P * (int64_t)ct_dtype_size(cdt), cv->N);
+  ct__kernel *kcol;
+  CT__TRY(ct__kernel_for(&kcol, d, "conv.cl", "conv_im2col", (int)x4->dtype, NULL, fn));
+  ct_tensor *col = NULL, *gt = NULL, *o = NULL;
+  int64_t cshape[2] = {KK, chunk * P}, tshape[3] = {cv->Cout, chunk, P};
+  int64_t oshape[4] = {cv->Cout, cv->C / g, cv->kh, cv->kw};
+  ct_status st = ct__tensor_new(&col, d, cdt, 2, cshape, fn);
+  /* One image needs no transposition: g's [Cout, P] is already the GEMM's operand. */
+  if (st == CT_OK && chunk > 1) st = ct__tensor_new(&gt, d, cdt, 3, tshape, fn);
+  if (st == CT_OK) st = ct__tensor_new(&o, d, cdt, 4, oshape, fn);
+  for (int64_t n0 = 0; st == CT_OK && n0 < cv->N; n0 += chunk) {
+    int64_t nimg = cv->N - n0 < chunk ? cv->N - n0 : chunk;
+    int64_t np = nimg * P;
+    st = ct__conv_im2col(kcol, d, cv, x4, n0, nimg, col, P, np);
+    const ct_tensor *a_t = gc;
+    int64_t a_off = elem_off(gc) + n0 * cv->Cout * P;
+    if (st == CT_OK && nimg > 1) {
+      /* g's images n0 .. n0 + nimg as [Cout, nimg, P]. */
+      ct_tensor *src = NULL, *dst = NULL;
+      int64_t sh[3] = {cv->Cout, nimg, P}, sst[3] = {P, cv->Cout * P, 1}, dst_st[3] = {nimg * P, P, 1};
+      st = ct__tensor_view(&src, gc, 3, sh, sst, gc->offset + n0 * cv->Cout * P);
+      if (st == CT_OK) st = ct__tensor_view(&dst, gt, 3, sh, dst_st, gt->offset);
+      if (st == CT_OK) st = ct__copy(dst, src, fn);
+      ct_release(src);
+      ct_release(dst);
+      a_t = gt;
+      a_off = elem_off(gt);
+    }
+    if (st != CT_OK) break;
+    struct ct__gemm_op op;
+    memset(&op, 0, sizeof op);
+    op.fn = fn;
+    op.dtype = cdt;
+    op.m = og;
+    op.n = K;
+    op.k = np;
+    op.alpha = 1;
+    op.beta = n0 > 0 ? 1 : 0;
+    op.nbatch = 1;
+    op.bshape[0] = g;
+    op.a = (struct ct__gemm_mat){.mem = ct__tensor_mem(a_t), .off = a_off, .ld = np};
+    op.a.bstride[0] = og * np;
+    op.b = (struct ct__gemm_mat){.mem = ct__tensor_mem(col), .off = elem_off(col), .ld = np, .trans = true};
+    op.b.bstride[0] = K * np;
+    op.c = (struct ct__gemm_mat){.mem = ct__tensor_mem(o), .off = elem_off(o), .ld = K};
+    op.c.bstride[0] = og * K;
+    st = ct__conv_gemm(s, d, &op);
+  }
+  ct_release(col);
+  ct_release(gt);
+  return ct__tensor_result(gw, o, st);
+}
+
+/* conv_pad of images n0 .. n0 + nimg of t4 [N, C, H, W] (read through its strides) into dst as
+ * zero-padded f32 planes of Hp x Wp (ph rows and pw columns before the values). */
+static ct_status pad_planes(ct__kernel *k, ct_device *d, const ct_tensor *t4, int ph, int pw, int64_t Hp, int64_t Wp,
+                            int64_t n0, int64_t nimg, const ct_tensor *dst, const char *fn) {
+  struct ct__kargs a;
+  ct__kargs_begin(&a, k, ct__kernel_lock(k));
+  ct__karg_tensor(&a, "x", t4, 0);
+  cl_long4 xs = {{t4->strides[0], t4->strides[1], t4->strides[2], t4->strides[3]}};
+  ct__karg(&a, "xs", sizeof xs, &xs);
+  ct__karg_int(&a, "C", (cl_int)t4->shape[1]);
+  ct__karg_int(&a, "H", (cl_int)t4->shape[2]);
+  ct__karg_int(&a, "W", (cl_int)t4->shape[3]);
+  ct__karg_int(&a, "ph", ph);
+  ct__karg_int(&a, "pw", pw);
+  ct__karg_int(&a, "Hp", (cl_int)Hp);
+  ct__karg_int(&a, "Wp", (cl_int)Wp);
+  ct__karg_long(&a, "n0", n0);
+  ct__karg_tensor(&a, "xp", dst, 0);
+  ct__karg_long(&a, "rows", nimg * t4->shape[1] * Hp);
+  return ct__launch1(k, &a, d, nimg * t4->shape[1] * Hp, 0, fn);
+}
+
+/* The blocked weight gradient (kernels/conv.cl, conv_wgrad): stride 1, f32/f16/bf16, CPU
+ * devices. *gw f32 [Cout, Cg, kh, kw]; *gb f32 [Cout] too when gb is not NULL (the bias tap). */
+static ct_status gw_blocked(ct_tensor **gw, ct_tensor **gb, const struct ct__conv *cv, const ct_tensor *g4,
+                            const ct_tensor *x4) {
+  const char *fn = cv->fn;
+  ct_device *d = x4->storage->device;
+  int64_t grp = cv->groups, og = cv->Cout / grp, cg = cv->C / grp, T = cg * cv->kh * cv->kw;
+  int64_t Hp = cv->H + 2 * (int64_t)cv->ph, Wp = cv->W + 2 * (int64_t)cv->pw, plane = Hp * Wp;
+  int64_t Q = cv->OH * Wp, Hq = cv->OH + (15 + Wp - 1) / Wp, gplane = Hq * Wp;
+  int has_bias = gb != NULL;
+  int64_t ncb = (og + 7) / 8, ntb = (T + has_bias + 2) / 3;
+  /* Images per work-item: enough positions (>= 1024) to amortize the final sums, and all of
+   * them while the images' padded x and g stay within 1 MiB (cache-sized: one image group,
+   * written straight into gw and gb); large images go one at a time, so that the work-items
+   * running together share one image's planes in the caches. */
+  int64_t img_bytes = (cv->C * plane + cv->Cout * gplane) * 4;
+  int64_t nb = (ct__nn_wgrad_positions + Q - 1) / Q, fit = ct__nn_wgrad_group_bytes / (img_bytes > 0 ? img_bytes : 1);
+  if (fit > nb) nb = fit;
+  if (nb > cv->N) nb = cv->N;
+  int64_t per_img = img_bytes + (cv->Cout * (T + 1) * 4 + nb - 1) / nb;
+  int64_t chunk = chunk_of(per_img, cv->N);
+  if (chunk > nb) chunk -= chunk % nb;
+  int64_t nig_max = (chunk + nb - 1) / nb;
+  bool direct = nig_max == 1 && chunk == cv->N;
+  /* The ones plane (bias tap) after the images; the loads past the last image land in it. */
+  int64_t ones = Q + 16 > 16 + (cv->kw - 1) * (int64_t)cv->dw ? Q + 16 : 16 + (cv->kw - 1) * (int64_t)cv->dw;
+  ct__kernel *kpad, *kw, *ksum;
+  CT__TRY(ct__kernel_for(&kpad, d, "conv.cl", "conv_pad", (int)x4->dtype, NULL, fn));
+  CT__TRY(ct__kernel_for(&kw, d, "conv.cl", "conv_wgrad", (int)x4->dtype, NULL, fn));
+  CT__TRY(ct__kernel_for(&ksum, d, "conv.cl", "conv_wsum", (int)x4->dtype, NULL, fn));
+  ct_tensor *xp = NULL, *gq = NULL, *pw = NULL, *pb = NULL, *ow = NULL, *ob = NULL;
+  int64_t xps[1] = {chunk * cv->C * plane + ones}, gqs[1] = {chunk * cv->Cout * gplane};
+  int64_t pws[1] = {nig_max * cv->Cout * T}, pbs[1] = {nig_max * cv->Cout};
+  int64_t ows[4] = {cv->Cout, cg, cv->kh, cv->kw};
+  ct_status st = ct__tensor_new(&xp, d, CT_F32, 1, xps, fn);
+  if (st == CT_OK) st = ct__tensor_new(&gq, d, CT_F32, 1, gqs, fn);
+  if (st == CT_OK) st = ct__tensor_new(&ow, d, CT_F32, 4, ows, fn);
+  if (st == CT_OK && has_bias) st = ct__tensor_new(&ob, d, CT_F32, 1, &cv->Cout, fn);
+  if (st == CT_OK && !direct) st = ct__tensor_new(&pw, d, CT_F32, 1, pws, fn);
+  if (st == CT_OK && !direct && has_bias) st = ct__tensor_new(&pb, d, CT_F32, 1, pbs, fn);
+  if (st == CT_OK) {
+    ct_tensor *tail = NULL;
+    int64_t one = 1;
+    st = ct__tensor_view(&tail, xp, 1, &ones, &one, xp->offset + chunk * cv->C * plane);
+    if (st == CT_OK) st = ct__fill_value(tail, 1, fn);
+    ct_release(tail);
+  }
+  for (int64_t n0 = 0; st == CT_OK && n0 < cv->N; n0 += chunk) {
+    int64_t nimg = cv->N - n0 < chunk ? cv->N - n0 : chunk, nig = (nimg + nb - 1) / nb;
+    st = pad_planes(kpad, d, x4, cv->ph, cv->pw, Hp, Wp, n0, nimg, xp, fn);
+    if (st == CT_OK) st = pad_planes(kpad, d, g4, 0, 0, Hq, Wp, n0, nimg, gq, fn);
+    if (st != CT_OK) break;
+    int64_t items = nig * grp * ncb * ntb;
+    struct ct__kargs a;
+    ct__kargs_begin(&a, kw, ct__kernel_lock(kw));
+    ct__karg_tensor(&a, "xp", xp, 0);
+    ct__karg_long(&a, "plane", plane);
+    ct__karg_long(&a, "ones_off", chunk * cv->C * plane);
+    ct__karg_int(&a, "Ctot", (cl_int)cv->C);
+    ct__karg_int(&a, "Cg", (cl_int)cg);
+    ct__karg_tensor(&a, "gq", gq, 0);
+    ct__karg_long(&a, "gplane", gplane);
+    ct__karg_long(&a, "Q", Q);
+    ct__karg_int(&a, "Cout", (cl_int)cv->Cout);
+    ct__karg_int(&a, "og", (cl_int)og);
+    ct__karg_int(&a, "ncb", (cl_int)ncb);
+    ct__karg_int(&a, "kh", (cl_int)cv->kh);
+    ct__karg_int(&a, "kw", (cl_int)cv->kw);
+    ct__karg_int(&a, "dh", cv->dh);
+    ct__karg_int(&a, "dw", cv->dw);
+    ct__karg_int(&a, "Wp", (cl_int)Wp);
+    ct__karg_int(&a, "groups", (cl_int)grp);
+    ct__karg_int(&a, "ntb", (cl_int)ntb);
+    ct__karg_int(&a, "nb", (cl_int)nb);
+    ct__karg_int(&a, "nimg", (cl_int)nimg);
+    ct__karg_int(&a, "has_bias", has_bias);
+    ct__karg_tensor(&a, "pw", direct ? ow : pw, 0);
+    ct__karg_tensor(&a, "pb", direct ? ob : pb, 0);
+    ct__karg_long(&a, "items", items);
+    /* Long register-blocked loops per work-item: small fixed groups, as conv_blk's. */
+    st = ct__launch1(kw, &a, d, items, 8, fn);
+    if (st != CT_OK || direct) continue;
+    int64_t nw = cv->Cout * T, total = nw + (has_bias ? cv->Cout : 0);
+    ct__kargs_begin(&a, ksum, ct__kernel_lock(ksum));
+    ct__karg_tensor(&a, "pw", pw, 0);
+    ct__karg_tensor(&a, "pb", pb, 0);
+    ct__karg_int(&a, "nig", (cl_int)nig);
+    ct__karg_int(&a, "acc", n0 > 0);
+    ct__karg_tensor(&a, "gw", ow, 0);
+    ct__karg_tensor(&a, "gb", ob, 0);
+    ct__karg_long(&a, "nw", nw);
+    ct__karg_long(&a, "total", total);
+    st = ct__launch1(ksum, &a, d, total, 0, fn);
+  }
+  ct_release(xp);
+  ct_release(gq);
+  ct_release(pw);
+  ct_release(pb);
+  if (st != CT_OK) {
+    ct_release(ow);
+    ct_release(ob);
+    return st;
+  }
+  *gw = ow;
+  if (gb) *gb = ob;
+  return CT_OK;
+}
+
+/* *t (new, contiguous) as the contiguous shape ndim/shape of the same element count. */
+static ct_status reshape_to(ct_tensor **t, int ndim, const int64_t *shape) {
+  int64_t strides[CT_MAX_DIMS];
+  ct__contiguous_strides(strides, ndim, shape);
+  ct_tensor *v = NULL;
+  ct_status st = ct__tensor_view(&v, *t, ndim, shape, strides, (*t)->offset);
+  ct_release(*t);
+  *t = v;
+  return st;
+}
+
+ct_status ct__nn_conv_backward(ct_tensor **gx, ct_tensor **gw, ct_tensor **gb, const ct_tensor *g, const ct_tensor *x,
+                               const ct_tensor *w, const int stride[2], const int padding[2], const int dilation[2],
+                               int groups, bool one_d, const char *fn) {
+  if (gx) *gx = NULL;
+  if (gw) *gw = NULL;
+  if (gb) *gb = NULL;
+  ct_device *d = x->storage->device;
+  ct_tensor *x4 = NULL, *w4 = NULL, *g4 = NULL, *rx = NULL, *rw = NULL, *rb = NULL, *gc = NULL;
+  ct_status st;
+  if (one_d) {
+    st = ct__nn_conv1d_view4(&x4, x);
+    if (st == CT_OK) st = ct__nn_conv1d_view4(&w4, w);
+    if (st == CT_OK) st = ct__nn_conv1d_view4(&g4, g);
+  } else {
+    st = ct__nn_batched4(&x4, x, fn);
+    w4 = ct_retain((ct_tensor *)w);
+    if (st == CT_OK) st = ct__nn_batched4(&g4, g, fn);
+  }
+  struct ct__conv cv = {.fn = fn};
+  if (st == CT_OK) st = ct__conv_check(&cv, x4, w4, NULL, stride, padding, dilation, groups, one_d);
+  bool empty = ct_numel(x4) == 0 || ct_numel(g4) == 0;
+  ct_dtype cdt = x->dtype == CT_F64 ? CT_F64 : CT_F32;
+  bool gemm_forced = ct__nn_conv_bwd_path == CT__CONV_BWD_GEMM;
+  bool gemm_path = cv.sh != 1 || cv.sw != 1 || gemm_forced;
+  bool blocked_w = !gemm_path && x->dtype != CT_F64 && d->props.type == CT_DEVICE_CPU;
+  bool need_gc = !empty && ((gx && gemm_path) || (gw && !blocked_w));
+  if (st == CT_OK && need_gc) st = ct__contiguous(&gc, g4, cdt, 0, fn);
+  if (st == CT_OK && gx) {
+    if (empty) {
+      st = ct_zeros(&rx, d, x->dtype, 4, x4->shape);
+    } else if (!gemm_path) {
+      st = gx_transposed(&rx, &cv, g4, w4);
+    } else {
+      ct_tensor *wc = NULL;
+      st = ct__contiguous(&wc, w4, cdt, 0, fn);
+      if (st == CT_OK) st = gx_col2im(&rx, &cv, gc, wc, x->dtype);
+      ct_release(wc);
+    }
+    if (st == CT_OK) st = reshape_to(&rx, x->ndim, x->shape);
+  }
+  if (st == CT_OK && gw) {
+    if (empty) st = ct_zeros(&rw, d, w->dtype, 4, w4->shape);
+    else if (blocked_w) st = gw_blocked(&rw, gb ? &rb : NULL, &cv, g4, x4);
+    else st = gw_gemm(&rw, &cv, gc, x4);
+    if (st == CT_OK) st = reshape_to(&rw, w->ndim, w->shape);
+  }
+  if (st == CT_OK && gb && !rb) {
+    /* g summed over every dim but the channel's (dim 1 of g4). */
+    int dims[3] = {0, 2, 3};
+    st = ct_sum(&rb, g4, 3, dims, false);
+  }
+  ct_release(x4);
+  ct_release(w4);
+  ct_release(g4);
+  ct_release(gc);
+  if (st != CT_OK) {
+    ct_release(rx);
+    ct_release(rw);
+    ct_release(rb);
+    return st;
+  }
+  if (gx) *gx = rx;
+  if (gw) *gw = rw;
+  if (gb) *gb = rb;
+  return CT_OK;
+}

@@ -1,0 +1,219 @@
+/* Optimizer checkpoints in a ct_safetensors container (ct_optimizer_save / ct_optimizer_load).
+ *
+ * Layout: metadata "optim.kind" ("sgd" or "adam"), "optim.count", the hyperparameters
+ * ("optim.lr", "optim.weight_decay"; SGD: "optim.momentum", "optim.nesterov"; Adam:
+ * "optim.beta1", "optim.beta2", "optim.eps", "optim.decoupled"; doubles printed with 17
+ * significant digits, so they read back exactly), and per parameter i "optim.<i>.step"; the
+ * tensors "optim.<i>.momentum_buffer" (SGD with momentum) or "optim.<i>.exp_avg" and
+ * "optim.<i>.exp_avg_sq" (Adam), present exactly when that parameter took a step. The step
+ * count decides, not the presence of a tensor, so saving again into a container that held a
+ * later state leaves nothing that load would misread. As PyTorch's load_state_dict, loading
+ * restores the hyperparameters too. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cltensor/shape.h"
+#include "core/error.h"
+#include "optim/optim.h"
+
+static const char *const KIND_NAME[] = {"sgd", "adam"};
+
+/* The state tensor names of a kind: SGD's one, Adam's two. */
+static int state_names(const ct_optimizer *o, double momentum, const char **n0, const char **n1) {
+  *n0 = *n1 = NULL;
+  if (o->kind == CT__OPTIM_SGD) {
+    if (momentum == 0) return 0;
+    *n0 = "momentum_buffer";
+    return 1;
+  }
+  *n0 = "exp_avg";
+  *n1 = "exp_avg_sq";
+  return 2;
+}
+
+static ct_status set_double(ct_safetensors *st, const char *key, double v) {
+  char buf[40];
+  snprintf(buf, sizeof buf, "%.17g", v);
+  return ct_safetensors_metadata_set(st, key, buf);
+}
+
+ct_status ct_optimizer_save(const ct_optimizer *opt, ct_safetensors *st) {
+  const char *fn = "ct_optimizer_save";
+  CT__CHECK_NOT_NULL(fn, opt);
+  CT__CHECK_NOT_NULL(fn, st);
+  const char *names[2];
+  int ns = state_names(opt, opt->momentum, &names[0], &names[1]);
+  /* Copies, so that later steps do not change what the container holds. */
+  ct_tensor **copies = calloc((size_t)opt->n * 2 + 1, sizeof *copies);
+  if (!copies) return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+  ct_status st_ = CT_OK;
+  for (int i = 0; i < opt->n && st_ == CT_OK; i++)
+    for (int j = 0; j < ns && st_ == CT_OK && opt->steps[i] > 0; j++)
+      st_ = ct_clone(&copies[2 * i + j], j == 0 ? opt->s0[i] : opt->s1[i]);
+  char key[64];
+  if (st_ == CT_OK) st_ = ct_safetensors_metadata_set(st, "optim.kind", KIND_NAME[opt->kind]);
+  if (st_ == CT_OK) {
+    snprintf(key, sizeof key, "%d", opt->n);
+    st_ = ct_safetensors_metadata_set(st, "optim.count", key);
+  }
+  if (st_ == CT_OK) st_ = set_double(st, "optim.lr", opt->lr);
+  if (st_ == CT_OK) st_ = set_double(st, "optim.weight_decay", opt->weight_decay);
+  if (opt->kind == CT__OPTIM_SGD) {
+    if (st_ == CT_OK) st_ = set_double(st, "optim.momentum", opt->momentum);
+    if (st_ == CT_OK) st_ = ct_safetensors_metadata_set(st, "optim.nesterov", opt->nesterov ? "1" : "0");
+  } else {
+    if (st_ == CT_OK) st_ = set_double(st, "optim.beta1", opt->beta1);
+    if (st_ == CT_OK) st_ = set_double(st, "optim.beta2", opt->beta2);
+    if (st_ == CT_OK) st_ = set_double(st, "optim.eps", opt->eps);
+    if (st_ == CT_OK) st_ = ct_safetensors_metadata_set(st, "optim.decoupled", opt->decoupled ? "1" : "0");
+  }
+  for (int i = 0; i < opt->n && st_ == CT_OK; i++) {
+    char val[32];
+    snprintf(key, sizeof key, "optim.%d.step", i);
+    snprintf(val, sizeof val, "%" PRId64, opt->steps[i]);
+    st_ = ct_safetensors_metadata_set(st, key, val);
+    for (int j = 0; j < ns && st_ == CT_OK && copies[2 * i + j]; j++) {
+      snprintf(key, sizeof key, "optim.%d.%s", i, names[j]);
+      st_ = ct_safetensors_set(st, key, copies[2 * i + j]);
+    }
+  }
+  for (int i = 0; i < 2 * opt->n; i++) ct_release(copies[i]);
+  free(copies);
+  if (st_ != CT_OK) ct__error_append(" (in %s)", fn);
+  return st_;
+}
+
+/* The checkpoint's metadata value of key, or CT_ERR_INVALID_ARGUMENT naming it. */
+static ct_status get_meta(const char **v, const ct_safetensors *st, const char *key, const char *fn) {
+  *v = ct_safetensors_metadata_get(st, key);
+  if (!*v) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the container has no metadata '%s'", fn, key);
+  return CT_OK;
+}
+
+static ct_status get_double(double *out, const ct_safetensors *st, const char *key, const char *fn) {
+  const char *v;
+  CT__TRY(get_meta(&v, st, key, fn));
+  char *end;
+  errno = 0;
+  *out = strtod(v, &end);
+  if (end == v || *end || errno == ERANGE)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: metadata '%s' is \"%.40s\" (expected a number)", fn, key, v);
+  return CT_OK;
+}
+
+static ct_status get_int(int64_t *out, const ct_safetensors *st, const char *key, int64_t lo, int64_t hi,
+                         const char *fn) {
+  const char *v;
+  CT__TRY(get_meta(&v, st, key, fn));
+  char *end;
+  errno = 0;
+  long long x = strtoll(v, &end, 10);
+  if (end == v || *end || errno == ERANGE || x < lo || x > hi)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: metadata '%s' is \"%.40s\" (expected an integer in %" PRId64
+                     "..%" PRId64 ")", fn, key, v, lo, hi);
+  *out = x;
+  return CT_OK;
+}
+
+/* A copy of the container's state tensor `name` of parameter i on p's device, after checking
+ * that it has p's shape and dtype. */
+static ct_status load_state(ct_tensor **out, const ct_safetensors *st, int i, const char *name, const ct_tensor *p,
+                            const char *fn) {
+  char key[64], sa[200], sb[200];
+  snprintf(key, sizeof key, "optim.%d.%s", i, name);
+  ct_tensor *t = NULL;
+  if (ct_safetensors_get(&t, st, key) != CT_OK)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the container has no tensor '%s'", fn, key);
+  ct_status s = CT_OK;
+  if (t->dtype != p->dtype || t->ndim != p->ndim ||
+      memcmp(t->shape, p->shape, sizeof(int64_t) * (size_t)p->ndim) != 0)
+    s = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: tensor '%s' is %s %s but parameter %d is %s %s", fn, key,
+                  ct_dtype_name(t->dtype), ct__shape_str(sa, sizeof sa, t->ndim, t->shape), i,
+                  ct_dtype_name(p->dtype), ct__shape_str(sb, sizeof sb, p->ndim, p->shape));
+  else if (t->storage->device == p->storage->device)
+    s = ct_clone(out, t);
+  else
+    s = ct_to_device(out, t, p->storage->device); /* a new copy on another device */
+  ct_release(t);
+  return s;
+}
+
+ct_status ct_optimizer_load(ct_optimizer *opt, const ct_safetensors *st) {
+  const char *fn = "ct_optimizer_load";
+  CT__CHECK_NOT_NULL(fn, opt);
+  CT__CHECK_NOT_NULL(fn, st);
+  const char *kind;
+  CT__TRY(get_meta(&kind, st, "optim.kind", fn));
+  if (strcmp(kind, KIND_NAME[opt->kind]) != 0)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the container holds a \"%.20s\" optimizer but this one is %s", fn,
+                     kind, KIND_NAME[opt->kind]);
+  int64_t count;
+  CT__TRY(get_int(&count, st, "optim.count", 0, INT32_MAX, fn));
+  if (count != opt->n)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the container holds %" PRId64 " parameters' state but this "
+                     "optimizer has %d parameters", fn, count, opt->n);
+  /* Everything is read and checked into a new state first; opt changes only at the end. */
+  ct_optimizer h = *opt;
+  int64_t flag = 0;
+  CT__TRY(get_double(&h.lr, st, "optim.lr", fn));
+  CT__TRY(get_double(&h.weight_decay, st, "optim.weight_decay", fn));
+  ct_status s;
+  if (opt->kind == CT__OPTIM_SGD) {
+    CT__TRY(get_double(&h.momentum, st, "optim.momentum", fn));
+    CT__TRY(get_int(&flag, st, "optim.nesterov", 0, 1, fn));
+    h.nesterov = flag;
+    s = ct__optim_check_sgd(h.lr, h.momentum, h.weight_decay, h.nesterov, fn);
+  } else {
+    CT__TRY(get_double(&h.beta1, st, "optim.beta1", fn));
+    CT__TRY(get_double(&h.beta2, st, "optim.beta2", fn));
+    CT__TRY(get_double(&h.eps, st, "optim.eps", fn));
+    CT__TRY(get_int(&flag, st, "optim.decoupled", 0, 1, fn));
+    h.decoupled = flag;
+    s = ct__optim_check_adam(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, fn);
+  }
+  if (s != CT_OK) {
+    ct__error_append(" (in %s: the container's hyperparameters)", fn);
+    return s;
+  }
+  const char *names[2];
+  int ns = state_names(opt, h.momentum, &names[0], &names[1]);
+  int64_t *steps = calloc((size_t)opt->n + 1, sizeof *steps);
+  ct_tensor **ns0 = calloc((size_t)opt->n + 1, sizeof *ns0), **ns1 = calloc((size_t)opt->n + 1, sizeof *ns1);
+  if (!steps || !ns0 || !ns1) s = ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+  for (int i = 0; i < opt->n && s == CT_OK; i++) {
+    char key[64];
+    snprintf(key, sizeof key, "optim.%d.step", i);
+    s = get_int(&steps[i], st, key, 0, INT64_MAX, fn);
+    if (s == CT_OK && steps[i] > 0 && ns > 0) s = load_state(&ns0[i], st, i, names[0], opt->params[i], fn);
+    if (s == CT_OK && steps[i] > 0 && ns > 1) s = load_state(&ns1[i], st, i, names[1], opt->params[i], fn);
+  }
+  if (s == CT_OK) {
+    for (int i = 0; i < opt->n; i++) {
+      ct_release(opt->s0[i]);
+      ct_release(opt->s1[i]);
+      opt->s0[i] = ns0[i];
+      opt->s1[i] = ns1[i];
+      ns0[i] = ns1[i] = NULL;
+    }
+    memcpy(opt->steps, steps, sizeof *steps * (size_t)opt->n);
+    opt->lr = h.lr;
+    opt->weight_decay = h.weight_decay;
+    opt->momentum = h.momentum;
+    opt->nesterov = h.nesterov;
+    opt->beta1 = h.beta1;
+    opt->beta2 = h.beta2;
+    opt->eps = h.eps;
+    opt->decoupled = h.decoupled;
+  }
+  for (int i = 0; ns0 && ns1 && i < opt->n; i++) {
+    ct_release(ns0[i]);
+    ct_release(ns1[i]);
+  }
+  free(steps);
+  free(ns0);
+  free(ns1);
+  return s;
+}
