@@ -75,8 +75,8 @@ bool train_check_loss(const char *prog, int64_t step, double got, double want, d
   const double rel = fabs(got - want) / fabs(want);
   const bool ok = rel <= rtol; /* false for NaN */
   if (verbose || !ok)
-    printf("%s: step %3" PRId64 ": loss %.7f, PyTorch %.7f, relative difference %.2e%s\n", prog, step, got, want,
-           rel, ok ? "" : "  MISMATCH");
+    printf("%s: step %3" PRId64 ": loss %.7f, PyTorch %.7f, relative difference %.2e (limit %.0e)%s\n", prog, step,
+           got, want, rel, rtol, ok ? "" : "  MISMATCH");
   return ok;
 }
 

@@ -13,10 +13,13 @@
  *
  *   (no option)      the full run of the fixture (20 epochs); fails below 97% test accuracy
  *   --epochs N       N epochs; --steps N: N steps (batches)
- *   --check          compares each of the first 50 losses (or --steps N) with PyTorch's,
- *                    within 1e-4 relative (f32 rounding in another order moves a loss by about
- *                    1e-6 relative, and the difference grows slowly over the steps), and the
- *                    gradients of step 0 with PyTorch's; exits 1 on a mismatch
+ *   --check          compares each of the first 50 losses (or --steps N) with PyTorch's, and
+ *                    the gradients of step 0 (within 1e-3 of the largest); exits 1 on a
+ *                    mismatch. A loss must be within 1e-4 relative while PyTorch's own f32 and
+ *                    f64 runs agree (steps 0-20: to ~1e-7); from step 21 on this training
+ *                    amplifies rounding differences chaotically (PyTorch f32 vs f64 reach ~3e-3
+ *                    by step 40, see train_digits.py), and the limit is LOSS_SPREAD_FACTOR
+ *                    times the largest PyTorch f32-vs-f64 difference up to that step
  *   --save PATH      writes a checkpoint at the end: the weights and running statistics, Adam's
  *                    state (ct_optimizer_save), the step and the generator's state
  *   --resume PATH    continues from such a checkpoint (bit-identical to an uninterrupted run)
@@ -37,7 +40,9 @@
 
 #define PROG "train_digits"
 #define LOSS_RTOL 1e-4
+#define LOSS_SPREAD_FACTOR 4.0
 #define GRAD_RTOL 1e-3
+#define GRAD_FLOOR 1e-4
 #define MIN_ACCURACY 0.97
 #define MAX_BATCH 512
 
@@ -207,7 +212,10 @@ static bool check_grads(const trainer *t, ct_tensor *const *g, bool verbose) {
       diff = fmax(diff, fabs((double)a[k] - b[k]));
       mx = fmax(mx, fabs((double)b[k]));
     }
-    const bool good = st == CT_OK && diff <= GRAD_RTOL * mx;
+    /* The conv biases before a batch norm have a zero gradient (the norm removes any shift):
+     * both sides are rounding noise there, so the scale has a floor far below the other
+     * gradients (1e-3 .. 1e-1 here). */
+    const bool good = st == CT_OK && diff <= GRAD_RTOL * fmax(mx, GRAD_FLOOR);
     if (verbose || !good)
       printf(PROG ": step 0 gradient of %-14s max |difference| %.2e, max |PyTorch| %.2e%s\n",
              digits_cnn_name(digits_cnn_param_index[i]), diff, mx, good ? "" : "  MISMATCH");
@@ -223,6 +231,7 @@ typedef struct run_opts {
   int64_t steps;        /* total steps to reach (absolute), -1: from epochs */
   bool check, quiet;
   const float *losses;  /* PyTorch's, check_steps of them */
+  const double *tol;    /* the relative limit of each checked step */
   int64_t check_steps;
   double *record;       /* when not NULL: the loss of each step (by absolute step) */
 } run_opts;
@@ -249,7 +258,7 @@ static int run(trainer *t, int64_t until, const run_opts *o) {
     for (int i = 0; i < DIGITS_NPARAMS; i++) ct_release(g[i]);
     if (o->record) o->record[s] = loss;
     if (o->check && s < o->check_steps)
-      mismatches += !train_check_loss(PROG, s, loss, o->losses[s], LOSS_RTOL, !o->quiet);
+      mismatches += !train_check_loss(PROG, s, loss, o->losses[s], o->tol[s], !o->quiet);
     ep_loss += loss * (double)count;
     ep_count += count;
     if (t->step % t->steps_per_epoch == 0 || t->step == until) {
@@ -354,10 +363,25 @@ int main(int argc, char **argv) {
     return train_fail(PROG, "reading PyTorch's losses");
   ct_release(tl);
   o.losses = losses;
+  /* The limit of each step: 1e-4, or LOSS_SPREAD_FACTOR times the largest relative difference
+   * between PyTorch's f32 and f64 runs so far, whichever is larger. */
+  double *f64 = calloc((size_t)o.check_steps, sizeof *f64), *tol = calloc((size_t)o.check_steps, sizeof *tol);
+  if (!f64 || !tol || ct_safetensors_get(&tl, f, "torch.losses_f64") != CT_OK ||
+      ct_to_host(tl, f64, (size_t)o.check_steps * sizeof *f64) != CT_OK)
+    return train_fail(PROG, "reading PyTorch's float64 losses");
+  ct_release(tl);
+  double spread = 0;
+  for (int64_t s = 0; s < o.check_steps; s++) {
+    spread = fmax(spread, fabs(losses[s] - f64[s]) / f64[s]);
+    tol[s] = fmax(LOSS_RTOL, LOSS_SPREAD_FACTOR * spread);
+  }
+  free(f64);
+  o.tol = tol;
   if (rcheck > 0) {
     int rc = resume_check(d, f, rcheck, save_path ? save_path : "train_digits.ckpt", &o);
     ct_safetensors_free(f);
     free(losses);
+    free(tol);
     return rc;
   }
 
@@ -381,7 +405,7 @@ int main(int argc, char **argv) {
   int bad = run(&t, until, &o);
   if (bad < 0) return 1;
   printf(PROG ": peak device memory held by tensors: %.2f MiB\n", train_peak_mib(d));
-  if (check) printf(PROG ": %d of the checked steps differ from PyTorch's losses beyond %.0e relative\n", bad, LOSS_RTOL);
+  if (check) printf(PROG ": %d mismatches with PyTorch's losses and step 0's gradients\n", bad);
   if (save_path) {
     if (save(&t, save_path) != CT_OK) return train_fail(PROG, "saving the checkpoint");
     printf(PROG ": checkpoint at step %" PRId64 " saved to %s\n", t.step, save_path);
@@ -397,5 +421,6 @@ int main(int argc, char **argv) {
   trainer_free(&t);
   ct_safetensors_free(f);
   free(losses);
+  free(tol);
   return rc;
 }
