@@ -196,5 +196,6 @@ int main(int argc, char **argv) {
   free(ref);
   free(ref_bf16);
   ct_safetensors_free(f);
+  ct_shutdown(); /* prints the CLTENSOR_PROFILE table */
   return bad ? 1 : 0;
 }

@@ -422,5 +422,6 @@ int main(int argc, char **argv) {
   ct_safetensors_free(f);
   free(losses);
   free(tol);
+  ct_shutdown(); /* prints the CLTENSOR_PROFILE table */
   return rc;
 }

@@ -77,7 +77,7 @@ static void bench_cnn(const bench_opts *o, ct_device *d) {
   bench_progress(o, "digits CNN training step");
   ct_safetensors *file = bench_load_fixture(&f, d, "train_digits.safetensors");
   if (file) {
-    ct_tensor *xs = NULL, *ys = NULL, *u8 = NULL, *xf = NULL, *order = NULL, *idx = NULL, *idx64 = NULL;
+    ct_tensor *xs = NULL, *ys = NULL, *u8 = NULL, *xf = NULL, *order = NULL, *row = NULL, *idx = NULL, *idx64 = NULL;
     ct_tensor *params[DIGITS_NPARAMS];
     ct_status st = digits_cnn_load(&c.cnn, file);
     c.cnn.training = true;
@@ -89,7 +89,8 @@ static void bench_cnn(const bench_opts *o, ct_device *d) {
     if (st == CT_OK) st = ct_mul_scalar(&xs, xf, 1.0 / 16.0);
     if (st == CT_OK) st = ct_safetensors_get(&ys, file, "train.y");
     if (st == CT_OK) st = ct_safetensors_get(&order, file, "order");
-    if (st == CT_OK) st = ct_slice(&idx, order, 1, 0, 64, 1);
+    if (st == CT_OK) st = ct_slice(&row, order, 0, 0, 1, 1); /* order is [epochs, n] */
+    if (st == CT_OK) st = ct_slice(&idx, row, 1, 0, 64, 1);
     if (st == CT_OK) st = ct_reshape(&idx64, idx, 1, (int64_t[]){64});
     ct_release(idx);
     idx = NULL;
@@ -100,6 +101,7 @@ static void bench_cnn(const bench_opts *o, ct_device *d) {
     measure_step(o, &f, st, &c);
     ct_release(idx64);
     ct_release(idx);
+    ct_release(row);
     ct_release(order);
     ct_release(xf);
     ct_release(u8);
