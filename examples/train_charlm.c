@@ -42,26 +42,6 @@ typedef struct trainer {
   int64_t *ids, *tgt; /* [batch * context] host buffers */
 } trainer;
 
-static const char *meta(const ct_safetensors *f, const char *key) {
-  const char *v = ct_safetensors_metadata_get(f, key);
-  if (!v) fprintf(stderr, PROG ": the fixture lacks the metadata \"%s\"\n", key);
-  return v;
-}
-
-/* Reads tensor `name` of f to a new host buffer of its bytes. */
-static ct_status host_copy(void **out, const ct_safetensors *f, const char *name, int64_t *numel) {
-  ct_tensor *t = NULL;
-  *out = NULL;
-  ct_status st = ct_safetensors_get(&t, f, name);
-  if (st == CT_OK) {
-    *out = malloc(ct_tensor_nbytes(t) ? ct_tensor_nbytes(t) : 1);
-    st = *out ? ct_to_host(t, *out, ct_tensor_nbytes(t)) : CT_ERR_OUT_OF_MEMORY;
-    if (numel) *numel = ct_numel(t);
-  }
-  ct_release(t);
-  return st;
-}
-
 static void trainer_free(trainer *t) {
   ct_optimizer_free(t->opt);
   charlm_release(&t->m);
@@ -75,7 +55,8 @@ static void trainer_free(trainer *t) {
 static ct_status trainer_init(trainer *t, ct_device *d, const ct_safetensors *f) {
   memset(t, 0, sizeof *t);
   t->d = d;
-  const char *lr = meta(f, "lr"), *wd = meta(f, "weight_decay"), *batch = meta(f, "batch"), *steps = meta(f, "steps");
+  const char *lr = train_meta(PROG, f, "lr"), *wd = train_meta(PROG, f, "weight_decay");
+  const char *batch = train_meta(PROG, f, "batch"), *steps = train_meta(PROG, f, "steps");
   if (!lr || !wd || !batch || !steps) return CT_ERR_FORMAT;
   t->batch = atoll(batch);
   t->steps = atoll(steps);
@@ -86,8 +67,8 @@ static ct_status trainer_init(trainer *t, ct_device *d, const ct_safetensors *f)
   for (int i = 0; i < np && st == CT_OK; i++) st = ct_set_requires_grad(p[i], true);
   /* torch.optim.AdamW with PyTorch's betas and eps. */
   if (st == CT_OK) st = ct_adam_new(&t->opt, p, np, atof(lr), 0.9, 0.999, 1e-8, atof(wd), true);
-  if (st == CT_OK) st = host_copy((void **)&t->text, f, "text", &t->ntext);
-  if (st == CT_OK) st = host_copy((void **)&t->starts, f, "starts", NULL);
+  if (st == CT_OK) st = train_host_copy((void **)&t->text, f, "text", &t->ntext);
+  if (st == CT_OK) st = train_host_copy((void **)&t->starts, f, "starts", NULL);
   if (st == CT_OK) {
     t->ids = malloc((size_t)(t->batch * t->m.context) * sizeof *t->ids);
     t->tgt = malloc((size_t)(t->batch * t->m.context) * sizeof *t->tgt);
@@ -156,8 +137,8 @@ int main(int argc, char **argv) {
   if (trainer_init(&t, d, f) != CT_OK) return train_fail(PROG, "setting up");
   float *ref = NULL, *ref_bf16 = NULL;
   int64_t nref = 0;
-  if (host_copy((void **)&ref, f, "torch.losses", &nref) != CT_OK ||
-      host_copy((void **)&ref_bf16, f, "torch.bf16_losses", NULL) != CT_OK)
+  if (train_host_copy((void **)&ref, f, "torch.losses", &nref) != CT_OK ||
+      train_host_copy((void **)&ref_bf16, f, "torch.bf16_losses", NULL) != CT_OK)
     return train_fail(PROG, "reading PyTorch's losses");
   if (steps < 0 || steps > t.steps) steps = t.steps;
   if (steps > nref) steps = nref;

@@ -80,6 +80,25 @@ bool train_check_loss(const char *prog, int64_t step, double got, double want, d
   return ok;
 }
 
+const char *train_meta(const char *prog, const ct_safetensors *f, const char *key) {
+  const char *v = ct_safetensors_metadata_get(f, key);
+  if (!v) fprintf(stderr, "%s: the fixture lacks the metadata \"%s\"\n", prog, key);
+  return v;
+}
+
+ct_status train_host_copy(void **out, const ct_safetensors *f, const char *name, int64_t *numel) {
+  ct_tensor *t = NULL;
+  *out = NULL;
+  ct_status st = ct_safetensors_get(&t, f, name);
+  if (st == CT_OK) {
+    *out = malloc(ct_tensor_nbytes(t) ? ct_tensor_nbytes(t) : 1);
+    st = *out ? ct_to_host(t, *out, ct_tensor_nbytes(t)) : CT_ERR_OUT_OF_MEMORY;
+    if (numel) *numel = ct_numel(t);
+  }
+  ct_release(t);
+  return st;
+}
+
 ct_status train_item(double *v, const ct_tensor *t) {
   float f = 0;
   ct_status s = ct_to_host(t, &f, sizeof f);

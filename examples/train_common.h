@@ -28,6 +28,12 @@ ct_status train_checkpoint_load(const char *path, ct_device *d, ct_tensor *const
  * on a mismatch. */
 bool train_check_loss(const char *prog, int64_t step, double got, double want, double rtol, bool verbose);
 
+/* The fixture's metadata value for key, or NULL after saying on stderr that it is missing. */
+const char *train_meta(const char *prog, const ct_safetensors *f, const char *key);
+/* *out = a new host buffer (malloc) with the bytes of f's tensor name; *numel its element
+ * count (numel may be NULL). */
+ct_status train_host_copy(void **out, const ct_safetensors *f, const char *name, int64_t *numel);
+
 /* Reads a 0-d or one-element f32 tensor. */
 ct_status train_item(double *v, const ct_tensor *t);
 

@@ -67,12 +67,6 @@ static ct_status images(ct_tensor **out, const ct_safetensors *f, const char *na
   return st;
 }
 
-static const char *meta(const ct_safetensors *f, const char *key) {
-  const char *v = ct_safetensors_metadata_get(f, key);
-  if (!v) fprintf(stderr, PROG ": the fixture lacks the metadata \"%s\"\n", key);
-  return v;
-}
-
 static void trainer_free(trainer *t) {
   ct_optimizer_free(t->opt);
   digits_cnn_release(&t->m);
@@ -88,7 +82,8 @@ static void trainer_free(trainer *t) {
 static ct_status trainer_init(trainer *t, ct_device *d, const ct_safetensors *f) {
   memset(t, 0, sizeof *t);
   t->d = d;
-  const char *lr = meta(f, "lr"), *batch = meta(f, "batch"), *seed = meta(f, "seed"), *ep = meta(f, "epochs");
+  const char *lr = train_meta(PROG, f, "lr"), *batch = train_meta(PROG, f, "batch");
+  const char *seed = train_meta(PROG, f, "seed"), *ep = train_meta(PROG, f, "epochs");
   if (!lr || !batch || !seed || !ep) return CT_ERR_FORMAT;
   t->batch = atoll(batch);
   if (t->batch < 1 || t->batch > MAX_BATCH) {
@@ -99,7 +94,7 @@ static ct_status trainer_init(trainer *t, ct_device *d, const ct_safetensors *f)
   ct_status st = digits_cnn_load(&t->m, f);
   if (st != CT_OK) return st;
   t->m.training = true;
-  ct_tensor *params[DIGITS_NPARAMS], *order = NULL;
+  ct_tensor *params[DIGITS_NPARAMS];
   for (int i = 0; i < DIGITS_NPARAMS && st == CT_OK; i++) {
     params[i] = t->m.w[digits_cnn_param_index[i]];
     st = ct_set_requires_grad(params[i], true);
@@ -110,15 +105,12 @@ static ct_status trainer_init(trainer *t, ct_device *d, const ct_safetensors *f)
   if (st == CT_OK) st = images(&t->tx, f, "test.x");
   if (st == CT_OK) st = ct_safetensors_get(&t->y, f, "train.y");
   if (st == CT_OK) st = ct_safetensors_get(&t->ty, f, "test.y");
-  if (st == CT_OK) st = ct_safetensors_get(&order, f, "order");
+  if (st == CT_OK) st = train_host_copy((void **)&t->order, f, "order", NULL);
   if (st == CT_OK) {
-    t->epochs = ct_tensor_shape(order)[0];
-    t->n = ct_tensor_shape(order)[1];
+    t->epochs = atoll(ep);
+    t->n = ct_tensor_shape(t->y)[0];
     t->steps_per_epoch = (t->n + t->batch - 1) / t->batch;
-    t->order = malloc(ct_tensor_nbytes(order));
-    st = t->order ? ct_to_host(order, t->order, ct_tensor_nbytes(order)) : CT_ERR_OUT_OF_MEMORY;
   }
-  ct_release(order);
   ct_manual_seed(t->seed);
   if (st != CT_OK) trainer_free(t);
   return st;
@@ -353,23 +345,25 @@ int main(int argc, char **argv) {
   printf("device: %s (%s)\n", ct_device_spec(d), ct_device_properties(d)->name);
   ct_safetensors *f = NULL;
   if (ct_safetensors_load(&f, path, d) != CT_OK) return train_fail(PROG, "loading the fixture");
-  const char *cs = meta(f, "check_steps");
+  const char *cs = train_meta(PROG, f, "check_steps");
   if (!cs) return 1;
-  ct_tensor *tl = NULL;
   run_opts o = {.check = check, .quiet = quiet, .check_steps = atoll(cs)};
-  float *losses = calloc((size_t)o.check_steps, sizeof *losses);
-  if (!losses || ct_safetensors_get(&tl, f, "torch.losses") != CT_OK ||
-      ct_to_host(tl, losses, (size_t)o.check_steps * sizeof *losses) != CT_OK)
+  float *losses = NULL;
+  double *f64 = NULL;
+  int64_t n32 = 0, n64 = 0;
+  if (train_host_copy((void **)&losses, f, "torch.losses", &n32) != CT_OK ||
+      train_host_copy((void **)&f64, f, "torch.losses_f64", &n64) != CT_OK)
     return train_fail(PROG, "reading PyTorch's losses");
-  ct_release(tl);
+  if (n32 < o.check_steps || n64 < o.check_steps) {
+    fprintf(stderr, PROG ": the fixture has %" PRId64 " and %" PRId64 " losses for check_steps %" PRId64 "\n", n32, n64,
+            o.check_steps);
+    return 1;
+  }
   o.losses = losses;
   /* The limit of each step: 1e-4, or LOSS_SPREAD_FACTOR times the largest relative difference
    * between PyTorch's f32 and f64 runs so far, whichever is larger. */
-  double *f64 = calloc((size_t)o.check_steps, sizeof *f64), *tol = calloc((size_t)o.check_steps, sizeof *tol);
-  if (!f64 || !tol || ct_safetensors_get(&tl, f, "torch.losses_f64") != CT_OK ||
-      ct_to_host(tl, f64, (size_t)o.check_steps * sizeof *f64) != CT_OK)
-    return train_fail(PROG, "reading PyTorch's float64 losses");
-  ct_release(tl);
+  double *tol = calloc((size_t)o.check_steps, sizeof *tol);
+  if (!tol) return train_fail(PROG, "out of host memory");
   double spread = 0;
   for (int64_t s = 0; s < o.check_steps; s++) {
     spread = fmax(spread, fabs(losses[s] - f64[s]) / f64[s]);

@@ -17,9 +17,7 @@ median_ms=<m> min_ms=<a> max_ms=<b> threads=<t>`.
       [--device SPEC] [--runs N] [--threads N] [--figure digits_cnn_train_step|charlm_train_step]
 """
 import argparse
-import json
 import os
-import subprocess
 import sys
 
 import torch
@@ -31,7 +29,7 @@ sys.path.insert(0, os.path.join(ROOT, "examples"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_charlm  # noqa: E402
 import make_digits_cnn  # noqa: E402
-from torch_models import time_ms  # noqa: E402
+from torch_models import run_bench, time_ms  # noqa: E402
 
 
 def digits_step(data):
@@ -98,29 +96,7 @@ def main():
         print("  %-22s %9.3f ms (min %.3f, max %.3f)" % (name, med, lo, hi))
     if not args.bench:
         return 0
-    cmd = [args.bench, "--only", "train", "--json", "--runs", str(args.runs)]
-    if args.device:
-        cmd += ["--device", args.device]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    figs = {}
-    for line in r.stdout.splitlines():
-        try:
-            fig = json.loads(line)
-        except ValueError:
-            continue
-        if "name" in fig:
-            figs[fig["name"]] = fig
-    print("cltensor (%s):" % " ".join(cmd))
-    ok = r.returncode == 0
-    for name, (tmed, _, _) in torch_ms.items():
-        fig = figs.get(name)
-        if not fig or "median" not in fig:
-            print("  %-22s not measured: %s" % (name, (fig or {}).get("error", r.stderr.strip()[-300:])))
-            ok = False
-            continue
-        print("  %-22s %9.3f ms (min %.3f, max %.3f)   PyTorch / cltensor = %.2fx  %s"
-              % (name, fig["median"], fig["min"], fig["max"], tmed / fig["median"], fig.get("note", "")))
-    return 0 if ok else 1
+    return run_bench(args, "train", torch_ms)
 
 
 if __name__ == "__main__":
