@@ -5,6 +5,14 @@
  * *_like constructors, fills and linspace record nothing. */
 #include "gradcheck.h"
 
+/* Every tensor (and so every node, which holds its leaves) was released: the device holds no
+ * bytes (Check forks each test, so the count starts at zero). */
+static void assert_nothing_allocated(ct_device *d) {
+  ct_memory_stats ms;
+  ck_assert_ct_ok(ct_memory_stats_get(&ms, d));
+  ck_assert_msg(ms.allocated_bytes == 0, "%llu bytes still allocated", (unsigned long long)ms.allocated_bytes);
+}
+
 /* ---- cat and stack ---- */
 
 static ct_status f_cat(ct_tensor **out, ct_tensor *const *in, void *ctx) {
@@ -46,6 +54,7 @@ START_TEST(cat_stack_gradcheck) {
     snprintf(what, sizeof what, "cat/stack case %d", which);
     gc_check(d, what, f_cat, &which, cs[which].n, in);
   }
+  assert_nothing_allocated(d);
 }
 END_TEST
 
@@ -104,6 +113,7 @@ START_TEST(cat_mixed_inputs) {
   ct_release(xi);
   ct_release(x64);
   ct_release(x32);
+  assert_nothing_allocated(d);
 }
 END_TEST
 
@@ -147,6 +157,7 @@ START_TEST(reorder_gradcheck) {
     snprintf(what, sizeof what, "reorder case %d", which);
     gc_check(d, what, f_reorder, &which, 1, &in);
   }
+  assert_nothing_allocated(d);
 }
 END_TEST
 
@@ -191,6 +202,7 @@ START_TEST(pad_gradcheck) {
     snprintf(what, sizeof what, "pad case %d", which);
     gc_check(d, what, f_pad, &which, 1, &in);
   }
+  assert_nothing_allocated(d);
 }
 END_TEST
 

@@ -6,6 +6,14 @@
  * rules of ct_copy, ct_fill_, ct_zero_ and ct_copy_from_host(_async). */
 #include "gradcheck.h"
 
+/* Every tensor (and so every node, which holds its leaves) was released: the device holds no
+ * bytes (Check forks each test, so the count starts at zero). */
+static void assert_nothing_allocated(ct_device *d) {
+  ct_memory_stats ms;
+  ck_assert_ct_ok(ct_memory_stats_get(&ms, d));
+  ck_assert_msg(ms.allocated_bytes == 0, "%llu bytes still allocated", (unsigned long long)ms.allocated_bytes);
+}
+
 #define NCASES 19
 
 /* One view (or a chain of them) of in[0], by case number. */
@@ -75,6 +83,7 @@ START_TEST(views_gradcheck) {
     snprintf(what, sizeof what, "view case %d", which);
     gc_check(d, what, f_view, &which, 1, &in);
   }
+  assert_nothing_allocated(d);
 }
 END_TEST
 
@@ -136,6 +145,7 @@ START_TEST(chunk_split_pieces) {
   ct_release(prod);
   for (int i = 0; i < 3; i++) ct_release(p[i]);
   ct_release(x);
+  assert_nothing_allocated(d);
 }
 END_TEST
 
@@ -224,6 +234,7 @@ START_TEST(casts_between_float_dtypes) {
   ct_release(w);
   ct_release(x64);
   ct_release(x32);
+  assert_nothing_allocated(d);
 }
 END_TEST
 
@@ -311,6 +322,7 @@ START_TEST(inplace_write_of_saved_tensor_detected) {
     ct_release(c);
     ct_release(x);
   }
+  assert_nothing_allocated(d);
 }
 END_TEST
 
