@@ -167,12 +167,10 @@ START_TEST(contiguous_and_integer_casts) {
   ck_assert_ct_ok(ct_contiguous(&c, t));
   ck_assert(c != t && ct_requires_grad(c) && !ct_is_leaf(c));
   ct_release(c);
-  static const ct_dtype nondiff[3] = {CT_I32, CT_BOOL, CT_U8};
-  for (int k = 0; k < 3; k++) {
-    ck_assert_ct_ok(ct_cast(&c, x, nondiff[k]));
-    ck_assert(!ct_requires_grad(c) && ct_is_leaf(c));
-    ct_release(c);
-  }
+  /* one integer dtype (each cast pair is its own kernel program: CI builds them cold) */
+  ck_assert_ct_ok(ct_cast(&c, x, CT_I32));
+  ck_assert(!ct_requires_grad(c) && ct_is_leaf(c));
+  ct_release(c);
   /* and nothing records with grad mode off */
   bool prev = ct_set_grad_enabled(false);
   ck_assert_ct_ok(ct_reshape(&c, t, 1, (const int64_t[]){6}));
