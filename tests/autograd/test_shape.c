@@ -19,6 +19,7 @@ static ct_status f_cat(ct_tensor **out, ct_tensor *const *in, void *ctx) {
   int which = *(int *)ctx;
   switch (which) {
   case 0: return ct_cat(out, in, 3, -1); /* [2,3] [2,1] [2,2] strided */
+  case 4: return ct_cat(out, in, 2, 1);  /* [2,0] (a size-0 input: an empty gradient) [2,2] */
   case 1: return ct_cat(out, in, 2, 0);  /* [1,3] [2,3] */
   case 2: return ct_stack(out, in, 3, 1);  /* three [2,3] -> [2,3,3] */
   default: return ct_stack(out, in, 2, -1); /* two [3,2] strided -> [3,2,2] */
@@ -31,7 +32,7 @@ START_TEST(cat_stack_gradcheck) {
   static const struct {
     int n;
     gc_input in[3];
-  } cs[4] = {
+  } cs[5] = {
       {3, {{.ndim = 2, .shape = {2, 3}, .requires_grad = true},
            {.ndim = 2, .shape = {2, 1}},
            {.ndim = 2, .shape = {2, 2}, .requires_grad = true, .strided = true}}},
@@ -41,8 +42,9 @@ START_TEST(cat_stack_gradcheck) {
            {.ndim = 2, .shape = {2, 3}}}},
       {2, {{.ndim = 2, .shape = {3, 2}, .requires_grad = true, .strided = true},
            {.ndim = 2, .shape = {3, 2}, .requires_grad = true}}},
+      {2, {{.ndim = 2, .shape = {2, 0}, .requires_grad = true}, {.ndim = 2, .shape = {2, 2}, .requires_grad = true}}},
   };
-  for (int which = 0; which < 4; which++) {
+  for (int which = 0; which < 5; which++) {
     gc_input in[3];
     memcpy(in, cs[which].in, sizeof in);
     double *bufs[3] = {a, b, c};
