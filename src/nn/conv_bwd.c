@@ -106,13 +106,7 @@ static ct_status gx_col2im(ct_tensor **gx, const struct ct__conv *cv, const ct_t
   for (int64_t n0 = 0; st == CT_OK && n0 < cv->N; n0 += chunk) {
     int64_t nimg = cv->N - n0 < chunk ? cv->N - n0 : chunk;
     struct ct__gemm_op op;
-    memset(&op, 0, sizeof op);
-    op.fn = fn;
-    op.dtype = cdt;
-    op.m = K;
-    op.n = P;
-    op.k = og;
-    op.alpha = 1;
+    ct__conv_gemm_op(&op, fn, cdt, K, P, og, 0);
     op.nbatch = 2;
     op.bshape[0] = nimg;
     op.bshape[1] = g;
@@ -182,14 +176,7 @@ static ct_status gw_gemm(ct_tensor **gw, const struct ct__conv *cv, const ct_ten
     }
     if (st != CT_OK) break;
     struct ct__gemm_op op;
-    memset(&op, 0, sizeof op);
-    op.fn = fn;
-    op.dtype = cdt;
-    op.m = og;
-    op.n = K;
-    op.k = np;
-    op.alpha = 1;
-    op.beta = n0 > 0 ? 1 : 0;
+    ct__conv_gemm_op(&op, fn, cdt, og, K, np, n0 > 0 ? 1 : 0);
     op.nbatch = 1;
     op.bshape[0] = g;
     op.a = (struct ct__gemm_mat){.mem = ct__tensor_mem(a_t), .off = a_off, .ld = np};

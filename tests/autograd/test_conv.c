@@ -147,6 +147,22 @@ static int64_t prod(const int64_t *s, int n) {
   return p;
 }
 
+/* Each of the gradients gx, gw, gb of case c close to rx, rw, rb (assert_close with tol); frees
+ * gx, gw, gb. */
+static void grads_close(const char *what, const struct cconv *c, double *gx, double *gw, double *gb, const double *rx,
+                        const double *rw, const double *rb, double tol) {
+  char m[128];
+  snprintf(m, sizeof m, "%s: gx", what);
+  assert_close(m, gx, rx, prod(c->xs, c->nd), tol);
+  snprintf(m, sizeof m, "%s: gw", what);
+  assert_close(m, gw, rw, prod(c->ws, c->one_d ? 3 : 4), tol);
+  snprintf(m, sizeof m, "%s: gb", what);
+  assert_close(m, gb, rb, c->ws[0], tol);
+  free(gx);
+  free(gw);
+  free(gb);
+}
+
 /* f32 on the automatic paths (the transposed conv on the blocked kernel and the blocked weight
  * gradient on CPU devices) and on the forced GEMM paths, chunked one image at a time, against
  * f64. Tolerance: each gradient element is a sum of at most a few hundred products of values
@@ -156,7 +172,6 @@ START_TEST(conv_paths_agree) {
   const struct cconv *c = &path_cases[_i];
   double *rx, *rw, *rb;
   conv_grads(d, CT_F64, c, &rx, &rw, &rb);
-  int64_t nx = prod(c->xs, c->nd), nw = prod(c->ws, c->one_d ? 3 : 4);
   for (int mode = 0; mode < 5; mode++) {
     /* auto, GEMM, auto one image at a time, GEMM one image at a time, auto with an image group
      * per image (the blocked weight gradient's partial sums) */
@@ -167,15 +182,8 @@ START_TEST(conv_paths_agree) {
     double *gx, *gw, *gb;
     conv_grads(d, CT_F32, c, &gx, &gw, &gb);
     char what[96];
-    snprintf(what, sizeof what, "%s mode %d: gx", c->name, mode);
-    assert_close(what, gx, rx, nx, 1e-5);
-    snprintf(what, sizeof what, "%s mode %d: gw", c->name, mode);
-    assert_close(what, gw, rw, nw, 1e-5);
-    snprintf(what, sizeof what, "%s mode %d: gb", c->name, mode);
-    assert_close(what, gb, rb, c->ws[0], 1e-5);
-    free(gx);
-    free(gw);
-    free(gb);
+    snprintf(what, sizeof what, "%s mode %d", c->name, mode);
+    grads_close(what, c, gx, gw, gb, rx, rw, rb, 1e-5);
   }
   ct__nn_conv_bwd_path = CT__CONV_BWD_AUTO;
   ct__nn_col_bytes = (int64_t)64 << 20;
@@ -313,16 +321,10 @@ START_TEST(bf16_and_autocast) {
   const struct cconv *cs[2] = {&path_cases[0], &path_cases[3]};
   for (int k = 0; k < 2; k++) {
     const struct cconv *c = cs[k];
-    int64_t nx = prod(c->xs, c->nd), nw = prod(c->ws, c->one_d ? 3 : 4);
     double *rx, *rw, *rb, *gx, *gw, *gb;
     conv_grads(d, CT_F32, c, &rx, &rw, &rb);
     conv_grads(d, CT_BF16, c, &gx, &gw, &gb);
-    assert_close("bf16 gx", gx, rx, nx, 3e-2);
-    assert_close("bf16 gw", gw, rw, nw, 3e-2);
-    assert_close("bf16 gb", gb, rb, c->ws[0], 3e-2);
-    free(gx);
-    free(gw);
-    free(gb);
+    grads_close("bf16", c, gx, gw, gb, rx, rw, rb, 3e-2);
 
     ck_assert_ct_ok(ct_autocast_set(CT_BF16));
     ct_tensor *x = NULL, *w = NULL, *y = NULL, *xc = NULL;
@@ -340,12 +342,7 @@ START_TEST(bf16_and_autocast) {
     ct_release(w);
     if (casts_record) {
       conv_grads(d, CT_F32, c, &gx, &gw, &gb);
-      assert_close("autocast gx", gx, rx, nx, 3e-2);
-      assert_close("autocast gw", gw, rw, nw, 3e-2);
-      assert_close("autocast gb", gb, rb, c->ws[0], 3e-2);
-      free(gx);
-      free(gw);
-      free(gb);
+      grads_close("autocast", c, gx, gw, gb, rx, rw, rb, 3e-2);
     }
     ck_assert_ct_ok(ct_autocast_set(CT_F32));
     free(rx);
