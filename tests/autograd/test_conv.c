@@ -75,6 +75,9 @@ static ct_tensor *make_as(ct_device *d, gc_input *in, ct_dtype dt) {
   return t;
 }
 
+/* conv_grads' loss: sum(y * g) with a random g (false), or sum(y). */
+static bool sum_loss;
+
 /* Gradients of L = sum(conv(x, w, b) * gw) for x, w, b of dtype dt (values from host doubles),
  * as host doubles in gx/gw/gb (malloc'ed). */
 static void conv_grads(ct_device *d, ct_dtype dt, const struct cconv *c, double **gx, double **gw, double **gb) {
@@ -105,7 +108,15 @@ static void conv_grads(ct_device *d, ct_dtype dt, const struct cconv *c, double 
   gc_input gi = {.ndim = ct_tensor_ndim(y), .data = gv, .dtype = dt};
   memcpy(gi.shape, ct_tensor_shape(y), sizeof(int64_t) * (size_t)gi.ndim);
   g = make_as(d, &gi, dt);
-  ck_assert_ct_ok(ct_backward(y, g));
+  if (sum_loss) {
+    /* L = sum(y): the output gradient reaches the conv as an expanded view (stride 0). */
+    ct_tensor *L = NULL;
+    ck_assert_ct_ok(ct_sum(&L, y, 0, NULL, false));
+    ck_assert_ct_ok(ct_backward(L, NULL));
+    ct_release(L);
+  } else {
+    ck_assert_ct_ok(ct_backward(y, g));
+  }
   double **outs[3] = {gx, gw, gb};
   for (int i = 0; i < 3; i++) {
     ct_tensor *gr = NULL;
@@ -195,6 +206,27 @@ START_TEST(conv_paths_agree) {
 }
 END_TEST
 
+/* An output gradient that is a stride-0 view (the backward of sum) on the automatic f32 paths
+ * and the forced GEMM paths, against f64 (tolerance as conv_paths_agree). */
+START_TEST(conv_expanded_grad) {
+  ct_device *d = ct_test_device();
+  const struct cconv *c = &path_cases[0];
+  sum_loss = true;
+  double *rx, *rw, *rb, *gx, *gw, *gb;
+  conv_grads(d, CT_F64, c, &rx, &rw, &rb);
+  for (int mode = 0; mode < 2; mode++) {
+    ct__nn_conv_bwd_path = mode == 0 ? CT__CONV_BWD_AUTO : CT__CONV_BWD_GEMM;
+    conv_grads(d, CT_F32, c, &gx, &gw, &gb);
+    grads_close(mode == 0 ? "sum loss, auto" : "sum loss, gemm", c, gx, gw, gb, rx, rw, rb, 1e-5);
+  }
+  ct__nn_conv_bwd_path = CT__CONV_BWD_AUTO;
+  sum_loss = false;
+  free(rx);
+  free(rw);
+  free(rb);
+}
+END_TEST
+
 /* Two runs give the same bits (no atomics, fixed summation orders), on each path. */
 START_TEST(conv_deterministic) {
   ct_device *d = ct_test_device();
@@ -262,6 +294,52 @@ START_TEST(pool_gradcheck) {
   for (int64_t i = 0; i < n; i++) v[i] = 0.05 * (double)((i * 37 + 11) % n) - 1;
   in.data = v;
   gc_check(d, c->name, f_pool, (void *)c, 1, &in);
+}
+END_TEST
+
+/* The pools' gradients for an output gradient that is a stride-0 view (the backward of sum):
+ * every window's 1 reaches its maximum (2x2 max) or spreads evenly (global average). */
+START_TEST(pool_expanded_grad) {
+  ct_device *d = ct_test_device();
+  int64_t xs[4] = {1, 2, 3, 4};
+  double xv[24];
+  for (int i = 0; i < 24; i++) xv[i] = (double)((i * 7) % 24);
+  for (int which = 0; which < 2; which++) {
+    ct_tensor *x = NULL, *y = NULL, *L = NULL, *gx = NULL;
+    ck_assert_ct_ok(ct_from_host(&x, d, CT_F64, 4, xs, xv));
+    ck_assert_ct_ok(ct_set_requires_grad(x, true));
+    int two[2] = {2, 2};
+    int64_t one[2] = {1, 1};
+    ck_assert_ct_ok(which == 0 ? ct_max_pool2d(&y, x, two, two, NULL) : ct_adaptive_avg_pool2d(&y, x, one));
+    ck_assert_ct_ok(ct_sum(&L, y, 0, NULL, false));
+    ck_assert_ct_ok(ct_backward(L, NULL));
+    ck_assert_ct_ok(ct_grad(&gx, x));
+    double *r = gc_host(gx);
+    for (int c = 0; c < 2; c++)
+      for (int h = 0; h < 3; h++)
+        for (int w = 0; w < 4; w++) {
+          double want = 1.0 / 12;
+          if (which == 0) {
+            /* the maximum of the 2x2 window holding (h, w); row 2 is in no window */
+            want = 0;
+            if (h < 2) {
+              int bi = 0, bj = w / 2 * 2;
+              double best = -1;
+              for (int i = 0; i < 2; i++)
+                for (int j = w / 2 * 2; j < w / 2 * 2 + 2; j++)
+                  if (xv[c * 12 + i * 4 + j] > best) best = xv[c * 12 + i * 4 + j], bi = i, bj = j;
+              want = bi == h && bj == w ? 1 : 0;
+            }
+          }
+          ck_assert_msg(r[c * 12 + h * 4 + w] == want, "pool %d at (%d, %d, %d): %g, want %g", which, c, h, w,
+                        r[c * 12 + h * 4 + w], want);
+        }
+    free(r);
+    ct_release(gx);
+    ct_release(L);
+    ct_release(y);
+    ct_release(x);
+  }
 }
 END_TEST
 
@@ -359,8 +437,10 @@ int main(void) {
   tcase_add_loop_test(tc, conv_gradcheck, 0, (int)(sizeof conv_cases / sizeof conv_cases[0]));
   tcase_add_loop_test(tc, conv_paths_agree, 0, (int)(sizeof path_cases / sizeof path_cases[0]));
   tcase_add_test(tc, conv_deterministic);
+  tcase_add_test(tc, conv_expanded_grad);
   tcase_add_loop_test(tc, pool_gradcheck, 0, (int)(sizeof pool_cases / sizeof pool_cases[0]));
   tcase_add_test(tc, max_pool_subgradient);
+  tcase_add_test(tc, pool_expanded_grad);
   tcase_add_test(tc, bf16_and_autocast);
   suite_add_tcase(s, tc);
   return ct_test_run(s);
