@@ -353,7 +353,7 @@ ct_status ct__nn_conv_backward(ct_tensor **gx, ct_tensor **gw, ct_tensor **gb, c
   }
   struct ct__conv cv = {.fn = fn};
   if (st == CT_OK) st = ct__conv_check(&cv, x4, w4, NULL, stride, padding, dilation, groups, one_d);
-  bool empty = ct_numel(x4) == 0 || ct_numel(g4) == 0;
+  bool empty = st == CT_OK && (ct_numel(x4) == 0 || ct_numel(g4) == 0);
   ct_dtype cdt = x->dtype == CT_F64 ? CT_F64 : CT_F32;
   bool gemm_forced = ct__nn_conv_bwd_path == CT__CONV_BWD_GEMM;
   bool gemm_path = cv.sh != 1 || cv.sw != 1 || gemm_forced;
