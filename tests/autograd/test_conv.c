@@ -143,13 +143,17 @@ static void assert_close(const char *what, const double *a, const double *b, int
                   (long long)i, a[i], b[i], m);
 }
 
-/* Bigger than the gradchecks, for the blocked kernels (8 output channels per group and more):
- * 3x3 pad 1, dilation 2 with groups 2, a 1x1 and a strided x. */
+/* Bigger than the gradchecks, for the blocked kernels: 8 output channels per group and more
+ * (3x3 pad 1, dilation 2 with groups 2, a 1x1, a strided x, conv1d) and fewer (depthwise, and
+ * 5 per group with a tap count that leaves a partial block of 3). */
 static const struct cconv path_cases[] = {
     {"3x3 pad 1", 4, false, {3, 5, 7, 6}, {9, 5, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true, false},
     {"dilation 2 groups 2 pad 2", 4, false, {2, 4, 9, 8}, {16, 2, 3, 2}, {1, 1}, {2, 1}, {2, 2}, 2, true, true},
     {"1x1", 4, false, {2, 6, 5, 5}, {8, 6, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1, true, false},
     {"conv1d k5 pad 2", 3, true, {2, 4, 11}, {8, 4, 5}, {1, 1}, {0, 2}, {1, 1}, 1, true, false},
+    {"depthwise 3x3 pad 1 (1 channel per group)", 4, false, {2, 4, 5, 5}, {4, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 4,
+     true, false},
+    {"5 channels per group, 7 taps", 4, false, {2, 2, 6, 5}, {10, 1, 1, 7}, {1, 1}, {0, 3}, {1, 1}, 2, true, false},
 };
 
 static int64_t prod(const int64_t *s, int n) {
