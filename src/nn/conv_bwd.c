@@ -235,7 +235,8 @@ static ct_status gw_blocked(ct_tensor **gw, ct_tensor **gb, const struct ct__con
   if (nb > cv->N) nb = cv->N;
   int64_t per_img = img_bytes + (cv->Cout * (T + 1) * 4 + nb - 1) / nb;
   int64_t chunk = chunk_of(per_img, cv->N);
-  if (chunk > nb) chunk -= chunk % nb;
+  /* Chunks of whole image groups (but the last). */
+  if (chunk < cv->N && chunk > nb) chunk -= chunk % nb;
   int64_t nig_max = (chunk + nb - 1) / nb;
   bool direct = nig_max == 1 && chunk == cv->N;
   /* The ones plane (bias tap) after the images; the loads past the last image land in it. */
