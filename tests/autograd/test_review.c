@@ -362,6 +362,201 @@ START_TEST(oom_while_committing_changes_no_leaf) {
 }
 END_TEST
 
+/* ---- formulas and the layout of the incoming gradient ---- */
+
+/* Gradchecks weight the output (sum(f * w)), so every formula there receives a contiguous
+ * gradient. In a real graph it receives whatever the consumer's formula made: a stride-0
+ * expansion (behind a sum), a permuted view (behind a transpose). Each op below runs backward
+ * four times on the same inputs: with a random contiguous G and with G as a transpose's
+ * gradient (a permuted view; ndim >= 2), with a G constant along the last dim and with that G
+ * as the expansion a sum over the last dim sends. The gradients must agree (the same arithmetic
+ * on the same values: 1e-12 relative). */
+enum {
+  L_LAYER_NORM, L_RMS_NORM, L_BATCH_NORM, L_SDPA, L_DROPOUT, L_CROSS_ENTROPY, L_NLL, L_MSE, L_SOFTMAX,
+  L_LOG_SOFTMAX, L_LOGSUMEXP, L_VAR, L_AMAX, L_PROD, L_MEAN, L_CUMSUM, L_CUMPROD, L_INDEX_SELECT, L_GATHER,
+  L_EMBEDDING, L_MATMUL, L_LINEAR, L_ADDMM, L_FLIP, L_ROLL, L_REPEAT, L_TRIL, L_PAD, L_CAT, L_WHERE, L_CLAMP,
+  L_CAST, L_COUNT
+};
+
+static ct_status f_layout(ct_tensor **out, ct_tensor *const *in, void *ctx) {
+  int op = *(int *)ctx;
+  int d1 = 1, dm1 = -1;
+  switch (op) {
+  case L_LAYER_NORM: return ct_layer_norm(out, in[0], 1, in[1], in[2], 1e-5);
+  case L_RMS_NORM: return ct_rms_norm(out, in[0], 1, in[1], 1e-6);
+  case L_BATCH_NORM: return ct_batch_norm(out, in[0], NULL, NULL, in[1], in[2], true, 0.1, 1e-5);
+  case L_SDPA: return ct_scaled_dot_product_attention(out, in[0], in[1], in[2], NULL, true, 0.5);
+  case L_DROPOUT:
+    ct_manual_seed(11); /* the same mask on every run */
+    return ct_dropout(out, in[0], 0.25, true);
+  case L_CROSS_ENTROPY: return ct_cross_entropy(out, in[0], in[1], -100, 0.1, CT_REDUCTION_NONE);
+  case L_NLL: return ct_nll_loss(out, in[0], in[1], -100, CT_REDUCTION_NONE);
+  case L_MSE: return ct_mse_loss(out, in[0], in[1], CT_REDUCTION_NONE);
+  case L_SOFTMAX: return ct_softmax(out, in[0], -1);
+  case L_LOG_SOFTMAX: return ct_log_softmax(out, in[0], 0);
+  case L_LOGSUMEXP: return ct_logsumexp(out, in[0], 1, &d1, false);
+  case L_VAR: return ct_var(out, in[0], 1, &d1, 1, false);
+  case L_AMAX: return ct_max(out, in[0], 1, &d1, true);
+  case L_PROD: return ct_prod(out, in[0], 1, &dm1, true);
+  case L_MEAN: return ct_mean(out, in[0], 1, &d1, false);
+  case L_CUMSUM: return ct_cumsum(out, in[0], 0);
+  case L_CUMPROD: return ct_cumprod(out, in[0], 1);
+  case L_INDEX_SELECT: return ct_index_select(out, in[0], 1, in[1]);
+  case L_GATHER: return ct_gather(out, in[0], 1, in[1]);
+  case L_EMBEDDING: return ct_embedding(out, in[0], in[1]);
+  case L_MATMUL: return ct_matmul(out, in[0], in[1]);
+  case L_LINEAR: return ct_linear(out, in[0], in[1], in[2]);
+  case L_ADDMM: return ct_addmm(out, in[0], in[1], in[2], 0.5, 2.0);
+  case L_FLIP: return ct_flip(out, in[0], 1, &d1);
+  case L_ROLL: return ct_roll(out, in[0], 2, 1);
+  case L_REPEAT: return ct_repeat(out, in[0], 2, (const int64_t[]){2, 1});
+  case L_TRIL: return ct_tril(out, in[0], 0);
+  case L_PAD: return ct_pad(out, in[0], 2, (const int64_t[]){1, 0}, CT_PAD_REFLECT, 0);
+  case L_CAT: return ct_cat(out, (ct_tensor *const[]){in[0], in[1]}, 2, 1);
+  case L_WHERE: {
+    ct_tensor *c = NULL;
+    ct_status st = ct_gt_scalar(&c, in[2], 0.0);
+    if (st == CT_OK) st = ct_where(out, c, in[0], in[1]);
+    ct_release(c);
+    return st;
+  }
+  case L_CLAMP: return ct_clamp(out, in[0], -0.5, 0.5);
+  default: return ct_cast(out, in[0], CT_F32);
+  }
+}
+
+/* The inputs of op (values filled by the caller from the seeds). */
+static int layout_inputs(int op, gc_input *in, double (*buf)[64]) {
+  static const double idx3[3] = {2, 0, 2}, gidx[6] = {1, 3, 0, 0, 2, 1}, emb[4] = {4, 0, 4, 2}, tgt[4] = {1, 4, 0, 2};
+  memset(in, 0, GC_MAX_IN * sizeof *in);
+#define IN(i, nd, ...) (in[i] = (gc_input){.ndim = nd, .shape = {__VA_ARGS__}, .data = buf[i], .requires_grad = true})
+  switch (op) {
+  case L_LAYER_NORM: IN(0, 2, 3, 4); IN(1, 1, 4); IN(2, 1, 4); return 3;
+  case L_RMS_NORM: IN(0, 2, 3, 4); IN(1, 1, 4); return 2;
+  case L_BATCH_NORM: IN(0, 3, 4, 3, 2); IN(1, 1, 3); IN(2, 1, 3); return 3;
+  case L_SDPA: IN(0, 3, 2, 3, 4); IN(1, 3, 2, 5, 4); IN(2, 3, 2, 5, 4); return 3;
+  case L_CROSS_ENTROPY:
+  case L_NLL:
+    IN(0, 2, 4, 5);
+    in[1] = (gc_input){.ndim = 1, .shape = {4}, .data = (double *)tgt, .integer = true};
+    return 2;
+  case L_MSE: IN(0, 2, 3, 4); IN(1, 2, 3, 4); return 2;
+  case L_LOGSUMEXP: case L_VAR: case L_AMAX: case L_MEAN: case L_PAD: IN(0, 3, 3, 4, 2); return 1;
+  case L_INDEX_SELECT:
+    IN(0, 2, 3, 4);
+    in[1] = (gc_input){.ndim = 1, .shape = {3}, .data = (double *)idx3, .integer = true};
+    return 2;
+  case L_GATHER:
+    IN(0, 2, 3, 4);
+    in[1] = (gc_input){.ndim = 2, .shape = {3, 2}, .data = (double *)gidx, .integer = true};
+    return 2;
+  case L_EMBEDDING:
+    IN(0, 2, 5, 3);
+    in[1] = (gc_input){.ndim = 2, .shape = {2, 2}, .data = (double *)emb, .integer = true};
+    return 2;
+  case L_MATMUL: IN(0, 2, 3, 4); IN(1, 2, 4, 2); return 2;
+  case L_LINEAR: IN(0, 2, 3, 4); IN(1, 2, 2, 4); IN(2, 1, 2); return 3;
+  case L_ADDMM: IN(0, 1, 2); IN(1, 2, 3, 4); IN(2, 2, 4, 2); return 3;
+  case L_CAT: IN(0, 2, 3, 2); IN(1, 2, 3, 3); return 2;
+  case L_WHERE: IN(0, 2, 3, 4); IN(1, 1, 4); IN(2, 2, 3, 4); in[2].requires_grad = false; return 3;
+  default: IN(0, 2, 3, 4); return 1;
+  }
+#undef IN
+}
+
+/* One backward of op's output through `how`: 0 root = out with grad G; 1 root = out^T with
+ * grad G^T (contiguous); 2 root = sum(out, -1) with grad Gs (G = Gs expanded). G is random
+ * (how 0, 1) or constant along the last dim (how 2, and how 0 when rowconst). Returns the
+ * gradients of the inputs that require grad, as host arrays. */
+static void layout_run(ct_device *d, int op, int nin, const gc_input *in, int how, bool rowconst, double **grads) {
+  ct_tensor *t[GC_MAX_IN] = {0}, *out = NULL, *root = NULL, *g = NULL;
+  for (int i = 0; i < nin; i++) {
+    t[i] = gc_make(d, &in[i]);
+    if (in[i].requires_grad) ck_assert_ct_ok(ct_set_requires_grad(t[i], true));
+  }
+  ck_assert_ct_ok(f_layout(&out, t, &op));
+  int nd = ct_tensor_ndim(out);
+  const int64_t *sh = ct_tensor_shape(out);
+  int64_t n = ct_numel(out), last = nd ? sh[nd - 1] : 1, hs[CT_MAX_DIMS];
+  double *G = malloc((size_t)n * sizeof *G), *H = malloc((size_t)n * sizeof *H);
+  ck_assert(G && H);
+  uint64_t seed = 77 + (uint64_t)op;
+  for (int64_t e = 0; e < n; e++) G[e] = rowconst ? 0.25 + (double)(e / last) : -1 + 2 * gc_rand(&seed);
+  if (how == 0) {
+    root = ct_retain(out);
+    ck_assert_ct_ok(ct_from_host(&g, d, CT_F64, nd, sh, G));
+  } else if (how == 1) {
+    ck_assert_ct_ok(ct_transpose(&root, out, -1, -2));
+    int64_t rows = sh[nd - 2], batch = n / (rows * last);
+    for (int64_t b = 0; b < batch; b++) /* H = G with its last two dims swapped, contiguous */
+      for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < last; c++) H[(b * last + c) * rows + r] = G[(b * rows + r) * last + c];
+    memcpy(hs, sh, (size_t)nd * sizeof *hs);
+    hs[nd - 2] = last;
+    hs[nd - 1] = rows;
+    ck_assert_ct_ok(ct_from_host(&g, d, CT_F64, nd, hs, H));
+  } else {
+    int dm1 = -1;
+    ck_assert_ct_ok(ct_sum(&root, out, 1, &dm1, false));
+    for (int64_t r = 0; r < n / last; r++) H[r] = G[r * last];
+    ck_assert_ct_ok(ct_from_host(&g, d, CT_F64, nd - 1, sh, H));
+  }
+  ck_assert_msg(ct_backward(root, g) == CT_OK, "layout op %d how %d: %s", op, how, ct_last_error());
+  for (int i = 0; i < nin; i++) {
+    grads[i] = NULL;
+    if (!in[i].requires_grad) continue;
+    ct_tensor *gi = grad_of(t[i]);
+    ck_assert_msg(gi != NULL, "layout op %d how %d: input %d got no gradient", op, how, i);
+    grads[i] = gc_host(gi);
+    ct_release(gi);
+  }
+  free(G);
+  free(H);
+  ct_release(g);
+  ct_release(root);
+  ct_release(out);
+  for (int i = 0; i < nin; i++) ct_release(t[i]);
+}
+
+START_TEST(formulas_take_any_gradient_layout) {
+  ct_device *d = ct_test_device();
+  for (int op = 0; op < L_COUNT; op++) {
+    gc_input in[GC_MAX_IN];
+    double buf[GC_MAX_IN][64];
+    int nin = layout_inputs(op, in, buf);
+    for (int i = 0; i < nin; i++)
+      if (!in[i].integer) gc_fill(buf[i], gc_numel(&in[i]), -1.0, 1.0, 1000 + 10 * (uint64_t)op + (uint64_t)i);
+    if (op == L_PROD || op == L_CUMPROD) gc_fill(buf[0], gc_numel(&in[0]), 0.5, 1.5, 5);
+    for (int pair = 0; pair < 2; pair++) {
+      double *ref[GC_MAX_IN], *got[GC_MAX_IN];
+      layout_run(d, op, nin, in, 0, pair == 1, ref);
+      /* a transpose needs 2 dims, a sum over the last dim 1 */
+      ct_tensor *probe[GC_MAX_IN] = {0}, *o = NULL;
+      bool prev = ct_set_grad_enabled(false);
+      for (int i = 0; i < nin; i++) probe[i] = gc_make(d, &in[i]);
+      ck_assert_ct_ok(f_layout(&o, probe, &op));
+      int nd = ct_tensor_ndim(o);
+      ct_release(o);
+      for (int i = 0; i < nin; i++) ct_release(probe[i]);
+      ct_set_grad_enabled(prev);
+      int how = pair == 0 ? 1 : 2;
+      if (nd >= (how == 1 ? 2 : 1)) {
+        layout_run(d, op, nin, in, how, pair == 1, got);
+        for (int i = 0; i < nin; i++) {
+          if (!ref[i]) continue;
+          for (int64_t e = 0; e < gc_numel(&in[i]); e++)
+            ck_assert_msg(fabs(got[i][e] - ref[i][e]) <= 1e-12 * (1 + fabs(ref[i][e])),
+                          "op %d, %s gradient: input %d element %lld is %.17g, with a contiguous one %.17g", op,
+                          how == 1 ? "a transposed" : "an expanded", i, (long long)e, got[i][e], ref[i][e]);
+          free(got[i]);
+        }
+      }
+      for (int i = 0; i < nin; i++) free(ref[i]);
+    }
+  }
+}
+END_TEST
+
 /* ---- memory of a pass ---- */
 
 /* A 12-layer model y_k = tanh(y_{k-1} * w_k) with 2 MiB weights and activations. The forward
@@ -545,6 +740,7 @@ int main(void) {
   tcase_add_test(tc, leaf_in_two_graphs);
   tcase_add_test(tc, oom_in_the_middle_of_a_pass);
   tcase_add_test(tc, oom_while_committing_changes_no_leaf);
+  tcase_add_test(tc, formulas_take_any_gradient_layout);
   tcase_add_test(tc, peak_memory_of_a_pass);
   tcase_add_test(tc, threads_train_independently);
   suite_add_tcase(s, tc);
