@@ -299,7 +299,7 @@ static ct__node *ct__pop_latest(ct__node **ready) {
 
 /* Commit, in two phases so that a failure changes no leaf. Phase 1 makes every allocation:
  * the first gradient a leaf gets is kept as it is when nobody else can see it (a fresh,
- * contiguous tensor owning its storage), otherwise copied, since later passes add into
+ * contiguous tensor owning all of its storage), otherwise copied, since later passes add into
  * leaf->grad in place. Phase 2 allocates nothing: it adds into existing gradients in place (as
  * PyTorch's AccumulateGrad) and hands the prepared tensors over. A leaf whose flag was turned
  * off after the graph was recorded takes nothing (AccumulateGrad skips it too). */
@@ -308,8 +308,10 @@ static bool ct__commit_skips(const ct_tensor *leaf) { return !leaf->requires_gra
 static ct_status ct__commit_prepare(const ct_tensor *leaf, ct_tensor **g) {
   if (leaf->grad || ct__commit_skips(leaf)) return CT_OK;
   ct_tensor *t = *g;
+  /* A view covering only part of its storage (cat's formula hands out slices of g) is copied
+   * too: kept, it would pin the whole storage for as long as the leaf keeps its gradient. */
   bool own = atomic_load(&t->refs) == 1 && atomic_load(&t->storage->refs) == 1 && t->offset == 0 &&
-             ct_tensor_is_contiguous(t) && !t->grad_fn;
+             ct_tensor_is_contiguous(t) && t->storage->nbytes == ct_tensor_nbytes(t) && !t->grad_fn;
   if (own) return CT_OK;
   ct_tensor *c = NULL;
   CT__TRY(ct_clone(&c, t));

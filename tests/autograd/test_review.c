@@ -140,6 +140,43 @@ START_TEST(leaf_gradients_are_distinct) {
 }
 END_TEST
 
+/* A leaf's gradient that is a slice of a larger one (cat's formula hands each input a view of
+ * g) must not keep the larger storage alive: x gets g[0:n] of cat(x, 2 w)'s 2n-element gradient
+ * while w's part goes on through the product. After the pass, only x, w and their two gradients
+ * (2 MiB each) may remain. */
+START_TEST(leaf_gradient_does_not_pin_a_larger_storage) {
+  ct_device *d = ct_test_device();
+  const uint64_t blk = 2 * MIB;
+  const int64_t n = (int64_t)(blk / sizeof(double));
+  uint64_t base = allocated(d);
+  ct_tensor *x = full(d, n, 1), *w = full(d, n, 2), *z = NULL, *c = NULL, *s = NULL;
+  ck_assert_ct_ok(ct_set_requires_grad(x, true));
+  ck_assert_ct_ok(ct_set_requires_grad(w, true));
+  ck_assert_ct_ok(ct_mul_scalar(&z, w, 2.0));
+  ck_assert_ct_ok(ct_cat(&c, (ct_tensor *const[]){x, z}, 2, 0));
+  ct_release(z);
+  ct_tensor *wt = full(d, 2 * n, 3), *p = NULL;
+  ck_assert_ct_ok(ct_mul(&p, c, wt)); /* g of c: a fresh 2n-element tensor of 3s */
+  ct_release(c);
+  ct_release(wt);
+  s = sum_all(p);
+  ct_release(p);
+  ck_assert_ct_ok(ct_backward(s, NULL));
+  ct_release(s);
+  ct_tensor *gx = grad_of(x), *gw = grad_of(w);
+  expect_all(gx, 3);
+  expect_all(gw, 6);
+  ck_assert_msg(allocated(d) <= base + 4 * blk + MIB,
+                "after the pass: %.1f MiB over the start, want 8 (x, w and their gradients)",
+                (double)(allocated(d) - base) / MIB);
+  ct_release(gx);
+  ct_release(gw);
+  ct_release(x);
+  ct_release(w);
+  ck_assert_uint_eq(allocated(d), base);
+}
+END_TEST
+
 /* ---- requires-grad rules ---- */
 
 /* A leaf whose flag is turned off after the graph was recorded takes no gradient (PyTorch's
@@ -734,6 +771,7 @@ int main(void) {
   TCase *tc = tcase_create("review");
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, leaf_gradients_are_distinct);
+  tcase_add_test(tc, leaf_gradient_does_not_pin_a_larger_storage);
   tcase_add_test(tc, flag_turned_off_after_recording);
   tcase_add_test(tc, chunk_pieces_partially_used);
   tcase_add_test(tc, root_is_view_of_leaf);
