@@ -141,7 +141,8 @@ __kernel void conv_wflip(__global const io_t *w, long w_off, int Cg, int og, int
   t /= og;
   int c = (int)(t % Cg);
   long g = t / Cg;
-  wf[wf_off + o] = w[w_off + (((g * og + oo) * Cg + c) * kh + (kh - 1 - i)) * kw + (kw - 1 - j)];
+  /* Through acc_t: f16 can't be assigned as half without cl_khr_fp16 (exact either way). */
+  STOREA(wf, wf_off + o, LOADA(w, w_off + (((g * og + oo) * Cg + c) * kh + (kh - 1 - i)) * kw + (kw - 1 - j)));
 }
 
 /* ---- The blocked direct path for stride-1 convolutions of f32/f16/bf16 (CPU devices) ----

@@ -36,12 +36,15 @@ CT_BEGIN_DECLS
  * products per output; otherwise im2col plus the library's GEMM (the device's GEMM route: the
  * host BLAS on PoCL, else CLBlast). The last two work a few images at a time, so their
  * buffers stay within 64 MiB (or one image's). A non-contiguous w is copied (it is small); x is
- * read through its strides. */
+ * read through its strides. Differentiable with respect to x, w and bias (autograd.h). Under
+ * ct_autocast_set(CT_F16 or CT_BF16), f32/f16/bf16 x, w and bias are cast to that dtype (casts
+ * that record their backward; f64 is left alone, as torch.autocast) and the result has it. */
 CT_API ct_status ct_conv2d(ct_tensor **out, const ct_tensor *x, const ct_tensor *w, const ct_tensor *bias,
                            const int stride[2], const int padding[2], const int dilation[2], int groups);
 
 /* 1-D convolution (torch.nn.functional.conv1d): x [N, Cin, L] or [Cin, L], w [Cout, Cin / groups, k],
- * bias NULL or [Cout]. ct_conv2d over a height of 1; the same rules and statuses. */
+ * bias NULL or [Cout]. ct_conv2d over a height of 1; the same rules, statuses, gradients and
+ * autocast. */
 CT_API ct_status ct_conv1d(ct_tensor **out, const ct_tensor *x, const ct_tensor *w, const ct_tensor *bias,
                            int stride, int padding, int dilation, int groups);
 
@@ -49,7 +52,8 @@ CT_API ct_status ct_conv1d(ct_tensor **out, const ct_tensor *x, const ct_tensor 
  * NULL means the kernel size (PyTorch's default), else >= 1; padding NULL means {0, 0}, else at
  * most half the kernel (PyTorch's rule); padded positions never win. A NaN in a window makes
  * that output NaN (as PyTorch). x [N, C, H, W] or [C, H, W]; each spatial dim padded must
- * hold one window. */
+ * hold one window. Differentiable: each window's gradient goes to its first maximum (the last
+ * NaN when it holds NaNs), as PyTorch's max_pool2d_with_indices; the average pools are too. */
 CT_API ct_status ct_max_pool2d(ct_tensor **out, const ct_tensor *x, const int kernel[2], const int stride[2],
                                const int padding[2]);
 

@@ -13,7 +13,8 @@
  *      freed as soon as it ran;
  *   3. commit: the pending leaf gradients go into the leaves (the first one is kept as it is
  *      when nothing else references it, later ones are added in place, as PyTorch's
- *      AccumulateGrad).
+ *      AccumulateGrad), every allocation first, so that running out of memory there changes
+ *      no leaf either.
  * Whatever happens, every node the pass reached ends "done" with its saved tensors freed: the
  * graph is consumed by one ct_backward, as PyTorch's without retain_graph. */
 #include <inttypes.h>
@@ -144,18 +145,20 @@ static ct_status ct__pass_push(struct ct__pass *p, ct__node *n) {
  * appended in discovery order; p->nodes doubles as the DFS stack (index `next`). */
 static ct_status ct__collect(struct ct__pass *p, ct__node *root) {
   char sb[200];
+  CT__TRY(ct__pass_push(p, root));
   root->deps = 0;
   root->next_ready = root; /* "visited" mark during collection; cleared below */
-  CT__TRY(ct__pass_push(p, root));
   for (int next = 0; next < p->nnodes; next++) {
     ct__node *n = p->nodes[next];
     for (int i = 0; i < n->nin; i++) {
       ct__node *c = n->in[i].fn;
       if (!c) continue;
       if (c->next_ready != c) {
+        /* Marked only once pushed: a node marked but left out of p->nodes by a failed push
+         * would keep its mark, and a later pass through it would skip it as visited. */
+        CT__TRY(ct__pass_push(p, c));
         c->deps = 0;
         c->next_ready = c;
-        CT__TRY(ct__pass_push(p, c));
       }
       c->deps++;
     }
@@ -294,27 +297,42 @@ static ct__node *ct__pop_latest(ct__node **ready) {
   return n;
 }
 
-/* The first gradient a leaf gets is kept as it is when nobody else can see it (a fresh,
- * contiguous tensor owning its storage); otherwise it is copied, since later passes add into
- * leaf->grad in place. */
-static ct_status ct__commit(ct_tensor *leaf, ct_tensor *g) {
-  if (leaf->grad) {
-    ct_status st = ct_add_out(leaf->grad, leaf->grad, g);
-    ct__tensor_bump_version(leaf->grad);
-    ct_release(g);
-    return st;
-  }
-  bool own = atomic_load(&g->refs) == 1 && atomic_load(&g->storage->refs) == 1 && g->offset == 0 &&
-             ct_tensor_is_contiguous(g) && !g->grad_fn;
-  if (!own) {
-    ct_tensor *c = NULL;
-    ct_status st = ct_clone(&c, g);
-    ct_release(g);
-    if (st != CT_OK) return st;
-    g = c;
-  }
-  leaf->grad = g;
+/* Commit, in two phases so that a failure changes no leaf. Phase 1 makes every allocation:
+ * the first gradient a leaf gets is kept as it is when nobody else can see it (a fresh,
+ * contiguous tensor owning all of its storage), otherwise copied, since later passes add into
+ * leaf->grad in place. Phase 2 allocates nothing: it adds into existing gradients in place (as
+ * PyTorch's AccumulateGrad) and hands the prepared tensors over. A leaf whose flag was turned
+ * off after the graph was recorded takes nothing (AccumulateGrad skips it too). */
+static bool ct__commit_skips(const ct_tensor *leaf) { return !leaf->requires_grad; }
+
+static ct_status ct__commit_prepare(const ct_tensor *leaf, ct_tensor **g) {
+  if (leaf->grad || ct__commit_skips(leaf)) return CT_OK;
+  ct_tensor *t = *g;
+  /* A view covering only part of its storage (cat's formula hands out slices of g) is copied
+   * too: kept, it would pin the whole storage for as long as the leaf keeps its gradient. */
+  bool own = atomic_load(&t->refs) == 1 && atomic_load(&t->storage->refs) == 1 && t->offset == 0 &&
+             ct_tensor_is_contiguous(t) && t->storage->nbytes == ct_tensor_nbytes(t) && !t->grad_fn;
+  if (own) return CT_OK;
+  ct_tensor *c = NULL;
+  CT__TRY(ct_clone(&c, t));
+  ct_release(t);
+  *g = c;
   return CT_OK;
+}
+
+static ct_status ct__commit(ct_tensor *leaf, ct_tensor *g) {
+  if (ct__commit_skips(leaf)) {
+    ct_release(g);
+    return CT_OK;
+  }
+  if (!leaf->grad) {
+    leaf->grad = g;
+    return CT_OK;
+  }
+  ct_status st = ct_add_out(leaf->grad, leaf->grad, g);
+  ct__tensor_bump_version(leaf->grad);
+  ct_release(g);
+  return st;
 }
 
 /* The gradient the pass starts from: grad (converted to root's dtype), or 1. */
@@ -377,6 +395,7 @@ ct_status ct_backward(ct_tensor *root, const ct_tensor *grad) {
     ct__node_release(rn);
   }
   ct_release(g0);
+  for (int i = 0; i < p.nleaves && st == CT_OK; i++) st = ct__commit_prepare(p.leaves[i].leaf, &p.leaves[i].g);
   for (int i = 0; i < p.nleaves; i++) {
     if (st == CT_OK)
       st = ct__commit(p.leaves[i].leaf, p.leaves[i].g);

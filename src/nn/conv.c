@@ -153,6 +153,18 @@ ct_status ct__conv_gemm_state(struct ct__gemm_state **s, ct_device *d, const cha
   return CT_OK;
 }
 
+void ct__conv_gemm_op(struct ct__gemm_op *op, const char *fn, ct_dtype dt, int64_t m, int64_t n, int64_t k,
+                      double beta) {
+  memset(op, 0, sizeof *op);
+  op->fn = fn;
+  op->dtype = dt;
+  op->m = m;
+  op->n = n;
+  op->k = k;
+  op->alpha = 1;
+  op->beta = beta;
+}
+
 ct_status ct__conv_gemm(struct ct__gemm_state *s, ct_device *d, struct ct__gemm_op *op) {
   ct__gemm_simplify_batch(op);
   return s->route == CT__ROUTE_HOST ? ct__gemm_host(d, op) : ct__gemm_clblast(d, s, op);
@@ -206,14 +218,7 @@ static ct_status conv_gemm(ct_device *d, const struct ct__conv *cv, const ct_ten
     if (st != CT_OK) break;
 
     struct ct__gemm_op op;
-    memset(&op, 0, sizeof op);
-    op.fn = fn;
-    op.dtype = cdt;
-    op.m = og;
-    op.n = P;
-    op.k = K;
-    op.alpha = 1;
-    op.beta = 0;
+    ct__conv_gemm_op(&op, fn, cdt, og, P, K, 0);
     op.nbatch = 2;
     op.bshape[0] = nimg;
     op.bshape[1] = g;

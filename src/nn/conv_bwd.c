@@ -106,13 +106,7 @@ static ct_status gx_col2im(ct_tensor **gx, const struct ct__conv *cv, const ct_t
   for (int64_t n0 = 0; st == CT_OK && n0 < cv->N; n0 += chunk) {
     int64_t nimg = cv->N - n0 < chunk ? cv->N - n0 : chunk;
     struct ct__gemm_op op;
-    memset(&op, 0, sizeof op);
-    op.fn = fn;
-    op.dtype = cdt;
-    op.m = K;
-    op.n = P;
-    op.k = og;
-    op.alpha = 1;
+    ct__conv_gemm_op(&op, fn, cdt, K, P, og, 0);
     op.nbatch = 2;
     op.bshape[0] = nimg;
     op.bshape[1] = g;
@@ -182,14 +176,7 @@ static ct_status gw_gemm(ct_tensor **gw, const struct ct__conv *cv, const ct_ten
     }
     if (st != CT_OK) break;
     struct ct__gemm_op op;
-    memset(&op, 0, sizeof op);
-    op.fn = fn;
-    op.dtype = cdt;
-    op.m = og;
-    op.n = K;
-    op.k = np;
-    op.alpha = 1;
-    op.beta = n0 > 0 ? 1 : 0;
+    ct__conv_gemm_op(&op, fn, cdt, og, K, np, n0 > 0 ? 1 : 0);
     op.nbatch = 1;
     op.bshape[0] = g;
     op.a = (struct ct__gemm_mat){.mem = ct__tensor_mem(a_t), .off = a_off, .ld = np};
@@ -248,7 +235,8 @@ static ct_status gw_blocked(ct_tensor **gw, ct_tensor **gb, const struct ct__con
   if (nb > cv->N) nb = cv->N;
   int64_t per_img = img_bytes + (cv->Cout * (T + 1) * 4 + nb - 1) / nb;
   int64_t chunk = chunk_of(per_img, cv->N);
-  if (chunk > nb) chunk -= chunk % nb;
+  /* Chunks of whole image groups (but the last). */
+  if (chunk < cv->N && chunk > nb) chunk -= chunk % nb;
   int64_t nig_max = (chunk + nb - 1) / nb;
   bool direct = nig_max == 1 && chunk == cv->N;
   /* The ones plane (bias tap) after the images; the loads past the last image land in it. */
@@ -366,7 +354,7 @@ ct_status ct__nn_conv_backward(ct_tensor **gx, ct_tensor **gw, ct_tensor **gb, c
   }
   struct ct__conv cv = {.fn = fn};
   if (st == CT_OK) st = ct__conv_check(&cv, x4, w4, NULL, stride, padding, dilation, groups, one_d);
-  bool empty = ct_numel(x4) == 0 || ct_numel(g4) == 0;
+  bool empty = st == CT_OK && (ct_numel(x4) == 0 || ct_numel(g4) == 0);
   ct_dtype cdt = x->dtype == CT_F64 ? CT_F64 : CT_F32;
   bool gemm_forced = ct__nn_conv_bwd_path == CT__CONV_BWD_GEMM;
   bool gemm_path = cv.sh != 1 || cv.sw != 1 || gemm_forced;

@@ -97,6 +97,10 @@ struct ct__gemm_state;
 struct ct__gemm_op;
 ct_status ct__conv_gemm_state(struct ct__gemm_state **s, ct_device *d, const char *fn);
 ct_status ct__conv_gemm(struct ct__gemm_state *s, ct_device *d, struct ct__gemm_op *op);
+/* *op zeroed, then a GEMM m x n x k of dtype dt, alpha 1 and beta, for fn; the caller sets the
+ * batch and the matrices. */
+void ct__conv_gemm_op(struct ct__gemm_op *op, const char *fn, ct_dtype dt, int64_t m, int64_t n, int64_t k,
+                      double beta);
 
 /* ---- Backward (conv_bwd.c, pool.c), for the formulas of src/autograd/grad_conv.c ---- */
 

@@ -75,6 +75,9 @@ static ct_tensor *make_as(ct_device *d, gc_input *in, ct_dtype dt) {
   return t;
 }
 
+/* conv_grads' loss: sum(y * g) with a random g (false), or sum(y). */
+static bool sum_loss;
+
 /* Gradients of L = sum(conv(x, w, b) * gw) for x, w, b of dtype dt (values from host doubles),
  * as host doubles in gx/gw/gb (malloc'ed). */
 static void conv_grads(ct_device *d, ct_dtype dt, const struct cconv *c, double **gx, double **gw, double **gb) {
@@ -105,7 +108,15 @@ static void conv_grads(ct_device *d, ct_dtype dt, const struct cconv *c, double 
   gc_input gi = {.ndim = ct_tensor_ndim(y), .data = gv, .dtype = dt};
   memcpy(gi.shape, ct_tensor_shape(y), sizeof(int64_t) * (size_t)gi.ndim);
   g = make_as(d, &gi, dt);
-  ck_assert_ct_ok(ct_backward(y, g));
+  if (sum_loss) {
+    /* L = sum(y): the output gradient reaches the conv as an expanded view (stride 0). */
+    ct_tensor *L = NULL;
+    ck_assert_ct_ok(ct_sum(&L, y, 0, NULL, false));
+    ck_assert_ct_ok(ct_backward(L, NULL));
+    ct_release(L);
+  } else {
+    ck_assert_ct_ok(ct_backward(y, g));
+  }
   double **outs[3] = {gx, gw, gb};
   for (int i = 0; i < 3; i++) {
     ct_tensor *gr = NULL;
@@ -132,19 +143,39 @@ static void assert_close(const char *what, const double *a, const double *b, int
                   (long long)i, a[i], b[i], m);
 }
 
-/* Bigger than the gradchecks, for the blocked kernels (8 output channels per group and more):
- * 3x3 pad 1, dilation 2 with groups 2, a 1x1 and a strided x. */
+/* Bigger than the gradchecks, for the blocked kernels: 8 output channels per group and more
+ * (3x3 pad 1, dilation 2 with groups 2, a 1x1, a strided x, conv1d) and fewer (depthwise, and
+ * 5 per group with a tap count that leaves a partial block of 3). */
 static const struct cconv path_cases[] = {
     {"3x3 pad 1", 4, false, {3, 5, 7, 6}, {9, 5, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true, false},
     {"dilation 2 groups 2 pad 2", 4, false, {2, 4, 9, 8}, {16, 2, 3, 2}, {1, 1}, {2, 1}, {2, 2}, 2, true, true},
     {"1x1", 4, false, {2, 6, 5, 5}, {8, 6, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1, true, false},
     {"conv1d k5 pad 2", 3, true, {2, 4, 11}, {8, 4, 5}, {1, 1}, {0, 2}, {1, 1}, 1, true, false},
+    {"depthwise 3x3 pad 1 (1 channel per group)", 4, false, {2, 4, 5, 5}, {4, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 4,
+     true, false},
+    {"5 channels per group, 7 taps", 4, false, {2, 2, 6, 5}, {10, 1, 1, 7}, {1, 1}, {0, 3}, {1, 1}, 2, true, false},
 };
 
 static int64_t prod(const int64_t *s, int n) {
   int64_t p = 1;
   for (int i = 0; i < n; i++) p *= s[i];
   return p;
+}
+
+/* Each of the gradients gx, gw, gb of case c close to rx, rw, rb (assert_close with tol); frees
+ * gx, gw, gb. */
+static void grads_close(const char *what, const struct cconv *c, double *gx, double *gw, double *gb, const double *rx,
+                        const double *rw, const double *rb, double tol) {
+  char m[128];
+  snprintf(m, sizeof m, "%s: gx", what);
+  assert_close(m, gx, rx, prod(c->xs, c->nd), tol);
+  snprintf(m, sizeof m, "%s: gw", what);
+  assert_close(m, gw, rw, prod(c->ws, c->one_d ? 3 : 4), tol);
+  snprintf(m, sizeof m, "%s: gb", what);
+  assert_close(m, gb, rb, c->ws[0], tol);
+  free(gx);
+  free(gw);
+  free(gb);
 }
 
 /* f32 on the automatic paths (the transposed conv on the blocked kernel and the blocked weight
@@ -156,7 +187,6 @@ START_TEST(conv_paths_agree) {
   const struct cconv *c = &path_cases[_i];
   double *rx, *rw, *rb;
   conv_grads(d, CT_F64, c, &rx, &rw, &rb);
-  int64_t nx = prod(c->xs, c->nd), nw = prod(c->ws, c->one_d ? 3 : 4);
   for (int mode = 0; mode < 5; mode++) {
     /* auto, GEMM, auto one image at a time, GEMM one image at a time, auto with an image group
      * per image (the blocked weight gradient's partial sums) */
@@ -167,20 +197,34 @@ START_TEST(conv_paths_agree) {
     double *gx, *gw, *gb;
     conv_grads(d, CT_F32, c, &gx, &gw, &gb);
     char what[96];
-    snprintf(what, sizeof what, "%s mode %d: gx", c->name, mode);
-    assert_close(what, gx, rx, nx, 1e-5);
-    snprintf(what, sizeof what, "%s mode %d: gw", c->name, mode);
-    assert_close(what, gw, rw, nw, 1e-5);
-    snprintf(what, sizeof what, "%s mode %d: gb", c->name, mode);
-    assert_close(what, gb, rb, c->ws[0], 1e-5);
-    free(gx);
-    free(gw);
-    free(gb);
+    snprintf(what, sizeof what, "%s mode %d", c->name, mode);
+    grads_close(what, c, gx, gw, gb, rx, rw, rb, 1e-5);
   }
   ct__nn_conv_bwd_path = CT__CONV_BWD_AUTO;
   ct__nn_col_bytes = (int64_t)64 << 20;
   ct__nn_wgrad_positions = 1024;
   ct__nn_wgrad_group_bytes = (int64_t)1 << 20;
+  free(rx);
+  free(rw);
+  free(rb);
+}
+END_TEST
+
+/* An output gradient that is a stride-0 view (the backward of sum) on the automatic f32 paths
+ * and the forced GEMM paths, against f64 (tolerance as conv_paths_agree). */
+START_TEST(conv_expanded_grad) {
+  ct_device *d = ct_test_device();
+  const struct cconv *c = &path_cases[0];
+  sum_loss = true;
+  double *rx, *rw, *rb, *gx, *gw, *gb;
+  conv_grads(d, CT_F64, c, &rx, &rw, &rb);
+  for (int mode = 0; mode < 2; mode++) {
+    ct__nn_conv_bwd_path = mode == 0 ? CT__CONV_BWD_AUTO : CT__CONV_BWD_GEMM;
+    conv_grads(d, CT_F32, c, &gx, &gw, &gb);
+    grads_close(mode == 0 ? "sum loss, auto" : "sum loss, gemm", c, gx, gw, gb, rx, rw, rb, 1e-5);
+  }
+  ct__nn_conv_bwd_path = CT__CONV_BWD_AUTO;
+  sum_loss = false;
   free(rx);
   free(rw);
   free(rb);
@@ -257,6 +301,52 @@ START_TEST(pool_gradcheck) {
 }
 END_TEST
 
+/* The pools' gradients for an output gradient that is a stride-0 view (the backward of sum):
+ * every window's 1 reaches its maximum (2x2 max) or spreads evenly (global average). */
+START_TEST(pool_expanded_grad) {
+  ct_device *d = ct_test_device();
+  int64_t xs[4] = {1, 2, 3, 4};
+  double xv[24];
+  for (int i = 0; i < 24; i++) xv[i] = (double)((i * 7) % 24);
+  for (int which = 0; which < 2; which++) {
+    ct_tensor *x = NULL, *y = NULL, *L = NULL, *gx = NULL;
+    ck_assert_ct_ok(ct_from_host(&x, d, CT_F64, 4, xs, xv));
+    ck_assert_ct_ok(ct_set_requires_grad(x, true));
+    int two[2] = {2, 2};
+    int64_t one[2] = {1, 1};
+    ck_assert_ct_ok(which == 0 ? ct_max_pool2d(&y, x, two, two, NULL) : ct_adaptive_avg_pool2d(&y, x, one));
+    ck_assert_ct_ok(ct_sum(&L, y, 0, NULL, false));
+    ck_assert_ct_ok(ct_backward(L, NULL));
+    ck_assert_ct_ok(ct_grad(&gx, x));
+    double *r = gc_host(gx);
+    for (int c = 0; c < 2; c++)
+      for (int h = 0; h < 3; h++)
+        for (int w = 0; w < 4; w++) {
+          double want = 1.0 / 12;
+          if (which == 0) {
+            /* the maximum of the 2x2 window holding (h, w); row 2 is in no window */
+            want = 0;
+            if (h < 2) {
+              int bi = 0, bj = w / 2 * 2;
+              double best = -1;
+              for (int i = 0; i < 2; i++)
+                for (int j = w / 2 * 2; j < w / 2 * 2 + 2; j++)
+                  if (xv[c * 12 + i * 4 + j] > best) best = xv[c * 12 + i * 4 + j], bi = i, bj = j;
+              want = bi == h && bj == w ? 1 : 0;
+            }
+          }
+          ck_assert_msg(r[c * 12 + h * 4 + w] == want, "pool %d at (%d, %d, %d): %g, want %g", which, c, h, w,
+                        r[c * 12 + h * 4 + w], want);
+        }
+    free(r);
+    ct_release(gx);
+    ct_release(L);
+    ct_release(y);
+    ct_release(x);
+  }
+}
+END_TEST
+
 /* Max pooling's gradient goes to the first maximum of each window (NaN: the last NaN; a window
  * of -inf: its first element), as PyTorch's max_pool2d_with_indices. Expected values are
  * PyTorch 2.15's (x.grad after y.backward(1, 2, ... numel)). */
@@ -313,16 +403,10 @@ START_TEST(bf16_and_autocast) {
   const struct cconv *cs[2] = {&path_cases[0], &path_cases[3]};
   for (int k = 0; k < 2; k++) {
     const struct cconv *c = cs[k];
-    int64_t nx = prod(c->xs, c->nd), nw = prod(c->ws, c->one_d ? 3 : 4);
     double *rx, *rw, *rb, *gx, *gw, *gb;
     conv_grads(d, CT_F32, c, &rx, &rw, &rb);
     conv_grads(d, CT_BF16, c, &gx, &gw, &gb);
-    assert_close("bf16 gx", gx, rx, nx, 3e-2);
-    assert_close("bf16 gw", gw, rw, nw, 3e-2);
-    assert_close("bf16 gb", gb, rb, c->ws[0], 3e-2);
-    free(gx);
-    free(gw);
-    free(gb);
+    grads_close("bf16", c, gx, gw, gb, rx, rw, rb, 3e-2);
 
     ck_assert_ct_ok(ct_autocast_set(CT_BF16));
     ct_tensor *x = NULL, *w = NULL, *y = NULL, *xc = NULL;
@@ -340,12 +424,7 @@ START_TEST(bf16_and_autocast) {
     ct_release(w);
     if (casts_record) {
       conv_grads(d, CT_F32, c, &gx, &gw, &gb);
-      assert_close("autocast gx", gx, rx, nx, 3e-2);
-      assert_close("autocast gw", gw, rw, nw, 3e-2);
-      assert_close("autocast gb", gb, rb, c->ws[0], 3e-2);
-      free(gx);
-      free(gw);
-      free(gb);
+      grads_close("autocast", c, gx, gw, gb, rx, rw, rb, 3e-2);
     }
     ck_assert_ct_ok(ct_autocast_set(CT_F32));
     free(rx);
@@ -362,8 +441,10 @@ int main(void) {
   tcase_add_loop_test(tc, conv_gradcheck, 0, (int)(sizeof conv_cases / sizeof conv_cases[0]));
   tcase_add_loop_test(tc, conv_paths_agree, 0, (int)(sizeof path_cases / sizeof path_cases[0]));
   tcase_add_test(tc, conv_deterministic);
+  tcase_add_test(tc, conv_expanded_grad);
   tcase_add_loop_test(tc, pool_gradcheck, 0, (int)(sizeof pool_cases / sizeof pool_cases[0]));
   tcase_add_test(tc, max_pool_subgradient);
+  tcase_add_test(tc, pool_expanded_grad);
   tcase_add_test(tc, bf16_and_autocast);
   suite_add_tcase(s, tc);
   return ct_test_run(s);

@@ -5,12 +5,21 @@
  * *_like constructors, fills and linspace record nothing. */
 #include "gradcheck.h"
 
+/* Every tensor (and so every node, which holds its leaves) was released: the device holds no
+ * bytes (Check forks each test, so the count starts at zero). */
+static void assert_nothing_allocated(ct_device *d) {
+  ct_memory_stats ms;
+  ck_assert_ct_ok(ct_memory_stats_get(&ms, d));
+  ck_assert_msg(ms.allocated_bytes == 0, "%llu bytes still allocated", (unsigned long long)ms.allocated_bytes);
+}
+
 /* ---- cat and stack ---- */
 
 static ct_status f_cat(ct_tensor **out, ct_tensor *const *in, void *ctx) {
   int which = *(int *)ctx;
   switch (which) {
   case 0: return ct_cat(out, in, 3, -1); /* [2,3] [2,1] [2,2] strided */
+  case 4: return ct_cat(out, in, 2, 1);  /* [2,0] (a size-0 input: an empty gradient) [2,2] */
   case 1: return ct_cat(out, in, 2, 0);  /* [1,3] [2,3] */
   case 2: return ct_stack(out, in, 3, 1);  /* three [2,3] -> [2,3,3] */
   default: return ct_stack(out, in, 2, -1); /* two [3,2] strided -> [3,2,2] */
@@ -23,7 +32,7 @@ START_TEST(cat_stack_gradcheck) {
   static const struct {
     int n;
     gc_input in[3];
-  } cs[4] = {
+  } cs[5] = {
       {3, {{.ndim = 2, .shape = {2, 3}, .requires_grad = true},
            {.ndim = 2, .shape = {2, 1}},
            {.ndim = 2, .shape = {2, 2}, .requires_grad = true, .strided = true}}},
@@ -33,8 +42,9 @@ START_TEST(cat_stack_gradcheck) {
            {.ndim = 2, .shape = {2, 3}}}},
       {2, {{.ndim = 2, .shape = {3, 2}, .requires_grad = true, .strided = true},
            {.ndim = 2, .shape = {3, 2}, .requires_grad = true}}},
+      {2, {{.ndim = 2, .shape = {2, 0}, .requires_grad = true}, {.ndim = 2, .shape = {2, 2}, .requires_grad = true}}},
   };
-  for (int which = 0; which < 4; which++) {
+  for (int which = 0; which < 5; which++) {
     gc_input in[3];
     memcpy(in, cs[which].in, sizeof in);
     double *bufs[3] = {a, b, c};
@@ -46,6 +56,7 @@ START_TEST(cat_stack_gradcheck) {
     snprintf(what, sizeof what, "cat/stack case %d", which);
     gc_check(d, what, f_cat, &which, cs[which].n, in);
   }
+  assert_nothing_allocated(d);
 }
 END_TEST
 
@@ -104,6 +115,7 @@ START_TEST(cat_mixed_inputs) {
   ct_release(xi);
   ct_release(x64);
   ct_release(x32);
+  assert_nothing_allocated(d);
 }
 END_TEST
 
@@ -147,6 +159,7 @@ START_TEST(reorder_gradcheck) {
     snprintf(what, sizeof what, "reorder case %d", which);
     gc_check(d, what, f_reorder, &which, 1, &in);
   }
+  assert_nothing_allocated(d);
 }
 END_TEST
 
@@ -191,6 +204,7 @@ START_TEST(pad_gradcheck) {
     snprintf(what, sizeof what, "pad case %d", which);
     gc_check(d, what, f_pad, &which, 1, &in);
   }
+  assert_nothing_allocated(d);
 }
 END_TEST
 

@@ -6,7 +6,15 @@
  * rules of ct_copy, ct_fill_, ct_zero_ and ct_copy_from_host(_async). */
 #include "gradcheck.h"
 
-#define NCASES 19
+/* Every tensor (and so every node, which holds its leaves) was released: the device holds no
+ * bytes (Check forks each test, so the count starts at zero). */
+static void assert_nothing_allocated(ct_device *d) {
+  ct_memory_stats ms;
+  ck_assert_ct_ok(ct_memory_stats_get(&ms, d));
+  ck_assert_msg(ms.allocated_bytes == 0, "%llu bytes still allocated", (unsigned long long)ms.allocated_bytes);
+}
+
+#define NCASES 20
 
 /* One view (or a chain of them) of in[0], by case number. */
 static ct_status f_view(ct_tensor **out, ct_tensor *const *in, void *ctx) {
@@ -49,7 +57,8 @@ static ct_status f_view(ct_tensor **out, ct_tensor *const *in, void *ctx) {
     return st;
   case 16: return ct_view(out, x, 0, NULL);                              /* [1, 1] to 0-d */
   case 17: return ct_transpose(out, x, 0, -1);                           /* 0-d: no dim to swap */
-  default: return ct_unsqueeze(out, x, 0);                               /* 0-d */
+  case 18: return ct_unsqueeze(out, x, 0);                               /* 0-d */
+  default: return ct_slice(out, x, 0, 2, 2, 1);                          /* empty: zero gradient */
   }
 }
 
@@ -64,7 +73,7 @@ START_TEST(views_gradcheck) {
       {2, {3, 4}, false}, {2, {3, 4}, true},  {2, {3, 4}, false}, {3, {2, 3, 2}, true},  {2, {3, 4}, true},
       {2, {3, 4}, false}, {2, {3, 4}, true},  {3, {3, 1, 2}, true}, {2, {3, 4}, false}, {2, {3, 2}, true},
       {2, {3, 1}, false}, {2, {3, 4}, true},  {2, {3, 4}, true},  {2, {3, 4}, true},  {2, {3, 2}, false},
-      {3, {3, 2, 1}, true}, {2, {1, 1}, false}, {0, {0}, false},   {0, {0}, false},
+      {3, {3, 2, 1}, true}, {2, {1, 1}, false}, {0, {0}, false},   {0, {0}, false},  {2, {3, 4}, true},
   };
   double v[24];
   for (int which = 0; which < NCASES; which++) {
@@ -75,6 +84,7 @@ START_TEST(views_gradcheck) {
     snprintf(what, sizeof what, "view case %d", which);
     gc_check(d, what, f_view, &which, 1, &in);
   }
+  assert_nothing_allocated(d);
 }
 END_TEST
 
@@ -136,6 +146,7 @@ START_TEST(chunk_split_pieces) {
   ct_release(prod);
   for (int i = 0; i < 3; i++) ct_release(p[i]);
   ct_release(x);
+  assert_nothing_allocated(d);
 }
 END_TEST
 
@@ -157,12 +168,10 @@ START_TEST(contiguous_and_integer_casts) {
   ck_assert_ct_ok(ct_contiguous(&c, t));
   ck_assert(c != t && ct_requires_grad(c) && !ct_is_leaf(c));
   ct_release(c);
-  static const ct_dtype nondiff[3] = {CT_I32, CT_BOOL, CT_U8};
-  for (int k = 0; k < 3; k++) {
-    ck_assert_ct_ok(ct_cast(&c, x, nondiff[k]));
-    ck_assert(!ct_requires_grad(c) && ct_is_leaf(c));
-    ct_release(c);
-  }
+  /* one integer dtype (each cast pair is its own kernel program: CI builds them cold) */
+  ck_assert_ct_ok(ct_cast(&c, x, CT_I32));
+  ck_assert(!ct_requires_grad(c) && ct_is_leaf(c));
+  ct_release(c);
   /* and nothing records with grad mode off */
   bool prev = ct_set_grad_enabled(false);
   ck_assert_ct_ok(ct_reshape(&c, t, 1, (const int64_t[]){6}));
@@ -224,6 +233,7 @@ START_TEST(casts_between_float_dtypes) {
   ct_release(w);
   ct_release(x64);
   ct_release(x32);
+  assert_nothing_allocated(d);
 }
 END_TEST
 
@@ -311,6 +321,7 @@ START_TEST(inplace_write_of_saved_tensor_detected) {
     ct_release(c);
     ct_release(x);
   }
+  assert_nothing_allocated(d);
 }
 END_TEST
 

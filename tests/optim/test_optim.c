@@ -732,25 +732,35 @@ START_TEST(f16_parameters_smoke) {
 }
 END_TEST
 
+/* A case per behaviour group (CK_RUN_CASE=scaler runs one, e.g. under valgrind). */
+static TCase *new_case(Suite *s, const char *name) {
+  TCase *tc = tcase_create(name);
+  tcase_set_timeout(tc, 300);
+  suite_add_tcase(s, tc);
+  return tc;
+}
+
 int main(void) {
   Suite *s = suite_create("optim");
-  TCase *tc = tcase_create("optim");
-  tcase_set_timeout(tc, 300);
+  TCase *tc = new_case(s, "optimizers");
   tcase_add_test(tc, sgd_matches_pytorch);
   tcase_add_test(tc, adam_matches_pytorch);
   tcase_add_test(tc, adam_lr_change_and_skipped_param);
   tcase_add_test(tc, strided_parameter);
   tcase_add_test(tc, zero_grad_drops_gradients);
+  tcase_add_test(tc, f16_parameters_smoke);
+  tc = new_case(s, "clip");
   tcase_add_test(tc, clip_matches_pytorch);
   tcase_add_test(tc, clip_nonfinite);
   tcase_add_test(tc, clip_many_groups);
   tcase_add_test(tc, clip_errors);
+  tc = new_case(s, "scaler");
   tcase_add_test(tc, scaler_matches_pytorch);
   tcase_add_test(tc, scaler_errors);
+  tc = new_case(s, "checkpoint");
   tcase_add_test(tc, checkpoint_resume_bit_identical);
   tcase_add_test(tc, checkpoint_mismatch_leaves_optimizer);
+  tc = new_case(s, "errors");
   tcase_add_test(tc, constructor_errors);
-  tcase_add_test(tc, f16_parameters_smoke);
-  suite_add_tcase(s, tc);
   return ct_test_run(s);
 }
