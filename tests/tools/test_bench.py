@@ -66,6 +66,7 @@ expected = ["h2d.pageable", "h2d.pinned", "d2h.pageable", "d2h.pinned", "add", "
             "index_select", "gather", "cumsum", "sort",      # index
             "conv2d",                                        # nn
             "digits_cnn_forward", "charlm_forward",          # models
+            "digits_cnn_train_step", "charlm_train_step",    # train
             ]
 missing = [e for e in expected if e not in by_name]
 check(not missing, "every figure group is present", "missing: " + ", ".join(missing))
