@@ -58,7 +58,8 @@ extern "C" {
 /* Marks t as a leaf that requires grad (on), or not (off). Only floating dtypes can require
  * grad (CT_ERR_DTYPE_MISMATCH otherwise). A result of a recorded op already requires grad;
  * turning that off is CT_ERR_INVALID_ARGUMENT (use ct_detach), turning it on is a no-op.
- * t NULL: CT_ERR_INVALID_ARGUMENT. */
+ * Turning a leaf's flag off after ops recorded it makes their graphs skip it (no gradient), as
+ * PyTorch's AccumulateGrad. t NULL: CT_ERR_INVALID_ARGUMENT. */
 CT_API ct_status ct_set_requires_grad(ct_tensor *t, bool on);
 /* Whether t requires grad (a marked leaf or a recorded result); false for NULL. */
 CT_API bool ct_requires_grad(const ct_tensor *t);
@@ -71,7 +72,8 @@ CT_API bool ct_is_leaf(const ct_tensor *t);
  * NULL means 1 and needs a one-element root (CT_ERR_INVALID_ARGUMENT otherwise, as PyTorch's
  * "grad can be implicitly created only for scalar outputs"). The pass runs with grad mode off,
  * frees the graph it went through (a second call is CT_ERR_INVALID_ARGUMENT: "trying to
- * backward through the graph a second time"), and changes no leaf's gradient unless it
+ * backward through the graph a second time", also where no node saved anything, which PyTorch
+ * would allow), and changes no leaf's gradient unless it
  * succeeds. Fails with CT_ERR_INVALID_ARGUMENT when root does not require grad, and when a
  * saved tensor was written in place since it was saved (the message names the op).
  * Out of memory and device errors leave the leaves' gradients as they were. */

@@ -59,7 +59,9 @@ CT_API ct_status ct_device_cl_device_id(struct _cl_device_id **out, ct_device *d
  * and *byte_offset (may be NULL), where element 0 of t sits in it. Element (i0, i1, ...) is at
  * byte_offset + (i0 * strides[0] + i1 * strides[1] + ...) * ct_dtype_size(dtype), with
  * ct_tensor_strides(t). The buffer may hold other tensors too (the caching allocator splits
- * large buffers): write only inside t's elements.
+ * large buffers): write only inside t's elements. Autograd does not see writes made through
+ * the buffer (nor through DLPack exports or wrapped buffers): don't write into a tensor a
+ * recorded op saved for its backward (autograd.h's version counters can't catch it).
  * Returns CT_OK; CT_ERR_INVALID_ARGUMENT for NULL. */
 CT_API ct_status ct_tensor_cl_mem(struct _cl_mem **mem, size_t *byte_offset, const ct_tensor *t);
 
