@@ -206,6 +206,7 @@ END_TEST
 int main(void) {
   Suite *s = suite_create("autograd-composite");
   TCase *tc = tcase_create("composite");
+  tcase_add_checked_fixture(tc, NULL, ct_test_finish);
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, mlp);
   tcase_add_test(tc, cnn);

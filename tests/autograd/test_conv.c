@@ -437,6 +437,7 @@ END_TEST
 int main(void) {
   Suite *s = suite_create("autograd-conv");
   TCase *tc = tcase_create("conv");
+  tcase_add_checked_fixture(tc, NULL, ct_test_finish);
   tcase_set_timeout(tc, 600);
   tcase_add_loop_test(tc, conv_gradcheck, 0, (int)(sizeof conv_cases / sizeof conv_cases[0]));
   tcase_add_loop_test(tc, conv_paths_agree, 0, (int)(sizeof path_cases / sizeof path_cases[0]));

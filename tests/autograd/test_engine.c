@@ -211,6 +211,7 @@ END_TEST
 int main(void) {
   Suite *s = suite_create("autograd-engine");
   TCase *tc = tcase_create("engine");
+  tcase_add_checked_fixture(tc, NULL, ct_test_finish);
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, arith_gradcheck);
   tcase_add_test(tc, leaf_accumulates_and_graph_is_freed);

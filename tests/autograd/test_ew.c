@@ -372,6 +372,7 @@ END_TEST
 int main(void) {
   Suite *s = suite_create("autograd-ew");
   TCase *tc = tcase_create("ew");
+  tcase_add_checked_fixture(tc, NULL, ct_test_finish);
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, unary_gradcheck);
   tcase_add_test(tc, binary_gradcheck);

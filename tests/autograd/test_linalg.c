@@ -311,6 +311,7 @@ END_TEST
 int main(void) {
   Suite *s = suite_create("autograd-linalg");
   TCase *tc = tcase_create("linalg");
+  tcase_add_checked_fixture(tc, NULL, ct_test_finish);
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, matmul_gradcheck);
   tcase_add_test(tc, matmul_one_side);

@@ -612,6 +612,7 @@ END_TEST
 int main(void) {
   Suite *s = suite_create("autograd-nn");
   TCase *tc = tcase_create("nn");
+  tcase_add_checked_fixture(tc, NULL, ct_test_finish);
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, layer_rms_norm_gradcheck);
   tcase_add_test(tc, batch_norm_gradcheck);

@@ -282,6 +282,7 @@ END_TEST
 int main(void) {
   Suite *s = suite_create("autograd-reduce");
   TCase *tc = tcase_create("reduce");
+  tcase_add_checked_fixture(tc, NULL, ct_test_finish);
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, reductions_gradcheck);
   tcase_add_test(tc, prod_zeros_gradcheck);

@@ -769,6 +769,7 @@ END_TEST
 int main(void) {
   Suite *s = suite_create("autograd-review");
   TCase *tc = tcase_create("review");
+  tcase_add_checked_fixture(tc, NULL, ct_test_finish);
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, leaf_gradients_are_distinct);
   tcase_add_test(tc, leaf_gradient_does_not_pin_a_larger_storage);

@@ -284,6 +284,7 @@ END_TEST
 int main(void) {
   Suite *s = suite_create("autograd-shape");
   TCase *tc = tcase_create("shape");
+  tcase_add_checked_fixture(tc, NULL, ct_test_finish);
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, cat_stack_gradcheck);
   tcase_add_test(tc, cat_mixed_inputs);

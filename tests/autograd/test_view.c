@@ -429,12 +429,14 @@ int main(int argc, char **argv) {
   TCase *tc;
   if (argc > 1 && strcmp(argv[1], "two") == 0) {
     tc = tcase_create("two_devices");
+    tcase_add_checked_fixture(tc, NULL, ct_test_finish);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, to_device_two_devices);
     suite_add_tcase(s, tc);
     return ct_test_run(s);
   }
   tc = tcase_create("view");
+  tcase_add_checked_fixture(tc, NULL, ct_test_finish);
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, views_gradcheck);
   tcase_add_test(tc, chunk_split_pieces);

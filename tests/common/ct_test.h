@@ -50,6 +50,13 @@ static inline int ct_test_run(Suite *s) {
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
 
+/* A checked teardown (tcase_add_checked_fixture(tc, NULL, ct_test_finish)): waits for every
+ * device's queue and releases the library's state in the test's child before it exits. A test
+ * that ends right after enqueueing a kernel no other test built may otherwise exit while PoCL
+ * 3.1 still compiles it in a worker thread, racing the process's C++ static destructors (LLVM's
+ * pass registry): a segfault or "Failed to create kernel compiler pass" (docs/PORTABILITY.md). */
+static inline void ct_test_finish(void) { ct_shutdown(); }
+
 /* The default device; fails the test when none. Call in the test body (the forked child). */
 static inline ct_device *ct_test_device(void) {
   ct_device *d = NULL;

@@ -735,6 +735,7 @@ END_TEST
 /* A case per behaviour group (CK_RUN_CASE=scaler runs one, e.g. under valgrind). */
 static TCase *new_case(Suite *s, const char *name) {
   TCase *tc = tcase_create(name);
+  tcase_add_checked_fixture(tc, NULL, ct_test_finish);
   tcase_set_timeout(tc, 300);
   suite_add_tcase(s, tc);
   return tc;
