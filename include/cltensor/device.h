@@ -127,7 +127,10 @@ CT_API ct_status ct_device_synchronize(ct_device *d);
  * Objects still alive may be released afterwards, in any order, as a garbage-collected binding
  * finalizes them: ct_release(), ct_event_release(), ct_pinned_release(),
  * ct_safetensors_free() and DLPack deleters then free their host-side state only (the device
- * memory went with the runtime). Any other use of such an object is undefined. */
+ * memory went with the runtime). Any other use of such an object is undefined.
+ * Before a program exits, wait for its devices (read a result, ct_device_synchronize or
+ * ct_shutdown): PoCL 3.1 can crash when the process exits while it still compiles a kernel the
+ * last commands use (docs/PORTABILITY.md). */
 CT_API void ct_shutdown(void);
 
 CT_END_DECLS
