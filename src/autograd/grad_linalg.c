@@ -4,9 +4,8 @@
  * gradient needs them: slot 0 the left operand (a, or linear's x), slot 1 the right one (b, or
  * linear's weight); d[0] is addmm's beta, d[1] its alpha.
  *
- * The products here run with autocast off: a backward computes in the dtypes the forward
- * recorded (the node's inputs are already the autocast casts when autocast was on), so a
- * ct_backward called inside an autocast region must not round f32 gradients to f16/bf16. */
+ * The products run with autocast off: ct_backward suspends it for every formula, so a backward
+ * computes in the dtypes the forward recorded (engine.c). */
 #include "autograd/autograd.h"
 #include "cltensor/elementwise.h"
 #include "cltensor/linalg.h"
@@ -83,19 +82,13 @@ static ct_status mm_grads(const ct__edge *ea, const ct__edge *eb, const ct_tenso
 }
 
 ct_status ct__grad_matmul(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  ct_dtype ac = ct_autocast_get();
-  ct_autocast_set(CT_F32);
-  ct_status st = mm_grads(&n->in[0], &n->in[1], g, ct__ag_saved(n, 0), ct__ag_saved(n, 1), &gin[0], &gin[1]);
-  ct_autocast_set(ac);
-  return st;
+  return mm_grads(&n->in[0], &n->in[1], g, ct__ag_saved(n, 0), ct__ag_saved(n, 1), &gin[0], &gin[1]);
 }
 
 /* y = x @ W^T + bias: gx = g @ W; gW = g^T @ x over x's leading dims flattened (one GEMM:
  * [out, N] @ [N, in]); gbias = g, which the engine sums to bias's shape (any shape that
  * broadcasts to y). */
 ct_status ct__grad_linear(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  ct_dtype ac = ct_autocast_get();
-  ct_autocast_set(CT_F32);
   const ct_tensor *x = ct__ag_saved(n, 0), *w = ct__ag_saved(n, 1);
   ct_status st = CT_OK;
   if (n->in[0].needed) st = ct_matmul(&gin[0], g, w);
@@ -110,7 +103,6 @@ ct_status ct__grad_linear(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
     ct_release(xf);
   }
   if (st == CT_OK && n->in[2].needed) gin[2] = ct_retain((ct_tensor *)g);
-  ct_autocast_set(ac);
   return st;
 }
 
@@ -118,8 +110,6 @@ ct_status ct__grad_linear(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
  * PyTorch, beta = 0 still multiplies, so a NaN in g reaches c); ga, gb as matmul's, of alpha * g. */
 ct_status ct__grad_addmm(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   double beta = n->d[0], alpha = n->d[1];
-  ct_dtype ac = ct_autocast_get();
-  ct_autocast_set(CT_F32);
   ct_status st = CT_OK;
   if (n->in[0].needed)
     st = beta == 1 ? (gin[0] = ct_retain((ct_tensor *)g), CT_OK) : ct_mul_scalar(&gin[0], g, beta);
@@ -130,6 +120,5 @@ ct_status ct__grad_addmm(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
       st = mm_grads(&n->in[1], &n->in[2], ga, ct__ag_saved(n, 0), ct__ag_saved(n, 1), &gin[1], &gin[2]);
     ct_release(ga);
   }
-  ct_autocast_set(ac);
   return st;
 }

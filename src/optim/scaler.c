@@ -135,7 +135,7 @@ ct_status ct_grad_scaler_unscale(ct_grad_scaler *s, ct_optimizer *opt) {
   const char *fn = "ct_grad_scaler_unscale";
   CT__CHECK_NOT_NULL(fn, s);
   CT__CHECK_NOT_NULL(fn, opt);
-  struct ct__scaler_entry *e;
+  struct ct__scaler_entry *e = NULL;
   CT__TRY(entry_of(&e, s, opt, fn));
   if (e->stage == CT__SCALER_UNSCALED)
     return ct__error(CT_ERR_INVALID_ARGUMENT,
@@ -149,7 +149,7 @@ ct_status ct_grad_scaler_step(ct_grad_scaler *s, ct_optimizer *opt) {
   const char *fn = "ct_grad_scaler_step";
   CT__CHECK_NOT_NULL(fn, s);
   CT__CHECK_NOT_NULL(fn, opt);
-  struct ct__scaler_entry *e;
+  struct ct__scaler_entry *e = NULL;
   CT__TRY(entry_of(&e, s, opt, fn));
   if (e->stage == CT__SCALER_STEPPED)
     return ct__error(CT_ERR_INVALID_ARGUMENT,
