@@ -423,6 +423,7 @@ ct_status ct_device_open(ct_device *d) {
 
 ct_status ct_device_synchronize(ct_device *d) {
   CT__CHECK_NOT_NULL("ct_device_synchronize", d);
+  CT__TRY(ct__deferred_realize("ct_device_synchronize"));
   if (!atomic_load(&d->opened)) return CT_OK;
   cl_int err = clFinish(d->queue);
   ct_status st = ct__device_async_check(d, "ct_device_synchronize");
@@ -489,7 +490,33 @@ ct_status ct__device_slot(void **out, ct_device *d, enum ct__slot slot,
   return st;
 }
 
+/* ---- deferred work (device.h) ---- */
+
+atomic_long ct__deferred_nodes;
+static _Atomic(const struct ct__deferred_hooks *) ct__deferred;
+
+void ct__deferred_install(const struct ct__deferred_hooks *h) {
+  atomic_store_explicit(&ct__deferred, h, memory_order_release);
+}
+
+ct_status ct__deferred_realize_slow(const char *fn) {
+  const struct ct__deferred_hooks *h = atomic_load_explicit(&ct__deferred, memory_order_acquire);
+  return h ? h->realize(fn) : CT_OK;
+}
+
+void ct__deferred_storage_dead(void *storage) {
+  const struct ct__deferred_hooks *h = atomic_load_explicit(&ct__deferred, memory_order_acquire);
+  if (h) h->storage_dead(storage);
+}
+
 void ct_shutdown(void) {
+  /* Work still recorded is enqueued first (its tensors may be read after a re-init would not
+   * know them), then whatever could not be is dropped: the graph holds references. */
+  const struct ct__deferred_hooks *h = atomic_load_explicit(&ct__deferred, memory_order_acquire);
+  if (h) {
+    (void)ct__deferred_realize("ct_shutdown");
+    h->drop();
+  }
   pthread_mutex_lock(&g.lock);
   for (int i = 0; i < g.count; i++)
     if (g.devs[i] && g.devs[i]->queue) clFinish(g.devs[i]->queue);

@@ -87,6 +87,34 @@ static inline int ct__device_same_context(const ct_device *a, const ct_device *b
   return a->plat == b->plat;
 }
 
+/* ---- Deferred work (issue #16) ----
+ * The fusion graph (src/elementwise/lazy.c) records elementwise ops instead of enqueueing
+ * them. Whatever touches device memory through a queue afterwards (a kernel launch, a transfer,
+ * a map, CLBlast, a wait) must first have the recorded work enqueued, or it would run ahead of
+ * it. The graph sits above every layer that enqueues, so it installs its functions here, as the
+ * profiler installs its launch observer in the engine, and they call ct__deferred_realize().
+ *
+ * ct__deferred_nodes counts the recorded nodes not yet enqueued, so the check costs one atomic
+ * load while nothing is pending. realize(fn) enqueues everything recorded, on every device
+ * (a transfer between devices reads one device's memory through another's queue); its errors
+ * name fn, the call that needed the memory. A thread already inside realize() returns CT_OK
+ * at once. storage_dead(s) is called by ct__storage_release() for a storage a recorded node
+ * still writes, before its memory is freed, so that the write is dropped. drop() runs at
+ * ct_shutdown() after one last realize. */
+extern atomic_long ct__deferred_nodes;
+struct ct__deferred_hooks {
+  ct_status (*realize)(const char *fn);
+  void (*storage_dead)(void *storage);
+  void (*drop)(void);
+};
+void ct__deferred_install(const struct ct__deferred_hooks *h);
+ct_status ct__deferred_realize_slow(const char *fn);
+static inline ct_status ct__deferred_realize(const char *fn) {
+  if (atomic_load_explicit(&ct__deferred_nodes, memory_order_acquire) == 0) return CT_OK;
+  return ct__deferred_realize_slow(fn);
+}
+void ct__deferred_storage_dead(void *storage);
+
 /* Set by the profiler before devices are opened: new queues get CL_QUEUE_PROFILING_ENABLE.
  * $CLTENSOR_PROFILE=1 has the same effect. */
 extern atomic_int ct__want_queue_profiling;

@@ -217,11 +217,18 @@ ct__ew_scalar ct__ew_make_scalar(ct_dtype k, double s) {
   return v;
 }
 
-static size_t ct__ew_scalar_size(ct_dtype k) {
+size_t ct__ew_scalar_size(ct_dtype k) {
   switch (k) {
   case CT_F16: case CT_BF16: return 4; /* computed in float */
   default: return ct_dtype_size(k);
   }
+}
+
+ct_status ct__ew_device_options(const char **opts, ct_device *d) {
+  struct ct__ew_state *s;
+  CT__TRY(ct__device_slot((void **)&s, d, CT__SLOT_ELEMENTWISE, ct__ew_state_create, ct__ew_state_destroy));
+  *opts = s->opts;
+  return CT_OK;
 }
 
 /* ---- launch ---- */

@@ -113,7 +113,7 @@ static ct_status ct__ew_finish(const char *fn, const struct ct__ew_launch *l, ct
                      d->spec, d->props.name);
   if (outp) {
     CT__TRY(ct__tensor_new(outp, d, o, ndim, shape, fn));
-    ct_status st = ct__ew_run(fn, l, *outp);
+    ct_status st = ct__ew_defer(fn, l, *outp);
     if (st == CT_OK) st = ct__ew_record(fn, l, *outp);
     if (st != CT_OK) {
       ct_release(*outp);

@@ -24,6 +24,7 @@ ct_status ct__index_bad_new(ct_tensor **rec, ct_device *d, const char *fn) {
   int64_t n = 4;
   CT__TRY(ct__tensor_new(rec, d, CT_I64, 1, &n, fn));
   /* Non-blocking from static memory: the queue is in order, so the kernel sees the zeros. */
+  CT__TRY(ct__deferred_realize(fn));
   cl_int err = clEnqueueWriteBuffer(ct__device_queue(d), ct__tensor_mem(*rec), CL_FALSE,
                                     ct__tensor_byte_offset(*rec), sizeof zeros, zeros, 0, NULL, NULL);
   if (err != CL_SUCCESS) {
@@ -46,6 +47,7 @@ ct_status ct__index_launch_checked(ct__kernel *k, struct ct__kargs *a, ct_device
 ct_status ct__index_bad_read(const ct_tensor *rec, int64_t out[4], const char *fn) {
   cl_long v[4];
   ct_device *d = rec->storage->device;
+  CT__TRY(ct__deferred_realize(fn));
   cl_int err = clEnqueueReadBuffer(ct__device_queue(d), ct__tensor_mem(rec), CL_TRUE, ct__tensor_byte_offset(rec),
                                    sizeof v, v, 0, NULL, NULL);
   if (err != CL_SUCCESS) return ct__cl_error(err, "%s: reading the bad-index record on %s failed", fn, d->spec);

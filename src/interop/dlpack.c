@@ -68,6 +68,8 @@ static void ct__dlv_delete(DLManagedTensorVersioned *self) { ct__dl_free(self->m
 /* Both forms of the export filled in; the caller hands out one of them. */
 static ct_status ct__dl_export(struct ct__dl_export **out, const ct_tensor *t, const char *fn) {
   CT__CHECK_NOT_NULL(fn, t);
+  /* The consumer reads the memory on its own queue: recorded work is enqueued first. */
+  CT__TRY(ct__deferred_realize(fn));
   struct ct__dl_export *e = calloc(1, sizeof *e);
   if (!e) return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
   ct_status st = ct__tensor_view(&e->view, t, t->ndim, t->shape, t->strides, t->offset);

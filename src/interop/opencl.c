@@ -22,6 +22,7 @@ ct_status ct_device_cl_queue(struct _cl_command_queue **out, ct_device *d) {
   *out = NULL;
   CT__CHECK_NOT_NULL("ct_device_cl_queue", d);
   CT__TRY(ct__device_open(d));
+  CT__TRY(ct__deferred_realize("ct_device_cl_queue"));
   *out = ct__device_queue(d);
   return CT_OK;
 }
@@ -38,6 +39,8 @@ ct_status ct_tensor_cl_mem(struct _cl_mem **mem, size_t *byte_offset, const ct_t
   CT__CHECK_NOT_NULL("ct_tensor_cl_mem", mem);
   *mem = NULL;
   CT__CHECK_NOT_NULL("ct_tensor_cl_mem", t);
+  /* The caller uses the buffer on queues of its own: recorded work is enqueued first. */
+  CT__TRY(ct__deferred_realize("ct_tensor_cl_mem"));
   *mem = ct__tensor_mem(t);
   if (byte_offset) *byte_offset = ct__tensor_byte_offset(t);
   return CT_OK;

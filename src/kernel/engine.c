@@ -613,6 +613,75 @@ ct_status ct__kernel_get_source(ct__kernel **out, ct_device *d, const char *sour
   return ct__get(out, d, NULL, source, name, options);
 }
 
+ct_status ct__kernel_build_owned(ct__kernel **out, ct_device *d, const char *source, const char *name,
+                                 const char *options) {
+  *out = NULL;
+  if (!options) options = "";
+  struct ct__engine *e;
+  CT__TRY(ct__device_slot((void **)&e, d, CT__SLOT_KERNELS, ct__engine_create, ct__engine_destroy));
+  pthread_mutex_lock(&e->lock);
+  const char *common;
+  struct ct__pieces text;
+  ct_status st = ct__source_text(&common, e, "common.cl");
+  if (st == CT_OK) st = ct__assemble(&text, e, "<generated>", common, source);
+  if (st != CT_OK) {
+    pthread_mutex_unlock(&e->lock);
+    return st;
+  }
+  size_t olen = strlen(e->base_options) + 1 + strlen(options) + 1;
+  char *full = malloc(olen);
+  if (!full) {
+    pthread_mutex_unlock(&e->lock);
+    return ct__error(CT_ERR_OUT_OF_MEMORY, "kernel engine: out of host memory");
+  }
+  snprintf(full, olen, "%s%s%s", e->base_options, options[0] ? " " : "", options);
+  cl_program prog;
+  bool from_binary;
+  st = ct__build(&prog, &from_binary, d, "<generated>", &text, full, false);
+  cl_int err = CL_SUCCESS;
+  cl_kernel ck = NULL;
+  if (st == CT_OK) {
+    ck = clCreateKernel(prog, name, &err);
+    if (!ck && from_binary) {
+      cl_program rebuilt;
+      st = ct__build(&rebuilt, &from_binary, d, "<generated>", &text, full, true);
+      if (st == CT_OK) {
+        atomic_fetch_add(&ct__stats.binary_refused, 1);
+        clReleaseProgram(prog);
+        prog = rebuilt;
+        ck = clCreateKernel(prog, name, &err);
+      }
+    }
+    clReleaseProgram(prog); /* the kernel keeps it */
+    if (st == CT_OK && !ck) {
+      st = ct__cl_error(err, "kernel engine: no kernel '%s' in a generated program on %s", name, d->spec);
+      if (st == CT_ERR_OPENCL) st = CT_ERR_INTERNAL;
+    }
+  }
+  free(full);
+  pthread_mutex_unlock(&e->lock);
+  if (st != CT_OK) return st;
+  ct__kernel *k = malloc(sizeof *k + strlen(name) + 1);
+  if (!k) {
+    clReleaseKernel(ck);
+    return ct__error(CT_ERR_OUT_OF_MEMORY, "kernel engine: out of host memory");
+  }
+  k->k = ck;
+  ct__kernel_limits(k, d);
+  pthread_mutex_init(&k->lock, NULL);
+  strcpy(k->name, name);
+  k->next = NULL;
+  *out = k;
+  return CT_OK;
+}
+
+void ct__kernel_free_owned(ct__kernel *k) {
+  if (!k) return;
+  clReleaseKernel(k->k);
+  pthread_mutex_destroy(&k->lock);
+  free(k);
+}
+
 cl_kernel ct__kernel_lock(ct__kernel *k) {
   pthread_mutex_lock(&k->lock);
   return k->k;
@@ -697,6 +766,8 @@ ct_status ct__kernel_launch(ct__kernel *k, ct_device *d, cl_uint dims, const siz
                             const size_t *local) {
   for (cl_uint i = 0; i < dims; i++)
     if (global[i] == 0) return CT_OK;
+  /* Recorded elementwise work goes first: this kernel may read what it writes. */
+  CT__TRY(ct__deferred_realize(k->name));
   /* The event is always taken: it tells the next blocking call whether the kernel failed
    * after its enqueue (ct__device_track). */
   cl_event ev = NULL;

@@ -49,6 +49,13 @@ ct_status ct__kernel_get(ct__kernel **out, ct_device *d, const char *file, const
 ct_status ct__kernel_get_source(ct__kernel **out, ct_device *d, const char *source,
                                 const char *name, const char *options);
 
+/* As ct__kernel_get_source() (same options, same disk cache), but the kernel is the caller's:
+ * it is not entered in the device's tables, and ct__kernel_free_owned() releases it (after the
+ * launches that use it were enqueued; OpenCL keeps an enqueued kernel alive). For generated
+ * kernels whose number is unbounded (the fusion graph's, which keeps them in a bounded LRU). */
+ct_status ct__kernel_build_owned(ct__kernel **out, ct_device *d, const char *source, const char *name,
+                                 const char *options);
+void ct__kernel_free_owned(ct__kernel *k);
 cl_kernel ct__kernel_lock(ct__kernel *k);
 void ct__kernel_unlock(ct__kernel *k);
 

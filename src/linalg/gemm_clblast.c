@@ -350,6 +350,7 @@ ct_status ct__gemm_clblast(ct_device *d, const struct ct__gemm_state *s, const s
     }
   }
 
+  CT__TRY(ct__deferred_realize(op->fn));
   cl_command_queue q = ct__device_queue(d);
   int outer = batched ? op->nbatch - 1 : op->nbatch;
   int64_t idx[CT_MAX_DIMS] = {0};

@@ -221,6 +221,7 @@ static ct_status ct__gemm_host_native(ct_device *d, const struct ct__gemm_op *op
     memcpy(&g.base[j], &reg[j].mem, sizeof reg[j].mem);
     locs[j] = &g.base[j];
   }
+  CT__TRY(ct__deferred_realize(op->fn));
   cl_command_queue q = ct__device_queue(d);
   cl_int err = CL_SUCCESS;
   if (g.nreg > 1) {
@@ -274,6 +275,7 @@ ct_status ct__gemm_host(ct_device *d, const struct ct__gemm_op *op) {
   struct ct__region reg[3];
   int which[3];
   int nreg = ct__regions(op, reg, which);
+  CT__TRY(ct__deferred_realize(op->fn));
   cl_command_queue q = ct__device_queue(d);
   ct_status st = CT_OK;
   int mapped = 0;

@@ -16,6 +16,7 @@ ct_status ct__mm_init_c(ct_device *d, const char *fn, ct_tensor *target, const c
   if (!ct__tensor_elem_offset(target, &toff)) return ct__error(CT_ERR_INTERNAL, "%s: misaligned result", fn);
   int64_t n = ct_numel(target);
   if (n == 0) return CT_OK;
+  CT__TRY(ct__deferred_realize(fn));
   if (!c || beta == 0) {
     cl_ulong zero = 0;
     cl_int err = clEnqueueFillBuffer(ct__device_queue(d), ct__tensor_mem(target), &zero, tes,

@@ -90,6 +90,7 @@ static ct_status ct__copy_launch(ct_tensor *dst, const ct_tensor *src, const int
 
   /* Callers route overlapping ranges through a temporary, so this is a legal copy even when
    * both blocks lie in one cached OpenCL buffer. */
+  CT__TRY(ct__deferred_realize(fn));
   if (same && contig) {
     cl_event pev;
     cl_int err = clEnqueueCopyBuffer(ct__device_queue(d), src->storage->mem, dst->storage->mem,
@@ -150,6 +151,7 @@ ct_status ct__fill_bits(ct_tensor *t, const void *elem, const char *fn) {
   if (n == 0) return CT_OK;
   ct_device *d = t->storage->device;
   size_t es = ct_dtype_size(t->dtype);
+  CT__TRY(ct__deferred_realize(fn));
   if (ct_tensor_is_contiguous(t)) {
     cl_event pev;
     cl_int err = clEnqueueFillBuffer(ct__device_queue(d), t->storage->mem, elem, es, ct__tensor_byte_offset(t),

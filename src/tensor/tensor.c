@@ -19,6 +19,9 @@ void ct__storage_retain(ct__storage *s) { atomic_fetch_add_explicit(&s->refs, 1,
 void ct__storage_release(ct__storage *s) {
   if (!s) return;
   if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1) return;
+  /* Nobody can read what a recorded node would write here any more: the graph drops the write
+   * (or computes the value inline where another node needs it) before the memory is reused. */
+  if (atomic_load_explicit(&s->pending, memory_order_acquire)) ct__deferred_storage_dead(s);
   if (s->block)
     ct__free(s->block);
   else if (s->mem)

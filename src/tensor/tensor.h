@@ -27,6 +27,9 @@ typedef struct ct__storage {
   /* Bumped by every write into this memory after creation (tensor/graph.h): autograd compares
    * it with the version a saved tensor had. */
   atomic_uint version;
+  /* A node of the fusion graph (src/elementwise/lazy.c) will write this memory when realized:
+   * its contents are not there yet. Set and cleared under the graph's lock. */
+  atomic_bool pending;
 } ct__storage;
 
 struct ct_tensor {

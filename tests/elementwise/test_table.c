@@ -1,11 +1,11 @@
 /* The op table (src/elementwise/ops.def) against the public header: every public form a row
  * implies (by its kind) is declared, with its exact type, in include/cltensor/elementwise.h,
- * and every kernel function a row names is defined in kernels/elementwise.cl.
+ * and every kernel function a row names is defined in kernels/ew_ops.cl (which elementwise.cl includes).
  *
  * The types are checked when this file compiles: it includes only the public umbrella header
  * (no internal one declares the wrappers) and assigns each function to a pointer of the form's
  * type, so a missing declaration or a wrong signature is a build error under -Werror. At run
- * time the text of elementwise.h and elementwise.cl is searched, so a declaration must sit in
+ * time the text of elementwise.h and ew_ops.cl is searched, so a declaration must sit in
  * that header (not elsewhere) and a function in that kernel source. No device is used. */
 #include "ct_test.h"
 #include "ew_fns.h"
@@ -94,14 +94,14 @@ START_TEST(test_declared_in_header) {
 END_TEST
 
 START_TEST(test_kernel_functions_defined) {
-  char *k = slurp("kernels/elementwise.cl");
+  char *k = slurp("kernels/ew_ops.cl");
   for (size_t i = 0; i < sizeof kernel_fns / sizeof kernel_fns[0]; i++) {
     /* "ew_add(" as a definition, or "(ew_add," as the name given to EW_DEF1V/EW_DEF2V/... */
     char def[96], gen[96];
     snprintf(def, sizeof def, " %s(", kernel_fns[i]);
     snprintf(gen, sizeof gen, "(%s,", kernel_fns[i]);
     ck_assert_msg(strstr(k, def) != NULL || strstr(k, gen) != NULL,
-                  "kernels/elementwise.cl does not define %s (named by ops.def)", kernel_fns[i]);
+                  "kernels/ew_ops.cl does not define %s (named by ops.def)", kernel_fns[i]);
   }
   free(k);
 }

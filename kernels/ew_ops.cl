@@ -1,0 +1,668 @@
+/* The elementwise op functions and the conversions between storage and compute types, for one
+ * compute dtype per program (-DEW_K; EW_O, the output dtype, only for the vector-path check):
+ * shared by the per-op kernels of elementwise.cl and the fused kernels the fusion graph
+ * generates (src/elementwise/fuse.c), which take it with the line `//#include "ew_ops.cl"`, as
+ * elementwise.cl does. Nothing here is a kernel. */
+
+/* Results must not depend on the compiler's choice to fuse a*b+c: host references and other
+ * devices round each operation, and a fused kernel must give the bits the per-op kernels give. */
+#pragma OPENCL FP_CONTRACT OFF
+
+#ifndef EW_NIN
+#define EW_NIN 1
+#endif
+#ifndef EW_SPOS
+#define EW_SPOS 0
+#endif
+#ifndef EW_BA
+#define EW_BA 0
+#endif
+#ifndef EW_BB
+#define EW_BB 0
+#endif
+#ifndef EW_BC
+#define EW_BC 0
+#endif
+#ifndef EW_VEC
+#define EW_VEC 0
+#endif
+#ifndef EW_FULL
+#define EW_FULL 0
+#endif
+#ifndef EW_SPER
+#define EW_SPER 1
+#endif
+#ifndef EW_LO
+#define EW_LO 0
+#endif
+#ifndef EW_HI
+#define EW_HI 0
+#endif
+
+/* ---- compute types of the common dtype: element type EW_WB, its unsigned twin EW_UB (for
+ * wrapping integer arithmetic), the mask element type EW_MB ---- */
+#if EW_K == CT_DT_F16 || EW_K == CT_DT_BF16 || EW_K == CT_DT_F32
+#define EW_FLT 1
+#define EW_WB float
+#define EW_MB int
+#define EW_LIT(v) v##f /* unsuffixed constants are double, which needs cl_khr_fp64 */
+#elif EW_K == CT_DT_F64
+#define EW_FLT 1
+#define EW_WB double
+#define EW_MB long
+#define EW_LIT(v) v
+#else
+#define EW_FLT 0
+#if EW_K == CT_DT_BOOL || EW_K == CT_DT_U8
+#define EW_WB uchar
+#define EW_UB uchar
+#define EW_MB char
+#define EW_SIGNED 0
+#define EW_BITS 8
+#elif EW_K == CT_DT_I8
+#define EW_WB char
+#define EW_UB uchar
+#define EW_MB char
+#define EW_SIGNED 1
+#define EW_BITS 8
+#elif EW_K == CT_DT_I16
+#define EW_WB short
+#define EW_UB ushort
+#define EW_MB short
+#define EW_SIGNED 1
+#define EW_BITS 16
+#elif EW_K == CT_DT_U16
+#define EW_WB ushort
+#define EW_UB ushort
+#define EW_MB short
+#define EW_SIGNED 0
+#define EW_BITS 16
+#elif EW_K == CT_DT_I32
+#define EW_WB int
+#define EW_UB uint
+#define EW_MB int
+#define EW_SIGNED 1
+#define EW_BITS 32
+#elif EW_K == CT_DT_U32
+#define EW_WB uint
+#define EW_UB uint
+#define EW_MB int
+#define EW_SIGNED 0
+#define EW_BITS 32
+#elif EW_K == CT_DT_U64
+#define EW_WB ulong
+#define EW_UB ulong
+#define EW_MB long
+#define EW_SIGNED 0
+#define EW_BITS 64
+#else
+#define EW_WB long
+#define EW_UB ulong
+#define EW_MB long
+#define EW_SIGNED 1
+#define EW_BITS 64
+#endif
+#endif
+
+#define EW_WT(W) CT_CAT(EW_WB, W)
+#define EW_MT(W) CT_CAT(EW_MB, W)
+#define EW_UT(W) CT_CAT(EW_UB, W)
+/* A constant of the compute type, broadcast for vectors. */
+#define EW_CST(W, v) ((EW_WT(W))((EW_WB)(v)))
+/* A condition as a mask of the compute type's size (scalar comparisons give int). */
+#define EW_M(W, c) ((EW_MT(W))(c))
+/* select() with the values in the compute type (scalar char arithmetic promotes to int). */
+#define EW_SEL(W, a, b, c) select((EW_WT(W))(a), (EW_WT(W))(b), EW_M(W, c))
+#define EW_ANY_(m) (m)
+#define EW_ANY_8(m) any(m)
+#define EW_ANY(W, m) CT_CAT(EW_ANY_, W)(m)
+/* Integers wrap modulo 2^bits (two's complement), as in PyTorch: the arithmetic is done on the
+ * unsigned type of the same size, where overflow is defined. */
+#define EW_AS_U(W, x) CT_CAT(as_, EW_UT(W))(x)
+#define EW_AS_W(W, x) CT_CAT(as_, EW_WT(W))(x)
+#define EW_WRAP(W, x, op, y) EW_AS_W(W, (EW_UT(W))(EW_AS_U(W, x) op EW_AS_U(W, y)))
+
+/* ---- the ops: one pure inline function per op (ew_add, ew_exp, ...; ops.def's fn column) on
+ * values of the compute type, selected for a program by -DEW_FN=<function>. Every function
+ * compiles for every compute dtype it can be called with (float-only ones exist only when EW_FLT,
+ * integer-only ones only when !EW_FLT; dtype variants are #if inside), reads nothing but its
+ * arguments and writes nothing, so a generated fused kernel (issue #16) can call them as they
+ * are. Comparisons and the other bool-valued ops return a mask of the compute type's size
+ * (EW_MT), stored as bool 0/1.
+ *
+ * Bodies that the 8-wide vector path also needs are written once for width W ("" or 8) as
+ * EW_<OP>_B(W) and defined by EW_DEF1V/EW_DEF2V, which add the twin ew_<op>8 when EW_VEC. That
+ * path serves plain arithmetic only (add, sub, mul, div, neg, abs): that is all the host asks it
+ * for (f16 arithmetic on CPUs), and PoCL 3.1's vector math builtins return wrong lanes depending
+ * on their neighbours (float8 sin/cos: a lane holding 1e30 turns sin(1e-3) into 0.008; double8
+ * pow: pow(0.0117, 3) = inf; double8 fmod), while its scalar builtins, which the scalar path
+ * uses, are right. Asking for the vector path with another op fails to build (no ew_<op>8). */
+#if EW_VEC && (!EW_FLT || EW_K == CT_DT_BF16 || EW_O == CT_DT_BF16)
+#error "elementwise.cl: the vector path (EW_VEC) is for f16, f32 and f64 results"
+#endif
+
+#define EW_DEF1(name, BODY) \
+  inline EW_WT() name(EW_WT() x) { BODY() }
+#define EW_DEF2(name, BODY) \
+  inline EW_WT() name(EW_WT() x, EW_WT() y) { BODY() }
+#if EW_VEC
+#define EW_DEF1V(name, BODY) \
+  EW_DEF1(name, BODY)        \
+  inline EW_WT(8) name##8(EW_WT(8) x) { BODY(8) }
+#define EW_DEF2V(name, BODY) \
+  EW_DEF2(name, BODY)        \
+  inline EW_WT(8) name##8(EW_WT(8) x, EW_WT(8) y) { BODY(8) }
+#else
+#define EW_DEF1V EW_DEF1
+#define EW_DEF2V EW_DEF2
+#endif
+
+/* -- arithmetic -- */
+#if EW_K == CT_DT_BOOL
+#define EW_ADD_B(W) return x | y;
+#elif EW_FLT
+#define EW_ADD_B(W) return x + y;
+#else
+#define EW_ADD_B(W) return EW_WRAP(W, x, +, y);
+#endif
+EW_DEF2V(ew_add, EW_ADD_B)
+
+#if EW_FLT
+#define EW_SUB_B(W) return x - y;
+#else
+#define EW_SUB_B(W) return EW_WRAP(W, x, -, y);
+#endif
+EW_DEF2V(ew_sub, EW_SUB_B)
+
+#if EW_K == CT_DT_BOOL
+#define EW_MUL_B(W) return x & y;
+#elif EW_FLT
+#define EW_MUL_B(W) return x * y;
+#else
+#define EW_MUL_B(W) return EW_WRAP(W, x, *, y);
+#endif
+EW_DEF2V(ew_mul, EW_MUL_B)
+
+#define EW_DIV_B(W) return x / y;
+#if EW_FLT
+EW_DEF2V(ew_div, EW_DIV_B)
+#endif
+
+#if EW_FLT
+#define EW_POW_B(W) return pow(x, y);
+#elif EW_K == CT_DT_BOOL
+#define EW_POW_B(W) return x | (y ^ EW_CST(W, 1));
+#else
+/* Square-and-multiply with wrapping. A negative exponent follows PyTorch's powi: 1 and -1 keep
+ * their magnitude, everything else gives 0 (no division, so nothing can trap). */
+#if EW_SIGNED
+#define EW_POW_NEG(W)                                                                         \
+  EW_WT(W) neg = EW_SEL(W, EW_CST(W, 0), EW_CST(W, 1), x == EW_CST(W, 1));                          \
+  neg = EW_SEL(W, neg, EW_SEL(W, EW_CST(W, 1), EW_CST(W, -1), (y & EW_CST(W, 1)) != EW_CST(W, 0)),   \
+               x == EW_CST(W, -1));                                                             \
+  res = EW_SEL(W, res, neg, y < EW_CST(W, 0));
+#else
+#define EW_POW_NEG(W)
+#endif
+#define EW_POW_B(W)                                                                \
+  EW_UT(W) r = (EW_UT(W))((EW_UB)1), base = EW_AS_U(W, x), e = EW_AS_U(W, y);      \
+  for (int k = 0; k < EW_BITS; k++) {                                              \
+    if (!EW_ANY(W, e != (EW_UT(W))((EW_UB)0))) break;                              \
+    r = select(r, (EW_UT(W))(r * base), EW_M(W, (e & (EW_UT(W))((EW_UB)1)) != (EW_UT(W))((EW_UB)0))); \
+    e >>= (EW_UT(W))((EW_UB)1);                                                    \
+    base = (EW_UT(W))(base * base);                                                \
+  }                                                                                \
+  EW_WT(W) res = EW_AS_W(W, r);                                                    \
+  EW_POW_NEG(W)                                                                    \
+  return res;
+#endif
+EW_DEF2(ew_pow, EW_POW_B)
+
+/* NaN propagates; otherwise std::max(x, y) / std::min(x, y), so between equal values (-0.0 and
+ * +0.0) x is returned, as PyTorch on the CPU. pick_y: when y is the answer. */
+#if EW_FLT
+#define EW_MAXMIN(pick_y)                       \
+  EW_WT() r = EW_SEL(, x, y, pick_y);           \
+  r = EW_SEL(, r, y, y != y);                   \
+  return EW_SEL(, r, x, x != x);
+#else
+#define EW_MAXMIN(pick_y) return EW_SEL(, x, y, pick_y);
+#endif
+inline EW_WT() ew_maximum(EW_WT() x, EW_WT() y) { EW_MAXMIN(x < y) }
+inline EW_WT() ew_minimum(EW_WT() x, EW_WT() y) { EW_MAXMIN(y < x) }
+
+#if EW_FLT
+/* PyTorch's div_floor for floats: fmod-based, exact for representable quotients. */
+#define EW_FLOOR_DIVIDE_B(W)                                                                        \
+  EW_WT(W) q0 = x / y, mod = fmod(x, y);                                                  \
+  EW_WT(W) div = (x - mod) / y;                                                           \
+  div = EW_SEL(W, div, div - EW_CST(W, 1), (mod != EW_CST(W, 0)) & ((y < EW_CST(W, 0)) != (mod < EW_CST(W, 0)))); \
+  EW_WT(W) fl = floor(div);                                                               \
+  fl = EW_SEL(W, fl, fl + EW_CST(W, 1), (div - fl) > EW_CST(W, EW_LIT(0.5)));                 \
+  fl = EW_SEL(W, fl, copysign(EW_CST(W, 0), q0), div == EW_CST(W, 0));                        \
+  return EW_SEL(W, fl, q0, y == EW_CST(W, 0));
+#elif EW_SIGNED
+/* x // 0 is 0 (as NumPy) and MIN // -1 wraps to MIN; the divider only ever sees other
+ * divisors, so nothing traps. */
+#define EW_FLOOR_DIVIDE_B(W)                                                                        \
+  EW_MT(W) z = EW_M(W, y == EW_CST(W, 0)), m1 = EW_M(W, y == EW_CST(W, -1));                 \
+  EW_WT(W) ys = EW_SEL(W, y, EW_CST(W, 1), z | m1);                                        \
+  EW_WT(W) q = x / ys, rr = x - q * ys;                                                   \
+  q = EW_SEL(W, q, q - EW_CST(W, 1), (rr != EW_CST(W, 0)) & ((rr < EW_CST(W, 0)) != (ys < EW_CST(W, 0)))); \
+  q = select(q, EW_WRAP(W, EW_CST(W, 0), -, x), m1);                                       \
+  return select(q, EW_CST(W, 0), z);
+#else
+#define EW_FLOOR_DIVIDE_B(W)                                \
+  EW_MT(W) z = EW_M(W, y == EW_CST(W, 0));         \
+  EW_WT(W) ys = select(y, EW_CST(W, 1), z);         \
+  return select((EW_WT(W))(x / ys), EW_CST(W, 0), z);
+#endif
+EW_DEF2(ew_floor_divide, EW_FLOOR_DIVIDE_B)
+
+#if EW_FLT
+/* Python-style modulus with the sign of the divisor, as torch.remainder. */
+#define EW_REMAINDER_B(W)              \
+  EW_WT(W) mod = fmod(x, y);   \
+  return EW_SEL(W, mod, mod + y, (mod != EW_CST(W, 0)) & ((y < EW_CST(W, 0)) != (mod < EW_CST(W, 0))));
+#elif EW_SIGNED
+#define EW_REMAINDER_B(W)                                                                        \
+  EW_MT(W) z = EW_M(W, y == EW_CST(W, 0)) | EW_M(W, y == EW_CST(W, -1));                     \
+  EW_WT(W) ys = select(y, EW_CST(W, 1), z);                                                 \
+  EW_WT(W) rr = x % ys;                                                                   \
+  rr = EW_SEL(W, rr, rr + ys, (rr != EW_CST(W, 0)) & ((rr < EW_CST(W, 0)) != (ys < EW_CST(W, 0)))); \
+  return select(rr, EW_CST(W, 0), z);
+#else
+#define EW_REMAINDER_B(W)                                \
+  EW_MT(W) z = EW_M(W, y == EW_CST(W, 0));         \
+  EW_WT(W) ys = select(y, EW_CST(W, 1), z);         \
+  return select((EW_WT(W))(x % ys), EW_CST(W, 0), z);
+#endif
+EW_DEF2(ew_remainder, EW_REMAINDER_B)
+
+/* C's fmod: the remainder of truncated division, with the sign of x (torch.fmod). Integers: x
+ * fmod 0 is 0 (PyTorch raises ZeroDivisionError on the CPU; a kernel can't, and no op traps) and
+ * MIN fmod -1 is 0, without the divider seeing -1. */
+inline EW_WT() ew_fmod(EW_WT() x, EW_WT() y) {
+#if EW_FLT
+  return fmod(x, y);
+#else
+#if EW_SIGNED
+  EW_MT() z = EW_M(, y == EW_CST(, 0)) | EW_M(, y == EW_CST(, -1));
+#else
+  EW_MT() z = EW_M(, y == EW_CST(, 0));
+#endif
+  EW_WT() ys = select(y, EW_CST(, 1), z);
+  return select((EW_WT())(x % ys), EW_CST(, 0), z);
+#endif
+}
+
+#if EW_FLT
+inline EW_WT() ew_atan2(EW_WT() x, EW_WT() y) { return atan2(x, y); }
+#endif
+
+/* -- bitwise (integer and bool compute types; bool values are 0/1, so these stay 0/1) -- */
+#if !EW_FLT
+inline EW_WT() ew_bitwise_and(EW_WT() x, EW_WT() y) { return x & y; }
+inline EW_WT() ew_bitwise_or(EW_WT() x, EW_WT() y) { return x | y; }
+inline EW_WT() ew_bitwise_xor(EW_WT() x, EW_WT() y) { return x ^ y; }
+inline EW_WT() ew_bitwise_not(EW_WT() x) {
+#if EW_K == CT_DT_BOOL
+  return x ^ EW_CST(, 1);
+#else
+  return ~x;
+#endif
+}
+#endif
+
+/* -- comparisons and logical ops: masks -- */
+inline EW_MT() ew_eq(EW_WT() x, EW_WT() y) { return EW_M(, x == y); }
+inline EW_MT() ew_ne(EW_WT() x, EW_WT() y) { return EW_M(, x != y); }
+inline EW_MT() ew_lt(EW_WT() x, EW_WT() y) { return EW_M(, x < y); }
+inline EW_MT() ew_le(EW_WT() x, EW_WT() y) { return EW_M(, x <= y); }
+inline EW_MT() ew_gt(EW_WT() x, EW_WT() y) { return EW_M(, x > y); }
+inline EW_MT() ew_ge(EW_WT() x, EW_WT() y) { return EW_M(, x >= y); }
+inline EW_MT() ew_logical_and(EW_WT() x, EW_WT() y) { return EW_M(, (x != EW_CST(, 0)) & (y != EW_CST(, 0))); }
+inline EW_MT() ew_logical_or(EW_WT() x, EW_WT() y) { return EW_M(, (x != EW_CST(, 0)) | (y != EW_CST(, 0))); }
+inline EW_MT() ew_logical_not(EW_WT() x) { return EW_M(, x == EW_CST(, 0)); }
+
+/* isnan, isinf, isfinite: integers and bool hold no NaN or infinity. */
+inline EW_MT() ew_isnan(EW_WT() x) {
+#if EW_FLT
+  return EW_M(, x != x);
+#else
+  (void)x;
+  return EW_M(, 0);
+#endif
+}
+inline EW_MT() ew_isinf(EW_WT() x) {
+#if EW_FLT
+  return EW_M(, fabs(x) == (EW_WB)INFINITY);
+#else
+  (void)x;
+  return EW_M(, 0);
+#endif
+}
+inline EW_MT() ew_isfinite(EW_WT() x) {
+#if EW_FLT
+  return EW_M(, fabs(x) < (EW_WB)INFINITY); /* false for NaN */
+#else
+  (void)x;
+  return EW_M(, 1);
+#endif
+}
+
+/* -- unary ops that keep the dtype -- */
+#if EW_FLT
+#define EW_NEG_B(W) return -x;
+#else
+#define EW_NEG_B(W) return EW_WRAP(W, EW_CST(W, 0), -, x);
+#endif
+EW_DEF1V(ew_neg, EW_NEG_B)
+
+#if EW_FLT
+#define EW_ABS_B(W) return fabs(x);
+#elif EW_SIGNED
+#define EW_ABS_B(W) return EW_SEL(W, x, EW_WRAP(W, EW_CST(W, 0), -, x), x < EW_CST(W, 0));
+#else
+#define EW_ABS_B(W) return x;
+#endif
+EW_DEF1V(ew_abs, EW_ABS_B)
+
+inline EW_WT() ew_relu(EW_WT() x) {
+#if EW_FLT
+  return EW_SEL(, EW_CST(, 0), x, (x > EW_CST(, 0)) | (x != x));
+#elif EW_SIGNED
+  return EW_SEL(, x, EW_CST(, 0), x < EW_CST(, 0));
+#else
+  return x;
+#endif
+}
+
+/* floor, ceil, round (half to even in the default rounding mode, as torch.round), trunc: exact;
+ * the identity on integers. */
+#if EW_FLT
+inline EW_WT() ew_floor(EW_WT() x) { return floor(x); }
+inline EW_WT() ew_ceil(EW_WT() x) { return ceil(x); }
+inline EW_WT() ew_round(EW_WT() x) { return rint(x); }
+inline EW_WT() ew_trunc(EW_WT() x) { return trunc(x); }
+#else
+inline EW_WT() ew_floor(EW_WT() x) { return x; }
+inline EW_WT() ew_ceil(EW_WT() x) { return x; }
+inline EW_WT() ew_round(EW_WT() x) { return x; }
+inline EW_WT() ew_trunc(EW_WT() x) { return x; }
+#endif
+
+/* -1, 0 or 1 (torch.sign): NaN and -0.0 give +0.0; bool is the identity. */
+inline EW_WT() ew_sign(EW_WT() x) {
+#if EW_FLT || EW_SIGNED
+  EW_WT() r = EW_SEL(, EW_CST(, 0), EW_CST(, 1), x > EW_CST(, 0));
+  return EW_SEL(, r, EW_CST(, -1), x < EW_CST(, 0));
+#else
+  return EW_SEL(, EW_CST(, 0), EW_CST(, 1), x != EW_CST(, 0));
+#endif
+}
+
+/* -- float functions (integer operands were converted to f32 by the host's rule) -- */
+#if EW_FLT
+inline EW_WT() ew_exp(EW_WT() x) { return exp(x); }
+inline EW_WT() ew_log(EW_WT() x) { return log(x); }
+inline EW_WT() ew_sqrt(EW_WT() x) { return sqrt(x); }
+inline EW_WT() ew_rsqrt(EW_WT() x) { return rsqrt(x); }
+inline EW_WT() ew_sin(EW_WT() x) { return sin(x); }
+inline EW_WT() ew_cos(EW_WT() x) { return cos(x); }
+inline EW_WT() ew_tanh(EW_WT() x) { return tanh(x); }
+inline EW_WT() ew_erf(EW_WT() x) { return erf(x); }
+inline EW_WT() ew_log1p(EW_WT() x) { return log1p(x); }
+inline EW_WT() ew_expm1(EW_WT() x) { return expm1(x); }
+inline EW_WT() ew_tan(EW_WT() x) { return tan(x); }
+inline EW_WT() ew_atan(EW_WT() x) { return atan(x); }
+
+/* exp(-|x|) never overflows, and e / (1 + e) keeps the tiny values of large negative x that
+ * 1 / (1 + exp(-x)) would flush to 0. */
+inline EW_WT() ew_sigmoid(EW_WT() x) {
+  EW_WT() e = exp(-fabs(x));
+  EW_WT() d = EW_CST(, 1) + e;
+  return EW_SEL(, e / d, EW_CST(, 1) / d, x >= EW_CST(, 0));
+}
+
+/* The exact (erf) form, written with erfc: 1 + erf(x/sqrt2) = erfc(-x/sqrt2), which keeps its
+ * relative accuracy for negative x where 1 + erf cancels. */
+inline EW_WT() ew_gelu(EW_WT() x) { return EW_LIT(0.5) * x * erfc(-x * EW_LIT(0.70710678118654752440)); }
+
+/* x * sigmoid(x) (torch.nn.functional.silu). */
+inline EW_WT() ew_silu(EW_WT() x) { return x * ew_sigmoid(x); }
+
+/* log(1 + exp(x)), and x itself above the threshold 20 (torch.nn.functional.softplus with its
+ * defaults beta = 1, threshold = 20). */
+inline EW_WT() ew_softplus(EW_WT() x) { return EW_SEL(, log1p(exp(x)), x, x > EW_CST(, 20)); }
+
+/* GPT-2's gelu, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (gelu(approximate='tanh')),
+ * written as x * sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3)), the same function, which does not
+ * cancel where tanh nears -1 (PyTorch's form loses every digit there, below x = -5 in f32). */
+inline EW_WT() ew_gelu_tanh(EW_WT() x) {
+  EW_WT() w = EW_LIT(1.5957691216057307117) * (x + EW_LIT(0.044715) * x * x * x);
+  return x * ew_sigmoid(w);
+}
+
+/* x for x > 0, else x * slope (torch.nn.functional.leaky_relu): NaN stays NaN, -0.0 gives -0.0. */
+inline EW_WT() ew_leaky_relu(EW_WT() x, EW_WT() slope) { return EW_SEL(, x * slope, x, x > EW_CST(, 0)); }
+#endif
+
+/* -- selection -- */
+
+/* min(max(x, lo), hi): a NaN x stays NaN (its comparisons are false); lo > hi gives hi. -DEW_LO
+ * and -DEW_HI say which bounds are given (the other argument is then ignored). */
+inline EW_WT() ew_clamp(EW_WT() x, EW_WT() lo, EW_WT() hi) {
+  EW_WT() r = x;
+  (void)lo;
+  (void)hi;
+#if EW_LO
+  r = EW_SEL(, r, lo, r < lo);
+#endif
+#if EW_HI
+  r = EW_SEL(, r, hi, r > hi);
+#endif
+  return r;
+}
+
+/* c ? x : y for a mask c of the compute type's size (where()). */
+inline EW_WT() ew_where(EW_MT() c, EW_WT() x, EW_WT() y) { return select(y, x, c); }
+
+#ifndef EW_NP
+#define EW_NP 0
+#endif
+
+/* ---- 16-bit floats in scalar code ----
+ * With EW_SOFT16 (CPU devices) f16 converts with plain integer and float operations, which
+ * compilers that vectorise across work-items (PoCL) vectorise; there the vload_half and
+ * vstore_half builtins are opaque calls, several times slower. Both are exact (round to
+ * nearest even, subnormals, inf, NaN) and need no f32 denormal support; GPUs keep the builtins,
+ * which are hardware conversions there. bf16 is bit manipulation everywhere, without branches. */
+#ifndef EW_SOFT16
+#define EW_SOFT16 0
+#endif
+#if EW_SOFT16
+inline float ew_h2f(ushort hs) {
+  uint h = hs, sign = (h & 0x8000u) << 16, em = h & 0x7fffu;
+  float r = select(as_float((em << 13) + 0x38000000u), (float)em * 0x1p-24f, (int)(em < 0x400u)); /* normal, subnormal */
+  r = select(r, as_float((em << 13) | 0x7f800000u), (int)(em >= 0x7c00u));                    /* inf, NaN */
+  return as_float(as_uint(r) | sign);
+}
+inline ushort ew_f2h(float f) {
+  uint u = as_uint(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  uint hn = (a + 0x0fffu + ((a >> 13) & 1u) - 0x38000000u) >> 13; /* normal: rebias, round to even */
+  uint hs = as_uint(as_float(a) + 0.5f) - 0x3f000000u;          /* subnormal: the FPU rounds */
+  uint h = select(hn, hs, (uint)(a < 0x38800000u));
+  h = select(h, 0x7c00u, (uint)(a >= 0x47800000u)); /* overflow: inf */
+  h = select(h, 0x7e00u, (uint)(a > 0x7f800000u));  /* NaN stays NaN */
+  return (ushort)(h | sign);
+}
+#define EW_LDH(p, i) ew_h2f(((__global const ushort *)(p))[i])
+#define EW_STH(p, i, v) (((__global ushort *)(p))[i] = ew_f2h(v))
+#else
+#define EW_LDH(p, i) vload_half((i), (p))
+#define EW_STH(p, i, v) vstore_half_rte((v), (i), (p))
+#endif
+inline ushort ew_f2bf(float f) {
+  uint u = as_uint(f);
+  uint r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;                                /* nearest even */
+  return (ushort)select(r, (u >> 16) | 0x40u, (uint)((u & 0x7fffffffu) > 0x7f800000u)); /* quiet NaN */
+}
+#define EW_LDBF(p, i) as_float(((uint)(p)[i]) << 16)
+#define EW_STBF(p, i, v) ((p)[i] = ew_f2bf(v))
+
+/* Element i of p (dtype dt) as float, one rounding for i64. */
+#define EW_LF_0(p, i) ((float)(p)[i])
+#define EW_LF_1 EW_LF_0
+#define EW_LF_2 EW_LF_0
+#define EW_LF_3 EW_LF_0
+#define EW_LF_4 EW_LF_0
+#define EW_LF_9 EW_LF_0
+#define EW_LF_10 EW_LF_0
+#define EW_LF_11 EW_LF_0
+#define EW_LF_12 EW_LF_0
+#define EW_LF_5(p, i) EW_LDH(p, i)
+#define EW_LF_6(p, i) EW_LDBF(p, i)
+#define EW_LF_7(p, i) ((p)[i])
+#define EW_LF(dt, p, i) CT_CAT(EW_LF_, dt)(p, i)
+/* A zero-dim operand of a wider float dtype than the common one (f32[2] + f64 zero-dim computes
+ * in f32, PyTorch's ranking) is converted like ct_cast: f64 rounds to f32 once; into f16 and
+ * bf16 through float rounded to odd, so that the second rounding is exact. */
+#if defined(CT_HAS_FP64) && CT_HAS_FP64
+inline float ew_f64_to_f32_odd(double v) {
+  float f = convert_float_rtz(v);
+  return (isnan(v) || (double)f == v) ? f : as_float(as_uint(f) | 1u);
+}
+#if EW_K == CT_DT_F16 || EW_K == CT_DT_BF16
+#define EW_LF_8(p, i) ew_f64_to_f32_odd((p)[i])
+#else
+#define EW_LF_8(p, i) ((float)(p)[i])
+#endif
+#endif
+
+/* ---- conversions between storage and the compute type ---- */
+#if EW_SOFT16
+inline float ew_round_f16(float v) { return ew_h2f(ew_f2h(v)); }
+#else
+inline float ew_round_f16(float v) {
+  ushort h;
+  vstore_half_rte(v, 0, (__private half *)&h);
+  return vload_half(0, (__private const half *)&h);
+}
+#endif
+inline float ew_round_bf16(float v) { return as_float(((uint)ew_f2bf(v)) << 16); }
+inline float8 ew_bf16_to_f32_8(ushort8 h) { return as_float8(convert_uint8(h) << 16); }
+inline float8 ew_round_f16_8(float8 v) {
+  ushort h[8];
+  vstore_half8_rte(v, 0, (__private half *)h);
+  return vload_half8(0, (__private const half *)h);
+}
+
+/* EW_LOAD(dt, p, i): element i of p (dtype dt) converted to the common dtype, as a scalar of the
+ * compute type. EW_LOAD8: elements i..i+7, as a vector. Integers reach f16 and bf16 through
+ * float, as c10::Half(float(x)) does. */
+#if EW_K == CT_DT_F32
+#define EW_LOAD(dt, p, i) EW_LF(dt, p, i)
+#define EW_V_0(p, i) convert_float8(vload8(0, (p) + (i)))
+#define EW_V_1 EW_V_0
+#define EW_V_2 EW_V_0
+#define EW_V_3 EW_V_0
+#define EW_V_4 EW_V_0
+#define EW_V_9 EW_V_0
+#define EW_V_10 EW_V_0
+#define EW_V_11 EW_V_0
+#define EW_V_12 EW_V_0
+#define EW_V_5(p, i) vload_half8(0, (p) + (i))
+#define EW_V_6(p, i) ew_bf16_to_f32_8(vload8(0, (p) + (i)))
+#define EW_V_7(p, i) vload8(0, (p) + (i))
+#elif EW_K == CT_DT_F16
+#define EW_RK_0(v) ew_round_f16(v)
+#define EW_RK_1 EW_RK_0
+#define EW_RK_2 EW_RK_0
+#define EW_RK_3 EW_RK_0
+#define EW_RK_4 EW_RK_0
+#define EW_RK_9 EW_RK_0
+#define EW_RK_10 EW_RK_0
+#define EW_RK_11 EW_RK_0
+#define EW_RK_12 EW_RK_0
+#define EW_RK_5(v) (v)
+#define EW_RK_6 EW_RK_0
+#define EW_RK_7 EW_RK_0
+#define EW_RK_8 EW_RK_0
+#define EW_LOAD(dt, p, i) CT_CAT(EW_RK_, dt)(EW_LF(dt, p, i))
+#define EW_V_0(p, i) ew_round_f16_8(convert_float8(vload8(0, (p) + (i))))
+#define EW_V_1 EW_V_0
+#define EW_V_2 EW_V_0
+#define EW_V_3 EW_V_0
+#define EW_V_4 EW_V_0
+#define EW_V_9 EW_V_0
+#define EW_V_10 EW_V_0
+#define EW_V_11 EW_V_0
+#define EW_V_12 EW_V_0
+#define EW_V_5(p, i) vload_half8(0, (p) + (i))
+#elif EW_K == CT_DT_BF16
+#define EW_RK_0(v) ew_round_bf16(v)
+#define EW_RK_1 EW_RK_0
+#define EW_RK_2 EW_RK_0
+#define EW_RK_3 EW_RK_0
+#define EW_RK_4 EW_RK_0
+#define EW_RK_9 EW_RK_0
+#define EW_RK_10 EW_RK_0
+#define EW_RK_11 EW_RK_0
+#define EW_RK_12 EW_RK_0
+#define EW_RK_6(v) (v)
+#define EW_RK_5 EW_RK_0
+#define EW_RK_7 EW_RK_0
+#define EW_RK_8 EW_RK_0
+#define EW_LOAD(dt, p, i) CT_CAT(EW_RK_, dt)(EW_LF(dt, p, i))
+#elif EW_K == CT_DT_F64
+#define EW_LD64_0(p, i) ((double)(p)[i])
+#define EW_LD64_1 EW_LD64_0
+#define EW_LD64_2 EW_LD64_0
+#define EW_LD64_3 EW_LD64_0
+#define EW_LD64_4 EW_LD64_0
+#define EW_LD64_9 EW_LD64_0
+#define EW_LD64_10 EW_LD64_0
+#define EW_LD64_11 EW_LD64_0
+#define EW_LD64_12 EW_LD64_0
+#define EW_LD64_5(p, i) ((double)EW_LDH(p, i))
+#define EW_LD64_6(p, i) ((double)EW_LDBF(p, i))
+#define EW_LD64_7 EW_LD64_0
+#define EW_LD64_8(p, i) ((p)[i])
+#define EW_LOAD(dt, p, i) CT_CAT(EW_LD64_, dt)(p, i)
+#define EW_V_0(p, i) convert_double8(vload8(0, (p) + (i)))
+#define EW_V_1 EW_V_0
+#define EW_V_2 EW_V_0
+#define EW_V_3 EW_V_0
+#define EW_V_4 EW_V_0
+#define EW_V_9 EW_V_0
+#define EW_V_10 EW_V_0
+#define EW_V_11 EW_V_0
+#define EW_V_12 EW_V_0
+#define EW_V_5(p, i) convert_double8(vload_half8(0, (p) + (i)))
+#define EW_V_6(p, i) convert_double8(ew_bf16_to_f32_8(vload8(0, (p) + (i))))
+#define EW_V_7 EW_V_0
+#define EW_V_8(p, i) vload8(0, (p) + (i))
+#else
+#define EW_LOAD(dt, p, i) ((EW_WB)(p)[i])
+#endif
+#define EW_LOAD8(dt, p, i) CT_CAT(EW_V_, dt)(p, i)
+
+/* Nonzero test of a where() condition in its own dtype (NaN is true, -0.0 false), as a mask of
+ * the compute type's size. */
+#define EW_NZ_5(p, i) ((((__global const ushort *)(p))[i] & 0x7fff) != 0)
+#define EW_NZ_6(p, i) (((p)[i] & 0x7fff) != 0)
+#define EW_NZX(p, i) ((p)[i] != 0)
+#define EW_NZ_0 EW_NZX
+#define EW_NZ_1 EW_NZX
+#define EW_NZ_2 EW_NZX
+#define EW_NZ_3 EW_NZX
+#define EW_NZ_4 EW_NZX
+#define EW_NZ_7 EW_NZX
+#define EW_NZ_8 EW_NZX
+#define EW_NZ_9 EW_NZX
+#define EW_NZ_10 EW_NZX
+#define EW_NZ_11 EW_NZX
+#define EW_NZ_12 EW_NZX
+#define EW_NZ(dt, p, i) EW_M(, CT_CAT(EW_NZ_, dt)(p, i))
+
