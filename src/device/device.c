@@ -504,6 +504,13 @@ ct_status ct__deferred_realize_slow(const char *fn) {
   return h ? h->realize(fn) : CT_OK;
 }
 
+ct_status ct__deferred_reduce(ct_tensor **out, const ct_tensor *x, enum ct__deferred_reduce op, ct_dtype odt,
+                              int ondim, const int64_t *oshape, const char *fn) {
+  *out = NULL;
+  const struct ct__deferred_hooks *h = atomic_load_explicit(&ct__deferred, memory_order_acquire);
+  return h && h->reduce ? h->reduce(out, x, op, odt, ondim, oshape, fn) : CT_OK;
+}
+
 void ct__deferred_storage_dead(void *storage) {
   const struct ct__deferred_hooks *h = atomic_load_explicit(&ct__deferred, memory_order_acquire);
   if (h) h->storage_dead(storage);

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 
 #include "cltensor/device.h"
+#include "cltensor/tensor.h"
 
 /* Per-device state owned by other subsystems, created lazily through ct__device_slot() and
  * destroyed by ct_shutdown() in reverse slot order (so GEMM state goes before kernels, and
@@ -102,10 +103,16 @@ static inline int ct__device_same_context(const ct_device *a, const ct_device *b
  * still writes, before its memory is freed, so that the write is dropped. drop() runs at
  * ct_shutdown() after one last realize. */
 extern atomic_long ct__deferred_nodes;
+enum ct__deferred_reduce { CT__DEFER_SUM, CT__DEFER_MEAN, CT__DEFER_PROD, CT__DEFER_MAX, CT__DEFER_MIN };
 struct ct__deferred_hooks {
   ct_status (*realize)(const char *fn);
   void (*storage_dead)(void *storage);
   void (*drop)(void);
+  /* A reduction of every element of x into a new result of dtype odt and shape (ondim, oshape),
+   * recorded to run in the kernel of x's recorded producer; *out NULL when not recorded (the
+   * caller reduces as usual). */
+  ct_status (*reduce)(ct_tensor **out, const ct_tensor *x, enum ct__deferred_reduce op, ct_dtype odt, int ondim,
+                      const int64_t *oshape, const char *fn);
 };
 void ct__deferred_install(const struct ct__deferred_hooks *h);
 ct_status ct__deferred_realize_slow(const char *fn);
@@ -114,6 +121,9 @@ static inline ct_status ct__deferred_realize(const char *fn) {
   return ct__deferred_realize_slow(fn);
 }
 void ct__deferred_storage_dead(void *storage);
+/* The reduce hook, or *out NULL when none is installed (reduce/: full reductions). */
+ct_status ct__deferred_reduce(ct_tensor **out, const ct_tensor *x, enum ct__deferred_reduce op, ct_dtype odt,
+                              int ondim, const int64_t *oshape, const char *fn);
 
 /* Set by the profiler before devices are opened: new queues get CL_QUEUE_PROFILING_ENABLE.
  * $CLTENSOR_PROFILE=1 has the same effect. */

@@ -56,6 +56,8 @@
  * this is released. */
 #define CT__FUSE_LRU 256
 
+enum { CT__FR_SUM, CT__FR_PROD, CT__FR_MAX, CT__FR_MIN };
+
 struct ct__fnode {
   struct ct__ew_launch l;      /* l.in[j]: leaf[j], or NULL for an edge */
   struct ct__fnode *src[3];    /* the recorded producer of input j, or NULL */
@@ -69,6 +71,10 @@ struct ct__fnode {
   int64_t out_off;             /* elements */
   const char *fn;              /* the public call that recorded it */
   unsigned long seq;           /* its number among recorded calls, for messages */
+  /* A trailing reduction of its one input over every element (red >= 0: CT__FR_*): shape is
+   * the input's, the result one element of dtype odt (mean: sum divided by n). */
+  int red;
+  bool mean;
   /* realize */
   bool needed, store;
   int kern;
@@ -151,12 +157,24 @@ static struct ct__fnode *ct__writer(const ct__storage *s) {
 /* t reads the whole result of p in p's order: p's own result tensor (or a reshape of it that
  * only adds or drops leading 1s). */
 static bool ct__reads_whole(const ct_tensor *t, const struct ct__fnode *p) {
+  if (p->red >= 0) return false; /* its result is one element, not its shape's */
   if (t->dtype != p->odt || !ct_tensor_is_contiguous(t)) return false;
   int64_t off;
   if (!ct__tensor_elem_offset(t, &off) || off != p->out_off) return false;
   int64_t sh[CT_MAX_DIMS];
   int nd = ct__norm_shape(sh, t->ndim, t->shape);
   return nd == p->ndim && memcmp(sh, p->shape, (size_t)nd * sizeof *sh) == 0;
+}
+
+/* Room for one more node in G.v (under G.lock). */
+static bool ct__room(void) {
+  if (G.n < G.cap) return true;
+  size_t cap = G.cap ? G.cap * 2 : 64;
+  struct ct__fnode **v = realloc(G.v, cap * sizeof *v);
+  if (!v) return false;
+  G.v = v;
+  G.cap = cap;
+  return true;
 }
 
 static void ct__node_free(struct ct__fnode *nd) {
@@ -184,6 +202,7 @@ ct_status ct__ew_defer(const char *fn, const struct ct__ew_launch *l, ct_tensor 
   nd->n = ct_numel(out);
   nd->out_off = off;
   nd->fn = fn;
+  nd->red = -1;
 
   pthread_mutex_lock(&G.lock);
   ct__held = true;
@@ -196,15 +215,7 @@ ct_status ct__ew_defer(const char *fn, const struct ct__ew_launch *l, ct_tensor 
     struct ct__fnode *p = ct__writer(t->storage);
     if (!p || !ct__reads_whole(t, p)) st = ct__realize_locked(fn);
   }
-  if (st == CT_OK && G.n == G.cap) {
-    size_t cap = G.cap ? G.cap * 2 : 64;
-    struct ct__fnode **v = realloc(G.v, cap * sizeof *v);
-    if (v) {
-      G.v = v;
-      G.cap = cap;
-    }
-  }
-  if (st != CT_OK || G.n == G.cap) {
+  if (st != CT_OK || !ct__room()) {
     ct__held = false;
     pthread_mutex_unlock(&G.lock);
     free(nd);
@@ -229,6 +240,65 @@ ct_status ct__ew_defer(const char *fn, const struct ct__ew_launch *l, ct_tensor 
   ct__held = false;
   pthread_mutex_unlock(&G.lock);
   return st;
+}
+
+/* The device.h hook behind reduce/'s full reductions (sum, prod, max, min; mean as a sum divided
+ * by the count) of a tensor that is a recorded node's whole result: records the reduction as
+ * that node's trailing one, so it runs in the producer's kernel. *out NULL: not recorded (fusion
+ * off, x not pending, or not whole), the caller runs the reduction itself. */
+static ct_status ct__defer_reduce(ct_tensor **out, const ct_tensor *x, enum ct__deferred_reduce op, ct_dtype odt,
+                                  int ondim, const int64_t *oshape, const char *fn) {
+  *out = NULL;
+  bool on;
+  CT__TRY(ct__fusion_on(&on, fn));
+  if (!on || !atomic_load_explicit(&x->storage->pending, memory_order_acquire)) return CT_OK;
+  struct ct__fnode *nd = calloc(1, sizeof *nd);
+  if (!nd) return CT_OK;
+  ct_tensor *o = NULL;
+  ct_status st = ct__tensor_new(&o, x->storage->device, odt, ondim, oshape, fn);
+  int64_t off;
+  if (st != CT_OK || !ct__tensor_elem_offset(o, &off)) {
+    free(nd);
+    ct_release(o);
+    return st;
+  }
+  pthread_mutex_lock(&G.lock);
+  ct__held = true;
+  struct ct__fnode *p = ct__writer(x->storage);
+  if (!p || !ct__reads_whole(x, p) || !ct__room()) {
+    ct__held = false;
+    pthread_mutex_unlock(&G.lock);
+    free(nd);
+    ct_release(o);
+    return CT_OK;
+  }
+  nd->l.nin = 1;
+  nd->l.k = p->l.k;
+  nd->src[0] = p;
+  nd->dev = p->dev;
+  nd->odt = odt;
+  nd->ndim = p->ndim;
+  memcpy(nd->shape, p->shape, sizeof p->shape);
+  nd->n = p->n;
+  nd->red = op == CT__DEFER_MEAN ? CT__FR_SUM : op == CT__DEFER_PROD ? CT__FR_PROD
+          : op == CT__DEFER_MAX ? CT__FR_MAX : op == CT__DEFER_MIN ? CT__FR_MIN : CT__FR_SUM;
+  nd->mean = op == CT__DEFER_MEAN;
+  nd->fn = fn;
+  nd->out = o->storage;
+  nd->out_off = off;
+  atomic_store_explicit(&o->storage->pending, true, memory_order_release);
+  nd->seq = ++G.seq;
+  G.v[G.n++] = nd;
+  atomic_fetch_add_explicit(&ct__deferred_nodes, 1, memory_order_release);
+  if (G.n >= CT__FUSE_MAX_NODES) st = ct__realize_locked(fn);
+  ct__held = false;
+  pthread_mutex_unlock(&G.lock);
+  if (st != CT_OK) {
+    ct_release(o);
+    return st;
+  }
+  *out = o;
+  return CT_OK;
 }
 
 static void ct__storage_dead(void *storage) {
@@ -445,8 +515,44 @@ static void ct__operand(struct ct__buf *b, struct ct__fgen *g, struct ct__fnode 
   ct__put(b, "x%d", opidx[j]);
 }
 
+/* The accumulator of a reduction over compute dtype k's values (reduce.cl's): double for f64,
+ * float for the other floats, long for integers and bool. */
+static const char *ct__acc_type(ct_dtype k) {
+  return k == CT_F64 ? "double" : ct_dtype_is_float(k) ? "float" : "long";
+}
+static size_t ct__acc_size(ct_dtype k) { return k == CT_F64 || !ct_dtype_is_float(k) ? 8 : 4; }
+
+/* The identity of a reduction and its combining step, for accumulator type acc. max/min keep
+ * a NaN once seen (reduce.cl's MAXS/MINS). */
+static void ct__red_defs(struct ct__buf *b, int red, ct_dtype k) {
+  const char *acc = ct__acc_type(k);
+  bool flt = ct_dtype_is_float(k);
+  ct__put(b, "typedef %s fz_acc;\n", acc);
+  switch (red) {
+  case CT__FR_SUM: ct__put(b, "#define FZ_ID ((fz_acc)0)\n#define FZ_COMB(a, v) ((a) + (v))\n"); break;
+  case CT__FR_PROD: ct__put(b, "#define FZ_ID ((fz_acc)1)\n#define FZ_COMB(a, v) ((a) * (v))\n"); break;
+  case CT__FR_MAX:
+    if (flt) ct__put(b, "#define FZ_ID ((fz_acc)(-INFINITY))\n#define FZ_COMB(a, v) ((((a) > (v)) || isnan(a)) ? (a) : (v))\n");
+    else ct__put(b, "#define FZ_ID ((fz_acc)LONG_MIN)\n#define FZ_COMB(a, v) max((a), (v))\n");
+    break;
+  default:
+    if (flt) ct__put(b, "#define FZ_ID ((fz_acc)INFINITY)\n#define FZ_COMB(a, v) ((((a) < (v)) || isnan(a)) ? (a) : (v))\n");
+    else ct__put(b, "#define FZ_ID ((fz_acc)LONG_MAX)\n#define FZ_COMB(a, v) min((a), (v))\n");
+    break;
+  }
+}
+
+/* The tree over a work-group's accumulators in lacc, then this group's result at *dst. */
+static void ct__put_tree(struct ct__buf *b, const char *dst) {
+  ct__put(b, "  lacc[t] = acc;\n  barrier(CLK_LOCAL_MEM_FENCE);\n"
+             "  for (int s = L / 2; s > 0; s >>= 1) {\n"
+             "    if (t < s) lacc[t] = FZ_COMB(lacc[t], lacc[t + s]);\n"
+             "    barrier(CLK_LOCAL_MEM_FENCE);\n  }\n"
+             "  if (t == 0) %s = lacc[0];\n", dst);
+}
+
 static void ct__gen_kernel(struct ct__buf *b, struct ct__fgen *g, struct ct__fnode **nodes, int nn, const char *name,
-                           bool full) {
+                           bool full, struct ct__fnode *red) {
   /* Operands first (their indices decide the parameter list). */
   int opidx[CT__FUSE_MAX_NODES][3];
   g->nops = 0;
@@ -458,7 +564,7 @@ static void ct__gen_kernel(struct ct__buf *b, struct ct__fgen *g, struct ct__fno
     for (int j = 0; j < nd->l.nin; j++) {
       opidx[a][j] = -1;
       struct ct__fnode *p = nd->src[j];
-      bool cond = nd->l.op == CT__EW_WHERE && j == 0;
+      bool cond = nd->l.op == CT__EW_WHERE && j == 0 && nd->red < 0;
       if (p && p->kern == g->kk) continue;
       if (p) {
         int64_t st[CT_MAX_DIMS];
@@ -475,11 +581,12 @@ static void ct__gen_kernel(struct ct__buf *b, struct ct__fgen *g, struct ct__fno
         opidx[a][j] = ct__op_add(g, ct__tensor_mem(t), off, t->dtype, t->ndim, t->shape, t->strides, cond);
       }
     }
-    if (nd->store) g->outs[g->nouts++] = nd;
+    if (nd->store && nd->red < 0) g->outs[g->nouts++] = nd;
   }
 
   ct__put(b, "/* generated by the fusion graph (src/elementwise/lazy.c) */\n");
   ct__put(b, "#define EW_K %d\n#define EW_O %d\n//#include \"ew_ops.cl\"\n\n", ct__dt_code(g->k), ct__dt_code(g->k));
+  if (red) ct__red_defs(b, red->red, g->k);
   ct__put(b, "__kernel void %s(", name);
   for (int o = 0; o < g->nouts; o++) ct__put(b, "__global CT_T(%d) *o%d, long o%d_off, ", ct__dt_code(g->outs[o]->odt), o, o);
   for (int i = 0; i < g->nops; i++) {
@@ -490,20 +597,32 @@ static void ct__gen_kernel(struct ct__buf *b, struct ct__fgen *g, struct ct__fno
   int nsc = 0;
   for (int a = 0; a < nn; a++) {
     struct ct__fnode *nd = nodes[a];
+    if (nd->red >= 0) continue;
     int np = ct__ew_op_nparams(nd->l.op);
     int cnt = nd->l.op == CT__EW_CLAMP ? (nd->l.has_lo + nd->l.has_hi) : (nd->l.spos ? 1 : 0) + (np == 1 ? 1 : 0);
     for (int c = 0; c < cnt; c++) ct__put(b, "EW_WB s%d, ", nsc++);
   }
   if (g->strided) ct__put(b, "long8 shp, ");
-  ct__put(b, "long base, long n) {\n  long i = base + (long)get_global_id(0);\n");
-  if (!full) ct__put(b, "  if (i >= n) return;\n");
-  else ct__put(b, "  (void)n;\n");
+  if (red) {
+    /* Work-group w reduces elements [w * chunk, min(n, (w + 1) * chunk)), its work-items
+     * striding by the group size (neighbouring work-items on neighbouring elements), into
+     * part[w]; fz_final combines the parts. */
+    ct__put(b, "long chunk, long n, __global fz_acc *part, long part_off, __local fz_acc *lacc) {\n"
+               "  const int t = (int)get_local_id(0), L = (int)get_local_size(0);\n"
+               "  const long lo = (long)get_group_id(0) * chunk, hi = min(n, lo + chunk);\n"
+               "  fz_acc acc = FZ_ID;\n"
+               "  for (long i = lo + t; i < hi; i += L) {\n");
+  } else {
+    ct__put(b, "long base, long n) {\n  long i = base + (long)get_global_id(0);\n");
+    if (!full) ct__put(b, "  if (i >= n) return;\n");
+    else ct__put(b, "  (void)n;\n");
+  }
   if (g->strided) {
     ct__put(b, "  long r = i, c;\n");
     for (int i = 0; i < g->nops; i++)
       if (g->ops[i].kind == 2) ct__put(b, "  long a%d_o = a%d_off;\n", i, i);
     for (int dd = g->ndim - 1; dd >= 0; dd--) {
-      ct__put(b, "  c = r %% shp.s%d;%s\n", dd, dd ? "" : "");
+      ct__put(b, "  c = r %% shp.s%d;\n", dd);
       if (dd) ct__put(b, "  r /= shp.s%d;\n", dd);
       for (int i = 0; i < g->nops; i++)
         if (g->ops[i].kind == 2 && g->ops[i].st[dd] != 0) ct__put(b, "  a%d_o += c * a%d_st.s%d;\n", i, i, dd);
@@ -524,6 +643,17 @@ static void ct__gen_kernel(struct ct__buf *b, struct ct__fgen *g, struct ct__fno
   nsc = 0;
   for (int a = 0; a < nn; a++) {
     struct ct__fnode *nd = nodes[a];
+    if (nd->red >= 0) {
+      /* The reduction's input, converted to the accumulator as reduce.cl loads it. */
+      struct ct__fnode *p = nd->src[0];
+      if (p && p->kern == g->kk && p->odt == CT_BOOL && g->k != CT_BOOL)
+        ct__put(b, "  acc = FZ_COMB(acc, (fz_acc)((v%lu) & 1));\n", p->seq);
+      else if (p && p->kern == g->kk)
+        ct__put(b, "  acc = FZ_COMB(acc, (fz_acc)(v%lu));\n", p->seq);
+      else
+        ct__put(b, "  acc = FZ_COMB(acc, (fz_acc)(x%d));\n", opidx[a][0]);
+      continue;
+    }
     const char *f = ct__ew_op_fn(nd->l.op);
     int np = ct__ew_op_nparams(nd->l.op);
     ct__put(b, "  %s v%lu = ", ct__node_var_type(nd), nd->seq);
@@ -576,25 +706,90 @@ static void ct__gen_kernel(struct ct__buf *b, struct ct__fgen *g, struct ct__fno
     else
       ct__put(b, "  o%d[o%d_off + i] = v%lu;\n", o, o, nd->seq);
   }
+  if (red) {
+    ct__put(b, "  }\n");
+    ct__put_tree(b, "part[part_off + get_group_id(0)]");
+  }
   ct__put(b, "}\n");
+}
+
+/* The second pass of a fused reduction: one work-group combines the parts and writes the
+ * result (the mean divided by the count) in its dtype. */
+static void ct__gen_final(struct ct__buf *b, const struct ct__fnode *red, const char *name) {
+  ct__put(b, "/* generated by the fusion graph (src/elementwise/lazy.c) */\n");
+  ct__put(b, "#define EW_K %d\n#define EW_O %d\n//#include \"ew_ops.cl\"\n\n", ct__dt_code(CT_F32), ct__dt_code(CT_F32));
+  ct__red_defs(b, red->red, red->l.k);
+  ct__put(b, "__kernel void %s(__global const fz_acc *part, long part_off, long nparts, __global CT_T(%d) *o, long o_off, "
+             "long count, __local fz_acc *lacc) {\n"
+             "  const int t = (int)get_local_id(0), L = (int)get_local_size(0);\n"
+             "  fz_acc acc = FZ_ID;\n"
+             "  for (long j = t; j < nparts; j += L) acc = FZ_COMB(acc, part[part_off + j]);\n",
+          name, ct__dt_code(red->odt));
+  ct__put(b, "  lacc[t] = acc;\n  barrier(CLK_LOCAL_MEM_FENCE);\n"
+             "  for (int s = L / 2; s > 0; s >>= 1) {\n"
+             "    if (t < s) lacc[t] = FZ_COMB(lacc[t], lacc[t + s]);\n"
+             "    barrier(CLK_LOCAL_MEM_FENCE);\n  }\n"
+             "  if (t != 0) return;\n  fz_acc r = lacc[0];\n");
+  if (red->mean) ct__put(b, "  r = r / (fz_acc)count;\n");
+  else ct__put(b, "  (void)count;\n");
+  switch (red->odt) {
+  case CT_F16: ct__put(b, "  EW_STH(o, o_off, (float)r);\n"); break;
+  case CT_BF16: ct__put(b, "  EW_STBF(o, o_off, (float)r);\n"); break;
+  case CT_BOOL: ct__put(b, "  o[o_off] = (uchar)(r != 0);\n"); break;
+  default: ct__put(b, "  o[o_off] = (CT_T(%d))r;\n", ct__dt_code(red->odt)); break;
+  }
+  ct__put(b, "}\n");
+}
+
+static const char *const ct__red_names[] = {"sum", "prod", "max", "min"};
+
+static const char *ct__node_name(const struct ct__fnode *nd) {
+  if (nd->red >= 0) return nd->mean ? "mean" : ct__red_names[nd->red];
+  const char *f = ct__ew_op_fn(nd->l.op);
+  return strncmp(f, "ew_", 3) == 0 ? f + 3 : f;
 }
 
 static void ct__kernel_name_of(char *name, size_t size, struct ct__fnode **nodes, int nn) {
   size_t w = (size_t)snprintf(name, size, "fz");
   for (int a = 0; a < nn && w + 24 < size; a++) {
-    const char *f = ct__ew_op_fn(nodes[a]->l.op);
-    if (strncmp(f, "ew_", 3) == 0) f += 3;
     if (a == 6) {
       w += (size_t)snprintf(name + w, size - w, "_x%d", nn);
       break;
     }
-    w += (size_t)snprintf(name + w, size - w, "_%s", f);
+    w += (size_t)snprintf(name + w, size - w, "_%s", ct__node_name(nodes[a]));
   }
 }
 
-static ct_status ct__launch_kernel(ct__kernel *k, struct ct__fgen *g, int64_t base, int64_t items, const char *fn) {
-  atomic_fetch_add(&ct__fstats.launches, 1);
-  struct ct__kargs a = ct__kargs_lock(k);
+/* Everything a kernel's launch needs besides the generated operand table. */
+struct ct__fkern {
+  ct_device *dev;
+  ct_dtype k;
+  int ndim;
+  int64_t shape[CT_MAX_DIMS];
+  int64_t n;
+  int first, count;       /* nodes in order[] */
+  ct__kernel *kf, *kc;    /* the unchecked (whole groups) and checked programs */
+  struct ct__fnode *red;  /* its trailing reduction, or NULL */
+  ct__kernel *kfin;       /* the reduction's second pass */
+  ct_tensor *part;        /* the reduction's partials */
+  int64_t parts, chunk;
+};
+
+/* Work-groups of a fused reduction's first pass: enough for every compute unit several times,
+ * each at least 32 elements per work-item. */
+static void ct__red_split(struct ct__fkern *K, size_t local) {
+  int64_t cu = K->dev->props.compute_units ? K->dev->props.compute_units : 1;
+  int64_t want = 4 * cu, per = (int64_t)local * 32;
+  int64_t parts = (K->n + per - 1) / per;
+  if (parts > want) parts = want;
+  if (parts < 1) parts = 1;
+  int64_t chunk = (K->n + parts - 1) / parts;
+  chunk = (chunk + (int64_t)local - 1) / (int64_t)local * (int64_t)local;
+  K->chunk = chunk;
+  K->parts = (K->n + chunk - 1) / chunk;
+}
+
+static void ct__karg_common(struct ct__kargs *a, struct ct__fgen *g) {
   for (int o = 0; o < g->nouts; o++) {
     struct ct__fnode *nd = g->outs[o];
     int64_t off = nd->out_off;
@@ -605,17 +800,23 @@ static ct_status ct__launch_kernel(ct__kernel *k, struct ct__fgen *g, int64_t ba
     } else {
       mem = nd->out->mem;
     }
-    ct__karg_mem(&a, "out", mem);
-    ct__karg_long(&a, "out_off", off);
+    ct__karg_mem(a, "out", mem);
+    ct__karg_long(a, "out_off", off);
   }
   for (int i = 0; i < g->nops; i++) {
-    ct__karg_mem(&a, "in", g->ops[i].mem);
-    ct__karg_long(&a, "in_off", g->ops[i].off);
-    if (g->ops[i].kind == 2) ct__karg_long8(&a, "in_st", g->ndim, g->ops[i].st, 0);
+    ct__karg_mem(a, "in", g->ops[i].mem);
+    ct__karg_long(a, "in_off", g->ops[i].off);
+    if (g->ops[i].kind == 2) ct__karg_long8(a, "in_st", g->ndim, g->ops[i].st, 0);
   }
   size_t ss = ct__ew_scalar_size(g->k);
-  for (int i = 0; i < g->nsc; i++) ct__karg(&a, "s", ss, &g->sc[i]);
-  if (g->strided) ct__karg_long8(&a, "shape", g->ndim, g->shape, 1);
+  for (int i = 0; i < g->nsc; i++) ct__karg(a, "s", ss, &g->sc[i]);
+  if (g->strided) ct__karg_long8(a, "shape", g->ndim, g->shape, 1);
+}
+
+static ct_status ct__launch_kernel(ct__kernel *k, struct ct__fgen *g, int64_t base, int64_t items, const char *fn) {
+  atomic_fetch_add(&ct__fstats.launches, 1);
+  struct ct__kargs a = ct__kargs_lock(k);
+  ct__karg_common(&a, g);
   ct__karg_long(&a, "base", base);
   ct__karg_long(&a, "n", g->n);
   ct_status st = ct__kargs_end(&a, fn);
@@ -625,6 +826,39 @@ static ct_status ct__launch_kernel(ct__kernel *k, struct ct__fgen *g, int64_t ba
     st = ct__kernel_launch(k, g->dev, 1, &global, &local);
   }
   ct__kernel_unlock(k);
+  return st;
+}
+
+/* Both passes of a kernel with a trailing reduction. */
+static ct_status ct__launch_reduce(struct ct__fkern *K, struct ct__fgen *g, const char *fn) {
+  atomic_fetch_add(&ct__fstats.launches, 2);
+  size_t local = ct__kernel_group_size(K->kc), accsz = ct__acc_size(K->red->l.k);
+  struct ct__kargs a = ct__kargs_lock(K->kc);
+  ct__karg_common(&a, g);
+  ct__karg_long(&a, "chunk", K->chunk);
+  ct__karg_long(&a, "n", g->n);
+  ct__karg_tensor(&a, "part", K->part, 0);
+  ct__karg_local(&a, "lacc", local * accsz);
+  ct_status st = ct__kargs_end(&a, fn);
+  if (st == CT_OK) {
+    size_t global = (size_t)K->parts * local;
+    st = ct__kernel_launch(K->kc, g->dev, 1, &global, &local);
+  }
+  ct__kernel_unlock(K->kc);
+  if (st != CT_OK) return st;
+  struct ct__fnode *r = K->red;
+  size_t l2 = ct__kernel_group_size(K->kfin);
+  if (l2 > 64) l2 = 64; /* one fixed group size: PoCL compiles a kernel per size */
+  a = ct__kargs_lock(K->kfin);
+  ct__karg_tensor(&a, "part", K->part, 0);
+  ct__karg_long(&a, "nparts", K->parts);
+  ct__karg_mem(&a, "o", r->out->mem);
+  ct__karg_long(&a, "o_off", r->out_off);
+  ct__karg_long(&a, "count", r->n);
+  ct__karg_local(&a, "lacc", l2 * accsz);
+  st = ct__kargs_end(&a, fn);
+  if (st == CT_OK) st = ct__kernel_launch(K->kfin, g->dev, 1, &l2, &l2);
+  ct__kernel_unlock(K->kfin);
   return st;
 }
 
@@ -651,16 +885,6 @@ static ct_status ct__realize_error(ct_status st, const char *fn, struct ct__fnod
                    prev);
 }
 
-struct ct__fkern {
-  ct_device *dev;
-  ct_dtype k;
-  int ndim;
-  int64_t shape[CT_MAX_DIMS];
-  int64_t n;
-  int first, count;       /* nodes in order[] */
-  ct__kernel *kf, *kc;    /* the unchecked (whole groups) and checked programs */
-};
-
 static bool ct__same_key(const struct ct__fnode *a, const struct ct__fnode *b) {
   return a->dev == b->dev && a->l.k == b->l.k && a->ndim == b->ndim &&
          memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof *a->shape) == 0;
@@ -674,6 +898,15 @@ static void ct__unschedule(void) {
     nd->needed = nd->store = false;
     nd->kern = -1;
   }
+}
+
+static void ct__fgen_set(struct ct__fgen *g, int q, const struct ct__fkern *K) {
+  g->kk = q;
+  g->dev = K->dev;
+  g->k = K->k;
+  g->ndim = K->ndim;
+  memcpy(g->shape, K->shape, sizeof K->shape);
+  g->n = K->n;
 }
 
 static ct_status ct__realize_locked(const char *fn) {
@@ -703,22 +936,32 @@ static ct_status ct__realize_locked(const char *fn) {
   for (size_t i = 0; i < n; i++) {
     struct ct__fnode *nd = v[i];
     if (!nd->needed) continue;
-    int req = 0;
-    for (int j = 0; j < nd->l.nin; j++) {
-      struct ct__fnode *p = nd->src[j];
-      if (!p) continue;
-      bool inl = ct__same_key(p, nd) && !(nd->l.op == CT__EW_WHERE && j == 0 && p->odt != CT_BOOL);
-      if (!inl && p->kern + 1 > req) req = p->kern + 1;
-      if (!inl) p->store = true;
-    }
     int kk = -1;
-    for (int q = nk - 1; q >= 0; q--)
-      if (ks[q].dev == nd->dev && ks[q].k == nd->l.k && ks[q].ndim == nd->ndim &&
-          memcmp(ks[q].shape, nd->shape, (size_t)nd->ndim * sizeof *nd->shape) == 0) {
-        kk = q;
-        break;
+    if (nd->red >= 0) {
+      /* A trailing reduction runs in its producer's kernel, unless that one already has one. */
+      struct ct__fnode *p = nd->src[0];
+      if (ks[p->kern].red == NULL) {
+        kk = p->kern;
+      } else {
+        p->store = true;
       }
-    if (kk < 0 || kk < req) {
+    } else {
+      int req = 0;
+      for (int j = 0; j < nd->l.nin; j++) {
+        struct ct__fnode *p = nd->src[j];
+        if (!p) continue;
+        bool inl = p->red < 0 && ct__same_key(p, nd) && !(nd->l.op == CT__EW_WHERE && j == 0 && p->odt != CT_BOOL);
+        if (!inl && p->kern + 1 > req) req = p->kern + 1;
+        if (!inl) p->store = true;
+      }
+      for (int q = nk - 1; q >= 0; q--)
+        if (ks[q].dev == nd->dev && ks[q].k == nd->l.k && ks[q].ndim == nd->ndim &&
+            memcmp(ks[q].shape, nd->shape, (size_t)nd->ndim * sizeof *nd->shape) == 0) {
+          kk = q >= req ? q : -1;
+          break;
+        }
+    }
+    if (kk < 0) {
       kk = nk++;
       ks[kk].dev = nd->dev;
       ks[kk].k = nd->l.k;
@@ -727,6 +970,7 @@ static ct_status ct__realize_locked(const char *fn) {
       ks[kk].n = nd->n;
     }
     nd->kern = kk;
+    if (nd->red >= 0) ks[kk].red = nd;
     ks[kk].count++;
     for (int j = 0; j < nd->l.nin; j++)
       if (nd->src[j] && nd->src[j]->kern != kk) nd->src[j]->store = true;
@@ -743,12 +987,12 @@ static ct_status ct__realize_locked(const char *fn) {
   /* 3. Temporaries for values that cross kernels but whose result was released. */
   for (size_t i = 0; i < n && st == CT_OK; i++) {
     struct ct__fnode *nd = v[i];
-    if (!nd->needed || !nd->store || nd->out) continue;
+    if (!nd->needed || !nd->store || nd->out || nd->red >= 0) continue;
     st = ct__tensor_new(&nd->tmp, nd->dev, nd->odt, nd->ndim, nd->shape, fn);
     if (st != CT_OK) st = ct__realize_error(st, fn, &nd, 1);
     else atomic_fetch_add(&ct__fstats.temps, 1);
   }
-  /* 4. Every kernel built before anything is enqueued. */
+  /* 4. Every kernel built, and the reductions' partials allocated, before anything is enqueued. */
   struct ct__fgen *g = st == CT_OK ? malloc(sizeof *g) : NULL;
   if (st == CT_OK && !g) st = ct__error(CT_ERR_OUT_OF_MEMORY, "%s: realizing deferred elementwise work: out of host memory", fn);
   struct ct__buf b = {0};
@@ -759,47 +1003,50 @@ static ct_status ct__realize_locked(const char *fn) {
     if (st != CT_OK) break;
     char name[96];
     ct__kernel_name_of(name, sizeof name, order + K->first, K->count);
-    g->kk = q;
-    g->dev = K->dev;
-    g->k = K->k;
-    g->ndim = K->ndim;
-    memcpy(g->shape, K->shape, sizeof K->shape);
-    g->n = K->n;
-    bool want_full = (size_t)K->n >= ct__device_group_target(K->dev);
-    for (int full = 0; full < 2 && st == CT_OK; full++) {
-      if (full != (int)want_full) continue;
+    ct__fgen_set(g, q, K);
+    /* Reductions use the checked program; plain kernels the unchecked one when they fill a group. */
+    bool full = !K->red && (size_t)K->n >= ct__device_group_target(K->dev);
+    b.n = 0;
+    b.oom = false;
+    ct__gen_kernel(&b, g, order + K->first, K->count, name, full, K->red);
+    if (!b.oom) st = ct__lru_get(full ? &K->kf : &K->kc, K->dev, b.p, name, opts);
+    if (st == CT_OK && !b.oom && K->red) {
+      char fname[32];
+      snprintf(fname, sizeof fname, "fz_final_%s", ct__node_name(K->red));
       b.n = 0;
-      ct__gen_kernel(&b, g, order + K->first, K->count, name, full);
-      if (b.oom) {
-        st = ct__error(CT_ERR_OUT_OF_MEMORY, "%s: realizing deferred elementwise work: out of host memory", fn);
-        break;
+      ct__gen_final(&b, K->red, fname);
+      if (!b.oom) st = ct__lru_get(&K->kfin, K->dev, b.p, fname, opts);
+      if (st == CT_OK && !b.oom) {
+        ct__red_split(K, ct__kernel_group_size(K->kc));
+        int64_t pn = K->parts;
+        ct_dtype adt = K->red->l.k == CT_F64 ? CT_F64 : ct_dtype_is_float(K->red->l.k) ? CT_F32 : CT_I64;
+        st = ct__tensor_new(&K->part, K->dev, adt, 1, &pn, fn);
       }
-      st = ct__lru_get(full ? &K->kf : &K->kc, K->dev, b.p, name, opts);
-      if (st != CT_OK) st = ct__realize_error(st, fn, order + K->first, K->count);
     }
+    if (b.oom && st == CT_OK)
+      st = ct__error(CT_ERR_OUT_OF_MEMORY, "%s: realizing deferred elementwise work: out of host memory", fn);
+    else if (st != CT_OK)
+      st = ct__realize_error(st, fn, order + K->first, K->count);
   }
   /* 5. Enqueue, in order. A launch failing leaves every node pending: running a kernel again
    * only recomputes the same values (kernels read leaves, which no node writes). */
   for (int q = 0; q < nk && st == CT_OK; q++) {
     struct ct__fkern *K = &ks[q];
-    g->kk = q;
-    g->dev = K->dev;
-    g->k = K->k;
-    g->ndim = K->ndim;
-    memcpy(g->shape, K->shape, sizeof K->shape);
-    g->n = K->n;
-    /* The argument lists again (the operand table of the last generated kernel is another's). */
+    ct__fgen_set(g, q, K);
     char name[96];
     ct__kernel_name_of(name, sizeof name, order + K->first, K->count);
+    /* The operand table again (what the last generated kernel left is another kernel's). */
     struct ct__buf none = {.skip = true};
-    ct__gen_kernel(&none, g, order + K->first, K->count, name, K->kf != NULL);
+    ct__gen_kernel(&none, g, order + K->first, K->count, name, K->kf != NULL, K->red);
     if (ct__debug()) {
       char calls[768];
       ct__calls(calls, sizeof calls, order + K->first, K->count);
       fprintf(stderr, "cltensor fusion: %s (%s) covers %s\n", name, fn, calls);
     }
     atomic_fetch_add(&ct__fstats.kernels, 1);
-    if (K->kf) {
+    if (K->red) {
+      st = ct__launch_reduce(K, g, fn);
+    } else if (K->kf) {
       int64_t local = (int64_t)ct__kernel_group_size(K->kf);
       int64_t nfull = K->n / local * local;
       st = ct__launch_kernel(K->kf, g, 0, nfull, fn);
@@ -813,6 +1060,8 @@ static ct_status ct__realize_locked(const char *fn) {
   }
   free(b.p);
   free(g);
+  /* The queue is in order: whoever gets the partials' blocks next is queued after them. */
+  for (int q = 0; q < nk; q++) ct_release(ks[q].part);
   free(ks);
   free(order);
   if (st != CT_OK) {
@@ -868,6 +1117,7 @@ static const struct ct__deferred_hooks ct__hooks = {
     .realize = ct__realize,
     .storage_dead = ct__storage_dead,
     .drop = ct__drop,
+    .reduce = ct__defer_reduce,
 };
 
 __attribute__((constructor)) static void ct__fusion_install(void) { ct__deferred_install(&ct__hooks); }

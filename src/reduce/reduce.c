@@ -252,6 +252,25 @@ static ct_status reduce_api(ct_tensor **out, const ct_tensor *x, const bool *mas
   }
   ct_device *d = x->storage->device;
   ct_tensor *o = NULL;
+  /* A full reduction of a tensor the fusion graph will compute runs in its producer's kernel
+   * (src/elementwise/lazy.c; the summation order differs from run()'s, docs/FUSION.md). */
+  bool all = true;
+  for (int i = 0; i < x->ndim; i++) all &= mask[i] || x->shape[i] == 1;
+  if (all && !is_arg(op) && (epi == EPI_NONE || epi == EPI_MEAN) &&
+      atomic_load_explicit(&x->storage->pending, memory_order_acquire)) {
+    int64_t oshape[CT_MAX_DIMS];
+    int ond = ct__reduce_out_shape(oshape, x->ndim, x->shape, mask, keepdim);
+    enum ct__deferred_reduce dop = epi == EPI_MEAN ? CT__DEFER_MEAN
+                                   : op == OP_PROD ? CT__DEFER_PROD
+                                   : op == OP_MAX  ? CT__DEFER_MAX
+                                   : op == OP_MIN  ? CT__DEFER_MIN
+                                                   : CT__DEFER_SUM;
+    CT__TRY(ct__deferred_reduce(&o, x, dop, odt, ond, oshape, fn));
+    if (o) {
+      *out = o;
+      return CT_OK;
+    }
+  }
   struct ct__red_geom g;
   /* argmax/argmin indices are row-major positions, so they walk the dims in order. */
   CT__TRY(ct__reduce_begin(&o, &g, x, mask, keepdim, odt, !is_arg(op), fn));
