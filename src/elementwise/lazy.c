@@ -78,6 +78,7 @@ struct ct__fnode {
   /* realize */
   bool needed, store;
   int kern;
+  int var;                     /* its variable in the generated kernel: v<var> (position there) */
   ct_tensor *tmp;              /* a temporary result, when store is set and out is NULL */
 };
 
@@ -440,6 +441,7 @@ struct ct__fgen {
   struct ct__fnode *outs[CT__FUSE_MAX_NODES];
   int nouts;
   bool strided;
+  bool cpu_red;   /* reductions take the CPU layout (chunks per work-item) */
 };
 
 static int ct__dt_code(ct_dtype t) {
@@ -504,11 +506,11 @@ static void ct__operand(struct ct__buf *b, struct ct__fgen *g, struct ct__fnode 
   struct ct__fnode *p = nd->src[j];
   if (p && p->kern == g->kk) {
     if (cond)
-      ct__put(b, "EW_M(, ((v%lu) & 1) != 0)", p->seq);
+      ct__put(b, "EW_M(, ((v%d) & 1) != 0)", p->var);
     else if (p->odt == CT_BOOL && g->k != CT_BOOL)
-      ct__put(b, "((EW_WB)((v%lu) & 1))", p->seq);
+      ct__put(b, "((EW_WB)((v%d) & 1))", p->var);
     else
-      ct__put(b, "v%lu", p->seq);
+      ct__put(b, "v%d", p->var);
     return;
   }
   (void)nop;
@@ -551,8 +553,104 @@ static void ct__put_tree(struct ct__buf *b, const char *dst) {
              "  if (t == 0) %s = lacc[0];\n", dst);
 }
 
+static void ct__gen_body(struct ct__buf *b, struct ct__fgen *g, struct ct__fnode **nodes, int nn,
+                         int (*opidx)[3], const char *guard) {
+  if (g->strided) {
+    ct__put(b, "  long r = i, c;\n");
+    for (int i = 0; i < g->nops; i++)
+      if (g->ops[i].kind == 2) ct__put(b, "  long a%d_o = a%d_off;\n", i, i);
+    for (int dd = g->ndim - 1; dd >= 0; dd--) {
+      ct__put(b, "  c = r %% shp.s%d;\n", dd);
+      if (dd) ct__put(b, "  r /= shp.s%d;\n", dd);
+      for (int i = 0; i < g->nops; i++)
+        if (g->ops[i].kind == 2 && g->ops[i].st[dd] != 0) ct__put(b, "  a%d_o += c * a%d_st.s%d;\n", i, i, dd);
+    }
+  }
+  for (int i = 0; i < g->nops; i++) {
+    const struct ct__fop *o = &g->ops[i];
+    char idx[48];
+    if (o->kind == 0) snprintf(idx, sizeof idx, "a%d_off + i", i);
+    else if (o->kind == 1) snprintf(idx, sizeof idx, "a%d_off", i);
+    else snprintf(idx, sizeof idx, "a%d_o", i);
+    if (o->cond)
+      ct__put(b, "  const EW_MT() x%d = EW_NZ(%d, a%d, %s);\n", i, ct__dt_code(o->dt), i, idx);
+    else
+      ct__put(b, "  const EW_WB x%d = EW_LOAD(%d, a%d, %s);\n", i, ct__dt_code(o->dt), i, idx);
+  }
+  int nsc = 0;
+  for (int a = 0; a < nn; a++) {
+    struct ct__fnode *nd = nodes[a];
+    if (nd->red >= 0) {
+      /* The reduction's input, converted to the accumulator as reduce.cl loads it. */
+      struct ct__fnode *p = nd->src[0];
+      if (p && p->kern == g->kk && p->odt == CT_BOOL && g->k != CT_BOOL)
+        ct__put(b, "  const fz_acc fz_in = (fz_acc)((v%d) & 1);\n", p->var);
+      else if (p && p->kern == g->kk)
+        ct__put(b, "  const fz_acc fz_in = (fz_acc)(v%d);\n", p->var);
+      else
+        ct__put(b, "  const fz_acc fz_in = (fz_acc)(x%d);\n", opidx[a][0]);
+      continue;
+    }
+    const char *f = ct__ew_op_fn(nd->l.op);
+    int np = ct__ew_op_nparams(nd->l.op);
+    ct__put(b, "  %s v%d = ", ct__node_var_type(nd), nd->var);
+    if (nd->l.op == CT__EW_CLAMP) {
+      /* ew_clamp's steps, with the bounds the call gave (ew_clamp takes which at build time). */
+      ct__operand(b, g, nd, 0, NULL, opidx[a]);
+      ct__put(b, ";\n");
+      if (nd->l.has_lo) {
+        ct__put(b, "  v%d = EW_SEL(, v%d, s%d, v%d < s%d);\n", nd->var, nd->var, nsc, nd->var, nsc);
+        g->sc[nsc++] = nd->l.s[0];
+      }
+      if (nd->l.has_hi) {
+        ct__put(b, "  v%d = EW_SEL(, v%d, s%d, v%d > s%d);\n", nd->var, nd->var, nsc, nd->var, nsc);
+        g->sc[nsc++] = nd->l.s[1];
+      }
+    } else {
+      ct__put(b, "%s(", f);
+      if (nd->l.spos == 1) {
+        ct__put(b, "s%d, ", nsc);
+        g->sc[nsc++] = nd->l.s[0];
+        ct__operand(b, g, nd, 0, NULL, opidx[a]);
+      } else {
+        for (int j = 0; j < nd->l.nin; j++) {
+          if (j) ct__put(b, ", ");
+          ct__operand(b, g, nd, j, NULL, opidx[a]);
+        }
+        if (nd->l.spos == 2) {
+          ct__put(b, ", s%d", nsc);
+          g->sc[nsc++] = nd->l.s[0];
+        } else if (np == 1) {
+          ct__put(b, ", s%d", nsc);
+          g->sc[nsc++] = nd->l.s[0];
+        }
+      }
+      ct__put(b, ");\n");
+    }
+    /* A 16-bit result is rounded as its store and a later load would round it. */
+    if (nd->odt == CT_F16) ct__put(b, "  v%d = ew_round_f16(v%d);\n", nd->var, nd->var);
+    if (nd->odt == CT_BF16) ct__put(b, "  v%d = ew_round_bf16(v%d);\n", nd->var, nd->var);
+  }
+  g->nsc = nsc;
+  if (guard && g->nouts) ct__put(b, "  if (%s) {\n", guard);
+  for (int o = 0; o < g->nouts; o++) {
+    struct ct__fnode *nd = g->outs[o];
+    if (nd->odt == CT_BOOL)
+      ct__put(b, "  o%d[o%d_off + i] = (uchar)((v%d) & 1);\n", o, o, nd->var);
+    else if (nd->odt == CT_F16)
+      ct__put(b, "  EW_STH(o%d, o%d_off + i, v%d);\n", o, o, nd->var);
+    else if (nd->odt == CT_BF16)
+      ct__put(b, "  EW_STBF(o%d, o%d_off + i, v%d);\n", o, o, nd->var);
+    else
+      ct__put(b, "  o%d[o%d_off + i] = v%d;\n", o, o, nd->var);
+  }
+  if (guard && g->nouts) ct__put(b, "  }\n");
+}
+
 static void ct__gen_kernel(struct ct__buf *b, struct ct__fgen *g, struct ct__fnode **nodes, int nn, const char *name,
                            bool full, struct ct__fnode *red) {
+  /* Variables are numbered by position, so equal graphs give equal sources (one build). */
+  for (int a = 0; a < nn; a++) nodes[a]->var = a;
   /* Operands first (their indices decide the parameter list). */
   int opidx[CT__FUSE_MAX_NODES][3];
   g->nops = 0;
@@ -603,114 +701,55 @@ static void ct__gen_kernel(struct ct__buf *b, struct ct__fgen *g, struct ct__fno
     for (int c = 0; c < cnt; c++) ct__put(b, "EW_WB s%d, ", nsc++);
   }
   if (g->strided) ct__put(b, "long8 shp, ");
-  if (red) {
-    /* Work-group w reduces elements [w * chunk, min(n, (w + 1) * chunk)), its work-items
-     * striding by the group size (neighbouring work-items on neighbouring elements), into
-     * part[w]; fz_final combines the parts. */
-    ct__put(b, "long chunk, long n, __global fz_acc *part, long part_off, __local fz_acc *lacc) {\n"
+  /* The work of one element i: index arithmetic, each memory operand loaded once (as the
+   * per-op kernels load it), the nodes in call order, the stores (under guard when given) and,
+   * with a reduction, its input as fz_in. Written once, pasted where the layout needs it. */
+  struct ct__buf body = {.skip = b->skip};
+  ct__gen_body(&body, g, nodes, nn, opidx, red ? (g->cpu_red ? NULL : "i0 < n") : NULL);
+  if (body.oom) b->oom = true;
+  const char *bt = body.p ? body.p : "";
+  if (red && g->cpu_red) {
+    /* CPUs: a work-item per chunk of contiguous elements, eight accumulators side by side
+     * (the compiler vectorises the inner loop of eight), blocks of 1024 elements combined
+     * pairwise into a running total: a few work-items keep every core busy without a
+     * local-memory tree, whose barriers PoCL runs slowly. */
+    ct__put(b, "long chunk, long n, __global fz_acc *part, long part_off) {\n"
+               "  const long w = (long)get_global_id(0), lo = w * chunk, hi = min(n, lo + chunk);\n"
+               "  fz_acc total = FZ_ID;\n"
+               "  for (long blk = lo; blk < hi; blk += 1024) {\n"
+               "    const long bhi = min(hi, blk + 1024);\n"
+               "    fz_acc accs[8] = {FZ_ID, FZ_ID, FZ_ID, FZ_ID, FZ_ID, FZ_ID, FZ_ID, FZ_ID};\n"
+               "    long j = blk;\n"
+               "    for (; j + 8 <= bhi; j += 8) {\n"
+               "      for (int u = 0; u < 8; u++) {\n"
+               "        const long i = j + u;\n%s"
+               "        accs[u] = FZ_COMB(accs[u], fz_in);\n"
+               "      }\n"
+               "    }\n"
+               "    for (; j < bhi; j++) {\n"
+               "      const long i = j;\n%s"
+               "      accs[0] = FZ_COMB(accs[0], fz_in);\n"
+               "    }\n"
+               "    total = FZ_COMB(total, FZ_COMB(FZ_COMB(FZ_COMB(accs[0], accs[1]), FZ_COMB(accs[2], accs[3])),\n"
+               "                                   FZ_COMB(FZ_COMB(accs[4], accs[5]), FZ_COMB(accs[6], accs[7]))));\n"
+               "  }\n"
+               "  part[part_off + w] = total;\n}\n", bt, bt);
+  } else if (red) {
+    /* GPUs: one element per work-item, a tree per work-group into part[group]. Work-items past
+     * n compute element n - 1 and contribute the identity (no branch around the arithmetic). */
+    ct__put(b, "long n, __global fz_acc *part, long part_off, __local fz_acc *lacc) {\n"
                "  const int t = (int)get_local_id(0), L = (int)get_local_size(0);\n"
-               "  const long lo = (long)get_group_id(0) * chunk, hi = min(n, lo + chunk);\n"
-               "  fz_acc acc = FZ_ID;\n"
-               "  for (long i = lo + t; i < hi; i += L) {\n");
+               "  const long i0 = (long)get_global_id(0), i = min(i0, n - 1);\n%s"
+               "  fz_acc acc = i0 < n ? fz_in : FZ_ID;\n", bt);
+    ct__put_tree(b, "part[part_off + get_group_id(0)]");
+    ct__put(b, "}\n");
   } else {
     ct__put(b, "long base, long n) {\n  long i = base + (long)get_global_id(0);\n");
     if (!full) ct__put(b, "  if (i >= n) return;\n");
     else ct__put(b, "  (void)n;\n");
+    ct__put(b, "%s}\n", bt);
   }
-  if (g->strided) {
-    ct__put(b, "  long r = i, c;\n");
-    for (int i = 0; i < g->nops; i++)
-      if (g->ops[i].kind == 2) ct__put(b, "  long a%d_o = a%d_off;\n", i, i);
-    for (int dd = g->ndim - 1; dd >= 0; dd--) {
-      ct__put(b, "  c = r %% shp.s%d;\n", dd);
-      if (dd) ct__put(b, "  r /= shp.s%d;\n", dd);
-      for (int i = 0; i < g->nops; i++)
-        if (g->ops[i].kind == 2 && g->ops[i].st[dd] != 0) ct__put(b, "  a%d_o += c * a%d_st.s%d;\n", i, i, dd);
-    }
-  }
-  /* Each memory operand loaded once, as the per-op kernels load it. */
-  for (int i = 0; i < g->nops; i++) {
-    const struct ct__fop *o = &g->ops[i];
-    char idx[48];
-    if (o->kind == 0) snprintf(idx, sizeof idx, "a%d_off + i", i);
-    else if (o->kind == 1) snprintf(idx, sizeof idx, "a%d_off", i);
-    else snprintf(idx, sizeof idx, "a%d_o", i);
-    if (o->cond)
-      ct__put(b, "  const EW_MT() x%d = EW_NZ(%d, a%d, %s);\n", i, ct__dt_code(o->dt), i, idx);
-    else
-      ct__put(b, "  const EW_WB x%d = EW_LOAD(%d, a%d, %s);\n", i, ct__dt_code(o->dt), i, idx);
-  }
-  nsc = 0;
-  for (int a = 0; a < nn; a++) {
-    struct ct__fnode *nd = nodes[a];
-    if (nd->red >= 0) {
-      /* The reduction's input, converted to the accumulator as reduce.cl loads it. */
-      struct ct__fnode *p = nd->src[0];
-      if (p && p->kern == g->kk && p->odt == CT_BOOL && g->k != CT_BOOL)
-        ct__put(b, "  acc = FZ_COMB(acc, (fz_acc)((v%lu) & 1));\n", p->seq);
-      else if (p && p->kern == g->kk)
-        ct__put(b, "  acc = FZ_COMB(acc, (fz_acc)(v%lu));\n", p->seq);
-      else
-        ct__put(b, "  acc = FZ_COMB(acc, (fz_acc)(x%d));\n", opidx[a][0]);
-      continue;
-    }
-    const char *f = ct__ew_op_fn(nd->l.op);
-    int np = ct__ew_op_nparams(nd->l.op);
-    ct__put(b, "  %s v%lu = ", ct__node_var_type(nd), nd->seq);
-    if (nd->l.op == CT__EW_CLAMP) {
-      /* ew_clamp's steps, with the bounds the call gave (ew_clamp takes which at build time). */
-      ct__operand(b, g, nd, 0, NULL, opidx[a]);
-      ct__put(b, ";\n");
-      if (nd->l.has_lo) {
-        ct__put(b, "  v%lu = EW_SEL(, v%lu, s%d, v%lu < s%d);\n", nd->seq, nd->seq, nsc, nd->seq, nsc);
-        g->sc[nsc++] = nd->l.s[0];
-      }
-      if (nd->l.has_hi) {
-        ct__put(b, "  v%lu = EW_SEL(, v%lu, s%d, v%lu > s%d);\n", nd->seq, nd->seq, nsc, nd->seq, nsc);
-        g->sc[nsc++] = nd->l.s[1];
-      }
-    } else {
-      ct__put(b, "%s(", f);
-      if (nd->l.spos == 1) {
-        ct__put(b, "s%d, ", nsc);
-        g->sc[nsc++] = nd->l.s[0];
-        ct__operand(b, g, nd, 0, NULL, opidx[a]);
-      } else {
-        for (int j = 0; j < nd->l.nin; j++) {
-          if (j) ct__put(b, ", ");
-          ct__operand(b, g, nd, j, NULL, opidx[a]);
-        }
-        if (nd->l.spos == 2) {
-          ct__put(b, ", s%d", nsc);
-          g->sc[nsc++] = nd->l.s[0];
-        } else if (np == 1) {
-          ct__put(b, ", s%d", nsc);
-          g->sc[nsc++] = nd->l.s[0];
-        }
-      }
-      ct__put(b, ");\n");
-    }
-    /* A 16-bit result is rounded as its store and a later load would round it. */
-    if (nd->odt == CT_F16) ct__put(b, "  v%lu = ew_round_f16(v%lu);\n", nd->seq, nd->seq);
-    if (nd->odt == CT_BF16) ct__put(b, "  v%lu = ew_round_bf16(v%lu);\n", nd->seq, nd->seq);
-  }
-  g->nsc = nsc;
-  for (int o = 0; o < g->nouts; o++) {
-    struct ct__fnode *nd = g->outs[o];
-    if (nd->odt == CT_BOOL)
-      ct__put(b, "  o%d[o%d_off + i] = (uchar)((v%lu) & 1);\n", o, o, nd->seq);
-    else if (nd->odt == CT_F16)
-      ct__put(b, "  EW_STH(o%d, o%d_off + i, v%lu);\n", o, o, nd->seq);
-    else if (nd->odt == CT_BF16)
-      ct__put(b, "  EW_STBF(o%d, o%d_off + i, v%lu);\n", o, o, nd->seq);
-    else
-      ct__put(b, "  o%d[o%d_off + i] = v%lu;\n", o, o, nd->seq);
-  }
-  if (red) {
-    ct__put(b, "  }\n");
-    ct__put_tree(b, "part[part_off + get_group_id(0)]");
-  }
-  ct__put(b, "}\n");
+  free(body.p);
 }
 
 /* The second pass of a fused reduction: one work-group combines the parts and writes the
@@ -775,18 +814,22 @@ struct ct__fkern {
   int64_t parts, chunk;
 };
 
-/* Work-groups of a fused reduction's first pass: enough for every compute unit several times,
- * each at least 32 elements per work-item. */
-static void ct__red_split(struct ct__fkern *K, size_t local) {
-  int64_t cu = K->dev->props.compute_units ? K->dev->props.compute_units : 1;
-  int64_t want = 4 * cu, per = (int64_t)local * 32;
-  int64_t parts = (K->n + per - 1) / per;
-  if (parts > want) parts = want;
-  if (parts < 1) parts = 1;
-  int64_t chunk = (K->n + parts - 1) / parts;
-  chunk = (chunk + (int64_t)local - 1) / (int64_t)local * (int64_t)local;
-  K->chunk = chunk;
-  K->parts = (K->n + chunk - 1) / chunk;
+/* A fused reduction's first pass. GPUs: a work-item per element, a partial per work-group of
+ * `local`. CPUs: a work-item (alone in its group) per chunk, four per compute unit, chunks of
+ * at least 8192 elements. */
+static void ct__red_split(struct ct__fkern *K, size_t local, bool cpu) {
+  if (cpu) {
+    int64_t cu = K->dev->props.compute_units ? K->dev->props.compute_units : 1;
+    int64_t parts = (K->n + 8191) / 8192;
+    if (parts > 4 * cu) parts = 4 * cu;
+    if (parts < 1) parts = 1;
+    int64_t chunk = (K->n + parts - 1) / parts;
+    K->chunk = (chunk + 7) / 8 * 8;
+    K->parts = (K->n + K->chunk - 1) / K->chunk;
+    return;
+  }
+  K->chunk = (int64_t)local;
+  K->parts = (K->n + (int64_t)local - 1) / (int64_t)local;
 }
 
 static void ct__karg_common(struct ct__kargs *a, struct ct__fgen *g) {
@@ -832,13 +875,13 @@ static ct_status ct__launch_kernel(ct__kernel *k, struct ct__fgen *g, int64_t ba
 /* Both passes of a kernel with a trailing reduction. */
 static ct_status ct__launch_reduce(struct ct__fkern *K, struct ct__fgen *g, const char *fn) {
   atomic_fetch_add(&ct__fstats.launches, 2);
-  size_t local = ct__kernel_group_size(K->kc), accsz = ct__acc_size(K->red->l.k);
+  size_t local = g->cpu_red ? 1 : ct__kernel_group_size(K->kc), accsz = ct__acc_size(K->red->l.k);
   struct ct__kargs a = ct__kargs_lock(K->kc);
   ct__karg_common(&a, g);
-  ct__karg_long(&a, "chunk", K->chunk);
+  if (g->cpu_red) ct__karg_long(&a, "chunk", K->chunk);
   ct__karg_long(&a, "n", g->n);
   ct__karg_tensor(&a, "part", K->part, 0);
-  ct__karg_local(&a, "lacc", local * accsz);
+  if (!g->cpu_red) ct__karg_local(&a, "lacc", local * accsz);
   ct_status st = ct__kargs_end(&a, fn);
   if (st == CT_OK) {
     size_t global = (size_t)K->parts * local;
@@ -901,6 +944,7 @@ static void ct__unschedule(void) {
 }
 
 static void ct__fgen_set(struct ct__fgen *g, int q, const struct ct__fkern *K) {
+  g->cpu_red = K->dev->props.type == CT_DEVICE_CPU && !ct__ew_gpu_paths;
   g->kk = q;
   g->dev = K->dev;
   g->k = K->k;
@@ -1017,7 +1061,7 @@ static ct_status ct__realize_locked(const char *fn) {
       ct__gen_final(&b, K->red, fname);
       if (!b.oom) st = ct__lru_get(&K->kfin, K->dev, b.p, fname, opts);
       if (st == CT_OK && !b.oom) {
-        ct__red_split(K, ct__kernel_group_size(K->kc));
+        ct__red_split(K, ct__kernel_group_size(K->kc), g->cpu_red);
         int64_t pn = K->parts;
         ct_dtype adt = K->red->l.k == CT_F64 ? CT_F64 : ct_dtype_is_float(K->red->l.k) ? CT_F32 : CT_I64;
         st = ct__tensor_new(&K->part, K->dev, adt, 1, &pn, fn);
