@@ -511,6 +511,12 @@ ct_status ct__deferred_reduce(ct_tensor **out, const ct_tensor *x, enum ct__defe
   return h && h->reduce ? h->reduce(out, x, op, odt, ondim, oshape, fn) : CT_OK;
 }
 
+ct_status ct__deferred_cast(ct_tensor **out, const ct_tensor *x, ct_dtype dt, const char *fn) {
+  *out = NULL;
+  const struct ct__deferred_hooks *h = atomic_load_explicit(&ct__deferred, memory_order_acquire);
+  return h && h->cast ? h->cast(out, x, dt, fn) : CT_OK;
+}
+
 void ct__deferred_storage_dead(void *storage) {
   const struct ct__deferred_hooks *h = atomic_load_explicit(&ct__deferred, memory_order_acquire);
   if (h) h->storage_dead(storage);

@@ -113,6 +113,10 @@ struct ct__deferred_hooks {
    * caller reduces as usual). */
   ct_status (*reduce)(ct_tensor **out, const ct_tensor *x, enum ct__deferred_reduce op, ct_dtype odt, int ondim,
                       const int64_t *oshape, const char *fn);
+  /* ct_cast of x to dt recorded as a node, for the conversions whose fused form gives
+   * ct_cast()'s bits (into floating dtypes from floats and small integers); *out NULL when not
+   * recorded (the caller copies as usual). */
+  ct_status (*cast)(ct_tensor **out, const ct_tensor *x, ct_dtype dt, const char *fn);
 };
 void ct__deferred_install(const struct ct__deferred_hooks *h);
 ct_status ct__deferred_realize_slow(const char *fn);
@@ -121,6 +125,8 @@ static inline ct_status ct__deferred_realize(const char *fn) {
   return ct__deferred_realize_slow(fn);
 }
 void ct__deferred_storage_dead(void *storage);
+/* The cast hook, or *out NULL when none is installed (tensor/copy.c: ct_cast). */
+ct_status ct__deferred_cast(ct_tensor **out, const ct_tensor *x, ct_dtype dt, const char *fn);
 /* The reduce hook, or *out NULL when none is installed (reduce/: full reductions). */
 ct_status ct__deferred_reduce(ct_tensor **out, const ct_tensor *x, enum ct__deferred_reduce op, ct_dtype odt,
                               int ondim, const int64_t *oshape, const char *fn);

@@ -75,6 +75,7 @@ struct ct__fnode {
    * the input's, the result one element of dtype odt (mean: sum divided by n). */
   int red;
   bool mean;
+  bool cast;                   /* ct_cast: the value of its input converted to odt (= l.k) */
   /* realize */
   bool needed, store;
   int kern;
@@ -186,16 +187,15 @@ static void ct__node_free(struct ct__fnode *nd) {
 
 static ct_status ct__realize_locked(const char *fn);
 
-ct_status ct__ew_defer(const char *fn, const struct ct__ew_launch *l, ct_tensor *out) {
-  bool on;
-  CT__TRY(ct__fusion_on(&on, fn));
+/* Records the launch l into out (cast: ct_cast's conversion, l->k the result dtype). What can't
+ * be recorded runs now, except a cast, which has no per-op launch here: its failure is returned. */
+static ct_status ct__ew_defer_node(const char *fn, const struct ct__ew_launch *l, ct_tensor *out, bool cast) {
   int64_t off;
-  /* Nothing to defer, or a result the fused store can't address: run it now. */
-  if (!on || ct_numel(out) == 0 || !ct__tensor_elem_offset(out, &off) || !ct_tensor_is_contiguous(out) ||
-      (out->dtype != l->k && out->dtype != CT_BOOL))
-    return ct__ew_run(fn, l, out);
+  if (!ct__tensor_elem_offset(out, &off)) return cast ? ct__error(CT_ERR_INTERNAL, "%s: misaligned result", fn) : ct__ew_run(fn, l, out);
   struct ct__fnode *nd = calloc(1, sizeof *nd);
-  if (!nd) return ct__ew_run(fn, l, out);
+  if (!nd)
+    return cast ? ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn) : ct__ew_run(fn, l, out);
+  nd->cast = cast;
   nd->l = *l;
   nd->dev = out->storage->device;
   nd->odt = out->dtype;
@@ -220,7 +220,8 @@ ct_status ct__ew_defer(const char *fn, const struct ct__ew_launch *l, ct_tensor 
     ct__held = false;
     pthread_mutex_unlock(&G.lock);
     free(nd);
-    return st != CT_OK ? st : ct__ew_run(fn, l, out);
+    if (st == CT_OK && cast) st = ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    return st != CT_OK || cast ? st : ct__ew_run(fn, l, out);
   }
   for (int j = 0; j < l->nin; j++) {
     const ct_tensor *t = l->in[j];
@@ -241,6 +242,15 @@ ct_status ct__ew_defer(const char *fn, const struct ct__ew_launch *l, ct_tensor 
   ct__held = false;
   pthread_mutex_unlock(&G.lock);
   return st;
+}
+
+ct_status ct__ew_defer(const char *fn, const struct ct__ew_launch *l, ct_tensor *out) {
+  bool on;
+  CT__TRY(ct__fusion_on(&on, fn));
+  /* Nothing to defer, or a result the fused store can't address: run it now. */
+  if (!on || ct_numel(out) == 0 || !ct_tensor_is_contiguous(out) || (out->dtype != l->k && out->dtype != CT_BOOL))
+    return ct__ew_run(fn, l, out);
+  return ct__ew_defer_node(fn, l, out, false);
 }
 
 /* The device.h hook behind reduce/'s full reductions (sum, prod, max, min; mean as a sum divided
@@ -294,6 +304,35 @@ static ct_status ct__defer_reduce(ct_tensor **out, const ct_tensor *x, enum ct__
   if (G.n >= CT__FUSE_MAX_NODES) st = ct__realize_locked(fn);
   ct__held = false;
   pthread_mutex_unlock(&G.lock);
+  if (st != CT_OK) {
+    ct_release(o);
+    return st;
+  }
+  *out = o;
+  return CT_OK;
+}
+
+/* Casts whose fused form (a load converted to the compute dtype, stored as the result) gives
+ * ct_cast()'s bits: into a floating dtype, from a float or an integer every value of which a
+ * float holds exactly (wider integers would round twice on the way to f16). */
+static bool ct__cast_fusable(ct_dtype from, ct_dtype to) {
+  if (!ct_dtype_is_float(to)) return false;
+  switch (from) {
+  case CT_F16: case CT_BF16: case CT_F32: case CT_F64: case CT_BOOL: case CT_U8: case CT_I8: case CT_I16:
+  case CT_U16: return true;
+  default: return false;
+  }
+}
+
+static ct_status ct__defer_cast(ct_tensor **out, const ct_tensor *x, ct_dtype dt, const char *fn) {
+  *out = NULL;
+  bool on;
+  CT__TRY(ct__fusion_on(&on, fn));
+  if (!on || ct_numel(x) == 0 || !ct__cast_fusable(x->dtype, dt)) return CT_OK;
+  ct_tensor *o = NULL;
+  CT__TRY(ct__tensor_new(&o, x->storage->device, dt, x->ndim, x->shape, fn));
+  struct ct__ew_launch l = {.op = CT__EW_OP_COUNT, .nin = 1, .in = {x}, .k = dt};
+  ct_status st = ct__ew_defer_node(fn, &l, o, true);
   if (st != CT_OK) {
     ct_release(o);
     return st;
@@ -591,10 +630,12 @@ static void ct__gen_body(struct ct__buf *b, struct ct__fgen *g, struct ct__fnode
         ct__put(b, "  const fz_acc fz_in = (fz_acc)(x%d);\n", opidx[a][0]);
       continue;
     }
-    const char *f = ct__ew_op_fn(nd->l.op);
-    int np = ct__ew_op_nparams(nd->l.op);
     ct__put(b, "  %s v%d = ", ct__node_var_type(nd), nd->var);
-    if (nd->l.op == CT__EW_CLAMP) {
+    if (nd->cast) {
+      /* The input as the compute dtype (the result's) loads it: ct_cast's conversion. */
+      ct__operand(b, g, nd, 0, NULL, opidx[a]);
+      ct__put(b, ";\n");
+    } else if (nd->l.op == CT__EW_CLAMP) {
       /* ew_clamp's steps, with the bounds the call gave (ew_clamp takes which at build time). */
       ct__operand(b, g, nd, 0, NULL, opidx[a]);
       ct__put(b, ";\n");
@@ -607,7 +648,8 @@ static void ct__gen_body(struct ct__buf *b, struct ct__fgen *g, struct ct__fnode
         g->sc[nsc++] = nd->l.s[1];
       }
     } else {
-      ct__put(b, "%s(", f);
+      int np = ct__ew_op_nparams(nd->l.op);
+      ct__put(b, "%s(", ct__ew_op_fn(nd->l.op));
       if (nd->l.spos == 1) {
         ct__put(b, "s%d, ", nsc);
         g->sc[nsc++] = nd->l.s[0];
@@ -628,7 +670,8 @@ static void ct__gen_body(struct ct__buf *b, struct ct__fgen *g, struct ct__fnode
       ct__put(b, ");\n");
     }
     /* A 16-bit result is rounded as its store and a later load would round it. */
-    if (nd->odt == CT_F16) ct__put(b, "  v%d = ew_round_f16(v%d);\n", nd->var, nd->var);
+    if (nd->odt == CT_F16)
+      ct__put(b, "  v%d = ew_round_f16(v%d);\n", nd->var, nd->var);
     if (nd->odt == CT_BF16) ct__put(b, "  v%d = ew_round_bf16(v%d);\n", nd->var, nd->var);
   }
   g->nsc = nsc;
@@ -662,7 +705,7 @@ static void ct__gen_kernel(struct ct__buf *b, struct ct__fgen *g, struct ct__fno
     for (int j = 0; j < nd->l.nin; j++) {
       opidx[a][j] = -1;
       struct ct__fnode *p = nd->src[j];
-      bool cond = nd->l.op == CT__EW_WHERE && j == 0 && nd->red < 0;
+      bool cond = nd->l.op == CT__EW_WHERE && j == 0 && nd->red < 0 && !nd->cast;
       if (p && p->kern == g->kk) continue;
       if (p) {
         int64_t st[CT_MAX_DIMS];
@@ -695,7 +738,7 @@ static void ct__gen_kernel(struct ct__buf *b, struct ct__fgen *g, struct ct__fno
   int nsc = 0;
   for (int a = 0; a < nn; a++) {
     struct ct__fnode *nd = nodes[a];
-    if (nd->red >= 0) continue;
+    if (nd->red >= 0 || nd->cast) continue;
     int np = ct__ew_op_nparams(nd->l.op);
     int cnt = nd->l.op == CT__EW_CLAMP ? (nd->l.has_lo + nd->l.has_hi) : (nd->l.spos ? 1 : 0) + (np == 1 ? 1 : 0);
     for (int c = 0; c < cnt; c++) ct__put(b, "EW_WB s%d, ", nsc++);
@@ -783,6 +826,7 @@ static void ct__gen_final(struct ct__buf *b, const struct ct__fnode *red, const 
 static const char *const ct__red_names[] = {"sum", "prod", "max", "min"};
 
 static const char *ct__node_name(const struct ct__fnode *nd) {
+  if (nd->cast) return "cast";
   if (nd->red >= 0) return nd->mean ? "mean" : ct__red_names[nd->red];
   const char *f = ct__ew_op_fn(nd->l.op);
   return strncmp(f, "ew_", 3) == 0 ? f + 3 : f;
@@ -1162,6 +1206,7 @@ static const struct ct__deferred_hooks ct__hooks = {
     .storage_dead = ct__storage_dead,
     .drop = ct__drop,
     .reduce = ct__defer_reduce,
+    .cast = ct__defer_cast,
 };
 
 __attribute__((constructor)) static void ct__fusion_install(void) { ct__deferred_install(&ct__hooks); }

@@ -301,7 +301,9 @@ ct_status ct_contiguous(ct_tensor **out, const ct_tensor *t) {
 ct_status ct_cast(ct_tensor **out, const ct_tensor *t, ct_dtype dt) {
   CT__TRY(ct__op_begin(out, t, "ct_cast"));
   ct_tensor *r = NULL;
-  CT__TRY(ct__contiguous(&r, t, dt, 1, "ct_cast"));
+  /* Recorded by the fusion graph where its kernels convert as the copy kernel does. */
+  if ((unsigned)dt < CT_DTYPE_COUNT) CT__TRY(ct__deferred_cast(&r, t, dt, "ct_cast"));
+  if (!r) CT__TRY(ct__contiguous(&r, t, dt, 1, "ct_cast"));
   /* A cast to an integer or bool dtype records nothing (ct__grad_record: not differentiable). */
   return ct__copy_result(out, r, t, CT__GOP_CAST, "ct_cast");
 }

@@ -76,8 +76,9 @@ static double chain_reduce(ct_device *d, bool fused, ct_dtype dt, const ct_tenso
   ck_assert_ct_ok(reduce(&r, p, op, false));
   ct_release(p);
   ck_assert_int_eq(ct_tensor_ndim(r), 0);
-  double v = read1(r);
+  ck_assert_ct_ok(ct_device_synchronize(d));
   ct__fusion_stats(&s1);
+  double v = read1(r);
   if (kernels) *kernels = s1.kernels - s0.kernels;
   ct_release(r);
   ct_release(ac);
