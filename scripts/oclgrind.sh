@@ -83,7 +83,7 @@ fi
 # The CI subset: every kernel family that is quick enough on the simulator (the reduce and
 # random suites take 7-12 minutes there; run them by hand with --suite reduce --suite random).
 ci_tests="tensor-basic tensor-views tensor-cast tensor-transfer tensor-print softmax linalg-matmul-clblast
-  elementwise-binary elementwise-unary elementwise-scalar elementwise-promote elementwise-layout shape"
+  elementwise-binary elementwise-unary elementwise-scalar elementwise-promote elementwise-layout shape fusion-cast"
 build="$root/${BUILD_DIR:-build-test}"
 if [ ! -f "$build/build.ninja" ]; then
   meson setup "$build" "$root" -Dwerror=true
