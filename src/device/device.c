@@ -517,6 +517,12 @@ ct_status ct__deferred_cast(ct_tensor **out, const ct_tensor *x, ct_dtype dt, co
   return h && h->cast ? h->cast(out, x, dt, fn) : CT_OK;
 }
 
+ct_status ct__deferred_softmax(ct_tensor **out, const ct_tensor *x, bool log, const char *fn) {
+  *out = NULL;
+  const struct ct__deferred_hooks *h = atomic_load_explicit(&ct__deferred, memory_order_acquire);
+  return h && h->softmax ? h->softmax(out, x, log, fn) : CT_OK;
+}
+
 void ct__deferred_storage_dead(void *storage) {
   const struct ct__deferred_hooks *h = atomic_load_explicit(&ct__deferred, memory_order_acquire);
   if (h) h->storage_dead(storage);

@@ -117,6 +117,9 @@ struct ct__deferred_hooks {
    * ct_cast()'s bits (into floating dtypes from floats and small integers); *out NULL when not
    * recorded (the caller copies as usual). */
   ct_status (*cast)(ct_tensor **out, const ct_tensor *x, ct_dtype dt, const char *fn);
+  /* softmax (log: log_softmax) of x over its last dim, x a float tensor that a recorded node
+   * will write whole; *out NULL when not recorded. */
+  ct_status (*softmax)(ct_tensor **out, const ct_tensor *x, bool log, const char *fn);
 };
 void ct__deferred_install(const struct ct__deferred_hooks *h);
 ct_status ct__deferred_realize_slow(const char *fn);
@@ -125,6 +128,8 @@ static inline ct_status ct__deferred_realize(const char *fn) {
   return ct__deferred_realize_slow(fn);
 }
 void ct__deferred_storage_dead(void *storage);
+/* The softmax hook, or *out NULL when none is installed (reduce/softmax.c). */
+ct_status ct__deferred_softmax(ct_tensor **out, const ct_tensor *x, bool log, const char *fn);
 /* The cast hook, or *out NULL when none is installed (tensor/copy.c: ct_cast). */
 ct_status ct__deferred_cast(ct_tensor **out, const ct_tensor *x, ct_dtype dt, const char *fn);
 /* The reduce hook, or *out NULL when none is installed (reduce/: full reductions). */

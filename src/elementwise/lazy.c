@@ -56,7 +56,9 @@
  * this is released. */
 #define CT__FUSE_LRU 256
 
-enum { CT__FR_SUM, CT__FR_PROD, CT__FR_MAX, CT__FR_MIN };
+/* Trailing ops of a kernel: the reductions, and softmax / log_softmax over the last dim. */
+enum { CT__FR_SUM, CT__FR_PROD, CT__FR_MAX, CT__FR_MIN, CT__FR_SOFTMAX, CT__FR_LOG_SOFTMAX };
+#define CT__FR_IS_SOFTMAX(r) ((r) >= CT__FR_SOFTMAX)
 
 struct ct__fnode {
   struct ct__ew_launch l;      /* l.in[j]: leaf[j], or NULL for an edge */
@@ -159,7 +161,9 @@ static struct ct__fnode *ct__writer(const ct__storage *s) {
 /* t reads the whole result of p in p's order: p's own result tensor (or a reshape of it that
  * only adds or drops leading 1s). */
 static bool ct__reads_whole(const ct_tensor *t, const struct ct__fnode *p) {
-  if (p->red >= 0) return false; /* its result is one element, not its shape's */
+  /* A reduction's result is one element, not its shape's; softmax's values exist only after
+   * its kernel's last pass. */
+  if (p->red >= 0) return false;
   if (t->dtype != p->odt || !ct_tensor_is_contiguous(t)) return false;
   int64_t off;
   if (!ct__tensor_elem_offset(t, &off) || off != p->out_off) return false;
@@ -333,6 +337,60 @@ static ct_status ct__defer_cast(ct_tensor **out, const ct_tensor *x, ct_dtype dt
   CT__TRY(ct__tensor_new(&o, x->storage->device, dt, x->ndim, x->shape, fn));
   struct ct__ew_launch l = {.op = CT__EW_OP_COUNT, .nin = 1, .in = {x}, .k = dt};
   ct_status st = ct__ew_defer_node(fn, &l, o, true);
+  if (st != CT_OK) {
+    ct_release(o);
+    return st;
+  }
+  *out = o;
+  return CT_OK;
+}
+
+/* The device.h hook behind ct_softmax / ct_log_softmax over the last dim of a tensor that is a
+ * recorded node's whole result: recorded as the producer kernel's trailing op. */
+static ct_status ct__defer_softmax(ct_tensor **out, const ct_tensor *x, bool log, const char *fn) {
+  *out = NULL;
+  bool on;
+  CT__TRY(ct__fusion_on(&on, fn));
+  if (!on || x->ndim == 0 || !atomic_load_explicit(&x->storage->pending, memory_order_acquire)) return CT_OK;
+  struct ct__fnode *nd = calloc(1, sizeof *nd);
+  if (!nd) return CT_OK;
+  ct_tensor *o = NULL;
+  ct_status st = ct__tensor_new(&o, x->storage->device, x->dtype, x->ndim, x->shape, fn);
+  int64_t off;
+  if (st != CT_OK || !ct__tensor_elem_offset(o, &off)) {
+    free(nd);
+    ct_release(o);
+    return st;
+  }
+  pthread_mutex_lock(&G.lock);
+  ct__held = true;
+  struct ct__fnode *p = ct__writer(x->storage);
+  if (!p || !ct__reads_whole(x, p) || !ct__room()) {
+    ct__held = false;
+    pthread_mutex_unlock(&G.lock);
+    free(nd);
+    ct_release(o);
+    return CT_OK;
+  }
+  nd->l.nin = 1;
+  nd->l.k = p->l.k;
+  nd->src[0] = p;
+  nd->dev = p->dev;
+  nd->odt = x->dtype;
+  nd->ndim = p->ndim;
+  memcpy(nd->shape, p->shape, sizeof p->shape);
+  nd->n = p->n;
+  nd->red = log ? CT__FR_LOG_SOFTMAX : CT__FR_SOFTMAX;
+  nd->fn = fn;
+  nd->out = o->storage;
+  nd->out_off = off;
+  atomic_store_explicit(&o->storage->pending, true, memory_order_release);
+  nd->seq = ++G.seq;
+  G.v[G.n++] = nd;
+  atomic_fetch_add_explicit(&ct__deferred_nodes, 1, memory_order_release);
+  if (G.n >= CT__FUSE_MAX_NODES) st = ct__realize_locked(fn);
+  ct__held = false;
+  pthread_mutex_unlock(&G.lock);
   if (st != CT_OK) {
     ct_release(o);
     return st;
@@ -569,6 +627,7 @@ static void ct__red_defs(struct ct__buf *b, int red, ct_dtype k) {
   const char *acc = ct__acc_type(k);
   bool flt = ct_dtype_is_float(k);
   ct__put(b, "typedef %s fz_acc;\n", acc);
+  if (CT__FR_IS_SOFTMAX(red)) return;
   switch (red) {
   case CT__FR_SUM: ct__put(b, "#define FZ_ID ((fz_acc)0)\n#define FZ_COMB(a, v) ((a) + (v))\n"); break;
   case CT__FR_PROD: ct__put(b, "#define FZ_ID ((fz_acc)1)\n#define FZ_COMB(a, v) ((a) * (v))\n"); break;
@@ -748,10 +807,54 @@ static void ct__gen_kernel(struct ct__buf *b, struct ct__fgen *g, struct ct__fno
    * per-op kernels load it), the nodes in call order, the stores (under guard when given) and,
    * with a reduction, its input as fz_in. Written once, pasted where the layout needs it. */
   struct ct__buf body = {.skip = b->skip};
-  ct__gen_body(&body, g, nodes, nn, opidx, red ? (g->cpu_red ? NULL : "i0 < n") : NULL);
+  ct__gen_body(&body, g, nodes, nn, opidx, red && !CT__FR_IS_SOFTMAX(red->red) && !g->cpu_red ? "i0 < n" : NULL);
   if (body.oom) b->oom = true;
   const char *bt = body.p ? body.p : "";
-  if (red && g->cpu_red) {
+  if (red && CT__FR_IS_SOFTMAX(red->red)) {
+    /* A work-item per row of ncols elements: the producer's values (and the results kept) in a
+     * first pass, which also writes the values into the result (its dtype's rounding, as a
+     * store and a load) and finds the row's max; then the sum of exp(x - max) (one serial sum:
+     * the order differs from ct_softmax's own blocked sum); then the results. A NaN makes the
+     * whole row NaN, as in softmax.cl. */
+    int dc = ct__dt_code(red->odt);
+    const char *ld = red->odt == CT_F16 ? "EW_LDH(so, so_off + i)" : red->odt == CT_BF16 ? "EW_LDBF(so, so_off + i)"
+                                                                                       : "so[so_off + i]";
+    char st1[96], st3[96];
+    if (red->odt == CT_F16) {
+      snprintf(st1, sizeof st1, "EW_STH(so, so_off + i, fz_in)");
+      snprintf(st3, sizeof st3, "EW_STH(so, so_off + i, y)");
+    } else if (red->odt == CT_BF16) {
+      snprintf(st1, sizeof st1, "EW_STBF(so, so_off + i, fz_in)");
+      snprintf(st3, sizeof st3, "EW_STBF(so, so_off + i, y)");
+    } else {
+      snprintf(st1, sizeof st1, "so[so_off + i] = fz_in");
+      snprintf(st3, sizeof st3, "so[so_off + i] = y");
+    }
+    ct__put(b, "long ncols, long nrows, __global CT_T(%d) *so, long so_off) {\n"
+               "  const long row = (long)get_global_id(0);\n"
+               "  if (row >= nrows) return;\n"
+               "  fz_acc m = (fz_acc)(-INFINITY);\n"
+               "  for (long jj = 0; jj < ncols; jj++) {\n"
+               "    const long i = row * ncols + jj;\n%s"
+               "    %s;\n"
+               "    const fz_acc x = %s;\n"
+               "    m = (x > m || isnan(x)) ? x : m;\n"
+               "  }\n"
+               "  fz_acc sum = 0;\n"
+               "  for (long jj = 0; jj < ncols; jj++) {\n"
+               "    const long i = row * ncols + jj;\n"
+               "    sum += exp(%s - m);\n"
+               "  }\n"
+               "  const fz_acc logs = log(sum);\n"
+               "  for (long jj = 0; jj < ncols; jj++) {\n"
+               "    const long i = row * ncols + jj;\n"
+               "    const fz_acc x = %s;\n"
+               "    const fz_acc y = %s;\n"
+               "    %s;\n"
+               "  }\n"
+               "  (void)logs;\n}\n",
+            dc, bt, st1, ld, ld, ld, red->red == CT__FR_LOG_SOFTMAX ? "(x - m) - logs" : "exp(x - m) / sum", st3);
+  } else if (red && g->cpu_red) {
     /* CPUs: a work-item per chunk of contiguous elements, eight accumulators side by side
      * (the compiler vectorises the inner loop of eight), blocks of 1024 elements combined
      * pairwise into a running total: a few work-items keep every core busy without a
@@ -823,7 +926,7 @@ static void ct__gen_final(struct ct__buf *b, const struct ct__fnode *red, const 
   ct__put(b, "}\n");
 }
 
-static const char *const ct__red_names[] = {"sum", "prod", "max", "min"};
+static const char *const ct__red_names[] = {"sum", "prod", "max", "min", "softmax", "log_softmax"};
 
 static const char *ct__node_name(const struct ct__fnode *nd) {
   if (nd->cast) return "cast";
@@ -946,6 +1049,27 @@ static ct_status ct__launch_reduce(struct ct__fkern *K, struct ct__fgen *g, cons
   st = ct__kargs_end(&a, fn);
   if (st == CT_OK) st = ct__kernel_launch(K->kfin, g->dev, 1, &l2, &l2);
   ct__kernel_unlock(K->kfin);
+  return st;
+}
+
+/* A kernel ending in softmax: a work-item per row. */
+static ct_status ct__launch_softmax(struct ct__fkern *K, struct ct__fgen *g, const char *fn) {
+  atomic_fetch_add(&ct__fstats.launches, 1);
+  struct ct__fnode *r = K->red;
+  int64_t ncols = K->ndim ? K->shape[K->ndim - 1] : 1, nrows = K->n / ncols;
+  struct ct__kargs a = ct__kargs_lock(K->kc);
+  ct__karg_common(&a, g);
+  ct__karg_long(&a, "ncols", ncols);
+  ct__karg_long(&a, "nrows", nrows);
+  ct__karg_mem(&a, "so", r->out->mem);
+  ct__karg_long(&a, "so_off", r->out_off);
+  ct_status st = ct__kargs_end(&a, fn);
+  if (st == CT_OK) {
+    size_t global = (size_t)nrows, local;
+    ct__launch_dims(K->kc, 1, &global, &local);
+    st = ct__kernel_launch(K->kc, g->dev, 1, &global, &local);
+  }
+  ct__kernel_unlock(K->kc);
   return st;
 }
 
@@ -1094,11 +1218,12 @@ static ct_status ct__realize_locked(const char *fn) {
     ct__fgen_set(g, q, K);
     /* Reductions use the checked program; plain kernels the unchecked one when they fill a group. */
     bool full = !K->red && (size_t)K->n >= ct__device_group_target(K->dev);
+    if (K->red && CT__FR_IS_SOFTMAX(K->red->red)) g->cpu_red = false; /* one layout */
     b.n = 0;
     b.oom = false;
     ct__gen_kernel(&b, g, order + K->first, K->count, name, full, K->red);
     if (!b.oom) st = ct__lru_get(full ? &K->kf : &K->kc, K->dev, b.p, name, opts);
-    if (st == CT_OK && !b.oom && K->red) {
+    if (st == CT_OK && !b.oom && K->red && !CT__FR_IS_SOFTMAX(K->red->red)) {
       char fname[32];
       snprintf(fname, sizeof fname, "fz_final_%s", ct__node_name(K->red));
       b.n = 0;
@@ -1125,6 +1250,7 @@ static ct_status ct__realize_locked(const char *fn) {
     ct__kernel_name_of(name, sizeof name, order + K->first, K->count);
     /* The operand table again (what the last generated kernel left is another kernel's). */
     struct ct__buf none = {.skip = true};
+    if (K->red && CT__FR_IS_SOFTMAX(K->red->red)) g->cpu_red = false;
     ct__gen_kernel(&none, g, order + K->first, K->count, name, K->kf != NULL, K->red);
     if (ct__debug()) {
       char calls[768];
@@ -1132,7 +1258,9 @@ static ct_status ct__realize_locked(const char *fn) {
       fprintf(stderr, "cltensor fusion: %s (%s) covers %s\n", name, fn, calls);
     }
     atomic_fetch_add(&ct__fstats.kernels, 1);
-    if (K->red) {
+    if (K->red && CT__FR_IS_SOFTMAX(K->red->red)) {
+      st = ct__launch_softmax(K, g, fn);
+    } else if (K->red) {
       st = ct__launch_reduce(K, g, fn);
     } else if (K->kf) {
       int64_t local = (int64_t)ct__kernel_group_size(K->kf);
@@ -1207,6 +1335,7 @@ static const struct ct__deferred_hooks ct__hooks = {
     .drop = ct__drop,
     .reduce = ct__defer_reduce,
     .cast = ct__defer_cast,
+    .softmax = ct__defer_softmax,
 };
 
 __attribute__((constructor)) static void ct__fusion_install(void) { ct__deferred_install(&ct__hooks); }

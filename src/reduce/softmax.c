@@ -23,6 +23,15 @@ static ct_status softmax_run(ct_tensor **out, int *dd_out, const ct_tensor *x, i
   *dd_out = dd;
   ct_device *d = x->storage->device;
   ct_tensor *o = NULL;
+  /* Over the last dim of a tensor the fusion graph will compute: in its producer's kernel
+   * (src/elementwise/lazy.c; the sum of exps in another order, docs/FUSION.md). */
+  if (dd == x->ndim - 1 && x->ndim > 0 && atomic_load_explicit(&x->storage->pending, memory_order_acquire)) {
+    CT__TRY(ct__deferred_softmax(&o, x, logsm != 0, fn));
+    if (o) {
+      *out = o;
+      return CT_OK;
+    }
+  }
   CT__TRY(ct__tensor_new(&o, d, x->dtype, x->ndim, x->shape, fn));
   if (ct_numel(x) == 0) {
     *out = o;

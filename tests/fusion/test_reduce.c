@@ -1,5 +1,5 @@
 /* Fused trailing reductions (issue #16, src/elementwise/lazy.c): a full sum, mean, prod, max or
- * min of a recorded tensor runs in its producer's kernel (one kernel per chain, both layouts:
+ * min of a recorded tensor, and softmax / log_softmax over its last dim, run in its producer's kernel (one kernel per chain, both layouts:
  * the CPU one of a work-item per chunk, and the GPU one of a tree per work-group, forced here
  * with ct__ew_gpu_paths). Compared with the same calls run eagerly (ct__fusion_override = 0):
  * max, min and integer sums bit for bit (their order does not matter); float sums within a
@@ -305,6 +305,100 @@ START_TEST(autograd_through) {
 }
 END_TEST
 
+/* softmax / log_softmax over the last dim of a recorded producer: in its kernel, against the
+ * eager kernels within the summation-order difference; a NaN row stays NaN; f16 and bf16
+ * rounded once; the producer kept by the program stored as well; gradients the same. */
+static void softmax_case(ct_device *d, ct_dtype dt, int64_t rows, int64_t cols, bool log, bool nan_row) {
+  int64_t shape[2] = {rows, cols}, n = rows * cols;
+  float *h = ramp(n, false);
+  if (nan_row) h[cols + 3] = NAN;
+  float *out[2], *kept[2];
+  unsigned long kernels = 0;
+  for (int fused = 0; fused < 2; fused++) {
+    ct__fusion_override = fused;
+    ct_tensor *x = NULL, *xc = NULL, *a = NULL, *p = NULL, *y = NULL, *yf = NULL, *pf = NULL;
+    ck_assert_ct_ok(ct_from_host(&x, d, CT_F32, 2, shape, h));
+    ck_assert_ct_ok(ct_cast(&xc, x, dt));
+    ck_assert_ct_ok(ct_device_synchronize(d));
+    struct ct__fusion_stats s0, s1;
+    ct__fusion_stats(&s0);
+    ck_assert_ct_ok(ct_mul_scalar(&a, xc, 0.75));
+    ck_assert_ct_ok(ct_add_scalar(&p, a, 1)); /* p is kept: stored in the first pass */
+    ct_release(a);
+    ck_assert_ct_ok(log ? ct_log_softmax(&y, p, -1) : ct_softmax(&y, p, 1));
+    ck_assert_ct_ok(ct_device_synchronize(d));
+    ct__fusion_stats(&s1);
+    if (fused) kernels = s1.kernels - s0.kernels;
+    ck_assert_ct_ok(ct_cast(&yf, y, CT_F32));
+    ck_assert_ct_ok(ct_cast(&pf, p, CT_F32));
+    out[fused] = malloc((size_t)n * sizeof(float));
+    kept[fused] = malloc((size_t)n * sizeof(float));
+    ck_assert_ct_ok(ct_to_host(yf, out[fused], (size_t)n * sizeof(float)));
+    ck_assert_ct_ok(ct_to_host(pf, kept[fused], (size_t)n * sizeof(float)));
+    ct_tensor *all[] = {x, xc, p, y, yf, pf};
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) ct_release(all[k]);
+  }
+  ck_assert_uint_eq(kernels, 1);
+  ck_assert(memcmp(kept[0], kept[1], (size_t)n * sizeof(float)) == 0);
+  /* f32: the sums of exp differ by order only (a few ulps); 16-bit results by a unit of the
+   * result's last place, at most. */
+  double tol = dt == CT_F32 ? 2e-6 : dt == CT_F16 ? 1.0 / 1024 : 1.0 / 128;
+  for (int64_t k = 0; k < n; k++) {
+    float e = out[0][k], f = out[1][k];
+    if (nan_row && k / cols == 1) {
+      ck_assert_msg(isnan(e) && isnan(f), "row with a NaN: eager %g fused %g", e, f);
+      continue;
+    }
+    ck_assert_msg(fabs(e - f) <= tol * (fabs(e) + (log ? 1 : 1e-3)), "%s %s [%lld]: eager %.9g fused %.9g",
+                  log ? "log_softmax" : "softmax", ct_dtype_name(dt), (long long)k, e, f);
+  }
+  for (int f = 0; f < 2; f++) {
+    free(out[f]);
+    free(kept[f]);
+  }
+  free(h);
+}
+
+START_TEST(softmax_fused) {
+  ct_device *d = ct_test_device();
+  softmax_case(d, CT_F32, 37, 100, false, true);
+  softmax_case(d, CT_F32, 5, 3000, true, false);
+  softmax_case(d, CT_F16, 64, 77, false, false);
+  softmax_case(d, CT_BF16, 9, 130, true, false);
+  ct_test_finish();
+}
+END_TEST
+
+START_TEST(softmax_autograd) {
+  ct_device *d = ct_test_device();
+  int64_t shape[2] = {12, 50}, n = 600;
+  float *h = ramp(n, false), *g[2];
+  for (int fused = 0; fused < 2; fused++) {
+    ct__fusion_override = fused;
+    ct_tensor *x = NULL, *a = NULL, *y = NULL, *w = NULL, *l = NULL, *gx = NULL;
+    ck_assert_ct_ok(ct_from_host(&x, d, CT_F32, 2, shape, h));
+    ck_assert_ct_ok(ct_set_requires_grad(x, true));
+    ck_assert_ct_ok(ct_mul_scalar(&a, x, 2));
+    ck_assert_ct_ok(ct_softmax(&y, a, -1));
+    ck_assert_ct_ok(ct_mul(&w, y, x));
+    ck_assert_ct_ok(ct_sum(&l, w, 0, NULL, false));
+    ck_assert_ct_ok(ct_backward(l, NULL));
+    ck_assert_ct_ok(ct_grad(&gx, x));
+    g[fused] = malloc((size_t)n * sizeof(float));
+    ck_assert_ct_ok(ct_to_host(gx, g[fused], (size_t)n * sizeof(float)));
+    ct_tensor *all[] = {x, a, y, w, l, gx};
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) ct_release(all[k]);
+  }
+  for (int64_t k = 0; k < n; k++)
+    ck_assert_msg(fabs(g[0][k] - g[1][k]) <= 1e-5 * (fabs(g[0][k]) + 1), "[%lld] eager %.9g fused %.9g",
+                  (long long)k, g[0][k], g[1][k]);
+  free(g[0]);
+  free(g[1]);
+  free(h);
+  ct_test_finish();
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("fusion-reduce");
   TCase *tc = tcase_create("reduce");
@@ -315,6 +409,8 @@ int main(void) {
   tcase_add_test(tc, dtypes);
   tcase_add_test(tc, shapes_and_outputs);
   tcase_add_test(tc, autograd_through);
+  tcase_add_test(tc, softmax_fused);
+  tcase_add_test(tc, softmax_autograd);
   suite_add_tcase(s, tc);
   return ct_test_run(s);
 }
