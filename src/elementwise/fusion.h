@@ -1,0 +1,107 @@
+/* The fusion graph's nodes and its code generator (issue #16): shared by lazy.c (recording,
+ * scheduling, realizing) and fuse_gen.c (the source of a fused kernel). docs/FUSION.md. */
+#ifndef CT_ELEMENTWISE_FUSION_H
+#define CT_ELEMENTWISE_FUSION_H
+
+#include <CL/cl.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "elementwise/elementwise.h"
+#include "tensor/tensor.h"
+
+/* Nodes recorded before a realize is forced: bounds the host memory and the leaves the graph
+ * keeps alive, and the size of a generated kernel. */
+#define CT__FUSE_MAX_NODES 128
+/* Generated kernels kept built (process-wide, all devices): the least recently used beyond
+ * this is released. */
+#define CT__FUSE_LRU 256
+
+/* Trailing ops of a kernel: the reductions, and softmax / log_softmax over the last dim. */
+enum { CT__FR_SUM, CT__FR_PROD, CT__FR_MAX, CT__FR_MIN, CT__FR_SOFTMAX, CT__FR_LOG_SOFTMAX };
+#define CT__FR_IS_SOFTMAX(r) ((r) >= CT__FR_SOFTMAX)
+
+/* One recorded call (lazy.c): what it computes, from what, into what; the realize's marks. */
+struct ct__fnode {
+  struct ct__ew_launch l;      /* l.in[j]: leaf[j], or NULL for an edge */
+  struct ct__fnode *src[3];    /* the recorded producer of input j, or NULL */
+  ct_tensor *leaf[3];          /* retained */
+  ct_device *dev;
+  ct_dtype odt;
+  int ndim;                    /* shape without leading 1s */
+  int64_t shape[CT_MAX_DIMS];
+  int64_t n;
+  ct__storage *out;            /* the result's storage; NULL once released (weak) */
+  int64_t out_off;             /* elements */
+  const char *fn;              /* the public call that recorded it */
+  unsigned long seq;           /* its number among recorded calls, for messages */
+  /* A trailing op of its one input (red >= 0: CT__FR_*): a reduction over every element (shape
+   * is the input's, the result one element of dtype odt; mean: the sum divided by n), or
+   * softmax / log_softmax over the last dim (the result has the input's shape). */
+  int red;
+  bool mean;
+  bool cast;                   /* ct_cast: the value of its input converted to odt (= l.k) */
+  /* realize */
+  bool needed, store;
+  int kern;
+  int var;                     /* its variable in the generated kernel: v<var> (position there) */
+  ct_tensor *tmp;              /* a temporary result, when store is set and out is NULL */
+};
+
+/* A growing text buffer for generated source. */
+struct ct__buf {
+  char *p;
+  size_t n, cap;
+  bool oom;
+  bool skip; /* collect the operands only, no text */
+};
+
+/* Appends printf-formatted text (nothing when b->skip or after a failure, which sets oom). */
+void ct__put(struct ct__buf *b, const char *fmt, ...) CT__PRINTF(2, 3);
+
+/* An operand in memory: a leaf, or a node computed by an earlier kernel. */
+struct ct__fop {
+  cl_mem mem;
+  int64_t off;
+  ct_dtype dt;
+  int kind;                    /* 0 element i, 1 one element, 2 through strides */
+  int64_t st[CT_MAX_DIMS];     /* strides over the kernel's dims (0 where broadcast) */
+  bool cond;                   /* read as a where() condition (EW_NZ) rather than a value */
+};
+
+/* One kernel being generated. */
+struct ct__fgen {
+  int kk;
+  ct_device *dev;
+  ct_dtype k;
+  int ndim;
+  int64_t shape[CT_MAX_DIMS];
+  int64_t n;
+  struct ct__fop ops[3 * CT__FUSE_MAX_NODES];
+  int nops;
+  ct__ew_scalar sc[2 * CT__FUSE_MAX_NODES];
+  int nsc;
+  struct ct__fnode *outs[CT__FUSE_MAX_NODES];
+  int nouts;
+  bool strided;
+  bool cpu_red;   /* reductions take the CPU layout (chunks per work-item) */
+};
+
+/* The source of the kernel `name` computing nodes[0..nn) (one kernel's, in call order; their
+ * kern is g->kk): the unchecked whole-group variant when full; red, the kernel's trailing
+ * reduction or softmax, or NULL. Fills g's operand table, outputs and scalars, which the
+ * launch passes in that order. With b->skip only the table is filled. */
+void ct__gen_kernel(struct ct__buf *b, struct ct__fgen *g, struct ct__fnode **nodes, int nn, const char *name,
+                    bool full, struct ct__fnode *red);
+/* The second pass of the reduction red: combines the parts, writes the result. */
+void ct__gen_final(struct ct__buf *b, const struct ct__fnode *red, const char *name);
+/* Bytes of a reduction's accumulator over compute dtype k. */
+size_t ct__acc_size(ct_dtype k);
+/* The op a node computes, for kernel names ("mul", "cast", "sum", ...). */
+const char *ct__node_name(const struct ct__fnode *nd);
+/* "fz_<op>_<op>..." for the kernel of nodes[0..nn). */
+void ct__kernel_name_of(char *name, size_t size, struct ct__fnode **nodes, int nn);
+
+#endif
