@@ -28,6 +28,7 @@
 #include "cltensor/shape.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "device/device.h"
 
 static const ct__grad_formula ct__formulas[CT__GOP_COUNT] = {
 #define CT__GOP(NAME, formula) formula,
@@ -281,7 +282,13 @@ static ct_status ct__run_node(struct ct__pass *p, ct__node *n, ct__node **ready)
     }
   }
   if (gin != small) free(gin);
+  bool saved = false;
+  for (int s = 0; s < CT__NODE_SAVED; s++) saved |= n->saved[s] != NULL;
   ct__node_free_saved(n);
+  /* The fusion graph (docs/FUSION.md) holds the formula's inputs, saved activations among
+   * them, until it runs: realize now, so that an activation is freed as soon as its backward
+   * ran, as without fusion. The formula's own chain still fuses. */
+  if (saved && st == CT_OK) st = ct__deferred_realize("ct_backward");
   return st;
 }
 
