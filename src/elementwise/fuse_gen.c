@@ -243,6 +243,42 @@ static void ct__gen_body(struct ct__buf *b, struct ct__fgen *g, struct ct__fnode
   if (guard && g->nouts) ct__put(b, "  }\n");
 }
 
+/* g->sig for the kernel being generated: everything its text depends on. */
+static void ct__signature(struct ct__fgen *g, struct ct__fnode **nodes, int nn, int (*opidx)[3], bool full,
+                          const struct ct__fnode *red) {
+  int64_t *q = g->sig;
+  *q++ = full;
+  *q++ = red ? red->red : -1;
+  *q++ = g->k;
+  *q++ = g->ndim;
+  *q++ = g->cpu_red;
+  *q++ = g->strided;
+  *q++ = red ? (int64_t)red->odt : -1;
+  *q++ = g->nops;
+  for (int i = 0; i < g->nops; i++) {
+    *q++ = g->ops[i].dt;
+    *q++ = g->ops[i].kind;
+    *q++ = g->ops[i].cond;
+  }
+  *q++ = g->nouts;
+  for (int o = 0; o < g->nouts; o++) {
+    *q++ = g->outs[o]->var;
+    *q++ = g->outs[o]->odt;
+  }
+  *q++ = nn;
+  for (int a = 0; a < nn; a++) {
+    const struct ct__fnode *nd = nodes[a];
+    *q++ = nd->cast | (int64_t)(nd->red + 1) << 1 | (int64_t)nd->l.op << 8 | (int64_t)nd->l.nin << 24 |
+           (int64_t)nd->l.spos << 28 | (int64_t)nd->l.has_lo << 32 | (int64_t)nd->l.has_hi << 33 |
+           (int64_t)nd->odt << 40 | (int64_t)nd->l.k << 48;
+    for (int j = 0; j < nd->l.nin; j++) {
+      const struct ct__fnode *p = nd->src[j];
+      *q++ = p && p->kern == g->kk ? 100000 + p->var : opidx[a][j];
+    }
+  }
+  g->nsig = (int)(q - g->sig);
+}
+
 void ct__gen_kernel(struct ct__buf *b, struct ct__fgen *g, struct ct__fnode **nodes, int nn, const char *name,
                            bool full, struct ct__fnode *red) {
   /* Variables are numbered by position, so equal graphs give equal sources (one build). */
@@ -304,6 +340,7 @@ void ct__gen_kernel(struct ct__buf *b, struct ct__fgen *g, struct ct__fnode **no
   ct__gen_body(&body, g, nodes, nn, opidx, red && !CT__FR_IS_SOFTMAX(red->red) && !g->cpu_red ? "i0 < n" : NULL);
   if (body.oom) b->oom = true;
   const char *bt = body.p ? body.p : "";
+  ct__signature(g, nodes, nn, opidx, full, red);
   if (red && CT__FR_IS_SOFTMAX(red->red)) {
     /* A work-item per row of ncols elements: the producer's values (and the results kept) in a
      * first pass, which also writes the values into the result (its dtype's rounding, as a

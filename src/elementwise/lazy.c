@@ -377,12 +377,15 @@ static void ct__storage_dead(void *storage) {
   if (!held) pthread_mutex_unlock(&G.lock);
 }
 
-/* ---- the LRU of generated kernels ---- */
+/* ---- the LRU of generated kernels ----
+ * Keyed by the kernel's signature (struct ct__fgen's sig: everything its source depends on),
+ * so that a realize whose kernels are built formats no source at all. */
 
 struct ct__fk {
   ct_device *dev;
   uint64_t hash;
-  char *src;
+  int64_t *sig;
+  int nsig;
   ct__kernel *k;
   unsigned long used;
 };
@@ -390,9 +393,9 @@ static struct ct__fk ct__lru[CT__FUSE_LRU];
 static unsigned long ct__lru_clock;
 static unsigned ct__lru_gen; /* ct_shutdown() generation the entries belong to */
 
-static uint64_t ct__fnv(const char *s) {
+static uint64_t ct__sig_hash(const int64_t *sig, int n) {
   uint64_t h = 1469598103934665603ull;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  for (int i = 0; i < n; i++) h = (h ^ (uint64_t)sig[i]) * 1099511628211ull;
   return h;
 }
 
@@ -400,30 +403,41 @@ static void ct__lru_clear(void) {
   for (int i = 0; i < CT__FUSE_LRU; i++) {
     /* Kernels of a shut-down generation went with their context: only host memory is freed. */
     if (ct__lru[i].k && ct__lru_gen == ct__device_generation()) ct__kernel_free_owned(ct__lru[i].k);
-    free(ct__lru[i].src);
+    free(ct__lru[i].sig);
     memset(&ct__lru[i], 0, sizeof ct__lru[i]);
   }
 }
 
-/* Under G.lock. The kernel `name` of src on d, built on a miss. */
-static ct_status ct__lru_get(ct__kernel **out, ct_device *d, const char *src, const char *name, const char *opts) {
+/* Under G.lock. The built kernel of signature sig on d, or NULL. */
+static ct__kernel *ct__lru_find(ct_device *d, const int64_t *sig, int nsig) {
   if (ct__lru_gen != ct__device_generation()) {
     ct__lru_clear();
     ct__lru_gen = ct__device_generation();
   }
-  uint64_t h = ct__fnv(src);
+  uint64_t h = ct__sig_hash(sig, nsig);
+  for (int i = 0; i < CT__FUSE_LRU; i++) {
+    struct ct__fk *e = &ct__lru[i];
+    if (e->k && e->dev == d && e->hash == h && e->nsig == nsig &&
+        memcmp(e->sig, sig, (size_t)nsig * sizeof *sig) == 0) {
+      e->used = ++ct__lru_clock;
+      return e->k;
+    }
+  }
+  return NULL;
+}
+
+/* Under G.lock. Builds the kernel `name` of src (signature sig) on d and keeps it, releasing the
+ * least recently used when the table is full. */
+static ct_status ct__lru_build(ct__kernel **out, ct_device *d, const int64_t *sig, int nsig, const char *src,
+                               const char *name, const char *opts) {
   int victim = 0;
   for (int i = 0; i < CT__FUSE_LRU; i++) {
     struct ct__fk *e = &ct__lru[i];
-    if (e->k && e->dev == d && e->hash == h && strcmp(e->src, src) == 0) {
-      e->used = ++ct__lru_clock;
-      *out = e->k;
-      return CT_OK;
-    }
     if (!e->k || (ct__lru[victim].k && e->used < ct__lru[victim].used)) victim = i;
   }
-  char *copy = strdup(src);
+  int64_t *copy = malloc((size_t)nsig * sizeof *copy);
   if (!copy) return ct__error(CT_ERR_OUT_OF_MEMORY, "fusion: out of host memory");
+  memcpy(copy, sig, (size_t)nsig * sizeof *copy);
   ct__kernel *k;
   if (atomic_load(&ct__fusion_fail_builds) > 0) {
     atomic_fetch_sub(&ct__fusion_fail_builds, 1);
@@ -440,8 +454,9 @@ static ct_status ct__lru_get(ct__kernel **out, ct_device *d, const char *src, co
   if (ct__debug()) fprintf(stderr, "cltensor fusion: built %s on %s:\n%s\n", name, d->spec, src);
   struct ct__fk *e = &ct__lru[victim];
   ct__kernel_free_owned(e->k); /* enqueued launches keep their kernel alive (OpenCL) */
-  free(e->src);
-  *e = (struct ct__fk){.dev = d, .hash = h, .src = copy, .k = k, .used = ++ct__lru_clock};
+  free(e->sig);
+  *e = (struct ct__fk){.dev = d, .hash = ct__sig_hash(sig, nsig), .sig = copy, .nsig = nsig, .k = k,
+                       .used = ++ct__lru_clock};
   *out = k;
   return CT_OK;
 }
@@ -719,16 +734,26 @@ static ct_status ct__realize_locked(const char *fn) {
     /* Reductions use the checked program; plain kernels the unchecked one when they fill a group. */
     bool full = !K->red && (size_t)K->n >= ct__device_group_target(K->dev);
     if (K->red && CT__FR_IS_SOFTMAX(K->red->red)) g->cpu_red = false; /* one layout */
+    /* The signature first; the text only for a kernel not built yet. */
+    struct ct__buf none = {.skip = true};
+    ct__gen_kernel(&none, g, order + K->first, K->count, name, full, K->red);
+    ct__kernel **kp = full ? &K->kf : &K->kc;
     b.n = 0;
     b.oom = false;
-    ct__gen_kernel(&b, g, order + K->first, K->count, name, full, K->red);
-    if (!b.oom) st = ct__lru_get(full ? &K->kf : &K->kc, K->dev, b.p, name, opts);
+    if (!(*kp = ct__lru_find(K->dev, g->sig, g->nsig))) {
+      ct__gen_kernel(&b, g, order + K->first, K->count, name, full, K->red);
+      if (!b.oom) st = ct__lru_build(kp, K->dev, g->sig, g->nsig, b.p, name, opts);
+    }
     if (st == CT_OK && !b.oom && K->red && !CT__FR_IS_SOFTMAX(K->red->red)) {
       char fname[32];
       snprintf(fname, sizeof fname, "fz_final_%s", ct__node_name(K->red));
-      b.n = 0;
-      ct__gen_final(&b, K->red, fname);
-      if (!b.oom) st = ct__lru_get(&K->kfin, K->dev, b.p, fname, opts);
+      /* The second pass depends on the reduction, its accumulator and its result dtype. */
+      int64_t fsig[5] = {-1, K->red->red, K->red->mean, K->red->l.k, K->red->odt};
+      if (!(K->kfin = ct__lru_find(K->dev, fsig, 5))) {
+        b.n = 0;
+        ct__gen_final(&b, K->red, fname);
+        if (!b.oom) st = ct__lru_build(&K->kfin, K->dev, fsig, 5, b.p, fname, opts);
+      }
       if (st == CT_OK && !b.oom) {
         ct__red_split(K, ct__kernel_group_size(K->kc), g->cpu_red);
         int64_t pn = K->parts;
