@@ -327,6 +327,7 @@ END_TEST
 
 START_TEST(test_env_file_fifo_does_not_hang) {
   char *fifo = tmp_path("fifo");
+  unlink(fifo); /* a killed earlier run may have left one under a reused pid */
   ck_assert_int_eq(mkfifo(fifo, 0600), 0);
   char *err = shutdown_stderr(fifo);
   unlink(fifo);
