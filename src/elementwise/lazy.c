@@ -69,6 +69,7 @@ struct ct__fnode {
   int64_t out_off;             /* elements */
   const char *fn;              /* the public call that recorded it */
   unsigned long seq;           /* its number among recorded calls, for messages */
+  int var;                     /* its variable v<var> in the kernel being generated */
   /* realize */
   bool needed, store;
   int kern;
@@ -434,11 +435,11 @@ static void ct__operand(struct ct__buf *b, struct ct__fgen *g, struct ct__fnode 
   struct ct__fnode *p = nd->src[j];
   if (p && p->kern == g->kk) {
     if (cond)
-      ct__put(b, "EW_M(, ((v%lu) & 1) != 0)", p->seq);
+      ct__put(b, "EW_M(, ((v%d) & 1) != 0)", p->var);
     else if (p->odt == CT_BOOL && g->k != CT_BOOL)
-      ct__put(b, "((EW_WB)((v%lu) & 1))", p->seq);
+      ct__put(b, "((EW_WB)((v%d) & 1))", p->var);
     else
-      ct__put(b, "v%lu", p->seq);
+      ct__put(b, "v%d", p->var);
     return;
   }
   (void)nop;
@@ -447,6 +448,9 @@ static void ct__operand(struct ct__buf *b, struct ct__fgen *g, struct ct__fnode 
 
 static void ct__gen_kernel(struct ct__buf *b, struct ct__fgen *g, struct ct__fnode **nodes, int nn, const char *name,
                            bool full) {
+  /* Values are named by their place in the kernel, not by their calls' numbers, so that the
+   * same chain recorded again gives the same source: the LRU and the disk cache are keyed by it. */
+  for (int a = 0; a < nn; a++) nodes[a]->var = a;
   /* Operands first (their indices decide the parameter list). */
   int opidx[CT__FUSE_MAX_NODES][3];
   g->nops = 0;
@@ -526,17 +530,17 @@ static void ct__gen_kernel(struct ct__buf *b, struct ct__fgen *g, struct ct__fno
     struct ct__fnode *nd = nodes[a];
     const char *f = ct__ew_op_fn(nd->l.op);
     int np = ct__ew_op_nparams(nd->l.op);
-    ct__put(b, "  %s v%lu = ", ct__node_var_type(nd), nd->seq);
+    ct__put(b, "  %s v%d = ", ct__node_var_type(nd), nd->var);
     if (nd->l.op == CT__EW_CLAMP) {
       /* ew_clamp's steps, with the bounds the call gave (ew_clamp takes which at build time). */
       ct__operand(b, g, nd, 0, NULL, opidx[a]);
       ct__put(b, ";\n");
       if (nd->l.has_lo) {
-        ct__put(b, "  v%lu = EW_SEL(, v%lu, s%d, v%lu < s%d);\n", nd->seq, nd->seq, nsc, nd->seq, nsc);
+        ct__put(b, "  v%d = EW_SEL(, v%d, s%d, v%d < s%d);\n", nd->var, nd->var, nsc, nd->var, nsc);
         g->sc[nsc++] = nd->l.s[0];
       }
       if (nd->l.has_hi) {
-        ct__put(b, "  v%lu = EW_SEL(, v%lu, s%d, v%lu > s%d);\n", nd->seq, nd->seq, nsc, nd->seq, nsc);
+        ct__put(b, "  v%d = EW_SEL(, v%d, s%d, v%d > s%d);\n", nd->var, nd->var, nsc, nd->var, nsc);
         g->sc[nsc++] = nd->l.s[1];
       }
     } else {
@@ -561,20 +565,20 @@ static void ct__gen_kernel(struct ct__buf *b, struct ct__fgen *g, struct ct__fno
       ct__put(b, ");\n");
     }
     /* A 16-bit result is rounded as its store and a later load would round it. */
-    if (nd->odt == CT_F16) ct__put(b, "  v%lu = ew_round_f16(v%lu);\n", nd->seq, nd->seq);
-    if (nd->odt == CT_BF16) ct__put(b, "  v%lu = ew_round_bf16(v%lu);\n", nd->seq, nd->seq);
+    if (nd->odt == CT_F16) ct__put(b, "  v%d = ew_round_f16(v%d);\n", nd->var, nd->var);
+    if (nd->odt == CT_BF16) ct__put(b, "  v%d = ew_round_bf16(v%d);\n", nd->var, nd->var);
   }
   g->nsc = nsc;
   for (int o = 0; o < g->nouts; o++) {
     struct ct__fnode *nd = g->outs[o];
     if (nd->odt == CT_BOOL)
-      ct__put(b, "  o%d[o%d_off + i] = (uchar)((v%lu) & 1);\n", o, o, nd->seq);
+      ct__put(b, "  o%d[o%d_off + i] = (uchar)((v%d) & 1);\n", o, o, nd->var);
     else if (nd->odt == CT_F16)
-      ct__put(b, "  EW_STH(o%d, o%d_off + i, v%lu);\n", o, o, nd->seq);
+      ct__put(b, "  EW_STH(o%d, o%d_off + i, v%d);\n", o, o, nd->var);
     else if (nd->odt == CT_BF16)
-      ct__put(b, "  EW_STBF(o%d, o%d_off + i, v%lu);\n", o, o, nd->seq);
+      ct__put(b, "  EW_STBF(o%d, o%d_off + i, v%d);\n", o, o, nd->var);
     else
-      ct__put(b, "  o%d[o%d_off + i] = v%lu;\n", o, o, nd->seq);
+      ct__put(b, "  o%d[o%d_off + i] = v%d;\n", o, o, nd->var);
   }
   ct__put(b, "}\n");
 }
