@@ -16,7 +16,7 @@
 #include "cltensor/cltensor.h"
 
 #define BENCH_MAX_RUNS 64
-#define BENCH_MAX_REFS 6
+#define BENCH_MAX_REFS 7
 
 typedef enum bench_group {
   BENCH_TRANSFER = 1u << 0,
@@ -223,7 +223,8 @@ double bench_torch_ms(const char *script, const char *tag, const char *name, con
  * both are positive). */
 void bench_add_torch_ref(bench_fig *f, const char *ref_name, double before_ms, double after_ms);
 
-/* A raw-OpenCL reference prepared to run: what is "add", "mul", "exp" (n elements), "sum",
+/* A raw-OpenCL reference prepared to run: what is "add", "mul", "exp", "tanh_chain" (tanh(x *
+ * 0.5 + 1) * x, the fusion group's chain as one hand-written line; n elements), "sum",
  * "max" (n elements, two-stage, result read back), "launch" (n back-to-back launches of a
  * 1024-element add and a clFinish), "h2d", "d2h", "h2d_pinned", "d2h_pinned" (n floats),
  * "clblast_sgemm", "clblast_sgemm_batch" (n x n x n, BENCH_BATCH of them). NULL (with

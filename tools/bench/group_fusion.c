@@ -6,7 +6,8 @@
  *                      (ct_device_synchronize), the result after it. References: one ct_exp
  *                      over the same data (target: at most 1.3x), the same calls with fusion off
  *                      ("unfused", CLTENSOR_FUSION=0's eager kernels: target 4x faster), the
- *                      one-line OpenCL exp kernel; PyTorch CPU and tinygrad on the same PoCL
+ *                      one-line OpenCL kernels of exp and of the whole chain (the floor a
+ *                      generated kernel can reach); PyTorch CPU and tinygrad on the same PoCL
  *                      device when $CLTENSOR_BENCH_PYTHON has them (torch_fusion.py, run right
  *                      before and right after ours, as the models group runs PyTorch).
  *   fusion.gelu_tanh   GELU written out with the tanh formula, 8 calls (PyTorch's NewGELU:
@@ -230,14 +231,14 @@ typedef struct fz_other {
 } fz_other;
 
 static void chain_fig(const bench_opts *o, ct_device *d, clref *r, const char *name, bench_fn fn, int64_t n,
-                      float lo, float hi, const fz_other *others, int nothers, bool cl_exp, py_ref *pys, int npys) {
+                      float lo, float hi, const fz_other *others, int nothers, bool cl_refs, py_ref *pys, int npys) {
   char sz[32];
   snprintf(sz, sizeof sz, "2^%d", (int)lround(log2((double)n)));
   bench_fig f, refs[BENCH_MAX_ITEMS];
   bench_fig_init(&f, name, n, sz, "f32", "ms");
   fz_ctx ctx[BENCH_MAX_ITEMS];
   bench_item items[BENCH_MAX_ITEMS];
-  clref_job *job = NULL;
+  clref_job *jobs[2] = {NULL, NULL};
   int ni = 0;
   float *h = malloc((size_t)n * sizeof *h);
   ct_tensor *x = NULL;
@@ -260,14 +261,17 @@ static void chain_fig(const bench_opts *o, ct_device *d, clref *r, const char *n
     ctx[ni] = (fz_ctx){.d = d, .x = x, .fusion = others[i].fusion};
     items[ni] = (bench_item){&refs[ni], others[i].fn, NULL, &ctx[ni], 1000, 1e3, false};
   }
-  if (cl_exp && r && ni < BENCH_MAX_ITEMS) {
+  /* The one-line OpenCL kernels of one exp and of the whole chain: the floor a generated
+   * kernel can reach on this device. */
+  static const char *const cl_what[2] = {"exp", "tanh_chain"}, *const cl_name[2] = {"cl_exp", "cl_tanh_chain"};
+  for (int k = 0; cl_refs && r && k < 2 && ni < BENCH_MAX_ITEMS; k++) {
     bench_clear_error();
-    if ((job = clref_job_new(o, r, "exp", (size_t)n))) {
-      bench_fig_init(&refs[ni], "cl_exp", n, sz, "f32", "ms");
-      items[ni] = (bench_item){&refs[ni], clref_job_run, clref_job_sync, job, 1000, 1e3, false};
+    if ((jobs[k] = clref_job_new(o, r, cl_what[k], (size_t)n))) {
+      bench_fig_init(&refs[ni], cl_name[k], n, sz, "f32", "ms");
+      items[ni] = (bench_item){&refs[ni], clref_job_run, clref_job_sync, jobs[k], 1000, 1e3, false};
       ni++;
     } else {
-      fprintf(stderr, "cltensor-bench: reference cl_exp %s: %s\n", sz, bench_error());
+      fprintf(stderr, "cltensor-bench: reference %s %s: %s\n", cl_name[k], sz, bench_error());
     }
   }
   bench_measure_set(o, items, ni);
@@ -279,7 +283,8 @@ static void chain_fig(const bench_opts *o, ct_device *d, clref *r, const char *n
   }
   py_refs(&f, pys, npys, false);
   bench_emit(o, &f);
-  clref_job_free(job);
+  clref_job_free(jobs[0]);
+  clref_job_free(jobs[1]);
   ct_release(x);
   free(h);
   ct_empty_cache(d);
