@@ -90,7 +90,7 @@ want_refs = {"add": {"cl_add", "host_add"}, "mul": {"cl_mul", "host_mul"}, "exp"
              "conv2d": {"conv_gemm_only"},
              "fusion.tanh_chain": {"exp", "unfused", "cl_exp", "cl_tanh_chain"}, "fusion.gelu_tanh": {"unfused", "gelu_tanh_op"},
              "fusion.sum_sq_diff": {"host_sum", "unfused"}, "fusion.add10": {"cl_launch", "unfused"},
-             "fusion.first.warm": {"unfused_warm"},
+             "fusion.first.warm": {"unfused_warm", "first_result_warm"},
              }
 if blas:
     want_refs.update({"matmul.auto": {"host_sgemm"}, "matmul_batch.auto": {"host_sgemm_batch"},
