@@ -16,7 +16,7 @@
 #include "cltensor/cltensor.h"
 
 #define BENCH_MAX_RUNS 64
-#define BENCH_MAX_REFS 3
+#define BENCH_MAX_REFS 7
 
 typedef enum bench_group {
   BENCH_TRANSFER = 1u << 0,
@@ -32,7 +32,8 @@ typedef enum bench_group {
   BENCH_NN = 1u << 10,    /* conv2d (group_nn.c) */
   BENCH_MODELS = 1u << 11, /* the example models' forwards (group_models.c) */
   BENCH_TRAIN = 1u << 12,  /* one training step of each example model (group_train.c) */
-  BENCH_ALL = (1u << 13) - 1
+  BENCH_FUSION = 1u << 13, /* fused elementwise chains (group_fusion.c) */
+  BENCH_ALL = (1u << 14) - 1
 } bench_group;
 
 typedef struct bench_opts {
@@ -156,6 +157,14 @@ int bench_child_finish(bench_child *c);
 void bench_child_send_fig(const bench_opts *o, const bench_fig *f);
 void bench_child_send_progress(const bench_opts *o, const char *text);
 void bench_child_ready(const bench_opts *o);
+/* One new process running child mode `mode` (first-result, first-fusion), from its start to the
+ * moment it reports its first result, with the library's kernel cache in ct_dir and the OpenCL
+ * driver's own (PoCL's) in driver_dir, and up to 4 more environment entries (env_extra,
+ * NULL-terminated, may be NULL). Returns 0 with the seconds in *secs, or -1 after bench_fail(). */
+int bench_first_result_once(const bench_opts *o, const char *mode, char *const env_extra[], const char *ct_dir,
+                            const char *driver_dir, double *secs);
+/* mkdir(path, 0700), an existing folder being fine; 0, or -1 after bench_fail(). */
+int bench_make_dir(const char *path);
 /* Makes a fresh private folder under $TMPDIR; returns a malloc'd path or NULL. */
 char *bench_mkdtemp(void);
 void bench_rmtree(const char *path);
@@ -199,6 +208,7 @@ void bench_group_index(const bench_opts *o, ct_device *d);  /* group_index.c */
 void bench_group_nn(const bench_opts *o, ct_device *d);   /* group_nn.c */
 void bench_group_models(const bench_opts *o, ct_device *d); /* group_models.c */
 void bench_group_train(const bench_opts *o, ct_device *d);  /* group_train.c */
+void bench_group_fusion(const bench_opts *o, ct_device *d, clref *r); /* group_fusion.c */
 
 /* ---- the example models' fixtures and PyTorch beside them (group_models.c) ---- */
 /* $CLTENSOR_BENCH_MODELS, else the source tree's examples/data. */
@@ -213,7 +223,8 @@ double bench_torch_ms(const char *script, const char *tag, const char *name, con
  * both are positive). */
 void bench_add_torch_ref(bench_fig *f, const char *ref_name, double before_ms, double after_ms);
 
-/* A raw-OpenCL reference prepared to run: what is "add", "mul", "exp" (n elements), "sum",
+/* A raw-OpenCL reference prepared to run: what is "add", "mul", "exp", "tanh_chain" (tanh(x *
+ * 0.5 + 1) * x, the fusion group's chain as one hand-written line; n elements), "sum",
  * "max" (n elements, two-stage, result read back), "launch" (n back-to-back launches of a
  * 1024-element add and a clFinish), "h2d", "d2h", "h2d_pinned", "d2h_pinned" (n floats),
  * "clblast_sgemm", "clblast_sgemm_batch" (n x n x n, BENCH_BATCH of them). NULL (with
@@ -227,6 +238,7 @@ void clref_job_free(clref_job *j);
 /* Hidden child modes (child.c); each returns the process exit status. */
 int bench_child_matmul(const bench_opts *o);
 int bench_child_first_result(const bench_opts *o);
+int bench_child_first_fusion(const bench_opts *o); /* group_fusion.c */
 int bench_child_clblast_defaults(const bench_opts *o, int platform_index, int device_index);
 
 /* The GEMM route and CLBlast tuning d's GEMMs use, as a figure's note ("" when unknown). */

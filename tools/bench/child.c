@@ -373,18 +373,19 @@ int bench_child_first_result(const bench_opts *o) {
   return rc;
 }
 
-static int make_dir(const char *path) {
+int bench_make_dir(const char *path) {
   if (mkdir(path, 0700) != 0 && errno != EEXIST) return bench_fail("mkdir %s: %s", path, strerror(errno));
   return 0;
 }
 
-/* One new process from start to its first result on the host, with the library's kernel
- * cache in ct_dir and the OpenCL driver's own (PoCL's) in driver_dir. */
-static int first_result_once(const bench_opts *o, const char *ct_dir, const char *driver_dir, double *secs) {
+int bench_first_result_once(const bench_opts *o, const char *mode, char *const env_extra[], const char *ct_dir,
+                            const char *driver_dir, double *secs) {
   char runs[16], *args[8];
-  child_args(o, "first-result", runs, sizeof runs, args);
+  child_args(o, mode, runs, sizeof runs, args);
   size_t n1 = strlen(ct_dir) + 32, n2 = strlen(driver_dir) + 32;
   char *e1 = malloc(n1), *e2 = malloc(n2);
+  char *env[8];
+  int ne = 0;
   if (!e1 || !e2) {
     free(e1);
     free(e2);
@@ -392,8 +393,12 @@ static int first_result_once(const bench_opts *o, const char *ct_dir, const char
   }
   snprintf(e1, n1, "CLTENSOR_CACHE_DIR=%s", ct_dir);
   snprintf(e2, n2, "POCL_CACHE_DIR=%s", driver_dir);
+  env[ne++] = e1;
+  env[ne++] = e2;
   /* CLTENSOR_CACHE (no '=') removes a user's CLTENSOR_CACHE=0, which would make warm = cold. */
-  char *env[] = {e1, e2, "CLTENSOR_CACHE", NULL};
+  env[ne++] = "CLTENSOR_CACHE";
+  for (int i = 0; env_extra && env_extra[i] && ne < 7; i++) env[ne++] = env_extra[i];
+  env[ne] = NULL;
   double t0 = bench_now();
   bench_child *c = bench_child_start(o, args, env);
   free(e1);
@@ -433,7 +438,8 @@ typedef struct fr_kind {
 
 static void fr_run(const bench_opts *o, fr_kind *k, const char *ct_dir, const char *drv_dir) {
   if (k->err[0] || k->s.n >= BENCH_MAX_RUNS) return;
-  if (make_dir(ct_dir) || make_dir(drv_dir) || first_result_once(o, ct_dir, drv_dir, &k->s.s[k->s.n]) != 0)
+  if (bench_make_dir(ct_dir) || bench_make_dir(drv_dir) ||
+      bench_first_result_once(o, "first-result", NULL, ct_dir, drv_dir, &k->s.s[k->s.n]) != 0)
     snprintf(k->err, sizeof k->err, "%s", bench_error());
   else
     k->s.n++;
@@ -463,7 +469,7 @@ void bench_group_first_result(const bench_opts *o, ct_device *d) {
     snprintf(drv_dir, n, "%s/driver", run);
     snprintf(fresh, n, "%s/driver-empty", run);
     bench_progress(o, "first result of a new process, round %d/%d", r + 1, rounds);
-    if (make_dir(run) != 0) {
+    if (bench_make_dir(run) != 0) {
       snprintf(cold->err, sizeof cold->err, "%s", bench_error());
       break;
     }

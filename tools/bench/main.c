@@ -25,9 +25,9 @@ static void usage(FILE *f) {
           "                      or \"skipped\" instead of the numbers\n"
           "  -q, --quick         fewer sizes and runs: about a minute, for smoke tests\n"
           "  -o, --only GROUPS   comma-separated: transfer, elementwise, reduce, softmax, chain, mlp,\n"
-          "                      matmul, first_result, shape, index, nn, models, train (default:\n"
-          "                      all; nn, models and train run PyTorch beside them when\n"
-          "                      $CLTENSOR_BENCH_PYTHON names a Python with torch)\n"
+          "                      matmul, first_result, shape, index, nn, models, train, fusion\n"
+          "                      (default: all; nn, models, train and fusion run PyTorch beside\n"
+          "                      them when $CLTENSOR_BENCH_PYTHON names a Python with torch)\n"
           "  -r, --runs N        timed runs per figure after the warm-up (default 7, quick 3)\n"
           "  -h, --help          this text\n"
           "  -V, --version       the version\n"
@@ -48,7 +48,7 @@ static const struct {
                 {"matmul", BENCH_MATMUL},     {"first_result", BENCH_FIRST_RESULT},
                 {"shape", BENCH_SHAPE},       {"index", BENCH_INDEX},
                 {"nn", BENCH_NN},             {"models", BENCH_MODELS},
-                {"train", BENCH_TRAIN}};
+                {"train", BENCH_TRAIN},       {"fusion", BENCH_FUSION}};
 
 static int parse_groups(const char *list, unsigned *out) {
   *out = 0;
@@ -60,7 +60,7 @@ static int parse_groups(const char *list, unsigned *out) {
       if (strlen(k_groups[i].name) == len && strncmp(s, k_groups[i].name, len) == 0) break;
     if (i == n) {
       fprintf(stderr, "cltensor-bench: unknown group '%.*s' in --only (groups: transfer, elementwise, "
-                      "reduce, softmax, chain, mlp, matmul, first_result, shape, index, nn, models, train)\n",
+                      "reduce, softmax, chain, mlp, matmul, first_result, shape, index, nn, models, train, fusion)\n",
             (int)len, s);
       return -1;
     }
@@ -139,6 +139,7 @@ int main(int argc, char **argv) {
     if (o.child_fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) return 1;
     if (strcmp(child, "matmul") == 0) return bench_child_matmul(&o);
     if (strcmp(child, "first-result") == 0) return bench_child_first_result(&o);
+    if (strcmp(child, "first-fusion") == 0) return bench_child_first_fusion(&o);
     if (strcmp(child, "clblast-defaults") == 0) {
       int p = -1, d = -1;
       if (!cl || sscanf(cl, "%d:%d", &p, &d) != 2) return 2;
@@ -167,7 +168,7 @@ int main(int argc, char **argv) {
 
   bench_output_begin(&o, d);
   clref *r = NULL;
-  if (o.groups & (BENCH_TRANSFER | BENCH_ELEMENTWISE | BENCH_REDUCE | BENCH_CHAIN)) {
+  if (o.groups & (BENCH_TRANSFER | BENCH_ELEMENTWISE | BENCH_REDUCE | BENCH_CHAIN | BENCH_FUSION)) {
     r = clref_open_device(d);
     if (!r) fprintf(stderr, "cltensor-bench: the raw OpenCL references are unavailable: %s\n", bench_error());
   }
@@ -179,6 +180,7 @@ int main(int argc, char **argv) {
   if (o.groups & BENCH_MLP) bench_group_mlp(&o, d);
   if (o.groups & BENCH_SHAPE) bench_group_shape(&o, d);
   if (o.groups & BENCH_INDEX) bench_group_index(&o, d);
+  if (o.groups & BENCH_FUSION) bench_group_fusion(&o, d, r);
   clref_close(r);
   if (o.groups & BENCH_MATMUL) bench_group_matmul(&o, d);
   if (o.groups & BENCH_FIRST_RESULT) bench_group_first_result(&o, d);

@@ -17,7 +17,7 @@ struct clref {
   cl_context ctx;
   cl_command_queue q;
   cl_program prog;
-  cl_kernel add, mul, ex, psum, pmax;
+  cl_kernel add, mul, ex, psum, pmax, tchain;
   size_t max_wg;
   cl_ulong max_alloc;
 };
@@ -29,6 +29,8 @@ static const char *k_src =
     "{ size_t i = get_global_id(0); c[i] = a[i] * b[i]; }\n"
     "__kernel void ex(__global const float *a, __global float *c)\n"
     "{ size_t i = get_global_id(0); c[i] = exp(a[i]); }\n"
+    "__kernel void tanh_chain(__global const float *a, __global float *c)\n"
+    "{ size_t i = get_global_id(0); float x = a[i]; c[i] = tanh(x * 0.5f + 1.0f) * x; }\n"
     "__kernel void partial_sum(__global const float *a, __global float *out, ulong n)\n"
     "{ size_t g = get_global_id(0), gs = get_global_size(0);\n"
     "  size_t chunk = (n + gs - 1) / gs, s = g * chunk, e = min(s + chunk, (size_t)n);\n"
@@ -56,7 +58,8 @@ static int build_kernels(clref *r) {
   struct {
     cl_kernel *k;
     const char *name;
-  } ks[] = {{&r->add, "add"}, {&r->mul, "mul"}, {&r->ex, "ex"}, {&r->psum, "partial_sum"}, {&r->pmax, "partial_max"}};
+  } ks[] = {{&r->add, "add"}, {&r->mul, "mul"}, {&r->ex, "ex"}, {&r->psum, "partial_sum"}, {&r->pmax, "partial_max"},
+                 {&r->tchain, "tanh_chain"}};
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
     *ks[i].k = clCreateKernel(r->prog, ks[i].name, &err);
     CLTRY(err, "clCreateKernel");
@@ -128,7 +131,7 @@ clref *clref_open(int platform_index, int device_index) {
 
 void clref_close(clref *r) {
   if (!r) return;
-  cl_kernel ks[] = {r->add, r->mul, r->ex, r->psum, r->pmax};
+  cl_kernel ks[] = {r->add, r->mul, r->ex, r->psum, r->pmax, r->tchain};
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
     if (ks[i]) clReleaseKernel(ks[i]);
   if (r->prog) clReleaseProgram(r->prog);
@@ -270,10 +273,10 @@ static int set_args(cl_kernel k, const cl_mem *m, int n) {
 static int job_init(const bench_opts *o, clref_job *j, const char *what, size_t n) {
   clref *r = j->r;
   cl_int err;
-  if (!strcmp(what, "add") || !strcmp(what, "mul") || !strcmp(what, "exp")) {
-    bool unary = !strcmp(what, "exp");
+  if (!strcmp(what, "add") || !strcmp(what, "mul") || !strcmp(what, "exp") || !strcmp(what, "tanh_chain")) {
+    bool unary = !strcmp(what, "exp") || !strcmp(what, "tanh_chain");
     j->kind = JOB_KERNEL;
-    j->k = unary ? r->ex : !strcmp(what, "add") ? r->add : r->mul;
+    j->k = !strcmp(what, "exp") ? r->ex : !strcmp(what, "tanh_chain") ? r->tchain : !strcmp(what, "add") ? r->add : r->mul;
     j->global = n;
     int nb = unary ? 2 : 3;
     for (int i = 0; i < nb; i++)

@@ -1,0 +1,62 @@
+/* The fusion graph's table of generated kernels (src/elementwise/lazy.c): the same chain of
+ * calls realized again, later in the process, must find the kernel it built the first time.
+ * Regression: the generated source named each value after its call's process-wide number
+ * (v1, v2, then v3, v4 for the same chain), so every realize produced new source text, missed
+ * both the in-memory LRU and the disk cache (both keyed by the source) and compiled again:
+ * about half a second per realize on PoCL. */
+#include "ct_test.h"
+#include "elementwise/elementwise.h"
+
+#define N 1024
+
+/* tanh(x * 0.5 + 1) * x, the intermediates released before the realize; the result's bits. */
+static void chain(ct_device *d, ct_tensor *x, float *out) {
+  ct_tensor *a = NULL, *b = NULL, *c = NULL, *y = NULL;
+  ck_assert_ct_ok(ct_mul_scalar(&a, x, 0.5));
+  ck_assert_ct_ok(ct_add_scalar(&b, a, 1.0));
+  ct_release(a);
+  ck_assert_ct_ok(ct_tanh(&c, b));
+  ct_release(b);
+  ck_assert_ct_ok(ct_mul(&y, c, x));
+  ct_release(c);
+  ck_assert_ct_ok(ct_device_synchronize(d));
+  ck_assert_ct_ok(ct_to_host(y, out, N * sizeof *out));
+  ct_release(y);
+}
+
+START_TEST(test_same_chain_reuses_its_kernel) {
+  ct__fusion_override = 1;
+  ct_device *d = ct_test_device();
+  static float hx[N], first[N], again[N];
+  for (int i = 0; i < N; i++) hx[i] = (float)(i - N / 2) / 256.0f;
+  int64_t n = N;
+  ct_tensor *x = NULL, *unused = NULL;
+  ck_assert_ct_ok(ct_from_host(&x, d, CT_F32, 1, &n, hx));
+  struct ct__fusion_stats s0, s1, s2;
+  ct__fusion_stats(&s0);
+  chain(d, x, first);
+  ct__fusion_stats(&s1);
+  ck_assert_uint_eq(s1.builds - s0.builds, 1);
+  /* A recorded call that is dropped in between: later calls' numbers move on by more than the
+   * chain's length. */
+  ck_assert_ct_ok(ct_neg(&unused, x));
+  ct_release(unused);
+  ck_assert_ct_ok(ct_device_synchronize(d));
+  chain(d, x, again);
+  ct__fusion_stats(&s2);
+  ck_assert_msg(s2.builds == s1.builds, "the same chain built %lu more fused program(s) when realized again",
+                s2.builds - s1.builds);
+  ck_assert_uint_eq(s2.kernels - s1.kernels, 1);
+  ck_assert_int_eq(memcmp(first, again, sizeof first), 0);
+  ct_release(x);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("fusion-cache");
+  TCase *tc = tcase_create("lru");
+  tcase_add_checked_fixture(tc, NULL, ct_test_finish);
+  tcase_add_test(tc, test_same_chain_reuses_its_kernel);
+  suite_add_tcase(s, tc);
+  return ct_test_run(s);
+}
