@@ -3,7 +3,9 @@
  * calls run eagerly, ct__fusion_override = 0). Few distinct programs: f32 inputs, small shapes
  * except where the bug needs a size. */
 #include <check.h>
+#include <stdatomic.h>
 #include <stdint.h>
+#include <string.h>
 #include <stdlib.h>
 
 #include "ct_test.h"
@@ -38,11 +40,45 @@ START_TEST(sum_of_mask_is_exact) {
 }
 END_TEST
 
+/* A realize that fails names the call that triggered it. A reduction over some dims (or a
+ * softmax over another dim) of a recorded tensor realized it from its kernel's launch, whose
+ * message named the kernel ("reduce_cols_sum: realizing ..."), not ct_sum. */
+START_TEST(failed_realize_names_the_call) {
+  ct_device *d = ct_test_device();
+  ct__fusion_override = 1;
+  const int64_t sh[2] = {3, 40};
+  ct_tensor *a = NULL, *y = NULL, *r = NULL;
+  ck_assert_ct_ok(ct_ones(&a, d, CT_F32, 2, sh));
+  ck_assert_ct_ok(ct_mul_scalar(&y, a, 0.5));
+  int dim = 0;
+  atomic_store(&ct__fusion_fail_builds, 1);
+  ck_assert_ct_status(ct_sum(&r, y, 1, &dim, false), CT_ERR_KERNEL_BUILD);
+  ck_assert_ptr_null(r);
+  ck_assert_error_contains("ct_sum: realizing deferred elementwise work failed in the fused kernel of ct_mul_scalar");
+  atomic_store(&ct__fusion_fail_builds, 1);
+  ck_assert_ct_status(ct_softmax(&r, y, 0), CT_ERR_KERNEL_BUILD);
+  ck_assert_ptr_null(r);
+  ck_assert_error_contains("ct_softmax: realizing deferred elementwise work failed");
+  /* The retry works. */
+  atomic_store(&ct__fusion_fail_builds, 0);
+  ck_assert_ct_ok(ct_sum(&r, y, 1, &dim, false));
+  float v[40];
+  ck_assert_ct_ok(ct_to_host(r, v, sizeof v));
+  for (int i = 0; i < 40; i++) ck_assert(v[i] == 1.5f);
+  ct_release(r);
+  ct_release(y);
+  ct_release(a);
+  ct__fusion_override = -1;
+  ct_test_finish();
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("fusion-review");
   TCase *tc = tcase_create("review");
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, sum_of_mask_is_exact);
+  tcase_add_test(tc, failed_realize_names_the_call);
   suite_add_tcase(s, tc);
   return ct_test_run(s);
 }
