@@ -42,7 +42,7 @@ END_TEST
 
 /* A realize that fails names the call that triggered it. A reduction over some dims (or a
  * softmax over another dim) of a recorded tensor realized it from its kernel's launch, whose
- * message named the kernel ("reduce_cols_sum: realizing ..."), not ct_sum. */
+ * message named the kernel ("reduce_cols_sum: realizing ..."), not ct_sum (ct_any: "red_anyall"). */
 START_TEST(failed_realize_names_the_call) {
   ct_device *d = ct_test_device();
   ct__fusion_override = 1;
@@ -59,6 +59,10 @@ START_TEST(failed_realize_names_the_call) {
   ck_assert_ct_status(ct_softmax(&r, y, 0), CT_ERR_KERNEL_BUILD);
   ck_assert_ptr_null(r);
   ck_assert_error_contains("ct_softmax: realizing deferred elementwise work failed");
+  atomic_store(&ct__fusion_fail_builds, 1);
+  ck_assert_ct_status(ct_any(&r, y, 1, &dim, false), CT_ERR_KERNEL_BUILD);
+  ck_assert_ptr_null(r);
+  ck_assert_error_contains("ct_any: realizing deferred elementwise work failed");
   /* The retry works. */
   atomic_store(&ct__fusion_fail_builds, 0);
   ck_assert_ct_ok(ct_sum(&r, y, 1, &dim, false));
