@@ -101,8 +101,10 @@ void ct__gen_kernel(struct ct__buf *b, struct ct__fgen *g, struct ct__fnode **no
                     bool full, struct ct__fnode *red);
 /* The second pass of the reduction red: combines the parts, writes the result. */
 void ct__gen_final(struct ct__buf *b, const struct ct__fnode *red, const char *name);
-/* Bytes of a reduction's accumulator over compute dtype k. */
+/* Bytes of a reduction's accumulator over values of dtype k. */
 size_t ct__acc_size(ct_dtype k);
+/* The dtype whose accumulator the reduction red uses: its input's (as reduce.cl chooses). */
+ct_dtype ct__red_acc_dtype(const struct ct__fnode *red);
 /* The op a node computes, for kernel names ("mul", "cast", "sum", ...). */
 const char *ct__node_name(const struct ct__fnode *nd);
 /* "fz_<op>_<op>..." for the kernel of nodes[0..nn). */

@@ -537,7 +537,7 @@ static ct_status ct__launch_kernel(ct__kernel *k, struct ct__fgen *g, int64_t ba
 /* Both passes of a kernel with a trailing reduction. */
 static ct_status ct__launch_reduce(struct ct__fkern *K, struct ct__fgen *g, const char *fn) {
   atomic_fetch_add(&ct__fstats.launches, 2);
-  size_t local = g->cpu_red ? 1 : ct__kernel_group_size(K->kc), accsz = ct__acc_size(K->red->l.k);
+  size_t local = g->cpu_red ? 1 : ct__kernel_group_size(K->kc), accsz = ct__acc_size(ct__red_acc_dtype(K->red));
   struct ct__kargs a = ct__kargs_lock(K->kc);
   ct__karg_common(&a, g);
   if (g->cpu_red) ct__karg_long(&a, "chunk", K->chunk);
@@ -748,7 +748,7 @@ static ct_status ct__realize_locked(const char *fn) {
       char fname[32];
       snprintf(fname, sizeof fname, "fz_final_%s", ct__node_name(K->red));
       /* The second pass depends on the reduction, its accumulator and its result dtype. */
-      int64_t fsig[5] = {-1, K->red->red, K->red->mean, K->red->l.k, K->red->odt};
+      int64_t fsig[5] = {-1, K->red->red, K->red->mean, ct__red_acc_dtype(K->red), K->red->odt};
       if (!(K->kfin = ct__lru_find(K->dev, fsig, 5))) {
         b.n = 0;
         ct__gen_final(&b, K->red, fname);
@@ -757,7 +757,8 @@ static ct_status ct__realize_locked(const char *fn) {
       if (st == CT_OK && !b.oom) {
         ct__red_split(K, ct__kernel_group_size(K->kc), g->cpu_red);
         int64_t pn = K->parts;
-        ct_dtype adt = K->red->l.k == CT_F64 ? CT_F64 : ct_dtype_is_float(K->red->l.k) ? CT_F32 : CT_I64;
+        ct_dtype at = ct__red_acc_dtype(K->red);
+        ct_dtype adt = at == CT_F64 ? CT_F64 : ct_dtype_is_float(at) ? CT_F32 : CT_I64;
         st = ct__tensor_new(&K->part, K->dev, adt, 1, &pn, fn);
       }
     }

@@ -20,6 +20,8 @@ static ct_status logic_run(ct_tensor **out, const ct_tensor *x, const bool *mask
     odt = x->dtype == CT_U8 ? CT_U8 : CT_BOOL;
   ct_device *d = x->storage->device;
   ct_tensor *o = NULL;
+  /* As in reduce.c: a failure to realize recorded work names this call, not a kernel. */
+  CT__TRY(ct__deferred_realize(fn));
   struct ct__red_geom g;
   CT__TRY(ct__reduce_begin(&o, &g, x, mask, keepdim, odt, true, fn));
   if (g.nout == 0) {

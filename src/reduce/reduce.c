@@ -271,6 +271,9 @@ static ct_status reduce_api(ct_tensor **out, const ct_tensor *x, const bool *mas
       return CT_OK;
     }
   }
+  /* Recorded work the kernels below need runs now, so that a failure to realize it names this
+   * call (the launch would realize it too, but name its kernel). */
+  CT__TRY(ct__deferred_realize(fn));
   struct ct__red_geom g;
   /* argmax/argmin indices are row-major positions, so they walk the dims in order. */
   CT__TRY(ct__reduce_begin(&o, &g, x, mask, keepdim, odt, !is_arg(op), fn));

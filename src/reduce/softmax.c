@@ -32,6 +32,8 @@ static ct_status softmax_run(ct_tensor **out, int *dd_out, const ct_tensor *x, i
       return CT_OK;
     }
   }
+  /* As in reduce.c: a failure to realize recorded work names this call, not a kernel. */
+  CT__TRY(ct__deferred_realize(fn));
   CT__TRY(ct__tensor_new(&o, d, x->dtype, x->ndim, x->shape, fn));
   if (ct_numel(x) == 0) {
     *out = o;
