@@ -127,8 +127,16 @@ static void ct__red_defs(struct ct__buf *b, int red, ct_dtype k) {
   ct__put(b, "typedef %s fz_acc;\n", acc);
   if (CT__FR_IS_SOFTMAX(red)) return;
   switch (red) {
-  case CT__FR_SUM: ct__put(b, "#define FZ_ID ((fz_acc)0)\n#define FZ_COMB(a, v) ((a) + (v))\n"); break;
-  case CT__FR_PROD: ct__put(b, "#define FZ_ID ((fz_acc)1)\n#define FZ_COMB(a, v) ((a) * (v))\n"); break;
+  /* Integer sums and products wrap modulo 2^64 as reduce.cl's: through ulong, where overflow is
+   * defined (signed overflow is not, in OpenCL C as in C). */
+  case CT__FR_SUM:
+    if (flt) ct__put(b, "#define FZ_ID ((fz_acc)0)\n#define FZ_COMB(a, v) ((a) + (v))\n");
+    else ct__put(b, "#define FZ_ID ((fz_acc)0)\n#define FZ_COMB(a, v) as_long(as_ulong((long)(a)) + as_ulong((long)(v)))\n");
+    break;
+  case CT__FR_PROD:
+    if (flt) ct__put(b, "#define FZ_ID ((fz_acc)1)\n#define FZ_COMB(a, v) ((a) * (v))\n");
+    else ct__put(b, "#define FZ_ID ((fz_acc)1)\n#define FZ_COMB(a, v) as_long(as_ulong((long)(a)) * as_ulong((long)(v)))\n");
+    break;
   case CT__FR_MAX:
     if (flt) ct__put(b, "#define FZ_ID ((fz_acc)(-INFINITY))\n#define FZ_COMB(a, v) ((((a) > (v)) || isnan(a)) ? (a) : (v))\n");
     else ct__put(b, "#define FZ_ID ((fz_acc)LONG_MIN)\n#define FZ_COMB(a, v) max((a), (v))\n");
