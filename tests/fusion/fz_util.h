@@ -1,0 +1,81 @@
+/* Helpers shared by the fusion tests (issue #16): switching the fusion graph on and off between
+ * runs of the same calls, its counters, reading tensors back and comparing them bit for bit.
+ * Fused results are compared with the same calls run eagerly (ct__fusion_override = 0): the
+ * generated kernels call the per-op kernels' functions (kernels/ew_ops.cl) with the same loads,
+ * conversions and roundings, so every bit must agree (NaN payloads included). */
+#ifndef FZ_UTIL_H
+#define FZ_UTIL_H
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ct_test.h"
+#include "elementwise/elementwise.h"
+
+/* The graph's counters now. */
+static inline struct ct__fusion_stats fz_stats(void) {
+  struct ct__fusion_stats s;
+  ct__fusion_stats(&s);
+  return s;
+}
+
+static inline unsigned long fz_pending(void) { return fz_stats().pending; }
+
+/* Realizes whatever is recorded, then turns fusion on (1) or off (0): the override may only
+ * change while nothing is recorded (elementwise.h). */
+static inline void fz_mode(ct_device *d, int on) {
+  ck_assert_ct_ok(ct_device_synchronize(d));
+  ck_assert_uint_eq(fz_pending(), 0);
+  ct__fusion_override = on;
+}
+
+static inline ct_tensor *fz_from(ct_device *d, ct_dtype t, int ndim, const int64_t *shape, const void *data) {
+  ct_tensor *x = NULL;
+  ck_assert_ct_ok(ct_from_host(&x, d, t, ndim, shape, data));
+  return x;
+}
+
+/* f32 tensor of shape [n] with x[i] = a + b * i. */
+static inline ct_tensor *fz_ramp(ct_device *d, int64_t n, float a, float b) {
+  float *h = malloc((size_t)(n ? n : 1) * sizeof *h);
+  ck_assert_ptr_nonnull(h);
+  for (int64_t i = 0; i < n; i++) h[i] = a + b * (float)i;
+  ct_tensor *x = fz_from(d, CT_F32, 1, &n, h);
+  free(h);
+  return x;
+}
+
+/* The tensor's elements, row-major, malloc'd (one byte for an empty tensor). */
+static inline void *fz_read(const ct_tensor *t) {
+  size_t bytes = ct_tensor_nbytes(t);
+  void *p = malloc(bytes ? bytes : 1);
+  ck_assert_ptr_nonnull(p);
+  ck_assert_ct_ok(ct_to_host(t, p, bytes));
+  return p;
+}
+
+/* The elements of an f32 tensor as floats, malloc'd. */
+static inline float *fz_read_f32(const ct_tensor *t) {
+  ck_assert_int_eq(ct_tensor_dtype(t), CT_F32);
+  return fz_read(t);
+}
+
+/* Fails with the first differing element of two host copies of nbytes of dtype t. */
+static inline void fz_assert_bits(const void *got, const void *want, size_t nbytes, ct_dtype t, const char *what) {
+  if (memcmp(got, want, nbytes) == 0) return;
+  size_t es = ct_dtype_size(t);
+  for (size_t i = 0; i + es <= nbytes; i += es) {
+    if (memcmp((const char *)got + i, (const char *)want + i, es) == 0) continue;
+    uint64_t g = 0, w = 0;
+    memcpy(&g, (const char *)got + i, es);
+    memcpy(&w, (const char *)want + i, es);
+    ck_abort_msg("%s: element %zu (%s) differs: fused 0x%" PRIx64 ", eager 0x%" PRIx64, what, i / es,
+                 ct_dtype_name(t), g, w);
+  }
+  ck_abort_msg("%s: host copies differ", what);
+}
+
+#endif
