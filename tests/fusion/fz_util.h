@@ -49,6 +49,20 @@ static inline ct_tensor *fz_ramp(ct_device *d, int64_t n, float a, float b) {
   return x;
 }
 
+/* tanh(x * 0.5 + 1) * x, the issue's example: 4 recorded calls (ct_mul_scalar, ct_add_scalar,
+ * ct_tanh, ct_mul), intermediates released. */
+static inline ct_tensor *fz_chain(const ct_tensor *x) {
+  ct_tensor *a = NULL, *b = NULL, *c = NULL, *z = NULL;
+  ck_assert_ct_ok(ct_mul_scalar(&a, x, 0.5));
+  ck_assert_ct_ok(ct_add_scalar(&b, a, 1));
+  ct_release(a);
+  ck_assert_ct_ok(ct_tanh(&c, b));
+  ct_release(b);
+  ck_assert_ct_ok(ct_mul(&z, c, x));
+  ct_release(c);
+  return z;
+}
+
 /* The tensor's elements, row-major, malloc'd (one byte for an empty tensor). */
 static inline void *fz_read(const ct_tensor *t) {
   size_t bytes = ct_tensor_nbytes(t);
@@ -62,6 +76,16 @@ static inline void *fz_read(const ct_tensor *t) {
 static inline float *fz_read_f32(const ct_tensor *t) {
   ck_assert_int_eq(ct_tensor_dtype(t), CT_F32);
   return fz_read(t);
+}
+
+/* fz_chain(x) computed eagerly, as host floats (malloc'd); fusion is on afterwards. */
+static inline float *fz_chain_eager(ct_device *d, const ct_tensor *x) {
+  fz_mode(d, 0);
+  ct_tensor *z = fz_chain(x);
+  float *h = fz_read_f32(z);
+  ct_release(z);
+  fz_mode(d, 1);
+  return h;
 }
 
 /* True when element bits a and b (es bytes of dtype t) are both a NaN. */
