@@ -36,79 +36,52 @@
 
 /* ---- the op lists, from the op table ---- */
 
-static const struct {
+/* Every public form of every row: the row's kind says which it has. */
+static const struct form {
+  const char *name, *sname, *rname; /* ct_<name>, ct_<name>_scalar, ct_r<name>_scalar */
+  un_fn un;
+  bin_fn bin;
+  sc_fn sc, rsc, unp;
+} forms[] = {
+#define F_BIN(op) .bin = ct_##op
+#define F_BINS(op) F_BIN(op), .sc = ct_##op##_scalar, .sname = "ct_" #op "_scalar"
+#define F_BINSR(op) F_BINS(op), .rsc = ct_r##op##_scalar, .rname = "ct_r" #op "_scalar"
+#define F_UN(op) .un = ct_##op
+#define F_UNP(op) .unp = ct_##op
+#define F_WHERE(op) .un = NULL /* where and clamp: their own steps */
+#define F_CLAMP(op) .un = NULL
+#define CT__EW_OP(NAME, op, kind, rule, no_bool, fn, ref, bwd) {.name = "ct_" #op, F_##kind(op)},
+#include "elementwise/ops.def"
+#undef CT__EW_OP
+};
+#define N_FORMS ((int)(sizeof forms / sizeof forms[0]))
+
+/* The unary ops, binary ops, and (tensor, double) forms: a op s, s op a, leaky_relu(x, slope). */
+static struct {
   const char *name;
   un_fn fn;
-} un_ops[] = {
-#define T_UN(NAME, name) {"ct_" #name, ct_##name},
-#define T_BIN(NAME, name)
-#define T_BINS(NAME, name)
-#define T_BINSR(NAME, name)
-#define T_UNP(NAME, name)
-#define T_WHERE(NAME, name)
-#define T_CLAMP(NAME, name)
-#define CT__EW_OP(NAME, name, kind, rule, no_bool, fn, ref, bwd) T_##kind(NAME, name)
-#include "elementwise/ops.def"
-#undef CT__EW_OP
-#undef T_UN
-#undef T_BIN
-#undef T_BINS
-#undef T_BINSR
-#undef T_UNP
-#undef T_WHERE
-#undef T_CLAMP
-};
-#define N_UN ((int)(sizeof un_ops / sizeof un_ops[0]))
-
-static const struct {
+} un_ops[N_FORMS];
+static struct {
   const char *name;
   bin_fn fn;
-} bin_ops[] = {
-#define T_UN(NAME, name)
-#define T_BIN(NAME, name) {"ct_" #name, ct_##name},
-#define T_BINS T_BIN
-#define T_BINSR T_BIN
-#define T_UNP(NAME, name)
-#define T_WHERE(NAME, name)
-#define T_CLAMP(NAME, name)
-#define CT__EW_OP(NAME, name, kind, rule, no_bool, fn, ref, bwd) T_##kind(NAME, name)
-#include "elementwise/ops.def"
-#undef CT__EW_OP
-#undef T_UN
-#undef T_BIN
-#undef T_BINS
-#undef T_BINSR
-#undef T_UNP
-#undef T_WHERE
-#undef T_CLAMP
-};
-#define N_BIN ((int)(sizeof bin_ops / sizeof bin_ops[0]))
-
-/* Tensor-scalar forms (a op s), the reversed ones (s op a), and the unary ops with a
- * parameter (leaky_relu's slope): all (out, tensor, double). */
-static const struct {
+} bin_ops[N_FORMS];
+static struct {
   const char *name;
   sc_fn fn;
-} sc_ops[] = {
-#define T_UN(NAME, name)
-#define T_BIN(NAME, name)
-#define T_BINS(NAME, name) {"ct_" #name "_scalar", ct_##name##_scalar},
-#define T_BINSR(NAME, name) T_BINS(NAME, name) {"ct_r" #name "_scalar", ct_r##name##_scalar},
-#define T_UNP(NAME, name) {"ct_" #name, ct_##name},
-#define T_WHERE(NAME, name)
-#define T_CLAMP(NAME, name)
-#define CT__EW_OP(NAME, name, kind, rule, no_bool, fn, ref, bwd) T_##kind(NAME, name)
-#include "elementwise/ops.def"
-#undef CT__EW_OP
-#undef T_UN
-#undef T_BIN
-#undef T_BINS
-#undef T_BINSR
-#undef T_UNP
-#undef T_WHERE
-#undef T_CLAMP
-};
-#define N_SC ((int)(sizeof sc_ops / sizeof sc_ops[0]))
+} sc_ops[3 * N_FORMS];
+static int N_UN, N_BIN, N_SC;
+
+static void op_lists(void) {
+  N_UN = N_BIN = N_SC = 0;
+  for (int i = 0; i < N_FORMS; i++) {
+    const struct form *f = &forms[i];
+    if (f->un) un_ops[N_UN].name = f->name, un_ops[N_UN++].fn = f->un;
+    if (f->bin) bin_ops[N_BIN].name = f->name, bin_ops[N_BIN++].fn = f->bin;
+    if (f->sc) sc_ops[N_SC].name = f->sname, sc_ops[N_SC++].fn = f->sc;
+    if (f->rsc) sc_ops[N_SC].name = f->rname, sc_ops[N_SC++].fn = f->rsc;
+    if (f->unp) sc_ops[N_SC].name = f->name, sc_ops[N_SC++].fn = f->unp;
+  }
+}
 
 /* ---- deterministic choices ---- */
 
@@ -211,12 +184,12 @@ static bool compatible(const ct_tensor *a, const ct_tensor *b) {
 /* Calls so far of each op form (this process: one test). Ops are drawn among the least used
  * ones most of the time, so that a few DAGs cover the whole table; a refused draw counts, so
  * that an op a DAG's dtypes refuse (bitwise ops on floats) doesn't hold the draw. */
-static int use_un[N_UN], use_bin[N_BIN], use_sc[N_SC];
+static int use_un[N_FORMS], use_bin[N_FORMS], use_sc[3 * N_FORMS];
 
 static int least_used(int *use, int n) {
   int op = rndi(n);
   if (rndi(4)) {
-    int lo = use[0], cand[128], nc = 0;
+    int lo = use[0], cand[3 * N_FORMS], nc = 0;
     for (int i = 1; i < n; i++)
       if (use[i] < lo) lo = use[i];
     for (int i = 0; i < n; i++)
@@ -398,6 +371,7 @@ struct dag_spec {
 };
 
 static void run_dag(ct_device *d, int id, const struct dag_spec *sp) {
+  if (N_UN == 0) op_lists();
   const char *only = getenv("FZ_ONLY_DAG"); /* debugging: run one DAG */
   if (only && atoi(only) != id) return;
   static struct dag g;
