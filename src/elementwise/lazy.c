@@ -227,12 +227,12 @@ ct_status ct__ew_defer(const char *fn, const struct ct__ew_launch *l, ct_tensor 
   return ct__ew_defer_node(fn, l, out, false);
 }
 
-/* The device.h hook behind reduce/'s full reductions (sum, prod, max, min; mean as a sum divided
- * by the count) of a tensor that is a recorded node's whole result: records the reduction as
- * that node's trailing one, so it runs in the producer's kernel. *out NULL: not recorded (fusion
- * off, x not pending, or not whole), the caller runs the reduction itself. */
-static ct_status ct__defer_reduce(ct_tensor **out, const ct_tensor *x, enum ct__deferred_reduce op, ct_dtype odt,
-                                  int ondim, const int64_t *oshape, const char *fn) {
+/* Records a trailing op (CT__FR_*; mean: the sum divided by the count) of x, a recorded node's
+ * whole result, into a new result of dtype odt and shape (ondim, oshape): the producer kernel's
+ * trailing reduction or softmax. *out NULL when not recorded (fusion off, x not pending or not
+ * whole): the caller computes it itself. */
+static ct_status ct__defer_trailing(ct_tensor **out, const ct_tensor *x, int red, bool mean, ct_dtype odt, int ondim,
+                                    const int64_t *oshape, const char *fn) {
   *out = NULL;
   bool on;
   CT__TRY(ct__fusion_on(&on, fn));
@@ -265,9 +265,8 @@ static ct_status ct__defer_reduce(ct_tensor **out, const ct_tensor *x, enum ct__
   nd->ndim = p->ndim;
   memcpy(nd->shape, p->shape, sizeof p->shape);
   nd->n = p->n;
-  nd->red = op == CT__DEFER_MEAN ? CT__FR_SUM : op == CT__DEFER_PROD ? CT__FR_PROD
-          : op == CT__DEFER_MAX ? CT__FR_MAX : op == CT__DEFER_MIN ? CT__FR_MIN : CT__FR_SUM;
-  nd->mean = op == CT__DEFER_MEAN;
+  nd->red = red;
+  nd->mean = mean;
   nd->fn = fn;
   nd->out = o->storage;
   nd->out_off = off;
@@ -284,6 +283,15 @@ static ct_status ct__defer_reduce(ct_tensor **out, const ct_tensor *x, enum ct__
   }
   *out = o;
   return CT_OK;
+}
+
+/* The device.h hook behind reduce/'s full reductions (sum, prod, max, min; mean as a sum divided
+ * by the count). */
+static ct_status ct__defer_reduce(ct_tensor **out, const ct_tensor *x, enum ct__deferred_reduce op, ct_dtype odt,
+                                  int ondim, const int64_t *oshape, const char *fn) {
+  int red = op == CT__DEFER_PROD ? CT__FR_PROD : op == CT__DEFER_MAX ? CT__FR_MAX
+          : op == CT__DEFER_MIN  ? CT__FR_MIN  : CT__FR_SUM;
+  return ct__defer_trailing(out, x, red, op == CT__DEFER_MEAN, odt, ondim, oshape, fn);
 }
 
 /* Casts whose fused form (a load converted to the compute dtype, stored as the result) gives
@@ -315,58 +323,12 @@ static ct_status ct__defer_cast(ct_tensor **out, const ct_tensor *x, ct_dtype dt
   return CT_OK;
 }
 
-/* The device.h hook behind ct_softmax / ct_log_softmax over the last dim of a tensor that is a
- * recorded node's whole result: recorded as the producer kernel's trailing op. */
+/* The device.h hook behind ct_softmax / ct_log_softmax over the last dim. */
 static ct_status ct__defer_softmax(ct_tensor **out, const ct_tensor *x, bool log, const char *fn) {
   *out = NULL;
-  bool on;
-  CT__TRY(ct__fusion_on(&on, fn));
-  if (!on || x->ndim == 0 || !atomic_load_explicit(&x->storage->pending, memory_order_acquire)) return CT_OK;
-  struct ct__fnode *nd = calloc(1, sizeof *nd);
-  if (!nd) return CT_OK;
-  ct_tensor *o = NULL;
-  ct_status st = ct__tensor_new(&o, x->storage->device, x->dtype, x->ndim, x->shape, fn);
-  int64_t off;
-  if (st != CT_OK || !ct__tensor_elem_offset(o, &off)) {
-    free(nd);
-    ct_release(o);
-    return st;
-  }
-  pthread_mutex_lock(&G.lock);
-  ct__held = true;
-  struct ct__fnode *p = ct__writer(x->storage);
-  if (!p || !ct__reads_whole(x, p) || !ct__room()) {
-    ct__held = false;
-    pthread_mutex_unlock(&G.lock);
-    free(nd);
-    ct_release(o);
-    return CT_OK;
-  }
-  nd->l.nin = 1;
-  nd->l.k = p->l.k;
-  nd->src[0] = p;
-  nd->dev = p->dev;
-  nd->odt = x->dtype;
-  nd->ndim = p->ndim;
-  memcpy(nd->shape, p->shape, sizeof p->shape);
-  nd->n = p->n;
-  nd->red = log ? CT__FR_LOG_SOFTMAX : CT__FR_SOFTMAX;
-  nd->fn = fn;
-  nd->out = o->storage;
-  nd->out_off = off;
-  atomic_store_explicit(&o->storage->pending, true, memory_order_release);
-  nd->seq = ++G.seq;
-  G.v[G.n++] = nd;
-  atomic_fetch_add_explicit(&ct__deferred_nodes, 1, memory_order_release);
-  if (G.n >= CT__FUSE_MAX_NODES) st = ct__realize_locked(fn);
-  ct__held = false;
-  pthread_mutex_unlock(&G.lock);
-  if (st != CT_OK) {
-    ct_release(o);
-    return st;
-  }
-  *out = o;
-  return CT_OK;
+  if (x->ndim == 0) return CT_OK;
+  return ct__defer_trailing(out, x, log ? CT__FR_LOG_SOFTMAX : CT__FR_SOFTMAX, false, x->dtype, x->ndim, x->shape,
+                            fn);
 }
 
 static void ct__storage_dead(void *storage) {
