@@ -271,6 +271,11 @@ static void ct__signature(struct ct__fgen *g, struct ct__fnode **nodes, int nn, 
     *q++ = g->ops[i].dt;
     *q++ = g->ops[i].kind;
     *q++ = g->ops[i].cond;
+    /* A strided operand's offset sums only its dims of nonzero stride (below): which ones is
+     * part of the source. */
+    int64_t mask = 0;
+    for (int dd = 0; dd < g->ndim; dd++) mask |= (int64_t)(g->ops[i].st[dd] != 0) << dd;
+    *q++ = mask;
   }
   *q++ = g->nouts;
   for (int o = 0; o < g->nouts; o++) {

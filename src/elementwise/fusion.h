@@ -89,7 +89,7 @@ struct ct__fgen {
   bool cpu_red;   /* reductions take the CPU layout (chunks per work-item) */
   /* What the source depends on, as numbers (filled by ct__gen_kernel, text or not): the key
    * the graph looks built kernels up by, so that a realize prints source only to build it. */
-  int64_t sig[16 + 4 * 3 * CT__FUSE_MAX_NODES + 2 * CT__FUSE_MAX_NODES + 12 * CT__FUSE_MAX_NODES];
+  int64_t sig[16 + 5 * 3 * CT__FUSE_MAX_NODES + 2 * CT__FUSE_MAX_NODES + 12 * CT__FUSE_MAX_NODES];
   int nsig;
 };
 

@@ -52,11 +52,45 @@ START_TEST(test_same_chain_reuses_its_kernel) {
 }
 END_TEST
 
+/* Kernels are looked up by a signature of what their source depends on. Regression: a strided
+ * operand's offset sums only its dims of nonzero stride, and the signature did not say which:
+ * x + a row broadcast down [4, 5] (strides [0, 1]) built a kernel that x + a transposed
+ * [5, 4] (strides [1, 4]) then reused, reading wrong elements. */
+START_TEST(test_strided_operands_by_their_dims) {
+  ct__fusion_override = 1;
+  ct_device *d = ct_test_device();
+  float hx[20], hr[5], ht[20], out[20];
+  for (int i = 0; i < 20; i++) {
+    hx[i] = (float)i;
+    ht[i] = (float)(100 * i);
+  }
+  for (int i = 0; i < 5; i++) hr[i] = (float)(1000 * i);
+  int64_t s45[2] = {4, 5}, s15[2] = {1, 5}, s54[2] = {5, 4};
+  ct_tensor *x = NULL, *row = NULL, *rowx = NULL, *t = NULL, *tt = NULL, *y = NULL;
+  ck_assert_ct_ok(ct_from_host(&x, d, CT_F32, 2, s45, hx));
+  ck_assert_ct_ok(ct_from_host(&row, d, CT_F32, 2, s15, hr));
+  ck_assert_ct_ok(ct_expand(&rowx, row, 2, s45));
+  ck_assert_ct_ok(ct_from_host(&t, d, CT_F32, 2, s54, ht));
+  ck_assert_ct_ok(ct_transpose(&tt, t, 0, 1));
+  ck_assert_ct_ok(ct_add(&y, x, rowx));
+  ck_assert_ct_ok(ct_to_host(y, out, sizeof out));
+  for (int i = 0; i < 20; i++) ck_assert_float_eq(out[i], hx[i] + hr[i % 5]);
+  ct_release(y);
+  ck_assert_ct_ok(ct_add(&y, x, tt));
+  ck_assert_ct_ok(ct_to_host(y, out, sizeof out));
+  for (int i = 0; i < 20; i++) ck_assert_float_eq(out[i], hx[i] + ht[(i % 5) * 4 + i / 5]);
+  ct_release(y);
+  ct_tensor *all[] = {x, row, rowx, t, tt};
+  for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) ct_release(all[k]);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("fusion-cache");
   TCase *tc = tcase_create("lru");
   tcase_add_checked_fixture(tc, NULL, ct_test_finish);
   tcase_add_test(tc, test_same_chain_reuses_its_kernel);
+  tcase_add_test(tc, test_strided_operands_by_their_dims);
   suite_add_tcase(s, tc);
   return ct_test_run(s);
 }
