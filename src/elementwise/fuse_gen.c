@@ -261,6 +261,7 @@ static void ct__signature(struct ct__fgen *g, struct ct__fnode **nodes, int nn, 
   int64_t *q = g->sig;
   *q++ = full;
   *q++ = red ? red->red : -1;
+  *q++ = red ? red->mean : 0; /* only the kernel's name differs: the mean divides in fz_final */
   *q++ = g->k;
   *q++ = g->ndim;
   *q++ = g->cpu_red;
