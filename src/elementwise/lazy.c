@@ -31,8 +31,9 @@
  *      conversions, intermediate values rounded to their dtype as a store and a load would,
  *      FP_CONTRACT off: a fused kernel gives the bits the per-op kernels give.
  *   4. Every kernel is built (through the engine and its disk cache; the graph keeps them in a
- *      bounded LRU keyed by a signature of what the source depends on) and temporaries allocated before anything is enqueued, so an error there
- *      leaves every node pending and nothing half-written; then they are enqueued in order.
+ *      bounded LRU keyed by a signature of what the source depends on) and temporaries
+ *      allocated before anything is enqueued, so an error there leaves every node pending and
+ *      nothing half-written; then they are enqueued in order.
  * Errors name the call that triggered the realize and the recorded calls of the failing kernel.
  *
  * $CLTENSOR_FUSION=0 turns recording off (every op runs at its call, as before);
