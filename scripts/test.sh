@@ -2,8 +2,7 @@
 # README command 2: the whole test suite (what CI runs). Idempotent: reuses the build folders
 # and rebuilds only what changed.
 #
-#   1. every suite, warnings as errors          (build-test); the elementwise and fusion
-#      suites again with CLTENSOR_FUSION=0
+#   1. every suite, warnings as errors          (build-test)
 #   2. the unit tests under ASan + UBSan + LSan (build-asan, scripts/sanitize.sh)
 #   3. the kernel subset on Oclgrind            (scripts/oclgrind.sh)
 #   4. each libFuzzer harness for 30 seconds    (build-fuzz, scripts/fuzz.sh)
@@ -46,13 +45,7 @@ for s in $stages; do
       ninja -C build-test
       meson test -C build-test --print-errorlogs --num-processes 2
       summary="$summary
-suites: $(count build-test)"
-      # Elementwise fusion is on by default (docs/FUSION.md); the per-op kernels it replaces
-      # stay the reference: the elementwise and fusion suites again with it off.
-      echo "== 1b. elementwise and fusion suites with CLTENSOR_FUSION=0 (build-test)"
-      CLTENSOR_FUSION=0 meson test -C build-test --print-errorlogs --num-processes 2 --suite elementwise --suite fusion
-      summary="$summary
-suites with CLTENSOR_FUSION=0: $(count build-test)" ;;
+suites: $(count build-test)" ;;
     2)
       echo "== 2. ASan + UBSan + LSan (build-asan)"
       sh scripts/sanitize.sh asan
