@@ -162,6 +162,17 @@ static void ct__node_free(struct ct__fnode *nd) {
 
 static ct_status ct__realize_locked(const char *fn);
 
+/* Under G.lock, with room made (ct__room): nd, writing storage out, joins the list; the node
+ * bound realizes the graph (its status, naming fn, is returned). */
+static ct_status ct__append(struct ct__fnode *nd, ct__storage *out, const char *fn) {
+  nd->out = out;
+  atomic_store_explicit(&out->pending, true, memory_order_release);
+  nd->seq = ++G.seq;
+  G.v[G.n++] = nd;
+  atomic_fetch_add_explicit(&ct__deferred_nodes, 1, memory_order_release);
+  return G.n >= CT__FUSE_MAX_NODES ? ct__realize_locked(fn) : CT_OK;
+}
+
 /* Records the launch l into out (cast: ct_cast's conversion, l->k the result dtype). What can't
  * be recorded runs now, except a cast, which has no per-op launch here: its failure is returned. */
 static ct_status ct__ew_defer_node(const char *fn, const struct ct__ew_launch *l, ct_tensor *out, bool cast) {
@@ -208,12 +219,7 @@ static ct_status ct__ew_defer_node(const char *fn, const struct ct__ew_launch *l
     }
     nd->l.in[j] = nd->leaf[j];
   }
-  nd->out = out->storage;
-  atomic_store_explicit(&out->storage->pending, true, memory_order_release);
-  nd->seq = ++G.seq;
-  G.v[G.n++] = nd;
-  atomic_fetch_add_explicit(&ct__deferred_nodes, 1, memory_order_release);
-  if (G.n >= CT__FUSE_MAX_NODES) st = ct__realize_locked(fn);
+  st = ct__append(nd, out->storage, fn);
   ct__held = false;
   pthread_mutex_unlock(&G.lock);
   return st;
@@ -269,13 +275,8 @@ static ct_status ct__defer_trailing(ct_tensor **out, const ct_tensor *x, int red
   nd->red = red;
   nd->mean = mean;
   nd->fn = fn;
-  nd->out = o->storage;
   nd->out_off = off;
-  atomic_store_explicit(&o->storage->pending, true, memory_order_release);
-  nd->seq = ++G.seq;
-  G.v[G.n++] = nd;
-  atomic_fetch_add_explicit(&ct__deferred_nodes, 1, memory_order_release);
-  if (G.n >= CT__FUSE_MAX_NODES) st = ct__realize_locked(fn);
+  st = ct__append(nd, o->storage, fn);
   ct__held = false;
   pthread_mutex_unlock(&G.lock);
   if (st != CT_OK) {
