@@ -79,6 +79,22 @@ static void ct__kernel_limits(ct__kernel *k, ct_device *d) {
     k->nargs = CT__KERNEL_NARGS_UNKNOWN;
 }
 
+/* A ct__kernel around ck (taken over: released on failure), its limits queried, unlinked. */
+static ct_status ct__kernel_wrap(ct__kernel **out, cl_kernel ck, ct_device *d, const char *name) {
+  ct__kernel *k = malloc(sizeof *k + strlen(name) + 1);
+  if (!k) {
+    clReleaseKernel(ck);
+    return ct__error(CT_ERR_OUT_OF_MEMORY, "kernel engine: out of host memory");
+  }
+  k->k = ck;
+  ct__kernel_limits(k, d);
+  pthread_mutex_init(&k->lock, NULL);
+  strcpy(k->name, name);
+  k->next = NULL;
+  *out = k;
+  return CT_OK;
+}
+
 /* What a caller asks for, with the lengths and hash computed once per call. */
 struct ct__request {
   const char *key;      /* the file name, or the generated source text */
@@ -539,15 +555,7 @@ static ct_status ct__get_locked(ct__kernel **out, struct ct__engine *e, ct_devic
       ct_status st = ct__cl_error(err, "kernel engine: no kernel '%s' in %s on %s", name, label, d->spec);
       return st == CT_ERR_OPENCL ? CT_ERR_INTERNAL : st;
     }
-    k = malloc(sizeof *k + strlen(name) + 1);
-    if (!k) {
-      clReleaseKernel(ck);
-      return ct__error(CT_ERR_OUT_OF_MEMORY, "kernel engine: out of host memory");
-    }
-    k->k = ck;
-    ct__kernel_limits(k, d);
-    pthread_mutex_init(&k->lock, NULL);
-    strcpy(k->name, name);
+    CT__TRY(ct__kernel_wrap(&k, ck, d, name));
     k->next = p->kernels;
     p->kernels = k;
   }
@@ -661,18 +669,7 @@ ct_status ct__kernel_build_owned(ct__kernel **out, ct_device *d, const char *sou
   free(full);
   pthread_mutex_unlock(&e->lock);
   if (st != CT_OK) return st;
-  ct__kernel *k = malloc(sizeof *k + strlen(name) + 1);
-  if (!k) {
-    clReleaseKernel(ck);
-    return ct__error(CT_ERR_OUT_OF_MEMORY, "kernel engine: out of host memory");
-  }
-  k->k = ck;
-  ct__kernel_limits(k, d);
-  pthread_mutex_init(&k->lock, NULL);
-  strcpy(k->name, name);
-  k->next = NULL;
-  *out = k;
-  return CT_OK;
+  return ct__kernel_wrap(out, ck, d, name);
 }
 
 void ct__kernel_free_owned(ct__kernel *k) {
