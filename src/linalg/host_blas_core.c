@@ -13,16 +13,19 @@
  *   - the library exports gotoblas_dynamic_quit/init (DYNAMIC_ARCH builds; looked up with dlsym,
  *     so other BLAS libraries are untouched).
  * OpenBLAS's own re-initialisation (gotoblas_dynamic_quit, then gotoblas_dynamic_init reading
- * OPENBLAS_CORETYPE) does the switch, with the variable set only for that call. It must not
- * race another thread inside OpenBLAS: it runs under pthread_once before any GEMM of ours; an
- * application that calls OpenBLAS itself from other threads at that moment should set
- * OPENBLAS_CORETYPE itself (or CLTENSOR_OPENBLAS_CORETYPE=0). */
+ * OPENBLAS_CORETYPE) does the switch, with the variable visible only for that call (below: the
+ * environment itself is never written). It must not race another thread inside OpenBLAS: it
+ * runs under pthread_once before any GEMM of ours; an application that calls OpenBLAS itself
+ * from other threads at that moment should set OPENBLAS_CORETYPE itself (or
+ * CLTENSOR_OPENBLAS_CORETYPE=0). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "linalg/linalg.h"
 
@@ -42,6 +45,36 @@ static const char *ct__cpu_coretype(void) {
   return NULL;
 }
 
+/* Runs init() with OPENBLAS_CORETYPE=want in its getenv(), without writing the environment.
+ * setenv() and unsetenv() race every getenv() on other threads, and other threads read it all
+ * the time: PoCL's device threads at each kernel launch, the application's, ours. glibc's
+ * setenv() frees the array they may be walking (a segfault in PoCL's getenv, under
+ * stress/threads-one, when the first GEMM came while other threads launched kernels). Instead
+ * `environ` points, for the call, at a copy of the array with the variable added, then back;
+ * neither array is changed or freed (the copy stays reachable from ct__blas_env), so a getenv()
+ * elsewhere walks one whole array or the other. Returns false when the copy cannot be made. */
+static char **ct__blas_env;
+static char ct__blas_env_var[64];
+
+static bool ct__init_with_coretype(const char *want, void (*init)(void)) {
+  char **old = __atomic_load_n(&environ, __ATOMIC_ACQUIRE);
+  size_t n = 0;
+  while (old && old[n]) n++;
+  char **env = malloc((n + 2) * sizeof *env);
+  if (!env) return false;
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++)
+    if (strncmp(old[i], "OPENBLAS_CORETYPE=", 18) != 0) env[m++] = old[i];
+  snprintf(ct__blas_env_var, sizeof ct__blas_env_var, "OPENBLAS_CORETYPE=%s", want);
+  env[m++] = ct__blas_env_var;
+  env[m] = NULL;
+  ct__blas_env = env;
+  __atomic_store_n(&environ, env, __ATOMIC_RELEASE);
+  init();
+  __atomic_store_n(&environ, old, __ATOMIC_RELEASE);
+  return true;
+}
+
 static void ct__blas_core_fix(void) {
   const char *(*corename)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "openblas_get_corename");
   void (*quit)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "gotoblas_dynamic_quit");
@@ -56,10 +89,9 @@ static void ct__blas_core_fix(void) {
     return;
   if (getenv("OPENBLAS_CORETYPE") || strcasecmp(now, "Prescott") != 0) return;
   const char *want = ct__cpu_coretype();
-  if (!want || setenv("OPENBLAS_CORETYPE", want, 0) != 0) return;
+  if (!want) return;
   quit();
-  init();
-  unsetenv("OPENBLAS_CORETYPE");
+  if (!ct__init_with_coretype(want, init)) init(); /* no memory for the copy: OpenBLAS's own choice */
   now = corename();
   if (now) strncpy(ct__blas_core_after, now, sizeof ct__blas_core_after - 1);
 }

@@ -9,6 +9,7 @@
  * commands: their functions never run and their events complete, as for a skipped command. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <strings.h>
 #include <unistd.h>
@@ -110,6 +111,40 @@ START_TEST(test_openblas_core_switch) {
 }
 END_TEST
 
+/* The switch must not write the environment: other threads read it meanwhile (PoCL's device
+ * threads at each launch, the application's). With setenv()/unsetenv() it crashed a getenv()
+ * on another thread (stress/threads-one). Here three threads walk the environment while the
+ * first GEMM switches the kernels; the setenv() first makes glibc own the array, which a
+ * setenv() by the library would then reallocate and free (MALLOC_PERTURB_ makes the freed
+ * array's pointers garbage). */
+static atomic_bool readers_stop;
+static atomic_long readers_reads;
+
+static void *env_reader(void *arg) {
+  (void)arg;
+  long n = 0;
+  while (!atomic_load(&readers_stop)) {
+    if (getenv("CT_TEST_ENV_READER_NO_SUCH_VARIABLE")) abort();
+    if (!getenv("CT_TEST_ENV_READER")) abort();
+    n++;
+  }
+  atomic_fetch_add(&readers_reads, n);
+  return NULL;
+}
+
+START_TEST(test_openblas_core_switch_leaves_environment) {
+  ck_assert_int_eq(setenv("CT_TEST_ENV_READER", "1", 1), 0);
+  ct_device *d = native_host_device();
+  pthread_t th[3];
+  for (int i = 0; i < 3; i++) ck_assert_int_eq(pthread_create(&th[i], NULL, env_reader, NULL), 0);
+  run_product(d, SKIP_NONE);
+  atomic_store(&readers_stop, true);
+  for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
+  ck_assert_ptr_null(getenv("OPENBLAS_CORETYPE"));
+  ck_assert_str_eq(getenv("CT_TEST_ENV_READER"), "1");
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("linalg-gemm-host-release");
   TCase *tc = tcase_create("release");
@@ -118,6 +153,7 @@ int main(void) {
   tcase_add_test(tc, test_skipped_gemm_frees_its_block);
   tcase_add_test(tc, test_gemm_after_skipped_probes_is_not_run);
   tcase_add_loop_test(tc, test_openblas_core_switch, 0, 2);
+  tcase_add_loop_test(tc, test_openblas_core_switch_leaves_environment, 0, 8);
   suite_add_tcase(s, tc);
   return ct_test_run(s);
 }
