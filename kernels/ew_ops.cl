@@ -39,6 +39,15 @@
 #define EW_HI 0
 #endif
 
+/* Every op function is inlined into its kernel: PoCL's inliner kept the larger ones (erf, gelu)
+ * as calls, one per element, and a call keeps the work-item loop from being vectorized (erf:
+ * 9-17 ns an element as a call, 1.9 inlined). Other compilers get plain `inline`. */
+#if defined(__clang__)
+#define EW_INLINE __attribute__((always_inline)) inline
+#else
+#define EW_INLINE inline
+#endif
+
 /* ---- compute types of the common dtype: element type EW_WB, its unsigned twin EW_UB (for
  * wrapping integer arithmetic), the mask element type EW_MB ---- */
 #if EW_K == CT_DT_F16 || EW_K == CT_DT_BF16 || EW_K == CT_DT_F32
@@ -142,16 +151,16 @@
 #endif
 
 #define EW_DEF1(name, BODY) \
-  inline EW_WT() name(EW_WT() x) { BODY() }
+  EW_INLINE EW_WT() name(EW_WT() x) { BODY() }
 #define EW_DEF2(name, BODY) \
-  inline EW_WT() name(EW_WT() x, EW_WT() y) { BODY() }
+  EW_INLINE EW_WT() name(EW_WT() x, EW_WT() y) { BODY() }
 #if EW_VEC
 #define EW_DEF1V(name, BODY) \
   EW_DEF1(name, BODY)        \
-  inline EW_WT(8) name##8(EW_WT(8) x) { BODY(8) }
+  EW_INLINE EW_WT(8) name##8(EW_WT(8) x) { BODY(8) }
 #define EW_DEF2V(name, BODY) \
   EW_DEF2(name, BODY)        \
-  inline EW_WT(8) name##8(EW_WT(8) x, EW_WT(8) y) { BODY(8) }
+  EW_INLINE EW_WT(8) name##8(EW_WT(8) x, EW_WT(8) y) { BODY(8) }
 #else
 #define EW_DEF1V EW_DEF1
 #define EW_DEF2V EW_DEF2
@@ -228,8 +237,8 @@ EW_DEF2(ew_pow, EW_POW_B)
 #else
 #define EW_MAXMIN(pick_y) return EW_SEL(, x, y, pick_y);
 #endif
-inline EW_WT() ew_maximum(EW_WT() x, EW_WT() y) { EW_MAXMIN(x < y) }
-inline EW_WT() ew_minimum(EW_WT() x, EW_WT() y) { EW_MAXMIN(y < x) }
+EW_INLINE EW_WT() ew_maximum(EW_WT() x, EW_WT() y) { EW_MAXMIN(x < y) }
+EW_INLINE EW_WT() ew_minimum(EW_WT() x, EW_WT() y) { EW_MAXMIN(y < x) }
 
 #if EW_FLT
 /* PyTorch's div_floor for floats: fmod-based, exact for representable quotients. */
@@ -282,7 +291,7 @@ EW_DEF2(ew_remainder, EW_REMAINDER_B)
 /* C's fmod: the remainder of truncated division, with the sign of x (torch.fmod). Integers: x
  * fmod 0 is 0 (PyTorch raises ZeroDivisionError on the CPU; a kernel can't, and no op traps) and
  * MIN fmod -1 is 0, without the divider seeing -1. */
-inline EW_WT() ew_fmod(EW_WT() x, EW_WT() y) {
+EW_INLINE EW_WT() ew_fmod(EW_WT() x, EW_WT() y) {
 #if EW_FLT
   return fmod(x, y);
 #else
@@ -297,15 +306,15 @@ inline EW_WT() ew_fmod(EW_WT() x, EW_WT() y) {
 }
 
 #if EW_FLT
-inline EW_WT() ew_atan2(EW_WT() x, EW_WT() y) { return atan2(x, y); }
+EW_INLINE EW_WT() ew_atan2(EW_WT() x, EW_WT() y) { return atan2(x, y); }
 #endif
 
 /* -- bitwise (integer and bool compute types; bool values are 0/1, so these stay 0/1) -- */
 #if !EW_FLT
-inline EW_WT() ew_bitwise_and(EW_WT() x, EW_WT() y) { return x & y; }
-inline EW_WT() ew_bitwise_or(EW_WT() x, EW_WT() y) { return x | y; }
-inline EW_WT() ew_bitwise_xor(EW_WT() x, EW_WT() y) { return x ^ y; }
-inline EW_WT() ew_bitwise_not(EW_WT() x) {
+EW_INLINE EW_WT() ew_bitwise_and(EW_WT() x, EW_WT() y) { return x & y; }
+EW_INLINE EW_WT() ew_bitwise_or(EW_WT() x, EW_WT() y) { return x | y; }
+EW_INLINE EW_WT() ew_bitwise_xor(EW_WT() x, EW_WT() y) { return x ^ y; }
+EW_INLINE EW_WT() ew_bitwise_not(EW_WT() x) {
 #if EW_K == CT_DT_BOOL
   return x ^ EW_CST(, 1);
 #else
@@ -315,18 +324,18 @@ inline EW_WT() ew_bitwise_not(EW_WT() x) {
 #endif
 
 /* -- comparisons and logical ops: masks -- */
-inline EW_MT() ew_eq(EW_WT() x, EW_WT() y) { return EW_M(, x == y); }
-inline EW_MT() ew_ne(EW_WT() x, EW_WT() y) { return EW_M(, x != y); }
-inline EW_MT() ew_lt(EW_WT() x, EW_WT() y) { return EW_M(, x < y); }
-inline EW_MT() ew_le(EW_WT() x, EW_WT() y) { return EW_M(, x <= y); }
-inline EW_MT() ew_gt(EW_WT() x, EW_WT() y) { return EW_M(, x > y); }
-inline EW_MT() ew_ge(EW_WT() x, EW_WT() y) { return EW_M(, x >= y); }
-inline EW_MT() ew_logical_and(EW_WT() x, EW_WT() y) { return EW_M(, (x != EW_CST(, 0)) & (y != EW_CST(, 0))); }
-inline EW_MT() ew_logical_or(EW_WT() x, EW_WT() y) { return EW_M(, (x != EW_CST(, 0)) | (y != EW_CST(, 0))); }
-inline EW_MT() ew_logical_not(EW_WT() x) { return EW_M(, x == EW_CST(, 0)); }
+EW_INLINE EW_MT() ew_eq(EW_WT() x, EW_WT() y) { return EW_M(, x == y); }
+EW_INLINE EW_MT() ew_ne(EW_WT() x, EW_WT() y) { return EW_M(, x != y); }
+EW_INLINE EW_MT() ew_lt(EW_WT() x, EW_WT() y) { return EW_M(, x < y); }
+EW_INLINE EW_MT() ew_le(EW_WT() x, EW_WT() y) { return EW_M(, x <= y); }
+EW_INLINE EW_MT() ew_gt(EW_WT() x, EW_WT() y) { return EW_M(, x > y); }
+EW_INLINE EW_MT() ew_ge(EW_WT() x, EW_WT() y) { return EW_M(, x >= y); }
+EW_INLINE EW_MT() ew_logical_and(EW_WT() x, EW_WT() y) { return EW_M(, (x != EW_CST(, 0)) & (y != EW_CST(, 0))); }
+EW_INLINE EW_MT() ew_logical_or(EW_WT() x, EW_WT() y) { return EW_M(, (x != EW_CST(, 0)) | (y != EW_CST(, 0))); }
+EW_INLINE EW_MT() ew_logical_not(EW_WT() x) { return EW_M(, x == EW_CST(, 0)); }
 
 /* isnan, isinf, isfinite: integers and bool hold no NaN or infinity. */
-inline EW_MT() ew_isnan(EW_WT() x) {
+EW_INLINE EW_MT() ew_isnan(EW_WT() x) {
 #if EW_FLT
   return EW_M(, x != x);
 #else
@@ -334,7 +343,7 @@ inline EW_MT() ew_isnan(EW_WT() x) {
   return EW_M(, 0);
 #endif
 }
-inline EW_MT() ew_isinf(EW_WT() x) {
+EW_INLINE EW_MT() ew_isinf(EW_WT() x) {
 #if EW_FLT
   return EW_M(, fabs(x) == (EW_WB)INFINITY);
 #else
@@ -342,7 +351,7 @@ inline EW_MT() ew_isinf(EW_WT() x) {
   return EW_M(, 0);
 #endif
 }
-inline EW_MT() ew_isfinite(EW_WT() x) {
+EW_INLINE EW_MT() ew_isfinite(EW_WT() x) {
 #if EW_FLT
   return EW_M(, fabs(x) < (EW_WB)INFINITY); /* false for NaN */
 #else
@@ -368,7 +377,7 @@ EW_DEF1V(ew_neg, EW_NEG_B)
 #endif
 EW_DEF1V(ew_abs, EW_ABS_B)
 
-inline EW_WT() ew_relu(EW_WT() x) {
+EW_INLINE EW_WT() ew_relu(EW_WT() x) {
 #if EW_FLT
   return EW_SEL(, EW_CST(, 0), x, (x > EW_CST(, 0)) | (x != x));
 #elif EW_SIGNED
@@ -381,19 +390,19 @@ inline EW_WT() ew_relu(EW_WT() x) {
 /* floor, ceil, round (half to even in the default rounding mode, as torch.round), trunc: exact;
  * the identity on integers. */
 #if EW_FLT
-inline EW_WT() ew_floor(EW_WT() x) { return floor(x); }
-inline EW_WT() ew_ceil(EW_WT() x) { return ceil(x); }
-inline EW_WT() ew_round(EW_WT() x) { return rint(x); }
-inline EW_WT() ew_trunc(EW_WT() x) { return trunc(x); }
+EW_INLINE EW_WT() ew_floor(EW_WT() x) { return floor(x); }
+EW_INLINE EW_WT() ew_ceil(EW_WT() x) { return ceil(x); }
+EW_INLINE EW_WT() ew_round(EW_WT() x) { return rint(x); }
+EW_INLINE EW_WT() ew_trunc(EW_WT() x) { return trunc(x); }
 #else
-inline EW_WT() ew_floor(EW_WT() x) { return x; }
-inline EW_WT() ew_ceil(EW_WT() x) { return x; }
-inline EW_WT() ew_round(EW_WT() x) { return x; }
-inline EW_WT() ew_trunc(EW_WT() x) { return x; }
+EW_INLINE EW_WT() ew_floor(EW_WT() x) { return x; }
+EW_INLINE EW_WT() ew_ceil(EW_WT() x) { return x; }
+EW_INLINE EW_WT() ew_round(EW_WT() x) { return x; }
+EW_INLINE EW_WT() ew_trunc(EW_WT() x) { return x; }
 #endif
 
 /* -1, 0 or 1 (torch.sign): NaN and -0.0 give +0.0; bool is the identity. */
-inline EW_WT() ew_sign(EW_WT() x) {
+EW_INLINE EW_WT() ew_sign(EW_WT() x) {
 #if EW_FLT || EW_SIGNED
   EW_WT() r = EW_SEL(, EW_CST(, 0), EW_CST(, 1), x > EW_CST(, 0));
   return EW_SEL(, r, EW_CST(, -1), x < EW_CST(, 0));
@@ -404,55 +413,123 @@ inline EW_WT() ew_sign(EW_WT() x) {
 
 /* -- float functions (integer operands were converted to f32 by the host's rule) -- */
 #if EW_FLT
-inline EW_WT() ew_exp(EW_WT() x) { return exp(x); }
-inline EW_WT() ew_log(EW_WT() x) { return log(x); }
-inline EW_WT() ew_sqrt(EW_WT() x) { return sqrt(x); }
-inline EW_WT() ew_rsqrt(EW_WT() x) { return rsqrt(x); }
-inline EW_WT() ew_sin(EW_WT() x) { return sin(x); }
-inline EW_WT() ew_cos(EW_WT() x) { return cos(x); }
-inline EW_WT() ew_tanh(EW_WT() x) { return tanh(x); }
-inline EW_WT() ew_erf(EW_WT() x) { return erf(x); }
-inline EW_WT() ew_log1p(EW_WT() x) { return log1p(x); }
-inline EW_WT() ew_expm1(EW_WT() x) { return expm1(x); }
-inline EW_WT() ew_tan(EW_WT() x) { return tan(x); }
-inline EW_WT() ew_atan(EW_WT() x) { return atan(x); }
+EW_INLINE EW_WT() ew_exp(EW_WT() x) { return exp(x); }
+EW_INLINE EW_WT() ew_log(EW_WT() x) { return log(x); }
+EW_INLINE EW_WT() ew_sqrt(EW_WT() x) { return sqrt(x); }
+EW_INLINE EW_WT() ew_rsqrt(EW_WT() x) { return rsqrt(x); }
+EW_INLINE EW_WT() ew_sin(EW_WT() x) { return sin(x); }
+EW_INLINE EW_WT() ew_cos(EW_WT() x) { return cos(x); }
+EW_INLINE EW_WT() ew_log1p(EW_WT() x) { return log1p(x); }
+EW_INLINE EW_WT() ew_expm1(EW_WT() x) { return expm1(x); }
+EW_INLINE EW_WT() ew_tan(EW_WT() x) { return tan(x); }
+EW_INLINE EW_WT() ew_atan(EW_WT() x) { return atan(x); }
 
 /* exp(-|x|) never overflows, and e / (1 + e) keeps the tiny values of large negative x that
  * 1 / (1 + exp(-x)) would flush to 0. */
-inline EW_WT() ew_sigmoid(EW_WT() x) {
+EW_INLINE EW_WT() ew_sigmoid(EW_WT() x) {
   EW_WT() e = exp(-fabs(x));
   EW_WT() d = EW_CST(, 1) + e;
   return EW_SEL(, e / d, EW_CST(, 1) / d, x >= EW_CST(, 0));
 }
 
+/* tanh, erf and gelu's erfc in f32 are computed here, from exp and polynomials, rather than with
+ * the builtins: PoCL 3.1's erf and erfc take 50-110 ns an element on a CPU (a scalar call per
+ * work-item; exp takes 0.6-1) and its tanh 2-3 times an exp, which made nn.GELU() 100x and tanh 3x
+ * slower than a memory pass. f64 keeps the builtins. The polynomials are near-minimax fits
+ * (Lawson's algorithm against mpmath; tools/common/fit_ew_poly.py) with fitting errors of 4e-9
+ * to 6e-9 relative, below f32's 6e-8; the results stay within OpenCL's bounds of the builtins
+ * (tanh 5 ulp, erf/erfc 16): on every 61st f32 bit pattern, against long double references, with
+ * a 1-ulp exp: tanh 1.3 ulp, erf 2.4, erfc 8.9 (1 - erf near |x| = 1), gelu 13.5. Every lane
+ * computes both branches and picks one with select() (a ?: between them became a branch, which
+ * kept PoCL from vectorizing the work-item loop: erf 10 ns an element, 1.7 with select), and
+ * signs go on with bit operations (PoCL's copysign is a call per element). */
+#if EW_K == CT_DT_F64
+EW_INLINE EW_WT() ew_tanh(EW_WT() x) { return tanh(x); }
+EW_INLINE EW_WT() ew_erf(EW_WT() x) { return erf(x); }
 /* The exact (erf) form, written with erfc: 1 + erf(x/sqrt2) = erfc(-x/sqrt2), which keeps its
  * relative accuracy for negative x where 1 + erf cancels. */
-inline EW_WT() ew_gelu(EW_WT() x) { return EW_LIT(0.5) * x * erfc(-x * EW_LIT(0.70710678118654752440)); }
+EW_INLINE EW_WT() ew_gelu(EW_WT() x) { return EW_LIT(0.5) * x * erfc(-x * EW_LIT(0.70710678118654752440)); }
+#else
+/* tanh(z) for z = |x| < 0.625 as z + z^3 P(z^2), else 1 - 2 / (exp(2z) + 1); the sign of x. */
+EW_INLINE float ew_tanh(float x) {
+  float z = fabs(x), s = x * x;
+  float p = fma(fma(fma(fma(-5.704986327e-03f, s, 2.063908657e-02f), s, -5.373971485e-02f), s, 1.333144219e-01f), s,
+                -3.333328194e-01f);
+  float small = fma(z * s, p, z);
+  float big = 1.0f - 2.0f / (exp(z + z) + 1.0f);
+  /* x's sign bit on t >= 0 (-0.0 stays -0.0): PoCL's copysign is a call per element. */
+  return as_float(as_uint(EW_SEL(, big, small, z < 0.625f)) | (as_uint(x) & 0x80000000u));
+}
+
+/* erf(x) = x T(x^2) for |x| <= 1. */
+EW_INLINE float ew_erf_small(float x) {
+  float s = x * x;
+  float p = fma(fma(fma(fma(fma(fma(7.853860975e-05f, s, -8.010193511e-04f), s, 5.188327673e-03f), s, -2.685381193e-02f),
+                        s, 1.128358515e-01f), s, -3.761262582e-01f), s, 1.128379166e+00f);
+  return x * p;
+}
+
+/* erfc(z) = exp(-z^2) / z P(1 / z^2) for z >= 1, one P for [1, 2) and one for [2, 10.1], where
+ * z^2 = zz + err exactly (err from an fma), so that the exponent carries no rounding: exp(-z^2) =
+ * exp(-zz) (1 - err). 0 beyond 10.1, where erfc underflows f32 (and inf would make err NaN). */
+EW_INLINE float ew_erfc_big(float z, float zz, float err) {
+  float y = 1.0f / zz;
+  bool lo = z < 2.0f;
+  float p = lo ? -2.454820510e-02f : 0.0f;
+  p = fma(p, y, lo ? 1.608219572e-01f : 2.921446233e+01f);
+  p = fma(p, y, lo ? -4.734889284e-01f : -3.982543374e+01f);
+  p = fma(p, y, lo ? 8.325114377e-01f : 2.498379035e+01f);
+  p = fma(p, y, lo ? -9.847970175e-01f : -1.006379979e+01f);
+  p = fma(p, y, lo ? 8.473101445e-01f : 3.227570513e+00f);
+  p = fma(p, y, lo ? -5.768773945e-01f : -1.035413868e+00f);
+  p = fma(p, y, lo ? 3.592096173e-01f : 4.225168660e-01f);
+  p = fma(p, y, lo ? -2.765169271e-01f : -2.820859914e-01f);
+  p = fma(p, y, lo ? 5.639588893e-01f : 5.641895381e-01f);
+  float e0 = exp(-zz);
+  return EW_SEL(, fma(-e0, err, e0) * p / z, 0.0f, z > 10.1f);
+}
+
+EW_INLINE float ew_erf(float x) {
+  float a = fabs(x), aa = a * a;
+  float big = as_float(as_uint(1.0f - ew_erfc_big(a, aa, fma(a, a, -aa))) | (as_uint(x) & 0x80000000u));
+  return EW_SEL(, big, ew_erf_small(x), a <= 1.0f);
+}
+
+/* The exact (erf) form: 0.5 x erfc(z), z = -x / sqrt2 (1 + erf(x / sqrt2) would cancel for
+ * negative x), with z^2 = x^2 / 2 taken from x exactly, not from the rounded z. */
+EW_INLINE float ew_gelu(float x) {
+  float z = -x * 0.70710678118654752440f, a = fabs(z);
+  float xx = x * x;
+  float big = ew_erfc_big(a, 0.5f * xx, 0.5f * fma(x, x, -xx));
+  big = EW_SEL(, big, 2.0f - big, z < 0.0f);
+  return 0.5f * x * EW_SEL(, big, 1.0f - ew_erf_small(z), a < 1.0f);
+}
+#endif
 
 /* x * sigmoid(x) (torch.nn.functional.silu). */
-inline EW_WT() ew_silu(EW_WT() x) { return x * ew_sigmoid(x); }
+EW_INLINE EW_WT() ew_silu(EW_WT() x) { return x * ew_sigmoid(x); }
 
 /* log(1 + exp(x)), and x itself above the threshold 20 (torch.nn.functional.softplus with its
  * defaults beta = 1, threshold = 20). */
-inline EW_WT() ew_softplus(EW_WT() x) { return EW_SEL(, log1p(exp(x)), x, x > EW_CST(, 20)); }
+EW_INLINE EW_WT() ew_softplus(EW_WT() x) { return EW_SEL(, log1p(exp(x)), x, x > EW_CST(, 20)); }
 
 /* GPT-2's gelu, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (gelu(approximate='tanh')),
  * written as x * sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3)), the same function, which does not
  * cancel where tanh nears -1 (PyTorch's form loses every digit there, below x = -5 in f32). */
-inline EW_WT() ew_gelu_tanh(EW_WT() x) {
+EW_INLINE EW_WT() ew_gelu_tanh(EW_WT() x) {
   EW_WT() w = EW_LIT(1.5957691216057307117) * (x + EW_LIT(0.044715) * x * x * x);
   return x * ew_sigmoid(w);
 }
 
 /* x for x > 0, else x * slope (torch.nn.functional.leaky_relu): NaN stays NaN, -0.0 gives -0.0. */
-inline EW_WT() ew_leaky_relu(EW_WT() x, EW_WT() slope) { return EW_SEL(, x * slope, x, x > EW_CST(, 0)); }
+EW_INLINE EW_WT() ew_leaky_relu(EW_WT() x, EW_WT() slope) { return EW_SEL(, x * slope, x, x > EW_CST(, 0)); }
 #endif
 
 /* -- selection -- */
 
 /* min(max(x, lo), hi): a NaN x stays NaN (its comparisons are false); lo > hi gives hi. -DEW_LO
  * and -DEW_HI say which bounds are given (the other argument is then ignored). */
-inline EW_WT() ew_clamp(EW_WT() x, EW_WT() lo, EW_WT() hi) {
+EW_INLINE EW_WT() ew_clamp(EW_WT() x, EW_WT() lo, EW_WT() hi) {
   EW_WT() r = x;
   (void)lo;
   (void)hi;
@@ -466,7 +543,7 @@ inline EW_WT() ew_clamp(EW_WT() x, EW_WT() lo, EW_WT() hi) {
 }
 
 /* c ? x : y for a mask c of the compute type's size (where()). */
-inline EW_WT() ew_where(EW_MT() c, EW_WT() x, EW_WT() y) { return select(y, x, c); }
+EW_INLINE EW_WT() ew_where(EW_MT() c, EW_WT() x, EW_WT() y) { return select(y, x, c); }
 
 #ifndef EW_NP
 #define EW_NP 0
@@ -482,13 +559,13 @@ inline EW_WT() ew_where(EW_MT() c, EW_WT() x, EW_WT() y) { return select(y, x, c
 #define EW_SOFT16 0
 #endif
 #if EW_SOFT16
-inline float ew_h2f(ushort hs) {
+EW_INLINE float ew_h2f(ushort hs) {
   uint h = hs, sign = (h & 0x8000u) << 16, em = h & 0x7fffu;
   float r = select(as_float((em << 13) + 0x38000000u), (float)em * 0x1p-24f, (int)(em < 0x400u)); /* normal, subnormal */
   r = select(r, as_float((em << 13) | 0x7f800000u), (int)(em >= 0x7c00u));                    /* inf, NaN */
   return as_float(as_uint(r) | sign);
 }
-inline ushort ew_f2h(float f) {
+EW_INLINE ushort ew_f2h(float f) {
   uint u = as_uint(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
   uint hn = (a + 0x0fffu + ((a >> 13) & 1u) - 0x38000000u) >> 13; /* normal: rebias, round to even */
   uint hs = as_uint(as_float(a) + 0.5f) - 0x3f000000u;          /* subnormal: the FPU rounds */
@@ -503,7 +580,7 @@ inline ushort ew_f2h(float f) {
 #define EW_LDH(p, i) vload_half((i), (p))
 #define EW_STH(p, i, v) vstore_half_rte((v), (i), (p))
 #endif
-inline ushort ew_f2bf(float f) {
+EW_INLINE ushort ew_f2bf(float f) {
   uint u = as_uint(f);
   uint r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;                                /* nearest even */
   return (ushort)select(r, (u >> 16) | 0x40u, (uint)((u & 0x7fffffffu) > 0x7f800000u)); /* quiet NaN */
@@ -529,7 +606,7 @@ inline ushort ew_f2bf(float f) {
  * in f32, PyTorch's ranking) is converted like ct_cast: f64 rounds to f32 once; into f16 and
  * bf16 through float rounded to odd, so that the second rounding is exact. */
 #if defined(CT_HAS_FP64) && CT_HAS_FP64
-inline float ew_f64_to_f32_odd(double v) {
+EW_INLINE float ew_f64_to_f32_odd(double v) {
   float f = convert_float_rtz(v);
   return (isnan(v) || (double)f == v) ? f : as_float(as_uint(f) | 1u);
 }
@@ -542,17 +619,17 @@ inline float ew_f64_to_f32_odd(double v) {
 
 /* ---- conversions between storage and the compute type ---- */
 #if EW_SOFT16
-inline float ew_round_f16(float v) { return ew_h2f(ew_f2h(v)); }
+EW_INLINE float ew_round_f16(float v) { return ew_h2f(ew_f2h(v)); }
 #else
-inline float ew_round_f16(float v) {
+EW_INLINE float ew_round_f16(float v) {
   ushort h;
   vstore_half_rte(v, 0, (__private half *)&h);
   return vload_half(0, (__private const half *)&h);
 }
 #endif
-inline float ew_round_bf16(float v) { return as_float(((uint)ew_f2bf(v)) << 16); }
-inline float8 ew_bf16_to_f32_8(ushort8 h) { return as_float8(convert_uint8(h) << 16); }
-inline float8 ew_round_f16_8(float8 v) {
+EW_INLINE float ew_round_bf16(float v) { return as_float(((uint)ew_f2bf(v)) << 16); }
+EW_INLINE float8 ew_bf16_to_f32_8(ushort8 h) { return as_float8(convert_uint8(h) << 16); }
+EW_INLINE float8 ew_round_f16_8(float8 v) {
   ushort h[8];
   vstore_half8_rte(v, 0, (__private half *)h);
   return vload_half8(0, (__private const half *)h);

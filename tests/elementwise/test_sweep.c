@@ -1,0 +1,87 @@
+/* The f32 functions kernels/ew_ops.cl computes itself (tanh, erf, gelu: polynomials and exp,
+ * not the builtins) over a sweep of f32 values, against the long double references and the
+ * bounds of ew_ref.h (OpenCL's bounds of the builtins they replace): every 4093rd bit pattern of
+ * the 2^32 (subnormals, infinities and NaNs included), and 4096 neighbouring values on each side
+ * of every place the code switches formula (tanh: |x| = 0.625; erf: 1, 2, 10.1; gelu: the same
+ * points of x / sqrt2). Also the ops built from them (gelu_tanh, sigmoid, silu) and exp, which
+ * they rest on. Random values and the other dtypes are test_ops.c's; this is the dense check
+ * that a fitted polynomial holds between the values test_ops.c happens to draw. */
+#include "elementwise/elementwise.h"
+#include "ew_fns.h"
+#include "ew_util.h"
+
+enum { STRIDE = 4093, NEAR = 4096 };
+static const ref_val ref_zero = {0, 0, 0};
+
+static const float switch_points[] = {0.625f, 1.0f, 2.0f, 10.1f, 1.41421356f, 2.82842712f, 14.2835934f};
+
+/* The inputs: the bit-pattern sweep, then each switch point's neighbours, both signs. */
+static float *sweep_values(size_t *n) {
+  size_t cap = (size_t)(((1ull << 32) + STRIDE - 1) / STRIDE) +
+               sizeof switch_points / sizeof switch_points[0] * 2 * 2 * NEAR;
+  float *v = malloc(cap * sizeof *v);
+  ck_assert_ptr_nonnull(v);
+  size_t k = 0;
+  for (uint64_t b = 0; b < (1ull << 32); b += STRIDE) {
+    uint32_t u = (uint32_t)b;
+    memcpy(&v[k++], &u, sizeof u);
+  }
+  for (size_t p = 0; p < sizeof switch_points / sizeof switch_points[0]; p++)
+    for (int sign = 0; sign < 2; sign++) {
+      uint32_t c;
+      float x = sign ? -switch_points[p] : switch_points[p];
+      memcpy(&c, &x, sizeof c);
+      for (int i = -NEAR; i < NEAR; i++) {
+        uint32_t u = c + (uint32_t)i;
+        memcpy(&v[k++], &u, sizeof u);
+      }
+    }
+  *n = k;
+  return v;
+}
+
+static const struct {
+  enum ref_op op;
+  un_fn fn;
+  const char *name;
+} ops[] = {
+    {R_TANH, ct_tanh, "tanh"},       {R_ERF, ct_erf, "erf"},         {R_GELU, ct_gelu, "gelu"},
+    {R_GELU_TANH, ct_gelu_tanh, "gelu_tanh"}, {R_SIGMOID, ct_sigmoid, "sigmoid"}, {R_SILU, ct_silu, "silu"},
+    {R_EXP, ct_exp, "exp"},
+};
+
+START_TEST(test_sweep) {
+  ew_dev e = ew_open();
+  size_t n;
+  float *hx = sweep_values(&n);
+  int64_t shape[1] = {(int64_t)n};
+  ct_tensor *x = ew_tensor(e.d, CT_F32, 1, shape, hx), *y = NULL;
+  ck_assert_ct_ok(ops[_i].fn(&y, x));
+  float *r = ew_read(y);
+  double worst = 0;
+  for (size_t i = 0; i < n; i++) {
+    ref_val v = ref_convert(CT_F32, CT_F32, &hx[i]);
+    ref_expect ex = ref_compute(ops[_i].op, CT_F32, CT_F32, v, ref_zero, ref_zero, ref_zero, false, false, e.cr);
+    char xa[64];
+    EW_CHECK_ELEM(&ex, CT_F32, &r[i], e.denorm, "%s(%s) [%zu]", ops[_i].name, ew_fmt(xa, sizeof xa, CT_F32, &hx[i]),
+                  i);
+    double err;
+    ref_check(&ex, CT_F32, &r[i], e.denorm, &err);
+    if (err > worst) worst = err;
+  }
+  printf("# %s: %zu values, largest error %.2f ulp\n", ops[_i].name, n, worst);
+  free(r);
+  free(hx);
+  ct_release(y);
+  ct_release(x);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("elementwise-sweep");
+  TCase *tc = tcase_create("sweep");
+  tcase_set_timeout(tc, 300);
+  tcase_add_loop_test(tc, test_sweep, 0, (int)(sizeof ops / sizeof ops[0]));
+  suite_add_tcase(s, tc);
+  return ct_test_run(s);
+}
