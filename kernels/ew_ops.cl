@@ -227,6 +227,15 @@ EW_DEF2V(ew_div, EW_DIV_B)
 #endif
 EW_DEF2(ew_pow, EW_POW_B)
 
+#if EW_FLT
+/* pow(x, s) for the scalar exponents 2, 3, -1 and -2 (the host picks these by s's value:
+ * ct__ew_launch_fn), as PyTorch computes them: (x * x) * x, not OpenCL's pow. y is s. */
+EW_INLINE EW_WT() ew_powi2(EW_WT() x, EW_WT() y) { (void)y; return x * x; }
+EW_INLINE EW_WT() ew_powi3(EW_WT() x, EW_WT() y) { (void)y; return x * x * x; }
+EW_INLINE EW_WT() ew_powim1(EW_WT() x, EW_WT() y) { (void)y; return EW_CST(, 1) / x; }
+EW_INLINE EW_WT() ew_powim2(EW_WT() x, EW_WT() y) { (void)y; return EW_CST(, 1) / (x * x); }
+#endif
+
 /* NaN propagates; otherwise std::max(x, y) / std::min(x, y), so between equal values (-0.0 and
  * +0.0) x is returned, as PyTorch on the CPU. pick_y: when y is the answer. */
 #if EW_FLT

@@ -99,8 +99,10 @@ CT_API ct_status ct_mul_out(ct_tensor *out, const ct_tensor *a, const ct_tensor 
  * f32 first), so 7 / 2 is 3.5 and x / 0 is inf or NaN, never a trap. */
 CT_API ct_status ct_div(ct_tensor **out, const ct_tensor *a, const ct_tensor *b);
 CT_API ct_status ct_div_out(ct_tensor *out, const ct_tensor *a, const ct_tensor *b);
-/* a ** b. Floats: OpenCL pow (within 16 ulp in f32). Integers: exact with wrapping; a negative
- * exponent gives 1 for a == 1, +-1 for a == -1 and 0 otherwise (PyTorch's rule). bool: a or not b. */
+/* a ** b. Floats: OpenCL pow (within 16 ulp in f32), except that ct_pow_scalar with the
+ * exponent 2, 3, -1 or -2 computes a * a, a * a * a, 1 / a or 1 / (a * a), as PyTorch's CPU
+ * kernel does (same bits). Integers: exact with wrapping; a negative exponent gives 1 for
+ * a == 1, +-1 for a == -1 and 0 otherwise (PyTorch's rule). bool: a or not b. */
 CT_API ct_status ct_pow(ct_tensor **out, const ct_tensor *a, const ct_tensor *b);
 CT_API ct_status ct_pow_out(ct_tensor *out, const ct_tensor *a, const ct_tensor *b);
 /* Larger / smaller of a and b; NaN if either is NaN (torch.maximum / torch.minimum). Between

@@ -214,7 +214,7 @@ static void ct__gen_body(struct ct__buf *b, struct ct__fgen *g, struct ct__fnode
       }
     } else {
       int np = ct__ew_op_nparams(nd->l.op);
-      ct__put(b, "%s(", ct__ew_op_fn(nd->l.op));
+      ct__put(b, "%s(", ct__ew_launch_fn(&nd->l));
       if (nd->l.spos == 1) {
         ct__put(b, "s%d, ", nsc);
         g->sc[nsc++] = nd->l.s[0];
@@ -288,7 +288,7 @@ static void ct__signature(struct ct__fgen *g, struct ct__fnode **nodes, int nn, 
     const struct ct__fnode *nd = nodes[a];
     *q++ = nd->cast | (int64_t)(nd->red + 1) << 1 | (int64_t)nd->l.op << 8 | (int64_t)nd->l.nin << 24 |
            (int64_t)nd->l.spos << 28 | (int64_t)nd->l.has_lo << 32 | (int64_t)nd->l.has_hi << 33 |
-           (int64_t)nd->odt << 40 | (int64_t)nd->l.k << 48;
+           (int64_t)nd->odt << 40 | (int64_t)nd->l.k << 48 | (int64_t)ct__ew_pow_special(&nd->l) << 56;
     for (int j = 0; j < nd->l.nin; j++) {
       const struct ct__fnode *p = nd->src[j];
       *q++ = p && p->kern == g->kk ? 100000 + p->var : opidx[a][j];

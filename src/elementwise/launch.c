@@ -107,6 +107,7 @@ static uint64_t ct__ew_key(const struct ct__ew_launch *l, ct_dtype o, int stride
   k |= (uint64_t)bflags << 32;
   k |= (uint64_t)(strided & 1) << 35;
   k |= (uint64_t)(strided >> 1) << 36; /* strided kernel: innermost stride kinds */
+  k |= (uint64_t)ct__ew_pow_special(l) << 44;
   return k;
 }
 
@@ -143,7 +144,7 @@ static ct_status ct__ew_kernel(struct ct__ew_entry *out, ct_device *d, struct ct
              "-DEW_FN=%s -DEW_NP=%d -DEW_NIN=%d -DEW_A=%d -DEW_B=%d -DEW_C=%d -DEW_K=%d -DEW_O=%d "
              "-DEW_SPOS=%d -DEW_LO=%d -DEW_HI=%d -DEW_BA=%u -DEW_BB=%u -DEW_BC=%u -DEW_VEC=%d -DEW_FULL=%d "
              "-DEW_IO=%u -DEW_IA=%u -DEW_IB=%u -DEW_IC=%u %s",
-             ct__ew_op_fn(l->op), ct__ew_op_nparams(l->op), l->nin, dt[0], dt[1], dt[2], (int)l->k, (int)o,
+             ct__ew_launch_fn(l), ct__ew_op_nparams(l->op), l->nin, dt[0], dt[1], dt[2], (int)l->k, (int)o,
              l->spos, l->has_lo ? 1 : 0, l->has_hi ? 1 : 0, bflags & 1u, (bflags >> 1) & 1u, (bflags >> 2) & 1u,
              vec ? 1 : 0, full ? 1 : 0, ik & 3u, (ik >> 2) & 3u, (ik >> 4) & 3u, (ik >> 6) & 3u, s->opts);
     ct__kernel *k = NULL;

@@ -65,6 +65,18 @@ const char *ct__ew_op_fn(enum ct__ew_op op) {
   return (unsigned)op < CT__EW_OP_COUNT ? ct__ew_info[op].fn : "INVALID";
 }
 
+int ct__ew_pow_special(const struct ct__ew_launch *l) {
+  if (l->op != CT__EW_POW || l->spos != 2 || !ct_dtype_is_float(l->k)) return 0;
+  double e = l->sd[0];
+  return e == 2 ? 1 : e == 3 ? 2 : e == -1 ? 3 : e == -2 ? 4 : 0;
+}
+
+const char *ct__ew_launch_fn(const struct ct__ew_launch *l) {
+  static const char *const special[] = {NULL, "ew_powi2", "ew_powi3", "ew_powim1", "ew_powim2"};
+  int sp = ct__ew_pow_special(l);
+  return sp ? special[sp] : ct__ew_op_fn(l->op);
+}
+
 int ct__ew_op_nparams(enum ct__ew_op op) {
   if ((unsigned)op >= CT__EW_OP_COUNT) return 0;
   return ct__ew_info[op].kind == CT__EW_K_CLAMP ? 2 : ct__ew_info[op].kind == CT__EW_K_UNP ? 1 : 0;
