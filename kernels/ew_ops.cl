@@ -423,13 +423,10 @@ EW_INLINE EW_WT() ew_sign(EW_WT() x) {
 /* -- float functions (integer operands were converted to f32 by the host's rule) -- */
 #if EW_FLT
 EW_INLINE EW_WT() ew_exp(EW_WT() x) { return exp(x); }
-EW_INLINE EW_WT() ew_log(EW_WT() x) { return log(x); }
 EW_INLINE EW_WT() ew_sqrt(EW_WT() x) { return sqrt(x); }
 EW_INLINE EW_WT() ew_rsqrt(EW_WT() x) { return rsqrt(x); }
 EW_INLINE EW_WT() ew_sin(EW_WT() x) { return sin(x); }
 EW_INLINE EW_WT() ew_cos(EW_WT() x) { return cos(x); }
-EW_INLINE EW_WT() ew_log1p(EW_WT() x) { return log1p(x); }
-EW_INLINE EW_WT() ew_expm1(EW_WT() x) { return expm1(x); }
 EW_INLINE EW_WT() ew_tan(EW_WT() x) { return tan(x); }
 EW_INLINE EW_WT() ew_atan(EW_WT() x) { return atan(x); }
 
@@ -441,10 +438,11 @@ EW_INLINE EW_WT() ew_sigmoid(EW_WT() x) {
   return EW_SEL(, e / d, EW_CST(, 1) / d, x >= EW_CST(, 0));
 }
 
-/* tanh, erf and gelu's erfc in f32 are computed here, from exp and polynomials, rather than with
- * the builtins: PoCL 3.1's erf and erfc take 50-110 ns an element on a CPU (a scalar call per
- * work-item; exp takes 0.6-1) and its tanh 2-3 times an exp, which made nn.GELU() 100x and tanh 3x
- * slower than a memory pass. f64 keeps the builtins. The polynomials are near-minimax fits
+/* log, log1p, expm1, tanh, erf and gelu's erfc in f32 are computed here, from exp and
+ * polynomials, rather than with the builtins: PoCL 3.1's log, log1p, expm1, erf and erfc take
+ * 14-110 ns an element on a CPU (scalar calls that keep the work-item loop from being
+ * vectorized; exp takes 0.6-1) and its tanh 2-3 times an exp, which made nn.GELU() 100x and
+ * tanh 3x slower than a memory pass. f64 keeps the builtins. The polynomials are near-minimax fits
  * (Lawson's algorithm against mpmath; tools/common/fit_ew_poly.py) with fitting errors of 4e-9
  * to 6e-9 relative, below f32's 6e-8; the results stay within OpenCL's bounds of the builtins
  * (tanh 5 ulp, erf/erfc 16): on every 61st f32 bit pattern, against long double references, with
@@ -453,12 +451,57 @@ EW_INLINE EW_WT() ew_sigmoid(EW_WT() x) {
  * kept PoCL from vectorizing the work-item loop: erf 10 ns an element, 1.7 with select), and
  * signs go on with bit operations (PoCL's copysign is a call per element). */
 #if EW_K == CT_DT_F64
+EW_INLINE EW_WT() ew_log(EW_WT() x) { return log(x); }
+EW_INLINE EW_WT() ew_log1p(EW_WT() x) { return log1p(x); }
+EW_INLINE EW_WT() ew_expm1(EW_WT() x) { return expm1(x); }
 EW_INLINE EW_WT() ew_tanh(EW_WT() x) { return tanh(x); }
 EW_INLINE EW_WT() ew_erf(EW_WT() x) { return erf(x); }
 /* The exact (erf) form, written with erfc: 1 + erf(x/sqrt2) = erfc(-x/sqrt2), which keeps its
  * relative accuracy for negative x where 1 + erf cancels. */
 EW_INLINE EW_WT() ew_gelu(EW_WT() x) { return EW_LIT(0.5) * x * erfc(-x * EW_LIT(0.70710678118654752440)); }
 #else
+/* log(x) = k ln2 + log(m), x = m 2^k with m in [sqrt(1/2), sqrt(2)), log(m) from s = f / (2 + f),
+ * f = m - 1, as FreeBSD's logf (its constants: ln2 in two parts, the Lg1-4 of its polynomial
+ * in s^2); subnormal x scaled by 2^23 first. 0.83 ulp at most on the sweep (bound 3). */
+EW_INLINE float ew_log(float x0) {
+  bool sub = x0 < 1.17549435e-38f;
+  float x = EW_SEL(, x0, x0 * 8388608.0f, sub);
+  uint ix = as_uint(x) + (0x3f800000u - 0x3f3504f3u);
+  int k = (int)(ix >> 23) - 0x7f - select(0, 23, (int)sub);
+  float f = as_float((ix & 0x007fffffu) + 0x3f3504f3u) - 1.0f;
+  float s = f / (2.0f + f);
+  float z = s * s, w = z * z;
+  float r2 = z * (0.66666662693f + w * 0.28498786688f) + w * (0.40000972152f + w * 0.24279078841f);
+  float hfsq = 0.5f * f * f, dk = (float)k;
+  float r = s * (hfsq + r2) + dk * 9.0580006145e-06f - hfsq + f + dk * 6.9313812256e-01f;
+  r = EW_SEL(, r, -INFINITY, x0 == 0.0f);
+  r = EW_SEL(, r, NAN, x0 < 0.0f);
+  r = EW_SEL(, r, INFINITY, x0 == INFINITY);
+  return EW_SEL(, r, x0, x0 != x0);
+}
+
+/* log1p(x) = log(u) - ((u - 1) - x) / u, u = 1 + x: the second term corrects u's rounding
+ * (x where u rounds to 1). 1.44 ulp at most on the sweep (bound 2). */
+EW_INLINE float ew_log1p(float x) {
+  float u = 1.0f + x;
+  float r = ew_log(u) - ((u - 1.0f) - x) / u;
+  r = EW_SEL(, r, x, u == 1.0f);
+  r = EW_SEL(, r, -INFINITY, x == -1.0f);
+  return EW_SEL(, r, INFINITY, x == INFINITY);
+}
+
+/* expm1(x) = (u - 1) x / log(u), u = exp(x) (Kahan's: the log of the rounded u undoes most of
+ * its rounding); x where u rounds to 1, -1 where u - 1 does, u - 1 itself above 20 (u's rounding
+ * is then the result's). 2.4 ulp at most on the sweep with glibc's expf (bound 3). */
+EW_INLINE float ew_expm1(float x) {
+  float u = exp(x), um1 = u - 1.0f;
+  float r = um1 * (x / ew_log(u));
+  r = EW_SEL(, r, x, u == 1.0f);
+  r = EW_SEL(, r, -1.0f, um1 == -1.0f);
+  r = EW_SEL(, r, um1, x > 20.0f);
+  return EW_SEL(, r, x, x != x);
+}
+
 /* tanh(z) for z = |x| < 0.625 as z + z^3 P(z^2), else 1 - 2 / (exp(2z) + 1); the sign of x. */
 EW_INLINE float ew_tanh(float x) {
   float z = fabs(x), s = x * x;
@@ -520,7 +563,7 @@ EW_INLINE EW_WT() ew_silu(EW_WT() x) { return x * ew_sigmoid(x); }
 
 /* log(1 + exp(x)), and x itself above the threshold 20 (torch.nn.functional.softplus with its
  * defaults beta = 1, threshold = 20). */
-EW_INLINE EW_WT() ew_softplus(EW_WT() x) { return EW_SEL(, log1p(exp(x)), x, x > EW_CST(, 20)); }
+EW_INLINE EW_WT() ew_softplus(EW_WT() x) { return EW_SEL(, ew_log1p(exp(x)), x, x > EW_CST(, 20)); }
 
 /* GPT-2's gelu, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (gelu(approximate='tanh')),
  * written as x * sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3)), the same function, which does not

@@ -1,5 +1,5 @@
-/* The f32 functions kernels/ew_ops.cl computes itself (tanh, erf, gelu: polynomials and exp,
- * not the builtins) over a sweep of f32 values, against the long double references and the
+/* The f32 functions kernels/ew_ops.cl computes itself (log, log1p, expm1, tanh, erf, gelu:
+ * polynomials, exp and log, not the builtins) over a sweep of f32 values, against the long double references and the
  * bounds of ew_ref.h (OpenCL's bounds of the builtins they replace): every 4093rd bit pattern of
  * the 2^32 (subnormals, infinities and NaNs included), and 4096 neighbouring values on each side
  * of every place the code switches formula (tanh: |x| = 0.625; erf: 1, 2, 10.1; gelu: the same
@@ -13,7 +13,8 @@
 enum { STRIDE = 4093, NEAR = 4096 };
 static const ref_val ref_zero = {0, 0, 0};
 
-static const float switch_points[] = {0.625f, 1.0f, 2.0f, 10.1f, 1.41421356f, 2.82842712f, 14.2835934f};
+static const float switch_points[] = {0.625f, 1.0f, 2.0f, 10.1f, 1.41421356f, 2.82842712f, 14.2835934f,
+                                      0.70710678f, 1.17549435e-38f, 20.0f, 88.7f};
 
 /* The inputs: the bit-pattern sweep, then each switch point's neighbours, both signs. */
 static float *sweep_values(size_t *n) {
@@ -47,7 +48,8 @@ static const struct {
 } ops[] = {
     {R_TANH, ct_tanh, "tanh"},       {R_ERF, ct_erf, "erf"},         {R_GELU, ct_gelu, "gelu"},
     {R_GELU_TANH, ct_gelu_tanh, "gelu_tanh"}, {R_SIGMOID, ct_sigmoid, "sigmoid"}, {R_SILU, ct_silu, "silu"},
-    {R_EXP, ct_exp, "exp"},
+    {R_EXP, ct_exp, "exp"},          {R_LOG, ct_log, "log"},         {R_LOG1P, ct_log1p, "log1p"},
+    {R_EXPM1, ct_expm1, "expm1"},    {R_SOFTPLUS, ct_softplus, "softplus"},
 };
 
 START_TEST(test_sweep) {
