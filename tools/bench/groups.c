@@ -259,6 +259,53 @@ done:
   ct_empty_cache(d);
 }
 
+/* Elementwise math functions through their _out forms (the per-op kernels, which call the same
+ * functions as fused ones), against one pass of the one-line OpenCL exp kernel over the same
+ * data: on PoCL a function that does not vectorize costs 10-100x that (docs/PERFORMANCE.md,
+ * "Elementwise math functions on PoCL"). GB/s count the 2 arrays every element moves. */
+static ct_status (*math_fn)(ct_tensor *, const ct_tensor *);
+static const char *math_name;
+
+static int do_math_out(void *p) {
+  op_ctx *c = p;
+  CT_DO(math_name, math_fn(c->c, c->a));
+  return 0;
+}
+
+static void math_one(const bench_opts *o, ct_device *d, clref *r, const char *op,
+                     ct_status (*fn)(ct_tensor *, const ct_tensor *), size_t n) {
+  char name[32], sz[32];
+  snprintf(name, sizeof name, "math.%s", op);
+  size_str(sz, sizeof sz, (int64_t)n);
+  bench_fig f;
+  bench_fig_init(&f, name, (int64_t)n, sz, "f32", "GB/s");
+  op_ctx c = {.d = d, .n = n};
+  int64_t shape[1] = {(int64_t)n};
+  ct_status st;
+  bench_progress(o, "%s %s", name, sz);
+  /* (0.01, 4): inside every function's domain (log's, log1p's), tails and middles alike. */
+  c.ha = host_array(n, 33, 0.01f, 4.0f);
+  if (!c.ha) {
+    bench_fail("out of host memory (%zu floats)", n);
+    emit_failed(o, &f);
+    return;
+  }
+  if ((st = tensor_from(&c.a, d, 1, shape, c.ha)) != CT_OK || (st = ct_empty(&c.c, d, CT_F32, 1, shape)) != CT_OK) {
+    bench_ct_fail("creating the operands", st);
+    emit_failed(o, &f);
+  } else {
+    math_fn = fn;
+    math_name = name;
+    ref_plan plans[1] = {{"cl_exp", "exp", n, NULL, NULL}};
+    measure_with_refs(o, r, &f, do_math_out, sync_dev, &c, 1000, 2.0 * (double)n * sizeof(float) / 1e9, plans, 1);
+    bench_emit(o, &f);
+  }
+  ct_release(c.a);
+  ct_release(c.c);
+  free(c.ha);
+  ct_empty_cache(d);
+}
+
 void bench_group_elementwise(const bench_opts *o, ct_device *d, clref *r) {
   const int full[] = {16, 18, 20, 22, 24, 25, 26}, quick[] = {16, 20, 22};
   const int *lg = o->quick ? quick : full;
@@ -269,6 +316,14 @@ void bench_group_elementwise(const bench_opts *o, ct_device *d, clref *r) {
   const int efull[] = {20, 25}, equick[] = {20};
   for (int i = 0; i < (o->quick ? 1 : 2); i++)
     elementwise_one(o, d, r, "exp", (size_t)1 << (o->quick ? equick : efull)[i]);
+  static const struct {
+    const char *name;
+    ct_status (*fn)(ct_tensor *, const ct_tensor *);
+  } math[] = {{"tanh", ct_tanh_out},   {"gelu", ct_gelu_out},   {"erf", ct_erf_out},       {"log", ct_log_out},
+              {"log1p", ct_log1p_out}, {"expm1", ct_expm1_out}, {"softplus", ct_softplus_out},
+              {"sigmoid", ct_sigmoid_out}, {"sin", ct_sin_out}};
+  for (size_t k = 0; k < (o->quick ? 2 : sizeof math / sizeof math[0]); k++)
+    math_one(o, d, r, math[k].name, math[k].fn, (size_t)1 << 22);
 }
 
 /* ---------------------------------------------------------------- reductions */
