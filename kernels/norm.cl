@@ -18,14 +18,14 @@
  *              (y = x * scale + shift, scale = weight * invstd, shift = bias - mean * scale,
  *              PyTorch's CPU formula) into ss[c] and ss[C + c], mean and invstd into ss[2 C + c]
  *              and ss[3 C + c] (for the backward)
- *  bn_apply    a work-item per element of x (geometry shape/str, [N, C, S...])
+ *  bn_apply    a work-item per chunk of a row (n, c) of x ([N, C, S...])
  * Backward (src/autograd/grad_nn.c through norm.c's ct__norm_backward / ct__bn_backward):
  *  norm_rows_bwd  a work-item per row: the row's mean and rstd again (the sums of norm_rows, so
  *                 the same values) into stats, and dx
  *  norm_cols_bwd  a work-item per normalized element j: dweight[j], dbias[j] over the rows
  *  bn_bwd_stats   a work-item per channel: sum(g) and sum(g xhat) over N and S from bn_part's
  *                 blocks
- *  bn_bwd_apply   a work-item per element: dx */
+ *  bn_bwd_apply   a work-item per chunk of a row (n, c): dx */
 
 //#include "acc_types.cl"
 #if CT_IN == CT_DT_F64
@@ -278,18 +278,27 @@ __kernel void bn_stats(long C, long nblk, long blk, long cnt_all, __global const
   ss[ss_off + 3 * C + c] = invstd;
 }
 
-/* out[n, c, s] = x[n, c, s] * scale[c] + shift[c]: ids (s, c, n), so the channel and the
- * batch index come without a division (a 1-D range paid two 64-bit divisions per element for
- * them: 2-5 ms for the digits CNN's [450, 32, 8, 8] on PoCL). The spatial offset is s when
- * those dims are contiguous (sflat), else ct_offset. */
+/* The work-item of the row kernels bn_apply and bn_bwd_apply: elements [s0, s1) (a chunk of
+ * at most `chunk`, nchunk per row) of row r = n C + c of [N, C, S]; x's row starts at xb, the
+ * contiguous output's (and g's) at ob. Two divisions per work-item, none per element: a
+ * work-item per element paid them (or a 3-D range's rounding to whole groups of 1024). */
+#define BN_ROW_ITEM                                                                        \
+  long id = get_global_id(0);                                                              \
+  if (id >= N * C * nchunk) return;                                                        \
+  long r = id / nchunk, n = r / C, c = r - n * C, s0 = (id - r * nchunk) * chunk,          \
+       s1 = min(S, s0 + chunk), xb = x_off + n * sn + c * sc, ob = r * S
+
+/* out[n, c, s] = x[n, c, s] * scale[c] + shift[c]. */
 __kernel void bn_apply(__global const io_t *x, long x_off, long N, long C, long sn, long sc, int sndim,
-                       long8 sshape, long8 sstr, int sflat, long S, __global const acc_t *ss, long ss_off,
-                       __global io_t *out, long out_off) {
-  long s = get_global_id(0), c = get_global_id(1), n = get_global_id(2);
-  if (s >= S || c >= C || n >= N) return; /* the NDRange is rounded up to whole work-groups */
-  long xo = x_off + n * sn + c * sc + (sflat ? s : ct_offset(s, sndim, sshape, sstr));
-  acc_t v = LOADA(x, xo);
-  STOREA(out, out_off + (n * C + c) * S + s, v * ss[ss_off + c] + ss[ss_off + C + c]);
+                       long8 sshape, long8 sstr, int sflat, long S, long chunk, long nchunk,
+                       __global const acc_t *ss, long ss_off, __global io_t *out, long out_off) {
+  BN_ROW_ITEM;
+  acc_t scale = ss[ss_off + c], shift = ss[ss_off + C + c];
+  ob += out_off;
+  if (sflat)
+    for (long s = s0; s < s1; s++) STOREA(out, ob + s, LOADA(x, xb + s) * scale + shift);
+  else
+    for (long s = s0; s < s1; s++) STOREA(out, ob + s, LOADA(x, xb + BN_STRIDED(s)) * scale + shift);
 }
 
 /* g and dx are contiguous [nrows, n] in x's dtype; stats gets (mean, rstd) per row (mean 0 for
@@ -367,18 +376,24 @@ __kernel void bn_bwd_stats(long C, long nblk, __global const acc_t *part, long p
 /* dx = scale (g - sum(g) / M - xhat sum(g xhat) / M) in training (the batch statistics depend
  * on x), dx = scale g in eval (running statistics are constants); M = N S. */
 __kernel void bn_bwd_apply(__global const io_t *x, long x_off, long N, long C, long sn, long sc, int sndim,
-                           long8 sshape, long8 sstr, int sflat, long S, __global const io_t *g, long g_off,
-                           __global const acc_t *ss, long ss_off, __global const acc_t *red, long red_off,
-                           int training, __global io_t *dx, long dx_off) {
-  long s = get_global_id(0), c = get_global_id(1), n = get_global_id(2);
-  if (s >= S || c >= C || n >= N) return;
-  long o = (n * C + c) * S + s;
-  acc_t gv = LOADA(g, g_off + o), scale = ss[ss_off + c];
-  if (training) {
-    acc_t m = (acc_t)(N * S);
-    long xo = x_off + n * sn + c * sc + (sflat ? s : ct_offset(s, sndim, sshape, sstr));
-    acc_t xhat = (LOADA(x, xo) - ss[ss_off + 2 * C + c]) * ss[ss_off + 3 * C + c];
-    gv = gv - red[red_off + c] / m - xhat * (red[red_off + C + c] / m);
+                           long8 sshape, long8 sstr, int sflat, long S, long chunk, long nchunk,
+                           __global const io_t *g, long g_off, __global const acc_t *ss, long ss_off,
+                           __global const acc_t *red, long red_off, int training, __global io_t *dx,
+                           long dx_off) {
+  BN_ROW_ITEM;
+  acc_t scale = ss[ss_off + c], m = (acc_t)(N * S);
+  __global const io_t *gr = g + g_off + ob;
+  __global io_t *dr = dx + dx_off + ob;
+  if (!training) {
+    for (long s = s0; s < s1; s++) STOREA(dr, s, scale * LOADA(gr, s));
+    return;
   }
-  STOREA(dx, dx_off + o, scale * gv);
+  acc_t mean = ss[ss_off + 2 * C + c], invstd = ss[ss_off + 3 * C + c], sg = red[red_off + c] / m,
+        sgx = red[red_off + C + c] / m;
+  if (sflat)
+    for (long s = s0; s < s1; s++)
+      STOREA(dr, s, scale * (LOADA(gr, s) - sg - (LOADA(x, xb + s) - mean) * invstd * sgx));
+  else
+    for (long s = s0; s < s1; s++)
+      STOREA(dr, s, scale * (LOADA(gr, s) - sg - (LOADA(x, xb + BN_STRIDED(s)) - mean) * invstd * sgx));
 }

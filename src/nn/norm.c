@@ -69,6 +69,18 @@ static void karg_param(struct ct__kargs *a, const char *name, const char *hasnam
   if (hasname) ct__karg_int(a, hasname, p != NULL);
 }
 
+/* karg_bn_x's arguments, then the row kernels' (bn_apply, bn_bwd_apply) chunks: rows of at most
+ * 2048 elements are one work-item each, longer ones split evenly. *items gets the work-item
+ * count. */
+static void karg_bn_rows(struct ct__kargs *a, int64_t *items, const ct_tensor *x, int64_t N, int64_t C, int64_t S) {
+  int64_t nchunk = (S + 2047) / 2048;
+  if (nchunk < 1) nchunk = 1;
+  karg_bn_x(a, x, N, C, S);
+  ct__karg_long(a, "chunk", (S + nchunk - 1) / nchunk);
+  ct__karg_long(a, "nchunk", nchunk);
+  *items = N * C * nchunk;
+}
+
 /* The blocks bn_part cuts each channel's M = N S elements into: about 256 blocks over all
  * channels (enough work-items to fill a CPU's cores, few enough that the per-channel merge
  * stays short), at least 512 elements each (a block's cost outweighs its work-item's), at most
@@ -434,11 +446,12 @@ static ct_status bn_api(ct_tensor **out, const ct_tensor *x, ct_tensor *running_
   }
   if (st == CT_OK && !empty && ct_numel(x) > 0) {
     struct ct__kargs a;
+    int64_t items;
     ct__kargs_begin(&a, ka, ct__kernel_lock(ka));
-    karg_bn_x(&a, x, N, C, S);
+    karg_bn_rows(&a, &items, x, N, C, S);
     ct__karg_tensor(&a, "ss", ss, 0);
     ct__karg_tensor(&a, "out", o, 0);
-    st = ct__nn_launch3(ka, &a, d, S, C, N, fn);
+    st = ct__launch1(ka, &a, d, items, 64, fn);
   }
   /* The running statistics are not inputs of the node: their update is not differentiable, and
    * the backward reads the statistics the forward used from ss (so a later update of the
@@ -513,14 +526,15 @@ ct_status ct__bn_backward(ct_tensor **dx, ct_tensor **dw, ct_tensor **db, const 
     }
     if (st == CT_OK && ka) {
       struct ct__kargs a;
+      int64_t items;
       ct__kargs_begin(&a, ka, ct__kernel_lock(ka));
-      karg_bn_x(&a, x, N, C, S);
+      karg_bn_rows(&a, &items, x, N, C, S);
       ct__karg_tensor(&a, "g", gc, 0);
       ct__karg_tensor(&a, "ss", ss, 0);
       ct__karg_tensor(&a, "red", red, 0);
       ct__karg_int(&a, "training", training);
       ct__karg_tensor(&a, "dx", ox, 0);
-      st = ct__nn_launch3(ka, &a, d, S, C, N, fn);
+      st = ct__launch1(ka, &a, d, items, 64, fn);
     }
   }
   /* dbias = sum(g) is red[0, C), dweight = sum(g xhat) is red[C, 2 C). */

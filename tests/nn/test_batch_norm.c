@@ -2,7 +2,8 @@
  * into blocks of at least 512, bn_stats merges the blocks' means and M2 with Chan's formula,
  * bn_bwd_stats sums the backward's blocks): channels of several blocks, the last one ragged
  * and cut mid-row, up to 71 blocks (a deep merge), contiguous and strided (permuted) x, large
- * values with a small spread, f32, bf16 (f32 parameters) and f64. The forward's y and running
+ * values with a small spread, rows that bn_apply and bn_bwd_apply split into chunks, f32, bf16
+ * (f32 parameters) and f64. The forward's y and running
  * statistics and the backward's dx, dweight and dbias against f64 host loops over the values
  * the tensors hold.
  *
@@ -34,6 +35,9 @@ static const struct bn_case cases[] = {
     {CT_F32, CT_F32, {16, 2, 10, 10}, false, 1000, 1},
     /* 71 blocks, the last one 160 */
     {CT_F32, CT_F32, {40, 2, 30, 30}, false, 10, 1},
+    /* rows longer than 2048: bn_apply and bn_bwd_apply split each in 2 chunks */
+    {CT_F32, CT_F32, {2, 2, 50, 50}, false, 0, 3},
+    {CT_F32, CT_F32, {3, 2, 45, 50}, true, 0, 3},
     {CT_BF16, CT_F32, {33, 3, 8, 8}, false, 0, 3},
     {CT_F64, CT_F64, {7, 2, 9, 11}, true, 0, 3},
 };
