@@ -162,8 +162,9 @@ __kernel void conv_wflip(__global const io_t *w, long w_off, int Cg, int og, int
 
 /* A work-item per block of rb rows [h0, h1) of a padded plane t = img C + c of xp (nrb blocks a
  * plane; one block for small planes): the index arithmetic once per block, none per row or
- * element. A work-item per row paid three 64-bit divisions per row of a few floats (most of
- * the pass for 8x8 images). */
+ * element (a work-item per row paid three 64-bit divisions per row of a few floats: most of
+ * the pass for 8x8 images), and the zeros as one plain loop over the block before x's rows
+ * (about half the time of zeroing each row's margins around its copy). */
 __kernel void conv_pad(__global const io_t *x, long x_off, long4 xs, int C, int H, int W, int ph, int pw,
                        int Hp, int Wp, long n0, __global float *xp, long xp_off, long planes, int rb, int nrb) {
   long id = get_global_id(0);
@@ -173,19 +174,17 @@ __kernel void conv_pad(__global const io_t *x, long x_off, long4 xs, int C, int 
   /* The plane's start in x: no division when x's images are whole planes apart (contiguous). */
   long pbase = x_off + n0 * xs.s0 + (xs.s0 == C * xs.s1 ? t * xs.s1 : (t / C) * xs.s0 + (t % C) * xs.s1);
   __global float *dst = xp + xp_off + (t * Hp + h0) * Wp;
-  for (int hq = h0; hq < h1; hq++, dst += Wp) {
-    int ih = hq - ph;
-    if (ih < 0 || ih >= H) {
-      for (int wq = 0; wq < Wp; wq++) dst[wq] = 0;
-      continue;
-    }
-    long base = pbase + ih * xs.s2;
-    for (int wq = 0; wq < pw; wq++) dst[wq] = 0;
+  /* Zeros over the whole block first (one plain loop), then x's rows over them. */
+  int nq = (h1 - h0) * Wp;
+  for (int q = 0; q < nq; q++) dst[q] = 0;
+  int r0 = max(h0, ph), r1 = min(h1, ph + H);
+  for (int hq = r0; hq < r1; hq++) {
+    __global float *row = dst + (hq - h0) * Wp + pw;
+    long base = pbase + (hq - ph) * xs.s2;
     if (xs.s3 == 1)
-      for (int iw = 0; iw < W; iw++) dst[pw + iw] = (float)LOADA(x, base + iw);
+      for (int iw = 0; iw < W; iw++) row[iw] = (float)LOADA(x, base + iw);
     else
-      for (int iw = 0; iw < W; iw++) dst[pw + iw] = (float)LOADA(x, base + iw * xs.s3);
-    for (int wq = pw + W; wq < Wp; wq++) dst[wq] = 0;
+      for (int iw = 0; iw < W; iw++) row[iw] = (float)LOADA(x, base + iw * xs.s3);
   }
 }
 
