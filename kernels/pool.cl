@@ -9,24 +9,20 @@
 
 //#include "acc_types.cl"
 
-/* The offset of plane nc = n C + c of a tensor with element strides st: no division when its
- * images are whole planes apart (contiguous, or channel-strided evenly), the common case; a
- * 64-bit division per work-item otherwise (PoCL ran one per work-item even where it depends on
- * id 2 alone: half of pool2d_max2's time for [64, 32, 8, 8]). */
-#define POOL_PLANE(nc, st) ((st).s0 == C * (st).s1 ? (nc) * (st).s1 : ((nc) / C) * (st).s0 + ((nc) % C) * (st).s1)
-
 /* The arguments of pool2d and pool2d_max2 (src/nn/pool.c sets them alike). */
 #define POOL2D_PARAMS                                                                                   \
   __global const io_t *x, long x_off, long4 xs, long C, long H, long W, __global io_t *out, long out_off, \
       long OH, long OW, int mode, int kh, int kw, int sth, int stw, int ph, int pw, long N
 
 __kernel void pool2d(POOL2D_PARAMS) {
-  /* A 3-D range (OW, OH, N * C): the output's coordinates without a division (a range
-   * (OH * OW, C, N) paid a 64-bit one per element), the plane's offset by POOL_PLANE. */
+  /* A 3-D range (OW, OH, N * C): the output's coordinates without a division but nc's, which
+   * depends on id 2 alone, so CPU compilers that run a group as nested loops (PoCL) pay it once
+   * per output plane, not per element (a range (OH * OW, C, N) paid a 64-bit one per element). */
   long ow = get_global_id(0), oh = get_global_id(1), nc = get_global_id(2);
+  long n = nc / C, c = nc - n * C; /* before the test, so that it is not under a branch */
   if (ow >= OW || oh >= OH || nc >= N * C) return;
   long o = (nc * OH + oh) * OW + ow;
-  long base = x_off + POOL_PLANE(nc, xs);
+  long base = x_off + n * xs.s0 + c * xs.s1;
   long h0, h1, w0, w1;
   if (mode == 2) {
     h0 = (oh * H) / OH;
@@ -67,8 +63,9 @@ __kernel void pool2d(POOL2D_PARAMS) {
  * arguments and range as pool2d. */
 __kernel void pool2d_max2(POOL2D_PARAMS) {
   long ow = get_global_id(0), oh = get_global_id(1), nc = get_global_id(2);
+  long n = nc / C, c = nc - n * C; /* before the test, so that it is not under a branch */
   if (ow >= OW || oh >= OH || nc >= N * C) return;
-  long p = x_off + POOL_PLANE(nc, xs) + 2 * oh * xs.s2 + 2 * ow * xs.s3;
+  long p = x_off + n * xs.s0 + c * xs.s1 + 2 * oh * xs.s2 + 2 * ow * xs.s3;
   acc_t r = (acc_t)(-INFINITY), v;
 #define POOL_MAX_AT(off)        \
   v = LOADA(x, p + (off));      \
@@ -92,8 +89,9 @@ __kernel void pool2d_max2(POOL2D_PARAMS) {
  * read by the averages). */
 __kernel void pool2d_bwd(POOL2D_PARAMS, __global const io_t *g, long g_off, long4 gs) {
   long iw = get_global_id(0), ih = get_global_id(1), nc = get_global_id(2);
+  long n = nc / C, c = nc - n * C;
   if (iw >= W || ih >= H || nc >= N * C) return;
-  long gb = g_off + POOL_PLANE(nc, gs);
+  long gb = g_off + n * gs.s0 + c * gs.s1;
   if (mode == 2 && OH == 1 && OW == 1) {
     /* Global average pooling (the common adaptive case): one window, no window arithmetic. */
     STOREA(out, out_off + (nc * H + ih) * W + iw, LOADA(g, gb) / (acc_t)(H * W));
@@ -113,7 +111,7 @@ __kernel void pool2d_bwd(POOL2D_PARAMS, __global const io_t *g, long g_off, long
     oh1 = min((ih + ph) / sth + 1, OH);
     ow1 = min((iw + pw) / stw + 1, OW);
   }
-  long base = x_off + POOL_PLANE(nc, xs);
+  long base = x_off + n * xs.s0 + c * xs.s1;
   acc_t s = 0;
   for (long oh = oh0; oh < oh1; oh++)
     for (long ow = ow0; ow < ow1; ow++) {
@@ -155,8 +153,9 @@ __kernel void pool2d_bwd(POOL2D_PARAMS, __global const io_t *g, long g_off, long
  * not. */
 __kernel void pool2d_max2_bwd(POOL2D_PARAMS, __global const io_t *g, long g_off, long4 gs) {
   long ow = get_global_id(0), oh = get_global_id(1), nc = get_global_id(2);
+  long n = nc / C, c = nc - n * C; /* before the test, so that it is not under a branch */
   if (ow >= OW || oh >= OH || nc >= N * C) return;
-  long p = x_off + POOL_PLANE(nc, xs) + 2 * oh * xs.s2 + 2 * ow * xs.s3;
+  long p = x_off + n * xs.s0 + c * xs.s1 + 2 * oh * xs.s2 + 2 * ow * xs.s3;
   acc_t v0 = LOADA(x, p), v1 = LOADA(x, p + xs.s3), v2 = LOADA(x, p + xs.s2), v3 = LOADA(x, p + xs.s2 + xs.s3);
   acc_t r = (acc_t)(-INFINITY);
   int best = 0;
@@ -164,7 +163,7 @@ __kernel void pool2d_max2_bwd(POOL2D_PARAMS, __global const io_t *g, long g_off,
   if (v1 > r || v1 != v1) { r = v1; best = 1; }
   if (v2 > r || v2 != v2) { r = v2; best = 2; }
   if (v3 > r || v3 != v3) { r = v3; best = 3; }
-  acc_t gv = LOADA(g, g_off + POOL_PLANE(nc, gs) + oh * gs.s2 + ow * gs.s3);
+  acc_t gv = LOADA(g, g_off + n * gs.s0 + c * gs.s1 + oh * gs.s2 + ow * gs.s3);
   long o = out_off + (nc * H + 2 * oh) * W + 2 * ow;
   STOREA(out, o, best == 0 ? gv : (acc_t)0);
   STOREA(out, o + 1, best == 1 ? gv : (acc_t)0);
