@@ -111,9 +111,10 @@ __kernel void norm_rows(__global const io_t *x, long x_off, int kndim, long8 ksh
 }
 
 /* x is [N, C, S...]: element (n, c, s) at x_off + n * sn + c * sc + ct_offset(s, spatial);
- * sflat when the spatial dims are contiguous (offset s), the common case, which spares the
- * divisions of ct_offset. g (the backward's) is contiguous [N, C, S]. */
-#define BN_S(s) (sflat ? (s) : ct_offset((s), sndim, sshape, sstr))
+ * sflat when the spatial dims are contiguous (offset s: BN_FLAT), the common case, which spares
+ * the divisions of ct_offset (BN_STRIDED). g (the backward's) is contiguous [N, C, S]. */
+#define BN_FLAT(s) (s)
+#define BN_STRIDED(s) ct_offset((s), sndim, sshape, sstr)
 
 /* The terms bn_part sums: x, (x - mean)^2 (forward); g, g (x - mean) (backward). */
 #define BN_X 0
@@ -150,8 +151,6 @@ inline acc_t bn_term(int what, __global const io_t *x, long xo, __global const i
       ct_push1(st, &cnt, a);                                                              \
     }                                                                                     \
   } while (0)
-#define BN_FLAT(s) (s)
-#define BN_STRIDED(s) ct_offset((s), sndim, sshape, sstr)
 
 /* The sum of term `what` over the elements i in [i0, i1) of channel c (i = n S + s), walked
  * row by row (one division for the whole range), the rows' block sums merged by the
