@@ -128,21 +128,23 @@ __kernel void conv_col2im(__global const acc_t *col, long col_off, int C, int H,
 
 /* w contiguous [Cout, Cg, kh, kw] -> wf [groups * Cg, og, kh, kw] (og = Cout / groups):
  * wf[g Cg + c, o, i, j] = w[g og + o, c, kh - 1 - i, kw - 1 - j], the weight of the stride-1
- * convolution of the output gradient that gives the input gradient (a transposed conv). */
+ * convolution of the output gradient that gives the input gradient (a transposed conv). A
+ * work-item per window t = (g Cg + c) og + o of wf (total elements): the divisions once per
+ * window, not per element. */
 __kernel void conv_wflip(__global const io_t *w, long w_off, int Cg, int og, int kh, int kw,
                          __global io_t *wf, long wf_off, long total) {
-  long o = get_global_id(0);
-  if (o >= total) return;
-  int j = (int)(o % kw);
-  long t = o / kw;
-  int i = (int)(t % kh);
-  t /= kh;
+  long t = get_global_id(0);
+  int khw = kh * kw;
+  if (t * khw >= total) return;
   int oo = (int)(t % og);
-  t /= og;
-  int c = (int)(t % Cg);
-  long g = t / Cg;
+  long gc = t / og;
+  int c = (int)(gc % Cg);
+  long g = gc / Cg;
+  __global const io_t *src = w + w_off + ((g * og + oo) * Cg + c) * khw;
+  long o = wf_off + t * khw;
   /* Through acc_t: f16 can't be assigned as half without cl_khr_fp16 (exact either way). */
-  STOREA(wf, wf_off + o, LOADA(w, w_off + (((g * og + oo) * Cg + c) * kh + (kh - 1 - i)) * kw + (kw - 1 - j)));
+  for (int i = 0; i < kh; i++)
+    for (int j = 0; j < kw; j++, o++) STOREA(wf, o, LOADA(src, (kh - 1 - i) * kw + (kw - 1 - j)));
 }
 
 /* ---- The blocked direct path for stride-1 convolutions of f32/f16/bf16 (CPU devices) ----
@@ -158,43 +160,51 @@ __kernel void conv_wflip(__global const io_t *w, long w_off, int Cg, int og, int
 #define CB 8
 #define PB 48
 
-/* A work-item per padded row (img, c, hq) of xp: the index arithmetic once per row. */
+/* A work-item per block of rb rows [h0, h1) of a padded plane t = img C + c of xp (nrb blocks a
+ * plane; one block for small planes): the index arithmetic once per block, none per row or
+ * element (a work-item per row paid three 64-bit divisions per row of a few floats: most of
+ * the pass for 8x8 images), and the zeros as one plain loop over the block before x's rows
+ * (about half the time of zeroing each row's margins around its copy). */
 __kernel void conv_pad(__global const io_t *x, long x_off, long4 xs, int C, int H, int W, int ph, int pw,
-                       int Hp, int Wp, long n0, __global float *xp, long xp_off, long rows) {
-  long o = get_global_id(0);
-  if (o >= rows) return;
-  int hq = (int)(o % Hp);
-  long t = o / Hp;
-  int c = (int)(t % C);
-  long img = t / C;
-  __global float *dst = xp + xp_off + o * Wp;
-  int ih = hq - ph;
-  if (ih < 0 || ih >= H) {
-    for (int wq = 0; wq < Wp; wq++) dst[wq] = 0;
-    return;
+                       int Hp, int Wp, long n0, __global float *xp, long xp_off, long planes, int rb, int nrb) {
+  long id = get_global_id(0);
+  if (id >= planes * nrb) return;
+  long t = nrb == 1 ? id : id / nrb;
+  int h0 = (int)(id - t * nrb) * rb, h1 = min(Hp, h0 + rb);
+  /* The plane's start in x: no division when x's images are whole planes apart (contiguous). */
+  long pbase = x_off + n0 * xs.s0 + (xs.s0 == C * xs.s1 ? t * xs.s1 : (t / C) * xs.s0 + (t % C) * xs.s1);
+  __global float *dst = xp + xp_off + (t * Hp + h0) * Wp;
+  /* Zeros over the whole block first (one plain loop), then x's rows over them. */
+  int nq = (h1 - h0) * Wp;
+  for (int q = 0; q < nq; q++) dst[q] = 0;
+  int r0 = max(h0, ph), r1 = min(h1, ph + H);
+  for (int hq = r0; hq < r1; hq++) {
+    __global float *row = dst + (hq - h0) * Wp + pw;
+    long base = pbase + (hq - ph) * xs.s2;
+    if (xs.s3 == 1)
+      for (int iw = 0; iw < W; iw++) row[iw] = (float)LOADA(x, base + iw);
+    else
+      for (int iw = 0; iw < W; iw++) row[iw] = (float)LOADA(x, base + iw * xs.s3);
   }
-  long base = x_off + (n0 + img) * xs.s0 + c * xs.s1 + ih * xs.s2;
-  for (int wq = 0; wq < pw; wq++) dst[wq] = 0;
-  if (xs.s3 == 1)
-    for (int iw = 0; iw < W; iw++) dst[pw + iw] = (float)LOADA(x, base + iw);
-  else
-    for (int iw = 0; iw < W; iw++) dst[pw + iw] = (float)LOADA(x, base + iw * xs.s3);
-  for (int wq = pw + W; wq < Wp; wq++) dst[wq] = 0;
 }
 
-/* w contiguous [Cout, Cg, kh, kw] -> wt [groups][ncb][Cg][kh][kw][CB]. */
+/* w contiguous [Cout, Cg, kh, kw] -> wt [groups][ncb][Cg][kh][kw][CB] (total elements). A
+ * work-item per (group, channel block, input channel) t: its kh kw CB contiguous values of wt,
+ * the divisions once for them. */
 __kernel void conv_wpack(__global const io_t *w, long w_off, int Cg, int kh, int kw, int og, int ncb,
                          __global float *wt, long wt_off, long total) {
-  long o = get_global_id(0);
-  if (o >= total) return;
-  int co8 = (int)(o % CB);
-  long t = o / CB;
-  long tap = t % ((long)Cg * kh * kw);   /* (c, i, j) */
-  t /= (long)Cg * kh * kw;
-  int cb = (int)(t % ncb);
-  int g = (int)(t / ncb);
-  int col = cb * CB + co8;
-  wt[wt_off + o] = col < og ? (float)LOADA(w, w_off + ((long)g * og + col) * Cg * kh * kw + tap) : 0.0f;
+  long t = get_global_id(0);
+  int khw = kh * kw;
+  if (t * khw * CB >= total) return;
+  int c = (int)(t % Cg);
+  long gcb = t / Cg;
+  int cb = (int)(gcb % ncb), g = (int)(gcb / ncb);
+  __global float *dst = wt + wt_off + t * khw * CB;
+  for (int tap = c * khw; tap < (c + 1) * khw; tap++)
+    for (int k = 0; k < CB; k++) {
+      int col = cb * CB + k;
+      *dst++ = col < og ? (float)LOADA(w, w_off + ((long)g * og + col) * Cg * khw + tap) : 0.0f;
+    }
 }
 
 #define ACC2(k) float16 a##k##0 = (float16)0, a##k##1 = (float16)0, a##k##2 = (float16)0

@@ -8,18 +8,24 @@
  *              are numbered row-major over the outer dims (geometry kshape/kstr), the row's
  *              elements over the inner dims (ishape/istr), unless inner_flat says the row is
  *              contiguous. The output is contiguous.
- *  bn_stats    batch_norm: a work-item per channel: the batch statistics (training) or the
- *              running ones (eval), the running-stat update, and per-channel scale and shift
+ *  bn_part     batch_norm's partial statistics: a work-item per (block of elements, channel)
+ *              (a channel's N S elements cut into blocks of blk): the block's mean and M2 (the
+ *              sum of squared deviations from that mean) in the forward, sum(g) and
+ *              sum(g (x - mean)) in the backward
+ *  bn_stats    batch_norm: a work-item per channel: the batch statistics (training: bn_part's
+ *              blocks merged in order, Chan's formula) or the running ones (eval), the
+ *              running-stat update, and per-channel scale and shift
  *              (y = x * scale + shift, scale = weight * invstd, shift = bias - mean * scale,
  *              PyTorch's CPU formula) into ss[c] and ss[C + c], mean and invstd into ss[2 C + c]
  *              and ss[3 C + c] (for the backward)
- *  bn_apply    a work-item per element of x (geometry shape/str, [N, C, S...])
+ *  bn_apply    a work-item per chunk of a row (n, c) of x ([N, C, S...])
  * Backward (src/autograd/grad_nn.c through norm.c's ct__norm_backward / ct__bn_backward):
  *  norm_rows_bwd  a work-item per row: the row's mean and rstd again (the sums of norm_rows, so
  *                 the same values) into stats, and dx
  *  norm_cols_bwd  a work-item per normalized element j: dweight[j], dbias[j] over the rows
- *  bn_bwd_stats   a work-item per channel: sum(g) and sum(g xhat) over N and S
- *  bn_bwd_apply   a work-item per element: dx */
+ *  bn_bwd_stats   a work-item per channel: sum(g) and sum(g xhat) over N and S from bn_part's
+ *                 blocks
+ *  bn_bwd_apply   a work-item per chunk of a row (n, c): dx */
 
 //#include "acc_types.cl"
 #if CT_IN == CT_DT_F64
@@ -105,24 +111,154 @@ __kernel void norm_rows(__global const io_t *x, long x_off, int kndim, long8 ksh
 }
 
 /* x is [N, C, S...]: element (n, c, s) at x_off + n * sn + c * sc + ct_offset(s, spatial);
- * sflat when the spatial dims are contiguous (offset s), the common case, which spares the
- * divisions of ct_offset. */
-#define BN_ELEM(i) (x_off + ((i) / S) * sn + c * sc + \
-                    (sflat ? (i) % S : ct_offset((i) % S, sndim, sshape, sstr)))
-__kernel void bn_stats(__global const io_t *x, long x_off, long N, long C, long sn, long sc, int sndim,
-                       long8 sshape, long8 sstr, int sflat, long S, __global pd_t *rm, long rm_off,
-                       __global pd_t *rv, long rv_off, int has_running, __global const pd_t *w,
-                       long w_off, int has_w, __global const pd_t *b, long b_off, int has_b,
-                       int training, acc_t momentum, acc_t eps, __global acc_t *ss, long ss_off) {
+ * sflat when the spatial dims are contiguous (offset s: BN_FLAT), the common case, which spares
+ * the divisions of ct_offset (BN_STRIDED). g (the backward's) is contiguous [N, C, S]. */
+#define BN_FLAT(s) (s)
+#define BN_STRIDED(s) ct_offset((s), sndim, sshape, sstr)
+
+/* The terms bn_part sums: x, (x - mean)^2 (forward); g, g (x - mean) (backward). */
+#define BN_X 0
+#define BN_SQ 1
+#define BN_G 2
+#define BN_GX 3
+inline acc_t bn_term(int what, __global const io_t *x, long xo, __global const io_t *g, long go, acc_t mean) {
+  switch (what) {
+    case BN_X: return LOADA(x, xo);
+    case BN_SQ: return ct_sq(LOADA(x, xo) - mean);
+    case BN_G: return LOADA(g, go);
+    default: return LOADA(g, go) * (LOADA(x, xo) - mean);
+  }
+}
+
+/* Pushes the sums of term `what` over a row's elements s in [s, s1) (x offsets xb + OFF(s), g
+ * offsets gb + s) onto the cascade st: blocks of 16 in 4 independent lanes (so the adds
+ * overlap), then the rest. */
+#define BN_ROW_SUM(OFF)                                                                   \
+  do {                                                                                    \
+    for (; s + 16 <= s1; s += 16) {                                                       \
+      acc_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;                                               \
+      for (int k = 0; k < 16; k += 4) {                                                   \
+        a0 += bn_term(what, x, xb + OFF(s + k), g, gb + s + k, mean);                     \
+        a1 += bn_term(what, x, xb + OFF(s + k + 1), g, gb + s + k + 1, mean);             \
+        a2 += bn_term(what, x, xb + OFF(s + k + 2), g, gb + s + k + 2, mean);             \
+        a3 += bn_term(what, x, xb + OFF(s + k + 3), g, gb + s + k + 3, mean);             \
+      }                                                                                   \
+      ct_push1(st, &cnt, (a0 + a1) + (a2 + a3));                                          \
+    }                                                                                     \
+    if (s < s1) {                                                                         \
+      acc_t a = 0;                                                                        \
+      for (; s < s1; s++) a += bn_term(what, x, xb + OFF(s), g, gb + s, mean);            \
+      ct_push1(st, &cnt, a);                                                              \
+    }                                                                                     \
+  } while (0)
+
+/* The sum of term `what` over the elements i in [i0, i1) of channel c (i = n S + s), walked
+ * row by row (one division for the whole range), the rows' block sums merged by the
+ * cascade. */
+inline acc_t bn_sum(int what, __global const io_t *x, long x_off, long sn, long sc, int sndim, long8 sshape,
+                    long8 sstr, int sflat, long S, long C, long c, __global const io_t *g, long g_off,
+                    acc_t mean, long i0, long i1) {
+  acc_t st[CT_LEVELS];
+  ulong cnt = 0;
+  long n = i0 / S, s0 = i0 - n * S;
+  for (long i = i0; i < i1; n++, s0 = 0) {
+    long s1 = min(S, s0 + (i1 - i)), xb = x_off + n * sn + c * sc, gb = g_off + (n * C + c) * S, s = s0;
+    if (sflat) BN_ROW_SUM(BN_FLAT);
+    else BN_ROW_SUM(BN_STRIDED);
+    i += s1 - s0;
+  }
+  return ct_pop1(st, cnt);
+}
+
+/* Work-item (block b, channel c), numbered b + nblk c: elements [b blk, min((b + 1) blk, N S))
+ * of channel c. Forward (backward 0): part[2 id] = the block's mean, part[2 id + 1] = its M2
+ * (two passes over the block: the deviations from the block's own mean, so large values with
+ * a small spread keep their precision). Backward: sum(g), sum(g (x - mean)) with mean from ss
+ * (bn_stats' output). */
+__kernel void bn_part(__global const io_t *x, long x_off, long N, long C, long sn, long sc, int sndim,
+                      long8 sshape, long8 sstr, int sflat, long S, long blk, long nblk, int backward,
+                      __global const io_t *g, long g_off, __global const acc_t *ss, long ss_off,
+                      __global acc_t *part, long part_off) {
+  long id = get_global_id(0);
+  if (id >= nblk * C) return;
+  long c = id / nblk, b = id - c * nblk, i0 = b * blk, i1 = min(N * S, i0 + blk);
+  acc_t r0, r1;
+  if (backward) {
+    acc_t mean = ss[ss_off + 2 * C + c];
+    r0 = bn_sum(BN_G, x, x_off, sn, sc, sndim, sshape, sstr, sflat, S, C, c, g, g_off, 0, i0, i1);
+    r1 = bn_sum(BN_GX, x, x_off, sn, sc, sndim, sshape, sstr, sflat, S, C, c, g, g_off, mean, i0, i1);
+  } else {
+    r0 = bn_sum(BN_X, x, x_off, sn, sc, sndim, sshape, sstr, sflat, S, C, c, g, g_off, 0, i0, i1) /
+         (acc_t)(i1 - i0);
+    r1 = bn_sum(BN_SQ, x, x_off, sn, sc, sndim, sshape, sstr, sflat, S, C, c, g, g_off, r0, i0, i1);
+  }
+  part[part_off + 2 * id] = r0;
+  part[part_off + 2 * id + 1] = r1;
+}
+
+/* Chan et al.'s merge of the statistics (count, mean, M2) of two sets, a the earlier one:
+ * the mean moves by delta nb / n, M2 gains delta^2 na nb / n. */
+inline void bn_merge(ulong *na, acc_t *ma, acc_t *qa, ulong nb, acc_t mb, acc_t qb) {
+  ulong n = *na + nb;
+  acc_t delta = mb - *ma, fb = (acc_t)nb / (acc_t)n;
+  *ma += delta * fb;
+  *qa += qb + delta * delta * ((acc_t)*na * fb);
+  *na = n;
+}
+
+/* The training statistics of channel c from bn_part's nblk blocks: merged pairwise in a fixed
+ * order (a binary counter over the blocks, as ct_push1: the error grows with log(nblk)). */
+inline void bn_merge_blocks(__global const acc_t *part, long part_off, long c, long nblk, long blk, long cnt_all,
+                            acc_t *mean, acc_t *m2) {
+  ulong sn[CT_LEVELS];
+  acc_t sm[CT_LEVELS], sq[CT_LEVELS];
+  ulong cnt = 0;
+  for (long b = 0; b < nblk; b++) {
+    ulong nb = (ulong)min(blk, cnt_all - b * blk);
+    acc_t mb = part[part_off + 2 * (c * nblk + b)], qb = part[part_off + 2 * (c * nblk + b) + 1];
+    int l = 0;
+    for (ulong k = cnt; k & 1ul; k >>= 1, l++) {
+      bn_merge(&sn[l], &sm[l], &sq[l], nb, mb, qb);
+      nb = sn[l];
+      mb = sm[l];
+      qb = sq[l];
+    }
+    sn[l] = nb;
+    sm[l] = mb;
+    sq[l] = qb;
+    cnt++;
+  }
+  /* The occupied levels, the latest blocks (lowest level) first, each merged after the
+   * earlier ones above it. */
+  ulong rn = 0;
+  acc_t rm = 0, rq = 0;
+  for (int l = 0; cnt; cnt >>= 1, l++) {
+    if (!(cnt & 1ul)) continue;
+    if (rn == 0) {
+      rn = sn[l];
+      rm = sm[l];
+      rq = sq[l];
+    } else {
+      bn_merge(&sn[l], &sm[l], &sq[l], rn, rm, rq);
+      rn = sn[l];
+      rm = sm[l];
+      rq = sq[l];
+    }
+  }
+  *mean = rm;
+  *m2 = rq;
+}
+
+__kernel void bn_stats(long C, long nblk, long blk, long cnt_all, __global const acc_t *part, long part_off,
+                       __global pd_t *rm, long rm_off, __global pd_t *rv, long rv_off, int has_running,
+                       __global const pd_t *w, long w_off, int has_w, __global const pd_t *b, long b_off,
+                       int has_b, int training, acc_t momentum, acc_t eps, __global acc_t *ss, long ss_off) {
   long c = get_global_id(0);
   if (c >= C) return;
   acc_t mean, invstd;
   if (training) {
-    long cnt_all = N * S;
     acc_t m2;
-    CT_CASCADE_SUM(mean, cnt_all, i, LOADA(x, BN_ELEM(i)));
-    mean /= (acc_t)cnt_all;
-    CT_CASCADE_SUM(m2, cnt_all, i, ct_sq(LOADA(x, BN_ELEM(i)) - mean));
+    bn_merge_blocks(part, part_off, c, nblk, blk, cnt_all, &mean, &m2);
     invstd = (acc_t)1 / sqrt(m2 / (acc_t)cnt_all + eps);
     if (has_running) {
       acc_t unbiased = m2 / (acc_t)(cnt_all - 1);
@@ -141,18 +277,27 @@ __kernel void bn_stats(__global const io_t *x, long x_off, long N, long C, long 
   ss[ss_off + 3 * C + c] = invstd;
 }
 
-/* out[n, c, s] = x[n, c, s] * scale[c] + shift[c]: ids (s, c, n), so the channel and the
- * batch index come without a division (a 1-D range paid two 64-bit divisions per element for
- * them: 2-5 ms for the digits CNN's [450, 32, 8, 8] on PoCL). The spatial offset is s when
- * those dims are contiguous (sflat), else ct_offset. */
+/* The work-item of the row kernels bn_apply and bn_bwd_apply: elements [s0, s1) (a chunk of
+ * at most `chunk`, nchunk per row) of row r = n C + c of [N, C, S]; x's row starts at xb, the
+ * contiguous output's (and g's) at ob. Two divisions per work-item, none per element: a
+ * work-item per element paid them (or a 3-D range's rounding to whole groups of 1024). */
+#define BN_ROW_ITEM                                                                        \
+  long id = get_global_id(0);                                                              \
+  if (id >= N * C * nchunk) return;                                                        \
+  long r = id / nchunk, n = r / C, c = r - n * C, s0 = (id - r * nchunk) * chunk,          \
+       s1 = min(S, s0 + chunk), xb = x_off + n * sn + c * sc, ob = r * S
+
+/* out[n, c, s] = x[n, c, s] * scale[c] + shift[c]. */
 __kernel void bn_apply(__global const io_t *x, long x_off, long N, long C, long sn, long sc, int sndim,
-                       long8 sshape, long8 sstr, int sflat, long S, __global const acc_t *ss, long ss_off,
-                       __global io_t *out, long out_off) {
-  long s = get_global_id(0), c = get_global_id(1), n = get_global_id(2);
-  if (s >= S || c >= C || n >= N) return; /* the NDRange is rounded up to whole work-groups */
-  long xo = x_off + n * sn + c * sc + (sflat ? s : ct_offset(s, sndim, sshape, sstr));
-  acc_t v = LOADA(x, xo);
-  STOREA(out, out_off + (n * C + c) * S + s, v * ss[ss_off + c] + ss[ss_off + C + c]);
+                       long8 sshape, long8 sstr, int sflat, long S, long chunk, long nchunk,
+                       __global const acc_t *ss, long ss_off, __global io_t *out, long out_off) {
+  BN_ROW_ITEM;
+  acc_t scale = ss[ss_off + c], shift = ss[ss_off + C + c];
+  ob += out_off;
+  if (sflat)
+    for (long s = s0; s < s1; s++) STOREA(out, ob + s, LOADA(x, xb + s) * scale + shift);
+  else
+    for (long s = s0; s < s1; s++) STOREA(out, ob + s, LOADA(x, xb + BN_STRIDED(s)) * scale + shift);
 }
 
 /* g and dx are contiguous [nrows, n] in x's dtype; stats gets (mean, rstd) per row (mean 0 for
@@ -210,38 +355,44 @@ __kernel void norm_cols_bwd(__global const io_t *x, long x_off, int kndim, long8
   if (want_b) pb[pb_off + rb * n + j] = sb;
 }
 
-/* Batch norm backward. ss holds 4 C values from bn_stats: scale, shift, mean, invstd. g is
- * contiguous [N, C, S]. red gets sum(g) at c and sum(g xhat) at C + c. */
-__kernel void bn_bwd_stats(__global const io_t *x, long x_off, long N, long C, long sn, long sc, int sndim,
-                           long8 sshape, long8 sstr, int sflat, long S, __global const io_t *g, long g_off,
-                           __global const acc_t *ss, long ss_off, __global acc_t *red, long red_off) {
+/* Batch norm backward. ss holds 4 C values from bn_stats: scale, shift, mean, invstd. red gets
+ * sum(g) at c and sum(g xhat) at C + c, from bn_part's blocks (summed by the cascade, in
+ * order). */
+__kernel void bn_bwd_stats(long C, long nblk, __global const acc_t *part, long part_off, __global const acc_t *ss,
+                           long ss_off, __global acc_t *red, long red_off) {
   long c = get_global_id(0);
   if (c >= C) return;
-  long cnt_all = N * S;
-  acc_t mean = ss[ss_off + 2 * C + c], invstd = ss[ss_off + 3 * C + c], sg, sgx;
-#define BN_G(i) LOADA(g, g_off + (((i) / S) * C + c) * S + (i) % S)
-  CT_CASCADE_SUM(sg, cnt_all, i, BN_G(i));
-  CT_CASCADE_SUM(sgx, cnt_all, i, BN_G(i) * ((LOADA(x, BN_ELEM(i)) - mean) * invstd));
-#undef BN_G
-  red[red_off + c] = sg;
-  red[red_off + C + c] = sgx;
+  acc_t st0[CT_LEVELS], st1[CT_LEVELS];
+  ulong cnt0 = 0, cnt1 = 0;
+  for (long b = 0; b < nblk; b++) {
+    ct_push1(st0, &cnt0, part[part_off + 2 * (c * nblk + b)]);
+    ct_push1(st1, &cnt1, part[part_off + 2 * (c * nblk + b) + 1]);
+  }
+  red[red_off + c] = ct_pop1(st0, cnt0);
+  red[red_off + C + c] = ct_pop1(st1, cnt1) * ss[ss_off + 3 * C + c];
 }
 
 /* dx = scale (g - sum(g) / M - xhat sum(g xhat) / M) in training (the batch statistics depend
  * on x), dx = scale g in eval (running statistics are constants); M = N S. */
 __kernel void bn_bwd_apply(__global const io_t *x, long x_off, long N, long C, long sn, long sc, int sndim,
-                           long8 sshape, long8 sstr, int sflat, long S, __global const io_t *g, long g_off,
-                           __global const acc_t *ss, long ss_off, __global const acc_t *red, long red_off,
-                           int training, __global io_t *dx, long dx_off) {
-  long s = get_global_id(0), c = get_global_id(1), n = get_global_id(2);
-  if (s >= S || c >= C || n >= N) return;
-  long o = (n * C + c) * S + s;
-  acc_t gv = LOADA(g, g_off + o), scale = ss[ss_off + c];
-  if (training) {
-    acc_t m = (acc_t)(N * S);
-    long xo = x_off + n * sn + c * sc + (sflat ? s : ct_offset(s, sndim, sshape, sstr));
-    acc_t xhat = (LOADA(x, xo) - ss[ss_off + 2 * C + c]) * ss[ss_off + 3 * C + c];
-    gv = gv - red[red_off + c] / m - xhat * (red[red_off + C + c] / m);
+                           long8 sshape, long8 sstr, int sflat, long S, long chunk, long nchunk,
+                           __global const io_t *g, long g_off, __global const acc_t *ss, long ss_off,
+                           __global const acc_t *red, long red_off, int training, __global io_t *dx,
+                           long dx_off) {
+  BN_ROW_ITEM;
+  acc_t scale = ss[ss_off + c], m = (acc_t)(N * S);
+  __global const io_t *gr = g + g_off + ob;
+  __global io_t *dr = dx + dx_off + ob;
+  if (!training) {
+    for (long s = s0; s < s1; s++) STOREA(dr, s, scale * LOADA(gr, s));
+    return;
   }
-  STOREA(dx, dx_off + o, scale * gv);
+  acc_t mean = ss[ss_off + 2 * C + c], invstd = ss[ss_off + 3 * C + c], sg = red[red_off + c] / m,
+        sgx = red[red_off + C + c] / m;
+  if (sflat)
+    for (long s = s0; s < s1; s++)
+      STOREA(dr, s, scale * (LOADA(gr, s) - sg - (LOADA(x, xb + s) - mean) * invstd * sgx));
+  else
+    for (long s = s0; s < s1; s++)
+      STOREA(dr, s, scale * (LOADA(gr, s) - sg - (LOADA(x, xb + BN_STRIDED(s)) - mean) * invstd * sgx));
 }

@@ -254,6 +254,32 @@ static ct_status conv_gemm(ct_device *d, const struct ct__conv *cv, const ct_ten
   return st;
 }
 
+ct_status ct__conv_pad(ct__kernel *k, ct_device *d, const ct_tensor *t4, int ph, int pw, int64_t Hp, int64_t Wp,
+                       int64_t n0, int64_t nimg, const ct_tensor *dst, const char *fn) {
+  /* Whole planes per work-item up to 4096 floats, else blocks of rows of about that. */
+  int64_t rb = Hp * Wp <= 4096 ? Hp : Wp >= 4096 ? 1 : 4096 / Wp;
+  int64_t nrb = (Hp + rb - 1) / rb, planes = nimg * t4->shape[1];
+  struct ct__kargs a;
+  ct__kargs_begin(&a, k, ct__kernel_lock(k));
+  ct__karg_tensor(&a, "x", t4, 0);
+  cl_long4 xs = {{t4->strides[0], t4->strides[1], t4->strides[2], t4->strides[3]}};
+  ct__karg(&a, "xs", sizeof xs, &xs);
+  ct__karg_int(&a, "C", (cl_int)t4->shape[1]);
+  ct__karg_int(&a, "H", (cl_int)t4->shape[2]);
+  ct__karg_int(&a, "W", (cl_int)t4->shape[3]);
+  ct__karg_int(&a, "ph", ph);
+  ct__karg_int(&a, "pw", pw);
+  ct__karg_int(&a, "Hp", (cl_int)Hp);
+  ct__karg_int(&a, "Wp", (cl_int)Wp);
+  ct__karg_long(&a, "n0", n0);
+  ct__karg_tensor(&a, "xp", dst, 0);
+  ct__karg_long(&a, "planes", planes);
+  ct__karg_int(&a, "rb", (cl_int)rb);
+  ct__karg_int(&a, "nrb", (cl_int)nrb);
+  /* Groups of 16: a few hundred work-items of a plane each still fill every core. */
+  return ct__launch1(k, &a, d, planes * nrb, 16, fn);
+}
+
 /* The blocked direct path (kernels/conv.cl, "the blocked direct path"): stride 1, f32/f16/bf16
  * on CPU devices. CB and PB as in the kernels. */
 #define CT__CB 8
@@ -299,22 +325,13 @@ static ct_status conv_blocked(ct_device *d, const struct ct__conv *cv, const ct_
     ct__karg_int(&a, "ncb", (cl_int)ncb);
     ct__karg_tensor(&a, "wt", wt, 0);
     ct__karg_long(&a, "total", wts[0]);
-    st = ct__launch1(kpack, &a, d, wts[0], 0, fn);
+    st = ct__launch1(kpack, &a, d, wts[0] / ((int64_t)cv->kh * cv->kw * CT__CB), 16, fn);
   }
   for (int64_t n0 = 0; st == CT_OK && n0 < cv->N; n0 += chunk) {
     int64_t nimg = cv->N - n0 < chunk ? cv->N - n0 : chunk;
-    struct ct__kargs a;
-    ct__kargs_begin(&a, kpad, ct__kernel_lock(kpad));
-    ct__conv_karg_xgeom(&a, x4, cv);
-    ct__karg_int(&a, "ph", cv->ph);
-    ct__karg_int(&a, "pw", cv->pw);
-    ct__karg_int(&a, "Hp", (cl_int)Hp);
-    ct__karg_int(&a, "Wp", (cl_int)Wp);
-    ct__karg_long(&a, "n0", n0);
-    ct__karg_tensor(&a, "xp", xp, 0);
-    ct__karg_long(&a, "rows", nimg * cv->C * Hp);
-    st = ct__launch1(kpad, &a, d, nimg * cv->C * Hp, 0, fn);
+    st = ct__conv_pad(kpad, d, x4, cv->ph, cv->pw, Hp, Wp, n0, nimg, xp, fn);
     if (st != CT_OK) break;
+    struct ct__kargs a;
     int64_t items = nimg * g * ncb * npb;
     ct__kargs_begin(&a, kblk, ct__kernel_lock(kblk));
     ct__karg_tensor(&a, "xp", xp, 0);

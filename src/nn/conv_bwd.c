@@ -62,7 +62,7 @@ static ct_status gx_transposed(ct_tensor **gx, const struct ct__conv *cv, const 
     ct__karg_int(&a, "kw", (cl_int)cv->kw);
     ct__karg_tensor(&a, "wf", wf, 0);
     ct__karg_long(&a, "total", ct_numel(wf));
-    st = ct__launch1(k, &a, d, ct_numel(wf), 0, fn);
+    st = ct__launch1(k, &a, d, ct_numel(wf) / ((int64_t)cv->kh * cv->kw), 16, fn);
   }
   /* Padding dil (k - 1) - pad on each side; a negative one crops g instead. */
   int pad[2], one[2] = {1, 1}, dil[2] = {cv->dh, cv->dw};
@@ -192,28 +192,6 @@ static ct_status gw_gemm(ct_tensor **gw, const struct ct__conv *cv, const ct_ten
   return ct__tensor_result(gw, o, st);
 }
 
-/* conv_pad of images n0 .. n0 + nimg of t4 [N, C, H, W] (read through its strides) into dst as
- * zero-padded f32 planes of Hp x Wp (ph rows and pw columns before the values). */
-static ct_status pad_planes(ct__kernel *k, ct_device *d, const ct_tensor *t4, int ph, int pw, int64_t Hp, int64_t Wp,
-                            int64_t n0, int64_t nimg, const ct_tensor *dst, const char *fn) {
-  struct ct__kargs a;
-  ct__kargs_begin(&a, k, ct__kernel_lock(k));
-  ct__karg_tensor(&a, "x", t4, 0);
-  cl_long4 xs = {{t4->strides[0], t4->strides[1], t4->strides[2], t4->strides[3]}};
-  ct__karg(&a, "xs", sizeof xs, &xs);
-  ct__karg_int(&a, "C", (cl_int)t4->shape[1]);
-  ct__karg_int(&a, "H", (cl_int)t4->shape[2]);
-  ct__karg_int(&a, "W", (cl_int)t4->shape[3]);
-  ct__karg_int(&a, "ph", ph);
-  ct__karg_int(&a, "pw", pw);
-  ct__karg_int(&a, "Hp", (cl_int)Hp);
-  ct__karg_int(&a, "Wp", (cl_int)Wp);
-  ct__karg_long(&a, "n0", n0);
-  ct__karg_tensor(&a, "xp", dst, 0);
-  ct__karg_long(&a, "rows", nimg * t4->shape[1] * Hp);
-  return ct__launch1(k, &a, d, nimg * t4->shape[1] * Hp, 0, fn);
-}
-
 /* The blocked weight gradient (kernels/conv.cl, conv_wgrad): stride 1, f32/f16/bf16, CPU
  * devices. *gw f32 [Cout, Cg, kh, kw]; *gb f32 [Cout] too when gb is not NULL (the bias tap). */
 static ct_status gw_blocked(ct_tensor **gw, ct_tensor **gb, const struct ct__conv *cv, const ct_tensor *g4,
@@ -264,8 +242,8 @@ static ct_status gw_blocked(ct_tensor **gw, ct_tensor **gb, const struct ct__con
   }
   for (int64_t n0 = 0; st == CT_OK && n0 < cv->N; n0 += chunk) {
     int64_t nimg = cv->N - n0 < chunk ? cv->N - n0 : chunk, nig = (nimg + nb - 1) / nb;
-    st = pad_planes(kpad, d, x4, cv->ph, cv->pw, Hp, Wp, n0, nimg, xp, fn);
-    if (st == CT_OK) st = pad_planes(kpad, d, g4, 0, 0, Hq, Wp, n0, nimg, gq, fn);
+    st = ct__conv_pad(kpad, d, x4, cv->ph, cv->pw, Hp, Wp, n0, nimg, xp, fn);
+    if (st == CT_OK) st = ct__conv_pad(kpad, d, g4, 0, 0, Hq, Wp, n0, nimg, gq, fn);
     if (st != CT_OK) break;
     int64_t items = nig * grp * ncb * ntb;
     struct ct__kargs a;

@@ -55,7 +55,8 @@ static ct_status dropout_apply(ct_tensor **out, const ct_tensor *x, double p, ui
   ct__karg_ulong(&a, "scale_bits", scale_bits);
   ct__karg_ulong(&a, "seed", seed);
   ct__karg_ulong(&a, "offset", offset);
-  st = ct__launch1(k, &a, d, (n + 3) / 4, 64, fn);
+  /* A work-item per 32 elements (8 Philox blocks: kernels/random.cl). */
+  st = ct__launch1(k, &a, d, (n + 31) / 32, 64, fn);
   return ct__tensor_result(out, o, st);
 }
 

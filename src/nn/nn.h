@@ -91,6 +91,10 @@ void ct__conv_karg_window(struct ct__kargs *a, const struct ct__conv *cv);
  * (img, r, p) at img * is + r * rs + p. */
 ct_status ct__conv_im2col(ct__kernel *kcol, ct_device *d, const struct ct__conv *cv, const ct_tensor *x4, int64_t n0,
                           int64_t nimg, const ct_tensor *col, int64_t is, int64_t rs);
+/* Launches k (conv_pad): images n0 .. n0 + nimg of t4 [N, C, H, W] (read through its strides)
+ * into dst as zero-padded f32 planes of Hp x Wp (ph rows and pw columns before the values). */
+ct_status ct__conv_pad(ct__kernel *k, ct_device *d, const ct_tensor *t4, int ph, int pw, int64_t Hp, int64_t Wp,
+                       int64_t n0, int64_t nimg, const ct_tensor *dst, const char *fn);
 /* The device's GEMM route state (its failure as cv->fn's error), and one GEMM on that route
  * (batch dims simplified first). */
 struct ct__gemm_state;

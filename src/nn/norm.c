@@ -69,6 +69,50 @@ static void karg_param(struct ct__kargs *a, const char *name, const char *hasnam
   if (hasname) ct__karg_int(a, hasname, p != NULL);
 }
 
+/* karg_bn_x's arguments, then the row kernels' (bn_apply, bn_bwd_apply) chunks: rows of at most
+ * 2048 elements are one work-item each, longer ones split evenly. *items gets the work-item
+ * count. */
+static void karg_bn_rows(struct ct__kargs *a, int64_t *items, const ct_tensor *x, int64_t N, int64_t C, int64_t S) {
+  int64_t nchunk = (S + 2047) / 2048;
+  if (nchunk < 1) nchunk = 1;
+  karg_bn_x(a, x, N, C, S);
+  ct__karg_long(a, "chunk", (S + nchunk - 1) / nchunk);
+  ct__karg_long(a, "nchunk", nchunk);
+  *items = N * C * nchunk;
+}
+
+/* The blocks bn_part cuts each channel's M = N S elements into: about 256 blocks over all
+ * channels (enough work-items to fill a CPU's cores, few enough that the per-channel merge
+ * stays short), at least 512 elements each (a block's cost outweighs its work-item's), at most
+ * a whole channel. A function of the shape alone, so the statistics have the same bits on
+ * every run and device. */
+static void bn_blocks(int64_t *blk, int64_t *nblk, int64_t M, int64_t C) {
+  int64_t b = (M * C + 255) / 256;
+  if (b < 512) b = 512;
+  if (b > M) b = M;
+  *blk = b > 0 ? b : 1;
+  *nblk = (M + *blk - 1) / *blk;
+}
+
+/* Launches bn_part (kernels/norm.cl) over nblk blocks of blk elements of each of x's C
+ * channels, writing 2 values per block into part; backward with g and ss (bn_stats' output).
+ * Groups of 8 work-items: a block is already a few hundred elements of work, and the default
+ * 1024-item groups would put all of them on one core. */
+static ct_status bn_part_launch(ct__kernel *k, ct_device *d, const ct_tensor *x, int64_t N, int64_t C, int64_t S,
+                                int64_t blk, int64_t nblk, const ct_tensor *g, const ct_tensor *ss,
+                                const ct_tensor *part, const char *fn) {
+  struct ct__kargs a;
+  ct__kargs_begin(&a, k, ct__kernel_lock(k));
+  karg_bn_x(&a, x, N, C, S);
+  ct__karg_long(&a, "blk", blk);
+  ct__karg_long(&a, "nblk", nblk);
+  ct__karg_int(&a, "backward", g != NULL);
+  karg_param(&a, "g", NULL, g);
+  karg_param(&a, "ss", NULL, ss);
+  ct__karg_tensor(&a, "part", part, 0);
+  return ct__launch1(k, &a, d, nblk * C, 8, fn);
+}
+
 /* The arguments norm_rows and its backward kernels begin with: x as rows over its first outer
  * dims, each row its last n elements. */
 static void karg_rows_x(struct ct__kargs *a, const ct_tensor *x, int outer, int64_t nrows, int64_t n) {
@@ -357,24 +401,34 @@ static ct_status bn_api(ct_tensor **out, const ct_tensor *x, ct_tensor *running_
     CT__TRY(ct__grad_check_inplace(fn, running_var, "running_var"));
   }
   ct_device *d = x->storage->device;
-  ct_tensor *o = NULL, *ss = NULL;
+  ct_tensor *o = NULL, *ss = NULL, *part = NULL;
   CT__TRY(ct__tensor_new(&o, d, x->dtype, x->ndim, x->shape, fn));
   ct_status st = CT_OK;
   /* Nothing to compute (no channels, or an empty batch in eval): the backward gives zeros. */
   bool empty = C == 0 || (ct_numel(x) == 0 && !training);
   ct_dtype adt = x->dtype == CT_F64 ? CT_F64 : CT_F32;
-  /* ss: per channel scale, shift (the forward's), mean, invstd (the backward's). */
-  int64_t sshape[1] = {4 * C};
+  /* ss: per channel scale, shift (the forward's), mean, invstd (the backward's). part: the
+   * training statistics of each block of each channel (bn_part). */
+  int64_t sshape[1] = {4 * C}, blk = 1, nblk = 0;
+  if (training) bn_blocks(&blk, &nblk, N * S, C);
+  int64_t pshape[1] = {2 * nblk * C};
   if (!empty) st = ct__tensor_new(&ss, d, adt, 1, sshape, fn);
+  if (st == CT_OK && !empty && training) st = ct__tensor_new(&part, d, adt, 1, pshape, fn);
   char extra[32];
   snprintf(extra, sizeof extra, "-DCT_PD=%d", (int)pd);
-  ct__kernel *ks = NULL, *ka = NULL;
+  ct__kernel *kp = NULL, *ks = NULL, *ka = NULL;
+  if (st == CT_OK && part) st = ct__kernel_for(&kp, d, "norm.cl", "bn_part", (int)x->dtype, extra, fn);
   if (st == CT_OK && !empty) st = ct__kernel_for(&ks, d, "norm.cl", "bn_stats", (int)x->dtype, extra, fn);
   if (st == CT_OK && !empty) st = ct__kernel_for(&ka, d, "norm.cl", "bn_apply", (int)x->dtype, extra, fn);
+  if (st == CT_OK && kp) st = bn_part_launch(kp, d, x, N, C, S, blk, nblk, NULL, NULL, part, fn);
   if (st == CT_OK && !empty) {
     struct ct__kargs a;
     ct__kargs_begin(&a, ks, ct__kernel_lock(ks));
-    karg_bn_x(&a, x, N, C, S);
+    ct__karg_long(&a, "C", C);
+    ct__karg_long(&a, "nblk", nblk);
+    ct__karg_long(&a, "blk", blk);
+    ct__karg_long(&a, "cnt_all", N * S);
+    karg_param(&a, "part", NULL, part);
     karg_param(&a, "rm", NULL, running_mean);
     karg_param(&a, "rv", NULL, running_var);
     ct__karg_int(&a, "has_running", running_mean != NULL);
@@ -392,11 +446,12 @@ static ct_status bn_api(ct_tensor **out, const ct_tensor *x, ct_tensor *running_
   }
   if (st == CT_OK && !empty && ct_numel(x) > 0) {
     struct ct__kargs a;
+    int64_t items;
     ct__kargs_begin(&a, ka, ct__kernel_lock(ka));
-    karg_bn_x(&a, x, N, C, S);
+    karg_bn_rows(&a, &items, x, N, C, S);
     ct__karg_tensor(&a, "ss", ss, 0);
     ct__karg_tensor(&a, "out", o, 0);
-    st = ct__nn_launch3(ka, &a, d, S, C, N, fn);
+    st = ct__launch1(ka, &a, d, items, 64, fn);
   }
   /* The running statistics are not inputs of the node: their update is not differentiable, and
    * the backward reads the statistics the forward used from ss (so a later update of the
@@ -411,6 +466,7 @@ static ct_status bn_api(ct_tensor **out, const ct_tensor *x, ct_tensor *running_
     nd->i[1] = pd;
   }
   ct_release(ss);
+  ct_release(part);
   return ct__tensor_result(out, o, st);
 }
 
@@ -437,9 +493,11 @@ ct_status ct__bn_backward(ct_tensor **dx, ct_tensor **dw, ct_tensor **db, const 
   for (int i = 2; i < x->ndim; i++) S *= x->shape[i];
   ct_device *d = x->storage->device;
   ct_dtype adt = x->dtype == CT_F64 ? CT_F64 : CT_F32;
-  ct_tensor *gc = NULL, *red = NULL, *ox = NULL;
+  ct_tensor *gc = NULL, *red = NULL, *ox = NULL, *part = NULL;
   ct_status st = CT_OK;
-  int64_t rshape[1] = {2 * C};
+  int64_t rshape[1] = {2 * C}, blk, nblk;
+  bn_blocks(&blk, &nblk, N * S, C);
+  int64_t pshape[1] = {2 * nblk * C};
   if (dx) st = ct__tensor_new(&ox, d, x->dtype, x->ndim, x->shape, fn);
   if (st == CT_OK) st = ct__tensor_new(&red, d, adt, 1, rshape, fn);
   if (st == CT_OK && !ss) {
@@ -449,29 +507,34 @@ ct_status ct__bn_backward(ct_tensor **dx, ct_tensor **dw, ct_tensor **db, const 
   } else if (st == CT_OK) {
     char extra[32];
     snprintf(extra, sizeof extra, "-DCT_PD=%d", (int)pd);
-    ct__kernel *ks = NULL, *ka = NULL;
+    ct__kernel *kp = NULL, *ks = NULL, *ka = NULL;
     st = ct__contiguous(&gc, g, x->dtype, 0, fn);
+    if (st == CT_OK) st = ct__tensor_new(&part, d, adt, 1, pshape, fn);
+    if (st == CT_OK) st = ct__kernel_for(&kp, d, "norm.cl", "bn_part", (int)x->dtype, extra, fn);
     if (st == CT_OK) st = ct__kernel_for(&ks, d, "norm.cl", "bn_bwd_stats", (int)x->dtype, extra, fn);
     if (st == CT_OK && ox) st = ct__kernel_for(&ka, d, "norm.cl", "bn_bwd_apply", (int)x->dtype, extra, fn);
+    if (st == CT_OK) st = bn_part_launch(kp, d, x, N, C, S, blk, nblk, gc, ss, part, fn);
     if (st == CT_OK) {
       struct ct__kargs a;
       ct__kargs_begin(&a, ks, ct__kernel_lock(ks));
-      karg_bn_x(&a, x, N, C, S);
-      ct__karg_tensor(&a, "g", gc, 0);
+      ct__karg_long(&a, "C", C);
+      ct__karg_long(&a, "nblk", nblk);
+      ct__karg_tensor(&a, "part", part, 0);
       ct__karg_tensor(&a, "ss", ss, 0);
       ct__karg_tensor(&a, "red", red, 0);
       st = ct__launch1(ks, &a, d, C, 0, fn);
     }
     if (st == CT_OK && ka) {
       struct ct__kargs a;
+      int64_t items;
       ct__kargs_begin(&a, ka, ct__kernel_lock(ka));
-      karg_bn_x(&a, x, N, C, S);
+      karg_bn_rows(&a, &items, x, N, C, S);
       ct__karg_tensor(&a, "g", gc, 0);
       ct__karg_tensor(&a, "ss", ss, 0);
       ct__karg_tensor(&a, "red", red, 0);
       ct__karg_int(&a, "training", training);
       ct__karg_tensor(&a, "dx", ox, 0);
-      st = ct__nn_launch3(ka, &a, d, S, C, N, fn);
+      st = ct__launch1(ka, &a, d, items, 64, fn);
     }
   }
   /* dbias = sum(g) is red[0, C), dweight = sum(g xhat) is red[C, 2 C). */
@@ -480,6 +543,7 @@ ct_status ct__bn_backward(ct_tensor **dx, ct_tensor **dw, ct_tensor **db, const 
   if (st == CT_OK && dw) st = ct__tensor_view(dw, red, 1, cs, one, red->offset + C);
   ct_release(gc);
   ct_release(red);
+  ct_release(part);
   if (st != CT_OK) {
     ct_release(ox);
     if (db) {

@@ -14,7 +14,7 @@
 #include "nn/nn.h"
 #include "nn_test.h"
 
-enum view { V_NONE, V_TRANSPOSE, V_SLICE };
+enum view { V_NONE, V_TRANSPOSE, V_SLICE, V_BATCH_SLICE };
 
 struct ccase {
   const char *name;
@@ -36,6 +36,9 @@ static const struct ccase cases[] = {
     {"groups 2, 16 channels each, dilation 2", 2, 32, 10, 9, 32, 3, 3, {1, 1}, {2, 1}, {2, 1}, 2, true, false, V_NONE},
     {"5x5, wide row", 1, 3, 6, 40, 10, 5, 5, {1, 1}, {2, 2}, {1, 1}, 1, true, false, V_NONE},
     {"size-0 batch", 0, 4, 5, 5, 3, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, false, V_NONE},
+    /* padded planes of 72 x 68 > 4096 floats: conv_pad fills each in 2 blocks of rows (60, 12) */
+    {"batch-sliced x", 3, 4, 6, 6, 8, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, false, V_BATCH_SLICE},
+    {"large plane, transposed x", 1, 2, 70, 66, 8, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, false, V_TRANSPOSE},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -90,6 +93,11 @@ static ct_tensor *make_x(ct_device *d, ct_dtype dt, const struct ccase *c, uint6
     int64_t shape[4] = {c->N, c->C, c->W, c->H};
     base = nt_random(d, dt, 4, shape, seed, 1, NULL);
     ck_assert_ct_ok(ct_transpose(&v, base, 2, 3));
+  } else if (c->view == V_BATCH_SLICE) {
+    /* every other image: images 2 C H W apart, not C of x's channel stride */
+    int64_t shape[4] = {2 * c->N, c->C, c->H, c->W};
+    base = nt_random(d, dt, 4, shape, seed, 1, NULL);
+    ck_assert_ct_ok(ct_slice(&v, base, 0, 1, 2 * c->N, 2));
   } else if (c->view == V_SLICE) {
     int64_t shape[4] = {c->N, 2 * c->C, c->H, c->W};
     base = nt_random(d, dt, 4, shape, seed, 1, NULL);

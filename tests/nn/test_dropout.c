@@ -80,6 +80,58 @@ START_TEST(test_mask_is_rand_bits) {
 }
 END_TEST
 
+/* The kernel's paths (kernels/random.cl, dropout_fill: 32 elements and 8 Philox blocks a
+ * work-item): whole f32 tiles of a view that starts inside its buffer, the ragged last tile, an
+ * evenly strided view, f64, and a (seed, offset) with high words set (the counter's and key's
+ * upper lanes), each against ct_rand_seeded()'s scalar Philox from the same state. */
+START_TEST(test_mask_tiles_views) {
+  ct_device *d = ct_test_device();
+  const int64_t n = 1000; /* 31 whole tiles and 8 elements */
+  const double p = 0.375;
+  const uint64_t seed = 0x9abcdef012345678ull, off = (1ull << 32) + 77;
+  int64_t full[1] = {2 * n + 6}, shape[1] = {n};
+  ct_tensor *base = ramp(d, CT_F32, 1, full), *u = NULL;
+  ck_assert_ct_ok(ct_rand_seeded(&u, d, CT_F32, 1, shape, seed, off));
+  float *hu = to_f32(u), *hb = to_f32(base), scale = (float)(1.0 / (1.0 - p));
+  /* start 3, step 1 (contiguous at an offset) and start 5, step 2 (strided). */
+  for (int step = 1; step <= 2; step++) {
+    int64_t start = step == 1 ? 3 : 5;
+    ct_tensor *x = NULL, *y = NULL;
+    ck_assert_ct_ok(ct_slice(&x, base, 0, start, start + step * n, step));
+    ck_assert_int_eq(ct_numel(x), n);
+    ct_rng_set_state(seed, off);
+    ck_assert_ct_ok(ct_dropout(&y, x, p, true));
+    float *hy = to_f32(y);
+    for (int64_t i = 0; i < n; i++) {
+      float xv = hb[start + step * i];
+      ck_assert_msg(hy[i] == (hu[i] >= (float)p ? xv * scale : 0.0f), "step %d [%lld]: %g (u %g, x %g)", step,
+                    (long long)i, hy[i], hu[i], xv);
+    }
+    free(hy);
+    if (ct_device_properties(d)->fp64 && step == 1) {
+      ct_tensor *x64 = NULL, *y64 = NULL;
+      ck_assert_ct_ok(ct_cast(&x64, x, CT_F64));
+      ct_rng_set_state(seed, off);
+      ck_assert_ct_ok(ct_dropout(&y64, x64, p, true));
+      double *h64 = malloc(sizeof(double) * (size_t)n);
+      ck_assert_ct_ok(ct_to_host(y64, h64, sizeof(double) * (size_t)n));
+      for (int64_t i = 0; i < n; i++)
+        ck_assert_msg(h64[i] == (hu[i] >= (float)p ? (double)hb[start + i] * (1.0 / (1.0 - p)) : 0.0),
+                      "f64 [%lld]: %g", (long long)i, h64[i]);
+      free(h64);
+      ct_release(x64);
+      ct_release(y64);
+    }
+    ct_release(x);
+    ct_release(y);
+  }
+  free(hu);
+  free(hb);
+  ct_release(u);
+  ct_release(base);
+}
+END_TEST
+
 /* Keep rate 1 - p within 6 standard deviations over 2^17 elements (a fixed seed, so the test
  * is deterministic; the bound shows the rate is right, not luck: 6 sigma is 0.0076 here). */
 START_TEST(test_statistics) {
@@ -254,6 +306,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, test_two_devices);
   } else {
     tcase_add_test(tc, test_mask_is_rand_bits);
+    tcase_add_test(tc, test_mask_tiles_views);
     tcase_add_test(tc, test_statistics);
     tcase_add_test(tc, test_determinism_strided_f16);
     tcase_add_test(tc, test_nonfinite);

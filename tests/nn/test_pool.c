@@ -116,6 +116,48 @@ START_TEST(test_pool_dtypes) {
 }
 END_TEST
 
+/* Inputs and output gradients whose images are not C planes apart (every other image of a
+ * bigger batch: the kernels' plane offsets then divide, kernels/pool.cl POOL_PLANE) give the
+ * bits of their contiguous copies, forward and backward, for each pool kernel: pool2d_max2(_bwd),
+ * pool2d(_bwd) with max, average and adaptive windows. */
+START_TEST(test_pool_batch_sliced) {
+  ct_device *d = ct_test_device();
+  int64_t shape[4] = {6, 3, 8, 6}, yshapes[4][4] = {{3, 3, 4, 3}, {3, 3, 4, 3}, {3, 3, 4, 3}, {3, 3, 2, 2}};
+  for (int op = 0; op < 4; op++) {
+    ct_tensor *base = nt_random(d, CT_F32, 4, shape, 81 + op, 2, NULL), *xs = NULL, *xc = NULL;
+    ck_assert_ct_ok(ct_set_requires_grad(base, true));
+    ck_assert_ct_ok(ct_slice(&xs, base, 0, 1, 6, 2));
+    ck_assert_ct_ok(ct_contiguous(&xc, xs));
+    ct_tensor *xd = NULL;
+    ck_assert_ct_ok(ct_detach(&xd, xc));
+    ck_assert_ct_ok(ct_set_requires_grad(xd, true));
+    int64_t gshape[4] = {6, 3, yshapes[op][2], yshapes[op][3]};
+    ct_tensor *gbase = nt_random(d, CT_F32, 4, gshape, 91 + op, 1, NULL), *gs = NULL, *gc = NULL;
+    ck_assert_ct_ok(ct_slice(&gs, gbase, 0, 0, 6, 2));
+    ck_assert_ct_ok(ct_contiguous(&gc, gs));
+    ct_tensor *y[2] = {NULL, NULL}, *in[2] = {xs, xd};
+    for (int v = 0; v < 2; v++) {
+      if (op == 0) ck_assert_ct_ok(ct_max_pool2d(&y[v], in[v], (int[]){2, 2}, NULL, NULL));
+      else if (op == 1) ck_assert_ct_ok(ct_max_pool2d(&y[v], in[v], (int[]){3, 3}, (int[]){2, 2}, (int[]){1, 1}));
+      else if (op == 2) ck_assert_ct_ok(ct_avg_pool2d(&y[v], in[v], (int[]){3, 3}, (int[]){2, 2}, (int[]){1, 1}));
+      else ck_assert_ct_ok(ct_adaptive_avg_pool2d(&y[v], in[v], (int64_t[]){2, 2}));
+      ck_assert_ct_ok(ct_backward(y[v], v == 0 ? gs : gc));
+    }
+    double *y0 = nt_read(y[0]), *y1 = nt_read(y[1]);
+    for (int64_t i = 0; i < ct_numel(y[1]); i++) ck_assert_msg(y0[i] == y1[i], "op %d: y[%lld]", op, (long long)i);
+    ct_tensor *gb = NULL, *gx = NULL, *gbs = NULL;
+    ck_assert_ct_ok(ct_grad(&gb, base));
+    ck_assert_ct_ok(ct_grad(&gx, xd));
+    ck_assert_ct_ok(ct_slice(&gbs, gb, 0, 1, 6, 2));
+    double *a = nt_read(gbs), *b = nt_read(gx);
+    for (int64_t i = 0; i < ct_numel(gx); i++) ck_assert_msg(a[i] == b[i], "op %d: dx[%lld]", op, (long long)i);
+    free(y0), free(y1), free(a), free(b);
+    ct_release(gb), ct_release(gx), ct_release(gbs), ct_release(y[0]), ct_release(y[1]);
+    ct_release(base), ct_release(xs), ct_release(xc), ct_release(xd), ct_release(gbase), ct_release(gs), ct_release(gc);
+  }
+}
+END_TEST
+
 /* max_pool2d: a NaN in a window makes that output NaN, wherever it is in the window; -inf
  * stays -inf. */
 START_TEST(test_max_pool_nan) {
@@ -197,6 +239,7 @@ int main(void) {
   tcase_set_timeout(tc, 300);
   tcase_add_loop_test(tc, test_pool_f32, 0, NCASES);
   tcase_add_test(tc, test_pool_dtypes);
+  tcase_add_test(tc, test_pool_batch_sliced);
   tcase_add_test(tc, test_max_pool_nan);
   tcase_add_test(tc, test_pool_errors);
   tcase_add_test(tc, test_pool_torch);
