@@ -1,7 +1,7 @@
 /* Philox4x32-10 (Salmon et al., SC'11; constants and round function as in Random123) and the
  * rand/randn conversions documented in include/cltensor/random.h.
  *
- * The bits use integer arithmetic only (mul_hi and 32-bit wrapping products), so they are the
+ * The bits use integer arithmetic only (exact 64-bit products of 32-bit words), so they are the
  * same on every OpenCL implementation; the uniform conversions are exact (a k-bit integer times
  * 2^-k fits the target's significand). Work-item b computes 128-bit block b of the stream
  * (seed, offset): counter (b, offset) as four 32-bit words, low word first, key (seed lo, hi). */
@@ -17,9 +17,10 @@ inline uint4 ct_philox4x32_10(uint4 c, uint2 k) {
       k.x += CT_PHILOX_W0;
       k.y += CT_PHILOX_W1;
     }
-    uint hi0 = mul_hi(CT_PHILOX_M0, c.x), lo0 = CT_PHILOX_M0 * c.x;
-    uint hi1 = mul_hi(CT_PHILOX_M1, c.z), lo1 = CT_PHILOX_M1 * c.z;
-    c = (uint4)(hi1 ^ c.y ^ k.x, lo1, hi0 ^ c.w ^ k.y, lo0);
+    /* The 64-bit products give mul_hi's bits and the low words at once; PoCL ran mul_hi as a
+     * scalar call per work-item (about half of the cost of ct_rand). */
+    ulong p0 = (ulong)CT_PHILOX_M0 * c.x, p1 = (ulong)CT_PHILOX_M1 * c.z;
+    c = (uint4)((uint)(p1 >> 32) ^ c.y ^ k.x, (uint)p1, (uint)(p0 >> 32) ^ c.w ^ k.y, (uint)p0);
   }
   return c;
 }
