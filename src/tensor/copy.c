@@ -45,6 +45,20 @@ static void ct__nd_range(struct ct__geom *g, size_t *global) {
     g->dst[0] = g->src[0] = 0;
     g->ndim++;
   }
+  /* A short dim next to the innermost (attention's [B, T, H, D] -> [B, H, T, D] has H = 4
+   * there) would leave most of each work-group idle or spread over dim 2; any order of the
+   * outer dims copies the same elements, so the longest of them takes its place. */
+  int n = g->ndim, big = n - 2;
+  for (int i = 0; i < n - 2; i++)
+    if (g->shape[i] > g->shape[big]) big = i;
+  if (big != n - 2 && ct__pow2_ceil((size_t)g->shape[n - 1]) * ct__pow2_ceil((size_t)g->shape[n - 2]) < 1024) {
+    int64_t *v[3] = {g->shape, g->dst, g->src};
+    for (int j = 0; j < 3; j++) {
+      int64_t t = v[j][big];
+      v[j][big] = v[j][n - 2];
+      v[j][n - 2] = t;
+    }
+  }
   global[0] = (size_t)g->shape[g->ndim - 1];
   global[1] = (size_t)g->shape[g->ndim - 2];
   global[2] = 1;
@@ -65,11 +79,44 @@ static ct_status ct__strided_launch(struct ct__kargs *a, ct__kernel *k, ct_devic
                                     const char *fn) {
   ct__karg_long(a, "n0", (cl_long)global[0]);
   ct__karg_long(a, "n1", (cl_long)global[1]);
+  ct__karg_long(a, "n2", (cl_long)global[2]);
   ct_status st = ct__kargs_end(a, fn);
   if (st == CT_OK) {
     size_t local[3];
-    ct__launch_dims(k, 3, global, local);
+    if (ct__pow2_ceil(global[0]) * ct__pow2_ceil(global[1]) < ct__kernel_group_size(k))
+      ct__launch_planes(k, global, local);
+    else
+      ct__launch_dims(k, 3, global, local);
     st = ct__kernel_launch(k, d, 3, global, local);
+  }
+  ct__kernel_unlock(k);
+  return st;
+}
+
+/* Launches copy_contig (src given) or fill_contig (elem given) over n elements of dst: one
+ * work-item per element (what CPU compilers vectorize best), in launches of at most 2^30
+ * items, since some drivers cap a dimension's global size at 32 bits. The kernels have no
+ * bounds test, so each launch is whole work-groups of a fixed size (ct__launch_dims: no PoCL
+ * compile per tensor size) and the remainder goes in groups of one. Unlocks k. */
+static ct_status ct__contig_launch(struct ct__kargs *a, ct__kernel *k, ct_device *d, const ct_tensor *dst,
+                                   const ct_tensor *src, const void *elem, int64_t n, const char *fn) {
+  ct_status st = CT_OK;
+  size_t group = ct__kernel_group_size(k), one = 1;
+  const int64_t chunk = INT64_C(1) << 30;
+  for (int64_t start = 0; start < n && st == CT_OK;) {
+    int64_t left = n - start;
+    size_t items = (size_t)(left < chunk ? left : chunk), *local = &group;
+    if (items >= group)
+      items -= items % group;
+    else
+      local = &one;
+    ct__kargs_begin(a, k, a->ck);
+    ct__karg_tensor(a, "dst", dst, start);
+    if (src) ct__karg_tensor(a, "src", src, start);
+    if (elem) ct__karg(a, "value", ct_dtype_size(dst->dtype), elem);
+    start += (int64_t)items;
+    st = ct__kargs_end(a, fn);
+    if (st == CT_OK) st = ct__kernel_launch(k, d, 1, &items, local);
   }
   ct__kernel_unlock(k);
   return st;
@@ -110,31 +157,7 @@ static ct_status ct__copy_launch(ct_tensor *dst, const ct_tensor *src, const int
   ct__kernel *k;
   CT__TRY(ct__kernel_get(&k, d, "copy.cl", contig ? "copy_contig" : "copy_strided", opts));
   struct ct__kargs a = ct__kargs_lock(k);
-  if (contig) {
-    /* One work-item per element (what CPU compilers vectorize best), in launches of at most
-     * 2^30 items, since some drivers cap a dimension's global size at 32 bits. The kernel has
-     * no bounds test, so each launch is whole work-groups of a fixed size (ct__launch_dims: no
-     * PoCL compile per tensor size) and the remainder goes in groups of one. */
-    ct_status st = CT_OK;
-    size_t group = ct__kernel_group_size(k), one = 1;
-    const int64_t chunk = INT64_C(1) << 30;
-    for (int64_t start = 0; start < n && st == CT_OK;) {
-      int64_t left = n - start;
-      size_t items = (size_t)(left < chunk ? left : chunk), *local = &group;
-      if (items >= group)
-        items -= items % group;
-      else
-        local = &one;
-      ct__kargs_begin(&a, k, a.ck);
-      ct__karg_tensor(&a, "dst", dst, start);
-      ct__karg_tensor(&a, "src", src, start);
-      start += (int64_t)items;
-      st = ct__kargs_end(&a, fn);
-      if (st == CT_OK) st = ct__kernel_launch(k, d, 1, &items, local);
-    }
-    ct__kernel_unlock(k);
-    return st;
-  }
+  if (contig) return ct__contig_launch(&a, k, d, dst, src, NULL, n, fn);
   size_t global[3];
   ct__nd_range(&g, global);
   int no = g.ndim - 2;
@@ -152,19 +175,15 @@ ct_status ct__fill_bits(ct_tensor *t, const void *elem, const char *fn) {
   ct_device *d = t->storage->device;
   size_t es = ct_dtype_size(t->dtype);
   CT__TRY(ct__deferred_realize(fn));
-  if (ct_tensor_is_contiguous(t)) {
-    cl_event pev;
-    cl_int err = clEnqueueFillBuffer(ct__device_queue(d), t->storage->mem, elem, es, ct__tensor_byte_offset(t),
-                                     (size_t)n * es, 0, NULL, ct__profile_event(d, &pev));
-    if (err == CL_SUCCESS) ct__profile_record(d, "fill", pev);
-    if (err != CL_SUCCESS)
-      return ct__cl_error(err, "%s: clEnqueueFillBuffer of %zu bytes on %s failed", fn, (size_t)n * es, d->spec);
-    return CT_OK;
-  }
   char opts[64];
   snprintf(opts, sizeof opts, "-DCT_BITS=%s", ct__dtype_bits_type(es));
   ct__kernel *k;
-  CT__TRY(ct__kernel_get(&k, d, "copy.cl", "fill_strided", opts));
+  bool contig = ct_tensor_is_contiguous(t);
+  CT__TRY(ct__kernel_get(&k, d, "copy.cl", contig ? "fill_contig" : "fill_strided", opts));
+  if (contig) {
+    struct ct__kargs a = ct__kargs_lock(k);
+    return ct__contig_launch(&a, k, d, t, NULL, elem, n, fn);
+  }
   struct ct__geom g;
   size_t global[3];
   ct__copy_geom(&g, t->ndim, t->shape, t->strides, t->strides);
