@@ -453,6 +453,16 @@ START_TEST(loss_gradcheck) {
     snprintf(what, sizeof what, "mse_loss [3, 1] r %d", r);
     gc_check(d, what, f_loss, &c, 2, im);
   }
+  /* Rows of 19 classes: the backward's two vector blocks of 8 and a tail of 3, targets in a
+   * block, in the tail and ignored, with label smoothing; and nll_loss's rows alike. */
+  double xl[3 * 19], tl[3] = {5, 17, -100};
+  gc_fill(xl, 3 * 19, -2, 2, 120);
+  struct loss_ctx cl = {0, CT_REDUCTION_MEAN, 0.2, -100};
+  gc_input il[2] = {{.ndim = 2, .shape = {3, 19}, .data = xl, .requires_grad = true},
+                    {.ndim = 1, .shape = {3}, .data = tl, .integer = true}};
+  gc_check(d, "cross_entropy [3, 19] eps 0.2", f_loss, &cl, 2, il);
+  cl = (struct loss_ctx){1, CT_REDUCTION_SUM, 0, -100};
+  gc_check(d, "nll_loss [3, 19]", f_loss, &cl, 2, il);
 }
 END_TEST
 
