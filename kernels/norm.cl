@@ -167,6 +167,19 @@ inline void ct_row_stats(__global const io_t *x, long xb, int indim, long8 ishap
   *rstd_out = (acc_t)1 / sqrt(m2 / (acc_t)n + eps);
 }
 
+/* y = xhat v's weight and bias (one element, or a vector of 16 with RND and LDP to match):
+ * rms_norm rounds xhat and the weight to the I/O dtype first (PyTorch's rms_norm). */
+#define CT_NORM_AFFINE(v, RND, LDP, j)                             \
+  do {                                                             \
+    if (mode == 1) {                                               \
+      v = RND(v);                                                  \
+      if (has_w) v = v * RND(LDP(w, w_off + (j)));                 \
+    } else {                                                       \
+      if (has_w) v *= LDP(w, w_off + (j));                         \
+      if (has_b) v += LDP(b, b_off + (j));                         \
+    }                                                              \
+  } while (0)
+
 /* mode 0: layer_norm (mean, biased variance), mode 1: rms_norm (mean of squares). */
 __kernel void norm_rows(__global const io_t *x, long x_off, int kndim, long8 kshape, long8 kstr, long rstride,
                         int indim, long8 ishape, long8 istr, int inner_flat, long nrows, long n,
@@ -182,25 +195,13 @@ __kernel void norm_rows(__global const io_t *x, long x_off, int kndim, long8 ksh
   if (inner_flat) {
     for (; j + 16 <= n; j += 16) {
       acc16_t v = (LOADV(x, xb + j) - (acc16_t)mean) * (acc16_t)rstd;
-      if (mode == 1) {
-        v = ROUNDV(v);
-        if (has_w) v = v * ROUNDV(LOADPV(w, w_off + j));
-      } else {
-        if (has_w) v *= LOADPV(w, w_off + j);
-        if (has_b) v += LOADPV(b, b_off + j);
-      }
+      CT_NORM_AFFINE(v, ROUNDV, LOADPV, j);
       STOREV(out, ob + j, v);
     }
   }
   for (; j < n; j++) {
     acc_t v = (LOADA(x, xb + ELEM(j)) - mean) * rstd;
-    if (mode == 1) {
-      v = ct_round_io(v);
-      if (has_w) v = v * ct_round_io(LOADP(w, w_off + j));
-    } else {
-      if (has_w) v *= LOADP(w, w_off + j);
-      if (has_b) v += LOADP(b, b_off + j);
-    }
+    CT_NORM_AFFINE(v, ct_round_io, LOADP, j);
     STOREA(out, ob + j, v);
   }
 }
