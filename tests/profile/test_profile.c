@@ -466,11 +466,11 @@ START_TEST(test_tensor_transfers_are_recorded) {
   ck_assert_ct_ok(ct_event_wait(ev));
   ct_event_release(ev);
   ck_assert_ct_ok(ct_copy_from_host(t, host, sizeof host));           /* h2d */
-  ck_assert_ct_ok(ct_zeros(&z, d, CT_F32, 1, shape));                 /* fill_contig, a kernel */
+  ck_assert_ct_ok(ct_zeros(&z, d, CT_F32, 1, shape));                 /* fill */
   ck_assert_int_eq(memcmp(host, back, sizeof host), 0);
   ct_profile_entry e[16];
   size_t n = entries(e, 16);
-  const ct_profile_entry *h2d = find(e, n, "h2d"), *d2h = find(e, n, "d2h"), *fill = find(e, n, "fill_contig");
+  const ct_profile_entry *h2d = find(e, n, "h2d"), *d2h = find(e, n, "d2h"), *fill = find(e, n, "fill");
   ck_assert_ptr_nonnull(h2d);
   ck_assert_ptr_nonnull(d2h);
   ck_assert_ptr_nonnull(fill);

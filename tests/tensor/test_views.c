@@ -431,16 +431,19 @@ START_TEST(test_copy_every_outer_dim_count) {
 END_TEST
 
 /* The layouts of attention's head split and merge ([B, T, H, D] <-> [B, H, T, D] with a short
- * H next to the innermost dim: copy_strided moves the longest outer dim there, and a plane
- * smaller than a work-group spreads groups over dim 2, whose extent is then no multiple of the
- * group's), broadcast rows and columns (the kernel's contiguous and broadcast inner paths), a
- * copy into a column slice, a cast through the converting kernel, and contiguous fills
- * (fill_contig: whole groups, then the remainder) that must stop at the tensor's ends. */
+ * H next to the innermost dim: in copies of CT__COPY_FIT_MIN elements or more, copy_strided
+ * moves the longest outer dim there, and a plane smaller than a work-group spreads groups over
+ * dim 2, whose extent is then no multiple of the group's), broadcast rows and columns (the
+ * kernel's contiguous and broadcast inner paths), a copy into a column slice, a cast through
+ * the converting kernel, and contiguous fills (clEnqueueFillBuffer below 16 KB, fill_contig
+ * above: whole groups, then the remainder) that must stop at the tensor's ends. */
 START_TEST(test_copy_attention_layouts) {
   ct_device *d = ct_test_device();
-  for (int split = 0; split < 2; split++) {
-    /* split: x is [B, H, T, D] = [2, 3, 9, 7] viewed as [B, T, H, D]; else the reverse */
-    int64_t shape[4] = {2, split ? 3 : 9, split ? 9 : 3, 7}, n = 2 * 3 * 9 * 7;
+  for (int split = 0; split < 3; split++) {
+    /* split 1: x is [B, H, T, D] = [2, 3, 9, 7] viewed as [B, T, H, D]; 0: the reverse; 2: a
+     * [64, 5, 9, 7] split (20160 elements: the fitted launch) */
+    int64_t shape[4] = {split == 2 ? 64 : 2, split == 1 ? 3 : split ? 5 : 9, split ? 9 : 3, 7};
+    int64_t n = shape[0] * shape[1] * shape[2] * shape[3];
     float *host = malloc((size_t)n * sizeof *host);
     for (int64_t i = 0; i < n; i++) host[i] = (float)i;
     ct_tensor *x, *v, *w, *c;
@@ -489,8 +492,9 @@ START_TEST(test_copy_attention_layouts) {
   ct_release(o);
   ct_release(cl);
   ct_release(r);
-  /* contiguous fills of 2 groups and 3 elements, 1 element, and a slice with an offset */
-  for (int64_t n = 1; n <= 2051; n += 2050) {
+  /* contiguous fills of 1 element and of 4 groups and 904 elements (20000 bytes), of a slice
+   * with an offset */
+  for (int64_t n = 1; n <= 5000; n += 4999) {
     float *h = malloc((size_t)(n + 2) * sizeof *h);
     for (int64_t i = 0; i < n + 2; i++) h[i] = -1.0f;
     ct_tensor *t, *mid;
