@@ -155,9 +155,20 @@ __kernel void loss_nll_bwd(__global const in_t *in, long in_off, __global const 
     lse = ms + log(ct_row_sumexp(in, base, ncls, cstride, ms));
   }
   acc_t off = eps / (acc_t)ncls;
-  for (long c = 0; c < ncls; c++) {
-    acc_t v = ce ? exp(LOAD1(in, base + c * cstride) - lse) : (acc_t)0;
-    v -= off + (c == t ? (acc_t)1 - eps : (acc_t)0);
-    dx[ob + c * ocstride] = gp * v;
+  long c = 0;
+  /* Contiguous rows 8 classes at a time: the exponentials were most of this kernel's time one
+   * at a time (PoCL's scalar exp). The target's element is rewritten after the loop. */
+  if (cstride == 1 && ocstride == 1) {
+    acc8_t g8 = (acc8_t)gp, l8 = (acc8_t)lse, o8 = (acc8_t)off;
+    for (; c + 8 <= ncls; c += 8) {
+      acc8_t v = ce ? exp(LOAD8(in, base + c) - l8) : (acc8_t)0;
+      vstore8(g8 * (v - o8), 0, dx + ob + c);
+    }
   }
+  for (; c < ncls; c++) {
+    acc_t v = ce ? exp(LOAD1(in, base + c * cstride) - lse) : (acc_t)0;
+    dx[ob + c * ocstride] = gp * (v - off);
+  }
+  acc_t v = ce ? exp(LOAD1(in, base + t * cstride) - lse) : (acc_t)0;
+  dx[ob + t * ocstride] = gp * (v - (off + ((acc_t)1 - eps)));
 }

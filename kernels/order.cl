@@ -34,12 +34,23 @@
 #define ADD_TO(p, i, s, j) ((p)[i] = (TIN)((ulong)(p)[i] + (ulong)(s)[j]))
 #endif
 
+/* vec (f32, f64): a work-item takes 16 consecutive lines, which the host found contiguous in
+ * out and src and sharing one index (index_select's and embedding's backward, whose index is
+ * expanded across the lines: a work-item per line walked all of src once per line, 64 times a
+ * 512 KB gradient for a [2048, 64] embedding). Each element still gets its additions in k
+ * order, so the results are the same bits. */
+#if CT_IN == CT_DT_F32 || CT_IN == CT_DT_F64
+#define CT_SCATTER_VEC 1
+#endif
 __kernel void scatter_add_lines(__global TIN *out, long out_off, long8 ostr, __global const TIN *src,
                                 long src_off, long8 sstr, __global const uchar *idx, long idx_off,
                                 long8 istr, int idx64, int ndim, long8 lshape, long klen, long o_step,
-                                long s_step, long i_step, long dim_size, long nlines,
+                                long s_step, long i_step, long dim_size, long nlines, int vec,
                                 __global long *err, long err_off) {
   long line = get_global_id(0);
+#ifdef CT_SCATTER_VEC
+  if (vec) line *= 16;
+#endif
   if (line >= nlines) return;
   err += err_off;
   long ob = out_off + ct_offset(line, ndim, lshape, ostr);
@@ -51,6 +62,13 @@ __kernel void scatter_add_lines(__global TIN *out, long out_off, long8 ostr, __g
       if (ct_report_bad(err, line, v)) err[3] = k;
       continue;
     }
+#ifdef CT_SCATTER_VEC
+    if (vec) {
+      __global TIN *o = out + ob + v * o_step;
+      vstore16(vload16(0, o) + vload16(0, src + sb + k * s_step), 0, o);
+      continue;
+    }
+#endif
     ADD_TO(out, ob + v * o_step, src, sb + k * s_step);
   }
 }

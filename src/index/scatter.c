@@ -73,8 +73,14 @@ ct_status ct_scatter_add(ct_tensor **out, const ct_tensor *x, int dim, const ct_
     ct__karg_long(&a, "s_step", s_step);
     ct__karg_long(&a, "i_step", i_step);
     ct__karg_long(&a, "dim_size", dim_size);
+    /* 16 lines a work-item (kernels/order.cl) where the lines' fastest dim ld is contiguous in
+     * r and src and the index is the same along it. */
+    int ld = dd == n - 1 ? n - 2 : n - 1;
+    bool vec = (x->dtype == CT_F32 || x->dtype == CT_F64) && ld >= 0 && lshape[ld] % 16 == 0 && ostr[ld] == 1 &&
+               sstr[ld] == 1 && istr[ld] == 0;
     ct__karg_long(&a, "nlines", nlines);
-    st = ct__index_launch_checked(k, &a, d, nlines, rec, bad, fn);
+    ct__karg_int(&a, "vec", vec);
+    st = ct__index_launch_checked(k, &a, d, vec ? nlines / 16 : nlines, rec, bad, fn);
   }
   if (st == CT_OK && bad[0]) {
     /* The kernel records the line and the position k along dim. */

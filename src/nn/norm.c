@@ -7,6 +7,7 @@
 #include "cltensor/shape.h"
 #include "core/error.h"
 #include "device/device.h"
+#include "kernel/launch_geom.h"
 #include "nn/nn.h"
 #include "tensor/graph.h"
 
@@ -117,10 +118,17 @@ static ct_status bn_part_launch(ct__kernel *k, ct_device *d, const ct_tensor *x,
  * dims, each row its last n elements. */
 static void karg_rows_x(struct ct__kargs *a, const ct_tensor *x, int outer, int64_t nrows, int64_t n) {
   int nnorm = x->ndim - outer;
+  /* Outer dims that collapse to one are rows at a fixed stride: kndim 0 and that stride, which
+   * the kernels use instead of dividing each row number (ROW() in kernels/norm.cl). */
+  int64_t osh[CT_MAX_DIMS], ost[CT_MAX_DIMS], *stp[1] = {ost};
+  memcpy(osh, x->shape, (size_t)outer * sizeof *osh);
+  memcpy(ost, x->strides, (size_t)outer * sizeof *ost);
+  int od = ct__collapse_dims(outer, osh, 1, stp, 0);
   ct__karg_tensor(a, "x", x, 0);
-  ct__karg_int(a, "kndim", outer);
+  ct__karg_int(a, "kndim", od <= 1 ? 0 : outer);
   ct__karg_long8(a, "kshape", outer, x->shape, 1);
   ct__karg_long8(a, "kstr", outer, x->strides, 0);
+  ct__karg_long(a, "rstride", od == 1 ? ost[0] : 0);
   ct__karg_int(a, "indim", nnorm);
   ct__karg_long8(a, "ishape", nnorm, x->shape + outer, 1);
   ct__karg_long8(a, "istr", nnorm, x->strides + outer, 0);
@@ -322,7 +330,8 @@ ct_status ct__norm_backward(ct_tensor **dx, ct_tensor **dw, ct_tensor **db, cons
         karg_param(&a, "pw", NULL, pw);
         ct__karg_int(&a, "want_b", pb != NULL);
         karg_param(&a, "pb", NULL, pb);
-        st = ct__nn_launch3(kc, &a, d, n, nblk, 1, fn);
+        /* a work-item per 16 columns of a block (kernels/norm.cl), in groups of 64 as the rows */
+        st = launch_rows(kc, &a, d, (n + 15) / 16 * nblk, fn);
       }
       int dim0[1] = {0};
       ct_tensor *sw = NULL, *sb = NULL;

@@ -34,9 +34,15 @@ static void ct__copy_geom(struct ct__geom *g, int ndim, const int64_t *shape, co
   g->ndim = ct__collapse_dims(ndim, g->shape, 2, st, 0);
 }
 
+/* Copies of at least this many elements get launch shapes fitted to their geometry (the dim
+ * swap in ct__nd_range(), ct__launch_planes() in ct__strided_launch()); smaller ones keep
+ * ct__launch_dims()'s few shapes: each new work-group shape costs PoCL a compile (seconds,
+ * once per kernel cache), which a copy of a few KB never wins back. */
+#define CT__COPY_FIT_MIN 16384
+
 /* Pads g to at least 2 dims (a leading size-1 dim) and sets the NDRange: the innermost dim,
- * the next one, and the product of the rest. */
-static void ct__nd_range(struct ct__geom *g, size_t *global) {
+ * the next one, and the product of the rest. fit: see CT__COPY_FIT_MIN. */
+static void ct__nd_range(struct ct__geom *g, size_t *global, size_t group, bool fit) {
   while (g->ndim < 2) {
     memmove(g->shape + 1, g->shape, (size_t)g->ndim * sizeof g->shape[0]);
     memmove(g->dst + 1, g->dst, (size_t)g->ndim * sizeof g->dst[0]);
@@ -44,6 +50,20 @@ static void ct__nd_range(struct ct__geom *g, size_t *global) {
     g->shape[0] = 1;
     g->dst[0] = g->src[0] = 0;
     g->ndim++;
+  }
+  /* A short dim next to the innermost (attention's [B, T, H, D] -> [B, H, T, D] has H = 4
+   * there) would leave most of each work-group idle or spread over dim 2; any order of the
+   * outer dims copies the same elements, so the longest of them takes its place. */
+  int n = g->ndim, longest = n - 2;
+  for (int i = 0; i < n - 2; i++)
+    if (g->shape[i] > g->shape[longest]) longest = i;
+  if (fit && longest != n - 2 && ct__pow2_ceil((size_t)g->shape[n - 1]) * ct__pow2_ceil((size_t)g->shape[n - 2]) < group) {
+    int64_t *v[3] = {g->shape, g->dst, g->src};
+    for (int j = 0; j < 3; j++) {
+      int64_t t = v[j][longest];
+      v[j][longest] = v[j][n - 2];
+      v[j][n - 2] = t;
+    }
   }
   global[0] = (size_t)g->shape[g->ndim - 1];
   global[1] = (size_t)g->shape[g->ndim - 2];
@@ -61,15 +81,48 @@ static void ct__strided_operand(struct ct__kargs *a, const char *name, const ct_
   ct__karg_long(a, "s1", st[no]);
 }
 
-static ct_status ct__strided_launch(struct ct__kargs *a, ct__kernel *k, ct_device *d, size_t *global,
+static ct_status ct__strided_launch(struct ct__kargs *a, ct__kernel *k, ct_device *d, size_t *global, bool fit,
                                     const char *fn) {
   ct__karg_long(a, "n0", (cl_long)global[0]);
   ct__karg_long(a, "n1", (cl_long)global[1]);
+  ct__karg_long(a, "n2", (cl_long)global[2]);
   ct_status st = ct__kargs_end(a, fn);
   if (st == CT_OK) {
     size_t local[3];
-    ct__launch_dims(k, 3, global, local);
+    if (fit && ct__pow2_ceil(global[0]) * ct__pow2_ceil(global[1]) < ct__kernel_group_size(k))
+      ct__launch_planes(k, global, local);
+    else
+      ct__launch_dims(k, 3, global, local);
     st = ct__kernel_launch(k, d, 3, global, local);
+  }
+  ct__kernel_unlock(k);
+  return st;
+}
+
+/* Launches copy_contig (src given) or fill_contig (elem given) over n elements of dst: one
+ * work-item per element (what CPU compilers vectorize best), in launches of at most 2^30
+ * items, since some drivers cap a dimension's global size at 32 bits. The kernels have no
+ * bounds test, so each launch is whole work-groups of a fixed size (ct__launch_dims: no PoCL
+ * compile per tensor size) and the remainder goes in groups of one. Unlocks k. */
+static ct_status ct__contig_launch(struct ct__kargs *a, ct__kernel *k, ct_device *d, const ct_tensor *dst,
+                                   const ct_tensor *src, const void *elem, int64_t n, const char *fn) {
+  ct_status st = CT_OK;
+  size_t group = ct__kernel_group_size(k), one = 1;
+  const int64_t chunk = INT64_C(1) << 30;
+  for (int64_t start = 0; start < n && st == CT_OK;) {
+    int64_t left = n - start;
+    size_t items = (size_t)(left < chunk ? left : chunk), *local = &group;
+    if (items >= group)
+      items -= items % group;
+    else
+      local = &one;
+    ct__kargs_begin(a, k, a->ck);
+    ct__karg_tensor(a, "dst", dst, start);
+    if (src) ct__karg_tensor(a, "src", src, start);
+    if (elem) ct__karg(a, "value", ct_dtype_size(dst->dtype), elem);
+    start += (int64_t)items;
+    st = ct__kargs_end(a, fn);
+    if (st == CT_OK) st = ct__kernel_launch(k, d, 1, &items, local);
   }
   ct__kernel_unlock(k);
   return st;
@@ -110,41 +163,23 @@ static ct_status ct__copy_launch(ct_tensor *dst, const ct_tensor *src, const int
   ct__kernel *k;
   CT__TRY(ct__kernel_get(&k, d, "copy.cl", contig ? "copy_contig" : "copy_strided", opts));
   struct ct__kargs a = ct__kargs_lock(k);
-  if (contig) {
-    /* One work-item per element (what CPU compilers vectorize best), in launches of at most
-     * 2^30 items, since some drivers cap a dimension's global size at 32 bits. The kernel has
-     * no bounds test, so each launch is whole work-groups of a fixed size (ct__launch_dims: no
-     * PoCL compile per tensor size) and the remainder goes in groups of one. */
-    ct_status st = CT_OK;
-    size_t group = ct__kernel_group_size(k), one = 1;
-    const int64_t chunk = INT64_C(1) << 30;
-    for (int64_t start = 0; start < n && st == CT_OK;) {
-      int64_t left = n - start;
-      size_t items = (size_t)(left < chunk ? left : chunk), *local = &group;
-      if (items >= group)
-        items -= items % group;
-      else
-        local = &one;
-      ct__kargs_begin(&a, k, a.ck);
-      ct__karg_tensor(&a, "dst", dst, start);
-      ct__karg_tensor(&a, "src", src, start);
-      start += (int64_t)items;
-      st = ct__kargs_end(&a, fn);
-      if (st == CT_OK) st = ct__kernel_launch(k, d, 1, &items, local);
-    }
-    ct__kernel_unlock(k);
-    return st;
-  }
+  if (contig) return ct__contig_launch(&a, k, d, dst, src, NULL, n, fn);
   size_t global[3];
-  ct__nd_range(&g, global);
+  bool fit = n >= CT__COPY_FIT_MIN;
+  ct__nd_range(&g, global, ct__kernel_group_size(k), fit);
   int no = g.ndim - 2;
   ct__strided_operand(&a, "dst", dst, &g, g.dst);
   ct__strided_operand(&a, "src", src, &g, g.src);
   ct__karg_long8(&a, "shape8", no, g.shape, 1);
   ct__karg_long8(&a, "dstr8", no, g.dst, 0);
   ct__karg_long8(&a, "sstr8", no, g.src, 0);
-  return ct__strided_launch(&a, k, d, global, fn);
+  return ct__strided_launch(&a, k, d, global, fit, fn);
 }
+
+/* Contiguous fills of at least this many bytes run fill_contig: PoCL's clEnqueueFillBuffer took
+ * 11 us for 64 KB, 180 us for 1 MB, the kernel 2 and 29 us; below it the two cost about the same
+ * and the fill needs no kernel build. */
+#define CT__FILL_KERNEL_MIN 16384
 
 ct_status ct__fill_bits(ct_tensor *t, const void *elem, const char *fn) {
   int64_t n = ct_numel(t);
@@ -152,7 +187,8 @@ ct_status ct__fill_bits(ct_tensor *t, const void *elem, const char *fn) {
   ct_device *d = t->storage->device;
   size_t es = ct_dtype_size(t->dtype);
   CT__TRY(ct__deferred_realize(fn));
-  if (ct_tensor_is_contiguous(t)) {
+  bool contig = ct_tensor_is_contiguous(t);
+  if (contig && (size_t)n * es < CT__FILL_KERNEL_MIN) {
     cl_event pev;
     cl_int err = clEnqueueFillBuffer(ct__device_queue(d), t->storage->mem, elem, es, ct__tensor_byte_offset(t),
                                      (size_t)n * es, 0, NULL, ct__profile_event(d, &pev));
@@ -164,18 +200,23 @@ ct_status ct__fill_bits(ct_tensor *t, const void *elem, const char *fn) {
   char opts[64];
   snprintf(opts, sizeof opts, "-DCT_BITS=%s", ct__dtype_bits_type(es));
   ct__kernel *k;
-  CT__TRY(ct__kernel_get(&k, d, "copy.cl", "fill_strided", opts));
+  CT__TRY(ct__kernel_get(&k, d, "copy.cl", contig ? "fill_contig" : "fill_strided", opts));
+  if (contig) {
+    struct ct__kargs a = ct__kargs_lock(k);
+    return ct__contig_launch(&a, k, d, t, NULL, elem, n, fn);
+  }
   struct ct__geom g;
   size_t global[3];
   ct__copy_geom(&g, t->ndim, t->shape, t->strides, t->strides);
-  ct__nd_range(&g, global);
+  bool fit = n >= CT__COPY_FIT_MIN;
+  ct__nd_range(&g, global, ct__kernel_group_size(k), fit);
   int no = g.ndim - 2;
   struct ct__kargs a = ct__kargs_lock(k);
   ct__strided_operand(&a, "dst", t, &g, g.dst);
   ct__karg_long8(&a, "shape8", no, g.shape, 1);
   ct__karg_long8(&a, "dstr8", no, g.dst, 0);
   ct__karg(&a, "value", es, elem);
-  return ct__strided_launch(&a, k, d, global, fn);
+  return ct__strided_launch(&a, k, d, global, fit, fn);
 }
 
 ct_status ct__fill_value(ct_tensor *t, double value, const char *fn) {

@@ -79,6 +79,22 @@ START_TEST(layer_rms_norm_gradcheck) {
   int64_t ps[1] = {2};
   int n = add_params(in, 1, ps, w, b);
   gc_check(d, "layer_norm 70 rows", f_norm, (void *)&c, n, in);
+  /* Rows of 37 over two outer dims that collapse to one: the kernels' 16-wide vector blocks
+   * (two of them, then 5 elements one at a time) and, for the weight and bias gradients, two
+   * whole groups of 16 columns and a partial one. */
+  static double xl[2 * 3 * 37], wl[37], bl[37];
+  gc_fill(xl, 2 * 3 * 37, -2.0, 2.0, 4);
+  gc_fill(wl, 37, 0.5, 1.5, 5);
+  gc_fill(bl, 37, -1.0, 1.0, 6);
+  static const struct norm_ctx cl = {0, 1, true, true}, cr = {1, 1, true, false};
+  gc_input inl[3] = {{.ndim = 3, .shape = {2, 3, 37}, .data = xl, .requires_grad = true}};
+  int64_t psl[1] = {37};
+  n = add_params(inl, 1, psl, wl, bl);
+  gc_check(d, "layer_norm rows of 37", f_norm, (void *)&cl, n, inl);
+  gc_input inr[3] = {{.ndim = 2, .shape = {3, 32}, .data = xl, .requires_grad = true}};
+  psl[0] = 32;
+  n = add_params(inr, 1, psl, wl, NULL);
+  gc_check(d, "rms_norm rows of 32", f_norm, (void *)&cr, n, inr);
 }
 END_TEST
 
@@ -437,6 +453,16 @@ START_TEST(loss_gradcheck) {
     snprintf(what, sizeof what, "mse_loss [3, 1] r %d", r);
     gc_check(d, what, f_loss, &c, 2, im);
   }
+  /* Rows of 19 classes: the backward's two vector blocks of 8 and a tail of 3, targets in a
+   * block, in the tail and ignored, with label smoothing; and nll_loss's rows alike. */
+  double xl[3 * 19], tl[3] = {5, 17, -100};
+  gc_fill(xl, 3 * 19, -2, 2, 120);
+  struct loss_ctx cl = {0, CT_REDUCTION_MEAN, 0.2, -100};
+  gc_input il[2] = {{.ndim = 2, .shape = {3, 19}, .data = xl, .requires_grad = true},
+                    {.ndim = 1, .shape = {3}, .data = tl, .integer = true}};
+  gc_check(d, "cross_entropy [3, 19] eps 0.2", f_loss, &cl, 2, il);
+  cl = (struct loss_ctx){1, CT_REDUCTION_SUM, 0, -100};
+  gc_check(d, "nll_loss [3, 19]", f_loss, &cl, 2, il);
 }
 END_TEST
 

@@ -349,6 +349,54 @@ START_TEST(test_scatter_add_deterministic) {
 }
 END_TEST
 
+/* index_select's and embedding's backward shape: one index per row, expanded across 32
+ * contiguous columns (stride 0), which the kernel adds 16 columns at a time: the same bits as
+ * the sequential host sum; and a bad index found on that path. */
+START_TEST(test_scatter_add_shared_index) {
+  ct_device *d = ct_test_device();
+  ix_seed(800);
+  enum { R = 40, C = 32 };
+  int64_t xshape[2] = {5, C}, ishape[2] = {R, C}, rows = R, col[2] = {R, 1};
+  float xv[5 * C], *sv = malloc(R * C * sizeof *sv);
+  int64_t ids[R], *iv = malloc(R * C * sizeof *iv);
+  for (int i = 0; i < 5 * C; i++) xv[i] = ix_float();
+  for (int i = 0; i < R * C; i++) sv[i] = ldexpf(ix_float(), (int)ix_below(30) - 15);
+  for (int r = 0; r < R; r++) ids[r] = ix_below(5);
+  for (int i = 0; i < R * C; i++) iv[i] = ids[i / C];
+  ct_tensor *x = ix_tensor(d, CT_F32, 2, xshape, xv, 0), *s = ix_tensor(d, CT_F32, 2, ishape, sv, 0);
+  ct_tensor *i1 = ix_index(d, CT_I64, 1, &rows, ids, 0), *i2 = NULL, *idx = NULL, *o = NULL;
+  ck_assert_ct_ok(ct_reshape(&i2, i1, 2, col));
+  ck_assert_ct_ok(ct_expand(&idx, i2, 2, ishape));
+  ck_assert_int_eq(ct_tensor_strides(idx)[1], 0);
+  ck_assert_ct_ok(ct_scatter_add(&o, x, 0, idx, s));
+  float ref[5 * C];
+  memcpy(ref, xv, sizeof ref);
+  host_scatter_f32(ref, xshape, 0, ishape, iv, sv, ishape);
+  float *v = ix_read(o);
+  ck_assert_int_eq(memcmp(v, ref, sizeof ref), 0);
+  free(v);
+  ct_release(o);
+  ct_release(idx);
+  ct_release(i2);
+  ct_release(i1);
+  ids[17] = 7;
+  i1 = ix_index(d, CT_I64, 1, &rows, ids, 0);
+  ck_assert_ct_ok(ct_reshape(&i2, i1, 2, col));
+  ck_assert_ct_ok(ct_expand(&idx, i2, 2, ishape));
+  ck_assert_ct_status(ct_scatter_add(&o, x, 0, idx, s), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_null(o);
+  ck_assert_error_contains("ct_scatter_add: index 7 at position [17, ");
+  ck_assert_error_contains("is out of range for dim 0 of size 5");
+  ct_release(idx);
+  ct_release(i2);
+  ct_release(i1);
+  ct_release(s);
+  ct_release(x);
+  free(sv);
+  free(iv);
+}
+END_TEST
+
 /* f16 (each addition rounded to f16, as PyTorch's CPU loop) and i32 (wrapping). */
 START_TEST(test_scatter_add_dtypes) {
   ct_device *d = ct_test_device();
@@ -551,6 +599,7 @@ int main(void) {
   tcase_add_loop_test(tc, test_scatter_add_random, 0, 4);
   tcase_add_test(tc, test_scatter_add_deterministic);
   tcase_add_test(tc, test_scatter_add_dtypes);
+  tcase_add_test(tc, test_scatter_add_shared_index);
   tcase_add_test(tc, test_out_of_range);
   tcase_add_test(tc, test_argument_errors);
   suite_add_tcase(s, tc);

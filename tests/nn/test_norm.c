@@ -36,6 +36,7 @@ static const struct lcase lcases[] = {
     {"transposed x, nnorm 1", 3, {2, 9, 5}, 1, true, true, V_TRANSPOSE},
     {"transposed x, nnorm 2", 3, {2, 9, 5}, 2, true, true, V_TRANSPOSE},
     {"long rows", 2, {2, 3000, 0}, 1, true, true, V_NONE},
+    {"3-D rows of 16", 3, {2, 3, 16}, 1, true, true, V_NONE},
     {"size-0 rows", 2, {0, 8, 0}, 1, true, true, V_NONE},
 };
 #define NL ((int)(sizeof lcases / sizeof lcases[0]))

@@ -430,6 +430,88 @@ START_TEST(test_copy_every_outer_dim_count) {
 }
 END_TEST
 
+/* The layouts of attention's head split and merge ([B, T, H, D] <-> [B, H, T, D] with a short
+ * H next to the innermost dim: in copies of CT__COPY_FIT_MIN elements or more, copy_strided
+ * moves the longest outer dim there, and a plane smaller than a work-group spreads groups over
+ * dim 2, whose extent is then no multiple of the group's), broadcast rows and columns (the
+ * kernel's contiguous and broadcast inner paths), a copy into a column slice, a cast through
+ * the converting kernel, and contiguous fills (clEnqueueFillBuffer below 16 KB, fill_contig
+ * above: whole groups, then the remainder) that must stop at the tensor's ends. */
+START_TEST(test_copy_attention_layouts) {
+  ct_device *d = ct_test_device();
+  for (int split = 0; split < 3; split++) {
+    /* split 1: x is [B, H, T, D] = [2, 3, 9, 7] viewed as [B, T, H, D]; 0: the reverse; 2: a
+     * [64, 5, 9, 7] split (20160 elements: the fitted launch) */
+    int64_t shape[4] = {split == 2 ? 64 : 2, split == 1 ? 3 : split ? 5 : 9, split ? 9 : 3, 7};
+    int64_t n = shape[0] * shape[1] * shape[2] * shape[3];
+    float *host = malloc((size_t)n * sizeof *host);
+    for (int64_t i = 0; i < n; i++) host[i] = (float)i;
+    ct_tensor *x, *v, *w, *c;
+    ck_assert_ct_ok(ct_from_host(&x, d, CT_F32, 4, shape, host));
+    ck_assert_ct_ok(ct_permute(&v, x, (int[]){0, 2, 1, 3}));
+    ck_assert_ct_ok(ct_contiguous(&w, v));
+    expect_view(w, host, sizeof *host, ct_tensor_strides(v), 0, split ? "head split" : "head merge", CT_F32);
+    ck_assert_ct_ok(ct_cast(&c, v, CT_I32));
+    int32_t *got = read_all(c);
+    float *want = malloc((size_t)n * sizeof *want);
+    ref_gather(want, host, sizeof *host, 4, ct_tensor_shape(v), ct_tensor_strides(v), 0);
+    for (int64_t i = 0; i < n; i++)
+      ck_assert_msg(got[i] == (int32_t)want[i], "cast of the permuted view (split %d): [%lld] = %d, want %g", split,
+                    (long long)i, got[i], (double)want[i]);
+    free(got);
+    free(want);
+    free(host);
+    ct_release(c);
+    ct_release(w);
+    ct_release(v);
+    ct_release(x);
+  }
+  /* a row [9] and a column [5, 1] broadcast to [5, 9], then the row into a column slice */
+  float row[9], col[5], got[45];
+  for (int i = 0; i < 9; i++) row[i] = (float)(i + 1);
+  for (int i = 0; i < 5; i++) col[i] = (float)(-10 * i);
+  ct_tensor *r, *cl, *o, *s;
+  ck_assert_ct_ok(ct_from_host(&r, d, CT_F32, 1, (int64_t[]){9}, row));
+  ck_assert_ct_ok(ct_from_host(&cl, d, CT_F32, 2, (int64_t[]){5, 1}, col));
+  ck_assert_ct_ok(ct_zeros(&o, d, CT_F32, 2, (int64_t[]){5, 9}));
+  ck_assert_ct_ok(ct_copy(o, r));
+  ck_assert_ct_ok(ct_to_host(o, got, sizeof got));
+  for (int i = 0; i < 45; i++) ck_assert_float_eq(got[i], row[i % 9]);
+  ck_assert_ct_ok(ct_copy(o, cl));
+  ck_assert_ct_ok(ct_to_host(o, got, sizeof got));
+  for (int i = 0; i < 45; i++) ck_assert_float_eq(got[i], col[i / 9]);
+  ct_tensor *rs;
+  ck_assert_ct_ok(ct_slice(&s, o, 1, 2, 5, 1));
+  ck_assert_ct_ok(ct_slice(&rs, r, 0, 4, 7, 1));
+  ck_assert_ct_ok(ct_copy(s, rs));
+  ck_assert_ct_ok(ct_to_host(o, got, sizeof got));
+  for (int i = 0; i < 45; i++)
+    ck_assert_float_eq(got[i], i % 9 >= 2 && i % 9 < 5 ? row[i % 9 + 2] : col[i / 9]);
+  ct_release(rs);
+  ct_release(s);
+  ct_release(o);
+  ct_release(cl);
+  ct_release(r);
+  /* contiguous fills of 1 element and of 4 groups and 904 elements (20000 bytes), of a slice
+   * with an offset */
+  for (int64_t n = 1; n <= 5000; n += 4999) {
+    float *h = malloc((size_t)(n + 2) * sizeof *h);
+    for (int64_t i = 0; i < n + 2; i++) h[i] = -1.0f;
+    ct_tensor *t, *mid;
+    ck_assert_ct_ok(ct_from_host(&t, d, CT_F32, 1, (int64_t[]){n + 2}, h));
+    ck_assert_ct_ok(ct_slice(&mid, t, 0, 1, n + 1, 1));
+    ck_assert_ct_ok(ct__fill_value(mid, 2.5, "test"));
+    ck_assert_ct_ok(ct_to_host(t, h, (size_t)(n + 2) * sizeof *h));
+    for (int64_t i = 0; i < n + 2; i++)
+      ck_assert_msg(h[i] == (i == 0 || i == n + 1 ? -1.0f : 2.5f), "fill of %lld elements: [%lld] = %g",
+                    (long long)n, (long long)i, (double)h[i]);
+    free(h);
+    ct_release(mid);
+    ct_release(t);
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("tensor-views");
   TCase *tc = tcase_create("views");
@@ -442,6 +524,7 @@ int main(void) {
   tcase_add_test(tc, test_copy_from_host_strided);
   tcase_add_test(tc, test_copy_odd_sizes);
   tcase_add_test(tc, test_copy_every_outer_dim_count);
+  tcase_add_test(tc, test_copy_attention_layouts);
   suite_add_tcase(s, tc);
   return ct_test_run(s);
 }
