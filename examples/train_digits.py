@@ -35,7 +35,9 @@
 #     before step s's update);
 #   torch.grad0.<name> [...]: the gradients of step 0 (for diagnosing a mismatch);
 #   torch.epoch_loss [EPOCHS]: the mean training loss of each epoch of the full run;
-#   torch.losses_f64 [CHECK_STEPS]: the same first steps run by PyTorch in float64.
+#   torch.losses_f64 [CHECK_STEPS]: the same first steps run by PyTorch in float64;
+#   torch.losses_1t [CHECK_STEPS]: the same first steps in float32 with one thread (the others use
+#     two): another summation order, the spread between two valid f32 implementations.
 #
 # How close another f32 implementation can get. Up to step 20 PyTorch's f32 losses are within
 # about 1e-7 relative of its own float64 run; from step 21 on the training amplifies rounding
@@ -43,9 +45,11 @@
 # runs there), and by step 40 PyTorch f32 differs from PyTorch f64 by up to ~3e-3 relative (and
 # from itself run with 1 thread instead of 2 by ~6e-3). No f32 implementation can therefore stay
 # within 1e-4 of PyTorch's f32 losses over all 50 steps unless it rounds exactly as PyTorch does.
-# train_digits.c --check applies 1e-4 relative where PyTorch f32 and f64 agree, and past that
-# LOSS_SPREAD_FACTOR times the largest f32-vs-f64 difference of PyTorch's so far (a wrong
-# gradient moves the loss from the first steps on, by far more).
+# The 1-thread run already leaves the 2-thread one at step 14-15 (5e-7, then 1.4e-5): a
+# max-pool winner or a ReLU sign flips there under a different summation order alone.
+# train_digits.c --check applies 1e-4 relative, or LOSS_SPREAD_FACTOR times the largest
+# difference of PyTorch's own runs so far (f32 vs f64, 2 threads vs 1), whichever is larger (a
+# wrong gradient moves the loss from the first steps on, by far more).
 # Metadata: bn_eps, lr, batch, seed, dropout_p, check_steps, epochs, torch_test_accuracy, ...
 import os
 import sys
@@ -138,9 +142,13 @@ def state(model):
             if not k.endswith("num_batches_tracked")}
 
 
-def first_steps_f64(init, x64, yt, orders):
-    """PyTorch's losses of the first CHECK_STEPS steps in float64 (same data, order, masks)."""
-    model = DigitsCNN().double()
+def first_steps(init, x, yt, orders, threads=None):
+    """PyTorch's losses of the first CHECK_STEPS steps (same data, order, masks) in x's dtype,
+    with `threads` threads (None: as set)."""
+    saved = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    model = DigitsCNN().to(x.dtype)
     model.load_state_dict(init, strict=False)
     model.train()
     opt = torch.optim.Adam(model.parameters(), lr=LR)
@@ -149,11 +157,12 @@ def first_steps_f64(init, x64, yt, orders):
         e, b = divmod(step, (len(yt) + BATCH - 1) // BATCH)
         idx = torch.from_numpy(orders[e][b * BATCH:(b + 1) * BATCH].astype(np.int64))
         model.drop.keep = dropout_keep(len(idx) * 32 * 4 * 4, SEED, step, DROPOUT_P)
-        loss = F.cross_entropy(model(x64[idx]), yt[idx])
+        loss = F.cross_entropy(model(x[idx]), yt[idx])
         opt.zero_grad()
         loss.backward()
         opt.step()
         out.append(loss.item())
+    torch.set_num_threads(saved)
     return np.array(out)
 
 
@@ -196,7 +205,8 @@ def main():
         epoch_loss.append(total / len(yt))
         print("epoch %d: loss %.4f" % (epoch + 1, epoch_loss[-1]), file=sys.stderr)
 
-    losses_f64 = first_steps_f64(init, x64=torch.from_numpy(p_train.astype(np.float64) / 16.0), yt=yt, orders=orders)
+    losses_f64 = first_steps(init, torch.from_numpy(p_train.astype(np.float64) / 16.0), yt, orders)
+    losses_1t = first_steps(init, xt, yt, orders, threads=1)
     spread = np.abs(np.array(losses) - losses_f64) / losses_f64
     print("PyTorch f32 vs f64 over the first %d steps: relative difference up to %.2e (steps 0-20: %.2e)"
           % (CHECK_STEPS, spread.max(), spread[:21].max()), file=sys.stderr)
@@ -220,6 +230,7 @@ def main():
     tensors["torch.losses"] = torch.tensor(losses, dtype=torch.float32)
     tensors["torch.epoch_loss"] = torch.tensor(epoch_loss, dtype=torch.float32)
     tensors["torch.losses_f64"] = torch.from_numpy(losses_f64)
+    tensors["torch.losses_1t"] = torch.from_numpy(losses_1t)
     save_file(tensors, out, metadata={
         "description": "sklearn digits CNN, initial weights and training data for examples/train_digits.c",
         "made_by": "examples/train_digits.py (PyTorch %s, seed %d)" % (torch.__version__, SEED),
