@@ -53,7 +53,9 @@ static const char *ct__cpu_coretype(void) {
  * `environ` points, for the call, at a copy of the array with the variable added, then back;
  * neither array is changed or freed (the copy stays reachable from ct__blas_env), so a getenv()
  * elsewhere walks one whole array or the other. Returns false when the copy cannot be made. */
-static char **ct__blas_env;
+/* volatile: the store must stay (never read back, it would be optimized away), so that the copy
+ * stays reachable for leak checkers. */
+static char **volatile ct__blas_env;
 static char ct__blas_env_var[64];
 
 static bool ct__init_with_coretype(const char *want, void (*init)(void)) {
