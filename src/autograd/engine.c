@@ -250,6 +250,39 @@ static ct_status ct__fit(ct_tensor **out, ct_tensor *g, const ct__edge *e, const
   return CT_OK;
 }
 
+/* Whether acc is a gradient nobody else can see: the pass's own fresh, contiguous tensor owning
+ * all of its storage (the test ct__commit_prepare keeps a leaf's first gradient on). */
+static bool ct__acc_private(const ct_tensor *t) {
+  return atomic_load(&t->refs) == 1 && atomic_load(&t->storage->refs) == 1 && t->offset == 0 &&
+         ct_tensor_is_contiguous(t) && t->storage->nbytes == ct_tensor_nbytes(t) && !t->grad_fn;
+}
+
+/* A slice's gradient is zeros of its input's shape with g in the slice. When the input already
+ * has a private accumulated gradient (the second and later pieces of a split or chunk: q, k
+ * and v of one projection), g is added into that slice of it in place instead: no full-size
+ * zeros and no full-size sum per piece. Returns true when it did (or failed: *st). */
+static bool ct__slice_into_acc(struct ct__pass *p, ct__node *n, ct_tensor *g, ct_status *st) {
+  const ct__edge *e = &n->in[0];
+  if (n->op != CT__GOP_SLICE || n->nin != 1 || !e->needed || !g) return false;
+  ct_tensor **slot = NULL;
+  if (e->fn) slot = &e->fn->gacc;
+  else
+    for (int i = 0; i < p->nleaves; i++)
+      if (p->leaves[i].leaf == e->leaf) slot = &p->leaves[i].g;
+  ct_tensor *acc = slot ? *slot : NULL;
+  if (!acc || acc->dtype != e->dtype || g->dtype != e->dtype || !ct__acc_private(acc) ||
+      acc->storage->device != g->storage->device)
+    return false;
+  int d = (int)n->i[0];
+  int64_t start = n->i[1], step = n->i[2], len = n->out_shape[d];
+  if (len == 0) return true; /* an empty piece adds nothing */
+  ct_tensor *v = NULL;
+  *st = ct_slice(&v, acc, d, start, start + (len - 1) * step + 1, step);
+  if (*st == CT_OK) *st = ct_add_out(v, v, g);
+  ct_release(v);
+  return true;
+}
+
 /* Runs node n on its accumulated gradient. */
 static ct_status ct__run_node(struct ct__pass *p, ct__node *n, ct__node **ready) {
   ct_tensor *g = n->gacc;
@@ -258,7 +291,10 @@ static ct_status ct__run_node(struct ct__pass *p, ct__node *n, ct__node **ready)
   ct_tensor *small[8] = {0};
   ct_tensor **gin = n->nin <= 8 ? small : calloc((size_t)n->nin, sizeof *gin);
   if (!gin) st = ct__error(CT_ERR_OUT_OF_MEMORY, "ct_backward: out of host memory");
-  if (st == CT_OK && g) {
+  if (st == CT_OK && ct__slice_into_acc(p, n, g, &st)) {
+    if (st != CT_OK)
+      ct__error_append(" (in the backward of %s, recorded by %s)", ct__gop_name(n->op), n->fn);
+  } else if (st == CT_OK && g) {
     st = ct__formulas[n->op](n, g, gin);
     if (st != CT_OK)
       ct__error_append(" (in the backward of %s, recorded by %s)", ct__gop_name(n->op), n->fn);
@@ -317,9 +353,7 @@ static ct_status ct__commit_prepare(const ct_tensor *leaf, ct_tensor **g) {
   ct_tensor *t = *g;
   /* A view covering only part of its storage (cat's formula hands out slices of g) is copied
    * too: kept, it would pin the whole storage for as long as the leaf keeps its gradient. */
-  bool own = atomic_load(&t->refs) == 1 && atomic_load(&t->storage->refs) == 1 && t->offset == 0 &&
-             ct_tensor_is_contiguous(t) && t->storage->nbytes == ct_tensor_nbytes(t) && !t->grad_fn;
-  if (own) return CT_OK;
+  if (ct__acc_private(t)) return CT_OK;
   ct_tensor *c = NULL;
   CT__TRY(ct_clone(&c, t));
   ct_release(t);

@@ -257,6 +257,66 @@ START_TEST(chunk_pieces_partially_used) {
 }
 END_TEST
 
+/* Pieces whose gradients meet in one accumulator: after the first piece the engine adds each
+ * later piece's gradient into its slice of the accumulated one in place (the q, k, v split of
+ * a projection). Pieces of split, an overlapping stepped slice and a piece used twice, on a
+ * non-leaf (the accumulator of a node) and on a leaf; every column's weight is known. */
+START_TEST(slice_pieces_accumulate_in_place) {
+  ct_device *d = ct_test_device();
+  int64_t shape[2] = {4, 6};
+  double xv[24];
+  for (int i = 0; i < 24; i++) xv[i] = 0.25 * i - 2;
+  for (int leaf = 0; leaf < 2; leaf++) {
+    ct_tensor *x = NULL, *y = NULL, *pieces[3] = {0}, *st = NULL, *acc = NULL;
+    ck_assert_ct_ok(ct_from_host(&x, d, CT_F64, 2, shape, xv));
+    ck_assert_ct_ok(ct_set_requires_grad(x, true));
+    if (leaf) y = ct_retain(x);
+    else ck_assert_ct_ok(ct_mul_scalar(&y, x, 3.0));
+    int np = 0;
+    ck_assert_ct_ok(ct_split(pieces, &np, y, 2, 1));
+    ck_assert_int_eq(np, 3);
+    ck_assert_ct_ok(ct_slice(&st, y, 1, 1, 6, 2)); /* columns 1, 3, 5, overlapping every piece */
+    const double wt[3] = {1, 2, 4};
+    for (int i = 0; i < 3; i++) {
+      ct_tensor *m = NULL, *s = NULL;
+      ck_assert_ct_ok(ct_mul_scalar(&m, pieces[i], wt[i]));
+      s = sum_all(m);
+      if (acc) {
+        ct_tensor *t = NULL;
+        ck_assert_ct_ok(ct_add(&t, acc, s));
+        ct_release(acc);
+        ct_release(s);
+        acc = t;
+      } else acc = s;
+      ct_release(m);
+    }
+    ct_tensor *m = NULL, *s = NULL, *t = NULL, *u = NULL;
+    ck_assert_ct_ok(ct_mul_scalar(&m, st, 8.0));
+    s = sum_all(m);
+    ck_assert_ct_ok(ct_add(&t, acc, s));
+    ct_tensor *s1 = sum_all(pieces[1]); /* piece 1 a second time: weight 2 + 1 */
+    ck_assert_ct_ok(ct_add(&u, t, s1));
+    for (int i = 0; i < 3; i++) ct_release(pieces[i]);
+    ck_assert_ct_ok(ct_backward(u, NULL));
+    double want[24];
+    const double col[6] = {1, 1 + 8, 3, 3 + 8, 4, 4 + 8};
+    for (int i = 0; i < 24; i++) want[i] = (leaf ? 1 : 3) * col[i % 6];
+    ct_tensor *g = grad_of(x);
+    expect(g, 24, want);
+    ct_release(g);
+    ct_release(s1);
+    ct_release(u);
+    ct_release(t);
+    ct_release(s);
+    ct_release(m);
+    ct_release(acc);
+    ct_release(st);
+    ct_release(y);
+    ct_release(x);
+  }
+}
+END_TEST
+
 /* A root that is a view of a leaf (a transpose: non-contiguous) with an explicit gradient. */
 START_TEST(root_is_view_of_leaf) {
   ct_device *d = ct_test_device();
@@ -775,6 +835,7 @@ int main(void) {
   tcase_add_test(tc, leaf_gradient_does_not_pin_a_larger_storage);
   tcase_add_test(tc, flag_turned_off_after_recording);
   tcase_add_test(tc, chunk_pieces_partially_used);
+  tcase_add_test(tc, slice_pieces_accumulate_in_place);
   tcase_add_test(tc, root_is_view_of_leaf);
   tcase_add_test(tc, leaf_in_two_graphs);
   tcase_add_test(tc, oom_in_the_middle_of_a_pass);
