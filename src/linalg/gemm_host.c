@@ -39,6 +39,8 @@ static void ct__host_multiply(const struct ct__gemm_op *op, char *pa, char *pb, 
   enum CBLAS_TRANSPOSE ta = op->a.trans ? CblasTrans : CblasNoTrans;
   enum CBLAS_TRANSPOSE tb = op->b.trans ? CblasTrans : CblasNoTrans;
   int64_t idx[CT_MAX_DIMS] = {0};
+  /* One product's size decides (a batch runs its products one after the other). */
+  bool one = ct__host_blas_small_begin(op->m * op->n * op->k);
   for (;;) {
     int64_t ao = 0, bo = 0, co = 0;
     for (int i = 0; i < op->nbatch; i++) {
@@ -61,6 +63,7 @@ static void ct__host_multiply(const struct ct__gemm_op *op, char *pa, char *pb, 
     }
     if (i < 0) break;
   }
+  ct__host_blas_small_end(one);
 }
 
 /* Distinct buffers of a, b and c (at most 3) with the element range each is used over. */

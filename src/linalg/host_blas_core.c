@@ -108,8 +108,71 @@ const char *ct__host_blas_core(const char **before) {
   return ct__blas_core_after;
 }
 
+/* ---- One OpenBLAS thread for the small products ----
+ * OpenBLAS's pthread server keeps its helper threads spinning on sched_yield() for about 2^28
+ * cycles (0.1 s) after every threaded call before they sleep (OPENBLAS_THREAD_TIMEOUT, read once
+ * when OpenBLAS loads). Our GEMMs alternate with kernels that PoCL spreads over every core, so
+ * after each threaded product a spinning helper takes a core's share from the next kernels, and
+ * the calling thread spins while it waits for the helper inside the product: perf of the
+ * character GPT's forward showed 60% of the process's samples in sched_yield. On the small and
+ * skinny products of the example models OpenBLAS's second thread gains little (0.3.21: 2048 x
+ * 64 x 256 in 464 us on two threads against 558 on one), so products of fewer than
+ * CT__BLAS_ONE_THREAD_BELOW multiply-adds run with one OpenBLAS thread: the helpers are never
+ * woken and stay asleep. Larger products keep OpenBLAS's thread count (the 1024^3 matmul target
+ * is measured against OpenBLAS's own threads). OpenBLAS has one global thread count: it is
+ * lowered while at least one of our small products runs and put back when the last one ends,
+ * under a mutex; an application calling OpenBLAS itself from another thread meanwhile runs on
+ * one thread too (only its speed differs: OpenBLAS's sgemm/dgemm split rows and columns across
+ * threads, never the sum over k, so results are the same bits). CLTENSOR_OPENBLAS_THREADS=keep
+ * (or 0, off) leaves the count alone. Looked up with dlsym: other BLAS libraries are untouched. */
+#define CT__BLAS_ONE_THREAD_BELOW ((int64_t)1 << 26)
+
+static int (*ct__ob_get_threads)(void);
+static void (*ct__ob_set_threads)(int);
+static pthread_once_t ct__ob_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t ct__ob_mutex = PTHREAD_MUTEX_INITIALIZER;
+static int ct__ob_inflight, ct__ob_saved;
+
+static void ct__ob_lookup(void) {
+  const char *v = getenv("CLTENSOR_OPENBLAS_THREADS");
+  if (v && (!strcmp(v, "0") || !strcasecmp(v, "keep") || !strcasecmp(v, "off") || !strcasecmp(v, "false") ||
+            !strcasecmp(v, "no")))
+    return;
+  int (*get)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "openblas_get_num_threads");
+  void (*set)(int) = (void (*)(int))dlsym(RTLD_DEFAULT, "openblas_set_num_threads");
+  if (get && set) {
+    ct__ob_get_threads = get;
+    ct__ob_set_threads = set;
+  }
+}
+
+bool ct__host_blas_small_begin(int64_t madds) {
+  if (madds >= CT__BLAS_ONE_THREAD_BELOW) return false;
+  pthread_once(&ct__ob_once, ct__ob_lookup);
+  if (!ct__ob_set_threads) return false;
+  pthread_mutex_lock(&ct__ob_mutex);
+  if (ct__ob_inflight++ == 0) {
+    ct__ob_saved = ct__ob_get_threads();
+    if (ct__ob_saved > 1) ct__ob_set_threads(1);
+  }
+  pthread_mutex_unlock(&ct__ob_mutex);
+  return true;
+}
+
+void ct__host_blas_small_end(bool began) {
+  if (!began) return;
+  pthread_mutex_lock(&ct__ob_mutex);
+  if (--ct__ob_inflight == 0 && ct__ob_saved > 1) ct__ob_set_threads(ct__ob_saved);
+  pthread_mutex_unlock(&ct__ob_mutex);
+}
+
 #else
 
+bool ct__host_blas_small_begin(int64_t madds) {
+  (void)madds;
+  return false;
+}
+void ct__host_blas_small_end(bool began) { (void)began; }
 void ct__host_blas_prepare(void) {}
 const char *ct__host_blas_core(const char **before) {
   if (before) *before = "";

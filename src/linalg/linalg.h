@@ -190,6 +190,11 @@ ct_status ct__gemm_host(ct_device *d, const struct ct__gemm_op *op);
  * BLAS or when it is not OpenBLAS). */
 void ct__host_blas_prepare(void);
 const char *ct__host_blas_core(const char **before);
+/* Around one host product of madds multiply-adds (host_blas_core.c): below a size, OpenBLAS runs
+ * it on one thread, so that its helper threads do not spin beside the device's kernels. Pass
+ * begin's result to end. */
+bool ct__host_blas_small_begin(int64_t madds);
+void ct__host_blas_small_end(bool began);
 /* Whether the library was built with a host CBLAS. */
 bool ct__gemm_host_available(void);
 

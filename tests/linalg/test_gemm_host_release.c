@@ -145,6 +145,75 @@ START_TEST(test_openblas_core_switch_leaves_environment) {
 }
 END_TEST
 
+/* Small products run with one OpenBLAS thread, large ones with OpenBLAS's count, and the count
+ * is put back after the last small product ends, also with products running on several threads
+ * at once (host_blas_core.c). cblas_sgemm is interposed to record the count each call sees; _i
+ * 1 is CLTENSOR_OPENBLAS_THREADS=keep, which leaves the count alone. */
+typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float *, int, const float *, int, float, float *,
+                         int);
+static atomic_int seen_small_max, seen_large_min = 1000;
+
+void cblas_sgemm(int order, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
+                 int ldb, float beta, float *c, int ldc) {
+  static sgemm_fn real;
+  if (!real) real = (sgemm_fn)dlsym(RTLD_NEXT, "cblas_sgemm");
+  int (*get)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "openblas_get_num_threads");
+  int t = get ? get() : 0;
+  if ((int64_t)m * n * k < ((int64_t)1 << 26)) {
+    int cur = atomic_load(&seen_small_max);
+    while (t > cur && !atomic_compare_exchange_weak(&seen_small_max, &cur, t)) {}
+  } else {
+    int cur = atomic_load(&seen_large_min);
+    while (t < cur && !atomic_compare_exchange_weak(&seen_large_min, &cur, t)) {}
+  }
+  real(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+struct mm_job {
+  ct_device *d;
+  int64_t m, n, k;
+  int reps;
+};
+
+static void *mm_worker(void *arg) {
+  struct mm_job *j = arg;
+  ct_tensor *a = NULL, *b = NULL, *c = NULL;
+  ck_assert_ct_ok(ct_ones(&a, j->d, CT_F32, 2, (int64_t[]){j->m, j->k}));
+  ck_assert_ct_ok(ct_ones(&b, j->d, CT_F32, 2, (int64_t[]){j->k, j->n}));
+  ck_assert_ct_ok(ct_empty(&c, j->d, CT_F32, 2, (int64_t[]){j->m, j->n}));
+  for (int r = 0; r < j->reps; r++) ck_assert_ct_ok(ct_matmul_out(c, a, b));
+  size_t nb = (size_t)(j->m * j->n) * sizeof(float);
+  float *v = malloc(nb);
+  ck_assert_ptr_nonnull(v);
+  ck_assert_ct_ok(ct_to_host(c, v, nb)); /* waits; every element of ones @ ones is k */
+  for (int64_t i = 0; i < j->m * j->n; i++) ck_assert(v[i] == (float)j->k);
+  free(v);
+  ct_release(c);
+  ct_release(b);
+  ct_release(a);
+  return NULL;
+}
+
+START_TEST(test_openblas_threads_small_products) {
+  if (_i == 1) setenv("CLTENSOR_OPENBLAS_THREADS", "keep", 1);
+  int (*get)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "openblas_get_num_threads");
+  void (*set)(int) = (void (*)(int))dlsym(RTLD_DEFAULT, "openblas_set_num_threads");
+  if (!get || !set) return; /* another BLAS: nothing to check */
+  set(2);
+  ck_assert_int_eq(get(), 2);
+  ct_device *d = native_host_device();
+  /* Three threads of small products at once, then one large product (2^26 multiply-adds). */
+  struct mm_job small = {d, 64, 64, 64, 20}, large = {d, 512, 512, 256, 1};
+  pthread_t th[3];
+  for (int i = 0; i < 3; i++) ck_assert_int_eq(pthread_create(&th[i], NULL, mm_worker, &small), 0);
+  for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
+  mm_worker(&large);
+  ck_assert_int_eq(atomic_load(&seen_small_max), _i == 1 ? 2 : 1);
+  ck_assert_int_eq(atomic_load(&seen_large_min), 2);
+  ck_assert_int_eq(get(), 2);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("linalg-gemm-host-release");
   TCase *tc = tcase_create("release");
@@ -154,6 +223,7 @@ int main(void) {
   tcase_add_test(tc, test_gemm_after_skipped_probes_is_not_run);
   tcase_add_loop_test(tc, test_openblas_core_switch, 0, 2);
   tcase_add_loop_test(tc, test_openblas_core_switch_leaves_environment, 0, 8);
+  tcase_add_loop_test(tc, test_openblas_threads_small_products, 0, 2);
   suite_add_tcase(s, tc);
   return ct_test_run(s);
 }
