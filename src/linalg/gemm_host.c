@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "linalg/linalg.h"
 #include "profile/profile.h"
@@ -195,19 +196,23 @@ static bool ct__unwrap_sub_buffer(struct ct__gemm_mat *x, size_t es) {
   return true;
 }
 
-/* Enqueues the probe for buffer j of ptrs. */
-static cl_int ct__enqueue_probe(cl_command_queue q, struct ct__native_ptrs *ptrs, int j, cl_mem mem) {
+/* Enqueues the probe for buffer j of ptrs, after the nwait events of wait. */
+static cl_int ct__enqueue_probe(cl_command_queue q, struct ct__native_ptrs *ptrs, int j, cl_mem mem, cl_uint nwait,
+                                const cl_event *wait) {
   struct ct__native_probe pr = {ptrs, j, NULL};
   memcpy(&pr.base, &mem, sizeof mem);
   const void *loc = &pr.base;
-  return clEnqueueNativeKernel(q, ct__native_probe_fn, &pr, sizeof pr, 1, &mem, &loc, 0, NULL, NULL);
+  return clEnqueueNativeKernel(q, ct__native_probe_fn, &pr, sizeof pr, 1, &mem, &loc, nwait, wait, NULL);
 }
 
-/* The GEMM as a native kernel on d's queue: ordered after the commands before it like any
- * kernel, and no host round trip. A blocking map and unmap cost PoCL 35-80 us of thread
- * hand-offs, more than a whole 64^3 product (5 us in OpenBLAS). *done is false when op needs
- * the mapped path instead. */
-static ct_status ct__gemm_host_native(ct_device *d, const struct ct__gemm_op *op, bool *done) {
+/* The GEMM as a native kernel on queue q of d (its own queue, or the side queue of a split):
+ * ordered after the commands before it like any kernel, and no host round trip. A blocking map
+ * and unmap cost PoCL 35-80 us of thread hand-offs, more than a whole 64^3 product (5 us in
+ * OpenBLAS). Its first command waits for the nwait events of wait; *done_ev (when not NULL)
+ * receives the GEMM command's event. *done is false when op needs the mapped path instead (then
+ * nothing was enqueued). */
+static ct_status ct__gemm_host_native(ct_device *d, cl_command_queue q, const struct ct__gemm_op *op, cl_uint nwait,
+                                      const cl_event *wait, cl_event *done_ev, bool *done) {
   struct ct__native_gemm g;
   memset(&g, 0, sizeof g);
   g.op = *op;
@@ -225,21 +230,22 @@ static ct_status ct__gemm_host_native(ct_device *d, const struct ct__gemm_op *op
     locs[j] = &g.base[j];
   }
   CT__TRY(ct__deferred_realize(op->fn));
-  cl_command_queue q = ct__device_queue(d);
   cl_int err = CL_SUCCESS;
   if (g.nreg > 1) {
     g.ptrs = ct__ptrs_new();
     if (!g.ptrs) return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory for the host BLAS on %s", op->fn,
                                   d->spec);
-    for (int j = 0; j < g.nreg - 1 && err == CL_SUCCESS; j++) err = ct__enqueue_probe(q, g.ptrs, j, mems[j]);
+    for (int j = 0; j < g.nreg - 1 && err == CL_SUCCESS; j++)
+      err = ct__enqueue_probe(q, g.ptrs, j, mems[j], j == 0 ? nwait : 0, j == 0 ? wait : NULL);
   }
   cl_event ev = NULL;
   cl_event *evp = ct__profile_event(d, &ev);
   bool profiled = evp != NULL;
   /* With probes, the GEMM's event frees their block (one command alone needs none). */
-  if (g.ptrs) evp = &ev;
+  if (g.ptrs || done_ev) evp = &ev;
   if (err == CL_SUCCESS)
-    err = clEnqueueNativeKernel(q, ct__gemm_native, &g, sizeof g, (cl_uint)g.nreg, mems, locs, 0, NULL, evp);
+    err = clEnqueueNativeKernel(q, ct__gemm_native, &g, sizeof g, (cl_uint)g.nreg, mems, locs, g.ptrs ? 0 : nwait,
+                                g.ptrs ? NULL : wait, evp);
   if (err != CL_SUCCESS) {
     /* Probes already enqueued still write into ptrs. */
     if (g.ptrs) {
@@ -253,9 +259,119 @@ static ct_status ct__gemm_host_native(ct_device *d, const struct ct__gemm_op *op
     clWaitForEvents(1, &ev);
     ct__ptrs_free(g.ptrs);
   }
+  if (done_ev) {
+    clRetainEvent(ev);
+    *done_ev = ev;
+  }
   if (profiled) ct__profile_record(d, op->dtype == CT_F64 ? "cblas_dgemm (host)" : "cblas_sgemm (host)", ev);
   else if (ev) clReleaseEvent(ev);
   return CT_OK;
+}
+
+/* ---- Two halves at once ----
+ * OpenBLAS 0.3.21's own second thread gains little on the skinny products of the example models
+ * (and spins beside the kernels afterwards: host_blas_core.c), while two single-threaded halves
+ * on two threads of their own nearly halve the time: 2048 x 64 x 256 in 429 us against 558 on
+ * one thread and 464 on OpenBLAS's two (standalone, same sitting). PoCL runs commands of two
+ * queues of a device at once on its worker threads, so a product from ct__gemm_split_min_madds
+ * up to CT__BLAS_ONE_THREAD_BELOW multiply-adds is cut in two: the half on the side queue waits
+ * for a marker of everything enqueued before on the device's queue, the other half follows on
+ * the device's queue, and a barrier there waits for the side half, so the queue's order is as
+ * with one command. Each half writes its own rows (or columns, or batch entries) of C. */
+int64_t ct__gemm_split_min_madds = (int64_t)1 << 22;
+
+/* *side: the side queue of d's GEMM state, created on first use; NULL where the device cannot
+ * run two commands at once (a single compute unit), where it cannot be created, or with
+ * CLTENSOR_GEMM_SPLIT=0. An invalid CLTENSOR_GEMM_SPLIT is reported by every product. */
+static ct_status ct__side_queue(cl_command_queue *side, ct_device *d, const char *fn) {
+  *side = NULL;
+  struct ct__gemm_state *s;
+  CT__TRY(ct__gemm_state(&s, d));
+  bool on = true;
+  CT__TRY(ct__env_bool(fn, "CLTENSOR_GEMM_SPLIT", true, &on));
+  if (!on) return CT_OK;
+  int state = atomic_load(&s->side_state);
+  if (state == 0) {
+    pthread_mutex_lock(&s->side_lock);
+    state = atomic_load(&s->side_state);
+    if (state == 0) {
+      cl_int err = CL_SUCCESS;
+      if (d->props.compute_units >= 2)
+        s->side_queue = clCreateCommandQueue(ct__device_context(d), d->id,
+                                             d->queue_profiling ? CL_QUEUE_PROFILING_ENABLE : 0, &err);
+      state = s->side_queue ? 1 : -1;
+      atomic_store(&s->side_state, state);
+    }
+    pthread_mutex_unlock(&s->side_lock);
+  }
+  if (state == 1) *side = s->side_queue;
+  return CT_OK;
+}
+
+/* Cuts op into h1 and h2 along its longest independent dim: the outer batch dim, else the rows
+ * of C (m) or its columns (n), the second half starting at a multiple of 16. False when op is
+ * outside the split's sizes. */
+static bool ct__gemm_halves(const struct ct__gemm_op *op, struct ct__gemm_op *h1, struct ct__gemm_op *h2) {
+  int64_t count = 1;
+  for (int i = 0; i < op->nbatch; i++) count *= op->bshape[i];
+  int64_t one = op->m * op->n * op->k;
+  if (one >= CT__BLAS_ONE_THREAD_BELOW || count * one < ct__gemm_split_min_madds) return false;
+  *h1 = *op;
+  *h2 = *op;
+  if (op->nbatch > 0 && op->bshape[0] >= 2) {
+    int64_t h = op->bshape[0] / 2;
+    h1->bshape[0] = h;
+    h2->bshape[0] = op->bshape[0] - h;
+    h2->a.off += h * op->a.bstride[0];
+    h2->b.off += h * op->b.bstride[0];
+    h2->c.off += h * op->c.bstride[0];
+    return true;
+  }
+  if (op->nbatch > 0) return false; /* a batch whose outer dim is 1 was simplified away */
+  if (op->m >= op->n) {
+    if (op->m < 32) return false;
+    int64_t h = (op->m / 2 + 15) / 16 * 16;
+    h1->m = h;
+    h2->m = op->m - h;
+    h2->a.off += op->a.trans ? h : h * op->a.ld;
+    h2->c.off += h * op->c.ld;
+  } else {
+    if (op->n < 32) return false;
+    int64_t h = (op->n / 2 + 15) / 16 * 16;
+    h1->n = h;
+    h2->n = op->n - h;
+    h2->b.off += op->b.trans ? h * op->b.ld : h;
+    h2->c.off += h;
+  }
+  return true;
+}
+
+/* op as two halves at once (above); *done false when it is not split (nothing enqueued). */
+static ct_status ct__gemm_host_two(ct_device *d, const struct ct__gemm_op *op, bool *done) {
+  *done = false;
+  struct ct__gemm_op h1, h2;
+  if (!ct__gemm_halves(op, &h1, &h2)) return CT_OK;
+  cl_command_queue side;
+  CT__TRY(ct__side_queue(&side, d, op->fn));
+  if (!side) return CT_OK;
+  CT__TRY(ct__deferred_realize(op->fn));
+  cl_command_queue q = ct__device_queue(d);
+  cl_event start = NULL, ev2 = NULL;
+  if (clEnqueueMarkerWithWaitList(q, 0, NULL, &start) != CL_SUCCESS) return CT_OK; /* one command, then */
+  ct_status st = ct__gemm_host_native(d, side, &h2, 1, &start, &ev2, done);
+  clReleaseEvent(start);
+  if (st != CT_OK || !*done) return st;
+  clFlush(side);
+  /* The same buffers as h2's, so h1 takes the native path too. */
+  st = ct__gemm_host_native(d, q, &h1, 0, NULL, NULL, done);
+  cl_int err = clEnqueueBarrierWithWaitList(q, 1, &ev2, NULL);
+  if (err != CL_SUCCESS) {
+    /* Nothing else orders the queue after the side half: wait for it here. */
+    clWaitForEvents(1, &ev2);
+  }
+  clReleaseEvent(ev2);
+  *done = true;
+  return st;
 }
 
 ct_status ct__gemm_host(ct_device *d, const struct ct__gemm_op *op) {
@@ -268,7 +384,9 @@ ct_status ct__gemm_host(ct_device *d, const struct ct__gemm_op *op) {
                      (long long)op->k);
   if (d->native_kernels) {
     bool done;
-    ct_status st = ct__gemm_host_native(d, op, &done);
+    ct_status st = ct__gemm_host_two(d, op, &done);
+    if (st != CT_OK || done) return st;
+    st = ct__gemm_host_native(d, ct__device_queue(d), op, 0, NULL, NULL, &done);
     if (st != CT_OK || done) return st;
   }
 

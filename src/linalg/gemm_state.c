@@ -28,6 +28,11 @@ static void ct__gemm_state_destroy(ct_device *d, void *state) {
   CLBlastClearCache();
   pthread_mutex_unlock(&ct__clblast_lock);
   struct ct__gemm_state *s = state;
+  if (s->side_queue) {
+    clFinish(s->side_queue);
+    clReleaseCommandQueue(s->side_queue);
+  }
+  pthread_mutex_destroy(&s->side_lock);
   pthread_mutex_destroy(&s->tuning_lock);
   free(s);
 }
@@ -169,6 +174,11 @@ static ct_status ct__gemm_state_create(void **out, ct_device *d) {
   struct ct__gemm_state *s = calloc(1, sizeof *s);
   if (!s) return ct__error(CT_ERR_OUT_OF_MEMORY, "GEMM state for %s: out of host memory", d->spec);
   if (pthread_mutex_init(&s->tuning_lock, NULL) != 0) {
+    free(s);
+    return ct__error(CT_ERR_OUT_OF_MEMORY, "GEMM state for %s: cannot create its lock", d->spec);
+  }
+  if (pthread_mutex_init(&s->side_lock, NULL) != 0) {
+    pthread_mutex_destroy(&s->tuning_lock);
     free(s);
     return ct__error(CT_ERR_OUT_OF_MEMORY, "GEMM state for %s: cannot create its lock", d->spec);
   }

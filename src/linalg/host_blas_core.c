@@ -125,8 +125,6 @@ const char *ct__host_blas_core(const char **before) {
  * one thread too (only its speed differs: OpenBLAS's sgemm/dgemm split rows and columns across
  * threads, never the sum over k, so results are the same bits). CLTENSOR_OPENBLAS_THREADS=keep
  * (or 0, off) leaves the count alone. Looked up with dlsym: other BLAS libraries are untouched. */
-#define CT__BLAS_ONE_THREAD_BELOW ((int64_t)1 << 26)
-
 static int (*ct__ob_get_threads)(void);
 static void (*ct__ob_set_threads)(int);
 static pthread_once_t ct__ob_once = PTHREAD_ONCE_INIT;

@@ -122,6 +122,11 @@ struct ct__gemm_state {
   enum ct__gemm_set set[CT__PREC_COUNT];
   ct__gemm_params params[CT__PREC_COUNT];
   char tuning_message[1024];
+  /* The host route's second queue (gemm_host.c): half of a product runs there, beside the half
+   * on the device's queue. Created on first use; side_state 0 not yet tried, 1 ready, -1 none. */
+  pthread_mutex_t side_lock;
+  atomic_int side_state;
+  cl_command_queue side_queue;
 };
 
 /* OUT: *out, d's GEMM state, created on first use: resolves $CLTENSOR_GEMM and
@@ -184,6 +189,10 @@ void ct__gemm_simplify_batch(struct ct__gemm_op *op);
 
 ct_status ct__gemm_clblast(ct_device *d, const struct ct__gemm_state *s, const struct ct__gemm_op *op);
 ct_status ct__gemm_host(ct_device *d, const struct ct__gemm_op *op);
+/* Products of at least this many multiply-adds (and below the size where OpenBLAS's own threads
+ * take over, host_blas_core.c) run as two halves at once on the host route (gemm_host.c). A
+ * variable so that tests can send small products through the split. */
+extern int64_t ct__gemm_split_min_madds;
 /* Once per process, before the first host GEMM: switches a DYNAMIC_ARCH OpenBLAS that fell back
  * to its Prescott kernels to the CPU's (host_blas_core.c). ct__host_blas_core() gives the core
  * OpenBLAS runs (after the switch) and, in *before, the one it chose itself ("" without a host
@@ -193,6 +202,7 @@ const char *ct__host_blas_core(const char **before);
 /* Around one host product of madds multiply-adds (host_blas_core.c): below a size, OpenBLAS runs
  * it on one thread, so that its helper threads do not spin beside the device's kernels. Pass
  * begin's result to end. */
+#define CT__BLAS_ONE_THREAD_BELOW ((int64_t)1 << 26)
 bool ct__host_blas_small_begin(int64_t madds);
 void ct__host_blas_small_end(bool began);
 /* Whether the library was built with a host CBLAS. */

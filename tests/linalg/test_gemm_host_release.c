@@ -214,6 +214,32 @@ START_TEST(test_openblas_threads_small_products) {
 }
 END_TEST
 
+/* CLTENSOR_GEMM_SPLIT: 0 keeps every product on the device's queue (results as with the split);
+ * a value that is not a boolean is an error of the product that would split, naming it. */
+START_TEST(test_gemm_split_env) {
+  ct_device *d = native_host_device();
+  ct__gemm_split_min_madds = 1;
+  setenv("CLTENSOR_GEMM_SPLIT", _i == 0 ? "0" : "maybe", 1);
+  ct_tensor *a = NULL, *b = NULL, *c = NULL;
+  ck_assert_ct_ok(ct_ones(&a, d, CT_F32, 2, (int64_t[]){64, 48}));
+  ck_assert_ct_ok(ct_ones(&b, d, CT_F32, 2, (int64_t[]){48, 40}));
+  ct_status st = ct_matmul(&c, a, b);
+  if (_i == 0) {
+    ck_assert_ct_ok(st);
+    float v[64 * 40];
+    ck_assert_ct_ok(ct_to_host(c, v, sizeof v));
+    for (int i = 0; i < 64 * 40; i++) ck_assert(v[i] == 48.0f);
+  } else {
+    ck_assert_int_eq(st, CT_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(ct_last_error(), "CLTENSOR_GEMM_SPLIT='maybe'"));
+    ck_assert_ptr_null(c);
+  }
+  ct_release(c);
+  ct_release(b);
+  ct_release(a);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("linalg-gemm-host-release");
   TCase *tc = tcase_create("release");
@@ -224,6 +250,7 @@ int main(void) {
   tcase_add_loop_test(tc, test_openblas_core_switch, 0, 2);
   tcase_add_loop_test(tc, test_openblas_core_switch_leaves_environment, 0, 8);
   tcase_add_loop_test(tc, test_openblas_threads_small_products, 0, 2);
+  tcase_add_loop_test(tc, test_gemm_split_env, 0, 2);
   suite_add_tcase(s, tc);
   return ct_test_run(s);
 }

@@ -3,8 +3,9 @@
  * route has, with operands where the allocator puts them and in buffers of their own created
  * in the opposite order, each product compared with a double-precision host loop.
  *
- * meson runs it once per route: CLTENSOR_GEMM=clblast, =auto, =host, and =host with native
- * kernels off ("mapped": map, CBLAS on the calling thread, unmap).
+ * meson runs it once per route: CLTENSOR_GEMM=clblast, =auto, =host, =host with native
+ * kernels off ("mapped": map, CBLAS on the calling thread, unmap), and =host with every product
+ * that can be cut run as two halves at once ("split").
  *
  * Thresholds (m n k of one product, after batch folding):
  *   - OpenBLAS 0.3.21 runs a GEMM on one thread up to m n k = 65536 * 4 = 64^3 (interface/gemm.c,
@@ -225,12 +226,17 @@ START_TEST(test_f64_clblast_kernels) {
 }
 END_TEST
 
+/* "split": every host product that can be cut runs as two halves at once (gemm_host.c), not
+ * only those of 2^22 multiply-adds and more. */
+static void split_everything(void) { ct__gemm_split_min_madds = 1; }
+
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "native";
   Suite *s = suite_create("linalg-matrix");
   TCase *tc = tcase_create("gemm-matrix");
   tcase_set_timeout(tc, 600);
   if (strcmp(mode, "mapped") == 0) tcase_add_checked_fixture(tc, lt_without_native_kernels, NULL);
+  if (strcmp(mode, "split") == 0) tcase_add_checked_fixture(tc, split_everything, NULL);
   tcase_add_test(tc, test_issue_sequence);
   tcase_add_test(tc, test_matrix_f32);
   tcase_add_test(tc, test_matrix_f64);
