@@ -31,13 +31,21 @@ inline acc_t ct_mask_load(__global const void *mask, long i, int m_dt) {
 #define MAXN(a, b) (((a) > (b) || isnan(a)) ? (a) : (b))
 #define MAXN8(a, b) select((b), (a), ((a) > (b)) | isnan(a))
 
+/* Lane reductions by swizzles, not through a private array (PoCL gives those memory of their
+ * own per work-item, a store and reloads per row). ct_hsum8 adds in the order
+ * ((0 + 1) + (2 + 3)) + ((4 + 5) + (6 + 7)). */
 inline acc_t ct_hmax8(acc8_t v) {
-  acc_t t[8];
-  vstore8(v, 0, t);
-  acc_t m = t[0];
-  for (int l = 1; l < 8; l++) m = MAXN(m, t[l]);
-  return m;
+  acc_t m = v.s0;
+  m = MAXN(m, v.s1);
+  m = MAXN(m, v.s2);
+  m = MAXN(m, v.s3);
+  m = MAXN(m, v.s4);
+  m = MAXN(m, v.s5);
+  m = MAXN(m, v.s6);
+  return MAXN(m, v.s7);
 }
+
+inline acc_t ct_hsum8(acc8_t v) { return ((v.s0 + v.s1) + (v.s2 + v.s3)) + ((v.s4 + v.s5) + (v.s6 + v.s7)); }
 
 /* Three passes over the row, the last two plain vector loops:
  *  1. s_j = score_j * scale, masked keys -inf, + the additive mask; written back; the maximum;
@@ -53,6 +61,35 @@ __kernel void sdpa_softmax(__global acc_t *scores, long s_off, long rows, long L
   long i = r % L;
   long n = causal ? min(S, i + 1) : S;
   __global acc_t *row = scores + s_off + r * S;
+  if (m_kind == 0 && S % 8 == 0) {
+    /* Without a mask to read, every row runs the same S / 8 vector steps, the causal keys j >= n
+     * taken out by select() (-inf, then exp gives 0): rows of different lengths made the
+     * work-item loops diverge, 1.5x slower per key computed than full rows. */
+    long nv = S / 8;
+    acc8_t sc8 = (acc8_t)scale, m8 = (acc8_t)(-INFINITY), lane = (acc8_t)(0, 1, 2, 3, 4, 5, 6, 7);
+    acc_t na = (acc_t)n;
+    for (long k = 0; k < nv; k++) {
+      acc8_t s = vload8(k, row) * sc8;
+      s = select((acc8_t)(-INFINITY), s, lane + (acc_t)(8 * k) < na);
+      vstore8(s, k, row);
+      m8 = MAXN8(s, m8);
+    }
+    acc_t m = ct_hmax8(m8);
+    if (m == (acc_t)(-INFINITY)) {
+      for (long j = 0; j < S; j++) row[j] = (acc_t)0;
+      return;
+    }
+    acc8_t sum8 = (acc8_t)0;
+    m8 = (acc8_t)m;
+    for (long k = 0; k < nv; k++) {
+      acc8_t e = exp(vload8(k, row) - m8);
+      vstore8(e, k, row);
+      sum8 += e;
+    }
+    acc8_t s8 = (acc8_t)ct_hsum8(sum8);
+    for (long k = 0; k < nv; k++) vstore8(vload8(k, row) / s8, k, row);
+    return;
+  }
   for (long j = n; j < S; j++) row[j] = (acc_t)0;
   long mb = m_kind ? m_off + ct_offset(r, mndim, mshape, mstride) : 0;
   acc_t m = (acc_t)(-INFINITY);
@@ -95,9 +132,7 @@ __kernel void sdpa_softmax(__global acc_t *scores, long s_off, long rows, long L
     vstore8(e, k, row);
     sum8 += e;
   }
-  acc_t t[8];
-  vstore8(sum8, 0, t);
-  acc_t sum = ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
+  acc_t sum = ct_hsum8(sum8);
   for (long j = nv * 8; j < n; j++) {
     acc_t e = exp(row[j] - m);
     row[j] = e;
@@ -120,9 +155,7 @@ __kernel void sdpa_softmax_bwd(__global const acc_t *p, long p_off, __global acc
   long nv = S / 8;
   acc8_t s8 = (acc8_t)0;
   for (long k = 0; k < nv; k++) s8 += vload8(k, pr) * vload8(k, dr);
-  acc_t t[8];
-  vstore8(s8, 0, t);
-  acc_t dot = ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
+  acc_t dot = ct_hsum8(s8);
   for (long j = nv * 8; j < S; j++) dot += pr[j] * dr[j];
   acc8_t d8 = (acc8_t)dot;
   for (long k = 0; k < nv; k++) vstore8(vload8(k, pr) * (vload8(k, dr) - d8), k, dr);

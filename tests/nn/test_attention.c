@@ -2,7 +2,8 @@
  * data/gen_attention.py): no mask, bool and additive masks with fully masked rows (zeros, not
  * NaN), causal with L < S and L > S, causal with a mask, an explicit scale, broadcast batch
  * dims, a transposed k, no keys, no queries, an empty batch, E = 0, f16, bf16 (with a bf16
- * additive mask) and f64; a mask with more batch dims than q, k, v; the memory bound; and the
+ * additive mask) and f64; S a multiple of 8 without a mask (the softmax's vector path), causal
+ * with L < S and L > S, in f32 and f64; a mask with more batch dims than q, k, v; the memory bound; and the
  * errors.
  *
  * Tolerances. The reference is the f64 computation on the same (f32-representable) inputs. Each

@@ -56,6 +56,12 @@ cases = [
      r(2, 6, 5, dt=torch.bfloat16), am[0, 0].to(torch.bfloat16), False, NAN, ""),
     ("f64", r(2, 4, 8, dt=torch.float64), r(2, 6, 8, dt=torch.float64),
      r(2, 6, 5, dt=torch.float64), None, True, NAN, ""),
+    # S a multiple of 8 without a mask: the softmax's vector path (every row the same steps)
+    ("causal L < S, S = 16", r(2, 5, 8), r(2, 16, 8), r(2, 16, 5), None, True, NAN, ""),
+    ("causal L > S, S = 8", r(1, 20, 4), r(1, 8, 4), r(1, 8, 3), None, True, NAN, ""),
+    ("plain S = 24", r(3, 4, 8), r(3, 24, 8), r(3, 24, 6), None, False, 0.7, ""),
+    ("f64 causal S = 8", r(2, 8, 4, dt=torch.float64), r(2, 8, 4, dt=torch.float64),
+     r(2, 8, 3, dt=torch.float64), None, True, NAN, ""),
 ]
 
 
