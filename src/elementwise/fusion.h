@@ -93,6 +93,13 @@ struct ct__fgen {
   int nsig;
 };
 
+/* Whether g's strided index arithmetic divides by multiplying (ct__fuse_magic): every index
+ * below 2^31, with room for a guarded kernel's work-items past n. */
+static inline bool ct__fgen_magic(const struct ct__fgen *g) { return g->strided && g->n < ((int64_t)1 << 30); }
+/* For a divisor d in [1, 2^31): *m and *s with q = (r * m) >> s == r / d for every r < 2^31
+ * (fuse_gen.c). */
+void ct__fuse_magic(int64_t d, int64_t *m, int64_t *s);
+
 /* The source of the kernel `name` computing nodes[0..nn) (one kernel's, in call order; their
  * kern is g->kk): the unchecked whole-group variant when full; red, the kernel's trailing
  * reduction or softmax, or NULL. Fills g's operand table, outputs and scalars, which the

@@ -480,6 +480,12 @@ static void ct__karg_common(struct ct__kargs *a, struct ct__fgen *g) {
   size_t ss = ct__ew_scalar_size(g->k);
   for (int i = 0; i < g->nsc; i++) ct__karg(a, "s", ss, &g->sc[i]);
   if (g->strided) ct__karg_long8(a, "shape", g->ndim, g->shape, 1);
+  if (ct__fgen_magic(g)) {
+    int64_t m[CT_MAX_DIMS], sh[CT_MAX_DIMS];
+    for (int d = 0; d < g->ndim; d++) ct__fuse_magic(g->shape[d], &m[d], &sh[d]);
+    ct__karg_long8(a, "shape_m", g->ndim, m, 1);
+    ct__karg_long8(a, "shape_s", g->ndim, sh, 32);
+  }
 }
 
 static ct_status ct__launch_kernel(ct__kernel *k, struct ct__fgen *g, int64_t base, int64_t items, const char *fn) {
