@@ -488,37 +488,32 @@ done:
   return st;
 }
 
-/* gelu's tanh approximation 0.5 x (1 + tanh(u)), u = k (x + 0.044715 x^3), k = sqrt(2 / pi);
- * PyTorch's gelu_backward (approximate='tanh'):
- *   g (0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) k (1 + 3 * 0.044715 x^2)). */
+/* gelu's tanh approximation 0.5 x (1 + tanh(u)), u = k (x + 0.044715 x^3), k = sqrt(2 / pi), is
+ * x s with s = sigmoid(w), w = 2u (the form ew_gelu_tanh computes), so its derivative is
+ *   s + x s (1 - s) w',  w' = 2k (1 + 3 * 0.044715 x^2),
+ * i.e. g s (1 + x w' (1 - s)): PyTorch's gelu_backward (approximate='tanh') rewritten with
+ * 0.5 (1 + tanh u) = s and 1 - tanh^2 u = 4 s (1 - s). One exp and one division instead of
+ * tanh's, and no 1 - tanh^2 that cancels where tanh nears +-1. */
 static ct_status ct__ew_bw_gelu_tanh(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   ct_status st = CT_OK;
   ct_tensor *t[CT__TMP] = {0};
   const ct_tensor *x = SAVED_A(n);
-  const double k = M_2_SQRTPI * M_SQRT1_2, kappa = 0.044715;
-  TRY(ct_mul(&t[0], x, x));                    /* x^2 */
-  TRY(ct_mul_scalar(&t[1], t[0], kappa));
-  TRY(ct_add_scalar(&t[2], t[1], 1.0));
-  TRY(ct_mul(&t[3], x, t[2]));                 /* x + kappa x^3 */
-  TRY(ct_mul_scalar(&t[4], t[3], k));          /* u */
-  TRY(ct_tanh(&t[5], t[4]));                   /* tanh u */
-  TRY(ct_add_scalar(&t[6], t[5], 1.0));
-  TRY(ct_mul_scalar(&t[7], t[6], 0.5));        /* left derivative: (1 + tanh u) / 2 */
-  ct_release(t[1]), ct_release(t[2]), ct_release(t[3]), ct_release(t[4]), ct_release(t[6]);
-  t[1] = t[2] = t[3] = t[4] = t[6] = NULL;
-  TRY(ct_mul(&t[1], t[5], t[5]));
-  TRY(ct_rsub_scalar(&t[2], t[1], 1.0));       /* 1 - tanh^2 u */
-  TRY(ct_mul_scalar(&t[3], t[0], 3.0 * kappa * k));
-  TRY(ct_add_scalar(&t[4], t[3], k));          /* k (1 + 3 kappa x^2) */
-  TRY(ct_mul(&t[6], t[2], t[4]));
-  ct_release(t[1]), ct_release(t[2]);
-  t[1] = t[2] = NULL;
-  TRY(ct_mul(&t[1], t[6], x));
-  TRY(ct_mul_scalar(&t[2], t[1], 0.5));        /* right derivative */
-  ct_release(t[6]);
-  t[6] = NULL;
-  TRY(ct_add(&t[6], t[7], t[2]));
-  TRY(ct_mul(&gin[0], g, t[6]));
+  const double k2 = 2.0 * M_2_SQRTPI * M_SQRT1_2, kappa = 0.044715;
+  TRY(ct_mul(&t[0], x, x));                          /* x^2 */
+  TRY(ct_mul_scalar(&t[1], t[0], k2 * kappa));
+  TRY(ct_add_scalar(&t[2], t[1], k2));
+  TRY(ct_mul(&t[3], x, t[2]));                       /* w = 2k (x + kappa x^3) */
+  TRY(ct_sigmoid(&t[4], t[3]));                      /* s */
+  TRY(ct_mul_scalar(&t[5], t[0], 3.0 * k2 * kappa));
+  TRY(ct_add_scalar(&t[6], t[5], k2));               /* w' */
+  TRY(ct_mul(&t[7], x, t[6]));                       /* x w' */
+  ct_release(t[1]), ct_release(t[2]), ct_release(t[3]), ct_release(t[5]);
+  t[1] = t[2] = t[3] = t[5] = NULL;
+  TRY(ct_rsub_scalar(&t[1], t[4], 1.0));             /* 1 - s */
+  TRY(ct_mul(&t[2], t[7], t[1]));
+  TRY(ct_add_scalar(&t[3], t[2], 1.0));              /* 1 + x w' (1 - s) */
+  TRY(ct_mul(&t[5], t[4], t[3]));
+  TRY(ct_mul(&gin[0], g, t[5]));
 done:
   RELEASE_TMP(t);
   return st;
