@@ -254,11 +254,21 @@ static ct_status conv_gemm(ct_device *d, const struct ct__conv *cv, const ct_ten
   return st;
 }
 
-ct_status ct__conv_pad(ct__kernel *k, ct_device *d, const ct_tensor *t4, int ph, int pw, int64_t Hp, int64_t Wp,
+void ct__conv_tall(struct ct__tall *tl, int64_t H, int64_t W, int ph, int pw, int64_t OH, int64_t OW, int64_t nimg) {
+  /* At least OH rows and OW columns, so that every output has its own position; at least ph zero
+   * rows and pw zero columns after each image's rows and each row's values, the padding below
+   * and right of them and above and left of the next. */
+  tl->S = W + pw > OW ? W + pw : OW;
+  tl->Rimg = H + ph > OH ? H + ph : OH;
+  tl->cs = (ph + nimg * tl->Rimg) * tl->S + pw + 16;
+}
+
+ct_status ct__conv_pad(ct__kernel *k, ct_device *d, const ct_tensor *t4, int ph, int pw, const struct ct__tall *tl,
                        int64_t n0, int64_t nimg, const ct_tensor *dst, const char *fn) {
-  /* Whole planes per work-item up to 4096 floats, else blocks of rows of about that. */
-  int64_t rb = Hp * Wp <= 4096 ? Hp : Wp >= 4096 ? 1 : 4096 / Wp;
-  int64_t nrb = (Hp + rb - 1) / rb, planes = nimg * t4->shape[1];
+  /* Whole images per work-item up to 4096 floats, else blocks of rows of about that. */
+  int64_t S = tl->S, R = tl->Rimg;
+  int64_t rb = R * S <= 4096 ? R : S >= 4096 ? 1 : 4096 / S;
+  int64_t nrb = (R + rb - 1) / rb, planes = nimg * t4->shape[1];
   struct ct__kargs a;
   ct__kargs_begin(&a, k, ct__kernel_lock(k));
   ct__karg_tensor(&a, "x", t4, 0);
@@ -269,11 +279,12 @@ ct_status ct__conv_pad(ct__kernel *k, ct_device *d, const ct_tensor *t4, int ph,
   ct__karg_int(&a, "W", (cl_int)t4->shape[3]);
   ct__karg_int(&a, "ph", ph);
   ct__karg_int(&a, "pw", pw);
-  ct__karg_int(&a, "Hp", (cl_int)Hp);
-  ct__karg_int(&a, "Wp", (cl_int)Wp);
+  ct__karg_int(&a, "Rimg", (cl_int)R);
+  ct__karg_int(&a, "S", (cl_int)S);
+  ct__karg_long(&a, "cs", tl->cs);
   ct__karg_long(&a, "n0", n0);
+  ct__karg_int(&a, "nimg", (cl_int)nimg);
   ct__karg_tensor(&a, "xp", dst, 0);
-  ct__karg_long(&a, "planes", planes);
   ct__karg_int(&a, "rb", (cl_int)rb);
   ct__karg_int(&a, "nrb", (cl_int)nrb);
   /* Groups of 16: a few hundred work-items of a plane each still fill every core. */
@@ -289,28 +300,31 @@ static ct_status conv_blocked(ct_device *d, const struct ct__conv *cv, const ct_
                               const ct_tensor *bias, ct_tensor *out) {
   const char *fn = cv->fn;
   int64_t g = cv->groups, og = cv->Cout / g, cg = cv->C / g;
-  int64_t Hp = cv->H + 2 * (int64_t)cv->ph, Wp = cv->W + 2 * (int64_t)cv->pw, plane = Hp * Wp;
-  int64_t ncb = (og + CT__CB - 1) / CT__CB, npb = (cv->OH * Wp + CT__PB - 1) / CT__PB;
-  /* The last block's vector loads run past its plane by at most this many floats. */
-  int64_t slack = CT__PB + ((int64_t)cv->kh - 1) * cv->dh * Wp + ((int64_t)cv->kw - 1) * cv->dw + 16;
-  int64_t per_img = cv->C * plane * 4;
+  struct ct__tall tl;
+  ct__conv_tall(&tl, cv->H, cv->W, cv->ph, cv->pw, cv->OH, cv->OW, 1);
+  int64_t per_img = cv->C * tl.Rimg * tl.S * 4;
   int64_t chunk = ct__nn_col_bytes / (per_img > 0 ? per_img : 1);
   if (chunk < 1) chunk = 1;
   if (chunk > cv->N) chunk = cv->N;
+  ct__conv_tall(&tl, cv->H, cv->W, cv->ph, cv->pw, cv->OH, cv->OW, chunk);
+  int64_t ncb = (og + CT__CB - 1) / CT__CB;
+  /* The last block's vector loads run past the last channel's images by at most this many
+   * floats (past cs: the channel's slack is at least 16). */
+  int64_t slack = CT__PB + ((int64_t)cv->kh - 1) * cv->dh * tl.S + ((int64_t)cv->kw - 1) * cv->dw;
   ct__kernel *kpad, *kpack, *kblk;
   CT__TRY(ct__kernel_for(&kpad, d, "conv.cl", "conv_pad", (int)x4->dtype, NULL, fn));
   CT__TRY(ct__kernel_for(&kpack, d, "conv.cl", "conv_wpack", (int)x4->dtype, NULL, fn));
   CT__TRY(ct__kernel_for(&kblk, d, "conv.cl", "conv_blk", (int)x4->dtype, NULL, fn));
   ct_tensor *xp = NULL, *wt = NULL;
-  int64_t xps[1] = {chunk * cv->C * plane + slack}, wts[1] = {g * ncb * cg * cv->kh * cv->kw * CT__CB};
+  int64_t xps[1] = {cv->C * tl.cs + slack}, wts[1] = {g * ncb * cg * cv->kh * cv->kw * CT__CB};
   ct_status st = ct__tensor_new(&xp, d, CT_F32, 1, xps, fn);
   if (st == CT_OK) st = ct__tensor_new(&wt, d, CT_F32, 1, wts, fn);
   if (st == CT_OK) {
-    /* The slack past the planes is read only for discarded lanes; zeroed all the same, so that
+    /* The slack past the channels is read only for discarded lanes; zeroed all the same, so that
      * no kernel reads memory nothing wrote (strict simulators flag it). */
     ct_tensor *tail = NULL;
     int64_t one = 1;
-    st = ct__tensor_view(&tail, xp, 1, &slack, &one, xp->offset + chunk * cv->C * plane);
+    st = ct__tensor_view(&tail, xp, 1, &slack, &one, xp->offset + cv->C * tl.cs);
     if (st == CT_OK) st = ct__fill_value(tail, 0, fn);
     ct_release(tail);
   }
@@ -329,16 +343,18 @@ static ct_status conv_blocked(ct_device *d, const struct ct__conv *cv, const ct_
   }
   for (int64_t n0 = 0; st == CT_OK && n0 < cv->N; n0 += chunk) {
     int64_t nimg = cv->N - n0 < chunk ? cv->N - n0 : chunk;
-    st = ct__conv_pad(kpad, d, x4, cv->ph, cv->pw, Hp, Wp, n0, nimg, xp, fn);
+    st = ct__conv_pad(kpad, d, x4, cv->ph, cv->pw, &tl, n0, nimg, xp, fn);
     if (st != CT_OK) break;
+    /* Position blocks over the chunk's images together (a block may span two or more). */
+    int64_t npb = (nimg * tl.Rimg * tl.S + CT__PB - 1) / CT__PB;
+    int64_t items = g * ncb * npb;
     struct ct__kargs a;
-    int64_t items = nimg * g * ncb * npb;
     ct__kargs_begin(&a, kblk, ct__kernel_lock(kblk));
     ct__karg_tensor(&a, "xp", xp, 0);
-    ct__karg_long(&a, "plane", plane);
-    ct__karg_int(&a, "Ctot", (cl_int)cv->C);
+    ct__karg_long(&a, "cs", tl.cs);
     ct__karg_int(&a, "Cg", (cl_int)cg);
-    ct__karg_int(&a, "Wp", (cl_int)Wp);
+    ct__karg_int(&a, "S", (cl_int)tl.S);
+    ct__karg_int(&a, "Rimg", (cl_int)tl.Rimg);
     ct__karg_tensor(&a, "wt", wt, 0);
     ct__karg_int(&a, "kh", (cl_int)cv->kh);
     ct__karg_int(&a, "kw", (cl_int)cv->kw);
@@ -355,6 +371,7 @@ static ct_status conv_blocked(ct_device *d, const struct ct__conv *cv, const ct_
     ct__karg_int(&a, "OW", (cl_int)cv->OW);
     ct__karg_int(&a, "npb", (cl_int)npb);
     ct__karg_long(&a, "n0", n0);
+    ct__karg_int(&a, "nimg", (cl_int)nimg);
     ct__karg_long(&a, "items", items);
     st = ct__kargs_end(&a, fn);
     if (st == CT_OK) {

@@ -199,32 +199,37 @@ static ct_status gw_blocked(ct_tensor **gw, ct_tensor **gb, const struct ct__con
   const char *fn = cv->fn;
   ct_device *d = x4->storage->device;
   int64_t grp = cv->groups, og = cv->Cout / grp, cg = cv->C / grp, T = cg * cv->kh * cv->kw;
-  int64_t Hp = cv->H + 2 * (int64_t)cv->ph, Wp = cv->W + 2 * (int64_t)cv->pw, plane = Hp * Wp;
-  int64_t Q = cv->OH * Wp, Hq = cv->OH + (15 + Wp - 1) / Wp, gplane = Hq * Wp;
   int has_bias = gb != NULL;
   int64_t ncb = (og + 7) / 8, ntb = (T + has_bias + 2) / 3;
-  /* Images per work-item: enough positions (>= 1024) to amortize the final sums, and all of
-   * them while the images' padded x and g stay within 1 MiB (cache-sized: one image group,
-   * written straight into gw and gb); large images go one at a time, so that the work-items
-   * running together share one image's planes in the caches. */
-  int64_t img_bytes = (cv->C * plane + cv->Cout * gplane) * 4;
-  int64_t nb = (ct__nn_wgrad_positions + Q - 1) / Q, fit = ct__nn_wgrad_group_bytes / (img_bytes > 0 ? img_bytes : 1);
-  if (fit > nb) nb = fit;
-  if (nb > cv->N) nb = cv->N;
-  int64_t per_img = img_bytes + (cv->Cout * (T + 1) * 4 + nb - 1) / nb;
+  struct ct__tall tx, tg;
+  ct__conv_tall(&tx, cv->H, cv->W, cv->ph, cv->pw, cv->OH, cv->OW, 1);
+  int64_t img_pos = tx.Rimg * tx.S;
+  /* Positions per work-item: enough (>= 1024) to amortize the final sums, and all of them while
+   * their padded x and g stay within 1 MiB (cache-sized: one position group, written straight
+   * into gw and gb); on large images the work-items running together then share a band of
+   * positions in the caches. */
+  int64_t pos_bytes = (cv->C + cv->Cout) * 4;
+  int64_t gpos = ct__nn_wgrad_group_bytes / pos_bytes;
+  if (gpos < ct__nn_wgrad_positions) gpos = ct__nn_wgrad_positions;
+  int64_t vpg = (gpos + 15) / 16;
+  int64_t per_img = (cv->C + 1 + cv->Cout) * img_pos * 4 + (cv->Cout * (T + 1) * 4 * img_pos) / (vpg * 16) + 1;
   int64_t chunk = chunk_of(per_img, cv->N);
-  /* Chunks of whole image groups (but the last). */
-  if (chunk < cv->N && chunk > nb) chunk -= chunk % nb;
-  int64_t nig_max = (chunk + nb - 1) / nb;
+  ct__conv_tall(&tx, cv->H, cv->W, cv->ph, cv->pw, cv->OH, cv->OW, chunk);
+  /* g without padding on x's grid: g[n, co, oh, ow] at the position of output (oh, ow). */
+  tg = tx;
+  tg.cs = chunk * tx.Rimg * tx.S + 16;
+  int64_t nv_max = (chunk * img_pos + 15) / 16, nig_max = (nv_max + vpg - 1) / vpg;
   bool direct = nig_max == 1 && chunk == cv->N;
-  /* The ones plane (bias tap) after the images; the loads past the last image land in it. */
-  int64_t ones = Q + 16 > 16 + (cv->kw - 1) * (int64_t)cv->dw ? Q + 16 : 16 + (cv->kw - 1) * (int64_t)cv->dw;
+  /* The ones (bias tap) after the channels; the loads of discarded positions past the last
+   * channel land in them. */
+  int64_t ext = ((int64_t)cv->kh - 1) * cv->dh * tx.S + ((int64_t)cv->kw - 1) * cv->dw;
+  int64_t ones = nv_max * 16 + ext;
   ct__kernel *kpad, *kw, *ksum;
   CT__TRY(ct__kernel_for(&kpad, d, "conv.cl", "conv_pad", (int)x4->dtype, NULL, fn));
   CT__TRY(ct__kernel_for(&kw, d, "conv.cl", "conv_wgrad", (int)x4->dtype, NULL, fn));
   CT__TRY(ct__kernel_for(&ksum, d, "conv.cl", "conv_wsum", (int)x4->dtype, NULL, fn));
   ct_tensor *xp = NULL, *gq = NULL, *pw = NULL, *pb = NULL, *ow = NULL, *ob = NULL;
-  int64_t xps[1] = {chunk * cv->C * plane + ones}, gqs[1] = {chunk * cv->Cout * gplane};
+  int64_t xps[1] = {cv->C * tx.cs + ones}, gqs[1] = {cv->Cout * tg.cs};
   int64_t pws[1] = {nig_max * cv->Cout * T}, pbs[1] = {nig_max * cv->Cout};
   int64_t ows[4] = {cv->Cout, cg, cv->kh, cv->kw};
   ct_status st = ct__tensor_new(&xp, d, CT_F32, 1, xps, fn);
@@ -236,26 +241,27 @@ static ct_status gw_blocked(ct_tensor **gw, ct_tensor **gb, const struct ct__con
   if (st == CT_OK) {
     ct_tensor *tail = NULL;
     int64_t one = 1;
-    st = ct__tensor_view(&tail, xp, 1, &ones, &one, xp->offset + chunk * cv->C * plane);
+    st = ct__tensor_view(&tail, xp, 1, &ones, &one, xp->offset + cv->C * tx.cs);
     if (st == CT_OK) st = ct__fill_value(tail, 1, fn);
     ct_release(tail);
   }
   for (int64_t n0 = 0; st == CT_OK && n0 < cv->N; n0 += chunk) {
-    int64_t nimg = cv->N - n0 < chunk ? cv->N - n0 : chunk, nig = (nimg + nb - 1) / nb;
-    st = ct__conv_pad(kpad, d, x4, cv->ph, cv->pw, Hp, Wp, n0, nimg, xp, fn);
-    if (st == CT_OK) st = ct__conv_pad(kpad, d, g4, 0, 0, Hq, Wp, n0, nimg, gq, fn);
+    int64_t nimg = cv->N - n0 < chunk ? cv->N - n0 : chunk;
+    int64_t nv = (nimg * img_pos + 15) / 16, nig = (nv + vpg - 1) / vpg;
+    st = ct__conv_pad(kpad, d, x4, cv->ph, cv->pw, &tx, n0, nimg, xp, fn);
+    if (st == CT_OK) st = ct__conv_pad(kpad, d, g4, 0, 0, &tg, n0, nimg, gq, fn);
     if (st != CT_OK) break;
     int64_t items = nig * grp * ncb * ntb;
     struct ct__kargs a;
     ct__kargs_begin(&a, kw, ct__kernel_lock(kw));
     ct__karg_tensor(&a, "xp", xp, 0);
-    ct__karg_long(&a, "plane", plane);
-    ct__karg_long(&a, "ones_off", chunk * cv->C * plane);
-    ct__karg_int(&a, "Ctot", (cl_int)cv->C);
+    ct__karg_long(&a, "xcs", tx.cs);
+    ct__karg_long(&a, "ones_off", cv->C * tx.cs);
     ct__karg_int(&a, "Cg", (cl_int)cg);
     ct__karg_tensor(&a, "gq", gq, 0);
-    ct__karg_long(&a, "gplane", gplane);
-    ct__karg_long(&a, "Q", Q);
+    ct__karg_long(&a, "gcs", tg.cs);
+    ct__karg_long(&a, "nv", nv);
+    ct__karg_long(&a, "vpg", vpg);
     ct__karg_int(&a, "Cout", (cl_int)cv->Cout);
     ct__karg_int(&a, "og", (cl_int)og);
     ct__karg_int(&a, "ncb", (cl_int)ncb);
@@ -263,11 +269,9 @@ static ct_status gw_blocked(ct_tensor **gw, ct_tensor **gb, const struct ct__con
     ct__karg_int(&a, "kw", (cl_int)cv->kw);
     ct__karg_int(&a, "dh", cv->dh);
     ct__karg_int(&a, "dw", cv->dw);
-    ct__karg_int(&a, "Wp", (cl_int)Wp);
+    ct__karg_int(&a, "S", (cl_int)tx.S);
     ct__karg_int(&a, "groups", (cl_int)grp);
     ct__karg_int(&a, "ntb", (cl_int)ntb);
-    ct__karg_int(&a, "nb", (cl_int)nb);
-    ct__karg_int(&a, "nimg", (cl_int)nimg);
     ct__karg_int(&a, "has_bias", has_bias);
     ct__karg_tensor(&a, "pw", direct ? ow : pw, 0);
     ct__karg_tensor(&a, "pb", direct ? ob : pb, 0);
