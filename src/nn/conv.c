@@ -296,10 +296,83 @@ ct_status ct__conv_pad(ct__kernel *k, ct_device *d, const ct_tensor *t4, int ph,
 #define CT__CB 8
 #define CT__PB 48
 
+int64_t ct__conv_blocked_slack(const struct ct__conv *cv, const struct ct__tall *tl) {
+  /* The last block's vector loads run past the last channel's images by at most this many
+   * floats (past cs: the channel's slack is at least 16). */
+  return CT__PB + ((int64_t)cv->kh - 1) * cv->dh * tl->S + ((int64_t)cv->kw - 1) * cv->dw;
+}
+
+/* *wt (new) = wc (contiguous [Cout, C / groups, kh, kw]) packed by conv_wpack. */
+static ct_status blocked_pack(ct_tensor **wt, ct_device *d, const struct ct__conv *cv, const ct_tensor *wc) {
+  const char *fn = cv->fn;
+  int64_t g = cv->groups, og = cv->Cout / g, cg = cv->C / g, ncb = (og + CT__CB - 1) / CT__CB;
+  ct__kernel *kpack;
+  CT__TRY(ct__kernel_for(&kpack, d, "conv.cl", "conv_wpack", (int)wc->dtype, NULL, fn));
+  int64_t wts[1] = {g * ncb * cg * cv->kh * cv->kw * CT__CB};
+  CT__TRY(ct__tensor_new(wt, d, CT_F32, 1, wts, fn));
+  struct ct__kargs a;
+  ct__kargs_begin(&a, kpack, ct__kernel_lock(kpack));
+  ct__karg_tensor(&a, "w", wc, 0);
+  ct__karg_int(&a, "Cg", (cl_int)cg);
+  ct__karg_int(&a, "kh", (cl_int)cv->kh);
+  ct__karg_int(&a, "kw", (cl_int)cv->kw);
+  ct__karg_int(&a, "og", (cl_int)og);
+  ct__karg_int(&a, "ncb", (cl_int)ncb);
+  ct__karg_tensor(&a, "wt", *wt, 0);
+  ct__karg_long(&a, "total", wts[0]);
+  return ct__launch1(kpack, &a, d, wts[0] / ((int64_t)cv->kh * cv->kw * CT__CB), 16, fn);
+}
+
+/* conv_blk over images n0 .. n0 + nimg of the conv of cv, padded into xp (layout tl). */
+static ct_status blocked_launch(ct_device *d, const struct ct__conv *cv, const ct_tensor *xp,
+                                const struct ct__tall *tl, const ct_tensor *wt, const ct_tensor *bias, ct_tensor *out,
+                                int64_t n0, int64_t nimg) {
+  const char *fn = cv->fn;
+  int64_t g = cv->groups, og = cv->Cout / g, cg = cv->C / g, ncb = (og + CT__CB - 1) / CT__CB;
+  ct__kernel *kblk;
+  CT__TRY(ct__kernel_for(&kblk, d, "conv.cl", "conv_blk", (int)out->dtype, NULL, fn));
+  /* Position blocks over the chunk's images together (a block may span two or more). */
+  int64_t npb = (nimg * tl->Rimg * tl->S + CT__PB - 1) / CT__PB;
+  int64_t items = g * ncb * npb;
+  struct ct__kargs a;
+  ct__kargs_begin(&a, kblk, ct__kernel_lock(kblk));
+  ct__karg_tensor(&a, "xp", xp, 0);
+  ct__karg_long(&a, "cs", tl->cs);
+  ct__karg_int(&a, "Cg", (cl_int)cg);
+  ct__karg_int(&a, "S", (cl_int)tl->S);
+  ct__karg_int(&a, "Rimg", (cl_int)tl->Rimg);
+  ct__karg_tensor(&a, "wt", wt, 0);
+  ct__karg_int(&a, "kh", (cl_int)cv->kh);
+  ct__karg_int(&a, "kw", (cl_int)cv->kw);
+  ct__karg_int(&a, "dh", cv->dh);
+  ct__karg_int(&a, "dw", cv->dw);
+  ct__karg_tensor(&a, "bias", bias, 0);
+  ct__karg_int(&a, "has_bias", bias != NULL);
+  ct__karg_tensor(&a, "out", out, 0);
+  ct__karg_int(&a, "Cout", (cl_int)cv->Cout);
+  ct__karg_int(&a, "og", (cl_int)og);
+  ct__karg_int(&a, "ncb", (cl_int)ncb);
+  ct__karg_int(&a, "groups", (cl_int)g);
+  ct__karg_int(&a, "OH", (cl_int)cv->OH);
+  ct__karg_int(&a, "OW", (cl_int)cv->OW);
+  ct__karg_int(&a, "npb", (cl_int)npb);
+  ct__karg_long(&a, "n0", n0);
+  ct__karg_int(&a, "nimg", (cl_int)nimg);
+  ct__karg_long(&a, "items", items);
+  ct_status st = ct__kargs_end(&a, fn);
+  if (st == CT_OK) {
+    /* Each work-item is a long register-blocked loop: small fixed groups (one PoCL compile)
+     * spread them over the cores. */
+    size_t local = 8, global = ((size_t)items + local - 1) / local * local;
+    st = ct__kernel_launch(kblk, d, 1, &global, &local);
+  }
+  ct__kernel_unlock(kblk);
+  return st;
+}
+
 static ct_status conv_blocked(ct_device *d, const struct ct__conv *cv, const ct_tensor *x4, const ct_tensor *wc,
                               const ct_tensor *bias, ct_tensor *out) {
   const char *fn = cv->fn;
-  int64_t g = cv->groups, og = cv->Cout / g, cg = cv->C / g;
   struct ct__tall tl;
   ct__conv_tall(&tl, cv->H, cv->W, cv->ph, cv->pw, cv->OH, cv->OW, 1);
   int64_t per_img = cv->C * tl.Rimg * tl.S * 4;
@@ -307,84 +380,62 @@ static ct_status conv_blocked(ct_device *d, const struct ct__conv *cv, const ct_
   if (chunk < 1) chunk = 1;
   if (chunk > cv->N) chunk = cv->N;
   ct__conv_tall(&tl, cv->H, cv->W, cv->ph, cv->pw, cv->OH, cv->OW, chunk);
-  int64_t ncb = (og + CT__CB - 1) / CT__CB;
-  /* The last block's vector loads run past the last channel's images by at most this many
-   * floats (past cs: the channel's slack is at least 16). */
-  int64_t slack = CT__PB + ((int64_t)cv->kh - 1) * cv->dh * tl.S + ((int64_t)cv->kw - 1) * cv->dw;
-  ct__kernel *kpad, *kpack, *kblk;
+  int64_t slack = ct__conv_blocked_slack(cv, &tl);
+  ct__kernel *kpad;
   CT__TRY(ct__kernel_for(&kpad, d, "conv.cl", "conv_pad", (int)x4->dtype, NULL, fn));
-  CT__TRY(ct__kernel_for(&kpack, d, "conv.cl", "conv_wpack", (int)x4->dtype, NULL, fn));
-  CT__TRY(ct__kernel_for(&kblk, d, "conv.cl", "conv_blk", (int)x4->dtype, NULL, fn));
   ct_tensor *xp = NULL, *wt = NULL;
-  int64_t xps[1] = {cv->C * tl.cs + slack}, wts[1] = {g * ncb * cg * cv->kh * cv->kw * CT__CB};
+  int64_t xps[1] = {cv->C * tl.cs + slack};
   ct_status st = ct__tensor_new(&xp, d, CT_F32, 1, xps, fn);
-  if (st == CT_OK) st = ct__tensor_new(&wt, d, CT_F32, 1, wts, fn);
-  if (st == CT_OK) {
-    /* The slack past the channels is read only for discarded lanes; zeroed all the same, so that
-     * no kernel reads memory nothing wrote (strict simulators flag it). */
-    ct_tensor *tail = NULL;
-    int64_t one = 1;
-    st = ct__tensor_view(&tail, xp, 1, &slack, &one, xp->offset + cv->C * tl.cs);
-    if (st == CT_OK) st = ct__fill_value(tail, 0, fn);
-    ct_release(tail);
-  }
-  if (st == CT_OK) {
-    struct ct__kargs a;
-    ct__kargs_begin(&a, kpack, ct__kernel_lock(kpack));
-    ct__karg_tensor(&a, "w", wc, 0);
-    ct__karg_int(&a, "Cg", (cl_int)cg);
-    ct__karg_int(&a, "kh", (cl_int)cv->kh);
-    ct__karg_int(&a, "kw", (cl_int)cv->kw);
-    ct__karg_int(&a, "og", (cl_int)og);
-    ct__karg_int(&a, "ncb", (cl_int)ncb);
-    ct__karg_tensor(&a, "wt", wt, 0);
-    ct__karg_long(&a, "total", wts[0]);
-    st = ct__launch1(kpack, &a, d, wts[0] / ((int64_t)cv->kh * cv->kw * CT__CB), 16, fn);
-  }
+  if (st == CT_OK) st = ct__conv_zero_tail(xp, cv->C * tl.cs, fn);
+  if (st == CT_OK) st = blocked_pack(&wt, d, cv, wc);
   for (int64_t n0 = 0; st == CT_OK && n0 < cv->N; n0 += chunk) {
     int64_t nimg = cv->N - n0 < chunk ? cv->N - n0 : chunk;
     st = ct__conv_pad(kpad, d, x4, cv->ph, cv->pw, &tl, n0, nimg, xp, fn);
-    if (st != CT_OK) break;
-    /* Position blocks over the chunk's images together (a block may span two or more). */
-    int64_t npb = (nimg * tl.Rimg * tl.S + CT__PB - 1) / CT__PB;
-    int64_t items = g * ncb * npb;
-    struct ct__kargs a;
-    ct__kargs_begin(&a, kblk, ct__kernel_lock(kblk));
-    ct__karg_tensor(&a, "xp", xp, 0);
-    ct__karg_long(&a, "cs", tl.cs);
-    ct__karg_int(&a, "Cg", (cl_int)cg);
-    ct__karg_int(&a, "S", (cl_int)tl.S);
-    ct__karg_int(&a, "Rimg", (cl_int)tl.Rimg);
-    ct__karg_tensor(&a, "wt", wt, 0);
-    ct__karg_int(&a, "kh", (cl_int)cv->kh);
-    ct__karg_int(&a, "kw", (cl_int)cv->kw);
-    ct__karg_int(&a, "dh", cv->dh);
-    ct__karg_int(&a, "dw", cv->dw);
-    ct__karg_tensor(&a, "bias", bias, 0);
-    ct__karg_int(&a, "has_bias", bias != NULL);
-    ct__karg_tensor(&a, "out", out, 0);
-    ct__karg_int(&a, "Cout", (cl_int)cv->Cout);
-    ct__karg_int(&a, "og", (cl_int)og);
-    ct__karg_int(&a, "ncb", (cl_int)ncb);
-    ct__karg_int(&a, "groups", (cl_int)g);
-    ct__karg_int(&a, "OH", (cl_int)cv->OH);
-    ct__karg_int(&a, "OW", (cl_int)cv->OW);
-    ct__karg_int(&a, "npb", (cl_int)npb);
-    ct__karg_long(&a, "n0", n0);
-    ct__karg_int(&a, "nimg", (cl_int)nimg);
-    ct__karg_long(&a, "items", items);
-    st = ct__kargs_end(&a, fn);
-    if (st == CT_OK) {
-      /* Each work-item is a long register-blocked loop: small fixed groups (one PoCL compile)
-       * spread them over the cores. */
-      size_t local = 8, global = ((size_t)items + local - 1) / local * local;
-      st = ct__kernel_launch(kblk, d, 1, &global, &local);
-    }
-    ct__kernel_unlock(kblk);
+    if (st == CT_OK) st = blocked_launch(d, cv, xp, &tl, wt, bias, out, n0, nimg);
   }
   ct_release(xp);
   ct_release(wt);
   return st;
+}
+
+ct_status ct__conv_zero_tail(const ct_tensor *buf, int64_t from, const char *fn) {
+  /* The slack past the channels is read only for discarded lanes; zeroed all the same, so that
+   * no kernel reads memory nothing wrote (strict simulators flag it). */
+  ct_tensor *tail = NULL;
+  int64_t one = 1, n = ct_numel(buf) - from;
+  ct_status st = ct__tensor_view(&tail, buf, 1, &n, &one, buf->offset + from);
+  if (st == CT_OK) st = ct__fill_value(tail, 0, fn);
+  ct_release(tail);
+  return st;
+}
+
+ct_status ct__conv_blocked_padded(ct_tensor **out, const struct ct__conv *cv, const ct_tensor *xp,
+                                  const struct ct__tall *tl, const ct_tensor *w4, ct_dtype dt) {
+  const char *fn = cv->fn;
+  ct_device *d = xp->storage->device;
+  int64_t oshape[4] = {cv->N, cv->Cout, cv->OH, cv->OW};
+  ct_tensor *o = NULL, *wc = NULL, *wt = NULL;
+  CT__TRY(ct__tensor_new(&o, d, dt, 4, oshape, fn));
+  ct_status st = ct__contiguous(&wc, w4, w4->dtype, 0, fn);
+  if (st == CT_OK) st = blocked_pack(&wt, d, cv, wc);
+  if (st == CT_OK && cv->N > 0) st = blocked_launch(d, cv, xp, tl, wt, NULL, o, 0, cv->N);
+  ct_release(wc);
+  ct_release(wt);
+  return ct__tensor_result(out, o, st);
+}
+
+int ct__conv_path(const struct ct__conv *cv, ct_dtype dt, const ct_device *d) {
+  int64_t K = cv->C / cv->groups * cv->kh * cv->kw;
+  int path = ct__nn_conv_path;
+  if (path == CT__CONV_AUTO) {
+    bool blocked_fits = cv->sh == 1 && cv->sw == 1 && dt != CT_F64 && d->props.type == CT_DEVICE_CPU;
+    if (blocked_fits && cv->Cout / cv->groups >= 8) path = CT__CONV_BLOCKED;
+    else if (K <= 16 || cv->C / cv->groups == 1) path = CT__CONV_DIRECT;
+    else if (blocked_fits) path = CT__CONV_BLOCKED;
+    else path = CT__CONV_GEMM;
+  }
+  if (path == CT__CONV_BLOCKED && (cv->sh != 1 || cv->sw != 1 || dt == CT_F64)) path = CT__CONV_GEMM;
+  return path;
 }
 
 /* x4 is [N, C, H, W] (a view for unbatched and 1-D inputs), w4 [Cout, C/g, kh, kw]. */
@@ -399,16 +450,7 @@ ct_status ct__conv_run(ct_tensor **out, const struct ct__conv *cv, const ct_tens
     *out = o;
     return CT_OK;
   }
-  int64_t K = cv->C / cv->groups * cv->kh * cv->kw;
-  int path = ct__nn_conv_path;
-  if (path == CT__CONV_AUTO) {
-    bool blocked_fits = cv->sh == 1 && cv->sw == 1 && x4->dtype != CT_F64 && d->props.type == CT_DEVICE_CPU;
-    if (blocked_fits && cv->Cout / cv->groups >= 8) path = CT__CONV_BLOCKED;
-    else if (K <= 16 || cv->C / cv->groups == 1) path = CT__CONV_DIRECT;
-    else if (blocked_fits) path = CT__CONV_BLOCKED;
-    else path = CT__CONV_GEMM;
-  }
-  if (path == CT__CONV_BLOCKED && (cv->sh != 1 || cv->sw != 1 || x4->dtype == CT_F64)) path = CT__CONV_GEMM;
+  int path = ct__conv_path(cv, x4->dtype, d);
   /* w contiguous (a copy when it is a view: it is small); for the GEMM path of the compute
    * dtype (f32 for f16/bf16). */
   ct_dtype cdt = path != CT__CONV_GEMM || x4->dtype == CT_F64 ? x4->dtype : CT_F32;

@@ -41,17 +41,19 @@ static int64_t elem_off(const ct_tensor *t) {
   return off;
 }
 
-/* The input gradient of a stride-1 conv: the conv of g with the flipped, transposed weight. */
-static ct_status gx_transposed(ct_tensor **gx, const struct ct__conv *cv, const ct_tensor *g4, const ct_tensor *w4) {
+/* The input gradient of a stride-1 conv: the conv c2 of g with the flipped, transposed weight
+ * *wf (new), over *gv (new: g, or g cropped where the padding is negative). */
+static ct_status gx_transposed_prep(struct ct__conv *c2, ct_tensor **wf, ct_tensor **gv, const struct ct__conv *cv,
+                                    const ct_tensor *g4, const ct_tensor *w4) {
   const char *fn = cv->fn;
   ct_device *d = g4->storage->device;
   int64_t og = cv->Cout / cv->groups, cg = cv->C / cv->groups;
   ct__kernel *k;
   CT__TRY(ct__kernel_for(&k, d, "conv.cl", "conv_wflip", (int)w4->dtype, NULL, fn));
-  ct_tensor *wc = NULL, *wf = NULL, *gv = NULL;
+  ct_tensor *wc = NULL;
   int64_t wfs[4] = {cv->C, og, cv->kh, cv->kw};
   ct_status st = ct__contiguous(&wc, w4, w4->dtype, 0, fn);
-  if (st == CT_OK) st = ct__tensor_new(&wf, d, w4->dtype, 4, wfs, fn);
+  if (st == CT_OK) st = ct__tensor_new(wf, d, w4->dtype, 4, wfs, fn);
   if (st == CT_OK) {
     struct ct__kargs a;
     ct__kargs_begin(&a, k, ct__kernel_lock(k));
@@ -60,10 +62,11 @@ static ct_status gx_transposed(ct_tensor **gx, const struct ct__conv *cv, const 
     ct__karg_int(&a, "og", (cl_int)og);
     ct__karg_int(&a, "kh", (cl_int)cv->kh);
     ct__karg_int(&a, "kw", (cl_int)cv->kw);
-    ct__karg_tensor(&a, "wf", wf, 0);
-    ct__karg_long(&a, "total", ct_numel(wf));
-    st = ct__launch1(k, &a, d, ct_numel(wf) / ((int64_t)cv->kh * cv->kw), 16, fn);
+    ct__karg_tensor(&a, "wf", *wf, 0);
+    ct__karg_long(&a, "total", ct_numel(*wf));
+    st = ct__launch1(k, &a, d, ct_numel(*wf) / ((int64_t)cv->kh * cv->kw), 16, fn);
   }
+  ct_release(wc);
   /* Padding dil (k - 1) - pad on each side; a negative one crops g instead. */
   int pad[2], one[2] = {1, 1}, dil[2] = {cv->dh, cv->dw};
   int64_t shape[4] = {g4->shape[0], g4->shape[1], g4->shape[2], g4->shape[3]}, off = g4->offset;
@@ -75,13 +78,19 @@ static ct_status gx_transposed(ct_tensor **gx, const struct ct__conv *cv, const 
       off -= p[i] * g4->strides[2 + i];
     }
   }
-  if (st == CT_OK) st = ct__tensor_view(&gv, g4, 4, shape, g4->strides, off);
-  struct ct__conv c2 = {.fn = fn};
-  if (st == CT_OK) st = ct__conv_check(&c2, gv, wf, NULL, one, pad, dil, cv->groups, false);
+  if (st == CT_OK) st = ct__tensor_view(gv, g4, 4, shape, g4->strides, off);
+  *c2 = (struct ct__conv){.fn = fn};
+  if (st == CT_OK) st = ct__conv_check(c2, *gv, *wf, NULL, one, pad, dil, cv->groups, false);
+  return st;
+}
+
+static ct_status gx_transposed(ct_tensor **gx, const struct ct__conv *cv, const ct_tensor *g4, const ct_tensor *w4) {
+  struct ct__conv c2;
+  ct_tensor *wf = NULL, *gv = NULL;
+  ct_status st = gx_transposed_prep(&c2, &wf, &gv, cv, g4, w4);
   if (st == CT_OK) st = ct__conv_run(gx, &c2, gv, wf, NULL);
   ct_release(gv);
   ct_release(wf);
-  ct_release(wc);
   return st;
 }
 
@@ -193,9 +202,12 @@ static ct_status gw_gemm(ct_tensor **gw, const struct ct__conv *cv, const ct_ten
 }
 
 /* The blocked weight gradient (kernels/conv.cl, conv_wgrad): stride 1, f32/f16/bf16, CPU
- * devices. *gw f32 [Cout, Cg, kh, kw]; *gb f32 [Cout] too when gb is not NULL (the bias tap). */
+ * devices. *gw f32 [Cout, Cg, kh, kw]; *gb f32 [Cout] too when gb is not NULL (the bias tap).
+ * gp, when not NULL, holds all of g already on x's grid from element gp_off on, channels gp_cs
+ * apart, with zeros up to 16 floats past the images (the input gradient's padded g: see
+ * ct__nn_conv_backward); used when the batch is one chunk, else g is padded here. */
 static ct_status gw_blocked(ct_tensor **gw, ct_tensor **gb, const struct ct__conv *cv, const ct_tensor *g4,
-                            const ct_tensor *x4) {
+                            const ct_tensor *x4, const ct_tensor *gp, int64_t gp_off, int64_t gp_cs) {
   const char *fn = cv->fn;
   ct_device *d = x4->storage->device;
   int64_t grp = cv->groups, og = cv->Cout / grp, cg = cv->C / grp, T = cg * cv->kh * cv->kw;
@@ -220,6 +232,7 @@ static ct_status gw_blocked(ct_tensor **gw, ct_tensor **gb, const struct ct__con
   tg.cs = chunk * tx.Rimg * tx.S + 16;
   int64_t nv_max = (chunk * img_pos + 15) / 16, nig_max = (nv_max + vpg - 1) / vpg;
   bool direct = nig_max == 1 && chunk == cv->N;
+  if (chunk < cv->N) gp = NULL;
   /* The ones (bias tap) after the channels; the loads of discarded positions past the last
    * channel land in them. */
   int64_t ext = ((int64_t)cv->kh - 1) * cv->dh * tx.S + ((int64_t)cv->kw - 1) * cv->dw;
@@ -233,7 +246,7 @@ static ct_status gw_blocked(ct_tensor **gw, ct_tensor **gb, const struct ct__con
   int64_t pws[1] = {nig_max * cv->Cout * T}, pbs[1] = {nig_max * cv->Cout};
   int64_t ows[4] = {cv->Cout, cg, cv->kh, cv->kw};
   ct_status st = ct__tensor_new(&xp, d, CT_F32, 1, xps, fn);
-  if (st == CT_OK) st = ct__tensor_new(&gq, d, CT_F32, 1, gqs, fn);
+  if (st == CT_OK && !gp) st = ct__tensor_new(&gq, d, CT_F32, 1, gqs, fn);
   if (st == CT_OK) st = ct__tensor_new(&ow, d, CT_F32, 4, ows, fn);
   if (st == CT_OK && has_bias) st = ct__tensor_new(&ob, d, CT_F32, 1, &cv->Cout, fn);
   if (st == CT_OK && !direct) st = ct__tensor_new(&pw, d, CT_F32, 1, pws, fn);
@@ -249,7 +262,7 @@ static ct_status gw_blocked(ct_tensor **gw, ct_tensor **gb, const struct ct__con
     int64_t nimg = cv->N - n0 < chunk ? cv->N - n0 : chunk;
     int64_t nv = (nimg * img_pos + 15) / 16, nig = (nv + vpg - 1) / vpg;
     st = ct__conv_pad(kpad, d, x4, cv->ph, cv->pw, &tx, n0, nimg, xp, fn);
-    if (st == CT_OK) st = ct__conv_pad(kpad, d, g4, 0, 0, &tg, n0, nimg, gq, fn);
+    if (st == CT_OK && !gp) st = ct__conv_pad(kpad, d, g4, 0, 0, &tg, n0, nimg, gq, fn);
     if (st != CT_OK) break;
     int64_t items = nig * grp * ncb * ntb;
     struct ct__kargs a;
@@ -258,8 +271,8 @@ static ct_status gw_blocked(ct_tensor **gw, ct_tensor **gb, const struct ct__con
     ct__karg_long(&a, "xcs", tx.cs);
     ct__karg_long(&a, "ones_off", cv->C * tx.cs);
     ct__karg_int(&a, "Cg", (cl_int)cg);
-    ct__karg_tensor(&a, "gq", gq, 0);
-    ct__karg_long(&a, "gcs", tg.cs);
+    ct__karg_tensor(&a, "gq", gp ? gp : gq, gp ? gp_off : 0);
+    ct__karg_long(&a, "gcs", gp ? gp_cs : tg.cs);
     ct__karg_long(&a, "nv", nv);
     ct__karg_long(&a, "vpg", vpg);
     ct__karg_int(&a, "Cout", (cl_int)cv->Cout);
@@ -305,6 +318,41 @@ static ct_status gw_blocked(ct_tensor **gw, ct_tensor **gb, const struct ct__con
   return CT_OK;
 }
 
+/* When the input gradient's transposed conv runs on the blocked kernel over all of g in one
+ * chunk with a padding that is not negative: *gp (new) g padded for it in the tall layout *tg,
+ * *gx (new) that conv, and *gp_off where g on x's grid starts in gp (for gw_blocked). Else
+ * nothing made (*gp and *gx NULL), the gradients then made the usual way. */
+static ct_status g_padded_once(ct_tensor **gp, ct_tensor **gx, struct ct__tall *tg, int64_t *gp_off,
+                               const struct ct__conv *cv, const ct_tensor *g4, const ct_tensor *w4) {
+  const char *fn = cv->fn;
+  ct_device *d = g4->storage->device;
+  *gp = *gx = NULL;
+  struct ct__conv c2;
+  ct_tensor *wf = NULL, *gv = NULL;
+  ct_status st = gx_transposed_prep(&c2, &wf, &gv, cv, g4, w4);
+  ct__conv_tall(tg, c2.H, c2.W, c2.ph, c2.pw, c2.OH, c2.OW, c2.N);
+  bool fits = c2.C * tg->Rimg * tg->S * 4 * c2.N <= ct__nn_col_bytes;
+  bool crop = (int64_t)cv->dh * (cv->kh - 1) < cv->ph || (int64_t)cv->dw * (cv->kw - 1) < cv->pw;
+  if (st == CT_OK && !crop && fits && ct__conv_path(&c2, gv->dtype, d) == CT__CONV_BLOCKED) {
+    ct__kernel *kpad;
+    int64_t n = c2.C * tg->cs, gps[1] = {n + ct__conv_blocked_slack(&c2, tg)};
+    st = ct__kernel_for(&kpad, d, "conv.cl", "conv_pad", (int)gv->dtype, NULL, fn);
+    if (st == CT_OK) st = ct__tensor_new(gp, d, CT_F32, 1, gps, fn);
+    if (st == CT_OK) st = ct__conv_zero_tail(*gp, n, fn);
+    if (st == CT_OK) st = ct__conv_pad(kpad, d, gv, c2.ph, c2.pw, tg, 0, c2.N, *gp, fn);
+    if (st == CT_OK) st = ct__conv_blocked_padded(gx, &c2, *gp, tg, wf, gv->dtype);
+    *gp_off = c2.ph * tg->S + c2.pw;
+  }
+  ct_release(wf);
+  ct_release(gv);
+  if (st != CT_OK) {
+    ct_release(*gp);
+    ct_release(*gx);
+    *gp = *gx = NULL;
+  }
+  return st;
+}
+
 /* *t (new, contiguous) as the contiguous shape ndim/shape of the same element count. */
 static ct_status reshape_to(ct_tensor **t, int ndim, const int64_t *shape) {
   int64_t strides[CT_MAX_DIMS];
@@ -343,8 +391,18 @@ ct_status ct__nn_conv_backward(ct_tensor **gx, ct_tensor **gw, ct_tensor **gb, c
   bool blocked_w = !gemm_path && x->dtype != CT_F64 && d->props.type == CT_DEVICE_CPU;
   bool need_gc = !empty && ((gx && gemm_path) || (gw && !blocked_w));
   if (st == CT_OK && need_gc) st = ct__contiguous(&gc, g4, cdt, 0, fn);
+  /* g padded once for both gradients: the input gradient's transposed conv on the blocked
+   * kernel pads g by dil (k - 1) - pad, which (when not negative) puts g on x's padded grid,
+   * the weight gradient's, p rows and columns on: rows of S = W + pw, Rimg = H + ph a image. */
+  ct_tensor *gp = NULL;
+  struct ct__tall tg = {0, 0, 0};
+  int64_t gp_off = 0;
+  if (st == CT_OK && gx && gw && !empty && blocked_w)
+    st = g_padded_once(&gp, &rx, &tg, &gp_off, &cv, g4, w4);
   if (st == CT_OK && gx) {
-    if (empty) {
+    if (rx) {
+      /* made with gp */
+    } else if (empty) {
       st = ct_zeros(&rx, d, x->dtype, 4, x4->shape);
     } else if (!gemm_path) {
       st = gx_transposed(&rx, &cv, g4, w4);
@@ -358,7 +416,7 @@ ct_status ct__nn_conv_backward(ct_tensor **gx, ct_tensor **gw, ct_tensor **gb, c
   }
   if (st == CT_OK && gw) {
     if (empty) st = ct_zeros(&rw, d, w->dtype, 4, w4->shape);
-    else if (blocked_w) st = gw_blocked(&rw, gb ? &rb : NULL, &cv, g4, x4);
+    else if (blocked_w) st = gw_blocked(&rw, gb ? &rb : NULL, &cv, g4, x4, gp, gp_off, tg.cs);
     else st = gw_gemm(&rw, &cv, gc, x4);
     if (st == CT_OK) st = reshape_to(&rw, w->ndim, w->shape);
   }
@@ -371,6 +429,7 @@ ct_status ct__nn_conv_backward(ct_tensor **gx, ct_tensor **gw, ct_tensor **gb, c
   ct_release(w4);
   ct_release(g4);
   ct_release(gc);
+  ct_release(gp);
   if (st != CT_OK) {
     ct_release(rx);
     ct_release(rw);

@@ -103,6 +103,17 @@ void ct__conv_tall(struct ct__tall *tl, int64_t H, int64_t W, int ph, int pw, in
  * into dst in the tall layout tl (its ph rows and pw columns of zeros before the values). */
 ct_status ct__conv_pad(ct__kernel *k, ct_device *d, const ct_tensor *t4, int ph, int pw, const struct ct__tall *tl,
                        int64_t n0, int64_t nimg, const ct_tensor *dst, const char *fn);
+/* Which path ct__conv_run takes for cv over x of dtype dt on d (CT__CONV_DIRECT, _GEMM, _BLOCKED). */
+int ct__conv_path(const struct ct__conv *cv, ct_dtype dt, const ct_device *d);
+/* The floats the blocked kernel may read past the last channel of a tall buffer (tl) for cv. */
+int64_t ct__conv_blocked_slack(const struct ct__conv *cv, const struct ct__tall *tl);
+/* Zeros buf (a 1-D f32 buffer) from element from to its end. */
+ct_status ct__conv_zero_tail(const ct_tensor *buf, int64_t from, const char *fn);
+/* *out (new, [N, Cout, OH, OW] of dtype dt) = the stride-1 conv of cv on the blocked kernel, no
+ * bias, from xp: all N images already padded in the tall layout tl (cv's padding), with
+ * ct__conv_blocked_slack floats after its channels; w4 [Cout, C / groups, kh, kw]. */
+ct_status ct__conv_blocked_padded(ct_tensor **out, const struct ct__conv *cv, const ct_tensor *xp,
+                                  const struct ct__tall *tl, const ct_tensor *w4, ct_dtype dt);
 /* The device's GEMM route state (its failure as cv->fn's error), and one GEMM on that route
  * (batch dims simplified first). */
 struct ct__gemm_state;
