@@ -170,10 +170,12 @@ __kernel void conv_wflip(__global const io_t *w, long w_off, int Cg, int og, int
  * nrb blocks an image; one block for small planes): the index arithmetic once per block, none
  * per row or element, and the zeros as one plain loop over the block before x's rows (about
  * half the time of zeroing each row's margins around its copy). The first image's first block
- * also zeros the ph rows before it, the last image's last block the channel's rest up to cs. */
+ * also zeros the ph rows before it, the last image's last block the channel's rest up to cs,
+ * and the very last block writes the tail_n values tail_v after the channels (the slack the
+ * blocked kernels read, or the weight gradient's ones), which saves a fill pass. */
 __kernel void conv_pad(__global const io_t *x, long x_off, long4 xs, int C, int H, int W, int ph, int pw,
                        int Rimg, int S, long cs, long n0, int nimg, __global float *xp, long xp_off, int rb,
-                       int nrb) {
+                       int nrb, long tail_n, float tail_v) {
   long id = get_global_id(0);
   long planes = (long)nimg * C;
   if (id >= planes * nrb) return;
@@ -189,6 +191,8 @@ __kernel void conv_pad(__global const io_t *x, long x_off, long4 xs, int C, int 
     for (int q = 0; q < ph * S; q++) cb[q] = 0;
   if (n == nimg - 1 && h1 == Rimg)
     for (long q = ((long)ph + (long)nimg * Rimg) * S; q < cs; q++) cb[q] = 0;
+  if (t == planes - 1 && h1 == Rimg)
+    for (long q = 0; q < tail_n; q++) cb[cs + q] = tail_v;
   int r1 = min(h1, H);
   for (int hq = h0; hq < r1; hq++) {
     __global float *row = dst + (hq - h0) * S + pw;

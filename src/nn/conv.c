@@ -264,7 +264,8 @@ void ct__conv_tall(struct ct__tall *tl, int64_t H, int64_t W, int ph, int pw, in
 }
 
 ct_status ct__conv_pad(ct__kernel *k, ct_device *d, const ct_tensor *t4, int ph, int pw, const struct ct__tall *tl,
-                       int64_t n0, int64_t nimg, const ct_tensor *dst, const char *fn) {
+                       int64_t n0, int64_t nimg, const ct_tensor *dst, int64_t tail_n, float tail_v,
+                       const char *fn) {
   /* Whole images per work-item up to 4096 floats, else blocks of rows of about that. */
   int64_t S = tl->S, R = tl->Rimg;
   int64_t rb = R * S <= 4096 ? R : S >= 4096 ? 1 : 4096 / S;
@@ -287,6 +288,8 @@ ct_status ct__conv_pad(ct__kernel *k, ct_device *d, const ct_tensor *t4, int ph,
   ct__karg_tensor(&a, "xp", dst, 0);
   ct__karg_int(&a, "rb", (cl_int)rb);
   ct__karg_int(&a, "nrb", (cl_int)nrb);
+  ct__karg_long(&a, "tail_n", tail_n);
+  ct__karg_float(&a, "tail_v", tail_v);
   /* Groups of 16: a few hundred work-items of a plane each still fill every core. */
   return ct__launch1(k, &a, d, planes * nrb, 16, fn);
 }
@@ -386,26 +389,14 @@ static ct_status conv_blocked(ct_device *d, const struct ct__conv *cv, const ct_
   ct_tensor *xp = NULL, *wt = NULL;
   int64_t xps[1] = {cv->C * tl.cs + slack};
   ct_status st = ct__tensor_new(&xp, d, CT_F32, 1, xps, fn);
-  if (st == CT_OK) st = ct__conv_zero_tail(xp, cv->C * tl.cs, fn);
   if (st == CT_OK) st = blocked_pack(&wt, d, cv, wc);
   for (int64_t n0 = 0; st == CT_OK && n0 < cv->N; n0 += chunk) {
     int64_t nimg = cv->N - n0 < chunk ? cv->N - n0 : chunk;
-    st = ct__conv_pad(kpad, d, x4, cv->ph, cv->pw, &tl, n0, nimg, xp, fn);
+    st = ct__conv_pad(kpad, d, x4, cv->ph, cv->pw, &tl, n0, nimg, xp, slack, 0, fn);
     if (st == CT_OK) st = blocked_launch(d, cv, xp, &tl, wt, bias, out, n0, nimg);
   }
   ct_release(xp);
   ct_release(wt);
-  return st;
-}
-
-ct_status ct__conv_zero_tail(const ct_tensor *buf, int64_t from, const char *fn) {
-  /* The slack past the channels is read only for discarded lanes; zeroed all the same, so that
-   * no kernel reads memory nothing wrote (strict simulators flag it). */
-  ct_tensor *tail = NULL;
-  int64_t one = 1, n = ct_numel(buf) - from;
-  ct_status st = ct__tensor_view(&tail, buf, 1, &n, &one, buf->offset + from);
-  if (st == CT_OK) st = ct__fill_value(tail, 0, fn);
-  ct_release(tail);
   return st;
 }
 

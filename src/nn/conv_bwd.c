@@ -251,18 +251,11 @@ static ct_status gw_blocked(ct_tensor **gw, ct_tensor **gb, const struct ct__con
   if (st == CT_OK && has_bias) st = ct__tensor_new(&ob, d, CT_F32, 1, &cv->Cout, fn);
   if (st == CT_OK && !direct) st = ct__tensor_new(&pw, d, CT_F32, 1, pws, fn);
   if (st == CT_OK && !direct && has_bias) st = ct__tensor_new(&pb, d, CT_F32, 1, pbs, fn);
-  if (st == CT_OK) {
-    ct_tensor *tail = NULL;
-    int64_t one = 1;
-    st = ct__tensor_view(&tail, xp, 1, &ones, &one, xp->offset + cv->C * tx.cs);
-    if (st == CT_OK) st = ct__fill_value(tail, 1, fn);
-    ct_release(tail);
-  }
   for (int64_t n0 = 0; st == CT_OK && n0 < cv->N; n0 += chunk) {
     int64_t nimg = cv->N - n0 < chunk ? cv->N - n0 : chunk;
     int64_t nv = (nimg * img_pos + 15) / 16, nig = (nv + vpg - 1) / vpg;
-    st = ct__conv_pad(kpad, d, x4, cv->ph, cv->pw, &tx, n0, nimg, xp, fn);
-    if (st == CT_OK && !gp) st = ct__conv_pad(kpad, d, g4, 0, 0, &tg, n0, nimg, gq, fn);
+    st = ct__conv_pad(kpad, d, x4, cv->ph, cv->pw, &tx, n0, nimg, xp, ones, 1, fn);
+    if (st == CT_OK && !gp) st = ct__conv_pad(kpad, d, g4, 0, 0, &tg, n0, nimg, gq, 0, 0, fn);
     if (st != CT_OK) break;
     int64_t items = nig * grp * ncb * ntb;
     struct ct__kargs a;
@@ -338,8 +331,7 @@ static ct_status g_padded_once(ct_tensor **gp, ct_tensor **gx, struct ct__tall *
     int64_t n = c2.C * tg->cs, gps[1] = {n + ct__conv_blocked_slack(&c2, tg)};
     st = ct__kernel_for(&kpad, d, "conv.cl", "conv_pad", (int)gv->dtype, NULL, fn);
     if (st == CT_OK) st = ct__tensor_new(gp, d, CT_F32, 1, gps, fn);
-    if (st == CT_OK) st = ct__conv_zero_tail(*gp, n, fn);
-    if (st == CT_OK) st = ct__conv_pad(kpad, d, gv, c2.ph, c2.pw, tg, 0, c2.N, *gp, fn);
+    if (st == CT_OK) st = ct__conv_pad(kpad, d, gv, c2.ph, c2.pw, tg, 0, c2.N, *gp, gps[0] - n, 0, fn);
     if (st == CT_OK) st = ct__conv_blocked_padded(gx, &c2, *gp, tg, wf, gv->dtype);
     *gp_off = c2.ph * tg->S + c2.pw;
   }

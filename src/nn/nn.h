@@ -100,15 +100,17 @@ struct ct__tall {
 };
 void ct__conv_tall(struct ct__tall *tl, int64_t H, int64_t W, int ph, int pw, int64_t OH, int64_t OW, int64_t nimg);
 /* Launches k (conv_pad): images n0 .. n0 + nimg of t4 [N, C, H, W] (read through its strides)
- * into dst in the tall layout tl (its ph rows and pw columns of zeros before the values). */
+ * into dst in the tall layout tl (its ph rows and pw columns of zeros before the values), and
+ * tail_n values tail_v after its C channels (the slack the blocked kernels read past them is
+ * only ever read for discarded lanes, but written all the same, so that no kernel reads memory
+ * nothing wrote: strict simulators flag it). */
 ct_status ct__conv_pad(ct__kernel *k, ct_device *d, const ct_tensor *t4, int ph, int pw, const struct ct__tall *tl,
-                       int64_t n0, int64_t nimg, const ct_tensor *dst, const char *fn);
+                       int64_t n0, int64_t nimg, const ct_tensor *dst, int64_t tail_n, float tail_v,
+                       const char *fn);
 /* Which path ct__conv_run takes for cv over x of dtype dt on d (CT__CONV_DIRECT, _GEMM, _BLOCKED). */
 int ct__conv_path(const struct ct__conv *cv, ct_dtype dt, const ct_device *d);
 /* The floats the blocked kernel may read past the last channel of a tall buffer (tl) for cv. */
 int64_t ct__conv_blocked_slack(const struct ct__conv *cv, const struct ct__tall *tl);
-/* Zeros buf (a 1-D f32 buffer) from element from to its end. */
-ct_status ct__conv_zero_tail(const ct_tensor *buf, int64_t from, const char *fn);
 /* *out (new, [N, Cout, OH, OW] of dtype dt) = the stride-1 conv of cv on the blocked kernel, no
  * bias, from xp: all N images already padded in the tall layout tl (cv's padding), with
  * ct__conv_blocked_slack floats after its channels; w4 [Cout, C / groups, kh, kw]. */
