@@ -166,7 +166,7 @@ __kernel void conv_wflip(__global const io_t *w, long w_off, int Cg, int og, int
 #define CB 8
 #define PB 48
 
-/* A work-item per block of rb rows [h0, h1) of image n's Rimg rows of channel c (t = n C + c;
+/* A work-item per block of rb rows [h0, h1) of image n's Rimg rows of channel c (t = c nimg + n;
  * nrb blocks an image; one block for small planes): the index arithmetic once per block, none
  * per row or element, and the zeros as one plain loop over the block before x's rows (about
  * half the time of zeroing each row's margins around its copy). The first image's first block
@@ -181,7 +181,7 @@ __kernel void conv_pad(__global const io_t *x, long x_off, long4 xs, int C, int 
   if (id >= planes * nrb) return;
   long t = nrb == 1 ? id : id / nrb;
   int h0 = (int)(id - t * nrb) * rb, h1 = min(Rimg, h0 + rb);
-  int n = (int)(t / C), c = (int)(t - (long)n * C);
+  int c = (int)(t / nimg), n = (int)(t - (long)c * nimg);
   long pbase = x_off + (n0 + n) * xs.s0 + c * xs.s1;
   __global float *cb = xp + xp_off + c * cs;
   __global float *dst = cb + ((long)ph + (long)n * Rimg + h0) * S;
