@@ -9,9 +9,10 @@
  * GEMM route, folded back onto x by conv_col2im, a gather per element of x.
  *
  * Weight gradient. On CPU devices for stride-1 non-f64 convs, conv_wgrad: a register-blocked
- * kernel over zero-padded copies of x and g (conv_pad), each work-item 8 output channels x 3
- * taps for a group of images, the partial sums of image groups then added in a fixed order
- * (conv_wsum). Elsewhere: im2col of a chunk of images as [C kh kw, nimg OH OW], g's chunk
+ * kernel over zero-padded copies of x and g in the blocked forward's tall layout (conv_pad),
+ * each work-item 8 output channels x 3 taps for a group of positions, the partial sums of
+ * position groups then added in a fixed order (conv_wsum). When the input gradient runs on the
+ * blocked kernel as well, g is padded once for both (g_padded_once). Elsewhere: im2col of a chunk of images as [C kh kw, nimg OH OW], g's chunk
  * transposed to [Cout, nimg, OH OW], and one GEMM per group reducing over images and positions
  * at once, accumulating over chunks (beta 1).
  *
