@@ -12,9 +12,9 @@
  * kernel over zero-padded copies of x and g in the blocked forward's tall layout (conv_pad),
  * each work-item 8 output channels x 3 taps for a group of positions, the partial sums of
  * position groups then added in a fixed order (conv_wsum). When the input gradient runs on the
- * blocked kernel as well, g is padded once for both (g_padded_once). Elsewhere: im2col of a chunk of images as [C kh kw, nimg OH OW], g's chunk
- * transposed to [Cout, nimg, OH OW], and one GEMM per group reducing over images and positions
- * at once, accumulating over chunks (beta 1).
+ * blocked kernel as well, g is padded once for both (gx_transposed). Elsewhere: im2col of a
+ * chunk of images as [C kh kw, nimg OH OW], g's chunk transposed to [Cout, nimg, OH OW], and one
+ * GEMM per group reducing over images and positions at once, accumulating over chunks (beta 1).
  *
  * Every sum has one fixed order (no atomics): the same inputs give the same bits. */
 #include <string.h>
@@ -82,16 +82,6 @@ static ct_status gx_transposed_prep(struct ct__conv *c2, ct_tensor **wf, ct_tens
   if (st == CT_OK) st = ct__tensor_view(gv, g4, 4, shape, g4->strides, off);
   *c2 = (struct ct__conv){.fn = fn};
   if (st == CT_OK) st = ct__conv_check(c2, *gv, *wf, NULL, one, pad, dil, cv->groups, false);
-  return st;
-}
-
-static ct_status gx_transposed(ct_tensor **gx, const struct ct__conv *cv, const ct_tensor *g4, const ct_tensor *w4) {
-  struct ct__conv c2;
-  ct_tensor *wf = NULL, *gv = NULL;
-  ct_status st = gx_transposed_prep(&c2, &wf, &gv, cv, g4, w4);
-  if (st == CT_OK) st = ct__conv_run(gx, &c2, gv, wf, NULL);
-  ct_release(gv);
-  ct_release(wf);
   return st;
 }
 
@@ -312,22 +302,26 @@ static ct_status gw_blocked(ct_tensor **gw, ct_tensor **gb, const struct ct__con
   return CT_OK;
 }
 
-/* When the input gradient's transposed conv runs on the blocked kernel over all of g in one
- * chunk with a padding that is not negative: *gp (new) g padded for it in the tall layout *tg,
- * *gx (new) that conv, and *gp_off where g on x's grid starts in gp (for gw_blocked). Else
- * nothing made (*gp and *gx NULL), the gradients then made the usual way. */
-static ct_status g_padded_once(ct_tensor **gp, ct_tensor **gx, struct ct__tall *tg, int64_t *gp_off,
+/* *gx (new) = the input gradient of a stride-1 conv: the conv of g with the flipped, transposed
+ * weight (ct__conv_run's paths). With gp not NULL, when that conv runs on the blocked kernel
+ * over all of g in one chunk with a padding that is not negative, g is padded for it here
+ * instead, and kept for the weight gradient: *gp (new) in the tall layout *tg, g on x's grid
+ * from element *gp_off on (gw_blocked); else *gp NULL. */
+static ct_status gx_transposed(ct_tensor **gx, ct_tensor **gp, struct ct__tall *tg, int64_t *gp_off,
                                const struct ct__conv *cv, const ct_tensor *g4, const ct_tensor *w4) {
   const char *fn = cv->fn;
   ct_device *d = g4->storage->device;
-  *gp = *gx = NULL;
   struct ct__conv c2;
   ct_tensor *wf = NULL, *gv = NULL;
   ct_status st = gx_transposed_prep(&c2, &wf, &gv, cv, g4, w4);
-  ct__conv_tall(tg, c2.H, c2.W, c2.ph, c2.pw, c2.OH, c2.OW, c2.N);
-  bool fits = c2.C * tg->Rimg * tg->S * 4 * c2.N <= ct__nn_col_bytes;
-  bool crop = (int64_t)cv->dh * (cv->kh - 1) < cv->ph || (int64_t)cv->dw * (cv->kw - 1) < cv->pw;
-  if (st == CT_OK && !crop && fits && ct__conv_path(&c2, gv->dtype, d) == CT__CONV_BLOCKED) {
+  bool share = false;
+  if (st == CT_OK && gp) {
+    ct__conv_tall(tg, c2.H, c2.W, c2.ph, c2.pw, c2.OH, c2.OW, c2.N);
+    bool fits = c2.C * tg->Rimg * tg->S * 4 * c2.N <= ct__nn_col_bytes;
+    bool crop = (int64_t)cv->dh * (cv->kh - 1) < cv->ph || (int64_t)cv->dw * (cv->kw - 1) < cv->pw;
+    share = !crop && fits && ct__conv_path(&c2, gv->dtype, d) == CT__CONV_BLOCKED;
+  }
+  if (st == CT_OK && share) {
     ct__kernel *kpad;
     int64_t n = c2.C * tg->cs, gps[1] = {n + ct__conv_blocked_slack(&c2, tg)};
     st = ct__kernel_for(&kpad, d, "conv.cl", "conv_pad", (int)gv->dtype, NULL, fn);
@@ -335,13 +329,14 @@ static ct_status g_padded_once(ct_tensor **gp, ct_tensor **gx, struct ct__tall *
     if (st == CT_OK) st = ct__conv_pad(kpad, d, gv, c2.ph, c2.pw, tg, 0, c2.N, *gp, gps[0] - n, 0, fn);
     if (st == CT_OK) st = ct__conv_blocked_padded(gx, &c2, *gp, tg, wf, gv->dtype);
     *gp_off = c2.ph * tg->S + c2.pw;
+  } else if (st == CT_OK) {
+    st = ct__conv_run(gx, &c2, gv, wf, NULL);
   }
   ct_release(wf);
   ct_release(gv);
-  if (st != CT_OK) {
+  if (st != CT_OK && gp) {
     ct_release(*gp);
-    ct_release(*gx);
-    *gp = *gx = NULL;
+    *gp = NULL;
   }
   return st;
 }
@@ -384,21 +379,17 @@ ct_status ct__nn_conv_backward(ct_tensor **gx, ct_tensor **gw, ct_tensor **gb, c
   bool blocked_w = !gemm_path && x->dtype != CT_F64 && d->props.type == CT_DEVICE_CPU;
   bool need_gc = !empty && ((gx && gemm_path) || (gw && !blocked_w));
   if (st == CT_OK && need_gc) st = ct__contiguous(&gc, g4, cdt, 0, fn);
-  /* g padded once for both gradients: the input gradient's transposed conv on the blocked
-   * kernel pads g by dil (k - 1) - pad, which (when not negative) puts g on x's padded grid,
-   * the weight gradient's, p rows and columns on: rows of S = W + pw, Rimg = H + ph a image. */
+  /* g padded once for both gradients when the input gradient's transposed conv runs on the
+   * blocked kernel: its padding dil (k - 1) - pad (when not negative) puts g on x's padded grid,
+   * the weight gradient's (rows of S = W + pw, Rimg = H + ph rows an image). */
   ct_tensor *gp = NULL;
   struct ct__tall tg = {0, 0, 0};
   int64_t gp_off = 0;
-  if (st == CT_OK && gx && gw && !empty && blocked_w)
-    st = g_padded_once(&gp, &rx, &tg, &gp_off, &cv, g4, w4);
   if (st == CT_OK && gx) {
-    if (rx) {
-      /* made with gp */
-    } else if (empty) {
+    if (empty) {
       st = ct_zeros(&rx, d, x->dtype, 4, x4->shape);
     } else if (!gemm_path) {
-      st = gx_transposed(&rx, &cv, g4, w4);
+      st = gx_transposed(&rx, gw && blocked_w ? &gp : NULL, &tg, &gp_off, &cv, g4, w4);
     } else {
       ct_tensor *wc = NULL;
       st = ct__contiguous(&wc, w4, cdt, 0, fn);
