@@ -36,7 +36,7 @@ static const struct ccase cases[] = {
     {"groups 2, 16 channels each, dilation 2", 2, 32, 10, 9, 32, 3, 3, {1, 1}, {2, 1}, {2, 1}, 2, true, false, V_NONE},
     {"5x5, wide row", 1, 3, 6, 40, 10, 5, 5, {1, 1}, {2, 2}, {1, 1}, 1, true, false, V_NONE},
     {"size-0 batch", 0, 4, 5, 5, 3, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, false, V_NONE},
-    /* padded planes of 72 x 68 > 4096 floats: conv_pad fills each in 2 blocks of rows (60, 12) */
+    /* an image of 71 padded rows of 67 floats > 4096: conv_pad fills it in 2 blocks of rows (61, 10) */
     {"batch-sliced x", 3, 4, 6, 6, 8, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, false, V_BATCH_SLICE},
     {"large plane, transposed x", 1, 2, 70, 66, 8, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, false, V_TRANSPOSE},
     /* Small planes: the blocked path's position blocks span images (ragged: 125 positions in
