@@ -148,39 +148,55 @@ __kernel void conv_wflip(__global const io_t *w, long w_off, int Cg, int og, int
 }
 
 /* ---- The blocked direct path for stride-1 convolutions of f32/f16/bf16 (CPU devices) ----
- * x is first copied, as float, into a zero-padded buffer xp of [nimg, C, Hp, Wp] planes
- * (Hp = H + 2 ph, Wp = W + 2 pw), so the window never leaves it. An output position
- * q = oh * Wp + ow of a plane (ow < OW valid, the rest of each padded row discarded) then reads
- * xp at q + i dh Wp + j dw for window tap (i, j): PB consecutive positions read PB consecutive
- * floats, three float16 loads per tap. A work-item computes CB output channels x PB positions
- * in registers (3 x CB float16 accumulators, 24 of AVX-512's 32 vector registers), streaming
- * the taps of its group's input channels with the CB weights of each tap next to each other
- * (w packed by conv_wpack as [groups][channel blocks][C/groups][kh][kw][CB], zeros past the
- * group's channels). */
+ * x is first copied, as float, into a zero-padded "tall" layout xp (conv_pad): for each channel
+ * c, at c * cs, the chunk's images stacked as rows of S = max(W + pw, OW) floats: ph zero rows,
+ * then per image its H rows (pw zeros, then the W values, zeros to S) and Rimg - H >= ph zero
+ * rows (Rimg = max(H + ph, OH)), then at least pw + 16 zeros. The zeros after a row are the
+ * right padding of that row and the left padding of the next; the zero rows after an image its
+ * bottom padding and the next image's top padding. An output position q = R S + col (image
+ * R / Rimg, row oh = R % Rimg, column col; oh < OH and col < OW valid, the rest discarded) then
+ * reads xp at q + i dh S + j dw for window tap (i, j), every valid one inside its own image's
+ * padded window. So PB consecutive positions read PB consecutive floats, three float16 loads
+ * per tap, and a block spans images: on small planes (8x8, 4x4) most lanes are valid outputs,
+ * where blocks of one padded plane each left half or two thirds of them discarded. A work-item
+ * computes CB output channels x PB positions in registers (3 x CB float16 accumulators, 24 of
+ * AVX-512's 32 vector registers), streaming the taps of its group's input channels with the CB
+ * weights of each tap next to each other (w packed by conv_wpack as
+ * [groups][channel blocks][C/groups][kh][kw][CB], zeros past the group's channels). */
 #define CB 8
 #define PB 48
 
-/* A work-item per block of rb rows [h0, h1) of a padded plane t = img C + c of xp (nrb blocks a
- * plane; one block for small planes): the index arithmetic once per block, none per row or
- * element (a work-item per row paid three 64-bit divisions per row of a few floats: most of
- * the pass for 8x8 images), and the zeros as one plain loop over the block before x's rows
- * (about half the time of zeroing each row's margins around its copy). */
+/* A work-item per block of rb rows [h0, h1) of image n's Rimg rows of channel c (t = c nimg + n;
+ * nrb blocks an image; one block for small planes): the index arithmetic once per block, none
+ * per row or element, and the zeros as one plain loop over the block before x's rows (about
+ * half the time of zeroing each row's margins around its copy). The first image's first block
+ * also zeros the ph rows before it, the last image's last block the channel's rest up to cs,
+ * and the very last block writes the tail_n values tail_v after the channels (the slack the
+ * blocked kernels read, or the weight gradient's ones), which saves a fill pass. */
 __kernel void conv_pad(__global const io_t *x, long x_off, long4 xs, int C, int H, int W, int ph, int pw,
-                       int Hp, int Wp, long n0, __global float *xp, long xp_off, long planes, int rb, int nrb) {
+                       int Rimg, int S, long cs, long n0, int nimg, __global float *xp, long xp_off, int rb,
+                       int nrb, long tail_n, float tail_v) {
   long id = get_global_id(0);
+  long planes = (long)nimg * C;
   if (id >= planes * nrb) return;
   long t = nrb == 1 ? id : id / nrb;
-  int h0 = (int)(id - t * nrb) * rb, h1 = min(Hp, h0 + rb);
-  /* The plane's start in x: no division when x's images are whole planes apart (contiguous). */
-  long pbase = x_off + n0 * xs.s0 + (xs.s0 == C * xs.s1 ? t * xs.s1 : (t / C) * xs.s0 + (t % C) * xs.s1);
-  __global float *dst = xp + xp_off + (t * Hp + h0) * Wp;
-  /* Zeros over the whole block first (one plain loop), then x's rows over them. */
-  int nq = (h1 - h0) * Wp;
+  int h0 = (int)(id - t * nrb) * rb, h1 = min(Rimg, h0 + rb);
+  int c = (int)(t / nimg), n = (int)(t - (long)c * nimg);
+  long pbase = x_off + (n0 + n) * xs.s0 + c * xs.s1;
+  __global float *cb = xp + xp_off + c * cs;
+  __global float *dst = cb + ((long)ph + (long)n * Rimg + h0) * S;
+  int nq = (h1 - h0) * S;
   for (int q = 0; q < nq; q++) dst[q] = 0;
-  int r0 = max(h0, ph), r1 = min(h1, ph + H);
-  for (int hq = r0; hq < r1; hq++) {
-    __global float *row = dst + (hq - h0) * Wp + pw;
-    long base = pbase + (hq - ph) * xs.s2;
+  if (n == 0 && h0 == 0)
+    for (int q = 0; q < ph * S; q++) cb[q] = 0;
+  if (n == nimg - 1 && h1 == Rimg)
+    for (long q = ((long)ph + (long)nimg * Rimg) * S; q < cs; q++) cb[q] = 0;
+  if (t == planes - 1 && h1 == Rimg)
+    for (long q = 0; q < tail_n; q++) cb[cs + q] = tail_v;
+  int r1 = min(h1, H);
+  for (int hq = h0; hq < r1; hq++) {
+    __global float *row = dst + (hq - h0) * S + pw;
+    long base = pbase + hq * xs.s2;
     if (xs.s3 == 1)
       for (int iw = 0; iw < W; iw++) row[iw] = (float)LOADA(x, base + iw);
     else
@@ -210,11 +226,11 @@ __kernel void conv_wpack(__global const io_t *w, long w_off, int Cg, int kh, int
 #define ACC2(k) float16 a##k##0 = (float16)0, a##k##1 = (float16)0, a##k##2 = (float16)0
 #define FMA2(k, wk) { float16 w_ = (float16)(wk); a##k##0 = fma(w_, v0, a##k##0); a##k##1 = fma(w_, v1, a##k##1); a##k##2 = fma(w_, v2, a##k##2); }
 
-__kernel void conv_blk(__global const float *xp, long xp_off, long plane, int Ctot, int Cg, int Wp,
+__kernel void conv_blk(__global const float *xp, long xp_off, long cs, int Cg, int S, int Rimg,
                        __global const float *wt, long wt_off, int kh, int kw, int dh, int dw,
                        __global const io_t *bias, long bias_off, int has_bias, __global io_t *out,
                        long out_off, int Cout, int og, int ncb, int groups, int OH, int OW, int npb,
-                       long n0, long items) {
+                       long n0, int nimg, long items) {
   long gid = get_global_id(0);
   if (gid >= items) return;
   /* The channel blocks of one position block are neighbours (and share a work-group), so the
@@ -222,16 +238,14 @@ __kernel void conv_blk(__global const float *xp, long xp_off, long plane, int Ct
   int cb = (int)(gid % ncb);
   long t = gid / ncb;
   int pb = (int)(t % npb);
-  t /= npb;
-  int g = (int)(t % groups);
-  long img = t / groups;
+  int g = (int)(t / npb);
   long q0 = (long)pb * PB;
-  __global const float *xb = xp + xp_off + (img * Ctot + (long)g * Cg) * plane + q0;
+  __global const float *xb = xp + xp_off + (long)g * Cg * cs + q0;
   __global const float *wb = wt + wt_off + ((long)g * ncb + cb) * Cg * kh * kw * CB;
   ACC2(0); ACC2(1); ACC2(2); ACC2(3); ACC2(4); ACC2(5); ACC2(6); ACC2(7);
-  for (int c = 0; c < Cg; c++, xb += plane) {
+  for (int c = 0; c < Cg; c++, xb += cs) {
     for (int i = 0; i < kh; i++) {
-      __global const float *xr = xb + (long)i * dh * Wp;
+      __global const float *xr = xb + (long)i * dh * S;
       for (int j = 0; j < kw; j++, wb += CB) {
         float16 v0 = vload16(0, xr + j * dw), v1 = vload16(0, xr + j * dw + 16), v2 = vload16(0, xr + j * dw + 32);
         /* Scalar weight loads: the FMAs take them as memory broadcasts (a load port) rather
@@ -250,24 +264,29 @@ __kernel void conv_blk(__global const float *xp, long xp_off, long plane, int Ct
   vstore16(a50, 0, r[5]); vstore16(a51, 1, r[5]); vstore16(a52, 2, r[5]);
   vstore16(a60, 0, r[6]); vstore16(a61, 1, r[6]); vstore16(a62, 2, r[6]);
   vstore16(a70, 0, r[7]); vstore16(a71, 1, r[7]); vstore16(a72, 2, r[7]);
-  /* Each lane's output offset within a plane, or -1 for the discarded columns ow >= OW and
-   * positions past the plane: one division per work-item rather than per element. */
+  /* Each lane's output offset from its image's channel 0 plane (image n: n Cout OH OW + oh OW
+   * + col), or -1 for the discarded positions (col >= OW, oh >= OH, past the last image): the
+   * divisions once per work-item rather than per element. */
   long lo[PB];
-  int oh = (int)(q0 / Wp), ow = (int)(q0 % Wp);
+  long R = q0 / S;
+  int col = (int)(q0 - R * S), n = (int)(R / Rimg), oh = (int)(R - (long)n * Rimg);
+  long img_sz = (long)Cout * OH * OW;
   for (int l = 0; l < PB; l++) {
-    lo[l] = (oh < OH && ow < OW) ? (long)oh * OW + ow : -1;
-    if (++ow == Wp) {
-      ow = 0;
-      oh++;
+    lo[l] = (oh < OH && col < OW && n < nimg) ? n * img_sz + (long)oh * OW + col : -1;
+    if (++col == S) {
+      col = 0;
+      if (++oh == Rimg) {
+        oh = 0;
+        n++;
+      }
     }
   }
-  long n = n0 + img;
   for (int k = 0; k < CB; k++) {
-    int col = cb * CB + k;
-    if (col >= og) break;
-    int co = g * og + col;
+    int cok = cb * CB + k;
+    if (cok >= og) break;
+    int co = g * og + cok;
     float b = has_bias ? (float)LOADA(bias, bias_off + co) : 0.0f;
-    long ob = out_off + (n * Cout + co) * (long)OH * OW;
+    long ob = out_off + n0 * img_sz + (long)co * OH * OW;
     for (int l = 0; l < PB; l++)
       if (lo[l] >= 0) STOREA(out, ob + lo[l], r[k][l] + b);
   }
@@ -275,31 +294,30 @@ __kernel void conv_blk(__global const float *xp, long xp_off, long plane, int Ct
 
 /* ---- The blocked weight gradient of stride-1 convs (f32/f16/bf16 on CPU devices) ----
  * gw[co, c, i, j] = sum over images and output positions of g[n, co, oh, ow] *
- * xp[n, c, oh + i dh, ow + j dw], with xp x zero-padded as the forward's blocked path pads it
- * (planes of Hp x Wp, `plane` floats apart) and gq g zero-padded to rows of Wp (zeros at
- * ow >= OW) and planes of `gplane` >= OH Wp + 15 floats (zero rows at the end). On these grids an
- * output position q = oh Wp + ow meets x at q + i dh Wp + j dw for every tap, so 16 consecutive
- * positions are one vector load of g and one of x per tap; the padded columns (ow >= OW) and
- * the rows past OH multiply zeros of gq. Each group's taps are its Cg kh kw window taps and one
- * more, tap T = Cg kh kw, whose x is a plane of ones at xp + ones_off: its sums are the bias
- * gradient (sum of g), so g is read once for both. A work-item sums, over its nb images (ig: its
- * image group), 8 output channels (cb: a block of the group's og) x 3 taps (tb) in 24 float16
- * accumulators, then writes their sums: window taps to pw[(ig Cout + co) T + tap], the bias tap
- * to pb[ig Cout + co] (has_bias). With one image group these are gw and gb themselves, else
- * partial sums that conv_wsum adds in order. The reads past the last plane (at most 15 +
- * (kw - 1) dw floats) land in the ones plane or the slack after it, times zeros of gq. Non-finite
- * x values in a padded column can turn a gradient that would be +-inf into NaN (0 * inf), a
- * difference only for inputs holding infinities. */
+ * xp[n, c, oh + i dh, ow + j dw], with xp x in the forward's tall layout (conv_pad: channels xcs
+ * floats apart, rows of S) and gq g in the same layout without padding (channels gcs apart):
+ * g[n, co, oh, ow] at position q = (n Rimg + oh) S + ow, zeros at every other position up to the
+ * nv 16-float vectors the sums run over. On these grids position q meets x at q + i dh S + j dw
+ * for every tap, so 16 consecutive positions (of any images) are one vector load of g and one of
+ * x per tap; the discarded positions multiply zeros of gq. Each group's taps are its Cg kh kw
+ * window taps and one more, tap T = Cg kh kw, whose x is a run of ones at xp + ones_off: its sums
+ * are the bias gradient (sum of g), so g is read once for both. A work-item sums, over its vpg
+ * vectors of positions (ig: its position group), 8 output channels (cb: a block of the group's
+ * og) x 3 taps (tb) in 24 float16 accumulators, then writes their sums: window taps to
+ * pw[(ig Cout + co) T + tap], the bias tap to pb[ig Cout + co] (has_bias). With one position
+ * group these are gw and gb themselves, else partial sums that conv_wsum adds in order. The x
+ * reads of discarded positions land in x's zeros, other channels, the ones or the slack after
+ * them (all written, finite for finite x). Non-finite x values there can turn a gradient that
+ * would be +-inf into NaN (0 * inf), a difference only for inputs holding infinities. */
 #define WACC(k) float16 b##k##0 = (float16)0, b##k##1 = (float16)0, b##k##2 = (float16)0
 #define WFMA(k) { float16 g_ = vload16(0, gb + go##k + q); b##k##0 = fma(g_, x0, b##k##0); b##k##1 = fma(g_, x1, b##k##1); b##k##2 = fma(g_, x2, b##k##2); }
 #define HSUM16(v) (((v).lo + (v).hi).lo + ((v).lo + (v).hi).hi)
 #define HSUM(v) (HSUM16(v).s0 + HSUM16(v).s1 + HSUM16(v).s2 + HSUM16(v).s3)
 
-__kernel void conv_wgrad(__global const float *xp, long xp_off, long plane, long ones_off, int Ctot, int Cg,
-                         __global const float *gq, long gq_off, long gplane, long Q, int Cout, int og,
-                         int ncb, int kh, int kw, int dh, int dw, int Wp, int groups, int ntb, int nb,
-                         int nimg, int has_bias, __global float *pw, long pw_off, __global float *pb,
-                         long pb_off, long items) {
+__kernel void conv_wgrad(__global const float *xp, long xp_off, long xcs, long ones_off, int Cg,
+                         __global const float *gq, long gq_off, long gcs, long nv, long vpg, int Cout, int og,
+                         int ncb, int kh, int kw, int dh, int dw, int S, int groups, int ntb, int has_bias,
+                         __global float *pw, long pw_off, __global float *pb, long pb_off, long items) {
   long gid = get_global_id(0);
   if (gid >= items) return;
   int tb = (int)(gid % ntb);
@@ -309,31 +327,26 @@ __kernel void conv_wgrad(__global const float *xp, long xp_off, long plane, long
   int g = (int)(t % groups);
   long ig = t / groups;
   int khw = kh * kw, T = Cg * khw, Tb = T + has_bias;
-  /* The 3 taps' offsets from an image's start; -1 for the ones plane; past Tb: the last tap
-   * again, its sums not written. */
+  /* The 3 taps' offsets in xp; the ones for the bias tap; past Tb: the last tap again, its sums
+   * not written. */
   long xo[3];
   for (int u = 0; u < 3; u++) {
     int tap = min(tb * 3 + u, Tb - 1), c = tap / khw, r = tap - c * khw, i = r / kw, j = r - i * kw;
-    xo[u] = tap == T ? -1 : (long)(g * Cg + c) * plane + (long)i * dh * Wp + (long)j * dw;
+    xo[u] = tap == T ? ones_off : (long)(g * Cg + c) * xcs + (long)i * dh * S + (long)j * dw;
   }
   int co0 = g * og + cb * 8, nco = min(8, og - cb * 8);
   /* Channels past the group's: the last one again, not written. */
-  long go0 = (long)co0 * gplane, go1 = (long)(co0 + min(1, nco - 1)) * gplane,
-       go2 = (long)(co0 + min(2, nco - 1)) * gplane, go3 = (long)(co0 + min(3, nco - 1)) * gplane,
-       go4 = (long)(co0 + min(4, nco - 1)) * gplane, go5 = (long)(co0 + min(5, nco - 1)) * gplane,
-       go6 = (long)(co0 + min(6, nco - 1)) * gplane, go7 = (long)(co0 + min(7, nco - 1)) * gplane;
+  long go0 = (long)co0 * gcs, go1 = (long)(co0 + min(1, nco - 1)) * gcs,
+       go2 = (long)(co0 + min(2, nco - 1)) * gcs, go3 = (long)(co0 + min(3, nco - 1)) * gcs,
+       go4 = (long)(co0 + min(4, nco - 1)) * gcs, go5 = (long)(co0 + min(5, nco - 1)) * gcs,
+       go6 = (long)(co0 + min(6, nco - 1)) * gcs, go7 = (long)(co0 + min(7, nco - 1)) * gcs;
   WACC(0); WACC(1); WACC(2); WACC(3); WACC(4); WACC(5); WACC(6); WACC(7);
-  int n1 = (int)min((long)nimg, (ig + 1) * nb);
-  __global const float *ones = xp + xp_off + ones_off;
-  for (int n = (int)(ig * nb); n < n1; n++) {
-    __global const float *xb = xp + xp_off + (long)n * Ctot * plane;
-    __global const float *xr0 = xo[0] < 0 ? ones : xb + xo[0], *xr1 = xo[1] < 0 ? ones : xb + xo[1],
-                         *xr2 = xo[2] < 0 ? ones : xb + xo[2];
-    __global const float *gb = gq + gq_off + (long)n * Cout * gplane;
-    for (long q = 0; q < Q; q += 16) {
-      float16 x0 = vload16(0, xr0 + q), x1 = vload16(0, xr1 + q), x2 = vload16(0, xr2 + q);
-      WFMA(0); WFMA(1); WFMA(2); WFMA(3); WFMA(4); WFMA(5); WFMA(6); WFMA(7);
-    }
+  __global const float *xr0 = xp + xp_off + xo[0], *xr1 = xp + xp_off + xo[1], *xr2 = xp + xp_off + xo[2];
+  __global const float *gb = gq + gq_off;
+  long q1 = min(nv, (ig + 1) * vpg) * 16;
+  for (long q = ig * vpg * 16; q < q1; q += 16) {
+    float16 x0 = vload16(0, xr0 + q), x1 = vload16(0, xr1 + q), x2 = vload16(0, xr2 + q);
+    WFMA(0); WFMA(1); WFMA(2); WFMA(3); WFMA(4); WFMA(5); WFMA(6); WFMA(7);
   }
   float r[8][3] = {{HSUM(b00), HSUM(b01), HSUM(b02)}, {HSUM(b10), HSUM(b11), HSUM(b12)},
                    {HSUM(b20), HSUM(b21), HSUM(b22)}, {HSUM(b30), HSUM(b31), HSUM(b32)},
@@ -348,7 +361,7 @@ __kernel void conv_wgrad(__global const float *xp, long xp_off, long plane, long
 }
 
 /* gw[o] for o < nw and gb[o - nw] for nw <= o < total (no gb: total = nw) = (acc ? the value
- * there : 0) + the sum over the nig image groups of the partial sums pw[ig][o] (pb[ig][o - nw]),
+ * there : 0) + the sum over the nig position groups of the partial sums pw[ig][o] (pb[ig][o - nw]),
  * in order. */
 __kernel void conv_wsum(__global const float *pw, long pw_off, __global const float *pb, long pb_off, int nig,
                         int acc, __global float *gw, long gw_off, __global float *gb, long gb_off, long nw,

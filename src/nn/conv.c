@@ -254,11 +254,22 @@ static ct_status conv_gemm(ct_device *d, const struct ct__conv *cv, const ct_ten
   return st;
 }
 
-ct_status ct__conv_pad(ct__kernel *k, ct_device *d, const ct_tensor *t4, int ph, int pw, int64_t Hp, int64_t Wp,
-                       int64_t n0, int64_t nimg, const ct_tensor *dst, const char *fn) {
-  /* Whole planes per work-item up to 4096 floats, else blocks of rows of about that. */
-  int64_t rb = Hp * Wp <= 4096 ? Hp : Wp >= 4096 ? 1 : 4096 / Wp;
-  int64_t nrb = (Hp + rb - 1) / rb, planes = nimg * t4->shape[1];
+void ct__conv_tall(struct ct__tall *tl, int64_t H, int64_t W, int ph, int pw, int64_t OH, int64_t OW, int64_t nimg) {
+  /* At least OH rows and OW columns, so that every output has its own position; at least ph zero
+   * rows and pw zero columns after each image's rows and each row's values, the padding below
+   * and right of them and above and left of the next. */
+  tl->S = W + pw > OW ? W + pw : OW;
+  tl->Rimg = H + ph > OH ? H + ph : OH;
+  tl->cs = (ph + nimg * tl->Rimg) * tl->S + pw + 16;
+}
+
+ct_status ct__conv_pad(ct__kernel *k, ct_device *d, const ct_tensor *t4, int ph, int pw, const struct ct__tall *tl,
+                       int64_t n0, int64_t nimg, const ct_tensor *dst, int64_t tail_n, float tail_v,
+                       const char *fn) {
+  /* Whole images per work-item up to 4096 floats, else blocks of rows of about that. */
+  int64_t S = tl->S, R = tl->Rimg;
+  int64_t rb = R * S <= 4096 ? R : S >= 4096 ? 1 : 4096 / S;
+  int64_t nrb = (R + rb - 1) / rb, planes = nimg * t4->shape[1];
   struct ct__kargs a;
   ct__kargs_begin(&a, k, ct__kernel_lock(k));
   ct__karg_tensor(&a, "x", t4, 0);
@@ -269,13 +280,16 @@ ct_status ct__conv_pad(ct__kernel *k, ct_device *d, const ct_tensor *t4, int ph,
   ct__karg_int(&a, "W", (cl_int)t4->shape[3]);
   ct__karg_int(&a, "ph", ph);
   ct__karg_int(&a, "pw", pw);
-  ct__karg_int(&a, "Hp", (cl_int)Hp);
-  ct__karg_int(&a, "Wp", (cl_int)Wp);
+  ct__karg_int(&a, "Rimg", (cl_int)R);
+  ct__karg_int(&a, "S", (cl_int)S);
+  ct__karg_long(&a, "cs", tl->cs);
   ct__karg_long(&a, "n0", n0);
+  ct__karg_int(&a, "nimg", (cl_int)nimg);
   ct__karg_tensor(&a, "xp", dst, 0);
-  ct__karg_long(&a, "planes", planes);
   ct__karg_int(&a, "rb", (cl_int)rb);
   ct__karg_int(&a, "nrb", (cl_int)nrb);
+  ct__karg_long(&a, "tail_n", tail_n);
+  ct__karg_float(&a, "tail_v", tail_v);
   /* Groups of 16: a few hundred work-items of a plane each still fill every core. */
   return ct__launch1(k, &a, d, planes * nrb, 16, fn);
 }
@@ -285,89 +299,134 @@ ct_status ct__conv_pad(ct__kernel *k, ct_device *d, const ct_tensor *t4, int ph,
 #define CT__CB 8
 #define CT__PB 48
 
+int64_t ct__conv_blocked_slack(const struct ct__conv *cv, const struct ct__tall *tl) {
+  /* The last block's vector loads run past the last channel's images by at most this many
+   * floats (past cs: the channel's slack is at least 16). */
+  return CT__PB + ((int64_t)cv->kh - 1) * cv->dh * tl->S + ((int64_t)cv->kw - 1) * cv->dw;
+}
+
+/* *wt (new) = wc (contiguous [Cout, C / groups, kh, kw]) packed by conv_wpack. */
+static ct_status blocked_pack(ct_tensor **wt, ct_device *d, const struct ct__conv *cv, const ct_tensor *wc) {
+  const char *fn = cv->fn;
+  int64_t g = cv->groups, og = cv->Cout / g, cg = cv->C / g, ncb = (og + CT__CB - 1) / CT__CB;
+  ct__kernel *kpack;
+  CT__TRY(ct__kernel_for(&kpack, d, "conv.cl", "conv_wpack", (int)wc->dtype, NULL, fn));
+  int64_t wts[1] = {g * ncb * cg * cv->kh * cv->kw * CT__CB};
+  CT__TRY(ct__tensor_new(wt, d, CT_F32, 1, wts, fn));
+  struct ct__kargs a;
+  ct__kargs_begin(&a, kpack, ct__kernel_lock(kpack));
+  ct__karg_tensor(&a, "w", wc, 0);
+  ct__karg_int(&a, "Cg", (cl_int)cg);
+  ct__karg_int(&a, "kh", (cl_int)cv->kh);
+  ct__karg_int(&a, "kw", (cl_int)cv->kw);
+  ct__karg_int(&a, "og", (cl_int)og);
+  ct__karg_int(&a, "ncb", (cl_int)ncb);
+  ct__karg_tensor(&a, "wt", *wt, 0);
+  ct__karg_long(&a, "total", wts[0]);
+  return ct__launch1(kpack, &a, d, wts[0] / ((int64_t)cv->kh * cv->kw * CT__CB), 16, fn);
+}
+
+/* conv_blk over images n0 .. n0 + nimg of the conv of cv, padded into xp (layout tl). */
+static ct_status blocked_launch(ct_device *d, const struct ct__conv *cv, const ct_tensor *xp,
+                                const struct ct__tall *tl, const ct_tensor *wt, const ct_tensor *bias, ct_tensor *out,
+                                int64_t n0, int64_t nimg) {
+  const char *fn = cv->fn;
+  int64_t g = cv->groups, og = cv->Cout / g, cg = cv->C / g, ncb = (og + CT__CB - 1) / CT__CB;
+  ct__kernel *kblk;
+  CT__TRY(ct__kernel_for(&kblk, d, "conv.cl", "conv_blk", (int)out->dtype, NULL, fn));
+  /* Position blocks over the chunk's images together (a block may span two or more). */
+  int64_t npb = (nimg * tl->Rimg * tl->S + CT__PB - 1) / CT__PB;
+  int64_t items = g * ncb * npb;
+  struct ct__kargs a;
+  ct__kargs_begin(&a, kblk, ct__kernel_lock(kblk));
+  ct__karg_tensor(&a, "xp", xp, 0);
+  ct__karg_long(&a, "cs", tl->cs);
+  ct__karg_int(&a, "Cg", (cl_int)cg);
+  ct__karg_int(&a, "S", (cl_int)tl->S);
+  ct__karg_int(&a, "Rimg", (cl_int)tl->Rimg);
+  ct__karg_tensor(&a, "wt", wt, 0);
+  ct__karg_int(&a, "kh", (cl_int)cv->kh);
+  ct__karg_int(&a, "kw", (cl_int)cv->kw);
+  ct__karg_int(&a, "dh", cv->dh);
+  ct__karg_int(&a, "dw", cv->dw);
+  ct__karg_tensor(&a, "bias", bias, 0);
+  ct__karg_int(&a, "has_bias", bias != NULL);
+  ct__karg_tensor(&a, "out", out, 0);
+  ct__karg_int(&a, "Cout", (cl_int)cv->Cout);
+  ct__karg_int(&a, "og", (cl_int)og);
+  ct__karg_int(&a, "ncb", (cl_int)ncb);
+  ct__karg_int(&a, "groups", (cl_int)g);
+  ct__karg_int(&a, "OH", (cl_int)cv->OH);
+  ct__karg_int(&a, "OW", (cl_int)cv->OW);
+  ct__karg_int(&a, "npb", (cl_int)npb);
+  ct__karg_long(&a, "n0", n0);
+  ct__karg_int(&a, "nimg", (cl_int)nimg);
+  ct__karg_long(&a, "items", items);
+  ct_status st = ct__kargs_end(&a, fn);
+  if (st == CT_OK) {
+    /* Each work-item is a long register-blocked loop: small fixed groups (one PoCL compile)
+     * spread them over the cores. */
+    size_t local = 8, global = ((size_t)items + local - 1) / local * local;
+    st = ct__kernel_launch(kblk, d, 1, &global, &local);
+  }
+  ct__kernel_unlock(kblk);
+  return st;
+}
+
 static ct_status conv_blocked(ct_device *d, const struct ct__conv *cv, const ct_tensor *x4, const ct_tensor *wc,
                               const ct_tensor *bias, ct_tensor *out) {
   const char *fn = cv->fn;
-  int64_t g = cv->groups, og = cv->Cout / g, cg = cv->C / g;
-  int64_t Hp = cv->H + 2 * (int64_t)cv->ph, Wp = cv->W + 2 * (int64_t)cv->pw, plane = Hp * Wp;
-  int64_t ncb = (og + CT__CB - 1) / CT__CB, npb = (cv->OH * Wp + CT__PB - 1) / CT__PB;
-  /* The last block's vector loads run past its plane by at most this many floats. */
-  int64_t slack = CT__PB + ((int64_t)cv->kh - 1) * cv->dh * Wp + ((int64_t)cv->kw - 1) * cv->dw + 16;
-  int64_t per_img = cv->C * plane * 4;
+  struct ct__tall tl;
+  ct__conv_tall(&tl, cv->H, cv->W, cv->ph, cv->pw, cv->OH, cv->OW, 1);
+  int64_t per_img = cv->C * tl.Rimg * tl.S * 4;
   int64_t chunk = ct__nn_col_bytes / (per_img > 0 ? per_img : 1);
   if (chunk < 1) chunk = 1;
   if (chunk > cv->N) chunk = cv->N;
-  ct__kernel *kpad, *kpack, *kblk;
+  ct__conv_tall(&tl, cv->H, cv->W, cv->ph, cv->pw, cv->OH, cv->OW, chunk);
+  int64_t slack = ct__conv_blocked_slack(cv, &tl);
+  ct__kernel *kpad;
   CT__TRY(ct__kernel_for(&kpad, d, "conv.cl", "conv_pad", (int)x4->dtype, NULL, fn));
-  CT__TRY(ct__kernel_for(&kpack, d, "conv.cl", "conv_wpack", (int)x4->dtype, NULL, fn));
-  CT__TRY(ct__kernel_for(&kblk, d, "conv.cl", "conv_blk", (int)x4->dtype, NULL, fn));
   ct_tensor *xp = NULL, *wt = NULL;
-  int64_t xps[1] = {chunk * cv->C * plane + slack}, wts[1] = {g * ncb * cg * cv->kh * cv->kw * CT__CB};
+  int64_t xps[1] = {cv->C * tl.cs + slack};
   ct_status st = ct__tensor_new(&xp, d, CT_F32, 1, xps, fn);
-  if (st == CT_OK) st = ct__tensor_new(&wt, d, CT_F32, 1, wts, fn);
-  if (st == CT_OK) {
-    /* The slack past the planes is read only for discarded lanes; zeroed all the same, so that
-     * no kernel reads memory nothing wrote (strict simulators flag it). */
-    ct_tensor *tail = NULL;
-    int64_t one = 1;
-    st = ct__tensor_view(&tail, xp, 1, &slack, &one, xp->offset + chunk * cv->C * plane);
-    if (st == CT_OK) st = ct__fill_value(tail, 0, fn);
-    ct_release(tail);
-  }
-  if (st == CT_OK) {
-    struct ct__kargs a;
-    ct__kargs_begin(&a, kpack, ct__kernel_lock(kpack));
-    ct__karg_tensor(&a, "w", wc, 0);
-    ct__karg_int(&a, "Cg", (cl_int)cg);
-    ct__karg_int(&a, "kh", (cl_int)cv->kh);
-    ct__karg_int(&a, "kw", (cl_int)cv->kw);
-    ct__karg_int(&a, "og", (cl_int)og);
-    ct__karg_int(&a, "ncb", (cl_int)ncb);
-    ct__karg_tensor(&a, "wt", wt, 0);
-    ct__karg_long(&a, "total", wts[0]);
-    st = ct__launch1(kpack, &a, d, wts[0] / ((int64_t)cv->kh * cv->kw * CT__CB), 16, fn);
-  }
+  if (st == CT_OK) st = blocked_pack(&wt, d, cv, wc);
   for (int64_t n0 = 0; st == CT_OK && n0 < cv->N; n0 += chunk) {
     int64_t nimg = cv->N - n0 < chunk ? cv->N - n0 : chunk;
-    st = ct__conv_pad(kpad, d, x4, cv->ph, cv->pw, Hp, Wp, n0, nimg, xp, fn);
-    if (st != CT_OK) break;
-    struct ct__kargs a;
-    int64_t items = nimg * g * ncb * npb;
-    ct__kargs_begin(&a, kblk, ct__kernel_lock(kblk));
-    ct__karg_tensor(&a, "xp", xp, 0);
-    ct__karg_long(&a, "plane", plane);
-    ct__karg_int(&a, "Ctot", (cl_int)cv->C);
-    ct__karg_int(&a, "Cg", (cl_int)cg);
-    ct__karg_int(&a, "Wp", (cl_int)Wp);
-    ct__karg_tensor(&a, "wt", wt, 0);
-    ct__karg_int(&a, "kh", (cl_int)cv->kh);
-    ct__karg_int(&a, "kw", (cl_int)cv->kw);
-    ct__karg_int(&a, "dh", cv->dh);
-    ct__karg_int(&a, "dw", cv->dw);
-    ct__karg_tensor(&a, "bias", bias, 0);
-    ct__karg_int(&a, "has_bias", bias != NULL);
-    ct__karg_tensor(&a, "out", out, 0);
-    ct__karg_int(&a, "Cout", (cl_int)cv->Cout);
-    ct__karg_int(&a, "og", (cl_int)og);
-    ct__karg_int(&a, "ncb", (cl_int)ncb);
-    ct__karg_int(&a, "groups", (cl_int)g);
-    ct__karg_int(&a, "OH", (cl_int)cv->OH);
-    ct__karg_int(&a, "OW", (cl_int)cv->OW);
-    ct__karg_int(&a, "npb", (cl_int)npb);
-    ct__karg_long(&a, "n0", n0);
-    ct__karg_long(&a, "items", items);
-    st = ct__kargs_end(&a, fn);
-    if (st == CT_OK) {
-      /* Each work-item is a long register-blocked loop: small fixed groups (one PoCL compile)
-       * spread them over the cores. */
-      size_t local = 8, global = ((size_t)items + local - 1) / local * local;
-      st = ct__kernel_launch(kblk, d, 1, &global, &local);
-    }
-    ct__kernel_unlock(kblk);
+    st = ct__conv_pad(kpad, d, x4, cv->ph, cv->pw, &tl, n0, nimg, xp, slack, 0, fn);
+    if (st == CT_OK) st = blocked_launch(d, cv, xp, &tl, wt, bias, out, n0, nimg);
   }
   ct_release(xp);
   ct_release(wt);
   return st;
+}
+
+ct_status ct__conv_blocked_padded(ct_tensor **out, const struct ct__conv *cv, const ct_tensor *xp,
+                                  const struct ct__tall *tl, const ct_tensor *w4, ct_dtype dt) {
+  const char *fn = cv->fn;
+  ct_device *d = xp->storage->device;
+  int64_t oshape[4] = {cv->N, cv->Cout, cv->OH, cv->OW};
+  ct_tensor *o = NULL, *wc = NULL, *wt = NULL;
+  CT__TRY(ct__tensor_new(&o, d, dt, 4, oshape, fn));
+  ct_status st = ct__contiguous(&wc, w4, w4->dtype, 0, fn);
+  if (st == CT_OK) st = blocked_pack(&wt, d, cv, wc);
+  if (st == CT_OK && cv->N > 0) st = blocked_launch(d, cv, xp, tl, wt, NULL, o, 0, cv->N);
+  ct_release(wc);
+  ct_release(wt);
+  return ct__tensor_result(out, o, st);
+}
+
+int ct__conv_path(const struct ct__conv *cv, ct_dtype dt, const ct_device *d) {
+  int64_t K = cv->C / cv->groups * cv->kh * cv->kw;
+  int path = ct__nn_conv_path;
+  if (path == CT__CONV_AUTO) {
+    bool blocked_fits = cv->sh == 1 && cv->sw == 1 && dt != CT_F64 && d->props.type == CT_DEVICE_CPU;
+    if (blocked_fits && cv->Cout / cv->groups >= 8) path = CT__CONV_BLOCKED;
+    else if (K <= 16 || cv->C / cv->groups == 1) path = CT__CONV_DIRECT;
+    else if (blocked_fits) path = CT__CONV_BLOCKED;
+    else path = CT__CONV_GEMM;
+  }
+  if (path == CT__CONV_BLOCKED && (cv->sh != 1 || cv->sw != 1 || dt == CT_F64)) path = CT__CONV_GEMM;
+  return path;
 }
 
 /* x4 is [N, C, H, W] (a view for unbatched and 1-D inputs), w4 [Cout, C/g, kh, kw]. */
@@ -382,16 +441,7 @@ ct_status ct__conv_run(ct_tensor **out, const struct ct__conv *cv, const ct_tens
     *out = o;
     return CT_OK;
   }
-  int64_t K = cv->C / cv->groups * cv->kh * cv->kw;
-  int path = ct__nn_conv_path;
-  if (path == CT__CONV_AUTO) {
-    bool blocked_fits = cv->sh == 1 && cv->sw == 1 && x4->dtype != CT_F64 && d->props.type == CT_DEVICE_CPU;
-    if (blocked_fits && cv->Cout / cv->groups >= 8) path = CT__CONV_BLOCKED;
-    else if (K <= 16 || cv->C / cv->groups == 1) path = CT__CONV_DIRECT;
-    else if (blocked_fits) path = CT__CONV_BLOCKED;
-    else path = CT__CONV_GEMM;
-  }
-  if (path == CT__CONV_BLOCKED && (cv->sh != 1 || cv->sw != 1 || x4->dtype == CT_F64)) path = CT__CONV_GEMM;
+  int path = ct__conv_path(cv, x4->dtype, d);
   /* w contiguous (a copy when it is a view: it is small); for the GEMM path of the compute
    * dtype (f32 for f16/bf16). */
   ct_dtype cdt = path != CT__CONV_GEMM || x4->dtype == CT_F64 ? x4->dtype : CT_F32;

@@ -9,11 +9,12 @@
  * GEMM route, folded back onto x by conv_col2im, a gather per element of x.
  *
  * Weight gradient. On CPU devices for stride-1 non-f64 convs, conv_wgrad: a register-blocked
- * kernel over zero-padded copies of x and g (conv_pad), each work-item 8 output channels x 3
- * taps for a group of images, the partial sums of image groups then added in a fixed order
- * (conv_wsum). Elsewhere: im2col of a chunk of images as [C kh kw, nimg OH OW], g's chunk
- * transposed to [Cout, nimg, OH OW], and one GEMM per group reducing over images and positions
- * at once, accumulating over chunks (beta 1).
+ * kernel over zero-padded copies of x and g in the blocked forward's tall layout (conv_pad),
+ * each work-item 8 output channels x 3 taps for a group of positions, the partial sums of
+ * position groups then added in a fixed order (conv_wsum). When the input gradient runs on the
+ * blocked kernel as well, g is padded once for both (gx_transposed). Elsewhere: im2col of a
+ * chunk of images as [C kh kw, nimg OH OW], g's chunk transposed to [Cout, nimg, OH OW], and one
+ * GEMM per group reducing over images and positions at once, accumulating over chunks (beta 1).
  *
  * Every sum has one fixed order (no atomics): the same inputs give the same bits. */
 #include <string.h>
@@ -41,17 +42,19 @@ static int64_t elem_off(const ct_tensor *t) {
   return off;
 }
 
-/* The input gradient of a stride-1 conv: the conv of g with the flipped, transposed weight. */
-static ct_status gx_transposed(ct_tensor **gx, const struct ct__conv *cv, const ct_tensor *g4, const ct_tensor *w4) {
+/* The input gradient of a stride-1 conv: the conv c2 of g with the flipped, transposed weight
+ * *wf (new), over *gv (new: g, or g cropped where the padding is negative). */
+static ct_status gx_transposed_prep(struct ct__conv *c2, ct_tensor **wf, ct_tensor **gv, const struct ct__conv *cv,
+                                    const ct_tensor *g4, const ct_tensor *w4) {
   const char *fn = cv->fn;
   ct_device *d = g4->storage->device;
   int64_t og = cv->Cout / cv->groups, cg = cv->C / cv->groups;
   ct__kernel *k;
   CT__TRY(ct__kernel_for(&k, d, "conv.cl", "conv_wflip", (int)w4->dtype, NULL, fn));
-  ct_tensor *wc = NULL, *wf = NULL, *gv = NULL;
+  ct_tensor *wc = NULL;
   int64_t wfs[4] = {cv->C, og, cv->kh, cv->kw};
   ct_status st = ct__contiguous(&wc, w4, w4->dtype, 0, fn);
-  if (st == CT_OK) st = ct__tensor_new(&wf, d, w4->dtype, 4, wfs, fn);
+  if (st == CT_OK) st = ct__tensor_new(wf, d, w4->dtype, 4, wfs, fn);
   if (st == CT_OK) {
     struct ct__kargs a;
     ct__kargs_begin(&a, k, ct__kernel_lock(k));
@@ -60,10 +63,11 @@ static ct_status gx_transposed(ct_tensor **gx, const struct ct__conv *cv, const 
     ct__karg_int(&a, "og", (cl_int)og);
     ct__karg_int(&a, "kh", (cl_int)cv->kh);
     ct__karg_int(&a, "kw", (cl_int)cv->kw);
-    ct__karg_tensor(&a, "wf", wf, 0);
-    ct__karg_long(&a, "total", ct_numel(wf));
-    st = ct__launch1(k, &a, d, ct_numel(wf) / ((int64_t)cv->kh * cv->kw), 16, fn);
+    ct__karg_tensor(&a, "wf", *wf, 0);
+    ct__karg_long(&a, "total", ct_numel(*wf));
+    st = ct__launch1(k, &a, d, ct_numel(*wf) / ((int64_t)cv->kh * cv->kw), 16, fn);
   }
+  ct_release(wc);
   /* Padding dil (k - 1) - pad on each side; a negative one crops g instead. */
   int pad[2], one[2] = {1, 1}, dil[2] = {cv->dh, cv->dw};
   int64_t shape[4] = {g4->shape[0], g4->shape[1], g4->shape[2], g4->shape[3]}, off = g4->offset;
@@ -75,13 +79,9 @@ static ct_status gx_transposed(ct_tensor **gx, const struct ct__conv *cv, const 
       off -= p[i] * g4->strides[2 + i];
     }
   }
-  if (st == CT_OK) st = ct__tensor_view(&gv, g4, 4, shape, g4->strides, off);
-  struct ct__conv c2 = {.fn = fn};
-  if (st == CT_OK) st = ct__conv_check(&c2, gv, wf, NULL, one, pad, dil, cv->groups, false);
-  if (st == CT_OK) st = ct__conv_run(gx, &c2, gv, wf, NULL);
-  ct_release(gv);
-  ct_release(wf);
-  ct_release(wc);
+  if (st == CT_OK) st = ct__tensor_view(gv, g4, 4, shape, g4->strides, off);
+  *c2 = (struct ct__conv){.fn = fn};
+  if (st == CT_OK) st = ct__conv_check(c2, *gv, *wf, NULL, one, pad, dil, cv->groups, false);
   return st;
 }
 
@@ -193,69 +193,72 @@ static ct_status gw_gemm(ct_tensor **gw, const struct ct__conv *cv, const ct_ten
 }
 
 /* The blocked weight gradient (kernels/conv.cl, conv_wgrad): stride 1, f32/f16/bf16, CPU
- * devices. *gw f32 [Cout, Cg, kh, kw]; *gb f32 [Cout] too when gb is not NULL (the bias tap). */
+ * devices. *gw f32 [Cout, Cg, kh, kw]; *gb f32 [Cout] too when gb is not NULL (the bias tap).
+ * gp, when not NULL, holds all of g already on x's grid from element gp_off on, channels gp_cs
+ * apart, with zeros up to 16 floats past the images (the input gradient's padded g: see
+ * ct__nn_conv_backward); used when the batch is one chunk, else g is padded here. */
 static ct_status gw_blocked(ct_tensor **gw, ct_tensor **gb, const struct ct__conv *cv, const ct_tensor *g4,
-                            const ct_tensor *x4) {
+                            const ct_tensor *x4, const ct_tensor *gp, int64_t gp_off, int64_t gp_cs) {
   const char *fn = cv->fn;
   ct_device *d = x4->storage->device;
   int64_t grp = cv->groups, og = cv->Cout / grp, cg = cv->C / grp, T = cg * cv->kh * cv->kw;
-  int64_t Hp = cv->H + 2 * (int64_t)cv->ph, Wp = cv->W + 2 * (int64_t)cv->pw, plane = Hp * Wp;
-  int64_t Q = cv->OH * Wp, Hq = cv->OH + (15 + Wp - 1) / Wp, gplane = Hq * Wp;
   int has_bias = gb != NULL;
   int64_t ncb = (og + 7) / 8, ntb = (T + has_bias + 2) / 3;
-  /* Images per work-item: enough positions (>= 1024) to amortize the final sums, and all of
-   * them while the images' padded x and g stay within 1 MiB (cache-sized: one image group,
-   * written straight into gw and gb); large images go one at a time, so that the work-items
-   * running together share one image's planes in the caches. */
-  int64_t img_bytes = (cv->C * plane + cv->Cout * gplane) * 4;
-  int64_t nb = (ct__nn_wgrad_positions + Q - 1) / Q, fit = ct__nn_wgrad_group_bytes / (img_bytes > 0 ? img_bytes : 1);
-  if (fit > nb) nb = fit;
-  if (nb > cv->N) nb = cv->N;
-  int64_t per_img = img_bytes + (cv->Cout * (T + 1) * 4 + nb - 1) / nb;
+  struct ct__tall tx, tg;
+  ct__conv_tall(&tx, cv->H, cv->W, cv->ph, cv->pw, cv->OH, cv->OW, 1);
+  int64_t img_pos = tx.Rimg * tx.S;
+  /* Positions per work-item: enough (>= 1024) to amortize the final sums, and all of them while
+   * their padded x and g stay within 1 MiB (cache-sized: one position group, written straight
+   * into gw and gb); on large images the work-items running together then share a band of
+   * positions in the caches. */
+  int64_t pos_bytes = (cv->C + cv->Cout) * 4;
+  int64_t gpos = ct__nn_wgrad_group_bytes / pos_bytes;
+  if (gpos < ct__nn_wgrad_positions) gpos = ct__nn_wgrad_positions;
+  int64_t vpg = (gpos + 15) / 16;
+  int64_t per_img = (cv->C + 1 + cv->Cout) * img_pos * 4 + (cv->Cout * (T + 1) * 4 * img_pos) / (vpg * 16) + 1;
   int64_t chunk = chunk_of(per_img, cv->N);
-  /* Chunks of whole image groups (but the last). */
-  if (chunk < cv->N && chunk > nb) chunk -= chunk % nb;
-  int64_t nig_max = (chunk + nb - 1) / nb;
+  ct__conv_tall(&tx, cv->H, cv->W, cv->ph, cv->pw, cv->OH, cv->OW, chunk);
+  /* g without padding on x's grid: g[n, co, oh, ow] at the position of output (oh, ow). */
+  tg = tx;
+  tg.cs = chunk * tx.Rimg * tx.S + 16;
+  int64_t nv_max = (chunk * img_pos + 15) / 16, nig_max = (nv_max + vpg - 1) / vpg;
   bool direct = nig_max == 1 && chunk == cv->N;
-  /* The ones plane (bias tap) after the images; the loads past the last image land in it. */
-  int64_t ones = Q + 16 > 16 + (cv->kw - 1) * (int64_t)cv->dw ? Q + 16 : 16 + (cv->kw - 1) * (int64_t)cv->dw;
+  if (chunk < cv->N) gp = NULL;
+  /* The ones (bias tap) after the channels; the loads of discarded positions past the last
+   * channel land in them. */
+  int64_t ext = ((int64_t)cv->kh - 1) * cv->dh * tx.S + ((int64_t)cv->kw - 1) * cv->dw;
+  int64_t ones = nv_max * 16 + ext;
   ct__kernel *kpad, *kw, *ksum;
   CT__TRY(ct__kernel_for(&kpad, d, "conv.cl", "conv_pad", (int)x4->dtype, NULL, fn));
   CT__TRY(ct__kernel_for(&kw, d, "conv.cl", "conv_wgrad", (int)x4->dtype, NULL, fn));
   CT__TRY(ct__kernel_for(&ksum, d, "conv.cl", "conv_wsum", (int)x4->dtype, NULL, fn));
   ct_tensor *xp = NULL, *gq = NULL, *pw = NULL, *pb = NULL, *ow = NULL, *ob = NULL;
-  int64_t xps[1] = {chunk * cv->C * plane + ones}, gqs[1] = {chunk * cv->Cout * gplane};
+  int64_t xps[1] = {cv->C * tx.cs + ones}, gqs[1] = {cv->Cout * tg.cs};
   int64_t pws[1] = {nig_max * cv->Cout * T}, pbs[1] = {nig_max * cv->Cout};
   int64_t ows[4] = {cv->Cout, cg, cv->kh, cv->kw};
   ct_status st = ct__tensor_new(&xp, d, CT_F32, 1, xps, fn);
-  if (st == CT_OK) st = ct__tensor_new(&gq, d, CT_F32, 1, gqs, fn);
+  if (st == CT_OK && !gp) st = ct__tensor_new(&gq, d, CT_F32, 1, gqs, fn);
   if (st == CT_OK) st = ct__tensor_new(&ow, d, CT_F32, 4, ows, fn);
   if (st == CT_OK && has_bias) st = ct__tensor_new(&ob, d, CT_F32, 1, &cv->Cout, fn);
   if (st == CT_OK && !direct) st = ct__tensor_new(&pw, d, CT_F32, 1, pws, fn);
   if (st == CT_OK && !direct && has_bias) st = ct__tensor_new(&pb, d, CT_F32, 1, pbs, fn);
-  if (st == CT_OK) {
-    ct_tensor *tail = NULL;
-    int64_t one = 1;
-    st = ct__tensor_view(&tail, xp, 1, &ones, &one, xp->offset + chunk * cv->C * plane);
-    if (st == CT_OK) st = ct__fill_value(tail, 1, fn);
-    ct_release(tail);
-  }
   for (int64_t n0 = 0; st == CT_OK && n0 < cv->N; n0 += chunk) {
-    int64_t nimg = cv->N - n0 < chunk ? cv->N - n0 : chunk, nig = (nimg + nb - 1) / nb;
-    st = ct__conv_pad(kpad, d, x4, cv->ph, cv->pw, Hp, Wp, n0, nimg, xp, fn);
-    if (st == CT_OK) st = ct__conv_pad(kpad, d, g4, 0, 0, Hq, Wp, n0, nimg, gq, fn);
+    int64_t nimg = cv->N - n0 < chunk ? cv->N - n0 : chunk;
+    int64_t nv = (nimg * img_pos + 15) / 16, nig = (nv + vpg - 1) / vpg;
+    st = ct__conv_pad(kpad, d, x4, cv->ph, cv->pw, &tx, n0, nimg, xp, ones, 1, fn);
+    if (st == CT_OK && !gp) st = ct__conv_pad(kpad, d, g4, 0, 0, &tg, n0, nimg, gq, 0, 0, fn);
     if (st != CT_OK) break;
     int64_t items = nig * grp * ncb * ntb;
     struct ct__kargs a;
     ct__kargs_begin(&a, kw, ct__kernel_lock(kw));
     ct__karg_tensor(&a, "xp", xp, 0);
-    ct__karg_long(&a, "plane", plane);
-    ct__karg_long(&a, "ones_off", chunk * cv->C * plane);
-    ct__karg_int(&a, "Ctot", (cl_int)cv->C);
+    ct__karg_long(&a, "xcs", tx.cs);
+    ct__karg_long(&a, "ones_off", cv->C * tx.cs);
     ct__karg_int(&a, "Cg", (cl_int)cg);
-    ct__karg_tensor(&a, "gq", gq, 0);
-    ct__karg_long(&a, "gplane", gplane);
-    ct__karg_long(&a, "Q", Q);
+    ct__karg_tensor(&a, "gq", gp ? gp : gq, gp ? gp_off : 0);
+    ct__karg_long(&a, "gcs", gp ? gp_cs : tg.cs);
+    ct__karg_long(&a, "nv", nv);
+    ct__karg_long(&a, "vpg", vpg);
     ct__karg_int(&a, "Cout", (cl_int)cv->Cout);
     ct__karg_int(&a, "og", (cl_int)og);
     ct__karg_int(&a, "ncb", (cl_int)ncb);
@@ -263,11 +266,9 @@ static ct_status gw_blocked(ct_tensor **gw, ct_tensor **gb, const struct ct__con
     ct__karg_int(&a, "kw", (cl_int)cv->kw);
     ct__karg_int(&a, "dh", cv->dh);
     ct__karg_int(&a, "dw", cv->dw);
-    ct__karg_int(&a, "Wp", (cl_int)Wp);
+    ct__karg_int(&a, "S", (cl_int)tx.S);
     ct__karg_int(&a, "groups", (cl_int)grp);
     ct__karg_int(&a, "ntb", (cl_int)ntb);
-    ct__karg_int(&a, "nb", (cl_int)nb);
-    ct__karg_int(&a, "nimg", (cl_int)nimg);
     ct__karg_int(&a, "has_bias", has_bias);
     ct__karg_tensor(&a, "pw", direct ? ow : pw, 0);
     ct__karg_tensor(&a, "pb", direct ? ob : pb, 0);
@@ -299,6 +300,45 @@ static ct_status gw_blocked(ct_tensor **gw, ct_tensor **gb, const struct ct__con
   *gw = ow;
   if (gb) *gb = ob;
   return CT_OK;
+}
+
+/* *gx (new) = the input gradient of a stride-1 conv: the conv of g with the flipped, transposed
+ * weight (ct__conv_run's paths). With gp not NULL, when that conv runs on the blocked kernel
+ * over all of g in one chunk with a padding that is not negative, g is padded for it here
+ * instead, and kept for the weight gradient: *gp (new) in the tall layout *tg, g on x's grid
+ * from element *gp_off on (gw_blocked); else *gp NULL. */
+static ct_status gx_transposed(ct_tensor **gx, ct_tensor **gp, struct ct__tall *tg, int64_t *gp_off,
+                               const struct ct__conv *cv, const ct_tensor *g4, const ct_tensor *w4) {
+  const char *fn = cv->fn;
+  ct_device *d = g4->storage->device;
+  struct ct__conv c2;
+  ct_tensor *wf = NULL, *gv = NULL;
+  ct_status st = gx_transposed_prep(&c2, &wf, &gv, cv, g4, w4);
+  bool share = false;
+  if (st == CT_OK && gp) {
+    ct__conv_tall(tg, c2.H, c2.W, c2.ph, c2.pw, c2.OH, c2.OW, c2.N);
+    bool fits = c2.C * tg->Rimg * tg->S * 4 * c2.N <= ct__nn_col_bytes;
+    bool crop = (int64_t)cv->dh * (cv->kh - 1) < cv->ph || (int64_t)cv->dw * (cv->kw - 1) < cv->pw;
+    share = !crop && fits && ct__conv_path(&c2, gv->dtype, d) == CT__CONV_BLOCKED;
+  }
+  if (st == CT_OK && share) {
+    ct__kernel *kpad;
+    int64_t n = c2.C * tg->cs, gps[1] = {n + ct__conv_blocked_slack(&c2, tg)};
+    st = ct__kernel_for(&kpad, d, "conv.cl", "conv_pad", (int)gv->dtype, NULL, fn);
+    if (st == CT_OK) st = ct__tensor_new(gp, d, CT_F32, 1, gps, fn);
+    if (st == CT_OK) st = ct__conv_pad(kpad, d, gv, c2.ph, c2.pw, tg, 0, c2.N, *gp, gps[0] - n, 0, fn);
+    if (st == CT_OK) st = ct__conv_blocked_padded(gx, &c2, *gp, tg, wf, gv->dtype);
+    *gp_off = c2.ph * tg->S + c2.pw;
+  } else if (st == CT_OK) {
+    st = ct__conv_run(gx, &c2, gv, wf, NULL);
+  }
+  ct_release(wf);
+  ct_release(gv);
+  if (st != CT_OK && gp) {
+    ct_release(*gp);
+    *gp = NULL;
+  }
+  return st;
 }
 
 /* *t (new, contiguous) as the contiguous shape ndim/shape of the same element count. */
@@ -339,11 +379,17 @@ ct_status ct__nn_conv_backward(ct_tensor **gx, ct_tensor **gw, ct_tensor **gb, c
   bool blocked_w = !gemm_path && x->dtype != CT_F64 && d->props.type == CT_DEVICE_CPU;
   bool need_gc = !empty && ((gx && gemm_path) || (gw && !blocked_w));
   if (st == CT_OK && need_gc) st = ct__contiguous(&gc, g4, cdt, 0, fn);
+  /* g padded once for both gradients when the input gradient's transposed conv runs on the
+   * blocked kernel: its padding dil (k - 1) - pad (when not negative) puts g on x's padded grid,
+   * the weight gradient's (rows of S = W + pw, Rimg = H + ph rows an image). */
+  ct_tensor *gp = NULL;
+  struct ct__tall tg = {0, 0, 0};
+  int64_t gp_off = 0;
   if (st == CT_OK && gx) {
     if (empty) {
       st = ct_zeros(&rx, d, x->dtype, 4, x4->shape);
     } else if (!gemm_path) {
-      st = gx_transposed(&rx, &cv, g4, w4);
+      st = gx_transposed(&rx, gw && blocked_w ? &gp : NULL, &tg, &gp_off, &cv, g4, w4);
     } else {
       ct_tensor *wc = NULL;
       st = ct__contiguous(&wc, w4, cdt, 0, fn);
@@ -354,7 +400,7 @@ ct_status ct__nn_conv_backward(ct_tensor **gx, ct_tensor **gw, ct_tensor **gb, c
   }
   if (st == CT_OK && gw) {
     if (empty) st = ct_zeros(&rw, d, w->dtype, 4, w4->shape);
-    else if (blocked_w) st = gw_blocked(&rw, gb ? &rb : NULL, &cv, g4, x4);
+    else if (blocked_w) st = gw_blocked(&rw, gb ? &rb : NULL, &cv, g4, x4, gp, gp_off, tg.cs);
     else st = gw_gemm(&rw, &cv, gc, x4);
     if (st == CT_OK) st = reshape_to(&rw, w->ndim, w->shape);
   }
@@ -367,6 +413,7 @@ ct_status ct__nn_conv_backward(ct_tensor **gx, ct_tensor **gw, ct_tensor **gb, c
   ct_release(w4);
   ct_release(g4);
   ct_release(gc);
+  ct_release(gp);
   if (st != CT_OK) {
     ct_release(rx);
     ct_release(rw);

@@ -91,10 +91,31 @@ void ct__conv_karg_window(struct ct__kargs *a, const struct ct__conv *cv);
  * (img, r, p) at img * is + r * rs + p. */
 ct_status ct__conv_im2col(ct__kernel *kcol, ct_device *d, const struct ct__conv *cv, const ct_tensor *x4, int64_t n0,
                           int64_t nimg, const ct_tensor *col, int64_t is, int64_t rs);
+/* The "tall" zero-padded f32 layout of the blocked paths (kernels/conv.cl, conv_pad) for images
+ * of H x W padded by (ph, pw) into outputs of OH x OW: per channel, rows of S floats, Rimg rows
+ * an image after ph leading zero rows, channels cs floats apart for nimg images (with at least
+ * pw + 16 zeros after the last image's rows). */
+struct ct__tall {
+  int64_t S, Rimg, cs;
+};
+void ct__conv_tall(struct ct__tall *tl, int64_t H, int64_t W, int ph, int pw, int64_t OH, int64_t OW, int64_t nimg);
 /* Launches k (conv_pad): images n0 .. n0 + nimg of t4 [N, C, H, W] (read through its strides)
- * into dst as zero-padded f32 planes of Hp x Wp (ph rows and pw columns before the values). */
-ct_status ct__conv_pad(ct__kernel *k, ct_device *d, const ct_tensor *t4, int ph, int pw, int64_t Hp, int64_t Wp,
-                       int64_t n0, int64_t nimg, const ct_tensor *dst, const char *fn);
+ * into dst in the tall layout tl (its ph rows and pw columns of zeros before the values), and
+ * tail_n values tail_v after its C channels (the slack the blocked kernels read past them is
+ * only ever read for discarded lanes, but written all the same, so that no kernel reads memory
+ * nothing wrote: strict simulators flag it). */
+ct_status ct__conv_pad(ct__kernel *k, ct_device *d, const ct_tensor *t4, int ph, int pw, const struct ct__tall *tl,
+                       int64_t n0, int64_t nimg, const ct_tensor *dst, int64_t tail_n, float tail_v,
+                       const char *fn);
+/* Which path ct__conv_run takes for cv over x of dtype dt on d (CT__CONV_DIRECT, _GEMM, _BLOCKED). */
+int ct__conv_path(const struct ct__conv *cv, ct_dtype dt, const ct_device *d);
+/* The floats the blocked kernel may read past the last channel of a tall buffer (tl) for cv. */
+int64_t ct__conv_blocked_slack(const struct ct__conv *cv, const struct ct__tall *tl);
+/* *out (new, [N, Cout, OH, OW] of dtype dt) = the stride-1 conv of cv on the blocked kernel, no
+ * bias, from xp: all N images already padded in the tall layout tl (cv's padding), with
+ * ct__conv_blocked_slack floats after its channels; w4 [Cout, C / groups, kh, kw]. */
+ct_status ct__conv_blocked_padded(ct_tensor **out, const struct ct__conv *cv, const ct_tensor *xp,
+                                  const struct ct__tall *tl, const ct_tensor *w4, ct_dtype dt);
 /* The device's GEMM route state (its failure as cv->fn's error), and one GEMM on that route
  * (batch dims simplified first). */
 struct ct__gemm_state;
@@ -126,9 +147,9 @@ ct_status ct__nn_conv_backward(ct_tensor **gx, ct_tensor **gw, ct_tensor **gb, c
  * im2col + GEMM for the weight gradient; for tests, not for concurrent change. */
 enum { CT__CONV_BWD_AUTO, CT__CONV_BWD_GEMM };
 extern int ct__nn_conv_bwd_path;
-/* The blocked weight gradient's images per work-item: enough for ct__nn_wgrad_positions output
- * positions (1024), or as many as fit ct__nn_wgrad_group_bytes of padded x and g (1 MiB); tests
- * lower both to make several image groups. Not for concurrent change. */
+/* The blocked weight gradient's positions per work-item: ct__nn_wgrad_positions (1024), or as
+ * many as fit ct__nn_wgrad_group_bytes of padded x and g (1 MiB); tests lower both to make
+ * several position groups. Not for concurrent change. */
 extern int64_t ct__nn_wgrad_positions, ct__nn_wgrad_group_bytes;
 
 /* conv1d's [N, C, L] or [C, L] tensor (x or an output gradient) as [N, C, 1, L]. */

@@ -154,6 +154,14 @@ static const struct cconv path_cases[] = {
     {"depthwise 3x3 pad 1 (1 channel per group)", 4, false, {2, 4, 5, 5}, {4, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 4,
      true, false},
     {"5 channels per group, 7 taps", 4, false, {2, 2, 6, 5}, {10, 1, 1, 7}, {1, 1}, {0, 3}, {1, 1}, 2, true, false},
+    /* Small planes, whose position blocks and 16-position vectors span images in the blocked
+     * kernels' tall layout: 4x4 (a partial channel block of 4), 1x1 with one image, 3x5 with
+     * more padding than the window needs (output rows and columns beyond the padded input's,
+     * the input gradient through a cropped g), 8x8 with groups and a strided x. */
+    {"4x4 planes, 12 channels", 4, false, {5, 6, 4, 4}, {12, 6, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true, false},
+    {"1x1 plane, one image", 4, false, {1, 8, 1, 1}, {8, 8, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true, false},
+    {"3x5, 1x1 window padding 2x1", 4, false, {3, 4, 3, 5}, {8, 4, 1, 1}, {1, 1}, {2, 1}, {1, 1}, 1, true, false},
+    {"8x8 groups 2, strided x", 4, false, {4, 4, 8, 8}, {16, 2, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 2, true, true},
 };
 
 static int64_t prod(const int64_t *s, int n) {

@@ -36,9 +36,21 @@ static const struct ccase cases[] = {
     {"groups 2, 16 channels each, dilation 2", 2, 32, 10, 9, 32, 3, 3, {1, 1}, {2, 1}, {2, 1}, 2, true, false, V_NONE},
     {"5x5, wide row", 1, 3, 6, 40, 10, 5, 5, {1, 1}, {2, 2}, {1, 1}, 1, true, false, V_NONE},
     {"size-0 batch", 0, 4, 5, 5, 3, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, false, V_NONE},
-    /* padded planes of 72 x 68 > 4096 floats: conv_pad fills each in 2 blocks of rows (60, 12) */
+    /* an image of 71 padded rows of 67 floats > 4096: conv_pad fills it in 2 blocks of rows (61, 10) */
     {"batch-sliced x", 3, 4, 6, 6, 8, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, false, V_BATCH_SLICE},
     {"large plane, transposed x", 1, 2, 70, 66, 8, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, false, V_TRANSPOSE},
+    /* Small planes: the blocked path's position blocks span images (ragged: 125 positions in
+     * 3 blocks of 48), one image, 1x1 planes, odd 3x5 and 5x3 planes, no padding with dilation,
+     * more padding than the window needs (output rows beyond H + ph, columns beyond W + pw),
+     * groups, strided and batch-sliced x. */
+    {"4x4 planes spanning blocks", 5, 3, 4, 4, 9, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, false, V_NONE},
+    {"3x5 plane, one image", 1, 2, 3, 5, 8, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, false, V_NONE},
+    {"1x1 planes", 7, 3, 1, 1, 8, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false, false, V_NONE},
+    {"5x3 planes, no padding, dilation 2x1", 4, 3, 5, 3, 8, 3, 3, {1, 1}, {0, 0}, {2, 1}, 1, true, false, V_NONE},
+    {"1x1 window, padding 2x1", 3, 2, 3, 4, 8, 1, 1, {1, 1}, {2, 1}, {1, 1}, 1, true, false, V_NONE},
+    {"4x4 planes, groups 2", 3, 4, 4, 4, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 2, true, false, V_NONE},
+    {"5x3 planes, transposed x", 3, 4, 5, 3, 8, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, false, V_TRANSPOSE},
+    {"4x4 planes, batch-sliced x", 3, 4, 4, 4, 8, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, false, V_BATCH_SLICE},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -159,16 +171,17 @@ START_TEST(test_conv2d_f32) {
 }
 END_TEST
 
-/* f16/bf16 (storage, f32 compute) and f64 on a GEMM case and a direct case. */
+/* f16/bf16 (storage, f32 compute) and f64 on a GEMM case, a direct case and small planes. */
 START_TEST(test_conv2d_dtypes) {
   ct_device *d = ct_test_device();
   ct_dtype dts[3] = {CT_F16, CT_BF16, CT_F64};
-  const int which[2] = {0, 3};
+  /* a GEMM case, a direct case, small planes spanning the blocked path's position blocks */
+  const int which[3] = {0, 3, 13};
   for (int t = 0; t < 3; t++) {
     if (dts[t] == CT_F64 && !nt_has_f64(d)) continue;
     for (int p = 0; p < 4; p++) {
       ct__nn_conv_path = k_paths[p];
-      for (int i = 0; i < 2; i++) run_case(d, dts[t], &cases[which[i]]);
+      for (int i = 0; i < 3; i++) run_case(d, dts[t], &cases[which[i]]);
     }
   }
 }
@@ -188,6 +201,10 @@ START_TEST(test_conv2d_chunks) {
     c.groups = 2;
     run_case(d, CT_F32, &c);
     ct__nn_col_bytes = 1;  /* still one image at a time */
+    run_case(d, CT_F32, &c);
+    /* the blocked path's padded input in chunks of 2, 2, 1 (4 channels of 7 x 7: 784 bytes an
+     * image), the last chunk's rest of each channel zeroed again */
+    ct__nn_col_bytes = 2 * 4 * 7 * 7 * 4;
     run_case(d, CT_F32, &c);
   }
 }
