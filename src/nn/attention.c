@@ -257,7 +257,9 @@ ct_status ct__sdpa_backward(ct_tensor **dq, ct_tensor **dk, ct_tensor **dv, ct_t
   const char *fn = "ct_backward";
   ct_dtype cdt = p->dtype;
   ct_tensor *qc = NULL, *kc = NULL, *vc = NULL, *gc = NULL, *t = NULL, *ds = NULL, *m = NULL;
-  ct_status st = ct__contiguous(&gc, g, cdt, 0, fn);
+  /* g as it comes (often the permuted view of a head merge's gradient): ct_matmul reads BLAS
+   * layouts in place, so only a dtype other than cdt makes a copy. */
+  ct_status st = to_compute(&gc, g, cdt);
   if (st == CT_OK && dv) {
     /* dV = P^T dO */
     st = ct_transpose(&t, p, -2, -1);
