@@ -61,10 +61,12 @@ __kernel void sdpa_softmax(__global acc_t *scores, long s_off, long rows, long L
   long i = r % L;
   long n = causal ? min(S, i + 1) : S;
   __global acc_t *row = scores + s_off + r * S;
+  acc_t m = (acc_t)(-INFINITY);
   if (m_kind == 0 && S % 8 == 0) {
     /* Without a mask to read, every row runs the same S / 8 vector steps, the causal keys j >= n
-     * taken out by select() (-inf, then exp gives 0): rows of different lengths made the
-     * work-item loops diverge, 1.5x slower per key computed than full rows. */
+     * taken out by select() (-inf, which the exp below turns into 0), and the passes below run
+     * over the whole row: rows of different lengths made the work-item loops diverge, 1.5x
+     * slower per key computed than full rows. */
     long nv = S / 8;
     acc8_t sc8 = (acc8_t)scale, m8 = (acc8_t)(-INFINITY), lane = (acc8_t)(0, 1, 2, 3, 4, 5, 6, 7);
     acc_t na = (acc_t)n;
@@ -74,51 +76,38 @@ __kernel void sdpa_softmax(__global acc_t *scores, long s_off, long rows, long L
       vstore8(s, k, row);
       m8 = MAXN8(s, m8);
     }
-    acc_t m = ct_hmax8(m8);
-    if (m == (acc_t)(-INFINITY)) {
-      for (long j = 0; j < S; j++) row[j] = (acc_t)0;
-      return;
-    }
-    acc8_t sum8 = (acc8_t)0;
-    m8 = (acc8_t)m;
-    for (long k = 0; k < nv; k++) {
-      acc8_t e = exp(vload8(k, row) - m8);
-      vstore8(e, k, row);
-      sum8 += e;
-    }
-    acc8_t s8 = (acc8_t)ct_hsum8(sum8);
-    for (long k = 0; k < nv; k++) vstore8(vload8(k, row) / s8, k, row);
-    return;
-  }
-  for (long j = n; j < S; j++) row[j] = (acc_t)0;
-  long mb = m_kind ? m_off + ct_offset(r, mndim, mshape, mstride) : 0;
-  acc_t m = (acc_t)(-INFINITY);
-  if (m_kind == 1) {
-    __global const uchar *mk = (__global const uchar *)mask + mb;
-    for (long j = 0; j < n; j++) {
-      acc_t s = mk[j * mstep] ? row[j] * scale : (acc_t)(-INFINITY);
-      row[j] = s;
-      m = MAXN(s, m);
-    }
-  } else if (m_kind == 2) {
-    for (long j = 0; j < n; j++) {
-      acc_t s = row[j] * scale + ct_mask_load(mask, mb + j * mstep, m_dt);
-      row[j] = s;
-      m = MAXN(s, m);
-    }
-  } else {
-    long nv = n / 8;
-    acc8_t m8 = (acc8_t)(-INFINITY), sc8 = (acc8_t)scale;
-    for (long k = 0; k < nv; k++) {
-      acc8_t s = vload8(k, row) * sc8;
-      vstore8(s, k, row);
-      m8 = MAXN8(s, m8);
-    }
     m = ct_hmax8(m8);
-    for (long j = nv * 8; j < n; j++) {
-      acc_t s = row[j] * scale;
-      row[j] = s;
-      m = MAXN(s, m);
+    n = S;
+  } else {
+    for (long j = n; j < S; j++) row[j] = (acc_t)0;
+    long mb = m_kind ? m_off + ct_offset(r, mndim, mshape, mstride) : 0;
+    if (m_kind == 1) {
+      __global const uchar *mk = (__global const uchar *)mask + mb;
+      for (long j = 0; j < n; j++) {
+        acc_t s = mk[j * mstep] ? row[j] * scale : (acc_t)(-INFINITY);
+        row[j] = s;
+        m = MAXN(s, m);
+      }
+    } else if (m_kind == 2) {
+      for (long j = 0; j < n; j++) {
+        acc_t s = row[j] * scale + ct_mask_load(mask, mb + j * mstep, m_dt);
+        row[j] = s;
+        m = MAXN(s, m);
+      }
+    } else {
+      long nv = n / 8;
+      acc8_t m8 = (acc8_t)(-INFINITY), sc8 = (acc8_t)scale;
+      for (long k = 0; k < nv; k++) {
+        acc8_t s = vload8(k, row) * sc8;
+        vstore8(s, k, row);
+        m8 = MAXN8(s, m8);
+      }
+      m = ct_hmax8(m8);
+      for (long j = nv * 8; j < n; j++) {
+        acc_t s = row[j] * scale;
+        row[j] = s;
+        m = MAXN(s, m);
+      }
     }
   }
   if (m == (acc_t)(-INFINITY)) {
