@@ -33,6 +33,13 @@
 
 static char ct__blas_core_before[32], ct__blas_core_after[32];
 
+/* Whether $name turns a fix off: 0, off, false or no (any case), or `also` when not NULL. */
+static bool ct__env_off(const char *name, const char *also) {
+  const char *v = getenv(name);
+  return v && (!strcmp(v, "0") || !strcasecmp(v, "off") || !strcasecmp(v, "false") || !strcasecmp(v, "no") ||
+               (also && !strcasecmp(v, also)));
+}
+
 static const char *ct__cpu_coretype(void) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
@@ -86,9 +93,7 @@ static void ct__blas_core_fix(void) {
   if (!now) return;
   strncpy(ct__blas_core_before, now, sizeof ct__blas_core_before - 1);
   strncpy(ct__blas_core_after, now, sizeof ct__blas_core_after - 1);
-  const char *off = getenv("CLTENSOR_OPENBLAS_CORETYPE");
-  if (off && (!strcmp(off, "0") || !strcasecmp(off, "off") || !strcasecmp(off, "false") || !strcasecmp(off, "no")))
-    return;
+  if (ct__env_off("CLTENSOR_OPENBLAS_CORETYPE", NULL)) return;
   if (getenv("OPENBLAS_CORETYPE") || strcasecmp(now, "Prescott") != 0) return;
   const char *want = ct__cpu_coretype();
   if (!want) return;
@@ -132,10 +137,7 @@ static pthread_mutex_t ct__ob_mutex = PTHREAD_MUTEX_INITIALIZER;
 static int ct__ob_inflight, ct__ob_saved;
 
 static void ct__ob_lookup(void) {
-  const char *v = getenv("CLTENSOR_OPENBLAS_THREADS");
-  if (v && (!strcmp(v, "0") || !strcasecmp(v, "keep") || !strcasecmp(v, "off") || !strcasecmp(v, "false") ||
-            !strcasecmp(v, "no")))
-    return;
+  if (ct__env_off("CLTENSOR_OPENBLAS_THREADS", "keep")) return;
   int (*get)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "openblas_get_num_threads");
   void (*set)(int) = (void (*)(int))dlsym(RTLD_DEFAULT, "openblas_set_num_threads");
   if (get && set) {
