@@ -117,13 +117,13 @@ __kernel void sdpa_softmax(__global acc_t *scores, long s_off, long rows, long L
   long nv = n / 8;
   acc8_t m8 = (acc8_t)m, sum8 = (acc8_t)0;
   for (long k = 0; k < nv; k++) {
-    acc8_t e = exp(vload8(k, row) - m8);
+    acc8_t e = CT_ACC_EXP8(vload8(k, row) - m8);
     vstore8(e, k, row);
     sum8 += e;
   }
   acc_t sum = ct_hsum8(sum8);
   for (long j = nv * 8; j < n; j++) {
-    acc_t e = exp(row[j] - m);
+    acc_t e = CT_ACC_EXP(row[j] - m);
     row[j] = e;
     sum += e;
   }

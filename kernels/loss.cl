@@ -73,10 +73,10 @@ inline acc_t ct_row_sumexp(__global const in_t *in, long base, long ncls, long c
   long c = 0;
   if (cstride == 1) {
     acc8_t s8 = (acc8_t)0, m8 = (acc8_t)ms;
-    for (; c + 8 <= ncls; c += 8) s8 += exp(LOAD8(in, base + c) - m8);
+    for (; c + 8 <= ncls; c += 8) s8 += CT_ACC_EXP8(LOAD8(in, base + c) - m8);
     s = ct_hsum8(s8);
   }
-  for (; c < ncls; c++) s += exp(LOAD1(in, base + c * cstride) - ms);
+  for (; c < ncls; c++) s += CT_ACC_EXP(LOAD1(in, base + c * cstride) - ms);
   return s;
 }
 
@@ -161,14 +161,14 @@ __kernel void loss_nll_bwd(__global const in_t *in, long in_off, __global const 
   if (cstride == 1 && ocstride == 1) {
     acc8_t g8 = (acc8_t)gp, l8 = (acc8_t)lse, o8 = (acc8_t)off;
     for (; c + 8 <= ncls; c += 8) {
-      acc8_t v = ce ? exp(LOAD8(in, base + c) - l8) : (acc8_t)0;
+      acc8_t v = ce ? CT_ACC_EXP8(LOAD8(in, base + c) - l8) : (acc8_t)0;
       vstore8(g8 * (v - o8), 0, dx + ob + c);
     }
   }
   for (; c < ncls; c++) {
-    acc_t v = ce ? exp(LOAD1(in, base + c * cstride) - lse) : (acc_t)0;
+    acc_t v = ce ? CT_ACC_EXP(LOAD1(in, base + c * cstride) - lse) : (acc_t)0;
     dx[ob + c * ocstride] = gp * (v - off);
   }
-  acc_t v = ce ? exp(LOAD1(in, base + t * cstride) - lse) : (acc_t)0;
+  acc_t v = ce ? CT_ACC_EXP(LOAD1(in, base + t * cstride) - lse) : (acc_t)0;
   dx[ob + t * ocstride] = gp * (v - (off + ((acc_t)1 - eps)));
 }

@@ -57,13 +57,13 @@ inline acc_t ct_lse_contiguous(__global const in_t *p, long n) {
   ulong cnt = 0;
   for (long k = 0; k < nv;) {
     acc8_t b = (acc8_t)0;
-    for (int q = 0; q < 16 && k < nv; q++, k++) b += exp(LOAD8(p, 8 * k) - ms8);
+    for (int q = 0; q < 16 && k < nv; q++, k++) b += CT_ACC_EXP8(LOAD8(p, 8 * k) - ms8);
     ct_push8(st, &cnt, b);
   }
   acc8_t s8 = ct_pop8(st, cnt);
   vstore8(s8, 0, t);
   acc_t s = ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
-  for (long j = nv * 8; j < n; j++) s += exp(LOAD1(p, j) - m);
+  for (long j = nv * 8; j < n; j++) s += CT_ACC_EXP(LOAD1(p, j) - m);
   return log(s) + m;
 }
 
@@ -91,7 +91,7 @@ __kernel void red_logsumexp(__global const in_t *in, long in_off, __global void 
     for (long j = 0; j < nred;) {
       acc_t b = 0;
       for (int t = 0; t < 16 && j < nred; t++, j++)
-        b += exp(LOAD1(in, base + ct_lg_offset(j, rndim, rshape, rstride)) - m);
+        b += CT_ACC_EXP(LOAD1(in, base + ct_lg_offset(j, rndim, rshape, rstride)) - m);
       ct_push1(st, &cnt, b);
     }
     r = log(ct_pop1(st, cnt)) + m;

@@ -81,13 +81,14 @@ inline acc_t ct_sumexp1(__global const io_t *in, long ib, long in_step, long j0,
   long j = j0;
   while (j < j1) {
     acc_t b = 0;
-    for (int k = 0; k < 16 && j < j1; k++, j += step) b += exp(LOAD1(in, ib + j * in_step) - m);
+    for (int k = 0; k < 16 && j < j1; k++, j += step) b += CT_ACC_EXP(LOAD1(in, ib + j * in_step) - m);
     ct_push1(st, &cnt, b);
   }
   return ct_pop1(st, cnt);
 }
 
-#define CT_SM_VALUE(logsm, x, m, s, logs) ((logsm) ? ((x) - (m)) - (logs) : exp((x) - (m)) / (s))
+#define CT_SM_VALUE(logsm, x, m, s, logs) ((logsm) ? ((x) - (m)) - (logs) : CT_ACC_EXP((x) - (m)) / (s))
+#define CT_SM_VALUE8(logsm, x, m, s, logs) ((logsm) ? ((x) - (m)) - (logs) : CT_ACC_EXP8((x) - (m)) / (s))
 
 __kernel void softmax_rows(__global const io_t *in, long in_off, __global io_t *out, long out_off,
                            long n, long in_step, long out_step, int kndim, long8 kshape,
@@ -133,7 +134,7 @@ __kernel void softmax_rows(__global const io_t *in, long in_off, __global io_t *
     acc8_t m8 = (acc8_t)m;
     for (long k = lid; k < nv;) {
       acc8_t b = (acc8_t)0;
-      for (int t = 0; t < 16 && k < nv; t++, k += L) b += exp(LOAD8(in, ib + 8 * k) - m8);
+      for (int t = 0; t < 16 && k < nv; t++, k += L) b += CT_ACC_EXP8(LOAD8(in, ib + 8 * k) - m8);
       ct_push8(st, &cnt, b);
     }
     sum = ct_hsum8(ct_pop8(st, cnt));
@@ -153,7 +154,7 @@ __kernel void softmax_rows(__global const io_t *in, long in_off, __global io_t *
     acc8_t m8 = (acc8_t)m, s8 = (acc8_t)sum, l8 = (acc8_t)logs;
     for (long k = lid; k < nv; k += L) {
       acc8_t x = LOAD8(in, ib + 8 * k);
-      STORE8(out, ob + 8 * k, CT_SM_VALUE(logsm, x, m8, s8, l8));
+      STORE8(out, ob + 8 * k, CT_SM_VALUE8(logsm, x, m8, s8, l8));
     }
   }
   for (long j = t0; j < n; j += L) {
@@ -183,13 +184,13 @@ __kernel void softmax_cols(__global const io_t *in, long in_off, __global io_t *
     ulong cnt = 0;
     for (long j = 0; j < n;) {
       acc8_t b = (acc8_t)0;
-      for (int t = 0; t < 16 && j < n; t++, j++) b += exp(LOAD8(in, ib[0] + j * in_step) - m);
+      for (int t = 0; t < 16 && j < n; t++, j++) b += CT_ACC_EXP8(LOAD8(in, ib[0] + j * in_step) - m);
       ct_push8(st, &cnt, b);
     }
     acc8_t s = ct_pop8(st, cnt), logs = log(s);
     for (long j = 0; j < n; j++) {
       acc8_t x = LOAD8(in, ib[0] + j * in_step);
-      STORE8(out, ob[0] + j * out_step, CT_SM_VALUE(logsm, x, m, s, logs));
+      STORE8(out, ob[0] + j * out_step, CT_SM_VALUE8(logsm, x, m, s, logs));
     }
     return;
   }

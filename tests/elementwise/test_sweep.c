@@ -3,7 +3,7 @@
  * bounds of ew_ref.h (OpenCL's bounds of the builtins they replace): every 4093rd bit pattern of
  * the 2^32 (subnormals, infinities and NaNs included), and 4096 neighbouring values on each side
  * of every place the code switches formula (tanh: |x| = 0.625; erf: 1, 2, 10.1; gelu: the same
- * points of x / sqrt2). Also the ops built from them (gelu_tanh, sigmoid, silu) and exp, which
+ * points of x / sqrt2; exp, which is common.cl's ct_expf: its limits). Also the ops built from them (gelu_tanh, sigmoid, silu) and exp, which
  * they rest on. Random values and the other dtypes are test_ops.c's; this is the dense check
  * that a fitted polynomial holds between the values test_ops.c happens to draw. */
 #include "elementwise/elementwise.h"
@@ -14,7 +14,10 @@ enum { STRIDE = 4093, NEAR = 4096 };
 static const ref_val ref_zero = {0, 0, 0};
 
 static const float switch_points[] = {0.625f, 1.0f, 2.0f, 10.1f, 1.41421356f, 2.82842712f, 14.2835934f,
-                                      0.70710678f, 1.17549435e-38f, 20.0f, 88.7f};
+                                      0.70710678f, 1.17549435e-38f, 20.0f, 88.7f,
+                                      /* common.cl's ct_expf: its overflow and clamp limits, the
+                                       * last normal result, the last one above 0 */
+                                      88.7228394f, 88.8f, 87.3365479f, 103.972076f, 103.98f, 104.0f};
 
 /* The inputs: the bit-pattern sweep, then each switch point's neighbours, both signs. */
 static float *sweep_values(size_t *n) {
