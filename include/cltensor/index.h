@@ -14,7 +14,11 @@
  * Indices are checked on the device while the kernel runs: an index outside [0, size) gives
  * CT_ERR_INVALID_ARGUMENT naming one bad index value and its position in the index tensor,
  * e.g. "ct_gather: index 7 at position [1, 0] is out of range for dim 1 of size 5" (when several
- * are bad, which one is reported is unspecified); the result is then not returned.
+ * are bad, which one is reported is unspecified); the result is then not returned. The check
+ * costs a round trip to the host (the op waits for the kernel), except for an index tensor made
+ * by ct_from_host (or loaded from a file) and not written since: the library saw its values on
+ * the way in, and when they all lie in range the op returns without waiting. Any write to it, or
+ * handing its memory out (ct_tensor_cl_mem, ct_to_dlpack), brings the device check back.
  *
  * Size-0 dims are allowed everywhere and give empty results.
  *

@@ -44,7 +44,8 @@ static ct_status gather_run(ct_tensor *out, const ct_tensor *x, const ct_tensor 
   ct__kernel *k;
   CT__TRY(ct__kernel_for(&k, d, "index.cl", "gather_bits", CT__NO_DTYPE, opts, fn));
   ct_tensor *rec;
-  CT__TRY(ct__index_bad_new(&rec, d, fn));
+  bool check = ct__index_check_needed(index, g->sel_size);
+  CT__TRY(ct__index_bad_new(&rec, d, check, fn));
   int64_t inner = g->shape[g->ndim - 1];
   int64_t nitems = n / inner * ((inner + 255) / 256); /* CT_CHUNK in kernels/index.cl */
   struct ct__kargs a;
@@ -59,7 +60,7 @@ static ct_status gather_run(ct_tensor *out, const ct_tensor *x, const ct_tensor 
   ct__karg_int(&a, "ndim", g->ndim);
   ct__karg_long8(&a, "shape", g->ndim, g->shape, 1);
   ct__karg_long(&a, "nitems", nitems);
-  return ct__index_launch_checked(k, &a, d, nitems, rec, bad, fn);
+  return ct__index_launch_checked(k, &a, d, nitems, rec, check, bad, fn);
 }
 
 /* For an empty result of a non-empty index: checks the index alone (as PyTorch does); on a bad
@@ -75,7 +76,8 @@ static ct_status check_only(const ct_tensor *x, const ct_tensor *index, int64_t 
   ct__kernel *k;
   CT__TRY(ct__kernel_for(&k, d, "index.cl", "index_check", CT__NO_DTYPE, opts, fn));
   ct_tensor *rec;
-  CT__TRY(ct__index_bad_new(&rec, d, fn));
+  bool check = ct__index_check_needed(index, sel_size);
+  CT__TRY(ct__index_bad_new(&rec, d, check, fn));
   int nd = index->ndim ? index->ndim : 1;
   int64_t one = 1, zero = 0;
   struct ct__kargs a;
@@ -86,7 +88,7 @@ static ct_status check_only(const ct_tensor *x, const ct_tensor *index, int64_t 
   ct__karg_long8(&a, "shape", index->ndim, index->ndim ? index->shape : &one, 1);
   ct__karg_long(&a, "sel_size", sel_size);
   ct__karg_long(&a, "nitems", ni);
-  return ct__index_launch_checked(k, &a, d, ni, rec, bad, fn);
+  return ct__index_launch_checked(k, &a, d, ni, rec, check, bad, fn);
 }
 
 /* Common checks of an (x, index) pair. */

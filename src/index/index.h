@@ -5,6 +5,7 @@
 #define CT_INDEX_INDEX_H
 
 #include <CL/cl.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -23,16 +24,24 @@ void ct__index_karg_strided(struct ct__kargs *a, const char *name, const ct_tens
                             const int64_t *strides);
 
 /* The bad-index record the kernels fill (kernels/index.cl, order.cl): 4 i64, zeroed on d's
- * queue. ct__index_bad_read() reads it back (one small blocking read) into rec: rec[0] != 0
+ * queue when check is true (else left as allocated: see ct__index_check_needed). ct__index_bad_read() reads it back (one small blocking read) into rec: rec[0] != 0
  * when an index was out of range, rec[1] the position the kernel recorded, rec[2] the value,
  * rec[3] a second coordinate where the kernel gives one. */
-ct_status ct__index_bad_new(ct_tensor **rec, ct_device *d, const char *fn);
+ct_status ct__index_bad_new(ct_tensor **rec, ct_device *d, bool check, const char *fn);
 ct_status ct__index_bad_read(const ct_tensor *rec, int64_t out[4], const char *fn);
 /* The launch of a kernel that checks indices: adds rec as its last argument ("err"), launches
  * nitems work-items as ct__launch1() (which ends the arguments and unlocks k), reads the
- * record into bad and releases rec, whatever happens. */
+ * record into bad when check is true (else bad[0] = 0) and releases rec, whatever happens. */
 ct_status ct__index_launch_checked(ct__kernel *k, struct ct__kargs *a, ct_device *d, int64_t nitems,
-                                   ct_tensor *rec, int64_t bad[4], const char *fn);
+                                   ct_tensor *rec, bool check, int64_t bad[4], const char *fn);
+/* Whether the values of index must be checked against [0, size) on the device: false when they
+ * are known to lie there (ct__tensor_known_range: an index tensor from ct_from_host, unwritten
+ * since). Then the record is neither cleared nor read (check false above): the kernel cannot
+ * write it, and the op makes no round trip to the host. */
+bool ct__index_check_needed(const ct_tensor *index, int64_t size);
+/* How many index checks read their result back from a device (ct__index_bad_read and the class
+ * losses' flag): tests see with it that known indices make no round trip. */
+extern atomic_long ct__index_checks_read;
 
 /* Lines along dim dd (the elements along dd at fixed other coordinates), numbered row-major over
  * lshape: `shape` (ndim dims; a 0-dim shape counts as [1]) with dim dd set to 1. For each of the

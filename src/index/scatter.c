@@ -59,7 +59,8 @@ ct_status ct_scatter_add(ct_tensor **out, const ct_tensor *x, int dim, const ct_
   ct_tensor *rec = NULL;
   int64_t bad[4] = {0, 0, 0, 0};
   st = ct__kernel_for(&k, d, "order.cl", "scatter_add_lines", CT__NO_DTYPE, opts, fn);
-  if (st == CT_OK) st = ct__index_bad_new(&rec, d, fn);
+  bool check = ct__index_check_needed(index, dim_size);
+  if (st == CT_OK) st = ct__index_bad_new(&rec, d, check, fn);
   if (st == CT_OK) {
     struct ct__kargs a;
     ct__kargs_begin(&a, k, ct__kernel_lock(k));
@@ -80,7 +81,7 @@ ct_status ct_scatter_add(ct_tensor **out, const ct_tensor *x, int dim, const ct_
                sstr[ld] == 1 && istr[ld] == 0;
     ct__karg_long(&a, "nlines", nlines);
     ct__karg_int(&a, "vec", vec);
-    st = ct__index_launch_checked(k, &a, d, vec ? nlines / 16 : nlines, rec, bad, fn);
+    st = ct__index_launch_checked(k, &a, d, vec ? nlines / 16 : nlines, rec, check, bad, fn);
   }
   if (st == CT_OK && bad[0]) {
     /* The kernel records the line and the position k along dim. */

@@ -81,6 +81,8 @@ static ct_status ct__dl_export(struct ct__dl_export **out, const ct_tensor *t, c
   memcpy(e->strides, t->strides, sizeof e->strides);
   DLTensor *dl = &e->managed.dl_tensor; /* zeroed by calloc */
   dl->data = ct__tensor_mem(t);
+  /* The consumer may write the memory behind the version counter (tensor.h). */
+  ct__storage_forget_range(t->storage);
   dl->device.device_type = kDLOpenCL;
   dl->device.device_id = ct_device_index(t->storage->device);
   dl->ndim = t->ndim;

@@ -43,6 +43,8 @@ ct_status ct_tensor_cl_mem(struct _cl_mem **mem, size_t *byte_offset, const ct_t
   CT__TRY(ct__deferred_realize("ct_tensor_cl_mem"));
   *mem = ct__tensor_mem(t);
   if (byte_offset) *byte_offset = ct__tensor_byte_offset(t);
+  /* The caller may write the buffer behind the version counter (tensor.h). */
+  ct__storage_forget_range(t->storage);
   return CT_OK;
 }
 

@@ -366,7 +366,7 @@ static const char *ct__js_string(struct ct__js *x, const char *p) {
       q += 2;
       continue;
     }
-    unsigned u, lo;
+    unsigned u = 0, lo = 0;
     if (!ct__js_hex4(x, q + 2, &u)) return ct__js_fail(x, q, NULL);
     if (u == 0) return ct__js_fail(x, q, "an escaped NUL (\\u0000) in a string");
     if (u >= 0xdc00 && u <= 0xdfff) return ct__js_fail(x, q, "an unpaired UTF-16 surrogate");
@@ -519,7 +519,7 @@ static char *ct__js_strdup(const struct ct__js *x, const char *t, const char *t_
       q += 2;
       continue;
     }
-    unsigned u, lo;
+    unsigned u = 0, lo = 0;
     ct__js_hex4(x, q + 2, &u);
     q += 6;
     if (u >= 0xd800 && u <= 0xdbff) {

@@ -54,6 +54,7 @@ static ct_status finish(ct_tensor **out, ct_tensor **nvalid, ct_tensor *v, ct_te
 static ct_status check_flag(ct_tensor *flag, const ct_tensor *target, int64_t ncls,
                             int64_t ignore_index, const char *fn) {
   cl_int bad = INT_MAX;
+  atomic_fetch_add_explicit(&ct__index_checks_read, 1, memory_order_relaxed);
   CT__TRY(ct_to_host(flag, &bad, sizeof bad));
   if (bad == INT_MAX) return CT_OK;
   char ps[256];
@@ -132,11 +133,16 @@ static ct_status class_loss(ct_tensor **out, const ct_tensor *x, const ct_tensor
   ct_tensor *loss = NULL, *valid = NULL, *flag = NULL;
   ct_status st = ct__tensor_new(&loss, d, adt, pndim, pshape, fn);
   if (st == CT_OK) st = ct__tensor_new(&valid, d, adt, pndim, pshape, fn);
+  /* Targets known to be class indices (a tensor from ct_from_host, unwritten since: tensor.h)
+   * need no check: the flag is then neither set up nor read, and the loss makes no round trip to
+   * the host in the middle of a training step. */
+  int64_t tlo, thi;
+  bool check = !ct__tensor_known_range(target, &tlo, &thi) || tlo < 0 || thi >= ncls;
   if (st == CT_OK && npos > 0) {
     int64_t one = 1;
     cl_int init = INT_MAX;
     st = ct__tensor_new(&flag, d, CT_I32, 1, &one, fn);
-    if (st == CT_OK) st = ct__fill_bits(flag, &init, fn);
+    if (st == CT_OK && check) st = ct__fill_bits(flag, &init, fn);
     ct__kernel *k = NULL;
     if (st == CT_OK) st = ct__kernel_for(&k, d, "loss.cl", "loss_nll", (int)x->dtype, NULL, fn);
     if (st == CT_OK) {
@@ -160,7 +166,7 @@ static ct_status class_loss(ct_tensor **out, const ct_tensor *x, const ct_tensor
       else ct__karg_float(&a, "eps", (float)eps);
       st = ct__launch1(k, &a, d, npos, 64, fn);
     }
-    if (st == CT_OK) st = check_flag(flag, target, ncls, ignore_index, fn);
+    if (st == CT_OK && check) st = check_flag(flag, target, ncls, ignore_index, fn);
   }
   ct_tensor *res = NULL, *nvalid = NULL;
   if (st == CT_OK) st = finish(&res, &nvalid, loss, valid, r, x->dtype, fn);

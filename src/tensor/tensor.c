@@ -14,6 +14,16 @@
 
 /* ---- storage ---- */
 
+bool ct__tensor_known_range(const ct_tensor *t, int64_t *lo, int64_t *hi) {
+  const ct__storage *s = t->storage;
+  if (!atomic_load_explicit(&s->range_known, memory_order_acquire) ||
+      atomic_load_explicit(&s->version, memory_order_relaxed) != 0)
+    return false;
+  *lo = s->range_lo;
+  *hi = s->range_hi;
+  return true;
+}
+
 void ct__storage_retain(ct__storage *s) { atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed); }
 
 void ct__storage_release(ct__storage *s) {

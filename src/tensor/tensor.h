@@ -30,6 +30,13 @@ typedef struct ct__storage {
   /* A node of the fusion graph (src/elementwise/lazy.c) will write this memory when realized:
    * its contents are not there yet. Set and cleared under the graph's lock. */
   atomic_bool pending;
+  /* An integer storage filled by ct_from_host: the smallest and largest element, seen on the host
+   * as they went in (tensor/transfer.c). Index checks use them to skip their device round trip
+   * (index/common.c, nn/loss.c). They hold while range_known is set and version is still 0: every
+   * write bumps the version, and handing the memory out (ct_tensor_cl_mem, DLPack) clears the
+   * flag. ct__tensor_known_range() reads them. */
+  atomic_bool range_known;
+  int64_t range_lo, range_hi;
 } ct__storage;
 
 struct ct_tensor {
@@ -126,6 +133,15 @@ ct_status ct__broadcast_shapes(int *out_ndim, int64_t *out, int an, const int64_
                                const int64_t *b, const char *fn);
 
 /* Storage reference counting (a view retains its base's storage). */
+/* *lo and *hi bound every element of t without reading the device: t is a view of an integer
+ * storage filled by ct_from_host and not written since (ct__storage above). False when that is
+ * not known. */
+bool ct__tensor_known_range(const ct_tensor *t, int64_t *lo, int64_t *hi);
+/* The memory of s is handed out: its elements can change without a version bump. */
+static inline void ct__storage_forget_range(ct__storage *s) {
+  atomic_store_explicit(&s->range_known, false, memory_order_release);
+}
+
 void ct__storage_retain(ct__storage *s);
 void ct__storage_release(ct__storage *s);
 

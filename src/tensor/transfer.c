@@ -18,6 +18,42 @@ struct ct_event {
   ct_status status;
 };
 
+/* The smallest and largest of the n integers of dtype t at p (as int64); false for a u64 value
+ * above INT64_MAX, or a dtype that is not an integer one. */
+static bool ct__host_int_range(ct_dtype t, const void *p, size_t n, int64_t *lo, int64_t *hi) {
+  int64_t mn = INT64_MAX, mx = INT64_MIN;
+#define CT__RANGE(T)                          \
+  do {                                        \
+    const T *q = p;                           \
+    for (size_t i = 0; i < n; i++) {          \
+      int64_t v = (int64_t)q[i];              \
+      mn = v < mn ? v : mn;                   \
+      mx = v > mx ? v : mx;                   \
+    }                                         \
+  } while (0)
+  switch (t) {
+    case CT_U8: CT__RANGE(uint8_t); break;
+    case CT_I8: CT__RANGE(int8_t); break;
+    case CT_I16: CT__RANGE(int16_t); break;
+    case CT_U16: CT__RANGE(uint16_t); break;
+    case CT_I32: CT__RANGE(int32_t); break;
+    case CT_U32: CT__RANGE(uint32_t); break;
+    case CT_I64: CT__RANGE(int64_t); break;
+    case CT_U64: {
+      const uint64_t *q = p;
+      for (size_t i = 0; i < n; i++)
+        if (q[i] > (uint64_t)INT64_MAX) return false;
+      CT__RANGE(uint64_t);
+      break;
+    }
+    default: return false;
+  }
+#undef CT__RANGE
+  *lo = mn;
+  *hi = mx;
+  return true;
+}
+
 ct_status ct_from_host(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape,
                        const void *data) {
   CT__TRY(ct__tensor_new(out, d, t, ndim, shape, "ct_from_host"));
@@ -37,8 +73,14 @@ ct_status ct_from_host(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, cons
   if (st != CT_OK) {
     ct_release(*out);
     *out = NULL;
+    return st;
   }
-  return st;
+  /* Index tensors come this way: their range lets index checks skip the device (tensor.h). The
+   * scan reads what the write just read, at about its speed. */
+  ct__storage *s = (*out)->storage;
+  if (ct__host_int_range(t, data, (size_t)ct_numel(*out), &s->range_lo, &s->range_hi))
+    atomic_store_explicit(&s->range_known, true, memory_order_release);
+  return CT_OK;
 }
 
 static ct_status ct__check_host_buffer(const ct_tensor *t, const void *p, size_t bytes, const char *fn,

@@ -9,7 +9,12 @@
  * compared bit for bit; so is scatter_add, whose additions happen in a defined order, each
  * rounded to the dtype on both sides. */
 #include <math.h>
+#include <stdatomic.h>
 
+#include <CL/cl.h>
+#include <dlpack/dlpack.h>
+
+#include "index/index.h"
 #include "index_util.h"
 
 static const int64_t XSHAPE[3] = {4, 6, 5};
@@ -503,6 +508,145 @@ START_TEST(test_out_of_range) {
 }
 END_TEST
 
+
+/* Index tensors from ct_from_host carry the range of their values (tensor.h), which spares the
+ * device round trip of their check (ct__index_checks_read stays put); any write after the upload,
+ * and handing the memory out, makes the ops check on the device again, so an index made bad
+ * later is still reported. Indices a kernel computed are always checked. */
+static long checks_read(void) { return atomic_load(&ct__index_checks_read); }
+
+static void expect_bad_embedding(const ct_tensor *w, const ct_tensor *idx, const char *msg) {
+  ct_tensor *out = (ct_tensor *)1;
+  long before = checks_read();
+  ck_assert_ct_status(ct_embedding(&out, w, idx), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_null(out);
+  ck_assert_error_contains(msg);
+  ck_assert_int_eq(checks_read(), before + 1);
+}
+
+START_TEST(test_known_range) {
+  ct_device *d = ct_test_device();
+  int64_t ws[2] = {3, 2}, four = 4;
+  float wv[6] = {0, 1, 10, 11, 20, 21};
+  ct_tensor *w = ix_tensor(d, CT_F32, 2, ws, wv, 0), *out = NULL;
+  const int64_t good[4] = {2, 0, 1, 2};
+
+  /* From the host, in range: no read back, right rows. */
+  ct_tensor *idx = NULL;
+  ck_assert_ct_ok(ct_from_host(&idx, d, CT_I64, 1, &four, good));
+  long before = checks_read();
+  ck_assert_ct_ok(ct_embedding(&out, w, idx));
+  ct_tensor *sel = NULL;
+  ck_assert_ct_ok(ct_index_select(&sel, w, 0, idx));
+  ck_assert_int_eq(checks_read(), before);
+  float got[8], want[8] = {20, 21, 0, 1, 10, 11, 20, 21};
+  ck_assert_ct_ok(ct_to_host(out, got, sizeof got));
+  ck_assert_mem_eq(got, want, sizeof got);
+  ck_assert_ct_ok(ct_to_host(sel, got, sizeof got));
+  ck_assert_mem_eq(got, want, sizeof got);
+  ct_release(sel);
+  ct_release(out);
+  out = NULL;
+  /* A view of it (the storage's range bounds every view) needs no read either. */
+  ct_tensor *part = NULL;
+  ck_assert_ct_ok(ct_slice(&part, idx, 0, 1, 3, 1));
+  ck_assert_ct_ok(ct_embedding(&out, w, part));
+  ck_assert_int_eq(checks_read(), before);
+  ct_release(out);
+  out = NULL;
+  ct_release(part);
+
+  /* Written after the upload: checked on the device again, and the bad index found. */
+  ck_assert_ct_ok(ct_fill_(idx, 7));
+  expect_bad_embedding(w, idx, "ct_embedding: index 7 at position [0] is out of range for weight with 3 rows");
+  ct_release(idx);
+
+  ck_assert_ct_ok(ct_from_host(&idx, d, CT_I64, 1, &four, good));
+  ck_assert_ct_ok(ct_add_scalar_out(idx, idx, 1));
+  expect_bad_embedding(w, idx, "ct_embedding: index 3 at position [0] is out of range for weight with 3 rows");
+  ct_release(idx);
+
+  const int32_t bad32[4] = {0, 1, -5, 2}, good32[4] = {0, 1, 2, 2};
+  ct_tensor *src = NULL, *idx32 = NULL;
+  ck_assert_ct_ok(ct_from_host(&src, d, CT_I32, 1, &four, bad32));
+  ck_assert_ct_ok(ct_from_host(&idx32, d, CT_I32, 1, &four, good32));
+  ck_assert_ct_ok(ct_copy(idx32, src));
+  expect_bad_embedding(w, idx32, "ct_embedding: index -5 at position [2] is out of range for weight with 3 rows");
+  ct_release(idx32);
+  ct_release(src);
+
+  /* Handed out as a cl_mem and written on the device's queue behind the library's back. */
+  ck_assert_ct_ok(ct_from_host(&idx, d, CT_I64, 1, &four, good));
+  struct _cl_mem *mem = NULL;
+  struct _cl_command_queue *q = NULL;
+  size_t off = 0;
+  ck_assert_ct_ok(ct_tensor_cl_mem(&mem, &off, idx));
+  ck_assert_ct_ok(ct_device_cl_queue(&q, d));
+  const cl_long nine = 9;
+  ck_assert_int_eq(clEnqueueWriteBuffer(q, mem, CL_TRUE, off + sizeof nine, sizeof nine, &nine, 0, NULL, NULL),
+                   CL_SUCCESS);
+  expect_bad_embedding(w, idx, "ct_embedding: index 9 at position [1] is out of range for weight with 3 rows");
+  ct_release(idx);
+
+  /* Exported through DLPack: the consumer may write it, so it is checked from then on. */
+  ck_assert_ct_ok(ct_from_host(&idx, d, CT_I64, 1, &four, good));
+  struct DLManagedTensor *dl = NULL;
+  ck_assert_ct_ok(ct_to_dlpack(&dl, idx));
+  before = checks_read();
+  ck_assert_ct_ok(ct_embedding(&out, w, idx));
+  ck_assert_int_eq(checks_read(), before + 1);
+  dl->deleter(dl);
+  ct_release(out);
+  out = NULL;
+  ct_release(idx);
+
+  /* Computed by a kernel: checked. */
+  float sv[8] = {0, 5, 1, 0, 3, 0, 0, 2};
+  int64_t ss[2] = {4, 2};
+  ct_tensor *scores = ix_tensor(d, CT_F32, 2, ss, sv, 0), *am = NULL;
+  ck_assert_ct_ok(ct_argmax(&am, scores, 1, false));
+  before = checks_read();
+  ck_assert_ct_ok(ct_embedding(&out, w, am));
+  ck_assert_int_eq(checks_read(), before + 1);
+  ct_release(out);
+  out = NULL;
+  ct_release(am);
+  ct_release(scores);
+
+  /* scatter_add and the class losses use the range too. */
+  ck_assert_ct_ok(ct_from_host(&idx, d, CT_I64, 1, &four, good));
+  ct_tensor *z = NULL, *ones = NULL, *logits = NULL, *loss = NULL;
+  int64_t three = 3;
+  ck_assert_ct_ok(ct_zeros(&z, d, CT_F32, 1, &three));
+  ck_assert_ct_ok(ct_ones(&ones, d, CT_F32, 1, &four));
+  int64_t ls[2] = {4, 3};
+  float lv[12] = {0};
+  logits = ix_tensor(d, CT_F32, 2, ls, lv, 0);
+  before = checks_read();
+  ck_assert_ct_ok(ct_scatter_add(&out, z, 0, idx, ones));
+  ck_assert_ct_ok(ct_cross_entropy(&loss, logits, idx, -100, 0.0, CT_REDUCTION_MEAN));
+  ck_assert_int_eq(checks_read(), before);
+  float sums[3];
+  ck_assert_ct_ok(ct_to_host(out, sums, sizeof sums));
+  ck_assert(sums[0] == 1 && sums[1] == 1 && sums[2] == 2);
+  float lval;
+  ck_assert_ct_ok(ct_to_host(loss, &lval, sizeof lval));
+  ck_assert_float_eq_tol(lval, logf(3.0f), 1e-6f);
+  ct_release(loss);
+  loss = (ct_tensor *)1;
+  ck_assert_ct_ok(ct_fill_(idx, 3));
+  ck_assert_ct_status(ct_cross_entropy(&loss, logits, idx, -100, 0.0, CT_REDUCTION_MEAN), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_null(loss);
+  ck_assert_error_contains("out of range for 3 classes");
+  ct_release(out);
+  ct_release(logits);
+  ct_release(ones);
+  ct_release(z);
+  ct_release(idx);
+  ct_release(w);
+}
+END_TEST
+
 START_TEST(test_argument_errors) {
   ct_device *d = ct_test_device();
   int64_t xs[2] = {3, 5}, two = 2;
@@ -601,6 +745,7 @@ int main(void) {
   tcase_add_test(tc, test_scatter_add_dtypes);
   tcase_add_test(tc, test_scatter_add_shared_index);
   tcase_add_test(tc, test_out_of_range);
+  tcase_add_test(tc, test_known_range);
   tcase_add_test(tc, test_argument_errors);
   suite_add_tcase(s, tc);
   return ct_test_run(s);
