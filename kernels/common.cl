@@ -44,13 +44,14 @@
 #define CT_T_12 ulong
 #define CT_T(dt) CT_CAT(CT_T_, dt)
 
-/* exp(x) in f32 without the builtin: PoCL 3.1's exp costs about 2.6
- * cycles an element on a CPU, this 1.2 (measured on 2^22 values). k = round(x / ln2) by the
- * 1.5 * 2^23 shifter, r = x - k ln2 in two parts (Cody-Waite), exp(r) by a degree-7 polynomial
- * (Cephes' expf coefficients), then 2^k as two factors so that subnormal results (k down to
- * -150) and k = 128 stay exact. At most 1 ulp against a double reference on every 97th f32 bit
- * pattern (OpenCL's bound for exp is 3); NaN stays NaN, -inf gives 0 and +inf, inf. No builtins
- * but fma and select: a call keeps PoCL from vectorizing the work-item loop. */
+/* exp(x) in f32 without the builtin: a pass over 2^22 values takes 0.28 ns an element on PoCL
+ * (2 threads) against 0.41 with PoCL 3.1's exp (a copy: 0.16), so half the compute. k = round(x /
+ * ln2) by the 1.5 * 2^23 shifter, r = x - k ln2 in two parts (Cody-Waite), exp(r) = 1 + r + r^2
+ * P(r) with Cephes' expf coefficients, then 2^k as two factors so that subnormal results (k down
+ * to -150) and k = 128 come out right. 0.94 ulp at most on elementwise-sweep's values (every
+ * 4093rd f32 bit pattern and the neighbours of the limits below; OpenCL's bound for exp is 3);
+ * NaN stays NaN, -inf gives 0 and +inf, inf. No builtins but fma and select: a call keeps PoCL
+ * from vectorizing the work-item loop. */
 #define CT_EXPF_BODY(T, AS_INT, AS_FLOAT)                                          \
   T xc = select(x, (T)(-104.0f), x < (T)(-104.0f));                             \
   xc = select(xc, (T)(88.8f), xc > (T)(88.8f));                                 \

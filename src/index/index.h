@@ -24,7 +24,8 @@ void ct__index_karg_strided(struct ct__kargs *a, const char *name, const ct_tens
                             const int64_t *strides);
 
 /* The bad-index record the kernels fill (kernels/index.cl, order.cl): 4 i64, zeroed on d's
- * queue when check is true (else left as allocated: see ct__index_check_needed). ct__index_bad_read() reads it back (one small blocking read) into rec: rec[0] != 0
+ * queue when check is true (else left as allocated: see ct__index_check_needed).
+ * ct__index_bad_read() reads it back (one small blocking read) into rec: rec[0] != 0
  * when an index was out of range, rec[1] the position the kernel recorded, rec[2] the value,
  * rec[3] a second coordinate where the kernel gives one. */
 ct_status ct__index_bad_new(ct_tensor **rec, ct_device *d, bool check, const char *fn);
