@@ -23,7 +23,7 @@ log = max(glob.glob(os.path.join(sys.argv[1], 'testlog*.json')), key=os.path.get
 rows = [json.loads(l) for l in open(log) if l.strip()]
 # Tests scripts/sanitize.sh reran after LeakSanitizer's tracer crashed count by their rerun.
 again = {}
-for retry in glob.glob(os.path.join(sys.argv[1], 'lsan-retry*.json')):
+for retry in sorted(glob.glob(os.path.join(sys.argv[1], 'lsan-retry*.json')), key=os.path.getmtime):
     if os.path.getmtime(retry) >= os.path.getmtime(log):
         again.update((r['name'], r['result']) for r in map(json.loads, filter(str.strip, open(retry))))
 for r in rows:
