@@ -34,8 +34,12 @@ fi
 ninja -C "$build" -j "${NINJA_JOBS:-2}"
 
 # The exhaustive every-op x every-dtype elementwise tests (their kernels and host paths are run
-# under ASan by elementwise-binary and elementwise-layout at CI size) and the benchmark.
-asan_skip="elementwise-scalar elementwise-unary elementwise-promote cltensor-bench"
+# under ASan by elementwise-binary and elementwise-layout at CI size) and the benchmark. And
+# nn-conv-clblast: with CI's PoCL cache folder, LeakSanitizer's tracer segfaults at the exit of
+# its test_conv_torch child every time (addr 0xab8, the same pc: the checker, not the test, which
+# passed; with the default cache folder it passes), docs/RELIABILITY.md. Stage 1 runs it; the
+# same convolutions run under ASan through nn-conv-auto and autograd-conv.
+asan_skip="elementwise-scalar elementwise-unary elementwise-promote cltensor-bench nn-conv-clblast"
 if [ "$kind" = asan ] && [ "${1:-}" = "--all" ]; then
   shift
 elif [ "$kind" = asan ] && [ $# -eq 0 ]; then
