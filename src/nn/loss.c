@@ -136,8 +136,7 @@ static ct_status class_loss(ct_tensor **out, const ct_tensor *x, const ct_tensor
   /* Targets known to be class indices (a tensor from ct_from_host, unwritten since: tensor.h)
    * need no check: the flag is then neither set up nor read, and the loss makes no round trip to
    * the host in the middle of a training step. */
-  int64_t tlo, thi;
-  bool check = !ct__tensor_known_range(target, &tlo, &thi) || tlo < 0 || thi >= ncls;
+  bool check = ct__index_check_needed(target, ncls);
   if (st == CT_OK && npos > 0) {
     int64_t one = 1;
     cl_int init = INT_MAX;

@@ -132,7 +132,6 @@ ct_status ct__check_same_device(const char *fn, const char *an, const ct_tensor 
 ct_status ct__broadcast_shapes(int *out_ndim, int64_t *out, int an, const int64_t *a, int bn,
                                const int64_t *b, const char *fn);
 
-/* Storage reference counting (a view retains its base's storage). */
 /* *lo and *hi bound every element of t without reading the device: t is a view of an integer
  * storage filled by ct_from_host and not written since (ct__storage above). False when that is
  * not known. */
@@ -142,6 +141,7 @@ static inline void ct__storage_forget_range(ct__storage *s) {
   atomic_store_explicit(&s->range_known, false, memory_order_release);
 }
 
+/* Storage reference counting (a view retains its base's storage). */
 void ct__storage_retain(ct__storage *s);
 void ct__storage_release(ct__storage *s);
 
