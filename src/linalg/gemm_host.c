@@ -35,8 +35,34 @@ static void ct__extent(const struct ct__gemm_mat *x, int64_t rows, int64_t cols,
   *hi = last + 1;
 }
 
-/* The products of op on host pointers to a, b and c's first elements. */
-static void ct__host_multiply(const struct ct__gemm_op *op, char *pa, char *pb, char *pc) {
+/* C's m rows at pc (ld apart) = bias_beta * the bias vector at pv (op's bias, before a product
+ * with beta 1). */
+static void ct__rows_from_bias(const struct ct__gemm_op *op, char *pc, const char *pv) {
+  int64_t m = op->m, n = op->n, ld = op->c.ld, inc = op->bias.inc;
+  if (op->dtype == CT_F64) {
+    const double *v = (const double *)pv;
+    double bb = op->bias_beta;
+    for (int64_t i = 0; i < m; i++) {
+      double *row = (double *)pc + i * ld;
+      for (int64_t j = 0; j < n; j++) row[j] = bb * v[j * inc];
+    }
+    return;
+  }
+  const float *v = (const float *)pv;
+  float bb = (float)op->bias_beta;
+  if (bb == 1 && inc == 1) {
+    for (int64_t i = 0; i < m; i++) memcpy((float *)pc + i * ld, v, (size_t)n * sizeof(float));
+    return;
+  }
+  for (int64_t i = 0; i < m; i++) {
+    float *row = (float *)pc + i * ld;
+    for (int64_t j = 0; j < n; j++) row[j] = bb * v[j * inc];
+  }
+}
+
+/* The products of op on host pointers to a, b and c's first elements (and the bias vector's,
+ * pv, when op has one). */
+static void ct__host_multiply(const struct ct__gemm_op *op, char *pa, char *pb, char *pc, const char *pv) {
   enum CBLAS_TRANSPOSE ta = op->a.trans ? CblasTrans : CblasNoTrans;
   enum CBLAS_TRANSPOSE tb = op->b.trans ? CblasTrans : CblasNoTrans;
   int64_t idx[CT_MAX_DIMS] = {0};
@@ -49,6 +75,7 @@ static void ct__host_multiply(const struct ct__gemm_op *op, char *pa, char *pb, 
       bo += idx[i] * op->b.bstride[i];
       co += idx[i] * op->c.bstride[i];
     }
+    if (pv) ct__rows_from_bias(op, pc + co * (int64_t)ct_dtype_size(op->dtype), pv);
     if (op->dtype == CT_F64)
       cblas_dgemm(CblasRowMajor, ta, tb, (int)op->m, (int)op->n, (int)op->k, op->alpha, (const double *)pa + ao,
                   (int)op->a.ld, (const double *)pb + bo, (int)op->b.ld, op->beta, (double *)pc + co,
@@ -67,19 +94,30 @@ static void ct__host_multiply(const struct ct__gemm_op *op, char *pa, char *pb, 
   ct__host_blas_small_end(one);
 }
 
-/* Distinct buffers of a, b and c (at most 3) with the element range each is used over. */
-static int ct__regions(const struct ct__gemm_op *op, struct ct__region reg[3], int which[3]) {
+/* Distinct buffers of a, b, c and the bias (at most CT__NMAT) with the element range each is
+ * used over; which[3] is -1 without a bias. */
+#define CT__NMAT 4
+static int ct__regions(const struct ct__gemm_op *op, struct ct__region reg[CT__NMAT], int which[CT__NMAT]) {
   const struct ct__gemm_mat *mats[3] = {&op->a, &op->b, &op->c};
   int64_t dims[3][2] = {{op->m, op->k}, {op->k, op->n}, {op->m, op->n}};
   int nreg = 0;
-  for (int i = 0; i < 3; i++) {
+  which[3] = -1;
+  for (int i = 0; i < (op->bias.mem ? 4 : 3); i++) {
     int64_t lo, hi;
-    ct__extent(mats[i], dims[i][0], dims[i][1], op, &lo, &hi);
+    cl_mem mem;
+    if (i < 3) {
+      ct__extent(mats[i], dims[i][0], dims[i][1], op, &lo, &hi);
+      mem = mats[i]->mem;
+    } else {
+      lo = op->bias.off;
+      hi = lo + (op->n - 1) * op->bias.inc + 1;
+      mem = op->bias.mem;
+    }
     int j = 0;
     for (; j < nreg; j++)
-      if (reg[j].mem == mats[i]->mem) break;
+      if (reg[j].mem == mem) break;
     if (j == nreg) {
-      reg[nreg++] = (struct ct__region){mats[i]->mem, lo, hi, i == 2, NULL};
+      reg[nreg++] = (struct ct__region){mem, lo, hi, i == 2, NULL};
     } else {
       if (lo < reg[j].lo) reg[j].lo = lo;
       if (hi > reg[j].hi) reg[j].hi = hi;
@@ -111,7 +149,7 @@ static int ct__regions(const struct ct__gemm_op *op, struct ct__region reg[3], i
  * failure never runs its function), or by the enqueuing thread after a clFinish when the GEMM
  * could not be enqueued. */
 struct ct__native_ptrs {
-  char *base[3];
+  char *base[CT__NMAT];
 };
 
 static atomic_long ct__ptrs_live;
@@ -156,13 +194,13 @@ struct ct__native_gemm {
   struct ct__gemm_op op;
   int nreg;
   struct ct__native_ptrs *ptrs;   /* the probes' pointers; NULL when nreg == 1 */
-  char *base[3];
-  int which[3];                   /* op's a, b, c: index of their buffer */
+  char *base[CT__NMAT];
+  int which[CT__NMAT];            /* op's a, b, c, bias: index of their buffer (bias: -1 if none) */
 };
 
 static void CL_CALLBACK ct__gemm_native(void *p) {
   struct ct__native_gemm *g = p;
-  char *base[3] = {g->base[0], NULL, NULL};
+  char *base[CT__NMAT] = {g->base[0], NULL, NULL, NULL};
   if (g->ptrs) {
     int last = g->nreg - 1;
     for (int j = 0; j < last; j++) base[j] = g->ptrs->base[j];
@@ -178,21 +216,22 @@ static void CL_CALLBACK ct__gemm_native(void *p) {
     if (!base[j]) return;
   int64_t es = (int64_t)ct_dtype_size(g->op.dtype);
   ct__host_multiply(&g->op, base[g->which[0]] + g->op.a.off * es, base[g->which[1]] + g->op.b.off * es,
-                    base[g->which[2]] + g->op.c.off * es);
+                    base[g->which[2]] + g->op.c.off * es,
+                    g->which[3] < 0 ? NULL : base[g->which[3]] + g->op.bias.off * es);
 }
 
 /* Replaces a sub-buffer operand by its parent and origin. False when the origin is not a whole
  * number of elements (then only the mapped path can address it). */
-static bool ct__unwrap_sub_buffer(struct ct__gemm_mat *x, size_t es) {
+static bool ct__unwrap_sub_buffer(cl_mem *mem, int64_t *off, size_t es) {
   cl_mem parent = NULL;
   size_t origin = 0;
-  if (clGetMemObjectInfo(x->mem, CL_MEM_ASSOCIATED_MEMOBJECT, sizeof parent, &parent, NULL) != CL_SUCCESS ||
-      !parent)
+  if (!*mem) return true;
+  if (clGetMemObjectInfo(*mem, CL_MEM_ASSOCIATED_MEMOBJECT, sizeof parent, &parent, NULL) != CL_SUCCESS || !parent)
     return true;
-  if (clGetMemObjectInfo(x->mem, CL_MEM_OFFSET, sizeof origin, &origin, NULL) != CL_SUCCESS || origin % es)
+  if (clGetMemObjectInfo(*mem, CL_MEM_OFFSET, sizeof origin, &origin, NULL) != CL_SUCCESS || origin % es)
     return false;
-  x->mem = parent;
-  x->off += (int64_t)(origin / es);
+  *mem = parent;
+  *off += (int64_t)(origin / es);
   return true;
 }
 
@@ -217,13 +256,15 @@ static ct_status ct__gemm_host_native(ct_device *d, cl_command_queue q, const st
   memset(&g, 0, sizeof g);
   g.op = *op;
   size_t es = ct_dtype_size(op->dtype);
-  *done = ct__unwrap_sub_buffer(&g.op.a, es) && ct__unwrap_sub_buffer(&g.op.b, es) &&
-          ct__unwrap_sub_buffer(&g.op.c, es);
+  *done = ct__unwrap_sub_buffer(&g.op.a.mem, &g.op.a.off, es) &&
+          ct__unwrap_sub_buffer(&g.op.b.mem, &g.op.b.off, es) &&
+          ct__unwrap_sub_buffer(&g.op.c.mem, &g.op.c.off, es) &&
+          ct__unwrap_sub_buffer(&g.op.bias.mem, &g.op.bias.off, es);
   if (!*done) return CT_OK;
-  struct ct__region reg[3];
+  struct ct__region reg[CT__NMAT];
   g.nreg = ct__regions(&g.op, reg, g.which);
-  cl_mem mems[3];
-  const void *locs[3];
+  cl_mem mems[CT__NMAT];
+  const void *locs[CT__NMAT];
   for (int j = 0; j < g.nreg; j++) {
     mems[j] = reg[j].mem;
     memcpy(&g.base[j], &reg[j].mem, sizeof reg[j].mem);
@@ -342,6 +383,7 @@ static bool ct__gemm_halves(const struct ct__gemm_op *op, struct ct__gemm_op *h1
     h2->n = op->n - h;
     h2->b.off += op->b.trans ? h * op->b.ld : h;
     h2->c.off += h;
+    h2->bias.off += h * op->bias.inc;
   }
   return true;
 }
@@ -393,8 +435,8 @@ ct_status ct__gemm_host(ct_device *d, const struct ct__gemm_op *op) {
   size_t es = ct_dtype_size(op->dtype);
   /* One mapping per buffer: OpenCL leaves overlapping maps with writes undefined, and the
    * allocator hands out ranges of shared buffers, so operands often share one. */
-  struct ct__region reg[3];
-  int which[3];
+  struct ct__region reg[CT__NMAT];
+  int which[CT__NMAT];
   int nreg = ct__regions(op, reg, which);
   CT__TRY(ct__deferred_realize(op->fn));
   cl_command_queue q = ct__device_queue(d);
@@ -418,11 +460,12 @@ ct_status ct__gemm_host(ct_device *d, const struct ct__gemm_op *op) {
     char *pa = reg[which[0]].base + (op->a.off - reg[which[0]].lo) * (int64_t)es;
     char *pb = reg[which[1]].base + (op->b.off - reg[which[1]].lo) * (int64_t)es;
     char *pc = reg[which[2]].base + (op->c.off - reg[which[2]].lo) * (int64_t)es;
+    char *pv = which[3] < 0 ? NULL : reg[which[3]].base + (op->bias.off - reg[which[3]].lo) * (int64_t)es;
     /* No OpenCL command runs this work, so the profiler gets its host time. */
     bool timed = ct__profile_active();
     struct timespec t0, t1;
     if (timed) clock_gettime(CLOCK_MONOTONIC, &t0);
-    ct__host_multiply(op, pa, pb, pc);
+    ct__host_multiply(op, pa, pb, pc, pv);
     if (timed) {
       clock_gettime(CLOCK_MONOTONIC, &t1);
       int64_t ns = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 + (t1.tv_nsec - t0.tv_nsec);

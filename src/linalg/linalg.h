@@ -172,6 +172,14 @@ struct ct__gemm_op {
   int nbatch;
   int64_t bshape[CT_MAX_DIMS];
   struct ct__gemm_mat a, b, c;
+  /* Host route only: when bias.mem is set, each row of C (of every batch entry) is first set to
+   * bias_beta * bias (n elements, bias.inc apart), and beta is 1: ct_linear's bias broadcast
+   * inside the product's own command instead of a copy kernel before it (matmul.c). */
+  struct ct__gemm_vec {
+    cl_mem mem;
+    int64_t off, inc;
+  } bias;
+  double bias_beta;
   const char *fn;                /* public function, for messages */
 };
 

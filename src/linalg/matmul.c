@@ -9,14 +9,38 @@
 #include "tensor/graph.h"
 #include "tensor/tensor.h"
 
+/* True (with *v set) when c broadcast to target is one row repeated: c's strides along the
+ * result are 0 but for the last dim, c has target's dtype and shares no memory with it, and the
+ * device's GEMM runs on the host route, which sets C's rows inside the product's command
+ * (gemm_host.c): a linear layer's bias costs no copy kernel of its own. */
+static bool ct__mm_row_bias(struct ct__gemm_vec *v, const struct ct__gemm_state *s, const ct_tensor *target,
+                            const ct_tensor *c) {
+  if (s->route != CT__ROUTE_HOST || !ct__gemm_host_available() || c->dtype != target->dtype ||
+      ct__tensor_overlaps(c, target))
+    return false;
+  int64_t strides[CT_MAX_DIMS], off;
+  ct__mm_expand_strides(strides, c, target->ndim, target->shape);
+  for (int i = 0; i + 1 < target->ndim; i++)
+    if (strides[i] != 0 && target->shape[i] != 1) return false;
+  int64_t inc = target->ndim > 0 ? strides[target->ndim - 1] : 0;
+  if (inc < 0 || !ct__tensor_elem_offset(c, &off)) return false;
+  v->mem = ct__tensor_mem(c);
+  v->off = off;
+  v->inc = inc;
+  return true;
+}
+
 /* Float product into a contiguous target of the compute dtype (f32, f64, or f16 where CLBlast
  * multiplies half). a and b have that dtype. */
 static ct_status ct__mm_float(struct ct__mm *mm, const struct ct__gemm_state *s, ct_tensor *target,
                               const ct_tensor *a, const ct_tensor *b) {
   double gemm_beta = 0;
+  struct ct__gemm_vec bias = {NULL, 0, 0};
   if (mm->c && mm->beta != 0) {
     if (ct__tensor_same_geometry(mm->c, target)) {
       gemm_beta = mm->beta;
+    } else if (mm->k > 0 && ct__mm_row_bias(&bias, s, target, mm->c)) {
+      gemm_beta = 1;
     } else {
       CT__TRY(ct__mm_init_c(mm->d, mm->fn, target, mm->c, mm->beta));
       gemm_beta = 1;
@@ -37,6 +61,8 @@ static ct_status ct__mm_float(struct ct__mm *mm, const struct ct__gemm_state *s,
   op.alpha = mm->alpha;
   op.beta = gemm_beta;
   op.nbatch = mm->nb;
+  op.bias = bias;
+  op.bias_beta = mm->beta;
   memcpy(op.bshape, mm->bs, sizeof op.bshape);
   ct_tensor *ac = NULL, *bc = NULL;
   ct_status st = CT_OK;

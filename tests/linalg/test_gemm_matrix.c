@@ -226,6 +226,78 @@ START_TEST(test_f64_clblast_kernels) {
 }
 END_TEST
 
+/* ct_addmm and ct_linear with c one row repeated (a linear layer's bias): the host route sets C's
+ * rows inside the product's command (gemm_host.c's bias), so its cases are the row's forms and
+ * where the split cuts: along m (m >= n) and along n (the bias's offset moves), contiguous and
+ * strided rows, a single element broadcast to the whole row (increment 0), c of shape [1, n],
+ * beta 1 (copied) and 2.5 (scaled), the bias in a buffer of its own (probe commands), and a
+ * batched result that folds. Every route runs them; only the host route takes the path. */
+static void run_row_bias(ct_dtype t) {
+  ct_device *d = ct_test_device();
+  if (t == CT_F64 && !ct_device_properties(d)->fp64) return;
+  const struct { const char *name; int64_t m, n, k; int form; double beta; bool own; } rb[] = {
+      {"cut along m, row bias", 96, 40, 30, 0, 1, false},
+      {"cut along n, row bias", 40, 96, 30, 0, 1, false},
+      {"cut along n, strided row (step 3)", 40, 96, 30, 1, 1, false},
+      {"cut along n, one element broadcast", 34, 70, 20, 2, 1, false},
+      {"cut along m, c [1, n], beta 2.5", 70, 34, 20, 3, 2.5, false},
+      {"cut along n, own buffers, beta 2.5", 40, 96, 30, 0, 2.5, true},
+      {"odd 17x5x3, strided row", 17, 5, 3, 1, 1, false},
+  };
+  for (size_t i = 0; i < sizeof rb / sizeof rb[0]; i++) {
+    uint64_t seed = 31 * i + 7;
+    ct_tensor *a = lt_random(d, t, 2, (int64_t[]){rb[i].m, rb[i].k}, seed);
+    ct_tensor *b = lt_random(d, t, 2, (int64_t[]){rb[i].k, rb[i].n}, seed + 1);
+    ct_tensor *c = NULL;
+    if (rb[i].form == 1) {
+      ct_tensor *big = lt_random(d, t, 1, (int64_t[]){3 * rb[i].n}, seed + 2);
+      ck_assert_ct_ok(ct_slice(&c, big, 0, 1, 3 * rb[i].n, 3));
+      ct_release(big);
+    } else if (rb[i].form == 2) {
+      c = lt_random(d, t, 1, (int64_t[]){1}, seed + 2);
+    } else {
+      c = lt_random(d, t, rb[i].form == 3 ? 2 : 1, rb[i].form == 3 ? (int64_t[]){1, rb[i].n} : (int64_t[]){rb[i].n},
+                    seed + 2);
+    }
+    if (rb[i].own) {
+      ct_tensor *mine = lt_own_buffer(d, t, 1, (int64_t[]){rb[i].n}); /* form 0 */
+      ck_assert_ct_ok(ct_copy(mine, c));
+      ct_release(c);
+      c = mine;
+    }
+    struct lt_ref r;
+    lt_reference(&r, a, b, c, 1.5, rb[i].beta);
+    ct_tensor *y;
+    ck_assert_ct_ok(ct_addmm(&y, c, a, b, rb[i].beta, 1.5));
+    lt_check(y, &r, rb[i].name);
+    lt_ref_free(&r);
+    ct_release(y);
+    ct_release(a);
+    ct_release(b);
+    ct_release(c);
+  }
+  /* ct_linear on a batch [2, 48, 30] (folds into one 96x40x30 product), bias [40]. */
+  ct_tensor *x = lt_random(d, t, 3, (int64_t[]){2, 48, 30}, 901), *w = lt_random(d, t, 2, (int64_t[]){40, 30}, 902);
+  ct_tensor *bias = lt_random(d, t, 1, (int64_t[]){40}, 903), *wt, *y;
+  ck_assert_ct_ok(ct_transpose(&wt, w, 0, 1));
+  struct lt_ref r;
+  lt_reference(&r, x, wt, bias, 1, 1);
+  ck_assert_ct_ok(ct_linear(&y, x, w, bias));
+  lt_check(y, &r, "linear [2, 48, 30] with bias");
+  lt_ref_free(&r);
+  ct_release(y);
+  ct_release(wt);
+  ct_release(x);
+  ct_release(w);
+  ct_release(bias);
+}
+
+START_TEST(test_row_bias_f32) { run_row_bias(CT_F32); }
+END_TEST
+
+START_TEST(test_row_bias_f64) { run_row_bias(CT_F64); }
+END_TEST
+
 /* "split": every host product that can be cut runs as two halves at once (gemm_host.c), not
  * only those of 2^22 multiply-adds and more. */
 static void split_everything(void) { ct__gemm_split_min_madds = 1; }
@@ -240,6 +312,8 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_issue_sequence);
   tcase_add_test(tc, test_matrix_f32);
   tcase_add_test(tc, test_matrix_f64);
+  tcase_add_test(tc, test_row_bias_f32);
+  tcase_add_test(tc, test_row_bias_f64);
   /* The split cuts the f32/f64 product the other dtypes are computed by too: those, and
    * CLBlast's kernels, add nothing to it (and CI time under ASan). */
   if (strcmp(mode, "split") != 0) {
