@@ -3,9 +3,7 @@
  * else on blocking maps from the calling thread. Built only with -Dhost_blas
  * (CT_HAVE_HOST_BLAS). docs/GEMM.md, "Routes". */
 #include <limits.h>
-#include <stdatomic.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -128,226 +126,66 @@ static int ct__regions(const struct ct__gemm_op *op, struct ct__region reg[CT__N
   return nreg;
 }
 
-/* ---- The native-kernel path ----
- * OpenCL pairs mem_list[j] with args_mem_loc[j]: the pointer to buffer j replaces the handle at
- * location j. PoCL 3.1 does not. It sorts the buffers of every command by creation (its object
- * id) and then writes the i-th pointer of that order into args_mem_loc[i]: whenever the listed
- * buffers were not created in list order, the operands trade places. The allocator's cached
- * segments are reused in any order, so which product went wrong depended on allocation
- * history (f64 batches of a few MiB; one run in nine of eight threads' 128x128 f32 products).
- * It also passes a sub-buffer's parent instead of the sub-buffer, i.e. the parent's pointer.
- * (Newer PoCL keeps the list order.) So the GEMM trusts only what holds on every reading:
- *   - a command with one buffer gets that buffer's pointer: with n > 1 buffers, n - 1 probe
- *     commands of one buffer each record their pointers, in queue order before the GEMM, and the
- *     GEMM takes its last buffer's pointer as the one of its own n that no probe reported;
- *   - the GEMM's command lists all n buffers, so it is ordered after their writers and they stay
- *     alive (the implementation retains them) until it has run;
- *   - sub-buffers are replaced by their parent and origin before any of this. */
+/* ---- The native-kernel path (host_native.c) ---- */
 
-/* Pointers that probe commands hand to the GEMM command after them. Freed when the GEMM's
- * command completes or is terminated (an event callback: a command skipped after an earlier
- * failure never runs its function), or by the enqueuing thread after a clFinish when the GEMM
- * could not be enqueued. */
-struct ct__native_ptrs {
-  char *base[CT__NMAT];
-};
-
-static atomic_long ct__ptrs_live;
-
-long ct__gemm_host_blocks_live(void) { return atomic_load(&ct__ptrs_live); }
-
-static struct ct__native_ptrs *ct__ptrs_new(void) {
-  struct ct__native_ptrs *p = calloc(1, sizeof *p);
-  if (p) atomic_fetch_add(&ct__ptrs_live, 1);
-  return p;
-}
-
-static void ct__ptrs_free(struct ct__native_ptrs *p) {
-  if (!p) return;
-  atomic_fetch_sub(&ct__ptrs_live, 1);
-  free(p);
-}
-
-/* CL_COMPLETE fires for a command that ran and, with a negative status, for one that was
- * terminated: either way nothing reads the block any more. */
-static void CL_CALLBACK ct__ptrs_release(cl_event ev, cl_int status, void *p) {
-  (void)ev;
-  (void)status;
-  ct__ptrs_free(p);
-}
-
-struct ct__native_probe {
-  struct ct__native_ptrs *ptrs;
-  int j;
-  char *base;          /* the buffer's handle until the implementation writes its pointer here */
-};
-
-static void CL_CALLBACK ct__native_probe_fn(void *p) {
-  struct ct__native_probe *pr = p;
-  pr->ptrs->base[pr->j] = pr->base;
-}
-
-/* The GEMM command's argument block. OpenCL copies it at the enqueue and, before the function
- * runs, overwrites base[0..nreg-1] (cl_mem handles until then) with the device's pointers to
- * those buffers (on a host-unified CPU device, host memory), in an order that may not be ours. */
+/* The GEMM command's arguments: the op (its offsets from its buffers' starts) and which of the
+ * command's buffers each operand is in. */
 struct ct__native_gemm {
   struct ct__gemm_op op;
-  int nreg;
-  struct ct__native_ptrs *ptrs;   /* the probes' pointers; NULL when nreg == 1 */
-  char *base[CT__NMAT];
   int which[CT__NMAT];            /* op's a, b, c, bias: index of their buffer (bias: -1 if none) */
 };
 
-static void CL_CALLBACK ct__gemm_native(void *p) {
+static void ct__gemm_native(void *p, char *const *base) {
   struct ct__native_gemm *g = p;
-  char *base[CT__NMAT] = {g->base[0], NULL, NULL, NULL};
-  if (g->ptrs) {
-    int last = g->nreg - 1;
-    for (int j = 0; j < last; j++) base[j] = g->ptrs->base[j];
-    for (int i = 0; i < g->nreg; i++) {
-      bool probed = false;
-      for (int j = 0; j < last; j++) probed |= g->base[i] == base[j];
-      if (!probed) base[last] = g->base[i];
-    }
-  }
-  /* A probe that did not run (it failed) left its pointer NULL: BLAS must not get it. The
-   * failure shows in the probe's command status; there is no way to report it from here. */
-  for (int j = 0; j < g->nreg; j++)
-    if (!base[j]) return;
   int64_t es = (int64_t)ct_dtype_size(g->op.dtype);
   ct__host_multiply(&g->op, base[g->which[0]] + g->op.a.off * es, base[g->which[1]] + g->op.b.off * es,
                     base[g->which[2]] + g->op.c.off * es,
                     g->which[3] < 0 ? NULL : base[g->which[3]] + g->op.bias.off * es);
 }
 
-/* Replaces a sub-buffer operand by its parent and origin. False when the origin is not a whole
- * number of elements (then only the mapped path can address it). */
-static bool ct__unwrap_sub_buffer(cl_mem *mem, int64_t *off, size_t es) {
-  cl_mem parent = NULL;
-  size_t origin = 0;
-  if (!*mem) return true;
-  if (clGetMemObjectInfo(*mem, CL_MEM_ASSOCIATED_MEMOBJECT, sizeof parent, &parent, NULL) != CL_SUCCESS || !parent)
-    return true;
-  if (clGetMemObjectInfo(*mem, CL_MEM_OFFSET, sizeof origin, &origin, NULL) != CL_SUCCESS || origin % es)
+/* The GEMM command's arguments and buffers for op (sub-buffers replaced by their parents);
+ * false when op needs the mapped path instead. */
+static bool ct__gemm_native_args(struct ct__native_gemm *g, cl_mem *mems, int *nreg, const struct ct__gemm_op *op) {
+  memset(g, 0, sizeof *g);
+  g->op = *op;
+  size_t es = ct_dtype_size(op->dtype);
+  if (!ct__native_unwrap(&g->op.a.mem, &g->op.a.off, es) || !ct__native_unwrap(&g->op.b.mem, &g->op.b.off, es) ||
+      !ct__native_unwrap(&g->op.c.mem, &g->op.c.off, es) ||
+      !ct__native_unwrap(&g->op.bias.mem, &g->op.bias.off, es))
     return false;
-  *mem = parent;
-  *off += (int64_t)(origin / es);
+  struct ct__region reg[CT__NMAT];
+  *nreg = ct__regions(&g->op, reg, g->which);
+  for (int j = 0; j < *nreg; j++) mems[j] = reg[j].mem;
   return true;
 }
 
-/* Enqueues the probe for buffer j of ptrs, after the nwait events of wait. */
-static cl_int ct__enqueue_probe(cl_command_queue q, struct ct__native_ptrs *ptrs, int j, cl_mem mem, cl_uint nwait,
-                                const cl_event *wait) {
-  struct ct__native_probe pr = {ptrs, j, NULL};
-  memcpy(&pr.base, &mem, sizeof mem);
-  const void *loc = &pr.base;
-  return clEnqueueNativeKernel(q, ct__native_probe_fn, &pr, sizeof pr, 1, &mem, &loc, nwait, wait, NULL);
+static const char *ct__gemm_prof(const struct ct__gemm_op *op) {
+  return op->dtype == CT_F64 ? "cblas_dgemm (host)" : "cblas_sgemm (host)";
 }
 
-/* The GEMM as a native kernel on queue q of d (its own queue, or the side queue of a split):
- * ordered after the commands before it like any kernel, and no host round trip. A blocking map
- * and unmap cost PoCL 35-80 us of thread hand-offs, more than a whole 64^3 product (5 us in
- * OpenBLAS). Its first command waits for the nwait events of wait; *done_ev (when not NULL)
- * receives the GEMM command's event. *done is false when op needs the mapped path instead (then
- * nothing was enqueued). */
-static ct_status ct__gemm_host_native(ct_device *d, cl_command_queue q, const struct ct__gemm_op *op, cl_uint nwait,
-                                      const cl_event *wait, cl_event *done_ev, bool *done) {
+/* The GEMM as a native kernel on d's queue: ordered after the commands before it like any
+ * kernel, and no host round trip. A blocking map and unmap cost PoCL 35-80 us of thread
+ * hand-offs, more than a whole 64^3 product (5 us in OpenBLAS). *done is false when op needs
+ * the mapped path instead (then nothing was enqueued). */
+static ct_status ct__gemm_host_native(ct_device *d, const struct ct__gemm_op *op, bool *done) {
   struct ct__native_gemm g;
-  memset(&g, 0, sizeof g);
-  g.op = *op;
-  size_t es = ct_dtype_size(op->dtype);
-  *done = ct__unwrap_sub_buffer(&g.op.a.mem, &g.op.a.off, es) &&
-          ct__unwrap_sub_buffer(&g.op.b.mem, &g.op.b.off, es) &&
-          ct__unwrap_sub_buffer(&g.op.c.mem, &g.op.c.off, es) &&
-          ct__unwrap_sub_buffer(&g.op.bias.mem, &g.op.bias.off, es);
-  if (!*done) return CT_OK;
-  struct ct__region reg[CT__NMAT];
-  g.nreg = ct__regions(&g.op, reg, g.which);
   cl_mem mems[CT__NMAT];
-  const void *locs[CT__NMAT];
-  for (int j = 0; j < g.nreg; j++) {
-    mems[j] = reg[j].mem;
-    memcpy(&g.base[j], &reg[j].mem, sizeof reg[j].mem);
-    locs[j] = &g.base[j];
-  }
-  CT__TRY(ct__deferred_realize(op->fn));
-  cl_int err = CL_SUCCESS;
-  if (g.nreg > 1) {
-    g.ptrs = ct__ptrs_new();
-    if (!g.ptrs) return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory for the host BLAS on %s", op->fn,
-                                  d->spec);
-    for (int j = 0; j < g.nreg - 1 && err == CL_SUCCESS; j++)
-      err = ct__enqueue_probe(q, g.ptrs, j, mems[j], j == 0 ? nwait : 0, j == 0 ? wait : NULL);
-  }
-  cl_event ev = NULL;
-  cl_event *evp = ct__profile_event(d, &ev);
-  bool profiled = evp != NULL;
-  /* With probes, the GEMM's event frees their block (one command alone needs none). */
-  if (g.ptrs || done_ev) evp = &ev;
-  if (err == CL_SUCCESS)
-    err = clEnqueueNativeKernel(q, ct__gemm_native, &g, sizeof g, (cl_uint)g.nreg, mems, locs, g.ptrs ? 0 : nwait,
-                                g.ptrs ? NULL : wait, evp);
-  if (err != CL_SUCCESS) {
-    /* Probes already enqueued still write into ptrs. */
-    if (g.ptrs) {
-      clFinish(q);
-      ct__ptrs_free(g.ptrs);
-    }
-    return ct__cl_error(err, "%s: enqueueing the host BLAS on %s", op->fn, d->spec);
-  }
-  if (g.ptrs && clSetEventCallback(ev, CL_COMPLETE, ct__ptrs_release, g.ptrs) != CL_SUCCESS) {
-    /* No callback: wait for the command (run or terminated) and free the block here. */
-    clWaitForEvents(1, &ev);
-    ct__ptrs_free(g.ptrs);
-  }
-  if (done_ev) {
-    clRetainEvent(ev);
-    *done_ev = ev;
-  }
-  if (profiled) ct__profile_record(d, op->dtype == CT_F64 ? "cblas_dgemm (host)" : "cblas_sgemm (host)", ev);
-  else if (ev) clReleaseEvent(ev);
-  return CT_OK;
+  int nreg = 0;
+  *done = ct__gemm_native_args(&g, mems, &nreg, op);
+  if (!*done) return CT_OK;
+  return ct__native_enqueue(d, ct__device_queue(d), ct__gemm_native, &g, sizeof g, nreg, mems, 0, NULL, NULL,
+                            ct__gemm_prof(op), op->fn);
 }
 
 /* ---- Two halves at once ----
  * OpenBLAS 0.3.21's own second thread gains little on the skinny products of the example models
  * (and spins beside the kernels afterwards: host_blas_core.c), while two single-threaded halves
  * on two threads of their own nearly halve the time: 2048 x 64 x 256 in 429 us against 558 on
- * one thread and 464 on OpenBLAS's two (standalone, same sitting). PoCL runs commands of two
- * queues of a device at once on its worker threads, so a product from ct__gemm_split_min_madds
- * up to CT__BLAS_ONE_THREAD_BELOW multiply-adds is cut in two: the half on the side queue waits
- * for a marker of everything enqueued before on the device's queue, the other half follows on
- * the device's queue, and a barrier there waits for the side half, so the queue's order is as
- * with one command. Each half writes its own rows (or columns, or batch entries) of C. */
+ * one thread and 464 on OpenBLAS's two (standalone, same sitting). So a product from
+ * ct__gemm_split_min_madds up to CT__BLAS_ONE_THREAD_BELOW multiply-adds is cut in two, one
+ * half on the side queue (ct__native_two). Each half writes its own rows (or columns, or batch
+ * entries) of C. */
 int64_t ct__gemm_split_min_madds = (int64_t)1 << 22;
-
-/* *side: the side queue of d's GEMM state, created on first use; NULL where the device cannot
- * run two commands at once (a single compute unit), where it cannot be created, or with
- * CLTENSOR_GEMM_SPLIT=0. An invalid CLTENSOR_GEMM_SPLIT is reported by every product. */
-static ct_status ct__side_queue(cl_command_queue *side, ct_device *d, const char *fn) {
-  *side = NULL;
-  struct ct__gemm_state *s;
-  CT__TRY(ct__gemm_state(&s, d));
-  bool on = true;
-  CT__TRY(ct__env_bool(fn, "CLTENSOR_GEMM_SPLIT", true, &on));
-  if (!on) return CT_OK;
-  int state = atomic_load(&s->side_state);
-  if (state == 0) {
-    pthread_mutex_lock(&s->side_lock);
-    state = atomic_load(&s->side_state);
-    if (state == 0) {
-      cl_int err = CL_SUCCESS;
-      if (d->props.compute_units >= 2)
-        s->side_queue = clCreateCommandQueue(ct__device_context(d), d->id,
-                                             d->queue_profiling ? CL_QUEUE_PROFILING_ENABLE : 0, &err);
-      state = s->side_queue ? 1 : -1;
-      atomic_store(&s->side_state, state);
-    }
-    pthread_mutex_unlock(&s->side_lock);
-  }
-  if (state == 1) *side = s->side_queue;
-  return CT_OK;
-}
 
 /* Cuts op into h1 and h2 along its longest independent dim: the outer batch dim, else the rows
  * of C (m) or its columns (n), the second half starting at a multiple of 16. False when op is
@@ -394,26 +232,16 @@ static ct_status ct__gemm_host_two(ct_device *d, const struct ct__gemm_op *op, b
   struct ct__gemm_op h1, h2;
   if (!ct__gemm_halves(op, &h1, &h2)) return CT_OK;
   cl_command_queue side;
-  CT__TRY(ct__side_queue(&side, d, op->fn));
+  CT__TRY(ct__native_side_queue(&side, d, op->fn));
   if (!side) return CT_OK;
-  CT__TRY(ct__deferred_realize(op->fn));
-  cl_command_queue q = ct__device_queue(d);
-  cl_event start = NULL, ev2 = NULL;
-  if (clEnqueueMarkerWithWaitList(q, 0, NULL, &start) != CL_SUCCESS) return CT_OK; /* one command, then */
-  ct_status st = ct__gemm_host_native(d, side, &h2, 1, &start, &ev2, done);
-  clReleaseEvent(start);
-  if (st != CT_OK || !*done) return st;
-  clFlush(side);
-  /* The same buffers as h2's, so h1 takes the native path too. */
-  st = ct__gemm_host_native(d, q, &h1, 0, NULL, NULL, done);
-  cl_int err = clEnqueueBarrierWithWaitList(q, 1, &ev2, NULL);
-  if (err != CL_SUCCESS) {
-    /* Nothing else orders the queue after the side half: wait for it here. */
-    clWaitForEvents(1, &ev2);
-  }
-  clReleaseEvent(ev2);
-  *done = true;
-  return st;
+  /* The halves address the same buffers: one list serves both. */
+  struct ct__native_gemm g1, g2;
+  cl_mem mems[CT__NMAT], mems2[CT__NMAT];
+  int nreg = 0, nreg2 = 0;
+  if (!ct__gemm_native_args(&g1, mems, &nreg, &h1) || !ct__gemm_native_args(&g2, mems2, &nreg2, &h2) ||
+      nreg != nreg2 || memcmp(mems, mems2, sizeof(cl_mem) * (size_t)nreg) != 0)
+    return CT_OK;
+  return ct__native_two(d, side, ct__gemm_native, &g1, &g2, sizeof g1, nreg, mems, ct__gemm_prof(op), op->fn, done);
 }
 
 ct_status ct__gemm_host(ct_device *d, const struct ct__gemm_op *op) {
@@ -428,7 +256,7 @@ ct_status ct__gemm_host(ct_device *d, const struct ct__gemm_op *op) {
     bool done;
     ct_status st = ct__gemm_host_two(d, op, &done);
     if (st != CT_OK || done) return st;
-    st = ct__gemm_host_native(d, ct__device_queue(d), op, 0, NULL, NULL, &done);
+    st = ct__gemm_host_native(d, op, &done);
     if (st != CT_OK || done) return st;
   }
 
@@ -484,8 +312,6 @@ ct_status ct__gemm_host(ct_device *d, const struct ct__gemm_op *op) {
 #else
 
 bool ct__gemm_host_available(void) { return false; }
-
-long ct__gemm_host_blocks_live(void) { return 0; }
 
 ct_status ct__gemm_host(ct_device *d, const struct ct__gemm_op *op) {
   return ct__error(CT_ERR_UNSUPPORTED, "%s: libcltensor was built without a host BLAS, so GEMM on %s can't "

@@ -216,9 +216,38 @@ void ct__host_blas_small_end(bool began);
 /* Whether the library was built with a host CBLAS. */
 bool ct__gemm_host_available(void);
 
-/* Probe pointer blocks of host-route GEMMs not yet freed (for tests: each is freed when its GEMM
- * command completes or is terminated). 0 without a host BLAS. */
+/* Probe pointer blocks of native commands (host GEMMs, the host attention) not yet freed (for
+ * tests: each is freed when its command completes or is terminated). */
 long ct__gemm_host_blocks_live(void);
+
+/* ---- Host functions as native commands (host_native.c) ----
+ * On a device with native kernels whose memory is the host's (d->native_kernels), fn(args,
+ * base) runs in queue order as one command, base[j] being the host pointer of bufs[j]'s first
+ * byte: the host GEMM route's products and the host attention. */
+#define CT__NATIVE_MAX_BUFS 6
+#define CT__NATIVE_MAX_ARGS 1024
+typedef void (*ct__native_fn)(void *args, char *const *base);
+/* Enqueues fn with a copy of args (size bytes) on queue q of d after the nwait events of wait;
+ * bufs: nbuf distinct buffers, none a sub-buffer (ct__native_unwrap). *done_ev (when not NULL)
+ * receives the command's event; prof names it for the profiler, fname for messages. */
+ct_status ct__native_enqueue(ct_device *d, cl_command_queue q, ct__native_fn fn, const void *args, size_t size,
+                             int nbuf, const cl_mem *bufs, cl_uint nwait, const cl_event *wait, cl_event *done_ev,
+                             const char *prof, const char *fname);
+/* Replaces a sub-buffer by its parent, adding its origin to *off (elements of es bytes); false
+ * when the origin is not a whole number of elements. NULL and plain buffers are left alone. */
+bool ct__native_unwrap(cl_mem *mem, int64_t *off, size_t es);
+/* Index of mem in bufs (n entries so far), appended when new. */
+int ct__native_buf(cl_mem *bufs, int *n, cl_mem mem);
+/* *side: d's side queue for two commands at once, created on first use; NULL where the device
+ * cannot run two commands at once (one compute unit), where it cannot be created, or with
+ * CLTENSOR_GEMM_SPLIT=0. An invalid CLTENSOR_GEMM_SPLIT is reported (fn names the caller). */
+ct_status ct__native_side_queue(cl_command_queue *side, ct_device *d, const char *fn);
+/* fn(args1) on d's queue and fn(args2) on side at once, ordered in d's queue as one command
+ * (a marker before the side half, a barrier after). *done false when nothing was enqueued (then
+ * run it as one command). */
+ct_status ct__native_two(ct_device *d, cl_command_queue side, ct__native_fn fn, const void *args1, const void *args2,
+                         size_t size, int nbuf, const cl_mem *bufs, const char *prof, const char *fname,
+                         bool *done);
 
 /* "CLBlastInvalidLeadDimA" etc.; "CLBlastUnknownStatus" for codes outside 1.5's table. */
 const char *ct__clblast_status_name(int status);
