@@ -128,19 +128,74 @@ static int ct__regions(const struct ct__gemm_op *op, struct ct__region reg[CT__N
 
 /* ---- The native-kernel path (host_native.c) ---- */
 
-/* The GEMM command's arguments: the op (its offsets from its buffers' starts) and which of the
- * command's buffers each operand is in. */
+/* Part i of nparts of op (nparts > 1), in *part: the outer batch dim's entries when there are
+ * at least nparts of them, else C's rows (m >= n) or columns in multiples of 16. False when
+ * the part is empty. */
+static bool ct__gemm_part(const struct ct__gemm_op *op, int64_t i, int64_t nparts, struct ct__gemm_op *part) {
+  *part = *op;
+  if (op->nbatch > 0) {
+    int64_t per = (op->bshape[0] + nparts - 1) / nparts, lo = i * per;
+    int64_t hi = lo + per < op->bshape[0] ? lo + per : op->bshape[0];
+    if (lo >= hi) return false;
+    part->bshape[0] = hi - lo;
+    part->a.off += lo * op->a.bstride[0];
+    part->b.off += lo * op->b.bstride[0];
+    part->c.off += lo * op->c.bstride[0];
+    return true;
+  }
+  bool rows = op->m >= op->n;
+  int64_t len = rows ? op->m : op->n, per = (len + nparts - 1) / nparts;
+  per = (per + 15) / 16 * 16;
+  int64_t lo = i * per, hi = lo + per < len ? lo + per : len;
+  if (lo >= hi) return false;
+  if (rows) {
+    part->m = hi - lo;
+    part->a.off += op->a.trans ? lo : lo * op->a.ld;
+    part->c.off += lo * op->c.ld;
+  } else {
+    part->n = hi - lo;
+    part->b.off += op->b.trans ? lo * op->b.ld : lo;
+    part->c.off += lo;
+    part->bias.off += lo * op->bias.inc;
+  }
+  return true;
+}
+
+/* The GEMM command's arguments: the op (its offsets from its buffers' starts), which of the
+ * command's buffers each operand is in, and the parts it is cut into for its team. */
 struct ct__native_gemm {
   struct ct__gemm_op op;
   int which[CT__NMAT];            /* op's a, b, c, bias: index of their buffer (bias: -1 if none) */
+  struct ct__team *team;          /* NULL: no helper */
+  uint64_t seq;
+  int64_t nparts;
 };
+
+struct ct__gemm_run {
+  const struct ct__native_gemm *g;
+  char *const *base;
+};
+
+static void ct__gemm_run_op(const struct ct__native_gemm *g, const struct ct__gemm_op *op, char *const *base) {
+  int64_t es = (int64_t)ct_dtype_size(op->dtype);
+  ct__host_multiply(op, base[g->which[0]] + op->a.off * es, base[g->which[1]] + op->b.off * es,
+                    base[g->which[2]] + op->c.off * es, g->which[3] < 0 ? NULL : base[g->which[3]] + op->bias.off * es);
+}
+
+static void ct__gemm_run_part(void *ctx, int64_t i) {
+  struct ct__gemm_run *r = ctx;
+  struct ct__gemm_op part;
+  if (ct__gemm_part(&r->g->op, i, r->g->nparts, &part)) ct__gemm_run_op(r->g, &part, r->base);
+}
 
 static void ct__gemm_native(void *p, char *const *base) {
   struct ct__native_gemm *g = p;
-  int64_t es = (int64_t)ct_dtype_size(g->op.dtype);
-  ct__host_multiply(&g->op, base[g->which[0]] + g->op.a.off * es, base[g->which[1]] + g->op.b.off * es,
-                    base[g->which[2]] + g->op.c.off * es,
-                    g->which[3] < 0 ? NULL : base[g->which[3]] + g->op.bias.off * es);
+  if (g->nparts <= 1) {
+    ct__gemm_run_op(g, &g->op, base);
+    return;
+  }
+  struct ct__gemm_run r = {g, base};
+  ct__team_run(g->team, g->seq, ct__gemm_run_part, &r, g->nparts);
 }
 
 /* The GEMM command's arguments and buffers for op (sub-buffers replaced by their parents);
@@ -163,6 +218,30 @@ static const char *ct__gemm_prof(const struct ct__gemm_op *op) {
   return op->dtype == CT_F64 ? "cblas_dgemm (host)" : "cblas_sgemm (host)";
 }
 
+/* ---- Parts ----
+ * OpenBLAS 0.3.21's own second thread gains little on the skinny products of the example models
+ * (and spins beside the kernels afterwards: host_blas_core.c), while two single-threaded halves
+ * on two threads of their own nearly halve the time: 2048 x 64 x 256 in 429 us against 558 on
+ * one thread and 464 on OpenBLAS's two (standalone, same sitting). So a product from
+ * ct__gemm_split_min_madds up to CT__BLAS_ONE_THREAD_BELOW multiply-adds is cut into parts of
+ * at least 2^19 multiply-adds (at most 4) that the command and its team's helper share
+ * (host_native.c). Each part writes its own rows (or columns, or batch entries) of C, computed
+ * as the whole product computes them. */
+int64_t ct__gemm_split_min_madds = (int64_t)1 << 20;
+
+static int64_t ct__gemm_nparts(const struct ct__gemm_op *op) {
+  int64_t count = 1;
+  for (int i = 0; i < op->nbatch; i++) count *= op->bshape[i];
+  int64_t one = op->m * op->n * op->k, all = count * one;
+  if (one >= CT__BLAS_ONE_THREAD_BELOW || all < ct__gemm_split_min_madds) return 1;
+  int64_t n = all >> 19;
+  n = n < 2 ? 2 : n > 4 ? 4 : n;
+  if (op->nbatch > 0) return op->bshape[0] >= 2 ? (op->bshape[0] < n ? op->bshape[0] : n) : 1;
+  int64_t len = op->m >= op->n ? op->m : op->n;
+  while (n > 1 && len < 16 * n) n--;
+  return n;
+}
+
 /* The GEMM as a native kernel on d's queue: ordered after the commands before it like any
  * kernel, and no host round trip. A blocking map and unmap cost PoCL 35-80 us of thread
  * hand-offs, more than a whole 64^3 product (5 us in OpenBLAS). *done is false when op needs
@@ -173,75 +252,10 @@ static ct_status ct__gemm_host_native(ct_device *d, const struct ct__gemm_op *op
   int nreg = 0;
   *done = ct__gemm_native_args(&g, mems, &nreg, op);
   if (!*done) return CT_OK;
+  g.nparts = ct__gemm_nparts(op);
+  if (g.nparts > 1) CT__TRY(ct__team_call(&g.team, &g.seq, d, op->fn));
   return ct__native_enqueue(d, ct__device_queue(d), ct__gemm_native, &g, sizeof g, nreg, mems, 0, NULL, NULL,
                             ct__gemm_prof(op), op->fn);
-}
-
-/* ---- Two halves at once ----
- * OpenBLAS 0.3.21's own second thread gains little on the skinny products of the example models
- * (and spins beside the kernels afterwards: host_blas_core.c), while two single-threaded halves
- * on two threads of their own nearly halve the time: 2048 x 64 x 256 in 429 us against 558 on
- * one thread and 464 on OpenBLAS's two (standalone, same sitting). So a product from
- * ct__gemm_split_min_madds up to CT__BLAS_ONE_THREAD_BELOW multiply-adds is cut in two, one
- * half on the side queue (ct__native_two). Each half writes its own rows (or columns, or batch
- * entries) of C. */
-int64_t ct__gemm_split_min_madds = (int64_t)1 << 22;
-
-/* Cuts op into h1 and h2 along its longest independent dim: the outer batch dim, else the rows
- * of C (m) or its columns (n), the second half starting at a multiple of 16. False when op is
- * outside the split's sizes. */
-static bool ct__gemm_halves(const struct ct__gemm_op *op, struct ct__gemm_op *h1, struct ct__gemm_op *h2) {
-  int64_t count = 1;
-  for (int i = 0; i < op->nbatch; i++) count *= op->bshape[i];
-  int64_t one = op->m * op->n * op->k;
-  if (one >= CT__BLAS_ONE_THREAD_BELOW || count * one < ct__gemm_split_min_madds) return false;
-  *h1 = *op;
-  *h2 = *op;
-  if (op->nbatch > 0 && op->bshape[0] >= 2) {
-    int64_t h = op->bshape[0] / 2;
-    h1->bshape[0] = h;
-    h2->bshape[0] = op->bshape[0] - h;
-    h2->a.off += h * op->a.bstride[0];
-    h2->b.off += h * op->b.bstride[0];
-    h2->c.off += h * op->c.bstride[0];
-    return true;
-  }
-  if (op->nbatch > 0) return false; /* a batch whose outer dim is 1 was simplified away */
-  if (op->m >= op->n) {
-    if (op->m < 32) return false;
-    int64_t h = (op->m / 2 + 15) / 16 * 16;
-    h1->m = h;
-    h2->m = op->m - h;
-    h2->a.off += op->a.trans ? h : h * op->a.ld;
-    h2->c.off += h * op->c.ld;
-  } else {
-    if (op->n < 32) return false;
-    int64_t h = (op->n / 2 + 15) / 16 * 16;
-    h1->n = h;
-    h2->n = op->n - h;
-    h2->b.off += op->b.trans ? h * op->b.ld : h;
-    h2->c.off += h;
-    h2->bias.off += h * op->bias.inc;
-  }
-  return true;
-}
-
-/* op as two halves at once (above); *done false when it is not split (nothing enqueued). */
-static ct_status ct__gemm_host_two(ct_device *d, const struct ct__gemm_op *op, bool *done) {
-  *done = false;
-  struct ct__gemm_op h1, h2;
-  if (!ct__gemm_halves(op, &h1, &h2)) return CT_OK;
-  cl_command_queue side;
-  CT__TRY(ct__native_side_queue(&side, d, op->fn));
-  if (!side) return CT_OK;
-  /* The halves address the same buffers: one list serves both. */
-  struct ct__native_gemm g1, g2;
-  cl_mem mems[CT__NMAT], mems2[CT__NMAT];
-  int nreg = 0, nreg2 = 0;
-  if (!ct__gemm_native_args(&g1, mems, &nreg, &h1) || !ct__gemm_native_args(&g2, mems2, &nreg2, &h2) ||
-      nreg != nreg2 || memcmp(mems, mems2, sizeof(cl_mem) * (size_t)nreg) != 0)
-    return CT_OK;
-  return ct__native_two(d, side, ct__gemm_native, &g1, &g2, sizeof g1, nreg, mems, ct__gemm_prof(op), op->fn, done);
 }
 
 ct_status ct__gemm_host(ct_device *d, const struct ct__gemm_op *op) {
@@ -254,9 +268,7 @@ ct_status ct__gemm_host(ct_device *d, const struct ct__gemm_op *op) {
                      (long long)op->k);
   if (d->native_kernels) {
     bool done;
-    ct_status st = ct__gemm_host_two(d, op, &done);
-    if (st != CT_OK || done) return st;
-    st = ct__gemm_host_native(d, op, &done);
+    ct_status st = ct__gemm_host_native(d, op, &done);
     if (st != CT_OK || done) return st;
   }
 

@@ -185,6 +185,7 @@ static ct_status ct__gemm_state_create(void **out, ct_device *d) {
   ct__gemm_env_route(s, d);
   /* Nothing to load: ready at once, CLBlast's built-in parameters (the message says why). */
   atomic_init(&s->tuning_ready, !ct__gemm_env_tuning(s));
+  atomic_flag_clear(&s->team.lock);
   s->tuning_source = CT_GEMM_TUNING_BUILTIN;
   *out = s;
   return CT_OK;

@@ -2,10 +2,12 @@
  * a host function (a CBLAS product, the host attention) runs as a native kernel in queue order
  * on the device's buffers, with no host round trip. The host GEMM route (gemm_host.c) and the
  * host attention (nn/attention_host.c) enqueue through here; docs/GEMM.md, "Routes". */
+#include <sched.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/env.h"
 #include "core/error.h"
@@ -185,14 +187,125 @@ ct_status ct__native_enqueue(ct_device *d, cl_command_queue q, ct__native_fn fn,
   return CT_OK;
 }
 
-/* ---- Two halves at once ----
- * PoCL runs commands of two queues of a device at once on its worker threads: the half on the
- * side queue waits for a marker of everything enqueued before on the device's queue, the other
- * half follows on the device's queue, and a barrier there waits for the side half, so the
- * queue's order is as with one command. */
+/* ---- A team of two: the device's second worker helps the command that runs ----
+ * PoCL 3.1's workers sleep between commands, and waking one takes 25-90 us on a small virtual
+ * machine (docs/PERFORMANCE.md, "Session 10"); its scheduler also runs every kernel it expects
+ * to take under 200 us on one worker. So two halves of a product on two queues mostly ran one
+ * after the other. Instead, a command that can be cut into parts (a product's rows, the
+ * attention's batch entries) posts them as a job on its device's team and claims parts itself,
+ * one by one; a helper command on the side queue, started by a marker just before it, claims
+ * the others once its worker is awake, and then stays (spinning, yielding its CPU to anyone
+ * runnable) for CT__TEAM_IDLE_NS after its last part, so that the next products find it
+ * awake. The helper lists no buffers: it reaches memory only through a posted job's parts,
+ * and the posting command returns only when every part has ended and no helper holds the job,
+ * so the queue's order is as with one command. */
 
-ct_status ct__native_side_queue(cl_command_queue *side, ct_device *d, const char *fn) {
-  *side = NULL;
+int64_t ct__team_idle_ns = 300000;
+int64_t ct__team_share_wait_ns = 0;
+
+
+static inline void ct__team_lock(struct ct__team *t) {
+  while (atomic_flag_test_and_set_explicit(&t->lock, memory_order_acquire)) sched_yield();
+}
+
+static inline void ct__team_unlock(struct ct__team *t) { atomic_flag_clear_explicit(&t->lock, memory_order_release); }
+
+static int64_t ct__now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+atomic_long ct__team_parts_helped;
+
+/* Claims and runs parts of j until none is left; helper: counted in ct__team_parts_helped. */
+static void ct__team_work(struct ct__team_job *j, bool helper) {
+  for (;;) {
+    int64_t i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+    if (i >= j->nparts) return;
+    j->fn(j->ctx, i);
+    if (helper) atomic_fetch_add_explicit(&ct__team_parts_helped, 1, memory_order_relaxed);
+  }
+}
+
+void ct__team_run(struct ct__team *t, uint64_t seq, ct__part_fn fn, void *ctx, int64_t nparts) {
+  struct ct__team_job j = {.fn = fn, .ctx = ctx, .nparts = nparts, .refs = 0};
+  atomic_init(&j.next, 0);
+  bool posted = false;
+  if (t && nparts > 1) {
+    ct__team_lock(t);
+    if (!t->job) {
+      t->job = &j;
+      posted = true;
+    }
+    if (seq > t->started) t->started = seq;
+    ct__team_unlock(t);
+  }
+  if (posted && ct__team_share_wait_ns > 0) {
+    /* Tests: give the helper the first claim, so that both threads run parts. */
+    int64_t until = ct__now_ns() + ct__team_share_wait_ns;
+    for (;;) {
+      ct__team_lock(t);
+      int refs = j.refs;
+      ct__team_unlock(t);
+      if (refs > 0 || ct__now_ns() > until) break;
+      sched_yield();
+    }
+  }
+  ct__team_work(&j, false);
+  if (!posted) return;
+  /* Every part is claimed; wait until the helper's (if it took any) have ended. */
+  ct__team_lock(t);
+  t->job = NULL;
+  atomic_store_explicit(&t->last_ns, ct__now_ns(), memory_order_relaxed);
+  ct__team_unlock(t);
+  for (;;) {
+    ct__team_lock(t);
+    int refs = j.refs;
+    ct__team_unlock(t);
+    if (refs == 0) break;
+    sched_yield();
+  }
+}
+
+/* The helper for the job of sequence number seq. It works on whatever job is posted. Once its
+ * own job has started, it leaves after CT__TEAM_IDLE_NS without one (helpers that start late,
+ * queued behind one that stayed, leave at once); before that it waits for its job, at most
+ * CT__TEAM_WAIT_NS (a command that failed to enqueue never posts it). */
+#define CT__TEAM_WAIT_NS ((int64_t)5000000)
+struct ct__team_helper_args {
+  struct ct__team *team;
+  uint64_t seq;
+};
+
+static void CL_CALLBACK ct__team_helper(void *p) {
+  const struct ct__team_helper_args *a = p;
+  struct ct__team *t = a->team;
+  int64_t begin = ct__now_ns();
+  for (;;) {
+    ct__team_lock(t);
+    struct ct__team_job *j = t->job;
+    if (j) j->refs++;
+    bool mine_started = t->started >= a->seq;
+    ct__team_unlock(t);
+    if (j) {
+      ct__team_work(j, true);
+      ct__team_lock(t);
+      j->refs--;
+      ct__team_unlock(t);
+      continue;
+    }
+    int64_t now = ct__now_ns();
+    if (mine_started ? now - atomic_load_explicit(&t->last_ns, memory_order_relaxed) > ct__team_idle_ns
+                     : now - begin > CT__TEAM_WAIT_NS)
+      return;
+    sched_yield();
+  }
+}
+
+ct_status ct__team_call(struct ct__team **team, uint64_t *seq, ct_device *d, const char *fn) {
+  *team = NULL;
+  *seq = 0;
   struct ct__gemm_state *s;
   CT__TRY(ct__gemm_state(&s, d));
   bool on = true;
@@ -205,36 +318,24 @@ ct_status ct__native_side_queue(cl_command_queue *side, ct_device *d, const char
     if (state == 0) {
       cl_int err = CL_SUCCESS;
       if (d->props.compute_units >= 2)
-        s->side_queue = clCreateCommandQueue(ct__device_context(d), d->id,
-                                             d->queue_profiling ? CL_QUEUE_PROFILING_ENABLE : 0, &err);
+        s->side_queue = clCreateCommandQueue(ct__device_context(d), d->id, 0, &err);
       state = s->side_queue ? 1 : -1;
       atomic_store(&s->side_state, state);
     }
     pthread_mutex_unlock(&s->side_lock);
   }
-  if (state == 1) *side = s->side_queue;
-  return CT_OK;
-}
-
-ct_status ct__native_two(ct_device *d, cl_command_queue side, ct__native_fn fn, const void *args1, const void *args2,
-                         size_t size, int nbuf, const cl_mem *bufs, const char *prof, const char *fname,
-                         bool *done) {
-  *done = false;
-  CT__TRY(ct__deferred_realize(fname));
-  cl_command_queue q = ct__device_queue(d);
-  cl_event start = NULL, ev2 = NULL;
-  if (clEnqueueMarkerWithWaitList(q, 0, NULL, &start) != CL_SUCCESS) return CT_OK; /* one command, then */
-  ct_status st = ct__native_enqueue(d, side, fn, args2, size, nbuf, bufs, 1, &start, &ev2, prof, fname);
+  if (state != 1) return CT_OK;
+  CT__TRY(ct__deferred_realize(fn));
+  /* The helper starts once the device's queue reaches this point (not while the commands
+   * before it run: it would spin beside them), and at once when the side queue is idle. */
+  cl_event start = NULL;
+  if (clEnqueueMarkerWithWaitList(ct__device_queue(d), 0, NULL, &start) != CL_SUCCESS) return CT_OK;
+  struct ct__team_helper_args a = {&s->team, atomic_fetch_add(&s->team.seq, 1) + 1};
+  cl_int err = clEnqueueNativeKernel(s->side_queue, ct__team_helper, &a, sizeof a, 0, NULL, NULL, 1, &start, NULL);
   clReleaseEvent(start);
-  if (st != CT_OK) return st;
-  clFlush(side);
-  *done = true;
-  st = ct__native_enqueue(d, q, fn, args1, size, nbuf, bufs, 0, NULL, NULL, prof, fname);
-  cl_int err = clEnqueueBarrierWithWaitList(q, 1, &ev2, NULL);
-  if (err != CL_SUCCESS) {
-    /* Nothing else orders the queue after the side half: wait for it here. */
-    clWaitForEvents(1, &ev2);
-  }
-  clReleaseEvent(ev2);
-  return st;
+  if (err != CL_SUCCESS) return CT_OK; /* the command runs alone */
+  clFlush(s->side_queue);
+  *team = a.team;
+  *seq = a.seq;
+  return CT_OK;
 }

@@ -109,6 +109,23 @@ enum ct__gemm_route { CT__ROUTE_CLBLAST = CT_GEMM_ROUTE_CLBLAST, CT__ROUTE_HOST 
 /* Which parameters are installed for one precision. */
 enum ct__gemm_set { CT__SET_BUILTIN, CT__SET_SHIPPED, CT__SET_CONSERVATIVE, CT__SET_FILE };
 
+/* The job a native command shares with its helpers (host_native.c); lock guards job and its
+ * refs. */
+struct ct__team_job {
+  void (*fn)(void *ctx, int64_t part);
+  void *ctx;
+  int64_t nparts;
+  atomic_llong next;             /* the next part to claim */
+  int refs;                      /* helpers working on it */
+};
+struct ct__team {
+  atomic_flag lock;
+  struct ct__team_job *job;      /* posted, or NULL */
+  uint64_t started;              /* the highest sequence number of a job that has started */
+  atomic_ullong seq;             /* sequence numbers handed out (ct__team_call) */
+  atomic_llong last_ns;          /* when the last posted job ended (CLOCK_MONOTONIC) */
+};
+
 struct ct__gemm_state {
   ct_status route_status;        /* CT_OK, or why $CLTENSOR_GEMM can't be honoured */
   char route_error[512];
@@ -122,11 +139,13 @@ struct ct__gemm_state {
   enum ct__gemm_set set[CT__PREC_COUNT];
   ct__gemm_params params[CT__PREC_COUNT];
   char tuning_message[1024];
-  /* The host route's second queue (gemm_host.c): half of a product runs there, beside the half
-   * on the device's queue. Created on first use; side_state 0 not yet tried, 1 ready, -1 none. */
+  /* The host route's second queue (host_native.c): the team's helpers run there, beside the
+   * native commands on the device's queue. Created on first use; side_state 0 not yet tried,
+   * 1 ready, -1 none. */
   pthread_mutex_t side_lock;
   atomic_int side_state;
   cl_command_queue side_queue;
+  struct ct__team team;
 };
 
 /* OUT: *out, d's GEMM state, created on first use: resolves $CLTENSOR_GEMM and
@@ -238,16 +257,26 @@ ct_status ct__native_enqueue(ct_device *d, cl_command_queue q, ct__native_fn fn,
 bool ct__native_unwrap(cl_mem *mem, int64_t *off, size_t es);
 /* Index of mem in bufs (n entries so far), appended when new. */
 int ct__native_buf(cl_mem *bufs, int *n, cl_mem mem);
-/* *side: d's side queue for two commands at once, created on first use; NULL where the device
- * cannot run two commands at once (one compute unit), where it cannot be created, or with
- * CLTENSOR_GEMM_SPLIT=0. An invalid CLTENSOR_GEMM_SPLIT is reported (fn names the caller). */
-ct_status ct__native_side_queue(cl_command_queue *side, ct_device *d, const char *fn);
-/* fn(args1) on d's queue and fn(args2) on side at once, ordered in d's queue as one command
- * (a marker before the side half, a barrier after). *done false when nothing was enqueued (then
- * run it as one command). */
-ct_status ct__native_two(ct_device *d, cl_command_queue side, ct__native_fn fn, const void *args1, const void *args2,
-                         size_t size, int nbuf, const cl_mem *bufs, const char *prof, const char *fname,
-                         bool *done);
+/* ---- A team of two (host_native.c) ----
+ * A native command that can be cut into parts runs them through ct__team_run, and a helper on
+ * the device's side queue (the second PoCL worker) claims parts beside it. */
+typedef void (*ct__part_fn)(void *ctx, int64_t part);
+/* Enqueues a helper for the command the caller enqueues next on d's queue: *team and *seq are
+ * to pass to that command (team NULL where the device cannot run two commands at once, where
+ * the side queue cannot be created, or with CLTENSOR_GEMM_SPLIT=0; an invalid value is
+ * reported with fn's name). */
+ct_status ct__team_call(struct ct__team **team, uint64_t *seq, ct_device *d, const char *fn);
+/* Inside a native command: runs fn(ctx, i) for i in [0, nparts), parts taken by the calling
+ * thread and by a helper of team t that is awake (t may be NULL: all on this thread); seq is
+ * ct__team_call's. Returns when all have ended. */
+void ct__team_run(struct ct__team *t, uint64_t seq, ct__part_fn fn, void *ctx, int64_t nparts);
+/* How long a helper stays after its last part (ns). */
+extern int64_t ct__team_idle_ns;
+/* Tests: > 0 makes a command that posted a job wait up to this long (ns) for a helper to join
+ * before it claims parts itself, so that the parts really run on two threads. */
+extern int64_t ct__team_share_wait_ns;
+/* Parts that helpers ran (tests). */
+extern atomic_long ct__team_parts_helped;
 
 /* "CLBlastInvalidLeadDimA" etc.; "CLBlastUnknownStatus" for codes outside 1.5's table. */
 const char *ct__clblast_status_name(int status);

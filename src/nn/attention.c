@@ -189,19 +189,27 @@ static ct_status sdpa_api(ct_tensor **out, const ct_tensor *q, const ct_tensor *
   if (st == CT_OK) st = to_compute(&vc, v, cdt);
   /* q over the whole batch, so that the scores have the mask's batch dims too. */
   if (st == CT_OK) st = ct_expand(&qe, qc, bn + 2, qshape);
-  if (st == CT_OK) st = ct_transpose(&kt, kc, -2, -1);
-  if (st == CT_OK) st = ct_matmul(&sc, qe, kt);
-  if (st == CT_OK && !ct_tensor_is_contiguous(sc)) {
-    /* The kernel walks the scores as contiguous rows (ct_matmul's results are). */
-    ct_tensor *c = NULL;
-    st = ct__contiguous(&c, sc, cdt, 0, FN);
-    ct_release(sc);
-    sc = c;
+  /* Where the GEMMs take the host route, an unmasked attention is one native command per half
+   * of the batch (attention_host.c); else the products and the softmax kernel below. */
+  bool host = false;
+  if (st == CT_OK && !mask) st = ct__sdpa_host(&host, &sc, &o, qe, kc, vc, bn, b, causal, scale, FN);
+  if (st == CT_OK && !host) {
+    st = ct_transpose(&kt, kc, -2, -1);
+    if (st == CT_OK) st = ct_matmul(&sc, qe, kt);
+    if (st == CT_OK && !ct_tensor_is_contiguous(sc)) {
+      /* The kernel walks the scores as contiguous rows (ct_matmul's results are). */
+      ct_tensor *c = NULL;
+      st = ct__contiguous(&c, sc, cdt, 0, FN);
+      ct_release(sc);
+      sc = c;
+    }
+    if (st == CT_OK && mask) st = ct_expand(&me, mask, bn + 2, sshape);
+    if (st == CT_OK && ct_numel(sc) > 0) st = masked_softmax(sc, me, causal, scale);
+    if (st == CT_OK) st = ct_matmul(&o, sc, vc);
   }
-  if (st == CT_OK && mask) st = ct_expand(&me, mask, bn + 2, sshape);
-  if (st == CT_OK && ct_numel(sc) > 0) st = masked_softmax(sc, me, causal, scale);
-  if (st == CT_OK) st = ct_matmul(&o, sc, vc);
-  if (st == CT_OK) st = ct__contiguous(&res, o, q->dtype, 0, FN);
+  /* The host route's result keeps its layout ([..., H, L, Ev] over [..., L, H, Ev] memory, as
+   * PyTorch's CPU attention returns it); f16/bf16 results are converted. */
+  if (st == CT_OK) st = o->dtype == q->dtype ? (res = ct_retain(o), CT_OK) : ct__contiguous(&res, o, q->dtype, 0, FN);
   ct__autocast_resume(prev_ac);
   ct__grad_mode_set(prev);
   /* The backward needs the probabilities (sc, B L S elements: PyTorch's math backend keeps

@@ -167,4 +167,17 @@ ct_status ct__nn_pool2d_backward(ct_tensor **gx, const ct_tensor *g, const ct_te
                                  const int64_t *xshape, ct_dtype dt, ct_device *d, int mode, const int win[6],
                                  const char *fn);
 
+/* The host attention (attention_host.c): where d's GEMMs take the host route and the device runs
+ * native kernels, an unmasked attention of f32/f64 q [batch..., L, E] (expanded to the batch
+ * shape bshape, nb dims), k [..., S, E] and v [..., S, Ev] as one native command per half of
+ * the batch. *p_out gets the probabilities ([batch..., L, S], contiguous), *o_out the result
+ * ([batch..., L, Ev]; with nb >= 2 over memory laid out [..., L, batch[nb-1], Ev]). *done false
+ * when it doesn't apply (nothing enqueued, outputs untouched). */
+ct_status ct__sdpa_host(bool *done, ct_tensor **p_out, ct_tensor **o_out, const ct_tensor *q, const ct_tensor *k,
+                        const ct_tensor *v, int nb, const int64_t *bshape, bool causal, double scale,
+                        const char *fn);
+/* Batches of at least this many multiply-adds (both products) are cut into parts shared with
+ * the device's second worker; tests lower it. */
+extern int64_t ct__sdpa_split_min;
+
 #endif

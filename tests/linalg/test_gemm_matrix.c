@@ -5,7 +5,7 @@
  *
  * meson runs it once per route: CLTENSOR_GEMM=clblast, =auto, =host, =host with native
  * kernels off ("mapped": map, CBLAS on the calling thread, unmap), and =host with every product
- * that can be cut run as two halves at once ("split").
+ * that can be cut run in parts on two threads ("split").
  *
  * Thresholds (m n k of one product, after batch folding):
  *   - OpenBLAS 0.3.21 runs a GEMM on one thread up to m n k = 65536 * 4 = 64^3 (interface/gemm.c,
@@ -298,9 +298,25 @@ END_TEST
 START_TEST(test_row_bias_f64) { run_row_bias(CT_F64); }
 END_TEST
 
-/* "split": every host product that can be cut runs as two halves at once (gemm_host.c), not
- * only those of 2^22 multiply-adds and more. */
-static void split_everything(void) { ct__gemm_split_min_madds = 1; }
+/* "split": every host product that can be cut runs in parts shared with the device's second
+ * worker (gemm_host.c, host_native.c), not only those of 2^20 multiply-adds and more. */
+static void split_everything(void) {
+  ct__gemm_split_min_madds = 1;
+  /* Each product waits (up to 2 s, a woken worker's latency under load) for the helper to
+   * join, so that its parts run on both threads: the parts' offsets are what this tests. */
+  ct__team_share_wait_ns = 2000000000;
+}
+
+/* Split mode: the helper ran parts of the products above. */
+START_TEST(test_split_helped) {
+  ct_device *d = ct_test_device();
+  ct_gemm_route route;
+  ck_assert_ct_ok(ct_gemm_route_get(&route, d));
+  if (route != CT_GEMM_ROUTE_HOST || ct_device_properties(d)->compute_units < 2) return;
+  run_case(d, CT_F32, &cases[0], 1);
+  ck_assert_msg(atomic_load(&ct__team_parts_helped) > 0, "no part of a split product ran on the helper");
+}
+END_TEST
 
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "native";
@@ -308,7 +324,10 @@ int main(int argc, char **argv) {
   TCase *tc = tcase_create("gemm-matrix");
   tcase_set_timeout(tc, 600);
   if (strcmp(mode, "mapped") == 0) tcase_add_checked_fixture(tc, lt_without_native_kernels, NULL);
-  if (strcmp(mode, "split") == 0) tcase_add_checked_fixture(tc, split_everything, NULL);
+  if (strcmp(mode, "split") == 0) {
+    tcase_add_checked_fixture(tc, split_everything, NULL);
+    tcase_add_test(tc, test_split_helped);
+  }
   tcase_add_test(tc, test_issue_sequence);
   tcase_add_test(tc, test_matrix_f32);
   tcase_add_test(tc, test_matrix_f64);

@@ -19,6 +19,9 @@
 
 #include "ct_fixture.h"
 #include "ct_test.h"
+#include "device/device.h"
+#include "linalg/linalg.h"
+#include "nn/nn.h"
 
 #include "data/attention_ref.h"
 
@@ -78,7 +81,7 @@ END_TEST
 
 /* The only large temporary is the scores' block, L x S: the peak growth over the call stays
  * below scores + output + 2 MiB (one large-block rounding of the allocator), while a second
- * score-sized temporary would add another 4 MiB. */
+ * score-sized temporary would add another 4 MiB (on the host route; see below for CLBlast's). */
 START_TEST(test_memory_bound) {
   ct_device *d = ct_test_device();
   const int64_t L = 1024, S = 1024, E = 8;
@@ -94,6 +97,12 @@ START_TEST(test_memory_bound) {
   ck_assert_ct_ok(ct_memory_stats_get(&after, d));
   uint64_t grew = after.peak_allocated_bytes - before.allocated_bytes;
   uint64_t bound = (uint64_t)(L * S + L * E) * 4 + (2u << 20);
+  /* On the CLBlast route (a GPU's, and attention-kernels'), the scores' product is CLBlast's
+   * indirect GEMM, which pads the result into a scratch buffer of the scores' size besides its
+   * operands' copies: still O(L S), two more score blocks at most. */
+  ct_gemm_route route;
+  ck_assert_ct_ok(ct_gemm_route_get(&route, d));
+  if (route == CT_GEMM_ROUTE_CLBLAST) bound += (uint64_t)(2 * L * S) * 4;
   ck_assert_msg(grew <= bound, "peak grew by %llu bytes (bound %llu)", (unsigned long long)grew,
                 (unsigned long long)bound);
   /* Row 0 attends key 0 only (causal): the output's row 0 is v's row 0. */
@@ -228,10 +237,65 @@ START_TEST(test_errors) {
 }
 END_TEST
 
-int main(void) {
+/* Where the GEMMs take the host route, an unmasked attention is one native command
+ * (attention_host.c) whose 4-D result keeps PyTorch's CPU layout: [B, H, L, Ev] over memory laid
+ * out [B, L, H, Ev], so that transpose(1, 2) is contiguous and the heads' merge a view. Its
+ * values are test_reference's and test_permuted_heads'. */
+START_TEST(test_host_layout) {
+  ct_device *d = ct_test_device();
+  ct_gemm_route route;
+  ck_assert_ct_ok(ct_gemm_route_get(&route, d));
+  if (route != CT_GEMM_ROUTE_HOST || !d->native_kernels) return;
+  int64_t s[4] = {2, 3, 5, 4};
+  ct_tensor *q = NULL, *o = NULL, *t = NULL, *m = NULL;
+  ck_assert_ct_ok(ct_randn_seeded(&q, d, CT_F32, 4, s, 1, 0));
+  ck_assert_ct_ok(ct_scaled_dot_product_attention(&o, q, q, q, NULL, true, NAN));
+  ck_assert(!ct_tensor_is_contiguous(o));
+  ck_assert_ct_ok(ct_transpose(&t, o, 1, 2));
+  ck_assert(ct_tensor_is_contiguous(t));
+  /* With a mask, the kernels run: a contiguous result. */
+  ck_assert_ct_ok(ct_ones(&m, d, CT_BOOL, 2, (int64_t[]){5, 5}));
+  ct_release(o);
+  ck_assert_ct_ok(ct_scaled_dot_product_attention(&o, q, q, q, m, false, NAN));
+  ck_assert(ct_tensor_is_contiguous(o));
+  ct_release(q);
+  ct_release(o);
+  ct_release(t);
+  ct_release(m);
+}
+END_TEST
+
+/* "team": every host attention is cut into parts that the device's second worker shares
+ * (host_native.c); each command waits for the helper to join first. */
+static void team_everything(void) {
+  ct__sdpa_split_min = 1;
+  ct__team_share_wait_ns = 2000000000;
+}
+
+/* Team mode: the helper ran parts of a host attention. */
+START_TEST(test_team_helped) {
+  ct_device *d = ct_test_device();
+  ct_gemm_route route;
+  ck_assert_ct_ok(ct_gemm_route_get(&route, d));
+  if (route != CT_GEMM_ROUTE_HOST || !d->native_kernels || ct_device_properties(d)->compute_units < 2) return;
+  ct_tensor *q = NULL, *o = NULL;
+  ck_assert_ct_ok(ct_randn_seeded(&q, d, CT_F32, 4, (int64_t[]){2, 4, 16, 8}, 1, 3));
+  ck_assert_ct_ok(ct_scaled_dot_product_attention(&o, q, q, q, NULL, true, NAN));
+  float host[2 * 4 * 16 * 8];
+  ck_assert_ct_ok(ct_to_host(o, host, sizeof host)); /* waits for the command */
+  ck_assert_msg(atomic_load(&ct__team_parts_helped) > 0, "no part of the attention ran on the helper");
+  ct_release(q);
+  ct_release(o);
+}
+END_TEST
+
+int main(int argc, char **argv) {
   Suite *s = suite_create("attention");
   TCase *tc = tcase_create("reference");
+  if (argc > 1 && strcmp(argv[1], "team") == 0) tcase_add_checked_fixture(tc, team_everything, NULL);
   tcase_add_loop_test(tc, test_reference, 0, NCASES);
+  tcase_add_test(tc, test_host_layout);
+  if (argc > 1 && strcmp(argv[1], "team") == 0) tcase_add_test(tc, test_team_helped);
   suite_add_tcase(s, tc);
   tc = tcase_create("mask batch");
   tcase_add_test(tc, test_mask_batch);

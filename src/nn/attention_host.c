@@ -1,0 +1,308 @@
+/* The host attention: on a device whose GEMMs take the host route (PoCL's CPU device), the
+ * whole of an unmasked (or causal) attention runs as one native command per half of the batch:
+ * for each batch entry, P = softmax(scale q k^T) by CBLAS and a vectorized softmax, then
+ * o = P v by CBLAS. One command instead of the scores' product, the softmax kernel, the
+ * product with v and the result's copy; the causal rows exponentiate only their i + 1 keys.
+ * The probabilities land in the same [batch..., L, S] tensor the kernel route fills, so the
+ * backward is the same. attention.c decides when this runs; docs/OPS.md, "Attention". */
+#include <math.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "device/device.h"
+#include "linalg/linalg.h"
+#include "nn/nn.h"
+#include "tensor/tensor.h"
+
+#if CT_HAVE_HOST_BLAS
+#include <cblas.h>
+
+/* The command's arguments: the batch geometry, and for q, k^T, v, P and o their element offsets
+ * from the start of their buffers, BLAS layouts and batch strides. */
+struct ct__sdpa_host {
+  ct_dtype dt;                       /* CT_F32 or CT_F64 */
+  int nb;                            /* batch dims */
+  int64_t bshape[CT_MAX_DIMS];
+  int64_t count;                     /* batch entries (row-major order) */
+  int64_t nparts;                    /* shared with the team's helper, count / nparts entries each */
+  struct ct__team *team;
+  uint64_t seq;
+  int64_t L, S, E, Ev;
+  double scale;
+  bool causal;
+  struct ct__gemm_mat q, kt, v, p, o;
+  int which[5];                      /* the command's buffer of q, kt, v, p, o */
+};
+
+/* 8-lane helpers, always inlined into the cloned softmax below (so their vector arguments never
+ * cross a call: -Wpsabi's ABI note does not apply). */
+#pragma GCC diagnostic ignored "-Wpsabi"
+typedef float ct__v8f __attribute__((vector_size(32)));
+typedef int ct__v8i __attribute__((vector_size(32)));
+
+/* exp(x) for x <= 0 (scores minus their maximum) on 8 lanes: kernels/common.cl's ct_expf
+ * (Cody-Waite reduction, Cephes' polynomial) without fma, and with results below exp(-87)
+ * (1.6e-38, against the row maximum's 1) flushed to 0: a subnormal product costs Intel cores a
+ * microcode assist of over a hundred cycles, and the padded tail of every causal row had one.
+ * NaN lanes stay NaN (the comparisons below are false for them); -inf gives 0. */
+static inline __attribute__((always_inline)) ct__v8f ct__exp8_neg(ct__v8f x) {
+  ct__v8i lo = x < -87.0f;
+  ct__v8f xc = (ct__v8f)((lo & (ct__v8i)((ct__v8f){0} - 87.0f)) | (~lo & (ct__v8i)x));
+  ct__v8f t = xc * 1.44269504088896341f + 12582912.0f;
+  ct__v8f k = t - 12582912.0f;
+  ct__v8f r = xc - k * 0.693145751953125f;
+  r = r - k * 1.428606765330187045e-06f;
+  ct__v8f p = (ct__v8f){0} + 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  /* k in [-126, 0], and r > 0 where k = -126: the product is a normal number. */
+  ct__v8i ki = (ct__v8i)t - 0x4B400000;
+  ct__v8f y = p * (ct__v8f)((ki + 127) << 23);
+  return (ct__v8f)(~lo & (ct__v8i)y);
+}
+
+static inline __attribute__((always_inline)) ct__v8f ct__load8(const float *p) {
+  ct__v8f v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+
+static inline __attribute__((always_inline)) void ct__store8(float *p, ct__v8f v) { memcpy(p, &v, sizeof v); }
+
+/* Softmax of each of the L rows of P (S apart) in place, over its first n_i keys (i + 1 with
+ * causal, else S; the rest set to 0), as kernels/attention.cl's sdpa_softmax: a row whose
+ * maximum is -inf becomes zeros. The scale is already in P (the product's alpha). Cloned for
+ * AVX-512 and AVX2: the library's baseline (x86-64) has 4-lane vectors only. */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static void ct__softmax_rows_f32(float *P, int64_t L, int64_t S, bool causal) {
+  for (int64_t i = 0; i < L; i++) {
+    float *row = P + i * S;
+    int64_t n = causal ? (i + 1 < S ? i + 1 : S) : S, nv = n / 8 * 8;
+    ct__v8f m8 = (ct__v8f){0} - INFINITY;
+    for (int64_t j = 0; j < nv; j += 8) {
+      ct__v8f s = ct__load8(row + j);
+      ct__v8i gt = s > m8;
+      m8 = (ct__v8f)((gt & (ct__v8i)s) | (~gt & (ct__v8i)m8));
+    }
+    float m = -INFINITY;
+    for (int l = 0; l < 8; l++) m = m8[l] > m ? m8[l] : m;
+    for (int64_t j = nv; j < n; j++) m = row[j] > m ? row[j] : m;
+    if (m == -INFINITY) {
+      memset(row, 0, sizeof(float) * (size_t)S);
+      continue;
+    }
+    ct__v8f sum8 = {0};
+    for (int64_t j = 0; j < nv; j += 8) {
+      ct__v8f e = ct__exp8_neg(ct__load8(row + j) - m);
+      ct__store8(row + j, e);
+      sum8 += e;
+    }
+    float sum = 0;
+    for (int l = 0; l < 8; l++) sum += sum8[l];
+    if (nv < n) {
+      /* The tail on 8 lanes too (the same rounding as the rest), through a padded copy. */
+      float tail[8];
+      for (int l = 0; l < 8; l++) tail[l] = nv + l < n ? row[nv + l] - m : -INFINITY;
+      ct__v8f e = ct__exp8_neg(ct__load8(tail));
+      for (int64_t j = nv; j < n; j++) {
+        row[j] = e[j - nv];
+        sum += e[j - nv];
+      }
+    }
+    float inv = 1.0f / sum;
+    for (int64_t j = 0; j < n; j++) row[j] *= inv;
+    for (int64_t j = n; j < S; j++) row[j] = 0;
+  }
+}
+
+static void ct__softmax_rows_f64(double *P, int64_t L, int64_t S, bool causal) {
+  for (int64_t i = 0; i < L; i++) {
+    double *row = P + i * S;
+    int64_t n = causal ? (i + 1 < S ? i + 1 : S) : S;
+    double m = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < n; j++) m = row[j] > m ? row[j] : m;
+    if (m == -INFINITY) {
+      memset(row, 0, sizeof(double) * (size_t)S);
+      continue;
+    }
+    for (int64_t j = 0; j < n; j++) {
+      row[j] = exp(row[j] - m);
+      sum += row[j];
+    }
+    for (int64_t j = 0; j < n; j++) row[j] /= sum;
+    for (int64_t j = n; j < S; j++) row[j] = 0;
+  }
+}
+
+static void ct__gemm1(ct_dtype dt, const struct ct__gemm_mat *a, const struct ct__gemm_mat *b, int64_t m, int64_t n,
+                      int64_t k, double alpha, char *pa, char *pb, char *pc, int64_t ldc) {
+  enum CBLAS_TRANSPOSE ta = a->trans ? CblasTrans : CblasNoTrans, tb = b->trans ? CblasTrans : CblasNoTrans;
+  if (dt == CT_F64)
+    cblas_dgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, alpha, (const double *)pa, (int)a->ld,
+                (const double *)pb, (int)b->ld, 0.0, (double *)pc, (int)ldc);
+  else
+    cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, (float)alpha, (const float *)pa, (int)a->ld,
+                (const float *)pb, (int)b->ld, 0.0f, (float *)pc, (int)ldc);
+}
+
+/* Batch entries [first, first + count) of h. */
+static void ct__sdpa_host_entries(const struct ct__sdpa_host *h, char *const *base, int64_t first, int64_t count) {
+  int64_t es = (int64_t)ct_dtype_size(h->dt);
+  const struct ct__gemm_mat *mats[5] = {&h->q, &h->kt, &h->v, &h->p, &h->o};
+  char *ptr[5];
+  for (int i = 0; i < 5; i++) ptr[i] = base[h->which[i]] + mats[i]->off * es;
+  bool one = ct__host_blas_small_begin(h->L * h->S * (h->E > h->Ev ? h->E : h->Ev));
+  for (int64_t e = first; e < first + count; e++) {
+    int64_t off[5] = {0, 0, 0, 0, 0}, rest = e;
+    for (int i = h->nb - 1; i >= 0; i--) {
+      int64_t idx = rest % h->bshape[i];
+      rest /= h->bshape[i];
+      for (int j = 0; j < 5; j++) off[j] += idx * mats[j]->bstride[i];
+    }
+    char *pp = ptr[3] + off[3] * es;
+    ct__gemm1(h->dt, &h->q, &h->kt, h->L, h->S, h->E, h->scale, ptr[0] + off[0] * es, ptr[1] + off[1] * es, pp,
+              h->S);
+    if (h->dt == CT_F64) ct__softmax_rows_f64((double *)pp, h->L, h->S, h->causal);
+    else ct__softmax_rows_f32((float *)pp, h->L, h->S, h->causal);
+    ct__gemm1(h->dt, &h->p, &h->v, h->L, h->Ev, h->S, 1.0, pp, ptr[2] + off[2] * es, ptr[4] + off[4] * es,
+              h->o.ld);
+  }
+  ct__host_blas_small_end(one);
+}
+
+struct ct__sdpa_run {
+  const struct ct__sdpa_host *h;
+  char *const *base;
+};
+
+static void ct__sdpa_host_part(void *ctx, int64_t i) {
+  const struct ct__sdpa_run *r = ctx;
+  int64_t per = (r->h->count + r->h->nparts - 1) / r->h->nparts, lo = i * per;
+  int64_t hi = lo + per < r->h->count ? lo + per : r->h->count;
+  if (lo < hi) ct__sdpa_host_entries(r->h, r->base, lo, hi - lo);
+}
+
+static void ct__sdpa_host_run(void *args, char *const *base) {
+  const struct ct__sdpa_host *h = args;
+  struct ct__sdpa_run r = {h, base};
+  ct__team_run(h->team, h->seq, ct__sdpa_host_part, &r, h->nparts);
+}
+
+/* Batches of at least this many multiply-adds (both products) are cut into parts (up to 8 runs of
+ * batch entries) that the command shares with its team's helper (host_native.c). */
+int64_t ct__sdpa_split_min = (int64_t)1 << 20;
+
+ct_status ct__sdpa_host(bool *done, ct_tensor **p_out, ct_tensor **o_out, const ct_tensor *q, const ct_tensor *k,
+                        const ct_tensor *v, int nb, const int64_t *bshape, bool causal, double scale,
+                        const char *fn) {
+  *done = false;
+  ct_device *d = q->storage->device;
+  struct ct__gemm_state *s;
+  if (!d->native_kernels || !ct__gemm_host_available() || (q->dtype != CT_F32 && q->dtype != CT_F64)) return CT_OK;
+  CT__TRY(ct__gemm_state(&s, d));
+  if (s->route != CT__ROUTE_HOST || s->route_status != CT_OK) return CT_OK;
+  struct ct__sdpa_host h;
+  memset(&h, 0, sizeof h);
+  h.dt = q->dtype;
+  h.nb = nb;
+  memcpy(h.bshape, bshape, sizeof(int64_t) * (size_t)nb);
+  h.L = q->shape[q->ndim - 2];
+  h.E = q->shape[q->ndim - 1];
+  h.S = k->shape[k->ndim - 2];
+  h.Ev = v->shape[v->ndim - 1];
+  h.scale = scale;
+  h.causal = causal;
+  int64_t count = 1;
+  for (int i = 0; i < nb; i++) count *= bshape[i];
+  /* CBLAS takes int sizes; empty products are the kernel route's. */
+  if (count == 0 || h.L == 0 || h.S == 0 || h.E == 0 || h.Ev == 0 || h.L > INT32_MAX || h.S > INT32_MAX ||
+      h.E > INT32_MAX || h.Ev > INT32_MAX)
+    return CT_OK;
+  ct_tensor *kt = NULL;
+  CT__TRY(ct_transpose(&kt, k, -2, -1));
+  bool ok = ct__gemm_mat_of(&h.q, q, true, nb, bshape, h.L, h.E) &&
+            ct__gemm_mat_of(&h.kt, kt, false, nb, bshape, h.E, h.S) &&
+            ct__gemm_mat_of(&h.v, v, false, nb, bshape, h.S, h.Ev);
+  ct_release(kt);
+  if (!ok || h.q.ld > INT32_MAX || h.kt.ld > INT32_MAX || h.v.ld > INT32_MAX) return CT_OK;
+
+  /* P: [batch..., L, S] contiguous, as the backward reads it. o: with two or more batch dims,
+   * [..., H, L, Ev] over memory laid out [..., L, H, Ev] (PyTorch's CPU flash attention's
+   * layout), so that the usual transpose(-3, -2) and reshape to [..., L, H Ev] are views. */
+  int64_t pshape[CT_MAX_DIMS], mshape[CT_MAX_DIMS];
+  memcpy(pshape, bshape, sizeof(int64_t) * (size_t)nb);
+  pshape[nb] = h.L;
+  pshape[nb + 1] = h.S;
+  memcpy(mshape, bshape, sizeof(int64_t) * (size_t)nb);
+  mshape[nb] = h.L;
+  mshape[nb + 1] = h.Ev;
+  if (nb >= 2) {
+    mshape[nb - 1] = h.L;
+    mshape[nb] = bshape[nb - 1];
+  }
+  ct_tensor *P = NULL, *om = NULL, *o = NULL;
+  ct_status st = ct__tensor_new(&P, d, q->dtype, nb + 2, pshape, fn);
+  if (st == CT_OK) st = ct__tensor_new(&om, d, q->dtype, nb + 2, mshape, fn);
+  if (st == CT_OK) {
+    if (nb >= 2) st = ct_transpose(&o, om, nb - 1, nb);
+    else o = ct_retain(om);
+  }
+  ct_release(om);
+  if (st == CT_OK) {
+    h.p.mem = ct__tensor_mem(P);
+    ct__tensor_elem_offset(P, &h.p.off);
+    h.p.ld = h.S;
+    h.o.mem = ct__tensor_mem(o);
+    ct__tensor_elem_offset(o, &h.o.off);
+    h.o.ld = o->strides[nb];
+    for (int i = 0; i < nb; i++) {
+      h.p.bstride[i] = P->strides[i];
+      h.o.bstride[i] = o->strides[i];
+    }
+    size_t es = ct_dtype_size(h.dt);
+    struct ct__gemm_mat *mats[5] = {&h.q, &h.kt, &h.v, &h.p, &h.o};
+    cl_mem bufs[5];
+    int nbuf = 0;
+    for (int i = 0; i < 5 && ok; i++) {
+      ok = ct__native_unwrap(&mats[i]->mem, &mats[i]->off, es);
+      if (ok) h.which[i] = ct__native_buf(bufs, &nbuf, mats[i]->mem);
+    }
+    if (ok) {
+      const char *prof = h.dt == CT_F64 ? "sdpa (host, f64)" : "sdpa (host)";
+      h.count = count;
+      int64_t work = count * h.L * h.S * (h.E + h.Ev);
+      h.nparts = work >= ct__sdpa_split_min ? (count < 8 ? count : 8) : 1;
+      if (h.nparts > 1) st = ct__team_call(&h.team, &h.seq, d, fn);
+      if (st == CT_OK)
+        st = ct__native_enqueue(d, ct__device_queue(d), ct__sdpa_host_run, &h, sizeof h, nbuf, bufs, 0, NULL, NULL,
+                                prof, fn);
+      *done = st == CT_OK;
+    }
+  }
+  if (st == CT_OK && *done) {
+    *p_out = P;
+    *o_out = o;
+    return CT_OK;
+  }
+  ct_release(P);
+  ct_release(o);
+  return st;
+}
+
+#else
+
+int64_t ct__sdpa_split_min = (int64_t)1 << 20;
+
+ct_status ct__sdpa_host(bool *done, ct_tensor **p_out, ct_tensor **o_out, const ct_tensor *q, const ct_tensor *k,
+                        const ct_tensor *v, int nb, const int64_t *bshape, bool causal, double scale,
+                        const char *fn) {
+  (void)p_out, (void)o_out, (void)q, (void)k, (void)v, (void)nb, (void)bshape, (void)causal, (void)scale, (void)fn;
+  *done = false;
+  return CT_OK;
+}
+
+#endif
