@@ -272,6 +272,34 @@ static void team_everything(void) {
   ct__team_share_wait_ns = 2000000000;
 }
 
+/* A NaN in one query's row makes that row's output NaN (its scores are all NaN), as in
+ * PyTorch, also when every score of the row is NaN; the other rows stay finite. Causal and
+ * not, on every path (the test runs in each of the attention modes). */
+START_TEST(test_nan_row) {
+  ct_device *d = ct_test_device();
+  enum { L = 20, E = 16 };
+  float qh[L * E];
+  for (int i = 0; i < L * E; i++) qh[i] = (float)((i * 37) % 11) / 11.0f - 0.5f;
+  qh[3 * E + 5] = NAN; /* row 3 */
+  ct_tensor *q = NULL, *k = NULL, *o = NULL;
+  ck_assert_ct_ok(ct_from_host(&q, d, CT_F32, 3, (int64_t[]){1, L, E}, qh));
+  ck_assert_ct_ok(ct_randn_seeded(&k, d, CT_F32, 3, (int64_t[]){1, L, E}, 1, 9));
+  for (int causal = 0; causal < 2; causal++) {
+    ck_assert_ct_ok(ct_scaled_dot_product_attention(&o, q, k, k, NULL, causal, NAN));
+    float oh[L * E];
+    ck_assert_ct_ok(ct_to_host(o, oh, sizeof oh));
+    for (int i = 0; i < L; i++)
+      for (int j = 0; j < E; j++) {
+        if (i == 3) ck_assert_msg(isnan(oh[i * E + j]), "causal %d: row 3 col %d is %g, not NaN", causal, j, oh[i * E + j]);
+        else ck_assert_msg(isfinite(oh[i * E + j]), "causal %d: row %d col %d is %g", causal, i, j, oh[i * E + j]);
+      }
+    ct_release(o);
+  }
+  ct_release(q);
+  ct_release(k);
+}
+END_TEST
+
 /* Team mode: the helper ran parts of a host attention. */
 START_TEST(test_team_helped) {
   ct_device *d = ct_test_device();
@@ -295,6 +323,7 @@ int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "team") == 0) tcase_add_checked_fixture(tc, team_everything, NULL);
   tcase_add_loop_test(tc, test_reference, 0, NCASES);
   tcase_add_test(tc, test_host_layout);
+  tcase_add_test(tc, test_nan_row);
   if (argc > 1 && strcmp(argv[1], "team") == 0) tcase_add_test(tc, test_team_helped);
   suite_add_tcase(s, tc);
   tc = tcase_create("mask batch");
