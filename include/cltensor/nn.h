@@ -125,7 +125,11 @@ CT_API ct_status ct_batch_norm(ct_tensor **out, const ct_tensor *x, ct_tensor *r
  * entries, B * L * S elements of the compute dtype, plus the f32 copies of f16/bf16 operands
  * (and whatever copies ct_matmul makes of layouts it can't read in place); nothing larger.
  * The products go through ct_matmul (the library's batched GEMM), the masking and softmax
- * through one kernel.
+ * through one kernel; on a CPU device whose GEMMs take the host route (ct_gemm_route_get), an
+ * attention without a mask is instead one host command (CBLAS and a vectorized softmax). The
+ * result is a new tensor; on that host path, with two or more batch dims, it is not contiguous:
+ * [..., H, L, Ev] over memory laid out [..., L, H, Ev], as PyTorch's CPU attention returns it,
+ * so that transposing dims -3 and -2 gives a contiguous tensor (merging the heads is a view).
  * CT_ERR_INVALID_ARGUMENT (NULL, fewer than 2 dims, scale infinite), CT_ERR_SHAPE_MISMATCH (E,
  * S or the batch dims disagree, or a mask that doesn't broadcast; both shapes in the message),
  * CT_ERR_DTYPE_MISMATCH (integer operands, differing dtypes, an integer mask),

@@ -34,9 +34,9 @@ struct ct__sdpa_host {
   int which[5];                      /* the command's buffer of q, kt, v, p, o */
 };
 
-/* 16-lane helpers, always inlined into the cloned softmax below (so their vector arguments never
- * cross a call: -Wpsabi's ABI note does not apply). 16 lanes: one AVX-512 register; the AVX2
- * and baseline clones split them. */
+/* 16-lane helpers, always inlined into the softmax below (so their vector arguments never cross a
+ * call: -Wpsabi's ABI note does not apply). 16 lanes: one AVX-512 register; the AVX2 and
+ * baseline builds of it split them. */
 #pragma GCC diagnostic ignored "-Wpsabi"
 typedef float ct__vf __attribute__((vector_size(64)));
 typedef int ct__vi __attribute__((vector_size(64)));
@@ -107,9 +107,9 @@ static inline __attribute__((always_inline)) void ct__vstore(float *p, ct__vf v)
  * taken 16 at a time, the last step masked (keys past n_i read as -inf, written back as 0)
  * where it stays inside the row; the horizontal maximum and sum are shuffles. Per row, the
  * fixed costs were most of the time with scalar reductions and tails (64-key causal rows: 2.3x
- * faster on 16 lanes than on 8 with those). Cloned for AVX-512 and AVX2. */
-__attribute__((target_clones("avx512f", "avx2", "default")))
-static void ct__softmax_rows_f32(float *P, int64_t L, int64_t S, bool causal) {
+ * faster on 16 lanes than on 8 with those). Compiled three times below, for AVX-512, AVX2 and
+ * the baseline. */
+static inline __attribute__((always_inline)) void ct__softmax_rows_body(float *P, int64_t L, int64_t S, bool causal) {
   const ct__vf lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
   const ct__vf ninf = (ct__vf){0} - INFINITY;
   for (int64_t i = 0; i < L; i++) {
@@ -148,6 +148,33 @@ static void ct__softmax_rows_f32(float *P, int64_t L, int64_t S, bool causal) {
     for (int64_t j = nw; j < n; j++) row[j] *= inv[0];
     for (int64_t j = nw > n ? nw : n; j < S; j++) row[j] = 0;
   }
+}
+
+/* The body above for the CPU that runs it: the library's baseline (x86-64) has 4-lane vectors
+ * only. Chosen per call by __builtin_cpu_supports, not by target_clones: an ifunc resolver runs
+ * while the dynamic linker relocates, before ThreadSanitizer's runtime is up, and crashed every
+ * program linking the library under TSan. */
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx512f"))) static void ct__softmax_rows_avx512(float *P, int64_t L, int64_t S, bool causal) {
+  ct__softmax_rows_body(P, L, S, causal);
+}
+__attribute__((target("avx2"))) static void ct__softmax_rows_avx2(float *P, int64_t L, int64_t S, bool causal) {
+  ct__softmax_rows_body(P, L, S, causal);
+}
+#endif
+
+static void ct__softmax_rows_f32(float *P, int64_t L, int64_t S, bool causal) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (__builtin_cpu_supports("avx512f")) {
+    ct__softmax_rows_avx512(P, L, S, causal);
+    return;
+  }
+  if (__builtin_cpu_supports("avx2")) {
+    ct__softmax_rows_avx2(P, L, S, causal);
+    return;
+  }
+#endif
+  ct__softmax_rows_body(P, L, S, causal);
 }
 
 static void ct__softmax_rows_f64(double *P, int64_t L, int64_t S, bool causal) {
