@@ -254,8 +254,10 @@ static ct_status ct__gemm_host_native(ct_device *d, const struct ct__gemm_op *op
   if (!*done) return CT_OK;
   g.nparts = ct__gemm_nparts(op);
   if (g.nparts > 1) CT__TRY(ct__team_call(&g.team, &g.seq, d, op->fn));
-  return ct__native_enqueue(d, ct__device_queue(d), ct__gemm_native, &g, sizeof g, nreg, mems, 0, NULL, NULL,
-                            ct__gemm_prof(op), op->fn);
+  ct_status st = ct__native_enqueue(d, ct__device_queue(d), ct__gemm_native, &g, sizeof g, nreg, mems, 0, NULL, NULL,
+                                    ct__gemm_prof(op), op->fn);
+  if (st != CT_OK) ct__team_cancel(g.team, g.seq);
+  return st;
 }
 
 ct_status ct__gemm_host(ct_device *d, const struct ct__gemm_op *op) {

@@ -40,6 +40,21 @@ struct ct__native_ptrs {
 
 static atomic_long ct__ptrs_live;
 
+/* Native commands (and helpers) enqueued and not yet ended. A program that returns from main
+ * while one runs (an error path that skips ct_synchronize, say) has its libraries' destructors
+ * run beside it: OpenBLAS freed its buffers under a running product and the process died in
+ * sgemm. This library's destructor runs before those of the libraries it links (OpenBLAS), and
+ * waits for the count to drop, at most 2 s (a command that never runs, e.g. one terminated
+ * after an earlier failure, is not waited for longer). */
+static atomic_long ct__native_inflight;
+
+__attribute__((destructor)) static void ct__native_drain(void) {
+  for (int i = 0; i < 2000 && atomic_load(&ct__native_inflight) > 0; i++) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+}
+
 long ct__gemm_host_blocks_live(void) { return atomic_load(&ct__ptrs_live); }
 
 static struct ct__native_ptrs *ct__ptrs_new(void) {
@@ -100,8 +115,12 @@ static void CL_CALLBACK ct__native_run(void *p) {
   /* A probe that did not run (it failed) left its pointer NULL: the function must not get it.
    * The failure shows in the probe's command status; there is no way to report it from here. */
   for (int j = 0; j < c->nreg; j++)
-    if (!base[j]) return;
+    if (!base[j]) {
+      atomic_fetch_sub(&ct__native_inflight, 1);
+      return;
+    }
   c->fn(c->args, base);
+  atomic_fetch_sub(&ct__native_inflight, 1);
 }
 
 bool ct__native_unwrap(cl_mem *mem, int64_t *off, size_t es) {
@@ -162,9 +181,12 @@ ct_status ct__native_enqueue(ct_device *d, cl_command_queue q, ct__native_fn fn,
   bool profiled = evp != NULL;
   /* With probes, the command's event frees their block (one command alone needs none). */
   if (c.ptrs || done_ev) evp = &ev;
-  if (err == CL_SUCCESS)
+  if (err == CL_SUCCESS) {
+    atomic_fetch_add(&ct__native_inflight, 1);
     err = clEnqueueNativeKernel(q, ct__native_run, &c, offsetof(struct ct__native_cmd, args) + size, (cl_uint)nbuf,
                                 bufs, locs, c.ptrs ? 0 : nwait, c.ptrs ? NULL : wait, evp);
+    if (err != CL_SUCCESS) atomic_fetch_sub(&ct__native_inflight, 1);
+  }
   if (err != CL_SUCCESS) {
     /* Probes already enqueued still write into ptrs. */
     if (c.ptrs) {
@@ -282,6 +304,13 @@ struct ct__team_helper_args {
   uint64_t seq;
 };
 
+void ct__team_cancel(struct ct__team *t, uint64_t seq) {
+  if (!t) return;
+  ct__team_lock(t);
+  if (seq > t->started) t->started = seq;
+  ct__team_unlock(t);
+}
+
 static void CL_CALLBACK ct__team_helper(void *p) {
   const struct ct__team_helper_args *a = p;
   struct ct__team *t = a->team;
@@ -301,8 +330,10 @@ static void CL_CALLBACK ct__team_helper(void *p) {
     }
     int64_t now = ct__now_ns();
     if (mine_started ? now - atomic_load_explicit(&t->last_ns, memory_order_relaxed) > ct__team_idle_ns
-                     : now - begin > CT__TEAM_WAIT_NS)
+                     : now - begin > CT__TEAM_WAIT_NS) {
+      atomic_fetch_sub(&ct__native_inflight, 1);
       return;
+    }
     sched_yield();
   }
 }
@@ -335,9 +366,13 @@ ct_status ct__team_call(struct ct__team **team, uint64_t *seq, ct_device *d, con
   cl_event start = NULL;
   if (clEnqueueMarkerWithWaitList(ct__device_queue(d), 0, NULL, &start) != CL_SUCCESS) return CT_OK;
   struct ct__team_helper_args a = {&s->team, atomic_fetch_add(&s->team.seq, 1) + 1};
+  atomic_fetch_add(&ct__native_inflight, 1);
   cl_int err = clEnqueueNativeKernel(s->side_queue, ct__team_helper, &a, sizeof a, 0, NULL, NULL, 1, &start, NULL);
   clReleaseEvent(start);
-  if (err != CL_SUCCESS) return CT_OK; /* the command runs alone */
+  if (err != CL_SUCCESS) {
+    atomic_fetch_sub(&ct__native_inflight, 1);
+    return CT_OK; /* the command runs alone */
+  }
   clFlush(s->side_queue);
   *team = a.team;
   *seq = a.seq;

@@ -243,8 +243,8 @@ long ct__gemm_host_blocks_live(void);
  * On a device with native kernels whose memory is the host's (d->native_kernels), fn(args,
  * base) runs in queue order as one command, base[j] being the host pointer of bufs[j]'s first
  * byte: the host GEMM route's products and the host attention. */
-#define CT__NATIVE_MAX_BUFS 6
-#define CT__NATIVE_MAX_ARGS 1024
+#define CT__NATIVE_MAX_BUFS 9
+#define CT__NATIVE_MAX_ARGS 2048
 typedef void (*ct__native_fn)(void *args, char *const *base);
 /* Enqueues fn with a copy of args (size bytes) on queue q of d after the nwait events of wait;
  * bufs: nbuf distinct buffers, none a sub-buffer (ct__native_unwrap). *done_ev (when not NULL)
@@ -270,6 +270,9 @@ ct_status ct__team_call(struct ct__team **team, uint64_t *seq, ct_device *d, con
  * thread and by a helper of team t that is awake (t may be NULL: all on this thread); seq is
  * ct__team_call's. Returns when all have ended. */
 void ct__team_run(struct ct__team *t, uint64_t seq, ct__part_fn fn, void *ctx, int64_t nparts);
+/* The command that ct__team_call enqueued a helper for will not run (its enqueue failed): the
+ * helper leaves at once instead of waiting for it. */
+void ct__team_cancel(struct ct__team *t, uint64_t seq);
 /* How long a helper stays after its last part (ns). */
 extern int64_t ct__team_idle_ns;
 /* Tests: > 0 makes a command that posted a job wait up to this long (ns) for a helper to join

@@ -264,6 +264,11 @@ ct_status ct__sdpa_backward(ct_tensor **dq, ct_tensor **dk, ct_tensor **dv, ct_t
                             double scale) {
   const char *fn = "ct_backward";
   ct_dtype cdt = p->dtype;
+  if (!dmask) {
+    bool host = false;
+    CT__TRY(ct__sdpa_host_backward(&host, dq, dk, dv, q, k, v, p, g, scale, fn));
+    if (host) return CT_OK;
+  }
   ct_tensor *qc = NULL, *kc = NULL, *vc = NULL, *gc = NULL, *t = NULL, *ds = NULL, *m = NULL;
   /* g as it comes (often the permuted view of a head merge's gradient): ct_matmul reads BLAS
    * layouts in place, so only a dtype other than cdt makes a copy. */

@@ -335,9 +335,11 @@ ct_status ct__sdpa_host(bool *done, ct_tensor **p_out, ct_tensor **o_out, const 
       int64_t work = count * h.L * h.S * (h.E + h.Ev);
       h.nparts = work >= ct__sdpa_split_min ? (count < 8 ? count : 8) : 1;
       if (h.nparts > 1) st = ct__team_call(&h.team, &h.seq, d, fn);
-      if (st == CT_OK)
+      if (st == CT_OK) {
         st = ct__native_enqueue(d, ct__device_queue(d), ct__sdpa_host_run, &h, sizeof h, nbuf, bufs, 0, NULL, NULL,
                                 prof, fn);
+        if (st != CT_OK) ct__team_cancel(h.team, h.seq);
+      }
       *done = st == CT_OK;
     }
   }
@@ -351,9 +353,223 @@ ct_status ct__sdpa_host(bool *done, ct_tensor **p_out, ct_tensor **o_out, const 
   return st;
 }
 
+/* ---- The backward ----
+ * Per batch entry, from the probabilities P and the output's gradient G:
+ *   dV = P^T G;  dP = G V^T;  dS = P (dP - rowsum(P dP));  dQ = scale dS K;  dK = scale dS^T Q
+ * (attention.c's ct__sdpa_backward by kernels and ct_matmul, here as one native command). */
+struct ct__sdpa_bwd {
+  ct_dtype dt;
+  int nb;
+  int64_t bshape[CT_MAX_DIMS];
+  int64_t count, nparts;
+  struct ct__team *team;
+  uint64_t seq;
+  int64_t L, S, E, Ev;
+  double scale;
+  struct ct__gemm_mat m[9];          /* q [L,E], k [S,E], v [S,Ev], g [L,Ev], p, ds [L,S], dq, dk, dv */
+  int which[9];
+};
+enum { CT__B_Q, CT__B_K, CT__B_V, CT__B_G, CT__B_P, CT__B_DS, CT__B_DQ, CT__B_DK, CT__B_DV };
+
+static void ct__gemm2(ct_dtype dt, bool ta, const char *pa, int64_t lda, bool tb, const char *pb, int64_t ldb,
+                      int64_t m, int64_t n, int64_t k, double alpha, char *pc, int64_t ldc) {
+  enum CBLAS_TRANSPOSE a = ta ? CblasTrans : CblasNoTrans, b = tb ? CblasTrans : CblasNoTrans;
+  if (dt == CT_F64)
+    cblas_dgemm(CblasRowMajor, a, b, (int)m, (int)n, (int)k, alpha, (const double *)pa, (int)lda, (const double *)pb,
+                (int)ldb, 0.0, (double *)pc, (int)ldc);
+  else
+    cblas_sgemm(CblasRowMajor, a, b, (int)m, (int)n, (int)k, (float)alpha, (const float *)pa, (int)lda,
+                (const float *)pb, (int)ldb, 0.0f, (float *)pc, (int)ldc);
+}
+
+/* dS = P (dP - rowsum(P dP)) in place of dP, rows of S (both [L, S], ld S). */
+static void ct__softmax_bwd_rows(ct_dtype dt, const char *pp, char *pds, int64_t L, int64_t S) {
+  for (int64_t i = 0; i < L; i++) {
+    if (dt == CT_F64) {
+      const double *p = (const double *)pp + i * S;
+      double *d = (double *)pds + i * S, dot = 0;
+      for (int64_t j = 0; j < S; j++) dot += p[j] * d[j];
+      for (int64_t j = 0; j < S; j++) d[j] = p[j] * (d[j] - dot);
+    } else {
+      const float *p = (const float *)pp + i * S;
+      float *d = (float *)pds + i * S, dot = 0;
+      for (int64_t j = 0; j < S; j++) dot += p[j] * d[j];
+      for (int64_t j = 0; j < S; j++) d[j] = p[j] * (d[j] - dot);
+    }
+  }
+}
+
+static void ct__sdpa_bwd_entries(const struct ct__sdpa_bwd *h, char *const *base, int64_t first, int64_t count) {
+  int64_t es = (int64_t)ct_dtype_size(h->dt);
+  char *ptr[9];
+  for (int i = 0; i < 9; i++) ptr[i] = base[h->which[i]] + h->m[i].off * es;
+  bool one = ct__host_blas_small_begin(h->L * h->S * (h->E > h->Ev ? h->E : h->Ev));
+  for (int64_t e = first; e < first + count; e++) {
+    char *x[9];
+    int64_t off[9] = {0}, rest = e;
+    for (int i = h->nb - 1; i >= 0; i--) {
+      int64_t idx = rest % h->bshape[i];
+      rest /= h->bshape[i];
+      for (int j = 0; j < 9; j++) off[j] += idx * h->m[j].bstride[i];
+    }
+    for (int j = 0; j < 9; j++) x[j] = ptr[j] + off[j] * es;
+    const struct ct__gemm_mat *m = h->m;
+    /* dV = P^T G */
+    ct__gemm2(h->dt, true, x[CT__B_P], h->S, m[CT__B_G].trans, x[CT__B_G], m[CT__B_G].ld, h->S, h->Ev, h->L, 1.0,
+              x[CT__B_DV], m[CT__B_DV].ld);
+    /* dP = G V^T, then dS in place */
+    ct__gemm2(h->dt, m[CT__B_G].trans, x[CT__B_G], m[CT__B_G].ld, !m[CT__B_V].trans, x[CT__B_V], m[CT__B_V].ld, h->L,
+              h->S, h->Ev, 1.0, x[CT__B_DS], h->S);
+    ct__softmax_bwd_rows(h->dt, x[CT__B_P], x[CT__B_DS], h->L, h->S);
+    /* dQ = scale dS K;  dK = scale dS^T Q */
+    ct__gemm2(h->dt, false, x[CT__B_DS], h->S, m[CT__B_K].trans, x[CT__B_K], m[CT__B_K].ld, h->L, h->E, h->S,
+              h->scale, x[CT__B_DQ], m[CT__B_DQ].ld);
+    ct__gemm2(h->dt, true, x[CT__B_DS], h->S, m[CT__B_Q].trans, x[CT__B_Q], m[CT__B_Q].ld, h->S, h->E, h->L,
+              h->scale, x[CT__B_DK], m[CT__B_DK].ld);
+  }
+  ct__host_blas_small_end(one);
+}
+
+struct ct__sdpa_bwd_run {
+  const struct ct__sdpa_bwd *h;
+  char *const *base;
+};
+
+static void ct__sdpa_bwd_part(void *ctx, int64_t i) {
+  const struct ct__sdpa_bwd_run *r = ctx;
+  int64_t per = (r->h->count + r->h->nparts - 1) / r->h->nparts, lo = i * per;
+  int64_t hi = lo + per < r->h->count ? lo + per : r->h->count;
+  if (lo < hi) ct__sdpa_bwd_entries(r->h, r->base, lo, hi - lo);
+}
+
+static void ct__sdpa_bwd_run(void *args, char *const *base) {
+  const struct ct__sdpa_bwd *h = args;
+  struct ct__sdpa_bwd_run r = {h, base};
+  ct__team_run(h->team, h->seq, ct__sdpa_bwd_part, &r, h->nparts);
+}
+
+/* A new [batch..., R, C] tensor; with two or more batch dims over memory laid out
+ * [..., R, batch[nb-1], C] (the forward's result layout: the heads' merge a view). */
+static ct_status ct__heads_tensor(ct_tensor **out, ct_device *d, ct_dtype dt, int nb, const int64_t *bshape,
+                                  int64_t R, int64_t C, const char *fn) {
+  int64_t ms[CT_MAX_DIMS];
+  memcpy(ms, bshape, sizeof(int64_t) * (size_t)nb);
+  ms[nb] = R;
+  ms[nb + 1] = C;
+  if (nb >= 2) {
+    ms[nb - 1] = R;
+    ms[nb] = bshape[nb - 1];
+  }
+  ct_tensor *m = NULL;
+  CT__TRY(ct__tensor_new(&m, d, dt, nb + 2, ms, fn));
+  if (nb < 2) {
+    *out = m;
+    return CT_OK;
+  }
+  ct_status st = ct_transpose(out, m, nb - 1, nb);
+  ct_release(m);
+  return st;
+}
+
+static bool ct__same_batch(const ct_tensor *t, int nb, const int64_t *bshape) {
+  if (t->ndim != nb + 2) return false;
+  for (int i = 0; i < nb; i++)
+    if (t->shape[i] != bshape[i]) return false;
+  return true;
+}
+
+ct_status ct__sdpa_host_backward(bool *done, ct_tensor **dq, ct_tensor **dk, ct_tensor **dv, const ct_tensor *q,
+                                 const ct_tensor *k, const ct_tensor *v, const ct_tensor *p, const ct_tensor *g,
+                                 double scale, const char *fn) {
+  *done = false;
+  ct_device *d = p->storage->device;
+  ct_dtype dt = p->dtype;
+  if (!dq || !dk || !dv || !d->native_kernels || !ct__gemm_host_available() || (dt != CT_F32 && dt != CT_F64))
+    return CT_OK;
+  const ct_tensor *ops[4] = {q, k, v, g};
+  int nb = p->ndim - 2;
+  for (int i = 0; i < 4; i++)
+    if (ops[i]->dtype != dt || !ct__same_batch(ops[i], nb, p->shape)) return CT_OK;
+  struct ct__gemm_state *s;
+  CT__TRY(ct__gemm_state(&s, d));
+  if (s->route != CT__ROUTE_HOST || s->route_status != CT_OK) return CT_OK;
+  struct ct__sdpa_bwd h;
+  memset(&h, 0, sizeof h);
+  h.dt = dt;
+  h.nb = nb;
+  memcpy(h.bshape, p->shape, sizeof(int64_t) * (size_t)nb);
+  h.L = p->shape[nb];
+  h.S = p->shape[nb + 1];
+  h.E = q->shape[nb + 1];
+  h.Ev = v->shape[nb + 1];
+  h.scale = scale;
+  h.count = 1;
+  for (int i = 0; i < nb; i++) h.count *= h.bshape[i];
+  if (h.count == 0 || h.L == 0 || h.S == 0 || h.E == 0 || h.Ev == 0 || h.L > INT32_MAX || h.S > INT32_MAX ||
+      h.E > INT32_MAX || h.Ev > INT32_MAX || !ct_tensor_is_contiguous(p))
+    return CT_OK;
+  int64_t rows[4] = {h.L, h.S, h.S, h.L}, cols[4] = {h.E, h.E, h.Ev, h.Ev};
+  for (int i = 0; i < 4; i++)
+    if (!ct__gemm_mat_of(&h.m[i], ops[i], false, nb, h.bshape, rows[i], cols[i]) || h.m[i].ld > INT32_MAX)
+      return CT_OK;
+  ct_tensor *ds = NULL, *oq = NULL, *ok = NULL, *ov = NULL;
+  ct_status st = ct__tensor_new(&ds, d, dt, p->ndim, p->shape, fn);
+  if (st == CT_OK) st = ct__heads_tensor(&oq, d, dt, nb, h.bshape, h.L, h.E, fn);
+  if (st == CT_OK) st = ct__heads_tensor(&ok, d, dt, nb, h.bshape, h.S, h.E, fn);
+  if (st == CT_OK) st = ct__heads_tensor(&ov, d, dt, nb, h.bshape, h.S, h.Ev, fn);
+  if (st == CT_OK) {
+    const ct_tensor *made[5] = {p, ds, oq, ok, ov};
+    for (int i = 0; i < 5; i++) {
+      struct ct__gemm_mat *x = &h.m[CT__B_P + i];
+      x->mem = ct__tensor_mem(made[i]);
+      ct__tensor_elem_offset(made[i], &x->off);
+      x->ld = made[i]->strides[nb];
+      for (int b = 0; b < nb; b++) x->bstride[b] = made[i]->strides[b];
+    }
+    size_t es = ct_dtype_size(dt);
+    cl_mem bufs[9];
+    int nbuf = 0;
+    bool ok2 = true;
+    for (int i = 0; i < 9 && ok2; i++) {
+      ok2 = ct__native_unwrap(&h.m[i].mem, &h.m[i].off, es);
+      if (ok2) h.which[i] = ct__native_buf(bufs, &nbuf, h.m[i].mem);
+    }
+    if (ok2 && nbuf <= CT__NATIVE_MAX_BUFS) {
+      int64_t work = h.count * h.L * h.S * (2 * h.E + 2 * h.Ev);
+      h.nparts = work >= ct__sdpa_split_min ? (h.count < 8 ? h.count : 8) : 1;
+      if (h.nparts > 1) st = ct__team_call(&h.team, &h.seq, d, fn);
+      if (st == CT_OK) {
+        st = ct__native_enqueue(d, ct__device_queue(d), ct__sdpa_bwd_run, &h, sizeof h, nbuf, bufs, 0, NULL, NULL,
+                                dt == CT_F64 ? "sdpa backward (host, f64)" : "sdpa backward (host)", fn);
+        if (st != CT_OK) ct__team_cancel(h.team, h.seq);
+      }
+      *done = st == CT_OK;
+    }
+  }
+  ct_release(ds);
+  if (st == CT_OK && *done) {
+    *dq = oq;
+    *dk = ok;
+    *dv = ov;
+    return CT_OK;
+  }
+  ct_release(oq);
+  ct_release(ok);
+  ct_release(ov);
+  return st;
+}
+
 #else
 
 int64_t ct__sdpa_split_min = (int64_t)1 << 20;
+
+ct_status ct__sdpa_host_backward(bool *done, ct_tensor **dq, ct_tensor **dk, ct_tensor **dv, const ct_tensor *q,
+                                 const ct_tensor *k, const ct_tensor *v, const ct_tensor *p, const ct_tensor *g,
+                                 double scale, const char *fn) {
+  (void)dq, (void)dk, (void)dv, (void)q, (void)k, (void)v, (void)p, (void)g, (void)scale, (void)fn;
+  *done = false;
+  return CT_OK;
+}
 
 ct_status ct__sdpa_host(bool *done, ct_tensor **p_out, ct_tensor **o_out, const ct_tensor *q, const ct_tensor *k,
                         const ct_tensor *v, int nb, const int64_t *bshape, bool causal, double scale,

@@ -176,6 +176,14 @@ ct_status ct__nn_pool2d_backward(ct_tensor **gx, const ct_tensor *g, const ct_te
 ct_status ct__sdpa_host(bool *done, ct_tensor **p_out, ct_tensor **o_out, const ct_tensor *q, const ct_tensor *k,
                         const ct_tensor *v, int nb, const int64_t *bshape, bool causal, double scale,
                         const char *fn);
+/* The attention's backward as one native command (attention_host.c), where the forward's host
+ * command could run and all three gradients are wanted: q, k, v and the output's gradient g of
+ * p's dtype (f32/f64) and p's batch shape (no broadcast batch dims), p the saved probabilities.
+ * *dq, *dk, *dv get new tensors (with two or more batch dims in the forward result's layout).
+ * *done false when it doesn't apply (nothing enqueued). */
+ct_status ct__sdpa_host_backward(bool *done, ct_tensor **dq, ct_tensor **dk, ct_tensor **dv, const ct_tensor *q,
+                                 const ct_tensor *k, const ct_tensor *v, const ct_tensor *p, const ct_tensor *g,
+                                 double scale, const char *fn);
 /* Batches of at least this many multiply-adds (both products) are cut into parts shared with
  * the device's second worker; tests lower it. */
 extern int64_t ct__sdpa_split_min;
