@@ -196,19 +196,43 @@ static void ct__softmax_rows_f64(double *P, int64_t L, int64_t S, bool causal) {
   }
 }
 
-static void ct__gemm1(ct_dtype dt, const struct ct__gemm_mat *a, const struct ct__gemm_mat *b, int64_t m, int64_t n,
-                      int64_t k, double alpha, char *pa, char *pb, char *pc, int64_t ldc) {
-  enum CBLAS_TRANSPOSE ta = a->trans ? CblasTrans : CblasNoTrans, tb = b->trans ? CblasTrans : CblasNoTrans;
+/* C [m, n] = alpha op(A) op(B) through CBLAS (row-major; ta, tb: transposed). */
+static void ct__gemm(ct_dtype dt, bool ta, const char *pa, int64_t lda, bool tb, const char *pb, int64_t ldb,
+                     int64_t m, int64_t n, int64_t k, double alpha, char *pc, int64_t ldc) {
+  enum CBLAS_TRANSPOSE a = ta ? CblasTrans : CblasNoTrans, b = tb ? CblasTrans : CblasNoTrans;
   if (dt == CT_F64)
-    cblas_dgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, alpha, (const double *)pa, (int)a->ld,
-                (const double *)pb, (int)b->ld, 0.0, (double *)pc, (int)ldc);
+    cblas_dgemm(CblasRowMajor, a, b, (int)m, (int)n, (int)k, alpha, (const double *)pa, (int)lda, (const double *)pb,
+                (int)ldb, 0.0, (double *)pc, (int)ldc);
   else
-    cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, (float)alpha, (const float *)pa, (int)a->ld,
-                (const float *)pb, (int)b->ld, 0.0f, (float *)pc, (int)ldc);
+    cblas_sgemm(CblasRowMajor, a, b, (int)m, (int)n, (int)k, (float)alpha, (const float *)pa, (int)lda,
+                (const float *)pb, (int)ldb, 0.0f, (float *)pc, (int)ldc);
 }
 
-/* Batch entries [first, first + count) of h. */
-static void ct__sdpa_host_entries(const struct ct__sdpa_host *h, char *const *base, int64_t first, int64_t count) {
+/* The batch entries [first, first + count) of a forward or backward command (h), and the run
+ * of a command: its entries cut into nparts runs shared with the team (host_native.c). */
+typedef void (*ct__entries_fn)(const void *h, char *const *base, int64_t first, int64_t count);
+struct ct__entries_run {
+  ct__entries_fn fn;
+  const void *h;
+  char *const *base;
+  int64_t count, nparts;
+};
+
+static void ct__entries_part(void *ctx, int64_t i) {
+  const struct ct__entries_run *r = ctx;
+  int64_t per = (r->count + r->nparts - 1) / r->nparts, lo = i * per, hi = lo + per < r->count ? lo + per : r->count;
+  if (lo < hi) r->fn(r->h, r->base, lo, hi - lo);
+}
+
+static void ct__entries_team(struct ct__team *t, uint64_t seq, ct__entries_fn fn, const void *h, char *const *base,
+                             int64_t count, int64_t nparts) {
+  struct ct__entries_run r = {fn, h, base, count, nparts};
+  ct__team_run(t, seq, ct__entries_part, &r, nparts);
+}
+
+/* Batch entries [first, first + count) of the forward h. */
+static void ct__sdpa_host_entries(const void *args, char *const *base, int64_t first, int64_t count) {
+  const struct ct__sdpa_host *h = args;
   int64_t es = (int64_t)ct_dtype_size(h->dt);
   const struct ct__gemm_mat *mats[5] = {&h->q, &h->kt, &h->v, &h->p, &h->o};
   char *ptr[5];
@@ -222,32 +246,19 @@ static void ct__sdpa_host_entries(const struct ct__sdpa_host *h, char *const *ba
       for (int j = 0; j < 5; j++) off[j] += idx * mats[j]->bstride[i];
     }
     char *pp = ptr[3] + off[3] * es;
-    ct__gemm1(h->dt, &h->q, &h->kt, h->L, h->S, h->E, h->scale, ptr[0] + off[0] * es, ptr[1] + off[1] * es, pp,
-              h->S);
+    ct__gemm(h->dt, h->q.trans, ptr[0] + off[0] * es, h->q.ld, h->kt.trans, ptr[1] + off[1] * es, h->kt.ld, h->L,
+             h->S, h->E, h->scale, pp, h->S);
     if (h->dt == CT_F64) ct__softmax_rows_f64((double *)pp, h->L, h->S, h->causal);
     else ct__softmax_rows_f32((float *)pp, h->L, h->S, h->causal);
-    ct__gemm1(h->dt, &h->p, &h->v, h->L, h->Ev, h->S, 1.0, pp, ptr[2] + off[2] * es, ptr[4] + off[4] * es,
-              h->o.ld);
+    ct__gemm(h->dt, false, pp, h->S, h->v.trans, ptr[2] + off[2] * es, h->v.ld, h->L, h->Ev, h->S, 1.0,
+             ptr[4] + off[4] * es, h->o.ld);
   }
   ct__host_blas_small_end(one);
 }
 
-struct ct__sdpa_run {
-  const struct ct__sdpa_host *h;
-  char *const *base;
-};
-
-static void ct__sdpa_host_part(void *ctx, int64_t i) {
-  const struct ct__sdpa_run *r = ctx;
-  int64_t per = (r->h->count + r->h->nparts - 1) / r->h->nparts, lo = i * per;
-  int64_t hi = lo + per < r->h->count ? lo + per : r->h->count;
-  if (lo < hi) ct__sdpa_host_entries(r->h, r->base, lo, hi - lo);
-}
-
 static void ct__sdpa_host_run(void *args, char *const *base) {
   const struct ct__sdpa_host *h = args;
-  struct ct__sdpa_run r = {h, base};
-  ct__team_run(h->team, h->seq, ct__sdpa_host_part, &r, h->nparts);
+  ct__entries_team(h->team, h->seq, ct__sdpa_host_entries, h, base, h->count, h->nparts);
 }
 
 /* Batches of at least this many multiply-adds (both products) are cut into parts (up to 8 runs of
@@ -371,17 +382,6 @@ struct ct__sdpa_bwd {
 };
 enum { CT__B_Q, CT__B_K, CT__B_V, CT__B_G, CT__B_P, CT__B_DS, CT__B_DQ, CT__B_DK, CT__B_DV };
 
-static void ct__gemm2(ct_dtype dt, bool ta, const char *pa, int64_t lda, bool tb, const char *pb, int64_t ldb,
-                      int64_t m, int64_t n, int64_t k, double alpha, char *pc, int64_t ldc) {
-  enum CBLAS_TRANSPOSE a = ta ? CblasTrans : CblasNoTrans, b = tb ? CblasTrans : CblasNoTrans;
-  if (dt == CT_F64)
-    cblas_dgemm(CblasRowMajor, a, b, (int)m, (int)n, (int)k, alpha, (const double *)pa, (int)lda, (const double *)pb,
-                (int)ldb, 0.0, (double *)pc, (int)ldc);
-  else
-    cblas_sgemm(CblasRowMajor, a, b, (int)m, (int)n, (int)k, (float)alpha, (const float *)pa, (int)lda,
-                (const float *)pb, (int)ldb, 0.0f, (float *)pc, (int)ldc);
-}
-
 /* dS = P (dP - rowsum(P dP)) in place of dP, rows of S (both [L, S], ld S). */
 static void ct__softmax_bwd_rows(ct_dtype dt, const char *pp, char *pds, int64_t L, int64_t S) {
   for (int64_t i = 0; i < L; i++) {
@@ -399,7 +399,8 @@ static void ct__softmax_bwd_rows(ct_dtype dt, const char *pp, char *pds, int64_t
   }
 }
 
-static void ct__sdpa_bwd_entries(const struct ct__sdpa_bwd *h, char *const *base, int64_t first, int64_t count) {
+static void ct__sdpa_bwd_entries(const void *args, char *const *base, int64_t first, int64_t count) {
+  const struct ct__sdpa_bwd *h = args;
   int64_t es = (int64_t)ct_dtype_size(h->dt);
   char *ptr[9];
   for (int i = 0; i < 9; i++) ptr[i] = base[h->which[i]] + h->m[i].off * es;
@@ -415,37 +416,24 @@ static void ct__sdpa_bwd_entries(const struct ct__sdpa_bwd *h, char *const *base
     for (int j = 0; j < 9; j++) x[j] = ptr[j] + off[j] * es;
     const struct ct__gemm_mat *m = h->m;
     /* dV = P^T G */
-    ct__gemm2(h->dt, true, x[CT__B_P], h->S, m[CT__B_G].trans, x[CT__B_G], m[CT__B_G].ld, h->S, h->Ev, h->L, 1.0,
-              x[CT__B_DV], m[CT__B_DV].ld);
+    ct__gemm(h->dt, true, x[CT__B_P], h->S, m[CT__B_G].trans, x[CT__B_G], m[CT__B_G].ld, h->S, h->Ev, h->L, 1.0,
+             x[CT__B_DV], m[CT__B_DV].ld);
     /* dP = G V^T, then dS in place */
-    ct__gemm2(h->dt, m[CT__B_G].trans, x[CT__B_G], m[CT__B_G].ld, !m[CT__B_V].trans, x[CT__B_V], m[CT__B_V].ld, h->L,
-              h->S, h->Ev, 1.0, x[CT__B_DS], h->S);
+    ct__gemm(h->dt, m[CT__B_G].trans, x[CT__B_G], m[CT__B_G].ld, !m[CT__B_V].trans, x[CT__B_V], m[CT__B_V].ld, h->L,
+             h->S, h->Ev, 1.0, x[CT__B_DS], h->S);
     ct__softmax_bwd_rows(h->dt, x[CT__B_P], x[CT__B_DS], h->L, h->S);
     /* dQ = scale dS K;  dK = scale dS^T Q */
-    ct__gemm2(h->dt, false, x[CT__B_DS], h->S, m[CT__B_K].trans, x[CT__B_K], m[CT__B_K].ld, h->L, h->E, h->S,
-              h->scale, x[CT__B_DQ], m[CT__B_DQ].ld);
-    ct__gemm2(h->dt, true, x[CT__B_DS], h->S, m[CT__B_Q].trans, x[CT__B_Q], m[CT__B_Q].ld, h->S, h->E, h->L,
-              h->scale, x[CT__B_DK], m[CT__B_DK].ld);
+    ct__gemm(h->dt, false, x[CT__B_DS], h->S, m[CT__B_K].trans, x[CT__B_K], m[CT__B_K].ld, h->L, h->E, h->S,
+             h->scale, x[CT__B_DQ], m[CT__B_DQ].ld);
+    ct__gemm(h->dt, true, x[CT__B_DS], h->S, m[CT__B_Q].trans, x[CT__B_Q], m[CT__B_Q].ld, h->S, h->E, h->L,
+             h->scale, x[CT__B_DK], m[CT__B_DK].ld);
   }
   ct__host_blas_small_end(one);
 }
 
-struct ct__sdpa_bwd_run {
-  const struct ct__sdpa_bwd *h;
-  char *const *base;
-};
-
-static void ct__sdpa_bwd_part(void *ctx, int64_t i) {
-  const struct ct__sdpa_bwd_run *r = ctx;
-  int64_t per = (r->h->count + r->h->nparts - 1) / r->h->nparts, lo = i * per;
-  int64_t hi = lo + per < r->h->count ? lo + per : r->h->count;
-  if (lo < hi) ct__sdpa_bwd_entries(r->h, r->base, lo, hi - lo);
-}
-
 static void ct__sdpa_bwd_run(void *args, char *const *base) {
   const struct ct__sdpa_bwd *h = args;
-  struct ct__sdpa_bwd_run r = {h, base};
-  ct__team_run(h->team, h->seq, ct__sdpa_bwd_part, &r, h->nparts);
+  ct__entries_team(h->team, h->seq, ct__sdpa_bwd_entries, h, base, h->count, h->nparts);
 }
 
 /* A new [batch..., R, C] tensor; with two or more batch dims over memory laid out
