@@ -229,7 +229,6 @@ ct_status ct__native_enqueue(ct_device *d, cl_command_queue q, ct__native_fn fn,
 int64_t ct__team_idle_ns = 50000;
 int64_t ct__team_share_wait_ns = 0;
 
-
 static inline void ct__team_lock(struct ct__team *t) {
   while (atomic_flag_test_and_set_explicit(&t->lock, memory_order_acquire)) sched_yield();
 }
@@ -243,6 +242,14 @@ static int64_t ct__now_ns(void) {
 }
 
 atomic_long ct__team_parts_helped;
+
+/* Helpers working on j now. */
+static int ct__job_refs(struct ct__team *t, const struct ct__team_job *j) {
+  ct__team_lock(t);
+  int refs = j->refs;
+  ct__team_unlock(t);
+  return refs;
+}
 
 /* Claims and runs parts of j until none is left; helper: counted in ct__team_parts_helped. */
 static void ct__team_work(struct ct__team_job *j, bool helper) {
@@ -270,13 +277,7 @@ void ct__team_run(struct ct__team *t, uint64_t seq, ct__part_fn fn, void *ctx, i
   if (posted && ct__team_share_wait_ns > 0) {
     /* Tests: give the helper the first claim, so that both threads run parts. */
     int64_t until = ct__now_ns() + ct__team_share_wait_ns;
-    for (;;) {
-      ct__team_lock(t);
-      int refs = j.refs;
-      ct__team_unlock(t);
-      if (refs > 0 || ct__now_ns() > until) break;
-      sched_yield();
-    }
+    while (ct__job_refs(t, &j) == 0 && ct__now_ns() <= until) sched_yield();
   }
   ct__team_work(&j, false);
   if (!posted) return;
@@ -285,17 +286,11 @@ void ct__team_run(struct ct__team *t, uint64_t seq, ct__part_fn fn, void *ctx, i
   t->job = NULL;
   atomic_store_explicit(&t->last_ns, ct__now_ns(), memory_order_relaxed);
   ct__team_unlock(t);
-  for (;;) {
-    ct__team_lock(t);
-    int refs = j.refs;
-    ct__team_unlock(t);
-    if (refs == 0) break;
-    sched_yield();
-  }
+  while (ct__job_refs(t, &j) > 0) sched_yield();
 }
 
 /* The helper for the job of sequence number seq. It works on whatever job is posted. Once its
- * own job has started, it leaves after CT__TEAM_IDLE_NS without one (helpers that start late,
+ * own job has started, it leaves after ct__team_idle_ns without one (helpers that start late,
  * queued behind one that stayed, leave at once); before that it waits for its job, at most
  * CT__TEAM_WAIT_NS (a command that failed to enqueue never posts it). */
 #define CT__TEAM_WAIT_NS ((int64_t)5000000)
