@@ -42,6 +42,13 @@ typedef float ct__vf __attribute__((vector_size(64)));
 typedef int ct__vi __attribute__((vector_size(64)));
 #define CT__VL 16
 
+/* A permutation of v's lanes: GCC's and Clang's builtins (the fuzzing build uses Clang). */
+#if defined(__clang__)
+#define CT__SHUF(v, ...) __builtin_shufflevector(v, v, __VA_ARGS__)
+#else
+#define CT__SHUF(v, ...) __builtin_shuffle(v, (ct__vi){__VA_ARGS__})
+#endif
+
 static inline __attribute__((always_inline)) ct__vf ct__vsel(ct__vi m, ct__vf a, ct__vf b) {
   return (ct__vf)((m & (ct__vi)a) | (~m & (ct__vi)b));
 }
@@ -53,18 +60,18 @@ static inline __attribute__((always_inline)) ct__vf ct__vmax(ct__vf a, ct__vf b)
 
 /* Lane 0 of the result: the maximum (or sum) of v's lanes, by halving shuffles. */
 static inline __attribute__((always_inline)) float ct__hmax(ct__vf v) {
-  v = ct__vmax(v, __builtin_shuffle(v, (ct__vi){8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7}));
-  v = ct__vmax(v, __builtin_shuffle(v, (ct__vi){4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11}));
-  v = ct__vmax(v, __builtin_shuffle(v, (ct__vi){2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13}));
-  v = ct__vmax(v, __builtin_shuffle(v, (ct__vi){1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14}));
+  v = ct__vmax(v, CT__SHUF(v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7));
+  v = ct__vmax(v, CT__SHUF(v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11));
+  v = ct__vmax(v, CT__SHUF(v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13));
+  v = ct__vmax(v, CT__SHUF(v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14));
   return v[0];
 }
 
 static inline __attribute__((always_inline)) float ct__hsum(ct__vf v) {
-  v += __builtin_shuffle(v, (ct__vi){8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7});
-  v += __builtin_shuffle(v, (ct__vi){4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11});
-  v += __builtin_shuffle(v, (ct__vi){2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13});
-  v += __builtin_shuffle(v, (ct__vi){1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14});
+  v += CT__SHUF(v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+  v += CT__SHUF(v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
+  v += CT__SHUF(v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+  v += CT__SHUF(v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
   return v[0];
 }
 
