@@ -217,8 +217,8 @@ void ct__gemm_simplify_batch(struct ct__gemm_op *op);
 ct_status ct__gemm_clblast(ct_device *d, const struct ct__gemm_state *s, const struct ct__gemm_op *op);
 ct_status ct__gemm_host(ct_device *d, const struct ct__gemm_op *op);
 /* Products of at least this many multiply-adds (and below the size where OpenBLAS's own threads
- * take over, host_blas_core.c) run as two halves at once on the host route (gemm_host.c). A
- * variable so that tests can send small products through the split. */
+ * take over, host_blas_core.c) are cut into parts shared with the device's team on the host route
+ * (gemm_host.c, host_native.c). A variable so that tests can send small products through it. */
 extern int64_t ct__gemm_split_min_madds;
 /* Once per process, before the first host GEMM: switches a DYNAMIC_ARCH OpenBLAS that fell back
  * to its Prescott kernels to the CPU's (host_blas_core.c). ct__host_blas_core() gives the core
