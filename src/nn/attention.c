@@ -189,8 +189,8 @@ static ct_status sdpa_api(ct_tensor **out, const ct_tensor *q, const ct_tensor *
   if (st == CT_OK) st = to_compute(&vc, v, cdt);
   /* q over the whole batch, so that the scores have the mask's batch dims too. */
   if (st == CT_OK) st = ct_expand(&qe, qc, bn + 2, qshape);
-  /* Where the GEMMs take the host route, an unmasked attention is one native command per half
-   * of the batch (attention_host.c); else the products and the softmax kernel below. */
+  /* Where the GEMMs take the host route, an unmasked attention is one native command
+   * (attention_host.c); else the products and the softmax kernel below. */
   bool host = false;
   if (st == CT_OK && !mask) st = ct__sdpa_host(&host, &sc, &o, qe, kc, vc, bn, b, causal, scale, FN);
   if (st == CT_OK && !host) {
@@ -209,7 +209,8 @@ static ct_status sdpa_api(ct_tensor **out, const ct_tensor *q, const ct_tensor *
   }
   /* The host route's result keeps its layout ([..., H, L, Ev] over [..., L, H, Ev] memory, as
    * PyTorch's CPU attention returns it); f16/bf16 results are converted. */
-  if (st == CT_OK) st = o->dtype == q->dtype ? (res = ct_retain(o), CT_OK) : ct__contiguous(&res, o, q->dtype, 0, FN);
+  if (st == CT_OK && o->dtype == q->dtype) res = ct_retain(o);
+  else if (st == CT_OK) st = ct__contiguous(&res, o, q->dtype, 0, FN);
   ct__autocast_resume(prev_ac);
   ct__grad_mode_set(prev);
   /* The backward needs the probabilities (sc, B L S elements: PyTorch's math backend keeps

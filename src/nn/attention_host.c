@@ -1,6 +1,6 @@
 /* The host attention: on a device whose GEMMs take the host route (PoCL's CPU device), the
- * whole of an unmasked (or causal) attention runs as one native command per half of the batch:
- * for each batch entry, P = softmax(scale q k^T) by CBLAS and a vectorized softmax, then
+ * whole of an unmasked (or causal) attention runs as one native command, its batch entries in
+ * parts shared with the device's team (host_native.c): for each batch entry, P = softmax(scale q k^T) by CBLAS and a vectorized softmax, then
  * o = P v by CBLAS. One command instead of the scores' product, the softmax kernel, the
  * product with v and the result's copy; the causal rows exponentiate only their i + 1 keys.
  * The probabilities land in the same [batch..., L, S] tensor the kernel route fills, so the
@@ -17,9 +17,8 @@
 #if CT_HAVE_HOST_BLAS
 #include <cblas.h>
 
-/* The command's arguments: the batch geometry, and for q, k^T, v, P and o their element offsets
- * from the start of their buffers, BLAS layouts and batch strides. */
-struct ct__sdpa_host {
+/* What the forward and backward commands share: the batch geometry and how it is cut. */
+struct ct__sdpa_geom {
   ct_dtype dt;                       /* CT_F32 or CT_F64 */
   int nb;                            /* batch dims */
   int64_t bshape[CT_MAX_DIMS];
@@ -29,10 +28,17 @@ struct ct__sdpa_host {
   uint64_t seq;
   int64_t L, S, E, Ev;
   double scale;
-  bool causal;
-  struct ct__gemm_mat q, kt, v, p, o;
-  int which[5];                      /* the command's buffer of q, kt, v, p, o */
 };
+
+/* The forward command's arguments: for q, k^T, v, P and o their element offsets from the start of
+ * their buffers, BLAS layouts and batch strides. */
+struct ct__sdpa_host {
+  struct ct__sdpa_geom g;
+  bool causal;
+  struct ct__gemm_mat m[5];          /* q, kt, v, p, o */
+  int which[5];                      /* the command's buffer of each */
+};
+enum { CT__F_Q, CT__F_KT, CT__F_V, CT__F_P, CT__F_O };
 
 /* 16-lane helpers, always inlined into the softmax below (so their vector arguments never cross a
  * call: -Wpsabi's ABI note does not apply). 16 lanes: one AVX-512 register; the AVX2 and
@@ -215,160 +221,61 @@ static void ct__gemm(ct_dtype dt, bool ta, const char *pa, int64_t lda, bool tb,
                 (const float *)pb, (int)ldb, 0.0f, (float *)pc, (int)ldc);
 }
 
-/* The batch entries [first, first + count) of a forward or backward command (h), and the run
- * of a command: its entries cut into nparts runs shared with the team (host_native.c). */
-typedef void (*ct__entries_fn)(const void *h, char *const *base, int64_t first, int64_t count);
+/* The entries of a command cut into nparts runs that the command shares with its team
+ * (host_native.c): fn(args, base, first, count) computes entries [first, first + count). */
+typedef void (*ct__entries_fn)(const void *args, char *const *base, int64_t first, int64_t count);
 struct ct__entries_run {
   ct__entries_fn fn;
-  const void *h;
+  const void *args;
+  const struct ct__sdpa_geom *g;
   char *const *base;
-  int64_t count, nparts;
 };
 
 static void ct__entries_part(void *ctx, int64_t i) {
   const struct ct__entries_run *r = ctx;
-  int64_t per = (r->count + r->nparts - 1) / r->nparts, lo = i * per, hi = lo + per < r->count ? lo + per : r->count;
-  if (lo < hi) r->fn(r->h, r->base, lo, hi - lo);
+  int64_t n = r->g->count, per = (n + r->g->nparts - 1) / r->g->nparts, lo = i * per, hi = lo + per < n ? lo + per : n;
+  if (lo < hi) r->fn(r->args, r->base, lo, hi - lo);
 }
 
-static void ct__entries_team(struct ct__team *t, uint64_t seq, ct__entries_fn fn, const void *h, char *const *base,
-                             int64_t count, int64_t nparts) {
-  struct ct__entries_run r = {fn, h, base, count, nparts};
-  ct__team_run(t, seq, ct__entries_part, &r, nparts);
+static void ct__entries_team(const struct ct__sdpa_geom *g, ct__entries_fn fn, const void *args, char *const *base) {
+  struct ct__entries_run r = {fn, args, g, base};
+  ct__team_run(g->team, g->seq, ct__entries_part, &r, g->nparts);
 }
 
-/* Batch entries [first, first + count) of the forward h. */
+/* x[j]: the host pointer of matrix j (of nmat, in buffer which[j] of base) for batch entry e. */
+static void ct__entry_ptrs(char **x, const struct ct__sdpa_geom *g, const struct ct__gemm_mat *m, const int *which,
+                           int nmat, char *const *base, int64_t e) {
+  int64_t es = (int64_t)ct_dtype_size(g->dt), off[9] = {0};
+  for (int i = g->nb - 1; i >= 0; i--) {
+    int64_t idx = e % g->bshape[i];
+    e /= g->bshape[i];
+    for (int j = 0; j < nmat; j++) off[j] += idx * m[j].bstride[i];
+  }
+  for (int j = 0; j < nmat; j++) x[j] = base[which[j]] + (m[j].off + off[j]) * es;
+}
+
+/* Batch entries [first, first + count) of the forward. */
 static void ct__sdpa_host_entries(const void *args, char *const *base, int64_t first, int64_t count) {
   const struct ct__sdpa_host *h = args;
-  int64_t es = (int64_t)ct_dtype_size(h->dt);
-  const struct ct__gemm_mat *mats[5] = {&h->q, &h->kt, &h->v, &h->p, &h->o};
-  char *ptr[5];
-  for (int i = 0; i < 5; i++) ptr[i] = base[h->which[i]] + mats[i]->off * es;
-  bool one = ct__host_blas_small_begin(h->L * h->S * (h->E > h->Ev ? h->E : h->Ev));
+  const struct ct__sdpa_geom *g = &h->g;
+  const struct ct__gemm_mat *m = h->m;
+  bool one = ct__host_blas_small_begin(g->L * g->S * (g->E > g->Ev ? g->E : g->Ev));
   for (int64_t e = first; e < first + count; e++) {
-    int64_t off[5] = {0, 0, 0, 0, 0}, rest = e;
-    for (int i = h->nb - 1; i >= 0; i--) {
-      int64_t idx = rest % h->bshape[i];
-      rest /= h->bshape[i];
-      for (int j = 0; j < 5; j++) off[j] += idx * mats[j]->bstride[i];
-    }
-    char *pp = ptr[3] + off[3] * es;
-    ct__gemm(h->dt, h->q.trans, ptr[0] + off[0] * es, h->q.ld, h->kt.trans, ptr[1] + off[1] * es, h->kt.ld, h->L,
-             h->S, h->E, h->scale, pp, h->S);
-    if (h->dt == CT_F64) ct__softmax_rows_f64((double *)pp, h->L, h->S, h->causal);
-    else ct__softmax_rows_f32((float *)pp, h->L, h->S, h->causal);
-    ct__gemm(h->dt, false, pp, h->S, h->v.trans, ptr[2] + off[2] * es, h->v.ld, h->L, h->Ev, h->S, 1.0,
-             ptr[4] + off[4] * es, h->o.ld);
+    char *x[5];
+    ct__entry_ptrs(x, g, m, h->which, 5, base, e);
+    ct__gemm(g->dt, m[CT__F_Q].trans, x[CT__F_Q], m[CT__F_Q].ld, m[CT__F_KT].trans, x[CT__F_KT], m[CT__F_KT].ld, g->L,
+             g->S, g->E, g->scale, x[CT__F_P], g->S);
+    if (g->dt == CT_F64) ct__softmax_rows_f64((double *)x[CT__F_P], g->L, g->S, h->causal);
+    else ct__softmax_rows_f32((float *)x[CT__F_P], g->L, g->S, h->causal);
+    ct__gemm(g->dt, false, x[CT__F_P], g->S, m[CT__F_V].trans, x[CT__F_V], m[CT__F_V].ld, g->L, g->Ev, g->S, 1.0,
+             x[CT__F_O], m[CT__F_O].ld);
   }
   ct__host_blas_small_end(one);
 }
 
 static void ct__sdpa_host_run(void *args, char *const *base) {
   const struct ct__sdpa_host *h = args;
-  ct__entries_team(h->team, h->seq, ct__sdpa_host_entries, h, base, h->count, h->nparts);
-}
-
-/* Batches of at least this many multiply-adds (both products) are cut into parts (up to 8 runs of
- * batch entries) that the command shares with its team's helper (host_native.c). */
-int64_t ct__sdpa_split_min = (int64_t)1 << 20;
-
-ct_status ct__sdpa_host(bool *done, ct_tensor **p_out, ct_tensor **o_out, const ct_tensor *q, const ct_tensor *k,
-                        const ct_tensor *v, int nb, const int64_t *bshape, bool causal, double scale,
-                        const char *fn) {
-  *done = false;
-  ct_device *d = q->storage->device;
-  struct ct__gemm_state *s;
-  if (!d->native_kernels || !ct__gemm_host_available() || (q->dtype != CT_F32 && q->dtype != CT_F64)) return CT_OK;
-  CT__TRY(ct__gemm_state(&s, d));
-  if (s->route != CT__ROUTE_HOST || s->route_status != CT_OK) return CT_OK;
-  struct ct__sdpa_host h;
-  memset(&h, 0, sizeof h);
-  h.dt = q->dtype;
-  h.nb = nb;
-  memcpy(h.bshape, bshape, sizeof(int64_t) * (size_t)nb);
-  h.L = q->shape[q->ndim - 2];
-  h.E = q->shape[q->ndim - 1];
-  h.S = k->shape[k->ndim - 2];
-  h.Ev = v->shape[v->ndim - 1];
-  h.scale = scale;
-  h.causal = causal;
-  int64_t count = 1;
-  for (int i = 0; i < nb; i++) count *= bshape[i];
-  /* CBLAS takes int sizes; empty products are the kernel route's. */
-  if (count == 0 || h.L == 0 || h.S == 0 || h.E == 0 || h.Ev == 0 || h.L > INT32_MAX || h.S > INT32_MAX ||
-      h.E > INT32_MAX || h.Ev > INT32_MAX)
-    return CT_OK;
-  ct_tensor *kt = NULL;
-  CT__TRY(ct_transpose(&kt, k, -2, -1));
-  bool ok = ct__gemm_mat_of(&h.q, q, true, nb, bshape, h.L, h.E) &&
-            ct__gemm_mat_of(&h.kt, kt, false, nb, bshape, h.E, h.S) &&
-            ct__gemm_mat_of(&h.v, v, false, nb, bshape, h.S, h.Ev);
-  ct_release(kt);
-  if (!ok || h.q.ld > INT32_MAX || h.kt.ld > INT32_MAX || h.v.ld > INT32_MAX) return CT_OK;
-
-  /* P: [batch..., L, S] contiguous, as the backward reads it. o: with two or more batch dims,
-   * [..., H, L, Ev] over memory laid out [..., L, H, Ev] (PyTorch's CPU flash attention's
-   * layout), so that the usual transpose(-3, -2) and reshape to [..., L, H Ev] are views. */
-  int64_t pshape[CT_MAX_DIMS], mshape[CT_MAX_DIMS];
-  memcpy(pshape, bshape, sizeof(int64_t) * (size_t)nb);
-  pshape[nb] = h.L;
-  pshape[nb + 1] = h.S;
-  memcpy(mshape, bshape, sizeof(int64_t) * (size_t)nb);
-  mshape[nb] = h.L;
-  mshape[nb + 1] = h.Ev;
-  if (nb >= 2) {
-    mshape[nb - 1] = h.L;
-    mshape[nb] = bshape[nb - 1];
-  }
-  ct_tensor *P = NULL, *om = NULL, *o = NULL;
-  ct_status st = ct__tensor_new(&P, d, q->dtype, nb + 2, pshape, fn);
-  if (st == CT_OK) st = ct__tensor_new(&om, d, q->dtype, nb + 2, mshape, fn);
-  if (st == CT_OK) {
-    if (nb >= 2) st = ct_transpose(&o, om, nb - 1, nb);
-    else o = ct_retain(om);
-  }
-  ct_release(om);
-  if (st == CT_OK) {
-    h.p.mem = ct__tensor_mem(P);
-    ct__tensor_elem_offset(P, &h.p.off);
-    h.p.ld = h.S;
-    h.o.mem = ct__tensor_mem(o);
-    ct__tensor_elem_offset(o, &h.o.off);
-    h.o.ld = o->strides[nb];
-    for (int i = 0; i < nb; i++) {
-      h.p.bstride[i] = P->strides[i];
-      h.o.bstride[i] = o->strides[i];
-    }
-    size_t es = ct_dtype_size(h.dt);
-    struct ct__gemm_mat *mats[5] = {&h.q, &h.kt, &h.v, &h.p, &h.o};
-    cl_mem bufs[5];
-    int nbuf = 0;
-    for (int i = 0; i < 5 && ok; i++) {
-      ok = ct__native_unwrap(&mats[i]->mem, &mats[i]->off, es);
-      if (ok) h.which[i] = ct__native_buf(bufs, &nbuf, mats[i]->mem);
-    }
-    if (ok) {
-      const char *prof = h.dt == CT_F64 ? "sdpa (host, f64)" : "sdpa (host)";
-      h.count = count;
-      int64_t work = count * h.L * h.S * (h.E + h.Ev);
-      h.nparts = work >= ct__sdpa_split_min ? (count < 8 ? count : 8) : 1;
-      if (h.nparts > 1) st = ct__team_call(&h.team, &h.seq, d, fn);
-      if (st == CT_OK) {
-        st = ct__native_enqueue(d, ct__device_queue(d), ct__sdpa_host_run, &h, sizeof h, nbuf, bufs, 0, NULL, NULL,
-                                prof, fn);
-        if (st != CT_OK) ct__team_cancel(h.team, h.seq);
-      }
-      *done = st == CT_OK;
-    }
-  }
-  if (st == CT_OK && *done) {
-    *p_out = P;
-    *o_out = o;
-    return CT_OK;
-  }
-  ct_release(P);
-  ct_release(o);
-  return st;
+  ct__entries_team(&h->g, ct__sdpa_host_entries, h, base);
 }
 
 /* ---- The backward ----
@@ -376,14 +283,7 @@ ct_status ct__sdpa_host(bool *done, ct_tensor **p_out, ct_tensor **o_out, const 
  *   dV = P^T G;  dP = G V^T;  dS = P (dP - rowsum(P dP));  dQ = scale dS K;  dK = scale dS^T Q
  * (attention.c's ct__sdpa_backward by kernels and ct_matmul, here as one native command). */
 struct ct__sdpa_bwd {
-  ct_dtype dt;
-  int nb;
-  int64_t bshape[CT_MAX_DIMS];
-  int64_t count, nparts;
-  struct ct__team *team;
-  uint64_t seq;
-  int64_t L, S, E, Ev;
-  double scale;
+  struct ct__sdpa_geom g;
   struct ct__gemm_mat m[9];          /* q [L,E], k [S,E], v [S,Ev], g [L,Ev], p, ds [L,S], dq, dk, dv */
   int which[9];
 };
@@ -408,61 +308,156 @@ static void ct__softmax_bwd_rows(ct_dtype dt, const char *pp, char *pds, int64_t
 
 static void ct__sdpa_bwd_entries(const void *args, char *const *base, int64_t first, int64_t count) {
   const struct ct__sdpa_bwd *h = args;
-  int64_t es = (int64_t)ct_dtype_size(h->dt);
-  char *ptr[9];
-  for (int i = 0; i < 9; i++) ptr[i] = base[h->which[i]] + h->m[i].off * es;
-  bool one = ct__host_blas_small_begin(h->L * h->S * (h->E > h->Ev ? h->E : h->Ev));
+  const struct ct__sdpa_geom *g = &h->g;
+  const struct ct__gemm_mat *m = h->m;
+  bool one = ct__host_blas_small_begin(g->L * g->S * (g->E > g->Ev ? g->E : g->Ev));
   for (int64_t e = first; e < first + count; e++) {
     char *x[9];
-    int64_t off[9] = {0}, rest = e;
-    for (int i = h->nb - 1; i >= 0; i--) {
-      int64_t idx = rest % h->bshape[i];
-      rest /= h->bshape[i];
-      for (int j = 0; j < 9; j++) off[j] += idx * h->m[j].bstride[i];
-    }
-    for (int j = 0; j < 9; j++) x[j] = ptr[j] + off[j] * es;
-    const struct ct__gemm_mat *m = h->m;
+    ct__entry_ptrs(x, g, m, h->which, 9, base, e);
     /* dV = P^T G */
-    ct__gemm(h->dt, true, x[CT__B_P], h->S, m[CT__B_G].trans, x[CT__B_G], m[CT__B_G].ld, h->S, h->Ev, h->L, 1.0,
+    ct__gemm(g->dt, true, x[CT__B_P], g->S, m[CT__B_G].trans, x[CT__B_G], m[CT__B_G].ld, g->S, g->Ev, g->L, 1.0,
              x[CT__B_DV], m[CT__B_DV].ld);
     /* dP = G V^T, then dS in place */
-    ct__gemm(h->dt, m[CT__B_G].trans, x[CT__B_G], m[CT__B_G].ld, !m[CT__B_V].trans, x[CT__B_V], m[CT__B_V].ld, h->L,
-             h->S, h->Ev, 1.0, x[CT__B_DS], h->S);
-    ct__softmax_bwd_rows(h->dt, x[CT__B_P], x[CT__B_DS], h->L, h->S);
+    ct__gemm(g->dt, m[CT__B_G].trans, x[CT__B_G], m[CT__B_G].ld, !m[CT__B_V].trans, x[CT__B_V], m[CT__B_V].ld, g->L,
+             g->S, g->Ev, 1.0, x[CT__B_DS], g->S);
+    ct__softmax_bwd_rows(g->dt, x[CT__B_P], x[CT__B_DS], g->L, g->S);
     /* dQ = scale dS K;  dK = scale dS^T Q */
-    ct__gemm(h->dt, false, x[CT__B_DS], h->S, m[CT__B_K].trans, x[CT__B_K], m[CT__B_K].ld, h->L, h->E, h->S,
-             h->scale, x[CT__B_DQ], m[CT__B_DQ].ld);
-    ct__gemm(h->dt, true, x[CT__B_DS], h->S, m[CT__B_Q].trans, x[CT__B_Q], m[CT__B_Q].ld, h->S, h->E, h->L,
-             h->scale, x[CT__B_DK], m[CT__B_DK].ld);
+    ct__gemm(g->dt, false, x[CT__B_DS], g->S, m[CT__B_K].trans, x[CT__B_K], m[CT__B_K].ld, g->L, g->E, g->S,
+             g->scale, x[CT__B_DQ], m[CT__B_DQ].ld);
+    ct__gemm(g->dt, true, x[CT__B_DS], g->S, m[CT__B_Q].trans, x[CT__B_Q], m[CT__B_Q].ld, g->S, g->E, g->L,
+             g->scale, x[CT__B_DK], m[CT__B_DK].ld);
   }
   ct__host_blas_small_end(one);
 }
 
 static void ct__sdpa_bwd_run(void *args, char *const *base) {
   const struct ct__sdpa_bwd *h = args;
-  ct__entries_team(h->team, h->seq, ct__sdpa_bwd_entries, h, base, h->count, h->nparts);
+  ct__entries_team(&h->g, ct__sdpa_bwd_entries, h, base);
+}
+
+/* ---- Enqueueing both ---- */
+
+/* Batches of at least this many multiply-adds (both products) are cut into parts (up to 8 runs of
+ * batch entries) that the command shares with its team's helper (host_native.c). */
+int64_t ct__sdpa_split_min = (int64_t)1 << 20;
+
+/* *ok: d runs native kernels, its GEMMs take the host route and dt is f32 or f64; then *g holds
+ * the geometry, if the sizes suit CBLAS (int sizes; empty products are the kernels'). */
+static ct_status ct__geom_start(bool *ok, struct ct__sdpa_geom *g, ct_device *d, ct_dtype dt, int nb,
+                                const int64_t *bshape, int64_t L, int64_t S, int64_t E, int64_t Ev, double scale) {
+  *ok = false;
+  if (!d->native_kernels || !ct__gemm_host_available() || (dt != CT_F32 && dt != CT_F64)) return CT_OK;
+  struct ct__gemm_state *s;
+  CT__TRY(ct__gemm_state(&s, d));
+  if (s->route != CT__ROUTE_HOST || s->route_status != CT_OK) return CT_OK;
+  *g = (struct ct__sdpa_geom){.dt = dt, .nb = nb, .count = 1, .L = L, .S = S, .E = E, .Ev = Ev, .scale = scale};
+  memcpy(g->bshape, bshape, sizeof(int64_t) * (size_t)nb);
+  for (int i = 0; i < nb; i++) g->count *= bshape[i];
+  *ok = g->count > 0 && L > 0 && S > 0 && E > 0 && Ev > 0 && L <= INT32_MAX && S <= INT32_MAX && E <= INT32_MAX &&
+        Ev <= INT32_MAX;
+  return CT_OK;
+}
+
+/* m's layout from a tensor this file made ([batch..., R, C], unit column stride). */
+static void ct__mat_of_made(struct ct__gemm_mat *m, const ct_tensor *t, int nb) {
+  memset(m, 0, sizeof *m);
+  m->mem = ct__tensor_mem(t);
+  ct__tensor_elem_offset(t, &m->off);
+  m->ld = t->strides[nb];
+  for (int i = 0; i < nb; i++) m->bstride[i] = t->strides[i];
 }
 
 /* A new [batch..., R, C] tensor; with two or more batch dims over memory laid out
- * [..., R, batch[nb-1], C] (the forward's result layout: the heads' merge a view). */
-static ct_status ct__heads_tensor(ct_tensor **out, ct_device *d, ct_dtype dt, int nb, const int64_t *bshape,
-                                  int64_t R, int64_t C, const char *fn) {
+ * [..., R, batch[nb-1], C] (PyTorch's CPU flash attention's layout: the usual transpose(-3, -2)
+ * and reshape to [..., R, H C] are then views). */
+static ct_status ct__heads_tensor(ct_tensor **out, ct_device *d, const struct ct__sdpa_geom *g, int64_t R, int64_t C,
+                                  const char *fn) {
+  int nb = g->nb;
   int64_t ms[CT_MAX_DIMS];
-  memcpy(ms, bshape, sizeof(int64_t) * (size_t)nb);
+  memcpy(ms, g->bshape, sizeof(int64_t) * (size_t)nb);
   ms[nb] = R;
   ms[nb + 1] = C;
   if (nb >= 2) {
     ms[nb - 1] = R;
-    ms[nb] = bshape[nb - 1];
+    ms[nb] = g->bshape[nb - 1];
   }
   ct_tensor *m = NULL;
-  CT__TRY(ct__tensor_new(&m, d, dt, nb + 2, ms, fn));
+  CT__TRY(ct__tensor_new(&m, d, g->dt, nb + 2, ms, fn));
   if (nb < 2) {
     *out = m;
     return CT_OK;
   }
   ct_status st = ct_transpose(out, m, nb - 1, nb);
   ct_release(m);
+  return st;
+}
+
+/* Enqueues run(args) on d's queue over the nmat matrices m (sub-buffers replaced by their
+ * parents, which[] filled), cut into parts for the team when work (multiply-adds) is large
+ * enough. *done false when a matrix can't be addressed (nothing enqueued). */
+static ct_status ct__sdpa_enqueue(bool *done, ct_device *d, struct ct__sdpa_geom *g, ct__native_fn run,
+                                  void *args, size_t size, struct ct__gemm_mat *m, int *which, int nmat,
+                                  int64_t work, const char *prof, const char *fn) {
+  *done = false;
+  size_t es = ct_dtype_size(g->dt);
+  cl_mem bufs[9];
+  int nbuf = 0;
+  for (int i = 0; i < nmat; i++) {
+    if (!ct__native_unwrap(&m[i].mem, &m[i].off, es)) return CT_OK;
+    which[i] = ct__native_buf(bufs, &nbuf, m[i].mem);
+  }
+  if (nbuf > CT__NATIVE_MAX_BUFS) return CT_OK;
+  g->nparts = work >= ct__sdpa_split_min ? (g->count < 8 ? g->count : 8) : 1;
+  if (g->nparts > 1) CT__TRY(ct__team_call(&g->team, &g->seq, d, fn));
+  ct_status st = ct__native_enqueue(d, ct__device_queue(d), run, args, size, nbuf, bufs, 0, NULL, NULL, prof, fn);
+  if (st != CT_OK) ct__team_cancel(g->team, g->seq);
+  *done = st == CT_OK;
+  return st;
+}
+
+ct_status ct__sdpa_host(bool *done, ct_tensor **p_out, ct_tensor **o_out, const ct_tensor *q, const ct_tensor *k,
+                        const ct_tensor *v, int nb, const int64_t *bshape, bool causal, double scale,
+                        const char *fn) {
+  *done = false;
+  ct_device *d = q->storage->device;
+  struct ct__sdpa_host h;
+  memset(&h, 0, sizeof h);
+  bool ok;
+  CT__TRY(ct__geom_start(&ok, &h.g, d, q->dtype, nb, bshape, q->shape[q->ndim - 2], k->shape[k->ndim - 2],
+                         q->shape[q->ndim - 1], v->shape[v->ndim - 1], scale));
+  if (!ok) return CT_OK;
+  const struct ct__sdpa_geom *g = &h.g;
+  h.causal = causal;
+  ct_tensor *kt = NULL;
+  CT__TRY(ct_transpose(&kt, k, -2, -1));
+  ok = ct__gemm_mat_of(&h.m[CT__F_Q], q, true, nb, bshape, g->L, g->E) &&
+       ct__gemm_mat_of(&h.m[CT__F_KT], kt, false, nb, bshape, g->E, g->S) &&
+       ct__gemm_mat_of(&h.m[CT__F_V], v, false, nb, bshape, g->S, g->Ev);
+  ct_release(kt);
+  for (int i = 0; i < 3 && ok; i++) ok = h.m[i].ld <= INT32_MAX;
+  if (!ok) return CT_OK;
+  /* P: [batch..., L, S] contiguous, as the backward reads it; o in the heads' layout. */
+  int64_t pshape[CT_MAX_DIMS];
+  memcpy(pshape, bshape, sizeof(int64_t) * (size_t)nb);
+  pshape[nb] = g->L;
+  pshape[nb + 1] = g->S;
+  ct_tensor *P = NULL, *o = NULL;
+  ct_status st = ct__tensor_new(&P, d, g->dt, nb + 2, pshape, fn);
+  if (st == CT_OK) st = ct__heads_tensor(&o, d, g, g->L, g->Ev, fn);
+  if (st == CT_OK) {
+    ct__mat_of_made(&h.m[CT__F_P], P, nb);
+    ct__mat_of_made(&h.m[CT__F_O], o, nb);
+    st = ct__sdpa_enqueue(done, d, &h.g, ct__sdpa_host_run, &h, sizeof h, h.m, h.which, 5,
+                          g->count * g->L * g->S * (g->E + g->Ev), g->dt == CT_F64 ? "sdpa (host, f64)" : "sdpa (host)",
+                          fn);
+  }
+  if (st == CT_OK && *done) {
+    *p_out = P;
+    *o_out = o;
+    return CT_OK;
+  }
+  ct_release(P);
+  ct_release(o);
   return st;
 }
 
@@ -479,78 +474,44 @@ ct_status ct__sdpa_host_backward(bool *done, ct_tensor **dq, ct_tensor **dk, ct_
   *done = false;
   ct_device *d = p->storage->device;
   ct_dtype dt = p->dtype;
-  if (!dq || !dk || !dv || !d->native_kernels || !ct__gemm_host_available() || (dt != CT_F32 && dt != CT_F64))
-    return CT_OK;
-  const ct_tensor *ops[4] = {q, k, v, g};
   int nb = p->ndim - 2;
+  if (!dq || !dk || !dv || !ct_tensor_is_contiguous(p)) return CT_OK;
+  const ct_tensor *ops[4] = {q, k, v, g};
   for (int i = 0; i < 4; i++)
     if (ops[i]->dtype != dt || !ct__same_batch(ops[i], nb, p->shape)) return CT_OK;
-  struct ct__gemm_state *s;
-  CT__TRY(ct__gemm_state(&s, d));
-  if (s->route != CT__ROUTE_HOST || s->route_status != CT_OK) return CT_OK;
   struct ct__sdpa_bwd h;
   memset(&h, 0, sizeof h);
-  h.dt = dt;
-  h.nb = nb;
-  memcpy(h.bshape, p->shape, sizeof(int64_t) * (size_t)nb);
-  h.L = p->shape[nb];
-  h.S = p->shape[nb + 1];
-  h.E = q->shape[nb + 1];
-  h.Ev = v->shape[nb + 1];
-  h.scale = scale;
-  h.count = 1;
-  for (int i = 0; i < nb; i++) h.count *= h.bshape[i];
-  if (h.count == 0 || h.L == 0 || h.S == 0 || h.E == 0 || h.Ev == 0 || h.L > INT32_MAX || h.S > INT32_MAX ||
-      h.E > INT32_MAX || h.Ev > INT32_MAX || !ct_tensor_is_contiguous(p))
-    return CT_OK;
-  int64_t rows[4] = {h.L, h.S, h.S, h.L}, cols[4] = {h.E, h.E, h.Ev, h.Ev};
+  bool ok;
+  CT__TRY(ct__geom_start(&ok, &h.g, d, dt, nb, p->shape, p->shape[nb], p->shape[nb + 1], q->shape[nb + 1],
+                         v->shape[nb + 1], scale));
+  if (!ok) return CT_OK;
+  const struct ct__sdpa_geom *ge = &h.g;
+  int64_t rows[4] = {ge->L, ge->S, ge->S, ge->L}, cols[4] = {ge->E, ge->E, ge->Ev, ge->Ev};
   for (int i = 0; i < 4; i++)
-    if (!ct__gemm_mat_of(&h.m[i], ops[i], false, nb, h.bshape, rows[i], cols[i]) || h.m[i].ld > INT32_MAX)
+    if (!ct__gemm_mat_of(&h.m[i], ops[i], false, nb, ge->bshape, rows[i], cols[i]) || h.m[i].ld > INT32_MAX)
       return CT_OK;
-  ct_tensor *ds = NULL, *oq = NULL, *ok = NULL, *ov = NULL;
+  ct_tensor *ds = NULL, *gq = NULL, *gk = NULL, *gv = NULL;
   ct_status st = ct__tensor_new(&ds, d, dt, p->ndim, p->shape, fn);
-  if (st == CT_OK) st = ct__heads_tensor(&oq, d, dt, nb, h.bshape, h.L, h.E, fn);
-  if (st == CT_OK) st = ct__heads_tensor(&ok, d, dt, nb, h.bshape, h.S, h.E, fn);
-  if (st == CT_OK) st = ct__heads_tensor(&ov, d, dt, nb, h.bshape, h.S, h.Ev, fn);
+  if (st == CT_OK) st = ct__heads_tensor(&gq, d, ge, ge->L, ge->E, fn);
+  if (st == CT_OK) st = ct__heads_tensor(&gk, d, ge, ge->S, ge->E, fn);
+  if (st == CT_OK) st = ct__heads_tensor(&gv, d, ge, ge->S, ge->Ev, fn);
   if (st == CT_OK) {
-    const ct_tensor *made[5] = {p, ds, oq, ok, ov};
-    for (int i = 0; i < 5; i++) {
-      struct ct__gemm_mat *x = &h.m[CT__B_P + i];
-      x->mem = ct__tensor_mem(made[i]);
-      ct__tensor_elem_offset(made[i], &x->off);
-      x->ld = made[i]->strides[nb];
-      for (int b = 0; b < nb; b++) x->bstride[b] = made[i]->strides[b];
-    }
-    size_t es = ct_dtype_size(dt);
-    cl_mem bufs[9];
-    int nbuf = 0;
-    bool ok2 = true;
-    for (int i = 0; i < 9 && ok2; i++) {
-      ok2 = ct__native_unwrap(&h.m[i].mem, &h.m[i].off, es);
-      if (ok2) h.which[i] = ct__native_buf(bufs, &nbuf, h.m[i].mem);
-    }
-    if (ok2 && nbuf <= CT__NATIVE_MAX_BUFS) {
-      int64_t work = h.count * h.L * h.S * (2 * h.E + 2 * h.Ev);
-      h.nparts = work >= ct__sdpa_split_min ? (h.count < 8 ? h.count : 8) : 1;
-      if (h.nparts > 1) st = ct__team_call(&h.team, &h.seq, d, fn);
-      if (st == CT_OK) {
-        st = ct__native_enqueue(d, ct__device_queue(d), ct__sdpa_bwd_run, &h, sizeof h, nbuf, bufs, 0, NULL, NULL,
-                                dt == CT_F64 ? "sdpa backward (host, f64)" : "sdpa backward (host)", fn);
-        if (st != CT_OK) ct__team_cancel(h.team, h.seq);
-      }
-      *done = st == CT_OK;
-    }
+    const ct_tensor *made[5] = {p, ds, gq, gk, gv};
+    for (int i = 0; i < 5; i++) ct__mat_of_made(&h.m[CT__B_P + i], made[i], nb);
+    st = ct__sdpa_enqueue(done, d, &h.g, ct__sdpa_bwd_run, &h, sizeof h, h.m, h.which, 9,
+                          ge->count * ge->L * ge->S * (2 * ge->E + 2 * ge->Ev),
+                          dt == CT_F64 ? "sdpa backward (host, f64)" : "sdpa backward (host)", fn);
   }
   ct_release(ds);
   if (st == CT_OK && *done) {
-    *dq = oq;
-    *dk = ok;
-    *dv = ov;
+    *dq = gq;
+    *dk = gk;
+    *dv = gv;
     return CT_OK;
   }
-  ct_release(oq);
-  ct_release(ok);
-  ct_release(ov);
+  ct_release(gq);
+  ct_release(gk);
+  ct_release(gv);
   return st;
 }
 
