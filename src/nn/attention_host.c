@@ -40,154 +40,66 @@ struct ct__sdpa_host {
 };
 enum { CT__F_Q, CT__F_KT, CT__F_V, CT__F_P, CT__F_O };
 
-/* 16-lane helpers, always inlined into the softmax below (so their vector arguments never cross a
- * call: -Wpsabi's ABI note does not apply). 16 lanes: one AVX-512 register; the AVX2 and
- * baseline builds of it split them. */
+/* The row softmax at three vector widths (attention_softmax_tmpl.c). */
 #pragma GCC diagnostic ignored "-Wpsabi"
-typedef float ct__vf __attribute__((vector_size(64)));
-typedef int ct__vi __attribute__((vector_size(64)));
-#define CT__VL 16
 
-/* A permutation of v's lanes: GCC's and Clang's builtins (the fuzzing build uses Clang). */
+/* A permutation of v's lanes (T: the vector of int indices): GCC's and Clang's builtins (the
+ * fuzzing build uses Clang). */
 #if defined(__clang__)
-#define CT__SHUF(v, ...) __builtin_shufflevector(v, v, __VA_ARGS__)
+#define CT__SHUF(T, v, ...) __builtin_shufflevector(v, v, __VA_ARGS__)
 #else
-#define CT__SHUF(v, ...) __builtin_shuffle(v, (ct__vi){__VA_ARGS__})
+#define CT__SHUF(T, v, ...) __builtin_shuffle(v, (T){__VA_ARGS__})
 #endif
+#define CT__X4(s) 0 ^ (s), 1 ^ (s), 2 ^ (s), 3 ^ (s)
+#define CT__X8(s) CT__X4(s), 4 ^ (s), 5 ^ (s), 6 ^ (s), 7 ^ (s)
+#define CT__X16(s) CT__X8(s), 8 ^ (s), 9 ^ (s), 10 ^ (s), 11 ^ (s), 12 ^ (s), 13 ^ (s), 14 ^ (s), 15 ^ (s)
 
-static inline __attribute__((always_inline)) ct__vf ct__vsel(ct__vi m, ct__vf a, ct__vf b) {
-  return (ct__vf)((m & (ct__vi)a) | (~m & (ct__vi)b));
-}
+#define CT__VL 16
+#define CT__N(name) name##16
+#include "nn/attention_softmax_tmpl.c"
+#undef CT__N
+#undef CT__VL
+#define CT__VL 8
+#define CT__N(name) name##8
+#include "nn/attention_softmax_tmpl.c"
+#undef CT__N
+#undef CT__VL
+#define CT__VL 4
+#define CT__N(name) name##4
+#include "nn/attention_softmax_tmpl.c"
+#undef CT__N
+#undef CT__VL
 
-/* max(a, b), NaN lanes of b ignored: a NaN score turns its row to NaN through the exponentials'
- * sum instead (and the all-NaN row is handled where the maximum comes out -inf). A NaN-keeping
- * select here made GCC scalarize the AVX-512 clone's masks: the softmax took 2.5x as long. */
-static inline __attribute__((always_inline)) ct__vf ct__vmax(ct__vf a, ct__vf b) { return ct__vsel(b > a, b, a); }
-
-/* Lane 0 of the result: the maximum (or sum) of v's lanes, by halving shuffles. */
-static inline __attribute__((always_inline)) float ct__hmax(ct__vf v) {
-  v = ct__vmax(v, CT__SHUF(v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7));
-  v = ct__vmax(v, CT__SHUF(v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11));
-  v = ct__vmax(v, CT__SHUF(v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13));
-  v = ct__vmax(v, CT__SHUF(v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14));
-  return v[0];
-}
-
-static inline __attribute__((always_inline)) float ct__hsum(ct__vf v) {
-  v += CT__SHUF(v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
-  v += CT__SHUF(v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
-  v += CT__SHUF(v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
-  v += CT__SHUF(v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
-  return v[0];
-}
-
-/* exp(x) for x <= 0 (scores minus their maximum): kernels/common.cl's ct_expf (Cody-Waite
- * reduction, Cephes' polynomial) without fma, and with results below exp(-87) (1.6e-38, against
- * the row maximum's 1) flushed to 0: a subnormal product costs Intel cores a microcode assist of
- * over a hundred cycles, and the masked lanes of every causal row had one. NaN lanes stay NaN
- * (the comparison below is false for them); -inf gives 0. */
-static inline __attribute__((always_inline)) ct__vf ct__vexp_neg(ct__vf x) {
-  ct__vi lo = x < -87.0f;
-  ct__vf xc = ct__vsel(lo, (ct__vf){0} - 87.0f, x);
-  ct__vf t = xc * 1.44269504088896341f + 12582912.0f;
-  ct__vf k = t - 12582912.0f;
-  ct__vf r = xc - k * 0.693145751953125f;
-  r = r - k * 1.428606765330187045e-06f;
-  ct__vf p = (ct__vf){0} + 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
-  /* k in [-126, 0], and r > 0 where k = -126: the product is a normal number. */
-  ct__vi ki = (ct__vi)t - 0x4B400000;
-  ct__vf y = p * (ct__vf)((ki + 127) << 23);
-  return (ct__vf)(~lo & (ct__vi)y);
-}
-
-static inline __attribute__((always_inline)) ct__vf ct__vload(const float *p) {
-  ct__vf v;
-  memcpy(&v, p, sizeof v);
-  return v;
-}
-
-static inline __attribute__((always_inline)) void ct__vstore(float *p, ct__vf v) { memcpy(p, &v, sizeof v); }
-
-/* Softmax of each of the L rows of P (S apart) in place, over its first n_i keys (i + 1 with
- * causal, else S; the rest set to 0), as kernels/attention.cl's sdpa_softmax: a row whose
- * maximum is -inf becomes zeros. The scale is already in P (the product's alpha). The keys are
- * taken 16 at a time, the last step masked (keys past n_i read as -inf, written back as 0)
- * where it stays inside the row; the horizontal maximum and sum are shuffles. Per row, the
- * fixed costs were most of the time with scalar reductions and tails (64-key causal rows: 2.3x
- * faster on 16 lanes than on 8 with those). Compiled three times below, for AVX-512, AVX2 and
- * the baseline. */
-static inline __attribute__((always_inline)) void ct__softmax_rows_body(float *P, int64_t L, int64_t S, bool causal) {
-  const ct__vf lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-  const ct__vf ninf = (ct__vf){0} - INFINITY;
-  for (int64_t i = 0; i < L; i++) {
-    float *row = P + i * S;
-    int64_t n = causal ? (i + 1 < S ? i + 1 : S) : S;
-    int64_t up = (n + CT__VL - 1) / CT__VL * CT__VL, nw = up <= S ? up : n / CT__VL * CT__VL;
-    ct__vf nf = (ct__vf){0} + (float)n, m16 = ninf;
-    for (int64_t j = 0; j < nw; j += CT__VL) {
-      ct__vf s = ct__vsel((lane + (float)j) < nf, ct__vload(row + j), ninf);
-      ct__vstore(row + j, s);
-      m16 = ct__vmax(m16, s);
-    }
-    float m = ct__hmax(m16);
-    for (int64_t j = nw; j < n; j++) m = row[j] > m ? row[j] : m;
-    if (m == -INFINITY) {
-      /* Every key masked (zeros) or NaN (a row of NaN, as PyTorch's). */
-      bool nan = false;
-      for (int64_t j = 0; j < n; j++) nan |= row[j] != row[j];
-      for (int64_t j = 0; j < S; j++) row[j] = nan && j < n ? NAN : 0.0f;
-      continue;
-    }
-    ct__vf mv = (ct__vf){0} + m, sum16 = {0};
-    for (int64_t j = 0; j < nw; j += CT__VL) {
-      ct__vf e = ct__vexp_neg(ct__vload(row + j) - mv);
-      ct__vstore(row + j, e);
-      sum16 += e;
-    }
-    float sum = ct__hsum(sum16);
-    for (int64_t j = nw; j < n; j++) {
-      float e = ct__vexp_neg((ct__vf){0} + (row[j] - m))[0];
-      row[j] = e;
-      sum += e;
-    }
-    ct__vf inv = (ct__vf){0} + 1.0f / sum;
-    for (int64_t j = 0; j < nw; j += CT__VL) ct__vstore(row + j, ct__vload(row + j) * inv);
-    for (int64_t j = nw; j < n; j++) row[j] *= inv[0];
-    for (int64_t j = nw > n ? nw : n; j < S; j++) row[j] = 0;
-  }
-}
-
-/* The body above for the CPU that runs it: the library's baseline (x86-64) has 4-lane vectors
- * only. Chosen per call by __builtin_cpu_supports, not by target_clones: an ifunc resolver runs
- * while the dynamic linker relocates, before ThreadSanitizer's runtime is up, and crashed every
- * program linking the library under TSan. */
+/* The width for the CPU that runs it: AVX-512's 16 lanes, AVX2's 8, else 4 (x86-64's baseline
+ * SSE2, or another architecture's 128-bit vectors). Chosen per call by __builtin_cpu_supports, not
+ * by target_clones: an ifunc resolver runs while the dynamic linker relocates, before
+ * ThreadSanitizer's runtime is up, and crashed every program linking the library under TSan.
+ * 16 lanes on AVX-512 rather than 8: 64-key causal rows were 2.3x faster there, the fixed costs
+ * per row (reductions, tails) being most of the time. */
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target("avx512f"))) static void ct__softmax_rows_avx512(float *P, int64_t L, int64_t S, bool causal) {
-  ct__softmax_rows_body(P, L, S, causal);
+  ct__softmax_rows_body16(P, L, S, causal);
 }
 __attribute__((target("avx2"))) static void ct__softmax_rows_avx2(float *P, int64_t L, int64_t S, bool causal) {
-  ct__softmax_rows_body(P, L, S, causal);
+  ct__softmax_rows_body8(P, L, S, causal);
 }
 #endif
+
+int ct__sdpa_host_lanes = 0;
 
 static void ct__softmax_rows_f32(float *P, int64_t L, int64_t S, bool causal) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (__builtin_cpu_supports("avx512f")) {
+  int want = ct__sdpa_host_lanes;
+  if ((want == 0 || want >= 16) && __builtin_cpu_supports("avx512f")) {
     ct__softmax_rows_avx512(P, L, S, causal);
     return;
   }
-  if (__builtin_cpu_supports("avx2")) {
+  if ((want == 0 || want >= 8) && __builtin_cpu_supports("avx2")) {
     ct__softmax_rows_avx2(P, L, S, causal);
     return;
   }
 #endif
-  ct__softmax_rows_body(P, L, S, causal);
+  ct__softmax_rows_body4(P, L, S, causal);
 }
 
 static void ct__softmax_rows_f64(double *P, int64_t L, int64_t S, bool causal) {

@@ -187,5 +187,8 @@ ct_status ct__sdpa_host_backward(bool *done, ct_tensor **dq, ct_tensor **dk, ct_
 /* Batches of at least this many multiply-adds (both products) are cut into parts shared with
  * the device's second worker; tests lower it. */
 extern int64_t ct__sdpa_split_min;
+/* The host softmax's vector width: 0 (default) the widest the CPU has (16 lanes on AVX-512, 8 on
+ * AVX2, else 4); 4, 8 or 16 the widest the CPU has up to that. Tests run each. */
+extern int ct__sdpa_host_lanes;
 
 #endif

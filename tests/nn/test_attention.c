@@ -50,8 +50,7 @@ static ct_tensor *make_transposed(ct_device *d, const struct sdpa_t *t) {
   return v;
 }
 
-START_TEST(test_reference) {
-  const struct sdpa_case *c = &sdpa_cases[_i];
+static void check_case(const struct sdpa_case *c) {
   ct_device *d = ct_test_device();
   if (c->q.dt == CT_F64 && !ct_device_properties(d)->fp64) return;
   ct_tensor *q = make(d, &c->q), *k = c->view == 'k' ? make_transposed(d, &c->k) : make(d, &c->k),
@@ -76,6 +75,18 @@ START_TEST(test_reference) {
   ct_release(v);
   ct_release(m);
   ct_release(o);
+}
+
+START_TEST(test_reference) { check_case(&sdpa_cases[_i]); }
+END_TEST
+
+/* Every reference case with the host softmax at 4, 8 and 16 lanes (each the widest the CPU
+ * has up to that: the default run takes the widest only). */
+START_TEST(test_lane_widths) {
+  static const int widths[] = {4, 8, 16};
+  ct__sdpa_host_lanes = widths[_i];
+  for (int i = 0; i < NCASES; i++) check_case(&sdpa_cases[i]);
+  ct__sdpa_host_lanes = 0;
 }
 END_TEST
 
@@ -274,7 +285,7 @@ static void team_everything(void) {
 
 /* A NaN in one query's row makes that row's output NaN (its scores are all NaN), as in
  * PyTorch, also when every score of the row is NaN; the other rows stay finite. Causal and
- * not, on every path (the test runs in each of the attention modes). */
+ * not, at each width of the host softmax, on every path (the test runs in each of the attention modes). */
 START_TEST(test_nan_row) {
   ct_device *d = ct_test_device();
   enum { L = 20, E = 16 };
@@ -284,17 +295,19 @@ START_TEST(test_nan_row) {
   ct_tensor *q = NULL, *k = NULL, *o = NULL;
   ck_assert_ct_ok(ct_from_host(&q, d, CT_F32, 3, (int64_t[]){1, L, E}, qh));
   ck_assert_ct_ok(ct_randn_seeded(&k, d, CT_F32, 3, (int64_t[]){1, L, E}, 1, 9));
-  for (int causal = 0; causal < 2; causal++) {
-    ck_assert_ct_ok(ct_scaled_dot_product_attention(&o, q, k, k, NULL, causal, NAN));
+  for (int causal = 0; causal < 8; causal++) {
+    ct__sdpa_host_lanes = (int[]){0, 4, 8, 16}[causal / 2]; /* each width of the host softmax */
+    ck_assert_ct_ok(ct_scaled_dot_product_attention(&o, q, k, k, NULL, causal % 2, NAN));
     float oh[L * E];
     ck_assert_ct_ok(ct_to_host(o, oh, sizeof oh));
     for (int i = 0; i < L; i++)
       for (int j = 0; j < E; j++) {
-        if (i == 3) ck_assert_msg(isnan(oh[i * E + j]), "causal %d: row 3 col %d is %g, not NaN", causal, j, oh[i * E + j]);
-        else ck_assert_msg(isfinite(oh[i * E + j]), "causal %d: row %d col %d is %g", causal, i, j, oh[i * E + j]);
+        if (i == 3) ck_assert_msg(isnan(oh[i * E + j]), "case %d: row 3 col %d is %g, not NaN", causal, j, oh[i * E + j]);
+        else ck_assert_msg(isfinite(oh[i * E + j]), "case %d: row %d col %d is %g", causal, i, j, oh[i * E + j]);
       }
     ct_release(o);
   }
+  ct__sdpa_host_lanes = 0;
   ct_release(q);
   ct_release(k);
 }
@@ -324,6 +337,7 @@ int main(int argc, char **argv) {
   tcase_add_loop_test(tc, test_reference, 0, NCASES);
   tcase_add_test(tc, test_host_layout);
   tcase_add_test(tc, test_nan_row);
+  tcase_add_loop_test(tc, test_lane_widths, 0, 3);
   if (argc > 1 && strcmp(argv[1], "team") == 0) tcase_add_test(tc, test_team_helped);
   suite_add_tcase(s, tc);
   tc = tcase_create("mask batch");
