@@ -157,14 +157,42 @@ __kernel void conv_wflip(__global const io_t *w, long w_off, int Cg, int og, int
  * R / Rimg, row oh = R % Rimg, column col; oh < OH and col < OW valid, the rest discarded) then
  * reads xp at q + i dh S + j dw for window tap (i, j), every valid one inside its own image's
  * padded window. So PB consecutive positions read PB consecutive floats, three float16 loads
- * per tap, and a block spans images: on small planes (8x8, 4x4) most lanes are valid outputs,
+ * per tap (PB / CT_VL on other widths), and a block spans images: on small planes (8x8, 4x4) most lanes are valid outputs,
  * where blocks of one padded plane each left half or two thirds of them discarded. A work-item
- * computes CB output channels x PB positions in registers (3 x CB float16 accumulators, 24 of
- * AVX-512's 32 vector registers), streaming the taps of its group's input channels with the CB
+ * computes CB output channels x PB positions in registers (CT_NV x CB vector accumulators: with
+ * AVX-512, 3 x 8 float16, 24 of its 32 registers; with AVX2, 2 x 6 float8, 12 of 16), streaming the taps of its group's input channels with the CB
  * weights of each tap next to each other (w packed by conv_wpack as
  * [groups][channel blocks][C/groups][kh][kw][CB], zeros past the group's channels). */
-#define CB 8
-#define PB 48
+/* The blocking, from the host (src/nn/conv.c, ct__conv_blocking: the device's SIMD width):
+ * CT_VL floats a vector, CB = CT_CB output channels x CT_NV vectors of positions a work-item,
+ * and for the weight gradient CT_WCB channels x CT_WTB taps. The defaults are AVX-512's. */
+#ifndef CT_VL
+#define CT_VL 16
+#define CT_CB 8
+#define CT_NV 3
+#define CT_WCB 8
+#define CT_WTB 3
+#endif
+#define CB CT_CB
+#define PB (CT_NV * CT_VL)
+#if CT_VL == 16
+typedef float16 vf_t;
+#define VLOAD vload16
+#define VSTORE vstore16
+#define VHSUM(v) (((v).lo + (v).hi).lo + ((v).lo + (v).hi).hi)
+#elif CT_VL == 8
+typedef float8 vf_t;
+#define VLOAD vload8
+#define VSTORE vstore8
+#define VHSUM(v) ((v).lo + (v).hi)
+#else
+typedef float4 vf_t;
+#define VLOAD vload4
+#define VSTORE vstore4
+#define VHSUM(v) (v)
+#endif
+/* v's lanes summed in a fixed order (halves, then the 4 left). */
+#define HSUM(v) (VHSUM(v).s0 + VHSUM(v).s1 + VHSUM(v).s2 + VHSUM(v).s3)
 
 /* A work-item per block of rb rows [h0, h1) of image n's Rimg rows of channel c (t = c nimg + n;
  * nrb blocks an image; one block for small planes): the index arithmetic once per block, none
@@ -223,9 +251,6 @@ __kernel void conv_wpack(__global const io_t *w, long w_off, int Cg, int kh, int
     }
 }
 
-#define ACC2(k) float16 a##k##0 = (float16)0, a##k##1 = (float16)0, a##k##2 = (float16)0
-#define FMA2(k, wk) { float16 w_ = (float16)(wk); a##k##0 = fma(w_, v0, a##k##0); a##k##1 = fma(w_, v1, a##k##1); a##k##2 = fma(w_, v2, a##k##2); }
-
 __kernel void conv_blk(__global const float *xp, long xp_off, long cs, int Cg, int S, int Rimg,
                        __global const float *wt, long wt_off, int kh, int kw, int dh, int dw,
                        __global const io_t *bias, long bias_off, int has_bias, __global io_t *out,
@@ -242,28 +267,35 @@ __kernel void conv_blk(__global const float *xp, long xp_off, long cs, int Cg, i
   long q0 = (long)pb * PB;
   __global const float *xb = xp + xp_off + (long)g * Cg * cs + q0;
   __global const float *wb = wt + wt_off + ((long)g * ncb + cb) * Cg * kh * kw * CB;
-  ACC2(0); ACC2(1); ACC2(2); ACC2(3); ACC2(4); ACC2(5); ACC2(6); ACC2(7);
+  /* Fully unrolled: the arrays are registers. */
+  vf_t acc[CB][CT_NV];
+#pragma unroll
+  for (int k = 0; k < CB; k++)
+#pragma unroll
+    for (int u = 0; u < CT_NV; u++) acc[k][u] = (vf_t)0;
   for (int c = 0; c < Cg; c++, xb += cs) {
     for (int i = 0; i < kh; i++) {
       __global const float *xr = xb + (long)i * dh * S;
       for (int j = 0; j < kw; j++, wb += CB) {
-        float16 v0 = vload16(0, xr + j * dw), v1 = vload16(0, xr + j * dw + 16), v2 = vload16(0, xr + j * dw + 32);
+        vf_t v[CT_NV];
+#pragma unroll
+        for (int u = 0; u < CT_NV; u++) v[u] = VLOAD(0, xr + j * dw + u * CT_VL);
         /* Scalar weight loads: the FMAs take them as memory broadcasts (a load port) rather
          * than shuffles of a vector (the port the second FMA unit shares). */
-        FMA2(0, wb[0]); FMA2(1, wb[1]); FMA2(2, wb[2]); FMA2(3, wb[3]);
-        FMA2(4, wb[4]); FMA2(5, wb[5]); FMA2(6, wb[6]); FMA2(7, wb[7]);
+#pragma unroll
+        for (int k = 0; k < CB; k++) {
+          vf_t w_ = (vf_t)(wb[k]);
+#pragma unroll
+          for (int u = 0; u < CT_NV; u++) acc[k][u] = fma(w_, v[u], acc[k][u]);
+        }
       }
     }
   }
   float r[CB][PB];
-  vstore16(a00, 0, r[0]); vstore16(a01, 1, r[0]); vstore16(a02, 2, r[0]);
-  vstore16(a10, 0, r[1]); vstore16(a11, 1, r[1]); vstore16(a12, 2, r[1]);
-  vstore16(a20, 0, r[2]); vstore16(a21, 1, r[2]); vstore16(a22, 2, r[2]);
-  vstore16(a30, 0, r[3]); vstore16(a31, 1, r[3]); vstore16(a32, 2, r[3]);
-  vstore16(a40, 0, r[4]); vstore16(a41, 1, r[4]); vstore16(a42, 2, r[4]);
-  vstore16(a50, 0, r[5]); vstore16(a51, 1, r[5]); vstore16(a52, 2, r[5]);
-  vstore16(a60, 0, r[6]); vstore16(a61, 1, r[6]); vstore16(a62, 2, r[6]);
-  vstore16(a70, 0, r[7]); vstore16(a71, 1, r[7]); vstore16(a72, 2, r[7]);
+#pragma unroll
+  for (int k = 0; k < CB; k++)
+#pragma unroll
+    for (int u = 0; u < CT_NV; u++) VSTORE(acc[k][u], u, r[k]);
   /* Each lane's output offset from its image's channel 0 plane (image n: n Cout OH OW + oh OW
    * + col), or -1 for the discarded positions (col >= OW, oh >= OH, past the last image): the
    * divisions once per work-item rather than per element. */
@@ -302,18 +334,14 @@ __kernel void conv_blk(__global const float *xp, long xp_off, long cs, int Cg, i
  * x per tap; the discarded positions multiply zeros of gq. Each group's taps are its Cg kh kw
  * window taps and one more, tap T = Cg kh kw, whose x is a run of ones at xp + ones_off: its sums
  * are the bias gradient (sum of g), so g is read once for both. A work-item sums, over its vpg
- * vectors of positions (ig: its position group), 8 output channels (cb: a block of the group's
- * og) x 3 taps (tb) in 24 float16 accumulators, then writes their sums: window taps to
+ * vectors of positions (ig: its position group), CT_WCB output channels (cb: a block of the group's
+ * og) x CT_WTB taps (tb) in vector accumulators (AVX-512: 8 x 3 float16, AVX2: 4 x 3 float8), then
+ * writes their sums: window taps to
  * pw[(ig Cout + co) T + tap], the bias tap to pb[ig Cout + co] (has_bias). With one position
  * group these are gw and gb themselves, else partial sums that conv_wsum adds in order. The x
  * reads of discarded positions land in x's zeros, other channels, the ones or the slack after
  * them (all written, finite for finite x). Non-finite x values there can turn a gradient that
  * would be +-inf into NaN (0 * inf), a difference only for inputs holding infinities. */
-#define WACC(k) float16 b##k##0 = (float16)0, b##k##1 = (float16)0, b##k##2 = (float16)0
-#define WFMA(k) { float16 g_ = vload16(0, gb + go##k + q); b##k##0 = fma(g_, x0, b##k##0); b##k##1 = fma(g_, x1, b##k##1); b##k##2 = fma(g_, x2, b##k##2); }
-#define HSUM16(v) (((v).lo + (v).hi).lo + ((v).lo + (v).hi).hi)
-#define HSUM(v) (HSUM16(v).s0 + HSUM16(v).s1 + HSUM16(v).s2 + HSUM16(v).s3)
-
 __kernel void conv_wgrad(__global const float *xp, long xp_off, long xcs, long ones_off, int Cg,
                          __global const float *gq, long gq_off, long gcs, long nv, long vpg, int Cout, int og,
                          int ncb, int kh, int kw, int dh, int dw, int S, int groups, int ntb, int has_bias,
@@ -327,36 +355,43 @@ __kernel void conv_wgrad(__global const float *xp, long xp_off, long xcs, long o
   int g = (int)(t % groups);
   long ig = t / groups;
   int khw = kh * kw, T = Cg * khw, Tb = T + has_bias;
-  /* The 3 taps' offsets in xp; the ones for the bias tap; past Tb: the last tap again, its sums
+  /* The taps' offsets in xp; the ones for the bias tap; past Tb: the last tap again, its sums
    * not written. */
-  long xo[3];
-  for (int u = 0; u < 3; u++) {
-    int tap = min(tb * 3 + u, Tb - 1), c = tap / khw, r = tap - c * khw, i = r / kw, j = r - i * kw;
-    xo[u] = tap == T ? ones_off : (long)(g * Cg + c) * xcs + (long)i * dh * S + (long)j * dw;
+  __global const float *xr[CT_WTB];
+#pragma unroll
+  for (int u = 0; u < CT_WTB; u++) {
+    int tap = min(tb * CT_WTB + u, Tb - 1), c = tap / khw, r = tap - c * khw, i = r / kw, j = r - i * kw;
+    xr[u] = xp + xp_off + (tap == T ? ones_off : (long)(g * Cg + c) * xcs + (long)i * dh * S + (long)j * dw);
   }
-  int co0 = g * og + cb * 8, nco = min(8, og - cb * 8);
+  int co0 = g * og + cb * CT_WCB, nco = min(CT_WCB, og - cb * CT_WCB);
   /* Channels past the group's: the last one again, not written. */
-  long go0 = (long)co0 * gcs, go1 = (long)(co0 + min(1, nco - 1)) * gcs,
-       go2 = (long)(co0 + min(2, nco - 1)) * gcs, go3 = (long)(co0 + min(3, nco - 1)) * gcs,
-       go4 = (long)(co0 + min(4, nco - 1)) * gcs, go5 = (long)(co0 + min(5, nco - 1)) * gcs,
-       go6 = (long)(co0 + min(6, nco - 1)) * gcs, go7 = (long)(co0 + min(7, nco - 1)) * gcs;
-  WACC(0); WACC(1); WACC(2); WACC(3); WACC(4); WACC(5); WACC(6); WACC(7);
-  __global const float *xr0 = xp + xp_off + xo[0], *xr1 = xp + xp_off + xo[1], *xr2 = xp + xp_off + xo[2];
-  __global const float *gb = gq + gq_off;
+  __global const float *gr[CT_WCB];
+#pragma unroll
+  for (int k = 0; k < CT_WCB; k++) gr[k] = gq + gq_off + (long)(co0 + min(k, nco - 1)) * gcs;
+  /* Fully unrolled: the arrays are registers. */
+  vf_t acc[CT_WCB][CT_WTB];
+#pragma unroll
+  for (int k = 0; k < CT_WCB; k++)
+#pragma unroll
+    for (int u = 0; u < CT_WTB; u++) acc[k][u] = (vf_t)0;
   long q1 = min(nv, (ig + 1) * vpg) * 16;
-  for (long q = ig * vpg * 16; q < q1; q += 16) {
-    float16 x0 = vload16(0, xr0 + q), x1 = vload16(0, xr1 + q), x2 = vload16(0, xr2 + q);
-    WFMA(0); WFMA(1); WFMA(2); WFMA(3); WFMA(4); WFMA(5); WFMA(6); WFMA(7);
+  for (long q = ig * vpg * 16; q < q1; q += CT_VL) {
+    vf_t x[CT_WTB];
+#pragma unroll
+    for (int u = 0; u < CT_WTB; u++) x[u] = VLOAD(0, xr[u] + q);
+#pragma unroll
+    for (int k = 0; k < CT_WCB; k++) {
+      vf_t g_ = VLOAD(0, gr[k] + q);
+#pragma unroll
+      for (int u = 0; u < CT_WTB; u++) acc[k][u] = fma(g_, x[u], acc[k][u]);
+    }
   }
-  float r[8][3] = {{HSUM(b00), HSUM(b01), HSUM(b02)}, {HSUM(b10), HSUM(b11), HSUM(b12)},
-                   {HSUM(b20), HSUM(b21), HSUM(b22)}, {HSUM(b30), HSUM(b31), HSUM(b32)},
-                   {HSUM(b40), HSUM(b41), HSUM(b42)}, {HSUM(b50), HSUM(b51), HSUM(b52)},
-                   {HSUM(b60), HSUM(b61), HSUM(b62)}, {HSUM(b70), HSUM(b71), HSUM(b72)}};
   for (int k = 0; k < nco; k++)
-    for (int u = 0; u < 3; u++) {
-      int tap = tb * 3 + u;
-      if (tap < T) pw[pw_off + (ig * Cout + co0 + k) * (long)T + tap] = r[k][u];
-      else if (tap == T && has_bias) pb[pb_off + ig * Cout + co0 + k] = r[k][u];
+    for (int u = 0; u < CT_WTB; u++) {
+      int tap = tb * CT_WTB + u;
+      float r = HSUM(acc[k][u]);
+      if (tap < T) pw[pw_off + (ig * Cout + co0 + k) * (long)T + tap] = r;
+      else if (tap == T && has_bias) pb[pb_off + ig * Cout + co0 + k] = r;
     }
 }
 

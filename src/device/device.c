@@ -113,6 +113,9 @@ static ct_status ct__device_init_props(ct_device *d, cl_platform_id plat) {
   cl_device_exec_capabilities exec = 0;
   clGetDeviceInfo(d->id, CL_DEVICE_EXECUTION_CAPABILITIES, sizeof exec, &exec, NULL);
   d->native_kernels = (exec & CL_EXEC_NATIVE_KERNEL) != 0;
+  cl_uint lanes = 0;
+  clGetDeviceInfo(d->id, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof lanes, &lanes, NULL);
+  d->float_lanes = lanes ? lanes : 1;
   p->type = (type & CL_DEVICE_TYPE_GPU)           ? CT_DEVICE_GPU
             : (type & CL_DEVICE_TYPE_ACCELERATOR) ? CT_DEVICE_ACCELERATOR
             : (type & CL_DEVICE_TYPE_CPU)         ? CT_DEVICE_CPU

@@ -38,6 +38,7 @@ struct ct_device {
   ct_device_props props;
   char *strings;               /* one allocation backing the props strings */
   bool native_kernels;         /* CL_EXEC_NATIVE_KERNEL: runs host functions in queue order */
+  cl_uint float_lanes;         /* CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT (at least 1): a CPU's SIMD width */
 
   pthread_mutex_t lock;        /* guards opening and slot creation */
   atomic_int opened;

@@ -295,23 +295,40 @@ ct_status ct__conv_pad(ct__kernel *k, ct_device *d, const ct_tensor *t4, int ph,
 }
 
 /* The blocked direct path (kernels/conv.cl, "the blocked direct path"): stride 1, f32/f16/bf16
- * on CPU devices. CB and PB as in the kernels. */
-#define CT__CB 8
-#define CT__PB 48
+ * on CPU devices. */
+int ct__conv_lanes = 0;
+
+/* Accumulators and the vectors of one step within the vector registers, with none spilled:
+ * AVX-512 (32 registers of 16 floats): 8 channels x 3 vectors (24), 8 x 3 for the weight
+ * gradient; AVX2, SSE, NEON (16 registers): 6 channels x 2 vectors (12, plus 2 loads and a
+ * broadcast) and 4 x 3. AVX-512's blocking on AVX2 spilled: its 24 float16 accumulators are 48
+ * ymm registers (the digits CNN's convolutions ran 3x slower than PyTorch's). */
+void ct__conv_blocking(struct ct__conv_blocking *b, const ct_device *d) {
+  int lanes = ct__conv_lanes ? ct__conv_lanes : (int)d->float_lanes;
+  if (lanes >= 16) *b = (struct ct__conv_blocking){.vl = 16, .cb = 8, .nv = 3, .wcb = 8, .wtb = 3};
+  else *b = (struct ct__conv_blocking){.vl = lanes >= 8 ? 8 : 4, .cb = 6, .nv = 2, .wcb = 4, .wtb = 3};
+  snprintf(b->opts, sizeof b->opts, "-DCT_VL=%d -DCT_CB=%d -DCT_NV=%d -DCT_WCB=%d -DCT_WTB=%d", b->vl, b->cb, b->nv,
+           b->wcb, b->wtb);
+}
+
+/* The most positions a blocking's work-item covers (8 x 3 x 16: 48). */
+#define CT__PB_MAX 48
 
 int64_t ct__conv_blocked_slack(const struct ct__conv *cv, const struct ct__tall *tl) {
   /* The last block's vector loads run past the last channel's images by at most this many
    * floats (past cs: the channel's slack is at least 16). */
-  return CT__PB + ((int64_t)cv->kh - 1) * cv->dh * tl->S + ((int64_t)cv->kw - 1) * cv->dw;
+  return CT__PB_MAX + ((int64_t)cv->kh - 1) * cv->dh * tl->S + ((int64_t)cv->kw - 1) * cv->dw;
 }
 
 /* *wt (new) = wc (contiguous [Cout, C / groups, kh, kw]) packed by conv_wpack. */
 static ct_status blocked_pack(ct_tensor **wt, ct_device *d, const struct ct__conv *cv, const ct_tensor *wc) {
   const char *fn = cv->fn;
-  int64_t g = cv->groups, og = cv->Cout / g, cg = cv->C / g, ncb = (og + CT__CB - 1) / CT__CB;
+  struct ct__conv_blocking bl;
+  ct__conv_blocking(&bl, d);
+  int64_t g = cv->groups, og = cv->Cout / g, cg = cv->C / g, ncb = (og + bl.cb - 1) / bl.cb;
   ct__kernel *kpack;
-  CT__TRY(ct__kernel_for(&kpack, d, "conv.cl", "conv_wpack", (int)wc->dtype, NULL, fn));
-  int64_t wts[1] = {g * ncb * cg * cv->kh * cv->kw * CT__CB};
+  CT__TRY(ct__kernel_for(&kpack, d, "conv.cl", "conv_wpack", (int)wc->dtype, bl.opts, fn));
+  int64_t wts[1] = {g * ncb * cg * cv->kh * cv->kw * bl.cb};
   CT__TRY(ct__tensor_new(wt, d, CT_F32, 1, wts, fn));
   struct ct__kargs a;
   ct__kargs_begin(&a, kpack, ct__kernel_lock(kpack));
@@ -323,7 +340,7 @@ static ct_status blocked_pack(ct_tensor **wt, ct_device *d, const struct ct__con
   ct__karg_int(&a, "ncb", (cl_int)ncb);
   ct__karg_tensor(&a, "wt", *wt, 0);
   ct__karg_long(&a, "total", wts[0]);
-  return ct__launch1(kpack, &a, d, wts[0] / ((int64_t)cv->kh * cv->kw * CT__CB), 16, fn);
+  return ct__launch1(kpack, &a, d, wts[0] / ((int64_t)cv->kh * cv->kw * bl.cb), 16, fn);
 }
 
 /* conv_blk over images n0 .. n0 + nimg of the conv of cv, padded into xp (layout tl). */
@@ -331,11 +348,13 @@ static ct_status blocked_launch(ct_device *d, const struct ct__conv *cv, const c
                                 const struct ct__tall *tl, const ct_tensor *wt, const ct_tensor *bias, ct_tensor *out,
                                 int64_t n0, int64_t nimg) {
   const char *fn = cv->fn;
-  int64_t g = cv->groups, og = cv->Cout / g, cg = cv->C / g, ncb = (og + CT__CB - 1) / CT__CB;
+  struct ct__conv_blocking bl;
+  ct__conv_blocking(&bl, d);
+  int64_t g = cv->groups, og = cv->Cout / g, cg = cv->C / g, ncb = (og + bl.cb - 1) / bl.cb, pb = bl.nv * bl.vl;
   ct__kernel *kblk;
-  CT__TRY(ct__kernel_for(&kblk, d, "conv.cl", "conv_blk", (int)out->dtype, NULL, fn));
+  CT__TRY(ct__kernel_for(&kblk, d, "conv.cl", "conv_blk", (int)out->dtype, bl.opts, fn));
   /* Position blocks over the chunk's images together (a block may span two or more). */
-  int64_t npb = (nimg * tl->Rimg * tl->S + CT__PB - 1) / CT__PB;
+  int64_t npb = (nimg * tl->Rimg * tl->S + pb - 1) / pb;
   int64_t items = g * ncb * npb;
   struct ct__kargs a;
   ct__kargs_begin(&a, kblk, ct__kernel_lock(kblk));

@@ -203,7 +203,9 @@ static ct_status gw_blocked(ct_tensor **gw, ct_tensor **gb, const struct ct__con
   ct_device *d = x4->storage->device;
   int64_t grp = cv->groups, og = cv->Cout / grp, cg = cv->C / grp, T = cg * cv->kh * cv->kw;
   int has_bias = gb != NULL;
-  int64_t ncb = (og + 7) / 8, ntb = (T + has_bias + 2) / 3;
+  struct ct__conv_blocking bl;
+  ct__conv_blocking(&bl, d);
+  int64_t ncb = (og + bl.wcb - 1) / bl.wcb, ntb = (T + has_bias + bl.wtb - 1) / bl.wtb;
   struct ct__tall tx, tg;
   ct__conv_tall(&tx, cv->H, cv->W, cv->ph, cv->pw, cv->OH, cv->OW, 1);
   int64_t img_pos = tx.Rimg * tx.S;
@@ -230,7 +232,7 @@ static ct_status gw_blocked(ct_tensor **gw, ct_tensor **gb, const struct ct__con
   int64_t ones = nv_max * 16 + ext;
   ct__kernel *kpad, *kw, *ksum;
   CT__TRY(ct__kernel_for(&kpad, d, "conv.cl", "conv_pad", (int)x4->dtype, NULL, fn));
-  CT__TRY(ct__kernel_for(&kw, d, "conv.cl", "conv_wgrad", (int)x4->dtype, NULL, fn));
+  CT__TRY(ct__kernel_for(&kw, d, "conv.cl", "conv_wgrad", (int)x4->dtype, bl.opts, fn));
   CT__TRY(ct__kernel_for(&ksum, d, "conv.cl", "conv_wsum", (int)x4->dtype, NULL, fn));
   ct_tensor *xp = NULL, *gq = NULL, *pw = NULL, *pb = NULL, *ow = NULL, *ob = NULL;
   int64_t xps[1] = {cv->C * tx.cs + ones}, gqs[1] = {cv->Cout * tg.cs};

@@ -109,6 +109,17 @@ ct_status ct__conv_pad(ct__kernel *k, ct_device *d, const ct_tensor *t4, int ph,
                        const char *fn);
 /* Which path ct__conv_run takes for cv over x of dtype dt on d (CT__CONV_DIRECT, _GEMM, _BLOCKED). */
 int ct__conv_path(const struct ct__conv *cv, ct_dtype dt, const ct_device *d);
+/* The blocked kernels' register blocking for a device (kernels/conv.cl, CT_VL and the rest): its
+ * SIMD width (CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT: 16 on AVX-512, 8 on AVX2, 4 on SSE and NEON)
+ * decides how many accumulators fit its registers. opts: the kernels' build options. */
+struct ct__conv_blocking {
+  int vl, cb, nv;   /* the forward: cb output channels x nv vectors of vl positions */
+  int wcb, wtb;     /* the weight gradient: wcb output channels x wtb taps */
+  char opts[96];
+};
+void ct__conv_blocking(struct ct__conv_blocking *b, const ct_device *d);
+/* Tests: 0 (default) the device's width, else this many lanes (4, 8 or 16) whatever the device. */
+extern int ct__conv_lanes;
 /* The floats the blocked kernel may read past the last channel of a tall buffer (tl) for cv. */
 int64_t ct__conv_blocked_slack(const struct ct__conv *cv, const struct ct__tall *tl);
 /* *out (new, [N, Cout, OH, OW] of dtype dt) = the stride-1 conv of cv on the blocked kernel, no

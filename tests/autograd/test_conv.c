@@ -195,10 +195,12 @@ START_TEST(conv_paths_agree) {
   const struct cconv *c = &path_cases[_i];
   double *rx, *rw, *rb;
   conv_grads(d, CT_F64, c, &rx, &rw, &rb);
-  for (int mode = 0; mode < 5; mode++) {
+  for (int mode = 0; mode < 8; mode++) {
     /* auto, GEMM, auto one image at a time, GEMM one image at a time, auto with an image group
-     * per image (the blocked weight gradient's partial sums) */
-    ct__nn_conv_bwd_path = mode % 2 == 0 ? CT__CONV_BWD_AUTO : CT__CONV_BWD_GEMM;
+     * per image (the blocked weight gradient's partial sums), auto with the blocked kernels'
+     * 4-, 8- and 16-lane register blockings (ct__conv_blocking) */
+    ct__conv_lanes = mode >= 5 ? 4 << (mode - 5) : 0;
+    ct__nn_conv_bwd_path = mode % 2 == 0 || mode >= 5 ? CT__CONV_BWD_AUTO : CT__CONV_BWD_GEMM;
     ct__nn_col_bytes = mode == 2 || mode == 3 ? 1 : (int64_t)64 << 20;
     ct__nn_wgrad_positions = mode == 4 ? 1 : 1024;
     ct__nn_wgrad_group_bytes = mode == 4 ? 1 : (int64_t)1 << 20;
@@ -208,6 +210,7 @@ START_TEST(conv_paths_agree) {
     snprintf(what, sizeof what, "%s mode %d", c->name, mode);
     grads_close(what, c, gx, gw, gb, rx, rw, rb, 1e-5);
   }
+  ct__conv_lanes = 0;
   ct__nn_conv_bwd_path = CT__CONV_BWD_AUTO;
   ct__nn_col_bytes = (int64_t)64 << 20;
   ct__nn_wgrad_positions = 1024;

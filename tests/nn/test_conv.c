@@ -161,13 +161,21 @@ static const int k_paths[4] = {CT__CONV_AUTO, CT__CONV_DIRECT, CT__CONV_GEMM, CT
 static bool g_gemm_only;
 #define FOR_PATHS(p) for (int p = g_gemm_only ? 2 : 0; p < (g_gemm_only ? 3 : 4); p++)
 
-/* Every case on every path (the blocked path falls back to the GEMM for strides > 1). */
+/* Every case on every path (the blocked path falls back to the GEMM for strides > 1), and on the
+ * blocked path with each register blocking (4, 8 and 16 lanes: ct__conv_blocking), whatever the
+ * device's own width. */
 START_TEST(test_conv2d_f32) {
   ct_device *d = ct_test_device();
   FOR_PATHS(p) {
     ct__nn_conv_path = k_paths[p];
     run_case(d, CT_F32, &cases[_i]);
   }
+  for (int lanes = 4; lanes <= 16 && !g_gemm_only; lanes *= 2) {
+    ct__nn_conv_path = CT__CONV_BLOCKED;
+    ct__conv_lanes = lanes;
+    run_case(d, CT_F32, &cases[_i]);
+  }
+  ct__conv_lanes = 0;
 }
 END_TEST
 
