@@ -232,6 +232,15 @@ const char *ct__host_blas_core(const char **before);
 #define CT__BLAS_ONE_THREAD_BELOW ((int64_t)1 << 26)
 bool ct__host_blas_small_begin(int64_t madds);
 void ct__host_blas_small_end(bool began);
+/* C (m x n, ldc) = alpha op(A) op(B), row-major, f32, for small products (host_small.c): false,
+ * with nothing written, when it does not apply (no AVX2 and FMA, more than CT__SGEMM_SMALL_MAX
+ * multiply-adds, a transposed B of more than 4096 elements, an empty C, ct__sgemm_small_off set):
+ * the caller then uses CBLAS. Each element is one sequential FMA chain over k, times alpha. */
+#define CT__SGEMM_SMALL_MAX ((int64_t)1 << 20)
+bool ct__sgemm_small(bool ta, const float *a, int64_t lda, bool tb, const float *b, int64_t ldb, int64_t m,
+                     int64_t n, int64_t k, float alpha, float *c, int64_t ldc);
+/* Tests: nonzero makes ct__sgemm_small decline every product. */
+extern int ct__sgemm_small_off;
 /* Whether the library was built with a host CBLAS. */
 bool ct__gemm_host_available(void);
 

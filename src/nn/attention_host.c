@@ -128,7 +128,8 @@ static void ct__gemm(ct_dtype dt, bool ta, const char *pa, int64_t lda, bool tb,
   if (dt == CT_F64)
     cblas_dgemm(CblasRowMajor, a, b, (int)m, (int)n, (int)k, alpha, (const double *)pa, (int)lda, (const double *)pb,
                 (int)ldb, 0.0, (double *)pc, (int)ldc);
-  else
+  else if (!ct__sgemm_small(ta, (const float *)pa, lda, tb, (const float *)pb, ldb, m, n, k, (float)alpha,
+                            (float *)pc, ldc))
     cblas_sgemm(CblasRowMajor, a, b, (int)m, (int)n, (int)k, (float)alpha, (const float *)pa, (int)lda,
                 (const float *)pb, (int)ldb, 0.0f, (float *)pc, (int)ldc);
 }
