@@ -156,12 +156,13 @@ __kernel void conv_wflip(__global const io_t *w, long w_off, int Cg, int og, int
  * bottom padding and the next image's top padding. An output position q = R S + col (image
  * R / Rimg, row oh = R % Rimg, column col; oh < OH and col < OW valid, the rest discarded) then
  * reads xp at q + i dh S + j dw for window tap (i, j), every valid one inside its own image's
- * padded window. So PB consecutive positions read PB consecutive floats, three float16 loads
- * per tap (PB / CT_VL on other widths), and a block spans images: on small planes (8x8, 4x4) most lanes are valid outputs,
- * where blocks of one padded plane each left half or two thirds of them discarded. A work-item
- * computes CB output channels x PB positions in registers (CT_NV x CB vector accumulators: with
- * AVX-512, 3 x 8 float16, 24 of its 32 registers; with AVX2, 2 x 6 float8, 12 of 16), streaming the taps of its group's input channels with the CB
- * weights of each tap next to each other (w packed by conv_wpack as
+ * padded window. So PB consecutive positions read PB consecutive floats, CT_NV vector loads per
+ * tap, and a block spans images: on small planes (8x8, 4x4) most lanes are valid outputs, where
+ * blocks of one padded plane each left half or two thirds of them discarded. A work-item
+ * computes CB output channels x PB positions in registers (CB x CT_NV vector accumulators: with
+ * AVX-512, 8 x 3 float16, 24 of its 32 registers; with AVX2, 6 x 2 float8, 12 of 16), streaming
+ * the taps of its group's input channels with the CB weights of each tap next to each other (w
+ * packed by conv_wpack as
  * [groups][channel blocks][C/groups][kh][kw][CB], zeros past the group's channels). */
 /* The blocking, from the host (src/nn/conv.c, ct__conv_blocking: the device's SIMD width):
  * CT_VL floats a vector, CB = CT_CB output channels x CT_NV vectors of positions a work-item,
@@ -334,10 +335,10 @@ __kernel void conv_blk(__global const float *xp, long xp_off, long cs, int Cg, i
  * x per tap; the discarded positions multiply zeros of gq. Each group's taps are its Cg kh kw
  * window taps and one more, tap T = Cg kh kw, whose x is a run of ones at xp + ones_off: its sums
  * are the bias gradient (sum of g), so g is read once for both. A work-item sums, over its vpg
- * vectors of positions (ig: its position group), CT_WCB output channels (cb: a block of the group's
- * og) x CT_WTB taps (tb) in vector accumulators (AVX-512: 8 x 3 float16, AVX2: 4 x 3 float8), then
- * writes their sums: window taps to
- * pw[(ig Cout + co) T + tap], the bias tap to pb[ig Cout + co] (has_bias). With one position
+ * vectors of positions (ig: its position group), CT_WCB output channels (cb: a block of the
+ * group's og) x CT_WTB taps (tb) in vector accumulators (AVX-512: 8 x 3 float16, AVX2: 4 x 3
+ * float8), then writes their sums: window taps to pw[(ig Cout + co) T + tap], the bias tap to
+ * pb[ig Cout + co] (has_bias). With one position
  * group these are gw and gb themselves, else partial sums that conv_wsum adds in order. The x
  * reads of discarded positions land in x's zeros, other channels, the ones or the slack after
  * them (all written, finite for finite x). Non-finite x values there can turn a gradient that

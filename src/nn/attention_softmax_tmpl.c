@@ -95,7 +95,8 @@ static inline __attribute__((always_inline)) void CT__N(ct__vstore)(float *p, VF
  * taken CT__VL at a time, the last step masked (keys past n_i read as -inf, written back as 0)
  * where it stays inside the row; the horizontal maximum and sum are shuffles. Per row, the
  * fixed costs were most of the time with scalar reductions and tails. */
-static inline __attribute__((always_inline)) void CT__N(ct__softmax_rows_body)(float *P, int64_t L, int64_t S, bool causal) {
+static inline __attribute__((always_inline)) void CT__N(ct__softmax_rows_body)(float *P, int64_t L, int64_t S,
+                                                                              bool causal) {
   const VF lane = {CT__XOR(0)};
   const VF ninf = (VF){0} - INFINITY;
   for (int64_t i = 0; i < L; i++) {

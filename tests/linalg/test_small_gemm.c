@@ -55,8 +55,9 @@ static void check(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha
           sa += fabs(x * y);
         }
         double want = s * alpha, got = c[i * ldc + j];
-        ck_assert_msg(fabs(got - want) <= 4e-6 * (1 + sa * fabs(alpha)), "ta %d tb %d %lldx%lldx%lld (%lld, %lld): %.9g, expected %.9g",
-                      ta, tb, (long long)m, (long long)n, (long long)k, (long long)i, (long long)j, got, want);
+        ck_assert_msg(fabs(got - want) <= 4e-6 * (1 + sa * fabs(alpha)),
+                      "ta %d tb %d %lldx%lldx%lld (%lld, %lld): %.9g, expected %.9g", ta, tb, (long long)m,
+                      (long long)n, (long long)k, (long long)i, (long long)j, got, want);
       }
   free(a);
   free(b);

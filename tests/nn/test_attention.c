@@ -287,7 +287,8 @@ static void team_everything(void) {
 
 /* A NaN in one query's row makes that row's output NaN (its scores are all NaN), as in
  * PyTorch, also when every score of the row is NaN; the other rows stay finite. Causal and
- * not, at each width of the host softmax, on every path (the test runs in each of the attention modes). */
+ * not, at each width of the host softmax, on every path (the test runs in each of the attention
+ * modes). */
 START_TEST(test_nan_row) {
   ct_device *d = ct_test_device();
   enum { L = 20, E = 16 };
@@ -297,15 +298,17 @@ START_TEST(test_nan_row) {
   ct_tensor *q = NULL, *k = NULL, *o = NULL;
   ck_assert_ct_ok(ct_from_host(&q, d, CT_F32, 3, (int64_t[]){1, L, E}, qh));
   ck_assert_ct_ok(ct_randn_seeded(&k, d, CT_F32, 3, (int64_t[]){1, L, E}, 1, 9));
-  for (int causal = 0; causal < 8; causal++) {
-    ct__sdpa_host_lanes = (int[]){0, 4, 8, 16}[causal / 2]; /* each width of the host softmax */
-    ck_assert_ct_ok(ct_scaled_dot_product_attention(&o, q, k, k, NULL, causal % 2, NAN));
+  for (int c = 0; c < 8; c++) {
+    /* c: causal or not (c % 2) at each width of the host softmax (c / 2: the CPU's own, 4, 8, 16) */
+    ct__sdpa_host_lanes = (int[]){0, 4, 8, 16}[c / 2];
+    ck_assert_ct_ok(ct_scaled_dot_product_attention(&o, q, k, k, NULL, c % 2, NAN));
     float oh[L * E];
     ck_assert_ct_ok(ct_to_host(o, oh, sizeof oh));
     for (int i = 0; i < L; i++)
       for (int j = 0; j < E; j++) {
-        if (i == 3) ck_assert_msg(isnan(oh[i * E + j]), "case %d: row 3 col %d is %g, not NaN", causal, j, oh[i * E + j]);
-        else ck_assert_msg(isfinite(oh[i * E + j]), "case %d: row %d col %d is %g", causal, i, j, oh[i * E + j]);
+        if (i == 3)
+          ck_assert_msg(isnan(oh[i * E + j]), "case %d: row 3 col %d is %g, not NaN", c, j, oh[i * E + j]);
+        else ck_assert_msg(isfinite(oh[i * E + j]), "case %d: row %d col %d is %g", c, i, j, oh[i * E + j]);
       }
     ct_release(o);
   }
