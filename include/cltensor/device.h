@@ -99,13 +99,27 @@ CT_API int ct_device_index(const ct_device *d);
 /* The device's properties (borrowed, valid until ct_shutdown()); NULL for NULL. */
 CT_API const ct_device_props *ct_device_properties(const ct_device *d);
 
+/* The family of kernel variants the library runs on the device: "chunked" (one work-item
+ * streams a run of elements: what PoCL's CPU drivers are fast at) or "lanes" (neighbouring
+ * work-items on neighbouring elements, work-groups sharing an extent: GPUs, and CPU
+ * implementations that run work-items as SIMD lanes, such as Mesa's rusticl on llvmpipe). The
+ * choice follows the OpenCL implementation, not the device type; $CLTENSOR_KERNEL_STYLE
+ * (auto, chunked, lanes) overrides it for every device. Both styles give the same results.
+ * Returns a static string; NULL for NULL. See docs/PORTABILITY.md, "Kernel style". */
+CT_API const char *ct_device_kernel_style(const ct_device *d);
+
+/* Why the device got its kernel style, in words (a static string, e.g. "$CLTENSOR_KERNEL_STYLE"
+ * when the variable chose it); NULL for NULL. */
+CT_API const char *ct_device_kernel_style_reason(const ct_device *d);
+
 /* "gpu", "accelerator", "cpu" or "other". */
 CT_API const char *ct_device_type_name(ct_device_type type);
 
 /* Makes sure the device's OpenCL context and queue exist (they are otherwise created on first
  * use), so that later calls don't pay for it.
- * Returns CT_OK; CT_ERR_INVALID_ARGUMENT for NULL; CT_ERR_OPENCL or CT_ERR_OUT_OF_MEMORY when
- * OpenCL refuses. */
+ * Returns CT_OK; CT_ERR_INVALID_ARGUMENT for NULL or an invalid $CLTENSOR_KERNEL_STYLE (every
+ * call that uses the device reports it the same way); CT_ERR_OPENCL or CT_ERR_OUT_OF_MEMORY
+ * when OpenCL refuses. */
 CT_API ct_status ct_device_open(ct_device *d);
 
 /* Waits until every command queued on the device has finished.

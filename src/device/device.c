@@ -130,6 +130,7 @@ static ct_status ct__device_init_props(ct_device *d, cl_platform_id plat) {
   p->host_unified_memory = unified == CL_TRUE;
   p->fp64 = ct__has_ext(p->extensions, "cl_khr_fp64");
   p->fp16 = ct__has_ext(p->extensions, "cl_khr_fp16");
+  ct__device_init_quirks(d);
   return CT_OK;
 }
 
@@ -387,6 +388,7 @@ const ct_device_props *ct_device_properties(const ct_device *d) { return d ? &d-
 static ct_status ct__open_locked(ct_device *d) {
   struct ct__platform *pl = d->plat;
   cl_int err;
+  if (d->style_status != CT_OK) return ct__error(d->style_status, "ct_device_open: %s", d->style_error);
   pthread_mutex_lock(&g.lock); /* the context is shared by the platform's devices */
   if (!pl->ctx) {
     cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)pl->id, 0};

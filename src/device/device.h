@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "cltensor/device.h"
 #include "cltensor/tensor.h"
@@ -39,6 +40,14 @@ struct ct_device {
   char *strings;               /* one allocation backing the props strings */
   bool native_kernels;         /* CL_EXEC_NATIVE_KERNEL: runs host functions in queue order */
   cl_uint float_lanes;         /* CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT (at least 1): a CPU's SIMD width */
+  /* What the implementation does (device/quirks.c): the kernel style the op families pick,
+   * why, an invalid $CLTENSOR_KERNEL_STYLE (reported by the first open), and the driver's loop
+   * limit per work-item (0: none). */
+  bool chunked;
+  const char *style_reason;
+  ct_status style_status;
+  char style_error[160];
+  uint32_t loop_limit;
 
   pthread_mutex_t lock;        /* guards opening and slot creation */
   atomic_int opened;
@@ -53,6 +62,19 @@ struct ct_device {
   _Atomic(cl_event) last_event;
   atomic_int async_error;
 };
+
+/* Sets the device's kernel style and driver limits from its properties and
+ * $CLTENSOR_KERNEL_STYLE (device/quirks.c); called once when the device list is made. */
+void ct__device_init_quirks(ct_device *d);
+
+/* True when the op families run their chunked (PoCL CPU) kernel variants on d, false for the
+ * lane-parallel (GPU-style) ones. */
+static inline bool ct__device_chunked(const ct_device *d) { return d->chunked; }
+
+/* How many iterations one loop of a work-item may take on d: UINT64_MAX unless the driver ends
+ * loops early (llvmpipe), then a share of its limit. Host code that sizes per-item loops from
+ * the input (reduction parts) keeps below it. */
+uint64_t ct__device_loop_budget(const ct_device *d);
 
 /* Opens the device (context + queue) if needed; thread-safe. */
 ct_status ct__device_open(ct_device *d);

@@ -59,7 +59,7 @@ static ct_status ct__ew_state_create(void **state, ct_device *d) {
    * faster than through the half builtins; a strided row is walked 32 elements per work-item
    * there (3-4x a single one for a broadcast row). GPUs want neighbouring work-items on
    * neighbouring elements. */
-  s->cpu = d->props.type == CT_DEVICE_CPU && !ct__ew_gpu_paths;
+  s->cpu = ct__device_chunked(d) && !ct__ew_gpu_paths;
   s->sper = s->cpu ? 32 : 1;
   /* Division and sqrt are correctly rounded only on request, and the request is only valid
    * where the device says it can. */

@@ -597,7 +597,7 @@ static void ct__unschedule(void) {
 }
 
 static void ct__fgen_set(struct ct__fgen *g, int q, const struct ct__fkern *K) {
-  g->cpu_red = K->dev->props.type == CT_DEVICE_CPU && !ct__ew_gpu_paths;
+  g->cpu_red = ct__device_chunked(K->dev) && !ct__ew_gpu_paths;
   g->kk = q;
   g->dev = K->dev;
   g->k = K->k;

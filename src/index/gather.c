@@ -28,7 +28,7 @@ struct gather_geom {
 static int touch_span(const ct_device *d, const struct gather_geom *g, size_t es) {
   int last = g->ndim - 1;
   int64_t span = g->sel_size * (int64_t)es;
-  return d->props.type == CT_DEVICE_CPU && g->istr[last] != 0 && g->xstr[last] == 0 && g->sel_stride == 1 &&
+  return ct__device_chunked(d) && g->istr[last] != 0 && g->xstr[last] == 0 && g->sel_stride == 1 &&
          span <= 65536 && span / 64 <= g->shape[last] / 4;
 }
 

@@ -55,7 +55,7 @@ size_t ct__device_group_target(const ct_device *d) {
    * cost less (PoCL, 2^25-element add against the raw kernel with the driver's choice: 0.77x
    * with 64, 0.85-1.0x with 256, 0.97-1.0x with 1024 or 4096); 256 elsewhere, a multiple of
    * every warp and wavefront size. */
-  size_t want = d->props.type == CT_DEVICE_CPU ? 1024 : 256;
+  size_t want = ct__device_chunked(d) ? 1024 : 256;
   size_t most = d->props.max_work_group_size ? ct__pow2_floor(d->props.max_work_group_size) : 1;
   return want < most ? want : most;
 }

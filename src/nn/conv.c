@@ -438,7 +438,7 @@ int ct__conv_path(const struct ct__conv *cv, ct_dtype dt, const ct_device *d) {
   int64_t K = cv->C / cv->groups * cv->kh * cv->kw;
   int path = ct__nn_conv_path;
   if (path == CT__CONV_AUTO) {
-    bool blocked_fits = cv->sh == 1 && cv->sw == 1 && dt != CT_F64 && d->props.type == CT_DEVICE_CPU;
+    bool blocked_fits = cv->sh == 1 && cv->sw == 1 && dt != CT_F64 && ct__device_chunked(d);
     if (blocked_fits && cv->Cout / cv->groups >= 8) path = CT__CONV_BLOCKED;
     else if (K <= 16 || cv->C / cv->groups == 1) path = CT__CONV_DIRECT;
     else if (blocked_fits) path = CT__CONV_BLOCKED;

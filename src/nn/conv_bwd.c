@@ -378,7 +378,7 @@ ct_status ct__nn_conv_backward(ct_tensor **gx, ct_tensor **gw, ct_tensor **gb, c
   ct_dtype cdt = x->dtype == CT_F64 ? CT_F64 : CT_F32;
   bool gemm_forced = ct__nn_conv_bwd_path == CT__CONV_BWD_GEMM;
   bool gemm_path = cv.sh != 1 || cv.sw != 1 || gemm_forced;
-  bool blocked_w = !gemm_path && x->dtype != CT_F64 && d->props.type == CT_DEVICE_CPU;
+  bool blocked_w = !gemm_path && x->dtype != CT_F64 && ct__device_chunked(d);
   bool need_gc = !empty && ((gx && gemm_path) || (gw && !blocked_w));
   if (st == CT_OK && need_gc) st = ct__contiguous(&gc, g4, cdt, 0, fn);
   /* g padded once for both gradients when the input gradient's transposed conv runs on the

@@ -72,7 +72,7 @@ extern int ct__reduce_gpu_layout;
 /* Whether reductions and softmax on d use the CPU layout (a work-item owns an extent, wide
  * column strips, -DCT_CHUNKED=1) rather than the GPU one (work-groups share an extent). */
 static inline bool ct__cpu_layout(const ct_device *d) {
-  return d->props.type == CT_DEVICE_CPU && !ct__reduce_gpu_layout;
+  return ct__device_chunked(d) && !ct__reduce_gpu_layout;
 }
 
 #endif

@@ -77,6 +77,8 @@ static void print_json(ct_device *d, int is_default, int first) {
          (unsigned long long)p->local_mem_bytes);
   printf(", \"max_work_group_size\": %zu, \"mem_base_addr_align_bits\": %u", p->max_work_group_size,
          p->mem_base_addr_align_bits);
+  printf(", \"kernel_style\": \"%s\", \"kernel_style_reason\": ", ct_device_kernel_style(d));
+  json_str(ct_device_kernel_style_reason(d));
   printf(", \"host_unified_memory\": %s, \"fp64\": %s, \"fp16\": %s, \"extensions\": [",
          p->host_unified_memory ? "true" : "false", p->fp64 ? "true" : "false", p->fp16 ? "true" : "false");
   const char *s = p->extensions;
@@ -108,6 +110,7 @@ static void print_row(ct_device *d, int is_default, int verbose) {
          p->driver_version, p->platform_version);
   printf("    clock: %u MHz  max alloc: %s  local memory: %s  max work-group: %zu  unified memory: %s\n",
          p->max_clock_mhz, alloc, local, p->max_work_group_size, p->host_unified_memory ? "yes" : "no");
+  printf("    kernel style: %s (%s)\n", ct_device_kernel_style(d), ct_device_kernel_style_reason(d));
   printf("    extensions: %s\n", p->extensions);
 }
 
