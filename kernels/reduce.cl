@@ -112,7 +112,10 @@ typedef CT_T(CT_IN) in_t;
 #endif
 #if defined(CT_ACC_FLOAT)
 typedef int8 ARG_MASK_T;
-#define ARG_MASK_L(m) convert_long8(m)
+/* "!= 0", not convert_long8(m) alone: Mesa's rusticl 22.3 (llvmpipe) compiles
+ * select(long8, long8, convert_long8(int8 mask)) as if the mask were all false, so argmax and
+ * argmin kept each lane's first index (docs/PORTABILITY.md, tests/portability). */
+#define ARG_MASK_L(m) (convert_long8(m) != 0)
 #else
 typedef long8 ARG_MASK_T;
 #define ARG_MASK_L(m) (m)
