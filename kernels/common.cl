@@ -145,6 +145,13 @@ inline ushort ct_f32_to_bf16(float f) {
 #define CT_ISFLOAT_12 0
 #define CT_ISFLOAT(dt) CT_CAT(CT_ISFLOAT_, dt)
 
+/* x sign-extended to long, by hand: Mesa's rusticl 22.3 (llvmpipe) miscompiles comparisons and
+ * convert_float_rtz() of a value sign-extended from int ((long)x): with x = 4, (long)x < 0 and
+ * (long)x >= 600 were both true, and x = -3 passed as an index in range, so a gather with a
+ * negative i32 index returned CT_OK. The zero extension and the subtraction compile correctly
+ * everywhere (tests/portability/test_driver_quirks.c). */
+inline long ct_sext32(int x) { return (long)(uint)x - (x < 0 ? 0x100000000l : 0l); }
+
 /* Strided addressing. Host code passes a tensor's geometry as two long8 arguments (shape and
  * strides in elements; unused trailing dims have shape 1, stride 0) plus ndim. ct_offset gives
  * the element offset of the i-th element in row-major order of shape. */

@@ -50,13 +50,16 @@ inline struct ct_rowpart ct_row_part(long gid, int ndim, long8 shape, long8 s1, 
   return p;
 }
 
+/* An index element as long: i32 ones through ct_sext32 (common.cl says why). */
+#define CT_WIDEN_INDEX(x) (sizeof(x) == 4 ? ct_sext32((int)(x)) : (long)(x))
+
 /* gather_bits' loop over a strided index row of type IT (i64 or i32): one source for both
  * index types, each expanded on its own so the hot loop has no per-element type branch. */
 #define CT_GATHER_STRIDED(IT)                                          \
   do {                                                                 \
     __global const IT *ip = (__global const IT *)idx + ib;             \
     for (long e = e0; e < e1; e++) {                                   \
-      long v = ip[e * ii];                                             \
+      long v = CT_WIDEN_INDEX(ip[e * ii]);                             \
       if (v < 0 || v >= sel_size) {                                    \
         ct_report_bad(err, row * inner + e, v);                        \
         out[ob + e] = (T)0;                                            \

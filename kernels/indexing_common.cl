@@ -26,5 +26,5 @@ inline long ct_chunk(long gid, long inner, long chunk, long *e0, long *e1) {
 /* Index element i, stored as i64 (idx64) or i32: a runtime flag, not a build option, so one
  * program serves both. */
 inline long ct_load_index(__global const uchar *idx, long i, int idx64) {
-  return idx64 ? ((__global const long *)idx)[i] : (long)((__global const int *)idx)[i];
+  return idx64 ? ((__global const long *)idx)[i] : ct_sext32(((__global const int *)idx)[i]);
 }

@@ -170,13 +170,16 @@ inline void ct_philox4x32_10_v8(uint8 *c0, uint8 *c1, uint8 *c2, uint8 *c3, uint
   }
 }
 
-/* Element i of dropout_fill: out[dst] = in[src] * scale when kept, else in[src] * 0. */
+/* Element i of dropout_fill: out[dst] = in[src] * scale when kept, else in[src] * 0. One
+ * product by a factor chosen first: Mesa's rusticl 22.3 folds a written-out x * 0.0f to 0,
+ * which turned NaN and inf inputs into 0 instead of NaN (tests/nn/test_dropout.c,
+ * test_nonfinite). */
 inline void ct_dropout_one(__global const void *in, long src, __global void *out, long dst, int dt, bool keep,
                            float scale, ulong scale_bits) {
 #if defined(CT_HAS_FP64) && CT_HAS_FP64
   if (dt == CT_DT_F64) {
     double x = ((__global const double *)in)[src];
-    ((__global double *)out)[dst] = keep ? x * as_double(scale_bits) : x * 0.0;
+    ((__global double *)out)[dst] = x * (keep ? as_double(scale_bits) : 0.0);
     return;
   }
 #endif
@@ -187,7 +190,7 @@ inline void ct_dropout_one(__global const void *in, long src, __global void *out
     x = ct_bf16_to_f32(((__global const ushort *)in)[src]);
   else
     x = ((__global const float *)in)[src];
-  ct_store_f(out, dst, dt, keep ? x * scale : x * 0.0f);
+  ct_store_f(out, dst, dt, x * (keep ? scale : 0.0f));
   (void)scale_bits;
 }
 
@@ -218,7 +221,7 @@ __kernel void dropout_fill(__global const void *in, long in_off, int ndim, long8
      * time of the general one below. */
     __global const float *x = (__global const float *)in + in_off + i0;
     __global float *o = (__global float *)out + out_off + i0;
-    for (int e = 0; e < 32; e++) o[e] = ct_u24(w[e & 3][e >> 2]) >= p ? x[e] * scale : x[e] * 0.0f;
+    for (int e = 0; e < 32; e++) o[e] = x[e] * (ct_u24(w[e & 3][e >> 2]) >= p ? scale : 0.0f);
     return;
   }
   /* One dim (contiguous or evenly strided input, once the host merged dims): no division. */
