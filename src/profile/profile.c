@@ -49,6 +49,7 @@ struct ct__prof_dev {
   size_t npending, pcap;
   size_t resolve_at;         /* npending at which the next non-blocking resolve runs */
   uint64_t dropped;          /* commands not recorded for lack of host memory */
+  uint64_t bogus;            /* commands whose driver times were made up (1 ns or less) */
   struct ct__prof_dev *next;
 };
 
@@ -138,8 +139,15 @@ static void ct__prof_resolve(struct ct__prof_dev *p, size_t wait_count) {
             CL_SUCCESS &&
         clGetEventProfilingInfo(x->ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) == CL_SUCCESS &&
         t1 >= t0) {
-      p->ops[x->op].timed++;
-      p->ops[x->op].ns += t1 - t0;
+      /* No command takes a nanosecond or less: such times are made up. Mesa's rusticl 22.3
+       * answers 0, 1, 2 and 3 for queued, submit, start and end of every command; counted as
+       * untimed, and said so under the table, rather than printed as 0.001 us. */
+      if (t1 - t0 <= 1) {
+        p->bogus++;
+      } else {
+        p->ops[x->op].timed++;
+        p->ops[x->op].ns += t1 - t0;
+      }
     }
     clReleaseEvent(x->ev);
     if (x->begin) clReleaseEvent(x->begin);
@@ -198,6 +206,7 @@ static void ct__prof_clear(struct ct__prof_dev *p) {
   p->nops = 0;
   if (p->index) memset(p->index, 0, p->icap * sizeof *p->index);
   p->dropped = 0;
+  p->bogus = 0;
 }
 
 static void ct__prof_free(struct ct__prof_dev *p) {
@@ -421,9 +430,15 @@ static void ct__prof_write(FILE *f, struct ct__prof_dev **v, size_t n) {
     }
     fprintf(f, "%-40s %10" PRIu64 " %12.3f %12s %8.1f\n", "total", calls, (double)ns / 1e6, "",
             ns ? 100.0 : 0.0);
+    untimed = untimed > p->bogus ? untimed - p->bogus : 0;
     if (p->queue_profiling && untimed)
       fprintf(f, "  (%" PRIu64 " call%s without a device time: recorded while the profiler was "
                  "being switched, or the driver gave no times)\n", untimed, untimed == 1 ? "" : "s");
+    if (p->bogus)
+      fprintf(f, "  (%" PRIu64 " command%s without a usable device time: %s (%s) reported a "
+                 "duration of 1 ns or less, which no command takes; its driver gives no real "
+                 "command times, see docs/PORTABILITY.md)\n", p->bogus, p->bogus == 1 ? "" : "s",
+              p->spec, p->name);
     if (p->dropped)
       fprintf(f, "  (%" PRIu64 " command%s not recorded: out of host memory)\n", p->dropped,
               p->dropped == 1 ? "" : "s");
