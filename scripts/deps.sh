@@ -7,7 +7,9 @@ ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev
 libopenblas-dev libcjson-dev libdlpack-dev check python3-numpy"
 # Extra tools for the full test suite (sanitizers, fuzzing, Oclgrind, valgrind).
 if [ "${1:-}" = "--test" ]; then
-  pkgs="$pkgs clang libclang-rt-14-dev oclgrind valgrind"
+  # mesa-opencl-icd: Mesa's rusticl, the second OpenCL implementation the suites run on
+  # (scripts/rusticl.sh).
+  pkgs="$pkgs clang libclang-rt-14-dev oclgrind valgrind mesa-opencl-icd"
 fi
 missing=""
 for p in $pkgs; do

@@ -6,12 +6,13 @@
 #   2. the unit tests under ASan + UBSan + LSan (build-asan, scripts/sanitize.sh)
 #   3. the kernel subset on Oclgrind            (scripts/oclgrind.sh)
 #   4. each libFuzzer harness for 30 seconds    (build-fuzz, scripts/fuzz.sh)
+#   5. the CI subset on Mesa's rusticl          (build-test, scripts/rusticl.sh)
 #
 # CT_TEST_STAGES="1 2" runs only some stages (default: all). See docs/RELIABILITY.md.
 set -eu
 cd "$(dirname "$0")/.."
 sh scripts/deps.sh --test
-stages=${CT_TEST_STAGES:-1 2 3 4}
+stages=${CT_TEST_STAGES:-1 2 3 4 5}
 summary=""
 
 # Prints "N passed, M failed" for the last meson test run of a build folder (meson names the
@@ -61,6 +62,11 @@ oclgrind: $(count build-test)" ;;
       sh scripts/fuzz.sh 30
       summary="$summary
 fuzz: every harness ran 30 s without a finding" ;;
+    5)
+      echo "== 5. the CI subset on Mesa's rusticl (llvmpipe)"
+      BUILD_DIR=build-test sh scripts/rusticl.sh
+      summary="$summary
+rusticl: $(count build-test)" ;;
     *) echo "unknown stage $s" >&2; exit 2 ;;
   esac
 done
