@@ -71,17 +71,17 @@ inline float ct_ulong_to_f32_odd(ulong v) {
 #define CT_I2F_ODD(v) ct_ulong_to_f32_odd((ulong)(v))
 #define CT_I2F32(v) convert_float_rte((ulong)(v))
 #define CT_I2F64(v) convert_double_rte((ulong)(v))
-#elif CT_SRC == CT_DT_I8 || CT_SRC == CT_DT_I16 || CT_SRC == CT_DT_I32
+#else
+#define CT_I2F32(v) convert_float_rte(v)
+#define CT_I2F64(v) convert_double_rte(v)
+#if CT_SRC == CT_DT_I8 || CT_SRC == CT_DT_I16 || CT_SRC == CT_DT_I32
 /* Sources of 32 bits or fewer round from int: Mesa's rusticl 22.3 (llvmpipe) computes
  * convert_float_rtz((long)x) for a sign-extended int x as if x were unsigned, so i32 -> f16/bf16
  * casts lost the sign (-6 became 6; tests/portability/test_driver_quirks.c). */
 #define CT_I2F_ODD(v) ct_int_to_f32_odd((int)(v))
-#define CT_I2F32(v) convert_float_rte(v)
-#define CT_I2F64(v) convert_double_rte(v)
 #else
 #define CT_I2F_ODD(v) ct_long_to_f32_odd(v)
-#define CT_I2F32(v) convert_float_rte(v)
-#define CT_I2F64(v) convert_double_rte(v)
+#endif
 #endif
 #if defined(CT_HAS_FP64) && CT_HAS_FP64
 inline float ct_f64_to_f32_odd(double v) {

@@ -388,7 +388,7 @@ const ct_device_props *ct_device_properties(const ct_device *d) { return d ? &d-
 static ct_status ct__open_locked(ct_device *d) {
   struct ct__platform *pl = d->plat;
   cl_int err;
-  if (d->style_status != CT_OK) return ct__error(d->style_status, "ct_device_open: %s", d->style_error);
+  if (d->style_error[0]) return ct__error(CT_ERR_INVALID_ARGUMENT, "ct_device_open: %s", d->style_error);
   pthread_mutex_lock(&g.lock); /* the context is shared by the platform's devices */
   if (!pl->ctx) {
     cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)pl->id, 0};

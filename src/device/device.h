@@ -43,10 +43,10 @@ struct ct_device {
   /* What the implementation does (device/quirks.c): the kernel style the op families pick,
    * why, an invalid $CLTENSOR_KERNEL_STYLE (reported by the first open), and the driver's loop
    * limit per work-item (0: none). */
+  bool pocl_cpu;               /* PoCL's CPU driver (what shipped tuning and the chunked style are for) */
   bool chunked;
   const char *style_reason;
-  ct_status style_status;
-  char style_error[160];
+  char style_error[160];       /* empty unless $CLTENSOR_KERNEL_STYLE is invalid */
   uint32_t loop_limit;
 
   pthread_mutex_t lock;        /* guards opening and slot creation */
@@ -70,6 +70,9 @@ void ct__device_init_quirks(ct_device *d);
 /* True when the op families run their chunked (PoCL CPU) kernel variants on d, false for the
  * lane-parallel (GPU-style) ones. */
 static inline bool ct__device_chunked(const ct_device *d) { return d->chunked; }
+
+/* Whether d is PoCL's CPU driver: the implementation, whatever the kernel style says. */
+static inline bool ct__device_pocl_cpu(const ct_device *d) { return d->pocl_cpu; }
 
 /* How many iterations one loop of a work-item may take on d: UINT64_MAX unless the driver ends
  * loops early (llvmpipe), then a share of its limit. Host code that sizes per-item loops from

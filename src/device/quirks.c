@@ -30,15 +30,14 @@ static bool ct__contains(const char *hay, const char *needle) { return hay && st
 
 void ct__device_init_quirks(ct_device *d) {
   const ct_device_props *p = &d->props;
-  bool pocl = ct__contains(p->platform_name, "Portable Computing Language");
-  bool llvmpipe = ct__contains(p->name, "llvmpipe");
-  d->loop_limit = llvmpipe ? 65535u : 0u;
-  d->chunked = pocl && p->type == CT_DEVICE_CPU;
+  d->pocl_cpu = ct__contains(p->platform_name, "Portable Computing Language") && p->type == CT_DEVICE_CPU;
+  d->loop_limit = ct__contains(p->name, "llvmpipe") ? 65535u : 0u;
+  d->chunked = d->pocl_cpu;
   d->style_reason = d->chunked ? "PoCL CPU driver: a work-group is a loop on one thread"
                     : p->type == CT_DEVICE_CPU
                         ? "CPU implementation that runs work-items as SIMD lanes"
                         : "work-items run as SIMD lanes";
-  d->style_status = CT_OK;
+  d->style_error[0] = '\0';
   const char *env = getenv("CLTENSOR_KERNEL_STYLE");
   if (!env || !*env || strcasecmp(env, "auto") == 0) return;
   if (strcasecmp(env, "chunked") == 0 || strcasecmp(env, "lanes") == 0) {
@@ -47,7 +46,6 @@ void ct__device_init_quirks(ct_device *d) {
     return;
   }
   char esc[64];
-  d->style_status = CT_ERR_INVALID_ARGUMENT;
   snprintf(d->style_error, sizeof d->style_error,
            "$CLTENSOR_KERNEL_STYLE='%s' is not valid: use auto, chunked or lanes",
            ct__escape(esc, sizeof esc, env));

@@ -8,7 +8,6 @@
  * in alternated processes showed 17.4 against 19.3-19.9 ms at 1024^3 (also ~10% at 512 and
  * 2048), a gain the tuner's whole-call timings had lost in the copy kernels' noise.
  * docs/GEMM.md has the figures. */
-#include <string.h>
 
 #include "linalg/linalg.h"
 
@@ -24,7 +23,6 @@ static const ct__gemm_tuning ct__pocl_cpu = {
 };
 
 const ct__gemm_tuning *ct__gemm_shipped_tuning(const ct_device *d) {
-  if (d->props.type == CT_DEVICE_CPU && strstr(d->props.platform_name, "Portable Computing Language"))
-    return &ct__pocl_cpu;
+  if (ct__device_pocl_cpu(d)) return &ct__pocl_cpu;
   return NULL;
 }

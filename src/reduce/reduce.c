@@ -92,9 +92,10 @@ static void plan_pass(struct red_plan *p, const struct ct__red_geom *g, ct_devic
    * for one work-item's loop: a whole part per item on the chunked layout and in cols, a
    * 1/64 share of it in a lanes work-group (64 or 256 items). */
   uint64_t budget = ct__device_loop_budget(d);
-  int64_t per_part = p->rows && !cpu ? (int64_t)(budget < (uint64_t)INT64_MAX / 64 ? budget * 64 : INT64_MAX / 64)
-                                     : (int64_t)(budget < (uint64_t)INT64_MAX ? budget : INT64_MAX);
-  if (g->nred / parts > per_part) parts = (g->nred + per_part - 1) / per_part;
+  if (budget != UINT64_MAX) {
+    int64_t per_part = (int64_t)budget * (p->rows && !cpu ? 64 : 1);
+    if (g->nred / parts > per_part) parts = (g->nred + per_part - 1) / per_part;
+  }
   int64_t chunk = (g->nred + parts - 1) / parts;
   /* Parts start on 128-element boundaries (whole cache lines for contiguous rows). */
   if (parts > 1) chunk = (chunk + 127) / 128 * 128;
