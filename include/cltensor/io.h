@@ -53,6 +53,19 @@ CT_BEGIN_DECLS
  * structured dtype, more than CT_MAX_DIMS dims). *out is NULL on failure. */
 CT_API ct_status ct_npy_load(ct_tensor **out, const char *path, ct_device *d);
 
+/* OUT: *out, as ct_npy_load(), with the values converted on the host to the floating-point
+ * dtype `dtype` (f16, bf16, f32 or f64) before they reach d, as numpy's
+ * np.load(path).astype(dtype): floats round to nearest even (f64 -> f32 as ct_cast() does; too
+ * large for the dtype becomes inf), integers and bools become their value (exact up to 2^53, then
+ * rounded). An array already of that dtype loads unchanged. This is how an f64 array reaches a
+ * device without cl_khr_fp64 (rusticl, Intel Arc, Apple):
+ *
+ *   ct_npy_load_as(&x, "ref.npy", dev, ct_device_properties(dev)->fp64 ? CT_F64 : CT_F32);
+ *
+ * Returns what ct_npy_load() returns, and CT_ERR_INVALID_ARGUMENT for a dtype that is not a
+ * floating-point one. */
+CT_API ct_status ct_npy_load_as(ct_tensor **out, const char *path, ct_device *d, ct_dtype dtype);
+
 /* Writes t (any strides; borrowed) to path as a C-order, little-endian, version 1.0 .npy file,
  * atomically, exactly as numpy.save would.
  * Returns CT_OK; CT_ERR_IO; CT_ERR_UNSUPPORTED for bf16 (cast it to f32 with ct_cast(), or
@@ -73,6 +86,20 @@ CT_API ct_status ct_safetensors_new(ct_safetensors **out);
  * onto d, in the header's order, and its metadata.
  * Returns CT_OK; CT_ERR_IO; CT_ERR_FORMAT; CT_ERR_UNSUPPORTED. *out is NULL on failure. */
 CT_API ct_status ct_safetensors_load(ct_safetensors **out, const char *path, ct_device *d);
+
+/* Constructor. OUT: *out, as ct_safetensors_load(), with every tensor of dtype `from` converted
+ * on the host to the floating-point dtype `to` before it reaches d (other tensors load as they
+ * are), rounding as ct_npy_load_as() does. PyTorch's
+ * {k: v.float() if v.dtype == torch.float64 else v for k, v in load_file(path).items()} is
+ *
+ *   ct_safetensors_load_as(&m, path, dev, CT_F64, CT_F32);
+ *
+ * which loads a file with f64 entries onto a device without cl_khr_fp64. Saving the collection
+ * again writes the converted dtype. from == to loads everything unchanged.
+ * Returns what ct_safetensors_load() returns, and CT_ERR_INVALID_ARGUMENT for a `from` that is not
+ * a dtype or a `to` that is not a floating-point one. */
+CT_API ct_status ct_safetensors_load_as(ct_safetensors **out, const char *path, ct_device *d, ct_dtype from,
+                                        ct_dtype to);
 
 /* Writes the collection to path, atomically: the metadata, then each tensor (C order, little
  * endian), tensors with larger elements first in the data so that each starts aligned to its

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/host.h"
 #include "io/io.h"
+#include "tensor/tensor.h"
 
 int ct__host_is_little_endian(void) {
   const uint16_t one = 1;
@@ -45,6 +46,33 @@ const char *ct__quote(char *buf, size_t size, const void *s, size_t n) {
   if (i < n) memcpy(buf + o, "...", 3), o += 3;
   buf[o] = '\0';
   return buf;
+}
+
+ct_status ct__io_check_target(ct_dtype to, const char *fn) {
+  if ((int)to < 0 || (int)to >= CT_DTYPE_COUNT)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: dtype %d is not a cltensor dtype", fn, (int)to);
+  if (!ct_dtype_is_float(to))
+    return ct__error(CT_ERR_INVALID_ARGUMENT,
+                     "%s: can convert to a floating-point dtype only (f16, bf16, f32, f64), not %s", fn,
+                     ct_dtype_name(to));
+  return CT_OK;
+}
+
+ct_status ct__io_convert(void **data, size_t count, ct_dtype from, ct_dtype to, const char *fn) {
+  if (from == to) return CT_OK;
+  size_t fs = ct_dtype_size(from), ts = ct_dtype_size(to);
+  void *out;
+  /* A wider target (f16 data as f64) can outgrow what the file's own size let through. */
+  if (count > SIZE_MAX / ts)
+    return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: %zu elements of %s do not fit in this host's memory", fn, count,
+                     ct_dtype_name(to));
+  CT__TRY(ct__host_malloc(&out, count * ts, fn));
+  const unsigned char *src = *data;
+  unsigned char *dst = out;
+  for (size_t i = 0; i < count; i++) ct__host_store_double(to, dst + i * ts, ct__host_load_double(from, src + i * fs));
+  free(*data);
+  *data = out;
+  return CT_OK;
 }
 
 /* ---- reading ---- */

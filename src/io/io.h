@@ -119,6 +119,14 @@ ct_status ct__rfile_header(struct ct__rfile *f, void **header, uint64_t *header_
 int ct__host_is_little_endian(void);
 /* Reverses the bytes of each of the count elements of elem_size bytes in place. */
 void ct__byteswap(void *buf, size_t count, size_t elem_size);
+/* Converts the count elements of *data from dtype `from` to the floating-point dtype `to` on the
+ * host (through double, as ct__host_store_double rounds: to nearest even), replacing *data by a
+ * new buffer (the old one is freed on success; on failure *data is unchanged). */
+ct_status ct__io_convert(void **data, size_t count, ct_dtype from, ct_dtype to, const char *fn);
+/* CT_ERR_INVALID_ARGUMENT unless `to` is a floating-point dtype (the loaders convert to floats
+ * only: converting to an integer would have to choose a rounding and a saturation). */
+ct_status ct__io_check_target(ct_dtype to, const char *fn);
+
 /* Copies n bytes of s into buf for a message: printable ASCII as is, anything else (and '\')
  * as \xNN, cut with "..." when buf is too small. Returns buf. */
 const char *ct__quote(char *buf, size_t size, const void *s, size_t n);

@@ -348,12 +348,13 @@ static ct_status ct__npy_to_device(ct_tensor **out, ct_device *d, const struct c
   return st;
 }
 
-ct_status ct_npy_load(ct_tensor **out, const char *path, ct_device *d) {
-  static const char fn[] = CT__NPY_LOAD;
+/* ct_npy_load, or ct_npy_load_as when as is a dtype (-1: the file's own). */
+static ct_status ct__npy_load(ct_tensor **out, const char *path, ct_device *d, int as, const char *fn) {
   CT__CHECK_NOT_NULL(fn, out);
   *out = NULL;
   CT__CHECK_NOT_NULL(fn, path);
   CT__CHECK_NOT_NULL(fn, d);
+  if (as != -1) CT__TRY(ct__io_check_target((ct_dtype)as, fn));
   struct ct__rfile f;
   uint64_t header_end = 0;
   void *header = NULL, *data = NULL;
@@ -371,11 +372,23 @@ ct_status ct_npy_load(ct_tensor **out, const char *path, ct_device *d) {
     size_t count = (size_t)h.data_bytes / ct_dtype_size(h.dtype);
     if (h.swap) ct__byteswap(data, count, ct_dtype_size(h.dtype));
     if (h.dtype == CT_BOOL) ct__normalize_bool(data, count);
-    st = ct__npy_to_device(out, d, &h, data);
+    if (as >= 0 && (ct_dtype)as != h.dtype) {
+      st = ct__io_convert(&data, count, h.dtype, (ct_dtype)as, fn);
+      h.dtype = (ct_dtype)as;
+    }
+    if (st == CT_OK) st = ct__npy_to_device(out, d, &h, data);
     if (st != CT_OK) ct__error_append(" (%s '%s')", fn, path);
   }
   free(data);
   return st;
+}
+
+ct_status ct_npy_load(ct_tensor **out, const char *path, ct_device *d) {
+  return ct__npy_load(out, path, d, -1, CT__NPY_LOAD);
+}
+
+ct_status ct_npy_load_as(ct_tensor **out, const char *path, ct_device *d, ct_dtype dtype) {
+  return ct__npy_load(out, path, d, (int)dtype, "ct_npy_load_as");
 }
 
 ct_status ct_npy_save(const char *path, const ct_tensor *t) {

@@ -880,9 +880,9 @@ ct_status ct_safetensors_metadata_set(ct_safetensors *st, const char *key, const
 
 /* ---- load ---- */
 
+/* Entries of dtype from (-1: none) arrive as dtype to. */
 static ct_status ct__st_load_tensors(ct_safetensors *st, struct ct__rfile *f, struct ct__st_header *h,
-                                     ct_device *d) {
-  static const char fn[] = CT__ST_LOAD;
+                                     ct_device *d, int from, ct_dtype to, const char *fn) {
   uint64_t most = 0;
   for (size_t i = 0; i < h->count; i++)
     if (h->entries[i].end - h->entries[i].begin > most) most = h->entries[i].end - h->entries[i].begin;
@@ -900,7 +900,18 @@ static ct_status ct__st_load_tensors(ct_safetensors *st, struct ct__rfile *f, st
     if (e->dtype == CT_BOOL) ct__normalize_bool(buf, nbytes);
     if (size > 1 && !ct__host_is_little_endian()) ct__byteswap(buf, nbytes / size, size);
     ct_tensor *t = NULL;
-    s = ct_from_host(&t, d, e->dtype, e->ndim, e->shape, buf);
+    if ((int)e->dtype == from && e->dtype != to) {
+      void *conv = NULL;
+      s = ct__host_malloc(&conv, nbytes ? nbytes : 1, fn);
+      if (s == CT_OK) {
+        memcpy(conv, buf, nbytes);
+        s = ct__io_convert(&conv, nbytes / size, e->dtype, to, fn);
+      }
+      if (s == CT_OK) s = ct_from_host(&t, d, to, e->ndim, e->shape, conv);
+      free(conv);
+    } else {
+      s = ct_from_host(&t, d, e->dtype, e->ndim, e->shape, buf);
+    }
     if (s != CT_OK) {
       char q[160];
       ct__error_append(" (%s '%s', tensor '%s')", fn, f->path, ct__quote(q, sizeof q, e->name, strlen(e->name)));
@@ -916,12 +927,18 @@ static ct_status ct__st_load_tensors(ct_safetensors *st, struct ct__rfile *f, st
   return s;
 }
 
-ct_status ct_safetensors_load(ct_safetensors **out, const char *path, ct_device *d) {
-  static const char fn[] = CT__ST_LOAD;
+/* ct_safetensors_load, or ct_safetensors_load_as when from is a dtype (-1: none). */
+static ct_status ct__st_load(ct_safetensors **out, const char *path, ct_device *d, int from, ct_dtype to,
+                             const char *fn) {
   CT__CHECK_NOT_NULL(fn, out);
   *out = NULL;
   CT__CHECK_NOT_NULL(fn, path);
   CT__CHECK_NOT_NULL(fn, d);
+  if (from != -1) {
+    if (from < 0 || from >= CT_DTYPE_COUNT)
+      return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: dtype %d is not a cltensor dtype", fn, from);
+    CT__TRY(ct__io_check_target(to, fn));
+  }
   struct ct__rfile f;
   uint64_t header_end = 0;
   void *header = NULL;
@@ -939,7 +956,7 @@ ct_status ct_safetensors_load(ct_safetensors **out, const char *path, ct_device 
     st->meta_cap = 2 * h.meta_count;
     h.meta = NULL;
     h.meta_count = 0;
-    s = ct__st_load_tensors(st, &f, &h, d);
+    s = ct__st_load_tensors(st, &f, &h, d, from, to, fn);
   }
   ct__rfile_close(&f);
   ct__safetensors_header_free(&h);
@@ -949,6 +966,15 @@ ct_status ct_safetensors_load(ct_safetensors **out, const char *path, ct_device 
   }
   *out = st;
   return CT_OK;
+}
+
+ct_status ct_safetensors_load(ct_safetensors **out, const char *path, ct_device *d) {
+  return ct__st_load(out, path, d, -1, CT_F32, CT__ST_LOAD);
+}
+
+ct_status ct_safetensors_load_as(ct_safetensors **out, const char *path, ct_device *d, ct_dtype from,
+                                 ct_dtype to) {
+  return ct__st_load(out, path, d, (int)from, to, "ct_safetensors_load_as");
 }
 
 /* ---- save ---- */

@@ -1,5 +1,6 @@
 /* .npy: the header parser on hostile input, NumPy-written fixtures loaded bit-exactly, round
  * trips for every dtype and layout, file errors, and atomic saves. */
+#include <math.h>
 #include <errno.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -297,6 +298,53 @@ START_TEST(test_round_trip_views_scalars_empty) {
 }
 END_TEST
 
+/* ct_npy_load_as: an f64 array and an i32 array arrive as f32 (the route onto a device without
+ * cl_khr_fp64); bad targets are refused. The files are written byte by byte (no f64 on the device
+ * needed). */
+static void npy_write(const char *path, ct_dtype dt, int64_t n, const void *v) {
+  char hdr[256];
+  size_t hl = ct__npy_format_header(hdr, sizeof hdr, dt, 1, &n);
+  ck_assert_uint_gt(hl, 0);
+  size_t bytes = (size_t)n * ct_dtype_size(dt);
+  unsigned char *buf = malloc(hl + bytes);
+  memcpy(buf, hdr, hl);
+  memcpy(buf + hl, v, bytes);
+  ct_io_write_file(path, buf, hl + bytes);
+  free(buf);
+}
+
+START_TEST(test_load_as) {
+  ct_device *d = ct_test_device();
+  char *dir = ct_io_tmpdir();
+  const double dv[3] = {0.1, -3.0, -1e39};
+  const int32_t iv[3] = {INT32_MIN, 16777217, 5};
+  npy_write(ct_io_path(dir, "d.npy"), CT_F64, 3, dv);
+  npy_write(ct_io_path(dir, "i.npy"), CT_I32, 3, iv);
+  ct_tensor *t = NULL;
+  float f[3];
+  ck_assert_ct_ok(ct_npy_load_as(&t, ct_io_path(dir, "d.npy"), d, CT_F32));
+  ck_assert_int_eq(ct_tensor_dtype(t), CT_F32);
+  ck_assert_ct_ok(ct_to_host(t, f, sizeof f));
+  ck_assert(f[0] == 0.1f && f[1] == -3.0f && isinf(f[2]) && f[2] < 0);
+  ct_release(t);
+  ck_assert_ct_ok(ct_npy_load_as(&t, ct_io_path(dir, "i.npy"), d, CT_F32));
+  ck_assert_ct_ok(ct_to_host(t, f, sizeof f));
+  ck_assert(f[0] == -2147483648.0f && f[1] == 16777216.0f && f[2] == 5.0f); /* 2^24 + 1 rounds to even */
+  ct_release(t);
+  uint16_t h[3];
+  ck_assert_ct_ok(ct_npy_load_as(&t, ct_io_path(dir, "d.npy"), d, CT_BF16));
+  ck_assert_int_eq(ct_tensor_dtype(t), CT_BF16);
+  ck_assert_ct_ok(ct_to_host(t, h, sizeof h));
+  ck_assert(ct_bf16_to_f32(h[1]) == -3.0f);
+  ct_release(t);
+  ck_assert_ct_status(ct_npy_load_as(&t, ct_io_path(dir, "d.npy"), d, CT_I64), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_null(t);
+  ck_assert_error_contains("ct_npy_load_as: can convert to a floating-point dtype only");
+  ck_assert_ct_status(ct_npy_load_as(&t, ct_io_path(dir, "absent.npy"), d, CT_F32), CT_ERR_IO);
+  ct_io_rmdir(dir);
+}
+END_TEST
+
 START_TEST(test_bool_bytes_normalized) {
   ct_device *d = ct_test_device();
   char *dir = ct_io_tmpdir();
@@ -470,6 +518,7 @@ int main(void) {
   tcase_add_test(tc, test_round_trip_every_dtype);
   tcase_add_test(tc, test_round_trip_views_scalars_empty);
   tcase_add_test(tc, test_bool_bytes_normalized);
+  tcase_add_test(tc, test_load_as);
   tcase_add_test(tc, test_file_errors);
   tcase_add_test(tc, test_atomic_save);
   tcase_add_test(tc, test_hostile_paths);

@@ -1,5 +1,6 @@
 /* safetensors: the header parser on hostile input, the reference writer's file loaded
  * bit-exactly, the collection API, round trips, file errors and atomic saves. */
+#include <math.h>
 #include <signal.h>
 #include <sys/resource.h>
 
@@ -521,6 +522,68 @@ START_TEST(test_file_errors_and_atomic_save) {
 END_TEST
 
 /* A FIFO in place of the file neither hangs the load nor becomes a regular file on a save. */
+/* ct_safetensors_load_as: f64 entries converted to f32 on the host (the route onto a device
+ * without cl_khr_fp64), the others untouched; the file is written byte by byte here so that the
+ * test needs no f64 on the device. */
+START_TEST(test_load_as_converts_f64) {
+  ct_device *d = ct_test_device();
+  char *dir = ct_io_tmpdir();
+  const double dv[4] = {0.1, -2.5, 1e300, -1e-320}; /* rounds, exact, overflows to inf, underflows */
+  const int64_t iv[2] = {INT64_MAX, -7};
+  const char hdr[] = "{\"a\":{\"dtype\":\"F64\",\"shape\":[2,2],\"data_offsets\":[0,32]},"
+                     "\"i\":{\"dtype\":\"I64\",\"shape\":[2],\"data_offsets\":[32,48]}}";
+  size_t hl = sizeof hdr - 1, pad = (8 - hl % 8) % 8, n = 8 + hl + pad + 48;
+  unsigned char *buf = calloc(1, n);
+  uint64_t hlen = hl + pad;
+  memcpy(buf, &hlen, 8); /* little-endian host (the suite's other fixtures assume it too) */
+  memcpy(buf + 8, hdr, hl);
+  memset(buf + 8 + hl, ' ', pad);
+  memcpy(buf + 8 + hlen, dv, 32);
+  memcpy(buf + 8 + hlen + 32, iv, 16);
+  const char *path = ct_io_path(dir, "mixed.safetensors");
+  ct_io_write_file(path, buf, n);
+  free(buf);
+  ct_safetensors *st = NULL;
+  ct_tensor *a = NULL, *i = NULL;
+  ck_assert_ct_ok(ct_safetensors_load_as(&st, path, d, CT_F64, CT_F32));
+  ck_assert_ct_ok(ct_safetensors_get(&a, st, "a"));
+  ck_assert_ct_ok(ct_safetensors_get(&i, st, "i"));
+  ck_assert_int_eq(ct_tensor_dtype(a), CT_F32);
+  ck_assert_int_eq(ct_tensor_ndim(a), 2);
+  ck_assert_int_eq(ct_tensor_dtype(i), CT_I64);
+  float av[4];
+  int64_t got[2];
+  ck_assert_ct_ok(ct_to_host(a, av, sizeof av));
+  ck_assert_ct_ok(ct_to_host(i, got, sizeof got));
+  ck_assert(av[0] == 0.1f && av[1] == -2.5f && isinf(av[2]) && av[2] > 0 && av[3] == 0.0f && signbit(av[3]));
+  ck_assert(got[0] == INT64_MAX && got[1] == -7);
+  /* Saved again, the converted entry is F32. */
+  ck_assert_ct_ok(ct_safetensors_save(st, ct_io_path(dir, "again.safetensors")));
+  ct_safetensors *back = NULL;
+  ct_tensor *b = NULL;
+  ck_assert_ct_ok(ct_safetensors_load(&back, ct_io_path(dir, "again.safetensors"), d));
+  ck_assert_ct_ok(ct_safetensors_get(&b, back, "a"));
+  ck_assert_int_eq(ct_tensor_dtype(b), CT_F32);
+  ct_release(b);
+  ct_safetensors_free(back);
+  ct_release(a);
+  ct_release(i);
+  ct_safetensors_free(st);
+  /* Bad conversions: a target that is not a float, a source that is not a dtype. */
+  ck_assert_ct_status(ct_safetensors_load_as(&st, path, d, CT_F64, CT_I32), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_null(st);
+  ck_assert_error_contains("ct_safetensors_load_as: can convert to a floating-point dtype only");
+  ck_assert_error_contains("not i32");
+  ck_assert_ct_status(ct_safetensors_load_as(&st, path, d, (ct_dtype)99, CT_F32), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("dtype 99 is not a cltensor dtype");
+  /* A hostile file is still refused as by ct_safetensors_load. */
+  ct_io_write_file(ct_io_path(dir, "short.safetensors"), "\x10\0\0\0", 4);
+  ck_assert_ct_status(ct_safetensors_load_as(&st, ct_io_path(dir, "short.safetensors"), d, CT_F64, CT_F32),
+                      CT_ERR_FORMAT);
+  ct_io_rmdir(dir);
+}
+END_TEST
+
 START_TEST(test_fifo_neither_hangs_nor_is_replaced) {
   ct_device *d = ct_test_device();
   char *dir = ct_io_tmpdir();
@@ -561,6 +624,7 @@ int main(void) {
   tcase_add_test(tc, test_round_trip);
   tcase_add_test(tc, test_file_errors_and_atomic_save);
   tcase_add_test(tc, test_fifo_neither_hangs_nor_is_replaced);
+  tcase_add_test(tc, test_load_as_converts_f64);
   suite_add_tcase(s, tc);
   return ct_test_run(s);
 }
