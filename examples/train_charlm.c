@@ -132,7 +132,7 @@ int main(int argc, char **argv) {
   if ((spec ? ct_device_find(&d, spec) : ct_device_default(&d)) != CT_OK) return train_fail(PROG, "choosing a device");
   printf("device: %s (%s)\n", ct_device_spec(d), ct_device_properties(d)->name);
   ct_safetensors *f = NULL;
-  if (ct_safetensors_load(&f, path, d) != CT_OK) return train_fail(PROG, "loading the fixture");
+  if (train_fixture_load(&f, path, d) != CT_OK) return train_fail(PROG, "loading the fixture");
   trainer t;
   if (trainer_init(&t, d, f) != CT_OK) return train_fail(PROG, "setting up");
   float *ref = NULL, *ref_bf16 = NULL;

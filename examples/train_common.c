@@ -99,6 +99,33 @@ ct_status train_host_copy(void **out, const ct_safetensors *f, const char *name,
   return st;
 }
 
+ct_status train_fixture_load(ct_safetensors **out, const char *path, ct_device *d) {
+  return ct_safetensors_load_as(out, path, d, CT_F64, ct_device_properties(d)->fp64 ? CT_F64 : CT_F32);
+}
+
+ct_status train_host_doubles(double **out, const ct_safetensors *f, const char *name, int64_t *numel) {
+  ct_tensor *t = NULL, *c = NULL;
+  *out = NULL;
+  ct_status st = ct_safetensors_get(&t, f, name);
+  /* f64 is read as it is; any other float dtype through f32, which holds it exactly. */
+  bool wide = st == CT_OK && ct_tensor_dtype(t) == CT_F64;
+  if (st == CT_OK && !wide) st = ct_cast(&c, t, CT_F32);
+  if (st == CT_OK) {
+    int64_t n = ct_numel(t);
+    *out = malloc((size_t)(n ? n : 1) * sizeof **out);
+    float *tmp = wide ? NULL : malloc((size_t)(n ? n : 1) * sizeof *tmp);
+    if (!*out || (!wide && !tmp)) st = CT_ERR_OUT_OF_MEMORY;
+    if (st == CT_OK) st = wide ? ct_to_host(t, *out, (size_t)n * sizeof **out) : ct_to_host(c, tmp, (size_t)n * sizeof *tmp);
+    for (int64_t i = 0; st == CT_OK && !wide && i < n; i++) (*out)[i] = tmp[i];
+    free(tmp);
+    if (numel) *numel = n;
+    if (st != CT_OK) free(*out), *out = NULL;
+  }
+  ct_release(c);
+  ct_release(t);
+  return st;
+}
+
 ct_status train_item(double *v, const ct_tensor *t) {
   float f = 0;
   ct_status s = ct_to_host(t, &f, sizeof f);

@@ -33,6 +33,11 @@ const char *train_meta(const char *prog, const ct_safetensors *f, const char *ke
 /* *out = a new host buffer (malloc) with the bytes of f's tensor name; *numel its element
  * count (numel may be NULL). */
 ct_status train_host_copy(void **out, const ct_safetensors *f, const char *name, int64_t *numel);
+/* The fixture at path loaded onto d; its f64 entries (PyTorch's f64 losses) arrive as f32 on a
+ * device without cl_khr_fp64 (rusticl, Intel Arc, Apple): ct_safetensors_load_as. */
+ct_status train_fixture_load(ct_safetensors **out, const char *path, ct_device *d);
+/* *out = a new host array (malloc) of f's float tensor name as doubles, whatever its dtype. */
+ct_status train_host_doubles(double **out, const ct_safetensors *f, const char *name, int64_t *numel);
 
 /* Reads a 0-d or one-element f32 tensor. */
 ct_status train_item(double *v, const ct_tensor *t);

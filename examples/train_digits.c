@@ -345,7 +345,7 @@ int main(int argc, char **argv) {
   if ((spec ? ct_device_find(&d, spec) : ct_device_default(&d)) != CT_OK) return train_fail(PROG, "choosing a device");
   printf("device: %s (%s)\n", ct_device_spec(d), ct_device_properties(d)->name);
   ct_safetensors *f = NULL;
-  if (ct_safetensors_load(&f, path, d) != CT_OK) return train_fail(PROG, "loading the fixture");
+  if (train_fixture_load(&f, path, d) != CT_OK) return train_fail(PROG, "loading the fixture");
   const char *cs = train_meta(PROG, f, "check_steps");
   if (!cs) return 1;
   run_opts o = {.check = check, .quiet = quiet, .check_steps = atoll(cs)};
@@ -353,8 +353,8 @@ int main(int argc, char **argv) {
   double *f64 = NULL, *f1t = NULL;
   int64_t n32 = 0, n64 = 0, n1t = 0;
   if (train_host_copy((void **)&losses, f, "torch.losses", &n32) != CT_OK ||
-      train_host_copy((void **)&f64, f, "torch.losses_f64", &n64) != CT_OK ||
-      train_host_copy((void **)&f1t, f, "torch.losses_1t", &n1t) != CT_OK)
+      train_host_doubles(&f64, f, "torch.losses_f64", &n64) != CT_OK ||
+      train_host_doubles(&f1t, f, "torch.losses_1t", &n1t) != CT_OK)
     return train_fail(PROG, "reading PyTorch's losses");
   if (n32 < o.check_steps || n64 < o.check_steps || n1t < o.check_steps) {
     fprintf(stderr, PROG ": the fixture has %" PRId64 ", %" PRId64 " and %" PRId64 " losses for check_steps %" PRId64 "\n",

@@ -1,17 +1,29 @@
 /* Gradient checks for the autograd tests: a function's analytic gradients (ct_backward) against
- * central finite differences, in f64 (needs cl_khr_fp64; PoCL has it).
+ * central finite differences, in f64 where the device has cl_khr_fp64 (PoCL) and in f32 where it
+ * has not (rusticl, Intel Arc, Apple): gc_float(d). CLTENSOR_TEST_GRADCHECK_F32=1 forces f32 on
+ * any device, so the f32 form is checked on PoCL too.
  *
  * The scalar checked is L = sum(f(inputs) * w) with fixed random weights w, so every output
  * element's gradient matters and a formula that mixes elements up fails. Inputs are given as
- * host f64 values in logical row-major order; an input marked strided is built as a permuted
+ * host double values in logical row-major order; an input marked strided is built as a permuted
  * (transposed) view, so formulas see non-contiguous inputs. Integer inputs (indices) are built
  * as i64 and never perturbed.
  *
- * Tolerance: central differences with h = 1e-6 in f64 have a truncation error O(h^2 f''') and a
+ * Tolerance in f64: central differences with h = 1e-6 have a truncation error O(h^2 f''') and a
  * cancellation error about 1e-16 |L| / h = 1e-10 |L|; |analytic - numeric| <= 1e-6 + 1e-5 |numeric|
  * leaves room for both on the O(1) values the tests use, while a wrong formula is off by O(1).
- * Tests keep inputs away from kinks (relu at 0, abs at 0, clamp bounds, max ties) unless they
- * check the kink's rule exactly. */
+ *
+ * Tolerance in f32 (unit roundoff u = 6e-8): each output the perturbed input reaches carries a
+ * rounding error of a few u |o| (a sum of K terms: up to K u), different in the two evaluations,
+ * so the difference quotient carries about sqrt(m) 4u |o| / (2h) for m reached outputs: with
+ * h = 2^-9 (about 2e-3) and m |o| <= 100 as in these tests, about 1e-3. The quotient divides by
+ * the perturbation actually applied, fl(x + h) - fl(x - h), and the inputs are rounded to f32
+ * first, so the analytic and numeric gradients are taken at the same point. The truncation error
+ * h^2 / 6 |f'''| is about 7e-7 |f'''|; the analytic gradient is itself an f32 result, a few u
+ * relative times the fan-in. |analytic - numeric| <= 4e-3 + 4e-3 |numeric| covers these with a
+ * margin of about 4 and still fails a wrong formula (off by O(1)) or a kernel that computes
+ * garbage on one implementation, which is what the f32 form is for: the f64 form on PoCL stays the
+ * precise check of the formulas. Kinks must be more than h away (the tests keep them further). */
 #ifndef CT_GRADCHECK_H
 #define CT_GRADCHECK_H
 
@@ -22,6 +34,13 @@
 
 #define GC_MAX_IN 6
 
+/* The float dtype the checks run in on d: f64 with cl_khr_fp64, else f32 (see above). */
+static inline ct_dtype gc_float(ct_device *d) {
+  const char *f = getenv("CLTENSOR_TEST_GRADCHECK_F32");
+  if (f && strcmp(f, "1") == 0) return CT_F32;
+  return ct_device_properties(d)->fp64 ? CT_F64 : CT_F32;
+}
+
 typedef struct gc_input {
   int ndim;
   int64_t shape[CT_MAX_DIMS];
@@ -29,7 +48,7 @@ typedef struct gc_input {
   bool requires_grad; /* checked against finite differences */
   bool strided;       /* built as a transposed view (ndim >= 2) */
   bool integer;       /* built as i64 (indices), never perturbed */
-  ct_dtype dtype;     /* 0: CT_F64 (or CT_I64 when integer) */
+  ct_dtype dtype;     /* 0: gc_float(d) (or CT_I64 when integer) */
 } gc_input;
 
 /* f computes *out from in[0..n); ctx is the test's. Called once with grad mode on (analytic) and
@@ -57,7 +76,7 @@ static inline void gc_fill(double *v, int64_t n, double lo, double hi, uint64_t 
 
 /* Builds input x on d (see gc_input). */
 static inline ct_tensor *gc_make(ct_device *d, const gc_input *x) {
-  ct_dtype dt = x->dtype ? x->dtype : (x->integer ? CT_I64 : CT_F64);
+  ct_dtype dt = x->dtype ? x->dtype : (x->integer ? CT_I64 : gc_float(d));
   int64_t n = gc_numel(x);
   size_t es = ct_dtype_size(dt);
   void *buf = malloc((size_t)(n ? n : 1) * es);
@@ -102,18 +121,41 @@ static inline ct_tensor *gc_make(ct_device *d, const gc_input *x) {
   return t;
 }
 
-/* Copies any float tensor to host doubles (through a cast to f64). */
+/* Copies any float tensor to host doubles (through a cast to f64, or to f32 widened on the host
+ * unless the tensor is f64 already: a device without cl_khr_fp64 has no f64 to cast to). */
 static inline double *gc_host(const ct_tensor *t) {
   int64_t n = ct_numel(t);
   double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
   ck_assert(v);
   ct_tensor *c = NULL;
+  bool wide = ct_tensor_dtype(t) == CT_F64;
   bool prev = ct_set_grad_enabled(false);
-  ck_assert_ct_ok(ct_cast(&c, t, CT_F64));
+  ck_assert_ct_ok(ct_cast(&c, t, wide ? CT_F64 : CT_F32));
   ct_set_grad_enabled(prev);
-  ck_assert_ct_ok(ct_to_host(c, v, (size_t)n * sizeof *v));
+  if (wide) {
+    ck_assert_ct_ok(ct_to_host(c, v, (size_t)n * sizeof *v));
+  } else {
+    float *f = malloc((size_t)(n ? n : 1) * sizeof *f);
+    ck_assert(f);
+    ck_assert_ct_ok(ct_to_host(c, f, (size_t)n * sizeof *f));
+    for (int64_t i = 0; i < n; i++) v[i] = f[i];
+    free(f);
+  }
   ct_release(c);
   return v;
+}
+
+/* A new tensor on d of the checks' float dtype (gc_float) holding the doubles v in shape. */
+static inline ct_tensor *gc_from(ct_device *d, int ndim, const int64_t *shape, const double *v) {
+  gc_input x = {.ndim = ndim, .data = (double *)v};
+  for (int i = 0; i < ndim; i++) x.shape[i] = shape[i];
+  return gc_make(d, &x);
+}
+
+/* The tolerance in dt of a comparison that holds to tol64 in f64 (exact up to rounding): scaled
+ * by the unit roundoffs' ratio (2^29), at least 1e-6 (a few f32 roundings of O(1) values). */
+static inline double gc_tol(ct_dtype dt, double tol64) {
+  return dt == CT_F64 ? tol64 : fmax(1e-6, tol64 * 536870912.0);
 }
 
 /* L = sum(f(in) * w) with grad mode off, from host values. */
@@ -136,6 +178,10 @@ static inline double gc_eval(ct_device *d, gc_fn f, void *ctx, int n, const gc_i
  * what names the case in failure messages. */
 static inline void gc_check(ct_device *d, const char *what, gc_fn f, void *ctx, int n, gc_input *in) {
   ck_assert(n <= GC_MAX_IN);
+  /* In f32 the values are rounded first: the analytic gradient is taken where the numeric one is. */
+  for (int i = 0; i < n; i++)
+    if (!in[i].integer && gc_float(d) == CT_F32)
+      for (int64_t j = 0; j < gc_numel(&in[i]); j++) in[i].data[j] = (float)in[i].data[j];
   /* analytic */
   ct_tensor *t[GC_MAX_IN] = {0}, *out = NULL;
   for (int i = 0; i < n; i++) {
@@ -151,8 +197,8 @@ static inline void gc_check(ct_device *d, const char *what, gc_fn f, void *ctx, 
   double *w = malloc((size_t)(wn ? wn : 1) * sizeof *w);
   gc_fill(w, wn, -1.0, 1.0, 99);
   ct_tensor *wt = NULL, *prod = NULL, *L = NULL;
-  ck_assert_ct_ok(ct_from_host(&wt, d, CT_F64, ct_tensor_ndim(out), ct_tensor_shape(out), w));
-  if (ct_tensor_dtype(out) != CT_F64) {
+  wt = gc_from(d, ct_tensor_ndim(out), ct_tensor_shape(out), w);
+  if (ct_tensor_dtype(out) != ct_tensor_dtype(wt)) {
     ct_tensor *c = NULL;
     ck_assert_ct_ok(ct_cast(&c, wt, ct_tensor_dtype(out)));
     ct_release(wt);
@@ -167,7 +213,8 @@ static inline void gc_check(ct_device *d, const char *what, gc_fn f, void *ctx, 
   ct_release(wt);
   ct_release(out);
   /* numeric */
-  const double h = 1e-6;
+  const bool f32 = gc_float(d) == CT_F32;
+  const double h = f32 ? 1.0 / 512 : 1e-6, atol = f32 ? 4e-3 : 1e-6, rtol = f32 ? 4e-3 : 1e-5;
   for (int i = 0; i < n; i++) {
     if (!in[i].requires_grad) continue;
     ct_tensor *g = NULL;
@@ -181,13 +228,15 @@ static inline void gc_check(ct_device *d, const char *what, gc_fn f, void *ctx, 
     int64_t m = gc_numel(&in[i]);
     for (int64_t j = 0; j < m; j++) {
       double x0 = in[i].data[j];
-      in[i].data[j] = x0 + h;
+      /* The perturbation applied is what the input's dtype holds of x0 +- h. */
+      double xp = f32 ? (double)(float)(x0 + h) : x0 + h, xm = f32 ? (double)(float)(x0 - h) : x0 - h;
+      in[i].data[j] = xp;
       double lp = gc_eval(d, f, ctx, n, in, w, wn);
-      in[i].data[j] = x0 - h;
+      in[i].data[j] = xm;
       double lm = gc_eval(d, f, ctx, n, in, w, wn);
       in[i].data[j] = x0;
-      double num = (lp - lm) / (2 * h);
-      ck_assert_msg(fabs(a[j] - num) <= 1e-6 + 1e-5 * fabs(num),
+      double num = (lp - lm) / (xp - xm);
+      ck_assert_msg(fabs(a[j] - num) <= atol + rtol * fabs(num),
                     "%s: d/d input %d element %lld: analytic %.10g, numeric %.10g", what, i, (long long)j, a[j], num);
     }
     free(a);
