@@ -12,6 +12,28 @@
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #endif
 
+/* CT_FMA(a, b, c): a * b + c where speed matters and one extra rounding does not (polynomials,
+ * accumulations): fma() on a device with fused multiply-add in hardware (-DCT_FAST_FMA=1 from
+ * CL_FP_FMA), mad() elsewhere, where fma() is a software routine (llvmpipe: 4 ns a call;
+ * src/device/quirks.c). Error-free transformations keep fma() itself. */
+#if defined(CT_FAST_FMA) && !CT_FAST_FMA
+#define CT_FMA(a, b, c) mad(a, b, c)
+#else
+#define CT_FMA(a, b, c) fma(a, b, c)
+#endif
+
+/* a * a - aa exactly, for aa = the rounded a * a (finite): fma() where it is fast, else Dekker's
+ * product with a split by masking (ah and al of 12 bits each, so every partial product is exact;
+ * ah * ah - aa is exact by Sterbenz's lemma). */
+inline float ct_sq_err(float a, float aa) {
+#if defined(CT_FAST_FMA) && !CT_FAST_FMA
+  float ah = as_float(as_uint(a) & 0xfffff000u), al = a - ah;
+  return ((ah * ah - aa) + 2.0f * ah * al) + al * al;
+#else
+  return fma(a, a, -aa);
+#endif
+}
+
 #define CT_DT_BOOL 0
 #define CT_DT_U8 1
 #define CT_DT_I8 2
@@ -50,22 +72,22 @@
  * P(r) with Cephes' expf coefficients, then 2^k as two factors so that subnormal results (k down
  * to -150) and k = 128 come out right. 0.94 ulp at most on elementwise-sweep's values (every
  * 4093rd f32 bit pattern and the neighbours of the limits below; OpenCL's bound for exp is 3);
- * NaN stays NaN, -inf gives 0 and +inf, inf. No builtins but fma and select: a call keeps PoCL
+ * NaN stays NaN, -inf gives 0 and +inf, inf (with mad for fma, CT_FMA: 1.4 ulp at most). No builtins but fma and select: a call keeps PoCL
  * from vectorizing the work-item loop. */
 #define CT_EXPF_BODY(T, AS_INT, AS_FLOAT)                                          \
   T xc = select(x, (T)(-104.0f), x < (T)(-104.0f));                             \
   xc = select(xc, (T)(88.8f), xc > (T)(88.8f));                                 \
   T t = xc * (T)(1.44269504088896341f) + (T)(12582912.0f);                      \
   T k = t - (T)(12582912.0f);                                                   \
-  T r = fma(k, (T)(-0.693145751953125f), xc);                                   \
-  r = fma(k, (T)(-1.428606765330187045e-06f), r);                               \
+  T r = CT_FMA(k, (T)(-0.693145751953125f), xc);                                   \
+  r = CT_FMA(k, (T)(-1.428606765330187045e-06f), r);                               \
   T p = (T)(1.9875691500e-4f);                                                  \
-  p = fma(p, r, (T)(1.3981999507e-3f));                                         \
-  p = fma(p, r, (T)(8.3334519073e-3f));                                         \
-  p = fma(p, r, (T)(4.1665795894e-2f));                                         \
-  p = fma(p, r, (T)(1.6666665459e-1f));                                         \
-  p = fma(p, r, (T)(5.0000001201e-1f));                                         \
-  p = fma(p, r * r, r) + (T)(1.0f);                                             \
+  p = CT_FMA(p, r, (T)(1.3981999507e-3f));                                         \
+  p = CT_FMA(p, r, (T)(8.3334519073e-3f));                                         \
+  p = CT_FMA(p, r, (T)(4.1665795894e-2f));                                         \
+  p = CT_FMA(p, r, (T)(1.6666665459e-1f));                                         \
+  p = CT_FMA(p, r, (T)(5.0000001201e-1f));                                         \
+  p = CT_FMA(p, r * r, r) + (T)(1.0f);                                             \
   ki_t ki = AS_INT(t) - 0x4B400000;                                             \
   ki_t k1 = ki >> 1;                                                            \
   T y = p * AS_FLOAT((k1 + 127) << 23) * AS_FLOAT((ki - k1 + 127) << 23);       \

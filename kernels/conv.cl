@@ -287,7 +287,7 @@ __kernel void conv_blk(__global const float *xp, long xp_off, long cs, int Cg, i
         for (int k = 0; k < CB; k++) {
           vf_t w_ = (vf_t)(wb[k]);
 #pragma unroll
-          for (int u = 0; u < CT_NV; u++) acc[k][u] = fma(w_, v[u], acc[k][u]);
+          for (int u = 0; u < CT_NV; u++) acc[k][u] = CT_FMA(w_, v[u], acc[k][u]);
         }
       }
     }
@@ -384,7 +384,7 @@ __kernel void conv_wgrad(__global const float *xp, long xp_off, long xcs, long o
     for (int k = 0; k < CT_WCB; k++) {
       vf_t g_ = VLOAD(0, gr[k] + q);
 #pragma unroll
-      for (int u = 0; u < CT_WTB; u++) acc[k][u] = fma(g_, x[u], acc[k][u]);
+      for (int u = 0; u < CT_WTB; u++) acc[k][u] = CT_FMA(g_, x[u], acc[k][u]);
     }
   }
   for (int k = 0; k < nco; k++)

@@ -511,9 +511,9 @@ EW_INLINE float ew_expm1(float x) {
 /* tanh(z) for z = |x| < 0.625 as z + z^3 P(z^2), else 1 - 2 / (exp(2z) + 1); the sign of x. */
 EW_INLINE float ew_tanh(float x) {
   float z = fabs(x), s = x * x;
-  float p = fma(fma(fma(fma(-5.704986327e-03f, s, 2.063908657e-02f), s, -5.373971485e-02f), s, 1.333144219e-01f), s,
+  float p = CT_FMA(CT_FMA(CT_FMA(CT_FMA(-5.704986327e-03f, s, 2.063908657e-02f), s, -5.373971485e-02f), s, 1.333144219e-01f), s,
                 -3.333328194e-01f);
-  float small = fma(z * s, p, z);
+  float small = CT_FMA(z * s, p, z);
   float big = 1.0f - 2.0f / (ct_expf(z + z) + 1.0f);
   /* x's sign bit on t >= 0 (-0.0 stays -0.0): PoCL's copysign is a call per element. */
   return as_float(as_uint(EW_SEL(, big, small, z < 0.625f)) | (as_uint(x) & 0x80000000u));
@@ -522,34 +522,34 @@ EW_INLINE float ew_tanh(float x) {
 /* erf(x) = x T(x^2) for |x| <= 1. */
 EW_INLINE float ew_erf_small(float x) {
   float s = x * x;
-  float p = fma(fma(fma(fma(fma(fma(7.853860975e-05f, s, -8.010193511e-04f), s, 5.188327673e-03f), s, -2.685381193e-02f),
+  float p = CT_FMA(CT_FMA(CT_FMA(CT_FMA(CT_FMA(CT_FMA(7.853860975e-05f, s, -8.010193511e-04f), s, 5.188327673e-03f), s, -2.685381193e-02f),
                         s, 1.128358515e-01f), s, -3.761262582e-01f), s, 1.128379166e+00f);
   return x * p;
 }
 
 /* erfc(z) = exp(-z^2) / z P(1 / z^2) for z >= 1, one P for [1, 2) and one for [2, 10.1], where
- * z^2 = zz + err exactly (err from an fma), so that the exponent carries no rounding: exp(-z^2) =
+ * z^2 = zz + err exactly (err from ct_sq_err), so that the exponent carries no rounding: exp(-z^2) =
  * exp(-zz) (1 - err). 0 beyond 10.1, where erfc underflows f32 (and inf would make err NaN). */
 EW_INLINE float ew_erfc_big(float z, float zz, float err) {
   float y = 1.0f / zz;
   bool lo = z < 2.0f;
   float p = lo ? -2.454820510e-02f : 0.0f;
-  p = fma(p, y, lo ? 1.608219572e-01f : 2.921446233e+01f);
-  p = fma(p, y, lo ? -4.734889284e-01f : -3.982543374e+01f);
-  p = fma(p, y, lo ? 8.325114377e-01f : 2.498379035e+01f);
-  p = fma(p, y, lo ? -9.847970175e-01f : -1.006379979e+01f);
-  p = fma(p, y, lo ? 8.473101445e-01f : 3.227570513e+00f);
-  p = fma(p, y, lo ? -5.768773945e-01f : -1.035413868e+00f);
-  p = fma(p, y, lo ? 3.592096173e-01f : 4.225168660e-01f);
-  p = fma(p, y, lo ? -2.765169271e-01f : -2.820859914e-01f);
-  p = fma(p, y, lo ? 5.639588893e-01f : 5.641895381e-01f);
+  p = CT_FMA(p, y, lo ? 1.608219572e-01f : 2.921446233e+01f);
+  p = CT_FMA(p, y, lo ? -4.734889284e-01f : -3.982543374e+01f);
+  p = CT_FMA(p, y, lo ? 8.325114377e-01f : 2.498379035e+01f);
+  p = CT_FMA(p, y, lo ? -9.847970175e-01f : -1.006379979e+01f);
+  p = CT_FMA(p, y, lo ? 8.473101445e-01f : 3.227570513e+00f);
+  p = CT_FMA(p, y, lo ? -5.768773945e-01f : -1.035413868e+00f);
+  p = CT_FMA(p, y, lo ? 3.592096173e-01f : 4.225168660e-01f);
+  p = CT_FMA(p, y, lo ? -2.765169271e-01f : -2.820859914e-01f);
+  p = CT_FMA(p, y, lo ? 5.639588893e-01f : 5.641895381e-01f);
   float e0 = ct_expf(-zz);
-  return EW_SEL(, fma(-e0, err, e0) * p / z, 0.0f, z > 10.1f);
+  return EW_SEL(, CT_FMA(-e0, err, e0) * p / z, 0.0f, z > 10.1f);
 }
 
 EW_INLINE float ew_erf(float x) {
   float a = fabs(x), aa = a * a;
-  float big = as_float(as_uint(1.0f - ew_erfc_big(a, aa, fma(a, a, -aa))) | (as_uint(x) & 0x80000000u));
+  float big = as_float(as_uint(1.0f - ew_erfc_big(a, aa, ct_sq_err(a, aa))) | (as_uint(x) & 0x80000000u));
   return EW_SEL(, big, ew_erf_small(x), a <= 1.0f);
 }
 
@@ -558,7 +558,7 @@ EW_INLINE float ew_erf(float x) {
 EW_INLINE float ew_gelu(float x) {
   float z = -x * 0.70710678118654752440f, a = fabs(z);
   float xx = x * x;
-  float big = ew_erfc_big(a, 0.5f * xx, 0.5f * fma(x, x, -xx));
+  float big = ew_erfc_big(a, 0.5f * xx, 0.5f * ct_sq_err(x, xx));
   big = EW_SEL(, big, 2.0f - big, z < 0.0f);
   return 0.5f * x * EW_SEL(, big, 1.0f - ew_erf_small(z), a < 1.0f);
 }

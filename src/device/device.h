@@ -48,6 +48,7 @@ struct ct_device {
   const char *style_reason;
   char style_error[160];       /* empty unless $CLTENSOR_KERNEL_STYLE is invalid */
   uint32_t loop_limit;
+  bool fast_fma;               /* CL_FP_FMA: fma() is an instruction, not a software routine */
 
   pthread_mutex_t lock;        /* guards opening and slot creation */
   atomic_int opened;
@@ -73,6 +74,13 @@ static inline bool ct__device_chunked(const ct_device *d) { return d->chunked; }
 
 /* Whether d is PoCL's CPU driver: the implementation, whatever the kernel style says. */
 static inline bool ct__device_pocl_cpu(const ct_device *d) { return d->pocl_cpu; }
+
+/* Whether fma() is cheap on d (CL_FP_FMA in CL_DEVICE_SINGLE_FP_CONFIG). Where it is not,
+ * kernels build with -DCT_FAST_FMA=0 and their polynomials use mad() (common.cl's CT_FMA). */
+static inline bool ct__device_fast_fma(const ct_device *d) { return d->fast_fma; }
+/* Tests: nonzero makes every device listed afterwards take the mad() path, as a device without
+ * CL_FP_FMA does (elementwise-sweep-soft-fma runs the sweep so on PoCL). */
+extern int ct__device_force_soft_fma;
 
 /* How many iterations one loop of a work-item may take on d: UINT64_MAX unless the driver ends
  * loops early (llvmpipe), then a share of its limit. Host code that sizes per-item loops from

@@ -17,7 +17,13 @@
  * 65535 back edges in all, counting every loop of the kernel together, and says nothing: a
  * reduction over 40,000 elements strided by a non-constant stride summed the first 32,768
  * (tests/portability/test_driver_quirks.c reproduces it). Kernels whose per-item trip count
- * grows with the input are sized by their host code to stay below ct__device_loop_budget(). */
+ * grows with the input are sized by their host code to stay below ct__device_loop_budget().
+ *
+ * fma. OpenCL's fma() must round once; a device without fused multiply-add hardware in its
+ * compiler's target (llvmpipe reports no CL_FP_FMA on an AVX-512 CPU that has it) computes it in
+ * software: 4 ns a call there, so the library's exp with its nine fma's ran at 0.1x the builtin.
+ * Kernels evaluate polynomials with CT_FMA (common.cl): fma() where CL_FP_FMA is reported, mad()
+ * elsewhere; fma()'s exactness is kept where an algorithm needs it (error terms, optimizers). */
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -26,6 +32,8 @@
 #include "core/error.h"
 #include "device/device.h"
 
+int ct__device_force_soft_fma = 0;
+
 static bool ct__contains(const char *hay, const char *needle) { return hay && strstr(hay, needle) != NULL; }
 
 void ct__device_init_quirks(ct_device *d) {
@@ -33,6 +41,9 @@ void ct__device_init_quirks(ct_device *d) {
   d->pocl_cpu = ct__contains(p->platform_name, "Portable Computing Language") && p->type == CT_DEVICE_CPU;
   d->loop_limit = ct__contains(p->name, "llvmpipe") ? 65535u : 0u;
   d->chunked = d->pocl_cpu;
+  cl_device_fp_config fp = 0;
+  d->fast_fma = clGetDeviceInfo(d->id, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL) == CL_SUCCESS &&
+                (fp & CL_FP_FMA) && !ct__device_force_soft_fma;
   d->style_reason = d->chunked ? "PoCL CPU driver: a work-group is a loop on one thread"
                     : p->type == CT_DEVICE_CPU
                         ? "CPU implementation that runs work-items as SIMD lanes"

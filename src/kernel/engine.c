@@ -231,8 +231,9 @@ static ct_status ct__engine_create(void **state, ct_device *d) {
    * -cl-denorms-are-zero, so results agree across devices. -cl-std=CL1.2 is asked only where
    * the compiler accepts it (an OpenCL C 1.1 compiler would reject the option itself; the
    * kernels' 1.2 features then show up as a readable build log instead). */
-  snprintf(e->base_options, sizeof e->base_options, "%s-DCT_HAS_FP64=%d",
-           ct__opencl_c_version(d) >= 12 ? "-cl-std=CL1.2 " : "", d->props.fp64 ? 1 : 0);
+  snprintf(e->base_options, sizeof e->base_options, "%s-DCT_HAS_FP64=%d -DCT_FAST_FMA=%d",
+           ct__opencl_c_version(d) >= 12 ? "-cl-std=CL1.2 " : "", d->props.fp64 ? 1 : 0,
+           ct__device_fast_fma(d) ? 1 : 0);
   *state = e;
   return CT_OK;
 }

@@ -6,6 +6,7 @@
  * points of x / sqrt2; exp, which is common.cl's ct_expf: its limits). Also the ops built from them (gelu_tanh, sigmoid, silu) and exp, which
  * they rest on. Random values and the other dtypes are test_ops.c's; this is the dense check
  * that a fitted polynomial holds between the values test_ops.c happens to draw. */
+#include "device/device.h"
 #include "elementwise/elementwise.h"
 #include "ew_fns.h"
 #include "ew_util.h"
@@ -139,7 +140,10 @@ START_TEST(test_pow_special) {
 }
 END_TEST
 
-int main(void) {
+int main(int argc, char **argv) {
+  /* "soft-fma": the kernels as a device without CL_FP_FMA builds them (mad() for fma() in the
+   * polynomials, Dekker's product for the exact squares; common.cl's CT_FMA and ct_sq_err). */
+  if (argc > 1 && strcmp(argv[1], "soft-fma") == 0) ct__device_force_soft_fma = 1;
   Suite *s = suite_create("elementwise-sweep");
   TCase *tc = tcase_create("sweep");
   tcase_set_timeout(tc, 300);
