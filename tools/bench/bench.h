@@ -203,9 +203,9 @@ void bench_group_chain(const bench_opts *o, ct_device *d, clref *r);
 void bench_group_mlp(const bench_opts *o, ct_device *d);
 void bench_group_matmul(const bench_opts *o, ct_device *d);
 void bench_group_first_result(const bench_opts *o, ct_device *d);
-void bench_group_shape(const bench_opts *o, ct_device *d);  /* group_shape.c */
-void bench_group_index(const bench_opts *o, ct_device *d);  /* group_index.c */
-void bench_group_nn(const bench_opts *o, ct_device *d);   /* group_nn.c */
+void bench_group_shape(const bench_opts *o, ct_device *d, clref *r);  /* group_shape.c */
+void bench_group_index(const bench_opts *o, ct_device *d, clref *r);  /* group_index.c */
+void bench_group_nn(const bench_opts *o, ct_device *d, clref *r);     /* group_nn.c */
 void bench_group_models(const bench_opts *o, ct_device *d); /* group_models.c */
 void bench_group_train(const bench_opts *o, ct_device *d);  /* group_train.c */
 void bench_group_fusion(const bench_opts *o, ct_device *d, clref *r); /* group_fusion.c */
@@ -231,6 +231,9 @@ void bench_add_torch_ref(bench_fig *f, const char *ref_name, double before_ms, d
  * bench_fail(), or without a message when r is NULL) when it cannot be prepared. */
 typedef struct clref_job clref_job;
 clref_job *clref_job_new(const bench_opts *o, clref *r, const char *what, size_t n);
+/* The one-line direct convolution (one work-item per output element, stride 1) of dims
+ * {n, cin, h, w, cout, k, pad} on f32 buffers of its own. */
+clref_job *clref_job_conv(const bench_opts *o, clref *r, const int dims[7]);
 int clref_job_run(void *job);  /* a bench_fn */
 int clref_job_sync(void *job); /* a bench_sync_fn */
 void clref_job_free(clref_job *j);

@@ -66,7 +66,7 @@ static ct_status random_index(ct_tensor **out, ct_device *d, int ndim, const int
   return st;
 }
 
-static void index_one(const bench_opts *o, ct_device *d, int what, const char *name, int ndim, const int64_t *shape,
+static void index_one(const bench_opts *o, ct_device *d, clref *r, int what, const char *name, int ndim, const int64_t *shape,
                       int dim) {
   char shape_s[64];
   if (ndim == 1) snprintf(shape_s, sizeof shape_s, "%lld dim %d", (long long)shape[0], dim);
@@ -99,10 +99,17 @@ static void index_one(const bench_opts *o, ct_device *d, int what, const char *n
      * compares bandwidths as the issue's target does; "gather.result_bytes" repeats the figure
      * counting only the result's bytes twice (as for the other ops, the index ignored). */
     double op_work = what == W_GATHER ? (double)n * (sizeof(int64_t) + 2 * sizeof(float)) / 1e9 : work;
-    bench_item items[2] = {{&f, index_run, index_sync, &c, 1000, op_work, false},
-                           {&ref, copy_run, index_sync, &c, 1000, work, false}};
-    bench_measure_set(o, items, 2);
+    /* Beside the copy command, the one-line copy kernel (sort: in elements/s alike). */
+    bench_fig clr;
+    bench_fig_init(&clr, "cl_copy", n, shape_s, "f32", sort ? "elem/s" : "GB/s");
+    clref_job *job = clref_job_new(o, r, "copy", (size_t)n);
+    bench_item items[3] = {{&f, index_run, index_sync, &c, 1000, op_work, false},
+                           {&ref, copy_run, index_sync, &c, 1000, work, false},
+                           {&clr, clref_job_run, clref_job_sync, job, 1000, work, false}};
+    bench_measure_set(o, items, job ? 3 : 2);
     if (!ref.error[0]) bench_fig_add_ref(&f, &ref);
+    if (job && !clr.error[0]) bench_fig_add_ref(&f, &clr);
+    clref_job_free(job);
     if (what == W_GATHER) snprintf(f.note, sizeof f.note, "bytes moved: index, x and result");
     bench_emit(o, &f);
     if (what == W_GATHER && !f.error[0]) {
@@ -124,17 +131,17 @@ static void index_one(const bench_opts *o, ct_device *d, int what, const char *n
   ct_empty_cache(d);
 }
 
-void bench_group_index(const bench_opts *o, ct_device *d) {
+void bench_group_index(const bench_opts *o, ct_device *d, clref *r) {
   /* --quick (CI's smoke test) measures 2^20 elements: the 2^24 sort alone takes seconds. */
   const int64_t full[2] = {4096, 4096}, quick[2] = {1024, 1024}, line = (int64_t)1 << 24;
   const int64_t *sq = o->quick ? quick : full;
-  index_one(o, d, W_INDEX_SELECT, "index_select", 2, sq, 0);
-  index_one(o, d, W_GATHER, "gather", 2, sq, 1);
-  index_one(o, d, W_CUMSUM, "cumsum", 2, sq, 0);
-  index_one(o, d, W_CUMSUM, "cumsum", 2, sq, 1);
-  index_one(o, d, W_SORT, "sort", 2, sq, 1);
+  index_one(o, d, r, W_INDEX_SELECT, "index_select", 2, sq, 0);
+  index_one(o, d, r, W_GATHER, "gather", 2, sq, 1);
+  index_one(o, d, r, W_CUMSUM, "cumsum", 2, sq, 0);
+  index_one(o, d, r, W_CUMSUM, "cumsum", 2, sq, 1);
+  index_one(o, d, r, W_SORT, "sort", 2, sq, 1);
   if (!o->quick) {
-    index_one(o, d, W_CUMSUM, "cumsum", 1, &line, 0);
-    index_one(o, d, W_SORT, "sort", 1, &line, 0);
+    index_one(o, d, r, W_CUMSUM, "cumsum", 1, &line, 0);
+    index_one(o, d, r, W_SORT, "sort", 1, &line, 0);
   }
 }

@@ -79,7 +79,7 @@ static double torch_conv_ms(const conv_case *cc, char *note, size_t nn) {
   return ms;
 }
 
-static void conv_figure(const bench_opts *o, ct_device *d, const conv_case *cc) {
+static void conv_figure(const bench_opts *o, ct_device *d, clref *r, const conv_case *cc) {
   int oh = (cc->h + 2 * cc->pad - cc->k) / cc->stride + 1, ow = (cc->w + 2 * cc->pad - cc->k) / cc->stride + 1;
   int64_t kk = (int64_t)cc->cin * cc->k * cc->k, pp = (int64_t)oh * ow;
   double gflop = 2.0 * cc->n * cc->cout * pp * kk / 1e9;
@@ -114,11 +114,20 @@ static void conv_figure(const bench_opts *o, ct_device *d, const conv_case *cc) 
    * both sides alike. */
   char why[128] = "";
   double before = torch_conv_ms(cc, why, sizeof why);
-  bench_item items[2] = {{&f, do_conv, sync_conv, &c, 100, gflop, false},
-                         {&gemm, do_gemm, sync_conv, &c, 100, gflop, false}};
-  bench_measure_set(o, items, 2);
+  /* The one-line direct convolution (stride 1 only) on the same device: what the device does
+   * with the plainest kernel. */
+  const int dims[7] = {cc->n, cc->cin, cc->h, cc->w, cc->cout, cc->k, cc->pad};
+  bench_fig direct;
+  bench_fig_init(&direct, "cl_conv_direct", cc->n, shape_s, "f32", "GFLOP/s");
+  clref_job *job = cc->stride == 1 ? clref_job_conv(o, r, dims) : NULL;
+  bench_item items[3] = {{&f, do_conv, sync_conv, &c, 100, gflop, false},
+                         {&gemm, do_gemm, sync_conv, &c, 100, gflop, false},
+                         {&direct, clref_job_run, clref_job_sync, job, 100, gflop, false}};
+  bench_measure_set(o, items, job ? 3 : 2);
   bench_gemm_note(d, f.note, sizeof f.note);
   if (!gemm.error[0]) bench_fig_add_ref(&f, &gemm);
+  if (job && !direct.error[0]) bench_fig_add_ref(&f, &direct);
+  clref_job_free(job);
   double after = before > 0 ? torch_conv_ms(cc, why, sizeof why) : -1;
   if (before > 0 && after > 0) {
     bench_fig ref;
@@ -141,8 +150,8 @@ done:
   ct_empty_cache(d);
 }
 
-void bench_group_nn(const bench_opts *o, ct_device *d) {
+void bench_group_nn(const bench_opts *o, ct_device *d, clref *r) {
   const conv_case *cs = o->quick ? k_convs_quick : k_convs;
   size_t n = o->quick ? sizeof k_convs_quick / sizeof k_convs_quick[0] : sizeof k_convs / sizeof k_convs[0];
-  for (size_t i = 0; i < n; i++) conv_figure(o, d, &cs[i]);
+  for (size_t i = 0; i < n; i++) conv_figure(o, d, r, &cs[i]);
 }

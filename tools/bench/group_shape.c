@@ -48,29 +48,37 @@ static int sync_dev(void *p) {
 /* Measures fn (f, moving `work` GB per call) in turns with a ct_copy of n f32 elements (the
  * reference "copy", 2 * 4 * n bytes per call), once st (the inputs' creation) is CT_OK; emits
  * f and releases c's tensors. */
-static void measure_against_copy(const bench_opts *o, bench_fig *f, bench_fn fn, shape_ctx *c, ct_status st,
-                                 int64_t n, double work) {
+static void measure_against_copy(const bench_opts *o, clref *r, bench_fig *f, bench_fn fn, shape_ctx *c,
+                                 ct_status st, int64_t n, double work) {
   int64_t flat[1] = {n};
-  bench_fig ref;
+  bench_fig ref, clr;
   bench_fig_init(&ref, "copy", f->size, f->shape, f->dtype, f->unit);
+  bench_fig_init(&clr, "cl_copy", f->size, f->shape, f->dtype, f->unit);
+  /* The one-line copy kernel beside the copy command: some implementations copy buffers faster
+   * (or slower) than a kernel can. */
+  clref_job *job = st == CT_OK ? clref_job_new(o, r, "copy", (size_t)n) : NULL;
   if (st == CT_OK) st = ct_ones(&c->src, c->d, CT_F32, 1, flat);
   if (st == CT_OK) st = ct_empty(&c->dst, c->d, CT_F32, 1, flat);
   if (st != CT_OK) {
     bench_ct_fail("creating the inputs", st);
     bench_fig_fail(f, false, bench_error());
   } else {
-    bench_item items[2] = {{f, fn, sync_dev, c, 1000, work, false},
-                           {&ref, do_copy, sync_dev, c, 1000, 2.0 * (double)n * sizeof(float) / 1e9, false}};
-    bench_measure_set(o, items, 2);
+    double bytes = 2.0 * (double)n * sizeof(float) / 1e9;
+    bench_item items[3] = {{f, fn, sync_dev, c, 1000, work, false},
+                           {&ref, do_copy, sync_dev, c, 1000, bytes, false},
+                           {&clr, clref_job_run, clref_job_sync, job, 1000, bytes, false}};
+    bench_measure_set(o, items, job ? 3 : 2);
     if (!ref.error[0]) bench_fig_add_ref(f, &ref);
+    if (job && !clr.error[0]) bench_fig_add_ref(f, &clr);
   }
+  clref_job_free(job);
   bench_emit(o, f);
   for (int i = 0; i < 2; i++) ct_release(c->parts[i]);
   ct_release(c->src);
   ct_release(c->dst);
 }
 
-static void cat_one(const bench_opts *o, ct_device *d, int lg, int dim) {
+static void cat_one(const bench_opts *o, ct_device *d, clref *r, int lg, int dim) {
   int64_t n = (int64_t)1 << lg, rows = (int64_t)1 << (lg / 2), cols = n / rows;
   /* Each part is half of the result: [rows, cols/2] along dim 1, [rows/2, cols] along dim 0. */
   int64_t ps[2] = {dim ? rows : rows / 2, dim ? cols / 2 : cols};
@@ -83,10 +91,10 @@ static void cat_one(const bench_opts *o, ct_device *d, int lg, int dim) {
   bench_progress(o, "%s %s", name, sz);
   ct_status st = ct_ones(&c.parts[0], d, CT_F32, 2, ps);
   if (st == CT_OK) st = ct_zeros(&c.parts[1], d, CT_F32, 2, ps);
-  measure_against_copy(o, &f, do_cat, &c, st, n, 2.0 * (double)n * sizeof(float) / 1e9);
+  measure_against_copy(o, r, &f, do_cat, &c, st, n, 2.0 * (double)n * sizeof(float) / 1e9);
 }
 
-static void pad_one(const bench_opts *o, ct_device *d) {
+static void pad_one(const bench_opts *o, ct_device *d, clref *r) {
   int64_t s[4] = {o->quick ? 8 : 32, o->quick ? 16 : 64, 56, 56}, n = s[0] * s[1] * s[2] * s[3];
   int64_t nout = s[0] * s[1] * 58 * 58;
   char sz[48];
@@ -96,12 +104,12 @@ static void pad_one(const bench_opts *o, ct_device *d) {
   shape_ctx c = {.d = d};
   bench_progress(o, "pad %s", sz);
   ct_status st = ct_ones(&c.parts[0], d, CT_F32, 4, s);
-  measure_against_copy(o, &f, do_pad, &c, st, n, (double)(n + nout) * sizeof(float) / 1e9);
+  measure_against_copy(o, r, &f, do_pad, &c, st, n, (double)(n + nout) * sizeof(float) / 1e9);
 }
 
-void bench_group_shape(const bench_opts *o, ct_device *d) {
+void bench_group_shape(const bench_opts *o, ct_device *d, clref *r) {
   int lg = o->quick ? 20 : 24;
-  cat_one(o, d, lg, 1);
-  cat_one(o, d, lg, 0);
-  pad_one(o, d);
+  cat_one(o, d, r, lg, 1);
+  cat_one(o, d, r, lg, 0);
+  pad_one(o, d, r);
 }

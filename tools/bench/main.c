@@ -168,7 +168,8 @@ int main(int argc, char **argv) {
 
   bench_output_begin(&o, d);
   clref *r = NULL;
-  if (o.groups & (BENCH_TRANSFER | BENCH_ELEMENTWISE | BENCH_REDUCE | BENCH_CHAIN | BENCH_FUSION)) {
+  if (o.groups & (BENCH_TRANSFER | BENCH_ELEMENTWISE | BENCH_REDUCE | BENCH_CHAIN | BENCH_FUSION | BENCH_SHAPE |
+                  BENCH_INDEX | BENCH_NN)) {
     r = clref_open_device(d);
     if (!r) fprintf(stderr, "cltensor-bench: the raw OpenCL references are unavailable: %s\n", bench_error());
   }
@@ -178,13 +179,13 @@ int main(int argc, char **argv) {
   if (o.groups & BENCH_SOFTMAX) bench_group_softmax(&o, d);
   if (o.groups & BENCH_CHAIN) bench_group_chain(&o, d, r);
   if (o.groups & BENCH_MLP) bench_group_mlp(&o, d);
-  if (o.groups & BENCH_SHAPE) bench_group_shape(&o, d);
-  if (o.groups & BENCH_INDEX) bench_group_index(&o, d);
+  if (o.groups & BENCH_SHAPE) bench_group_shape(&o, d, r);
+  if (o.groups & BENCH_INDEX) bench_group_index(&o, d, r);
   if (o.groups & BENCH_FUSION) bench_group_fusion(&o, d, r);
+  if (o.groups & BENCH_NN) bench_group_nn(&o, d, r);
   clref_close(r);
   if (o.groups & BENCH_MATMUL) bench_group_matmul(&o, d);
   if (o.groups & BENCH_FIRST_RESULT) bench_group_first_result(&o, d);
-  if (o.groups & BENCH_NN) bench_group_nn(&o, d);
   if (o.groups & BENCH_MODELS) bench_group_models(&o, d);
   if (o.groups & BENCH_TRAIN) bench_group_train(&o, d);
   int failed = bench_output_end(&o);

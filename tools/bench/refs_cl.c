@@ -17,7 +17,7 @@ struct clref {
   cl_context ctx;
   cl_command_queue q;
   cl_program prog;
-  cl_kernel add, mul, ex, psum, pmax, tchain;
+  cl_kernel add, mul, ex, psum, pmax, tchain, copy, conv;
   size_t max_wg;
   cl_ulong max_alloc;
 };
@@ -31,6 +31,18 @@ static const char *k_src =
     "{ size_t i = get_global_id(0); c[i] = exp(a[i]); }\n"
     "__kernel void tanh_chain(__global const float *a, __global float *c)\n"
     "{ size_t i = get_global_id(0); float x = a[i]; c[i] = tanh(x * 0.5f + 1.0f) * x; }\n"
+    "__kernel void copy(__global const float *a, __global float *c)\n"
+    "{ size_t i = get_global_id(0); c[i] = a[i]; }\n"
+    "__kernel void conv_direct(__global const float *x, __global const float *w, __global float *y,\n"
+    "                          int cin, int h, int wd, int cout, int k, int pad)\n"
+    "{ size_t g = get_global_id(0); int oh = h + 2 * pad - k + 1, ow = wd + 2 * pad - k + 1;\n"
+    "  int ox = g % ow, oy = (g / ow) % oh, co = (g / ow / oh) % cout, b = g / ow / oh / cout;\n"
+    "  float acc = 0.0f;\n"
+    "  for (int c = 0; c < cin; c++) for (int i = 0; i < k; i++) for (int j = 0; j < k; j++) {\n"
+    "    int iy = oy + i - pad, ix = ox + j - pad;\n"
+    "    if (iy >= 0 && iy < h && ix >= 0 && ix < wd)\n"
+    "      acc += x[((b * cin + c) * h + iy) * wd + ix] * w[((co * cin + c) * k + i) * k + j]; }\n"
+    "  y[g] = acc; }\n"
     "__kernel void partial_sum(__global const float *a, __global float *out, ulong n)\n"
     "{ size_t g = get_global_id(0), gs = get_global_size(0);\n"
     "  size_t chunk = (n + gs - 1) / gs, s = g * chunk, e = min(s + chunk, (size_t)n);\n"
@@ -59,7 +71,7 @@ static int build_kernels(clref *r) {
     cl_kernel *k;
     const char *name;
   } ks[] = {{&r->add, "add"}, {&r->mul, "mul"}, {&r->ex, "ex"}, {&r->psum, "partial_sum"}, {&r->pmax, "partial_max"},
-                 {&r->tchain, "tanh_chain"}};
+                 {&r->tchain, "tanh_chain"}, {&r->copy, "copy"}, {&r->conv, "conv_direct"}};
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
     *ks[i].k = clCreateKernel(r->prog, ks[i].name, &err);
     CLTRY(err, "clCreateKernel");
@@ -273,10 +285,15 @@ static int set_args(cl_kernel k, const cl_mem *m, int n) {
 static int job_init(const bench_opts *o, clref_job *j, const char *what, size_t n) {
   clref *r = j->r;
   cl_int err;
-  if (!strcmp(what, "add") || !strcmp(what, "mul") || !strcmp(what, "exp") || !strcmp(what, "tanh_chain")) {
-    bool unary = !strcmp(what, "exp") || !strcmp(what, "tanh_chain");
+  if (!strcmp(what, "add") || !strcmp(what, "mul") || !strcmp(what, "exp") || !strcmp(what, "tanh_chain") ||
+      !strcmp(what, "copy")) {
+    bool unary = !strcmp(what, "exp") || !strcmp(what, "tanh_chain") || !strcmp(what, "copy");
     j->kind = JOB_KERNEL;
-    j->k = !strcmp(what, "exp") ? r->ex : !strcmp(what, "tanh_chain") ? r->tchain : !strcmp(what, "add") ? r->add : r->mul;
+    j->k = !strcmp(what, "exp")          ? r->ex
+           : !strcmp(what, "tanh_chain") ? r->tchain
+           : !strcmp(what, "copy")       ? r->copy
+           : !strcmp(what, "add")        ? r->add
+                                         : r->mul;
     j->global = n;
     int nb = unary ? 2 : 3;
     for (int i = 0; i < nb; i++)
@@ -335,6 +352,32 @@ static int job_init(const bench_opts *o, clref_job *j, const char *what, size_t 
     return 0;
   }
   return bench_fail("unknown reference '%s'", what);
+}
+
+clref_job *clref_job_conv(const bench_opts *o, clref *r, const int dims[7]) {
+  if (!r) return NULL;
+  clref_job *j = calloc(1, sizeof *j);
+  if (!j) {
+    bench_fail("out of host memory");
+    return NULL;
+  }
+  j->r = r;
+  j->kind = JOB_KERNEL;
+  j->k = r->conv;
+  int n = dims[0], cin = dims[1], h = dims[2], w = dims[3], cout = dims[4], k = dims[5], pad = dims[6];
+  size_t oh = (size_t)(h + 2 * pad - k + 1), ow = (size_t)(w + 2 * pad - k + 1);
+  j->global = (size_t)n * (size_t)cout * oh * ow;
+  int ok = make_buf(r, &j->m[0], (size_t)n * (size_t)cin * (size_t)h * (size_t)w, 91) == 0 &&
+           make_buf(r, &j->m[1], (size_t)cout * (size_t)cin * (size_t)k * (size_t)k, 92) == 0 &&
+           make_buf(r, &j->m[2], j->global, 93) == 0 && set_args(j->k, j->m, 3) == 0;
+  for (int i = 1; ok && i < 7; i++)
+    ok = clSetKernelArg(j->k, (cl_uint)(i + 2), sizeof(cl_int), &dims[i]) == CL_SUCCESS;
+  if (!ok || pick_local(o, j) != 0) {
+    if (ok) bench_fail("raw OpenCL: setting the direct convolution's arguments failed");
+    clref_job_free(j);
+    return NULL;
+  }
+  return j;
 }
 
 clref_job *clref_job_new(const bench_opts *o, clref *r, const char *what, size_t n) {
