@@ -250,6 +250,16 @@ kernel void copy_strided(global DT *dst, long dst_off, long ds0, long ds1, globa
   }
 }
 
+/* Lanes style (src/device/quirks.c), no outer dims: straight-line code and one bounds test.
+ * Compilers that run work-items as SIMD lanes pay for every branch of copy_strided, taken or
+ * not (llvmpipe: 0.1 GB/s for a 2-D copy into a strided slice, 0.44 without the outer
+ * decomposition, 1.0 as here, its one-line copy 1.0); PoCL needs copy_strided's shape instead. */
+kernel void copy_strided2(global DT *dst, long dst_off, long ds0, long ds1, global const ST *src, long src_off,
+                          long ss0, long ss1, long n0, long n1) {
+  long i0 = get_global_id(0), i1 = get_global_id(1);
+  if (i0 < n0 && i1 < n1) STORE(dst, dst_off + i0 * ds0 + i1 * ds1, CONV(src, src_off + i0 * ss0 + i1 * ss1));
+}
+
 #ifdef CT_BITS
 /* A contiguous fill, launched as copy_contig: clEnqueueFillBuffer took PoCL 60-120 us for
  * 512 KB (a pattern loop per byte range), this kernel a memory pass. */

@@ -34,6 +34,7 @@ struct ct__kernel {
   pthread_mutex_t lock;
   size_t group;            /* work-group size ct__launch_dims() uses: a power of two */
   size_t max_items[3];     /* CL_DEVICE_MAX_WORK_ITEM_SIZES of dims 0-2, floored to powers of two */
+  size_t tile0;            /* at most this many work-items along dim 0 in a 2-D or 3-D launch */
   cl_uint nargs;           /* CL_KERNEL_NUM_ARGS, or CT__KERNEL_NARGS_UNKNOWN */
   struct ct__kernel *next; /* in its program */
   char name[];
@@ -75,6 +76,11 @@ static void ct__kernel_limits(ct__kernel *k, ct_device *d) {
   /* 1-D launches of whole groups (copy_contig, ew_contig) use the group along dim 0. */
   if (wg > k->max_items[0]) wg = k->max_items[0];
   k->group = ct__pow2_floor(wg);
+  /* Chunked (PoCL): tiles of 64 along dim 0, so strided reads such as a transpose's reuse their
+   * cache lines across dim 1 (2-5x a 1024-wide row there). Lanes: the whole group along dim 0;
+   * llvmpipe ran a 2-D copy into a strided slice at 0.5 GB/s with [64, 4] groups and 1.0 with
+   * [256, 1] (its one-line copy: 1.0), and on GPUs a row of 256 is as coalesced as 64. */
+  k->tile0 = ct__device_chunked(d) && k->group > 64 ? 64 : k->group;
   if (clGetKernelInfo(k->k, CL_KERNEL_NUM_ARGS, sizeof k->nargs, &k->nargs, NULL) != CL_SUCCESS)
     k->nargs = CT__KERNEL_NARGS_UNKNOWN;
 }
@@ -719,9 +725,8 @@ ct_status ct__kernel_group_limit(size_t *out, ct__kernel *k, ct_device *d, size_
 }
 
 void ct__launch_dims(const ct__kernel *k, cl_uint dims, size_t *global, size_t *local) {
-  /* Two dims or more: a tile of at most 64 along dim 0 (whole cache lines, and strided reads
-   * such as a transpose's reuse their lines across dim 1: 2-5x a 1024-wide row on PoCL). */
-  ct__launch_shape(k, dims, dims >= 2 ? 64 : k->group, global, local);
+  /* Two dims or more: a tile of at most k->tile0 along dim 0 (see ct__kernel_limits). */
+  ct__launch_shape(k, dims, dims >= 2 ? k->tile0 : k->group, global, local);
 }
 
 void ct__launch_shape(const ct__kernel *k, cl_uint dims, size_t cap0, size_t *global, size_t *local) {

@@ -160,13 +160,30 @@ static ct_status ct__copy_launch(ct_tensor *dst, const ct_tensor *src, const int
     snprintf(opts, sizeof opts, "-DCT_BITS=%s", ct__dtype_bits_type(es));
   else
     snprintf(opts, sizeof opts, "-DCT_SRC=%d -DCT_DST=%d", (int)src->dtype, (int)dst->dtype);
+  /* Lanes style, two dims: copy_strided2, without copy_strided's outer dims and PoCL-shaped
+   * tests (kernels/copy.cl). */
+  bool two = !contig && g.ndim <= 2 && !ct__device_chunked(d);
   ct__kernel *k;
-  CT__TRY(ct__kernel_get(&k, d, "copy.cl", contig ? "copy_contig" : "copy_strided", opts));
+  CT__TRY(ct__kernel_get(&k, d, "copy.cl", contig ? "copy_contig" : two ? "copy_strided2" : "copy_strided", opts));
   struct ct__kargs a = ct__kargs_lock(k);
   if (contig) return ct__contig_launch(&a, k, d, dst, src, NULL, n, fn);
   size_t global[3];
   bool fit = n >= CT__COPY_FIT_MIN;
   ct__nd_range(&g, global, ct__kernel_group_size(k), fit);
+  if (two) {
+    size_t local[2];
+    ct__strided_operand(&a, "dst", dst, &g, g.dst);
+    ct__strided_operand(&a, "src", src, &g, g.src);
+    ct__karg_long(&a, "n0", (cl_long)global[0]);
+    ct__karg_long(&a, "n1", (cl_long)global[1]);
+    ct_status st = ct__kargs_end(&a, fn);
+    if (st == CT_OK) {
+      ct__launch_dims(k, 2, global, local);
+      st = ct__kernel_launch(k, d, 2, global, local);
+    }
+    ct__kernel_unlock(k);
+    return st;
+  }
   int no = g.ndim - 2;
   ct__strided_operand(&a, "dst", dst, &g, g.dst);
   ct__strided_operand(&a, "src", src, &g, g.src);
