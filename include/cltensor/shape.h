@@ -73,7 +73,7 @@ CT_API ct_status ct_roll(ct_tensor **out, const ct_tensor *x, int64_t shift, int
 CT_API ct_status ct_repeat(ct_tensor **out, const ct_tensor *x, int ndim, const int64_t *repeats);
 /* torch.tril(x, diagonal) / torch.triu(x, diagonal) over the last two dims (x has >= 2 dims),
  * batched over the rest: elements with col - row > diagonal (tril) or < diagonal (triu) are 0.
- * OUT: *out. */
+ * Any int64 diagonal is valid (INT64_MAX: tril keeps all, triu none). OUT: *out. */
 CT_API ct_status ct_tril(ct_tensor **out, const ct_tensor *x, int64_t diagonal);
 CT_API ct_status ct_triu(ct_tensor **out, const ct_tensor *x, int64_t diagonal);
 

@@ -220,9 +220,14 @@ static ct_status ct__tri(ct_tensor **out, const ct_tensor *x, int64_t diagonal, 
   if (x->ndim < 2)
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: x has %d dims (expected at least 2)", fn, x->ndim);
   int64_t lo[CT_MAX_DIMS] = {0};
+  /* The kernel compares col with row + diag: a diagonal near INT64_MIN or INT64_MAX would
+   * overflow there. Every diagonal at or past the last column (or at or before minus the row
+   * count) keeps or drops the same elements, so clamping to [-rows, cols] changes nothing. */
+  int64_t rows = x->shape[x->ndim - 2], cols = x->shape[x->ndim - 1];
+  int64_t diag = diagonal < -rows ? -rows : diagonal > cols ? cols : diagonal;
   ct_tensor *r = NULL;
   ct__node *n;
-  ct_status st = ct__gather(&r, x, x->ndim, x->shape, lo, mode, diagonal, NULL, fn);
+  ct_status st = ct__gather(&r, x, x->ndim, x->shape, lo, mode, diag, NULL, fn);
   CT__TRY(ct__reorder_result(out, r, x, st, CT__GOP_TRIL, &n, fn));
   if (n) { /* TRIL: i[0] the diagonal, i[1] 1 for triu; the gradient is masked the same way */
     n->i[0] = diagonal;

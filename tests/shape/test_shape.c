@@ -517,6 +517,37 @@ START_TEST(test_tril_triu) {
 }
 END_TEST
 
+/* Diagonals near the int64 limits (issue #28): the kernel compared col with row + diagonal,
+ * which overflowed, so tril(x, INT64_MAX) dropped everything. As PyTorch: a diagonal at or past
+ * the last column keeps all (tril) or nothing (triu), one at or before minus the row count the
+ * reverse. */
+START_TEST(test_tril_triu_extreme_diagonals) {
+  ct_device *d = ct_test_device();
+  int64_t sh[2] = {3, 3};
+  ct_tensor *a = NULL, *x = NULL, *o = NULL;
+  ck_assert_ct_ok(ct_arange(&a, d, CT_F32, 1, 10, 1));
+  ck_assert_ct_ok(ct_reshape(&x, a, 2, sh));
+  struct {
+    int upper;
+    int64_t diag;
+    int all; /* 1: x as it is, 0: zeros */
+  } cases[] = {{0, INT64_MAX, 1}, {0, INT64_MAX - 1, 1}, {1, INT64_MAX, 0},     {1, INT64_MAX - 1, 0},
+               {0, INT64_MIN, 0}, {0, INT64_MIN + 1, 0}, {1, INT64_MIN, 1},     {1, INT64_MIN + 1, 1},
+               {0, 3, 1},         {1, -3, 1},            {0, -3, 0},            {1, 3, 0}};
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+    ck_assert_ct_ok(cases[c].upper ? ct_triu(&o, x, cases[c].diag) : ct_tril(&o, x, cases[c].diag));
+    float got[9];
+    ck_assert_ct_ok(ct_to_host(o, got, sizeof got));
+    for (int e = 0; e < 9; e++)
+      ck_assert_msg(got[e] == (cases[c].all ? (float)(e + 1) : 0.0f), "%s(x, %" PRId64 "): element %d is %g",
+                    cases[c].upper ? "triu" : "tril", cases[c].diag, e, (double)got[e]);
+    ct_release(o);
+  }
+  ct_release(x);
+  ct_release(a);
+}
+END_TEST
+
 /* ---- pad ---- */
 
 START_TEST(test_pad_fixtures) {
@@ -1101,6 +1132,7 @@ static Suite *shape_suite(int two) {
   tcase_add_test(tc, test_flip_roll_0d);
   tcase_add_test(tc, test_repeat);
   tcase_add_test(tc, test_tril_triu);
+  tcase_add_test(tc, test_tril_triu_extreme_diagonals);
   tcase_add_test(tc, test_pad_fixtures);
   tcase_add_test(tc, test_pad_strided);
   tcase_add_test(tc, test_pad_errors);
