@@ -86,6 +86,7 @@ typedef enum ct_pad_mode {
 /* torch.nn.functional.pad(x, pad, mode, value). pad holds npad (even) entries, pairs
  * (left, right) from the LAST dim backwards, as F.pad: {l_last, r_last, l_prev, r_prev, ...};
  * npad <= 2 * ndim.
+ *   Every pad is > INT64_MIN (the gradient negates it).
  *   CT_PAD_CONSTANT: any ndim; negative pads crop; every padded size must stay >= 0; value is
  *     converted to x's dtype and must fit it (the scalar rule of ct_full).
  *   CT_PAD_REFLECT, CT_PAD_REPLICATE: PyTorch's forms only: npad 2, 4 or 6 with x of

@@ -638,6 +638,50 @@ START_TEST(test_pad_errors) {
 }
 END_TEST
 
+/* Pads near the int64 limits (issue #28): the size check computed s + l + r, which overflowed
+ * (a size of INT64_MAX accepted), and the kernel computed c - l, which overflowed for a left
+ * pad near INT64_MIN (replicate took the first element instead of the last); a pad of
+ * INT64_MIN has no negation for the gradient. */
+START_TEST(test_pad_extreme) {
+  ct_device *d = ct_test_device();
+  int64_t sh[2] = {1, 3};
+  ct_tensor *a = NULL, *x = NULL, *o = NULL;
+  ck_assert_ct_ok(ct_arange(&a, d, CT_F32, 1, 4, 1));
+  ck_assert_ct_ok(ct_reshape(&x, a, 2, sh));
+  float got[3];
+  /* Everything cropped on the left, as much padded on the right: the edge element (replicate),
+   * the value (constant). */
+  int64_t crop[2] = {-INT64_MAX, INT64_MAX}, far[2] = {INT64_MAX, -INT64_MAX};
+  ck_assert_ct_ok(ct_pad(&o, x, 2, crop, CT_PAD_REPLICATE, 0));
+  ck_assert_int_eq(ct_tensor_shape(o)[1], 3);
+  ck_assert_ct_ok(ct_to_host(o, got, sizeof got));
+  for (int i = 0; i < 3; i++) ck_assert_float_eq(got[i], 3.0f);
+  ct_release(o);
+  ck_assert_ct_ok(ct_pad(&o, x, 2, far, CT_PAD_REPLICATE, 0));
+  ck_assert_ct_ok(ct_to_host(o, got, sizeof got));
+  for (int i = 0; i < 3; i++) ck_assert_float_eq(got[i], 1.0f);
+  ct_release(o);
+  for (int k = 0; k < 2; k++) {
+    ck_assert_ct_ok(ct_pad(&o, x, 2, k ? far : crop, CT_PAD_CONSTANT, 7.5));
+    ck_assert_int_eq(ct_tensor_shape(o)[1], 3);
+    ck_assert_ct_ok(ct_to_host(o, got, sizeof got));
+    for (int i = 0; i < 3; i++) ck_assert_float_eq(got[i], 7.5f);
+    ct_release(o);
+  }
+  /* 3 - INT64_MAX - 5 is below INT64_MIN: it wrapped to a huge size. */
+  int64_t under[2] = {-INT64_MAX, -5}, over[2] = {INT64_MAX, 1}, minp[2] = {INT64_MIN, INT64_MAX};
+  ck_assert_ct_status(ct_pad(&o, x, 2, under, CT_PAD_CONSTANT, 0), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("negative or too large");
+  ck_assert_ct_status(ct_pad(&o, x, 2, over, CT_PAD_CONSTANT, 0), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("negative or too large");
+  ck_assert_ct_status(ct_pad(&o, x, 2, minp, CT_PAD_CONSTANT, 0), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("INT64_MIN");
+  ck_assert_ptr_null(o);
+  ct_release(x);
+  ct_release(a);
+}
+END_TEST
+
 /* ---- clone, *_like, fills ---- */
 
 START_TEST(test_clone_like_fill) {
@@ -1136,6 +1180,7 @@ static Suite *shape_suite(int two) {
   tcase_add_test(tc, test_pad_fixtures);
   tcase_add_test(tc, test_pad_strided);
   tcase_add_test(tc, test_pad_errors);
+  tcase_add_test(tc, test_pad_extreme);
   suite_add_tcase(s, tc);
   tc = tcase_create("fill");
   tcase_add_test(tc, test_clone_like_fill);
