@@ -297,6 +297,15 @@ START_TEST(test_chunk_split) {
   ck_assert_int_eq(n, 1);
   ck_assert_int_eq(ct_numel(outs[0]), 0);
   ct_release(outs[0]);
+  /* A size near INT64_MAX is one piece, the whole dim (issue #28: the piece count computed
+   * dsize + size - 1, which overflowed). */
+  for (int64_t big = INT64_MAX - 2; big > 0; big = big == INT64_MAX ? 0 : big + 1) {
+    n = -1;
+    ck_assert_ct_ok(ct_split(outs, &n, x, big, 0));
+    ck_assert_int_eq(n, 1);
+    ck_assert_int_eq(ct_tensor_shape(outs[0])[0], 5);
+    ct_release(outs[0]);
+  }
   /* Errors. */
   ck_assert_ct_status(ct_chunk(outs, &n, x, 0, 0), CT_ERR_INVALID_ARGUMENT);
   ck_assert_error_contains("chunks is 0");
