@@ -146,8 +146,10 @@ CT_API ct_status ct_reshape(ct_tensor **out, const ct_tensor *t, int ndim, const
 /* dims is a permutation of 0..ndim-1 (negative dims count from the end). */
 CT_API ct_status ct_permute(ct_tensor **out, const ct_tensor *t, const int *dims);
 CT_API ct_status ct_transpose(ct_tensor **out, const ct_tensor *t, int dim0, int dim1);
-/* Elements start, start+step, ... < stop along dim; step > 0; start/stop are clamped to
- * [0, size] as Python slices are, negative values count from the end. */
+/* Elements start, start+step, ... < stop along dim; step > 0 (any int64: a step past the
+ * extent gives one element); start/stop are clamped to [0, size] as Python slices are, negative
+ * values count from the end. CT_ERR_INVALID_ARGUMENT when the view's stride (t's stride times
+ * step, with two or more elements) does not fit int64. */
 CT_API ct_status ct_slice(ct_tensor **out, const ct_tensor *t, int dim, int64_t start, int64_t stop,
                           int64_t step);
 /* Removes dim when its size is 1 (else returns a view unchanged, as PyTorch does). */
