@@ -92,8 +92,9 @@ CT_API ct_status ct_rms_norm(ct_tensor **out, const ct_tensor *x, int nnorm, con
  * variance (as PyTorch). Training needs more than one value per channel (N times the trailing
  * sizes), with or without running stats: CT_ERR_INVALID_ARGUMENT otherwise, as PyTorch. Eval (training false): normalizes with running_mean and running_var, which are
  * then required. running stats, weight and bias: NULL or [C], contiguous, of one float dtype
- * (x's, or f32 for f16/bf16 x as PyTorch's mixed mode); the running stats are written, so they
- * must not be views that overlap x.
+ * (x's, or f32 for f16/bf16 x as PyTorch's mixed mode); the running stats are written, so in
+ * training they must not be views that overlap x or each other, nor expanded views (stride 0 on
+ * a dim of size > 1): CT_ERR_INVALID_ARGUMENT.
  * Differentiable with respect to x, weight and bias: in training through the batch statistics
  * (PyTorch's backward), in eval an affine map with the running statistics as constants. The
  * running statistics take no gradient; in training, grad mode on, a running stat that requires

@@ -40,10 +40,12 @@ typedef struct ct_optimizer ct_optimizer;
 /* Constructor. Stochastic gradient descent with momentum (torch.optim.SGD, dampening 0):
  *   g = grad + weight_decay * p;  b = momentum * b + g (b = g at the first step);
  *   g = nesterov ? g + momentum * b : b  (when momentum != 0);  p -= lr * g.
- * params: n >= 1 float leaves that require grad, all distinct (the array is copied; each tensor
- * retained). lr >= 0, momentum >= 0, weight_decay >= 0, nesterov needs momentum > 0.
+ * params: n >= 1 float leaves that require grad, all distinct, none an expanded view (a dim of
+ * size > 1 with stride 0, whose one memory cell a step would update once per element) (the
+ * array is copied; each tensor retained). lr >= 0, momentum >= 0, weight_decay >= 0, nesterov
+ * needs momentum > 0.
  * OUT: *out, a new optimizer (NULL on failure). Returns CT_OK; CT_ERR_INVALID_ARGUMENT naming
- * the value or the entry (NULL, n < 1, a duplicate, not a leaf, not requiring grad);
+ * the value or the entry (NULL, n < 1, a duplicate, not a leaf, not requiring grad, expanded);
  * CT_ERR_DTYPE_MISMATCH for a parameter that is not floating; CT_ERR_OUT_OF_MEMORY. */
 CT_API ct_status ct_sgd_new(ct_optimizer **out, ct_tensor *const *params, int n, double lr, double momentum,
                             double weight_decay, bool nesterov);

@@ -95,7 +95,8 @@ CT_API bool ct_tensor_is_contiguous(const ct_tensor *t);       /* C-contiguous; 
  * CT_ERR_INVALID_ARGUMENT when dst_bytes < ct_tensor_nbytes(t) (both sizes in the message). */
 CT_API ct_status ct_to_host(const ct_tensor *t, void *dst, size_t dst_bytes);
 /* Overwrites t's elements with row-major host data of ct_tensor_nbytes(t) bytes (blocking).
- * t may be a non-contiguous view (not an expanded one): its elements are written in place.
+ * t may be a non-contiguous view, but not an expanded one (a stride-0 dim of size > 1:
+ * CT_ERR_INVALID_ARGUMENT, before anything is written): its elements are written in place.
  * Autograd: a write in place (autograd.h): refused (CT_ERR_INVALID_ARGUMENT) when t requires
  * grad while grad mode is on; bumps t's version, so a graph that saved t fails ct_backward. */
 CT_API ct_status ct_copy_from_host(ct_tensor *t, const void *src, size_t src_bytes);

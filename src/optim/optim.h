@@ -53,8 +53,9 @@ ct_status ct__optim_grad_launch(ct_tensor *g, const char *name, double x, const 
 ct_status ct__optim_grad(ct_tensor **g, const ct_tensor *p, int i, const char *fn);
 
 /* Checks a parameter list: params non-NULL, n >= 1 (or >= 0 with allow_empty), every entry a
- * distinct float tensor (CT_ERR_DTYPE_MISMATCH otherwise); with need_leaf, a leaf that requires
- * grad. Messages name the entry. */
+ * distinct float tensor (CT_ERR_DTYPE_MISMATCH otherwise); with need_leaf (the optimizers, which
+ * write the entries), a leaf that requires grad and has no elements sharing one memory location
+ * (an expanded view: a step would update one cell several times). Messages name the entry. */
 ct_status ct__optim_check_params(ct_tensor *const *params, int n, bool allow_empty, bool need_leaf,
                                  const char *fn);
 

@@ -685,6 +685,42 @@ START_TEST(constructor_errors) {
 }
 END_TEST
 
+/* An expanded parameter (stride 0: several elements in one cell) is refused at construction
+ * (issue #28): a step applied every element's update to the one cell (p = expand([1.0], [4]),
+ * SGD with lr 0.1 and gradient 1 left -3e-8 instead of 0.9). */
+START_TEST(expanded_parameter_refused) {
+  ct_device *d = ct_test_device();
+  int64_t one = 1, four = 4, n = 2;
+  ct_tensor *cell = NULL, *e = NULL, *p = NULL;
+  ck_assert_ct_ok(ct_ones(&cell, d, CT_F32, 1, &one));
+  ck_assert_ct_ok(ct_expand(&e, cell, 1, &four));
+  ck_assert_ct_ok(ct_set_requires_grad(e, true));
+  ck_assert(ct_is_leaf(e));
+  ck_assert_ct_ok(ct_zeros(&p, d, CT_F32, 1, &n));
+  ck_assert_ct_ok(ct_set_requires_grad(p, true));
+  ct_tensor *ps[2] = {p, e};
+  ct_optimizer *o = (ct_optimizer *)&o;
+  ck_assert_ct_status(ct_sgd_new(&o, ps, 2, 0.1, 0, 0, false), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_null(o);
+  ck_assert_error_contains("ct_sgd_new: params[1] of shape [4] (strides [0]) has stride 0 at dim 0");
+  ck_assert_error_contains("share one memory location");
+  o = (ct_optimizer *)&o;
+  ck_assert_ct_status(ct_adam_new(&o, ps, 2, 0.1, 0.9, 0.999, 1e-8, 0, true), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_null(o);
+  ck_assert_error_contains("ct_adam_new: params[1] of shape [4]");
+  /* An expanded size-1 dim shares nothing. */
+  ct_tensor *e1 = NULL;
+  ck_assert_ct_ok(ct_expand(&e1, cell, 2, (int64_t[]){1, 1}));
+  ck_assert_ct_ok(ct_set_requires_grad(e1, true));
+  ck_assert_ct_ok(ct_sgd_new(&o, &e1, 1, 0.1, 0, 0, false));
+  ct_optimizer_free(o);
+  ct_release(e1);
+  ct_release(p);
+  ct_release(e);
+  ct_release(cell);
+}
+END_TEST
+
 /* f16 parameters: the updates compute in f32 and round once per stored value, so after two
  * steps they agree with a double host computation to about an f16 ulp. */
 START_TEST(f16_parameters_smoke) {
@@ -763,5 +799,6 @@ int main(void) {
   tcase_add_test(tc, checkpoint_mismatch_leaves_optimizer);
   tc = new_case(s, "errors");
   tcase_add_test(tc, constructor_errors);
+  tcase_add_test(tc, expanded_parameter_refused);
   return ct_test_run(s);
 }
