@@ -20,10 +20,17 @@ struct ct_optimizer {
    * too): SGD's momentum buffer in s0 (none when momentum is 0); Adam's exp_avg in s0 and
    * exp_avg_sq in s1. Contiguous, the parameter's shape, dtype and device. */
   ct_tensor **s0, **s1;
-  int64_t *steps; /* the steps each parameter took (Adam's bias corrections are per parameter) */
+  int64_t *steps; /* the steps each parameter took (Adam's bias corrections are per parameter),
+                   * 0..CT__OPTIM_MAX_STEPS */
   double lr, momentum, weight_decay, beta1, beta2, eps;
   bool nesterov, decoupled;
 };
+
+/* The most steps a parameter's count holds. A checkpoint's count must leave room for the next
+ * step's increment (INT64_MAX does not), and the saver must only write counts the loader takes:
+ * so a count stops one short of INT64_MAX, where ct_optimizer_step refuses to go on, and the
+ * loader takes every count up to it. */
+#define CT__OPTIM_MAX_STEPS (INT64_MAX - 1)
 
 /* The checks of the constructors' hyperparameters (CT_ERR_INVALID_ARGUMENT naming the value),
  * shared with ct_optimizer_load. */
