@@ -80,7 +80,8 @@ kernel void shape_gather(global CT_BITS *dst, long dst_off, global const CT_BITS
   if (outside) { /* a constant pad's whole row */
     for (long i0 = first; i0 < end; i0++) row[i0] = value;
   } else if (mode == CT_GATHER_TRIL || mode == CT_GATHER_TRIU) {
-    /* Kept: col <= i1 + diag (tril), col >= i1 + diag (triu). */
+    /* Kept: col <= i1 + diag (tril), col >= i1 + diag (triu). The host clamps diag to
+     * [-rows, cols], so the sum cannot overflow. */
     long edge = i1 + diag;
     for (long i0 = first; i0 < end; i0++) {
       int keep = mode == CT_GATHER_TRIL ? i0 <= edge : i0 >= edge;

@@ -71,7 +71,8 @@ CT_BEGIN_DECLS
 /* OUT: *out, a new contiguous tensor a @ b (see the top of this header). Borrows a and b. */
 CT_API ct_status ct_matmul(ct_tensor **out, const ct_tensor *a, const ct_tensor *b);
 
-/* Writes a @ b into out, which must have the result's shape, dtype and device (any strides;
+/* Writes a @ b into out, which must have the result's shape, dtype and device (any strides but
+ * an expanded view's, a stride-0 dim of size > 1: CT_ERR_INVALID_ARGUMENT before anything runs;
  * it may overlap a or b: the product is then formed in a temporary first). */
 CT_API ct_status ct_matmul_out(ct_tensor *out, const ct_tensor *a, const ct_tensor *b);
 

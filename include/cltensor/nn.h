@@ -28,7 +28,11 @@ CT_BEGIN_DECLS
  * [Cout, Cin / groups, kh, kw], bias NULL or [Cout]; stride, padding, dilation as {h, w}
  * (stride and dilation >= 1, padding >= 0; NULL means {1, 1}, {0, 0}, {1, 1}); groups >= 1
  * dividing Cin and Cout. Out: [N, Cout, OH, OW] (or [Cout, OH, OW]) with
- * OH = (H + 2 ph - dh (kh - 1) - 1) / sh + 1. x, w and bias share one float dtype; integer
+ * OH = (H + 2 ph - dh (kh - 1) - 1) / sh + 1. Sizes are computed in checked arithmetic: a
+ * dilated kernel dh (kh - 1) + 1 past int64 is CT_ERR_SHAPE_MISMATCH (larger than any input),
+ * w.shape[1] * groups past int64 too; every dim, and the padded input H + 2 ph, W + 2 pw, must
+ * be at most 2^31 - 1, and the unfolded input (Cin kh kw by OH OW, 8 bytes an element) must fit
+ * int64, else CT_ERR_INVALID_ARGUMENT. x, w and bias share one float dtype; integer
  * dtypes give CT_ERR_DTYPE_MISMATCH (PyTorch's CPU refuses them as well). Three paths
  * (docs/OPS.md, "How conv runs"): on CPU devices, a register-blocked kernel over a zero-padded
  * f32 copy of x for stride-1 f32/f16/bf16 convs (unless both fewer than 8 output channels per
@@ -65,7 +69,8 @@ CT_API ct_status ct_avg_pool2d(ct_tensor **out, const ct_tensor *x, const int ke
 /* Adaptive average pooling (F.adaptive_avg_pool2d) to size {OH, OW} (each >= 0; an empty
  * input dim can only give an empty output dim): output (i, j) averages rows
  * [floor(i H / OH), ceil((i + 1) H / OH)) and the same for columns, PyTorch's windows.
- * x [N, C, H, W] or [C, H, W]. */
+ * x [N, C, H, W] or [C, H, W]. OH H + OH (and OW W + OW) must fit int64, else
+ * CT_ERR_INVALID_ARGUMENT (only an expanded x comes near). */
 CT_API ct_status ct_adaptive_avg_pool2d(ct_tensor **out, const ct_tensor *x, const int64_t size[2]);
 
 /* Layer normalization (F.layer_norm) over x's last nnorm dims (1 <= nnorm <= ndim):
@@ -92,8 +97,9 @@ CT_API ct_status ct_rms_norm(ct_tensor **out, const ct_tensor *x, int nnorm, con
  * variance (as PyTorch). Training needs more than one value per channel (N times the trailing
  * sizes), with or without running stats: CT_ERR_INVALID_ARGUMENT otherwise, as PyTorch. Eval (training false): normalizes with running_mean and running_var, which are
  * then required. running stats, weight and bias: NULL or [C], contiguous, of one float dtype
- * (x's, or f32 for f16/bf16 x as PyTorch's mixed mode); the running stats are written, so they
- * must not be views that overlap x.
+ * (x's, or f32 for f16/bf16 x as PyTorch's mixed mode); the running stats are written, so in
+ * training they must not be views that overlap x or each other, nor expanded views (stride 0 on
+ * a dim of size > 1): CT_ERR_INVALID_ARGUMENT.
  * Differentiable with respect to x, weight and bias: in training through the batch statistics
  * (PyTorch's backward), in eval an affine map with the running statistics as constants. The
  * running statistics take no gradient; in training, grad mode on, a running stat that requires

@@ -40,10 +40,12 @@ typedef struct ct_optimizer ct_optimizer;
 /* Constructor. Stochastic gradient descent with momentum (torch.optim.SGD, dampening 0):
  *   g = grad + weight_decay * p;  b = momentum * b + g (b = g at the first step);
  *   g = nesterov ? g + momentum * b : b  (when momentum != 0);  p -= lr * g.
- * params: n >= 1 float leaves that require grad, all distinct (the array is copied; each tensor
- * retained). lr >= 0, momentum >= 0, weight_decay >= 0, nesterov needs momentum > 0.
+ * params: n >= 1 float leaves that require grad, all distinct, none an expanded view (a dim of
+ * size > 1 with stride 0, whose one memory cell a step would update once per element) (the
+ * array is copied; each tensor retained). lr >= 0, momentum >= 0, weight_decay >= 0, nesterov
+ * needs momentum > 0.
  * OUT: *out, a new optimizer (NULL on failure). Returns CT_OK; CT_ERR_INVALID_ARGUMENT naming
- * the value or the entry (NULL, n < 1, a duplicate, not a leaf, not requiring grad);
+ * the value or the entry (NULL, n < 1, a duplicate, not a leaf, not requiring grad, expanded);
  * CT_ERR_DTYPE_MISMATCH for a parameter that is not floating; CT_ERR_OUT_OF_MEMORY. */
 CT_API ct_status ct_sgd_new(ct_optimizer **out, ct_tensor *const *params, int n, double lr, double momentum,
                             double weight_decay, bool nesterov);
@@ -59,8 +61,9 @@ CT_API ct_status ct_adam_new(ct_optimizer **out, ct_tensor *const *params, int n
 /* Method. One update of every parameter that has a gradient: one kernel each, enqueued without
  * waiting. The state a parameter needs is created at its first step (zeros for Adam's moments),
  * all of it before any parameter changes, so CT_ERR_OUT_OF_MEMORY changes no parameter; a
- * device failure (CT_ERR_OPENCL) can leave the step half done. opt NULL:
- * CT_ERR_INVALID_ARGUMENT. */
+ * device failure (CT_ERR_OPENCL) can leave the step half done. opt NULL, or a parameter with a
+ * gradient whose step count is already INT64_MAX - 1 (the most a count holds; reachable only
+ * through ct_optimizer_load): CT_ERR_INVALID_ARGUMENT, before anything changes. */
 CT_API ct_status ct_optimizer_step(ct_optimizer *opt);
 /* Method. Drops every parameter's gradient (set_to_none, PyTorch's default). */
 CT_API ct_status ct_optimizer_zero_grad(ct_optimizer *opt);
@@ -80,8 +83,10 @@ CT_API void ct_optimizer_free(ct_optimizer *opt);
  * parameter's device) and, as PyTorch's load_state_dict, restores the hyperparameters too
  * (lr included), so that training resumes with bit-identical steps. Save the parameters
  * themselves with ct_safetensors_set. A container that does not match (other kind, count,
- * shapes, dtypes, a missing entry or metadata, a value that does not parse or is out of range)
- * is CT_ERR_INVALID_ARGUMENT naming what differs, and the optimizer is left as it was. NULL
+ * shapes, dtypes, a missing entry or metadata, a value that does not parse or is out of range,
+ * a step count outside 0..INT64_MAX - 1: INT64_MAX would overflow at the next step) is
+ * CT_ERR_INVALID_ARGUMENT naming what differs, and the optimizer is left as it was. Every count
+ * the optimizer saves loads again. NULL
  * arguments: CT_ERR_INVALID_ARGUMENT; also CT_ERR_OUT_OF_MEMORY and the device statuses of the
  * copies. */
 CT_API ct_status ct_optimizer_save(const ct_optimizer *opt, ct_safetensors *st);

@@ -73,7 +73,7 @@ CT_API ct_status ct_roll(ct_tensor **out, const ct_tensor *x, int64_t shift, int
 CT_API ct_status ct_repeat(ct_tensor **out, const ct_tensor *x, int ndim, const int64_t *repeats);
 /* torch.tril(x, diagonal) / torch.triu(x, diagonal) over the last two dims (x has >= 2 dims),
  * batched over the rest: elements with col - row > diagonal (tril) or < diagonal (triu) are 0.
- * OUT: *out. */
+ * Any int64 diagonal is valid (INT64_MAX: tril keeps all, triu none). OUT: *out. */
 CT_API ct_status ct_tril(ct_tensor **out, const ct_tensor *x, int64_t diagonal);
 CT_API ct_status ct_triu(ct_tensor **out, const ct_tensor *x, int64_t diagonal);
 
@@ -86,6 +86,7 @@ typedef enum ct_pad_mode {
 /* torch.nn.functional.pad(x, pad, mode, value). pad holds npad (even) entries, pairs
  * (left, right) from the LAST dim backwards, as F.pad: {l_last, r_last, l_prev, r_prev, ...};
  * npad <= 2 * ndim.
+ *   Every pad is > INT64_MIN (the gradient negates it).
  *   CT_PAD_CONSTANT: any ndim; negative pads crop; every padded size must stay >= 0; value is
  *     converted to x's dtype and must fit it (the scalar rule of ct_full).
  *   CT_PAD_REFLECT, CT_PAD_REPLICATE: PyTorch's forms only: npad 2, 4 or 6 with x of

@@ -95,7 +95,8 @@ CT_API bool ct_tensor_is_contiguous(const ct_tensor *t);       /* C-contiguous; 
  * CT_ERR_INVALID_ARGUMENT when dst_bytes < ct_tensor_nbytes(t) (both sizes in the message). */
 CT_API ct_status ct_to_host(const ct_tensor *t, void *dst, size_t dst_bytes);
 /* Overwrites t's elements with row-major host data of ct_tensor_nbytes(t) bytes (blocking).
- * t may be a non-contiguous view (not an expanded one): its elements are written in place.
+ * t may be a non-contiguous view, but not an expanded one (a stride-0 dim of size > 1:
+ * CT_ERR_INVALID_ARGUMENT, before anything is written): its elements are written in place.
  * Autograd: a write in place (autograd.h): refused (CT_ERR_INVALID_ARGUMENT) when t requires
  * grad while grad mode is on; bumps t's version, so a graph that saved t fails ct_backward. */
 CT_API ct_status ct_copy_from_host(ct_tensor *t, const void *src, size_t src_bytes);
@@ -146,8 +147,10 @@ CT_API ct_status ct_reshape(ct_tensor **out, const ct_tensor *t, int ndim, const
 /* dims is a permutation of 0..ndim-1 (negative dims count from the end). */
 CT_API ct_status ct_permute(ct_tensor **out, const ct_tensor *t, const int *dims);
 CT_API ct_status ct_transpose(ct_tensor **out, const ct_tensor *t, int dim0, int dim1);
-/* Elements start, start+step, ... < stop along dim; step > 0; start/stop are clamped to
- * [0, size] as Python slices are, negative values count from the end. */
+/* Elements start, start+step, ... < stop along dim; step > 0 (any int64: a step past the
+ * extent gives one element); start/stop are clamped to [0, size] as Python slices are, negative
+ * values count from the end. CT_ERR_INVALID_ARGUMENT when the view's stride (t's stride times
+ * step, with two or more elements) does not fit int64. */
 CT_API ct_status ct_slice(ct_tensor **out, const ct_tensor *t, int dim, int64_t start, int64_t stop,
                           int64_t step);
 /* Removes dim when its size is 1 (else returns a view unchanged, as PyTorch does). */

@@ -403,13 +403,7 @@ ct_status ct__ew_check_out_overlap(const char *fn, const ct_tensor *out, int nin
                                    const char *const *names) {
   if (ct_numel(out) == 0) return CT_OK;
   char sb[200], tb[200];
-  for (int d = 0; d < out->ndim; d++)
-    if (out->shape[d] > 1 && out->strides[d] == 0)
-      return ct__error(CT_ERR_INVALID_ARGUMENT,
-                       "%s: out (shape %s, strides %s) has stride 0 on dim %d of size %" PRId64
-                       ", so several results would land on one element; write to a tensor without expanded dims",
-                       fn, ct__shape_str(sb, sizeof sb, out->ndim, out->shape),
-                       ct__shape_str(tb, sizeof tb, out->ndim, out->strides), d, out->shape[d]);
+  CT__TRY(ct__tensor_check_writable(out, fn, "out"));
   for (int i = 0; i < nin; i++) {
     const ct_tensor *t = in[i];
     if (!ct__tensor_overlaps(out, t) || ct__ew_same_elements(out, t)) continue;

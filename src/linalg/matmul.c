@@ -103,6 +103,7 @@ static ct_status ct__mm_run(struct ct__mm *mm, ct_tensor **res, ct_tensor *out) 
     const ct_tensor *ins[3] = {mm->a, mm->b, mm->c};
     const char *const names[3] = {mm->an, mm->bn, mm->cn};
     CT__TRY(ct__grad_check_out(mm->fn, mm->c ? 3 : 2, ins, names));
+    CT__TRY(ct__tensor_check_writable(out, mm->fn, "out"));
     CT__TRY(ct__grad_check_inplace(mm->fn, out, "out"));
     ct__tensor_bump_version(out);
   }

@@ -58,9 +58,16 @@ ct_status ct__conv_check(struct ct__conv *cv, const ct_tensor *x4, const ct_tens
   if (cv->Cout % groups != 0)
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: groups %d does not divide w's %lld output channels (w.shape[0])",
                      fn, groups, (long long)cv->Cout);
-  if (w->shape[1] * groups != cv->C)
+  /* Every size formed from the caller's shapes and arguments below is checked arithmetic: an
+   * empty w may have any other dims (w [0, 2^40, 1, 2^62]), an expanded x huge ones. */
+  int64_t cin;
+  if (__builtin_mul_overflow(w->shape[1], (int64_t)groups, &cin))
+    return ct__error(CT_ERR_SHAPE_MISMATCH,
+                     "%s: x has %lld channels but w expects w.shape[1] * groups = %lld * %d, which overflows int64",
+                     fn, (long long)cv->C, (long long)w->shape[1], groups);
+  if (cin != cv->C)
     return ct__error(CT_ERR_SHAPE_MISMATCH, "%s: x has %lld channels but w expects %lld (w.shape[1] * groups)", fn,
-                     (long long)cv->C, (long long)(w->shape[1] * groups));
+                     (long long)cv->C, (long long)cin);
   if (bias && (bias->ndim != 1 || bias->shape[0] != cv->Cout))
     return ct__error(CT_ERR_SHAPE_MISMATCH, "%s: bias must be [%lld] (w.shape[0]), got %s", fn,
                      (long long)cv->Cout, ct__shape_str(sx, sizeof sx, bias->ndim, bias->shape));
@@ -85,8 +92,22 @@ ct_status ct__conv_check(struct ct__conv *cv, const ct_tensor *x4, const ct_tens
   cv->pw = p[1];
   cv->dh = dl[0];
   cv->dw = dl[1];
-  int64_t eh = (int64_t)cv->dh * (cv->kh - 1) + 1, ew = (int64_t)cv->dw * (cv->kw - 1) + 1;
-  int64_t ih = cv->H + 2 * (int64_t)cv->ph, iw = cv->W + 2 * (int64_t)cv->pw;
+  /* The dilated kernel extents dilation * (k - 1) + 1 and the padded input sizes. An extent
+   * past int64 exceeds every input; a padded size past it is too large for any kernel. */
+  int64_t eh, ew, ih, iw;
+  bool eh_over = __builtin_mul_overflow((int64_t)cv->dh, cv->kh - 1, &eh) || __builtin_add_overflow(eh, 1, &eh);
+  bool ew_over = __builtin_mul_overflow((int64_t)cv->dw, cv->kw - 1, &ew) || __builtin_add_overflow(ew, 1, &ew);
+  if (__builtin_add_overflow(cv->H, 2 * (int64_t)cv->ph, &ih) || __builtin_add_overflow(cv->W, 2 * (int64_t)cv->pw, &iw))
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: x %s padded by %s (%d, %d) overflows int64", fn,
+                     ct__shape_str(sx, sizeof sx, x4->ndim, x4->shape), first ? "padding" : "padding[0..1]", cv->ph,
+                     cv->pw);
+  if (eh_over || ew_over) {
+    int over = ew_over ? 1 : 0;
+    return ct__error(CT_ERR_SHAPE_MISMATCH,
+                     "%s: the dilated kernel size dilation[%d] * (k - 1) + 1 = %d * (%lld - 1) + 1 overflows int64, "
+                     "larger than any input",
+                     fn, over - first, over ? cv->dw : cv->dh, (long long)(over ? cv->kw : cv->kh));
+  }
   if (eh > ih || ew > iw) {
     if (first)
       return ct__error(CT_ERR_SHAPE_MISMATCH,
@@ -99,9 +120,28 @@ ct_status ct__conv_check(struct ct__conv *cv, const ct_tensor *x4, const ct_tens
   }
   cv->OH = (ih - eh) / cv->sh + 1;
   cv->OW = (iw - ew) / cv->sw + 1;
+  /* The kernels index in int: every size, and the padded input (whose coordinates
+   * oh * stride - pad + ki * dilation they form, below ih), must fit one. */
   if (cv->OH > INT32_MAX || cv->OW > INT32_MAX || cv->H > INT32_MAX || cv->W > INT32_MAX || cv->C > INT32_MAX ||
       cv->Cout > INT32_MAX || cv->kh > INT32_MAX || cv->kw > INT32_MAX)
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: sizes beyond 2^31 - 1 per dim are not supported (x %s)", fn,
+                     ct__shape_str(sx, sizeof sx, x4->ndim, x4->shape));
+  if (ih > INT32_MAX || iw > INT32_MAX)
+    return ct__error(CT_ERR_INVALID_ARGUMENT,
+                     "%s: the padded input size (%lld x %lld) is beyond 2^31 - 1 per dim, which is not supported "
+                     "(x %s, padding %d, %d)",
+                     fn, (long long)ih, (long long)iw, ct__shape_str(sx, sizeof sx, x4->ndim, x4->shape), cv->ph,
+                     cv->pw);
+  /* The paths (forward and backward) form the unfolded input of an image, up to C * kh * kw rows
+   * by OH * OW columns (in bytes up to 8 per element), and sizes from it: it must fit int64 (only
+   * expanded operands, which take no memory, come near). */
+  int64_t rows, cols, col_bytes;
+  if (__builtin_mul_overflow(cv->C, cv->kh * cv->kw, &rows) || __builtin_mul_overflow(cv->OH, cv->OW, &cols) ||
+      __builtin_mul_overflow(rows, cols, &col_bytes) || __builtin_mul_overflow(col_bytes, (int64_t)8, &col_bytes))
+    return ct__error(CT_ERR_INVALID_ARGUMENT,
+                     "%s: the unfolded input (%lld channels x %lld x %lld kernel by %lld x %lld outputs) does not "
+                     "fit int64 (x %s)",
+                     fn, (long long)cv->C, (long long)cv->kh, (long long)cv->kw, (long long)cv->OH, (long long)cv->OW,
                      ct__shape_str(sx, sizeof sx, x4->ndim, x4->shape));
   return CT_OK;
 }

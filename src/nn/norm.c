@@ -406,6 +406,12 @@ static ct_status bn_api(ct_tensor **out, const ct_tensor *x, ct_tensor *running_
   /* Training writes the running statistics in place: refused for tensors that require grad (as
    * PyTorch's in-place rule), and their version moves (a graph that saved them notices). */
   if (training && running_mean) {
+    CT__TRY(ct__tensor_check_writable(running_mean, fn, "running_mean"));
+    CT__TRY(ct__tensor_check_writable(running_var, fn, "running_var"));
+    /* One channel's two statistics would land on one cell. */
+    if (ct__tensor_overlaps(running_mean, running_var))
+      return ct__error(CT_ERR_INVALID_ARGUMENT,
+                       "%s: running_mean and running_var share memory; both are written in place", fn);
     CT__TRY(ct__grad_check_inplace(fn, running_mean, "running_mean"));
     CT__TRY(ct__grad_check_inplace(fn, running_var, "running_var"));
   }

@@ -151,11 +151,13 @@ static ct_status pool_window(ct_tensor **out, const ct_tensor *x, const int kern
       st = ct__error(CT_ERR_INVALID_ARGUMENT,
                      "%s: padding[%d] is %d; it must be between 0 and half the kernel size (%d), as PyTorch's", fn,
                      i, p, kk / 2);
-    else if (in + 2 * (int64_t)p < kk)
+    /* in - (kk - 2p), not in + 2p - kk: an expanded x's dim may be near INT64_MAX, and
+     * 0 <= kk - 2p (p <= kk / 2). */
+    else if (in < kk - 2 * (int64_t)p)
       st = ct__error(CT_ERR_SHAPE_MISMATCH, "%s: kernel[%d] = %d is larger than the padded input size %lld (dim %d of x)",
                      fn, i, kk, (long long)(in + 2 * (int64_t)p), x->ndim - 2 + i);
     else
-      o[i] = (in + 2 * (int64_t)p - kk) / s + 1;
+      o[i] = (in - (kk - 2 * (int64_t)p)) / s + 1;
   }
   if (st == CT_OK) st = pool_run(out, x, mode, win, o[0], o[1], x4, fn);
   ct_release(x4);
@@ -183,6 +185,12 @@ ct_status ct_adaptive_avg_pool2d(ct_tensor **out, const ct_tensor *x, const int6
     else if (x4->shape[2 + i] == 0 && size[i] != 0)
       st = ct__error(CT_ERR_SHAPE_MISMATCH, "%s: dim %d of x is empty; it can't be pooled to size[%d] = %lld", fn,
                      x->ndim - 2 + i, i, (long long)size[i]);
+    /* The kernel's window bounds are (o + 1) * in / size, so size times the input size (plus a
+     * size) must fit int64. */
+    else if (size[i] > 0 && (x4->shape[2 + i] > (INT64_MAX - size[i]) / size[i]))
+      st = ct__error(CT_ERR_INVALID_ARGUMENT,
+                     "%s: size[%d] = %lld times dim %d of x (%lld) does not fit int64", fn, i, (long long)size[i],
+                     x->ndim - 2 + i, (long long)x4->shape[2 + i]);
   }
   int win[6] = {1, 1, 1, 1, 0, 0};
   if (st == CT_OK) st = pool_run(out, x, CT__POOL_ADAPTIVE, win, size[0], size[1], x4, fn);

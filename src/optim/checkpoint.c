@@ -44,6 +44,12 @@ ct_status ct_optimizer_save(const ct_optimizer *opt, ct_safetensors *st) {
   const char *fn = "ct_optimizer_save";
   CT__CHECK_NOT_NULL(fn, opt);
   CT__CHECK_NOT_NULL(fn, st);
+  /* Counts stay in 0..CT__OPTIM_MAX_STEPS (ct_optimizer_step and the loader see to it), so
+   * everything written here loads; a count outside would be a bug, refused before st changes. */
+  for (int i = 0; i < opt->n; i++)
+    if (opt->steps[i] < 0 || opt->steps[i] > CT__OPTIM_MAX_STEPS)
+      return ct__error(CT_ERR_INTERNAL, "%s: parameter %d's step count is %" PRId64 " (expected 0..%" PRId64 ")",
+                       fn, i, opt->steps[i], (int64_t)CT__OPTIM_MAX_STEPS);
   const char *names[2];
   int ns = state_names(opt, opt->momentum, &names[0], &names[1]);
   /* Copies, so that later steps do not change what the container holds. */
@@ -187,6 +193,12 @@ ct_status ct_optimizer_load(ct_optimizer *opt, const ct_safetensors *st) {
     char key[64];
     snprintf(key, sizeof key, "optim.%d.step", i);
     s = get_int(&steps[i], st, key, 0, INT64_MAX, fn);
+    /* A count the next step's increment would overflow (an optimizer never saves one). */
+    if (s == CT_OK && steps[i] > CT__OPTIM_MAX_STEPS)
+      s = ct__error(CT_ERR_INVALID_ARGUMENT,
+                    "%s: metadata '%s' is %" PRId64 " (expected a step count in 0..%" PRId64
+                    ": the next step would overflow it)",
+                    fn, key, steps[i], (int64_t)CT__OPTIM_MAX_STEPS);
     if (s == CT_OK && steps[i] > 0 && ns > 0) s = load_state(&ns0[i], st, i, names[0], opt->params[i], fn);
     if (s == CT_OK && steps[i] > 0 && ns > 1) s = load_state(&ns1[i], st, i, names[1], opt->params[i], fn);
   }

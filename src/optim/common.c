@@ -1,5 +1,6 @@
 /* What the optimizers, clipping and the gradient scaler share: the kernel lookup, the scalar
  * and geometry arguments, the gradient of a parameter and the check of a parameter list. */
+#include <stdio.h>
 #include <string.h>
 
 #include "cltensor/autograd.h"
@@ -87,6 +88,11 @@ ct_status ct__optim_check_params(ct_tensor *const *params, int n, bool allow_emp
     if (need_leaf && !p->requires_grad)
       return ct__error(CT_ERR_INVALID_ARGUMENT,
                        "%s: params[%d] does not require grad (mark it with ct_set_requires_grad)", fn, i);
+    if (need_leaf) {
+      char name[32];
+      snprintf(name, sizeof name, "params[%d]", i);
+      CT__TRY(ct__tensor_check_writable(p, fn, name));
+    }
     for (int j = 0; j < i; j++)
       if (params[j] == p)
         return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: params[%d] is the same tensor as params[%d]", fn, i, j);

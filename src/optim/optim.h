@@ -20,10 +20,17 @@ struct ct_optimizer {
    * too): SGD's momentum buffer in s0 (none when momentum is 0); Adam's exp_avg in s0 and
    * exp_avg_sq in s1. Contiguous, the parameter's shape, dtype and device. */
   ct_tensor **s0, **s1;
-  int64_t *steps; /* the steps each parameter took (Adam's bias corrections are per parameter) */
+  int64_t *steps; /* the steps each parameter took (Adam's bias corrections are per parameter),
+                   * 0..CT__OPTIM_MAX_STEPS */
   double lr, momentum, weight_decay, beta1, beta2, eps;
   bool nesterov, decoupled;
 };
+
+/* The most steps a parameter's count holds. A checkpoint's count must leave room for the next
+ * step's increment (INT64_MAX does not), and the saver must only write counts the loader takes:
+ * so a count stops one short of INT64_MAX, where ct_optimizer_step refuses to go on, and the
+ * loader takes every count up to it. */
+#define CT__OPTIM_MAX_STEPS (INT64_MAX - 1)
 
 /* The checks of the constructors' hyperparameters (CT_ERR_INVALID_ARGUMENT naming the value),
  * shared with ct_optimizer_load. */
@@ -53,8 +60,9 @@ ct_status ct__optim_grad_launch(ct_tensor *g, const char *name, double x, const 
 ct_status ct__optim_grad(ct_tensor **g, const ct_tensor *p, int i, const char *fn);
 
 /* Checks a parameter list: params non-NULL, n >= 1 (or >= 0 with allow_empty), every entry a
- * distinct float tensor (CT_ERR_DTYPE_MISMATCH otherwise); with need_leaf, a leaf that requires
- * grad. Messages name the entry. */
+ * distinct float tensor (CT_ERR_DTYPE_MISMATCH otherwise); with need_leaf (the optimizers, which
+ * write the entries), a leaf that requires grad and has no elements sharing one memory location
+ * (an expanded view: a step would update one cell several times). Messages name the entry. */
 ct_status ct__optim_check_params(ct_tensor *const *params, int n, bool allow_empty, bool need_leaf,
                                  const char *fn);
 

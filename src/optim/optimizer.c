@@ -1,5 +1,6 @@
 /* The optimizers: SGD and Adam/AdamW (include/cltensor/optim.h), each step one fused kernel of
  * kernels/optim.cl per parameter that has a gradient. */
+#include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,6 +167,12 @@ ct_status ct_optimizer_step(ct_optimizer *opt) {
   for (int i = 0; i < opt->n; i++) {
     ct_tensor *g;
     CT__TRY(ct__optim_grad(&g, opt->params[i], i, fn));
+    /* Checked before any parameter changes, so a refused step is no half step. */
+    if (g && opt->steps[i] >= CT__OPTIM_MAX_STEPS)
+      return ct__error(CT_ERR_INVALID_ARGUMENT,
+                       "%s: parameter %d has taken %" PRId64 " steps, the most its step count holds (another "
+                       "would overflow it)",
+                       fn, i, opt->steps[i]);
     if (g) {
       ct_status st = ensure_state(opt, i);
       if (st != CT_OK) {

@@ -194,7 +194,9 @@ ct_status ct_chunk(ct_tensor **outs, int *nout, const ct_tensor *x, int chunks, 
   int64_t size = x->shape[d];
   /* PyTorch: pieces of ceil(size / chunks); a size-0 dim gives `chunks` empty pieces. */
   int64_t each = size / chunks + (size % chunks != 0);
-  int64_t npieces = size == 0 ? chunks : (size + each - 1) / each;
+  /* ceil(size / each) without size + each - 1, which overflows for an expanded dim near
+   * INT64_MAX. */
+  int64_t npieces = size == 0 ? chunks : (size - 1) / each + 1;
   return ct__pieces(outs, nout, x, d, each, npieces, fn);
 }
 
@@ -211,7 +213,8 @@ ct_status ct_split(ct_tensor **outs, int *nout, const ct_tensor *x, int64_t size
   if (size < 1 && !(size == 0 && dsize == 0))
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: size is %" PRId64 " (expected >= 1; 0 only for a size-0 dim)", fn,
                      size);
-  int64_t npieces = dsize == 0 ? 1 : (dsize + size - 1) / size;
+  /* ceil(dsize / size) without dsize + size - 1, which overflowed for size near INT64_MAX. */
+  int64_t npieces = dsize == 0 ? 1 : (dsize - 1) / size + 1;
   if (npieces > INT32_MAX)
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: size %" PRId64 " splits dim %d of size %" PRId64 " into %" PRId64
                      " pieces, more than an int counts", fn, size, d, dsize, npieces);

@@ -48,14 +48,7 @@ static ct_status ct__fill_(ct_tensor *x, double v, const char *fn) {
   CT__TRY(ct__dtype_check_scalar(v, x->dtype, fn, "value"));
   /* Several elements in one location would be written by several work-items: refuse, as
    * PyTorch's in-place ops do. */
-  for (int i = 0; i < x->ndim; i++)
-    if (x->shape[i] > 1 && x->strides[i] == 0) {
-      char sa[200];
-      return ct__error(CT_ERR_INVALID_ARGUMENT,
-                       "%s: x of shape %s has stride 0 at dim %d (an expanded view), so several of its elements "
-                       "share one memory location",
-                       fn, ct__shape_str(sa, sizeof sa, x->ndim, x->shape), i);
-    }
+  CT__TRY(ct__tensor_check_writable(x, fn, "x"));
   CT__TRY(ct__grad_check_inplace(fn, x, "x"));
   ct__tensor_bump_version(x);
   return ct__fill_value(x, v, fn);

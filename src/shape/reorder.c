@@ -220,9 +220,14 @@ static ct_status ct__tri(ct_tensor **out, const ct_tensor *x, int64_t diagonal, 
   if (x->ndim < 2)
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: x has %d dims (expected at least 2)", fn, x->ndim);
   int64_t lo[CT_MAX_DIMS] = {0};
+  /* The kernel compares col with row + diag: a diagonal near INT64_MIN or INT64_MAX would
+   * overflow there. Every diagonal at or past the last column (or at or before minus the row
+   * count) keeps or drops the same elements, so clamping to [-rows, cols] changes nothing. */
+  int64_t rows = x->shape[x->ndim - 2], cols = x->shape[x->ndim - 1];
+  int64_t diag = diagonal < -rows ? -rows : diagonal > cols ? cols : diagonal;
   ct_tensor *r = NULL;
   ct__node *n;
-  ct_status st = ct__gather(&r, x, x->ndim, x->shape, lo, mode, diagonal, NULL, fn);
+  ct_status st = ct__gather(&r, x, x->ndim, x->shape, lo, mode, diag, NULL, fn);
   CT__TRY(ct__reorder_result(out, r, x, st, CT__GOP_TRIL, &n, fn));
   if (n) { /* TRIL: i[0] the diagonal, i[1] 1 for triu; the gradient is masked the same way */
     n->i[0] = diagonal;
@@ -288,13 +293,26 @@ ct_status ct_pad(ct_tensor **out, const ct_tensor *x, int npad, const int64_t *p
                        "%s: reflect pad (pad[%d], pad[%d]) = (%" PRId64 ", %" PRId64 ") must be less than the size %" PRId64
                        " of dim %d of x (shape %s)",
                        fn, 2 * p, 2 * p + 1, l, r, s, d, ct__shape_str(sa, sizeof sa, x->ndim, x->shape));
-    if ((l > 0 && s > INT64_MAX - l) || (r > 0 && s + l > INT64_MAX - r) || s + l + r < 0)
+    /* The gradient pads by (-l, -r), which INT64_MIN has not. */
+    if (l == INT64_MIN || r == INT64_MIN)
+      return ct__error(CT_ERR_INVALID_ARGUMENT,
+                       "%s: pad (pad[%d], pad[%d]) = (%" PRId64 ", %" PRId64 ") holds INT64_MIN, whose negation "
+                       "int64 cannot hold (expected pads > INT64_MIN)",
+                       fn, 2 * p, 2 * p + 1, l, r);
+    /* s + l + r, exactly: l + r overflows only when both have one sign (then the size is too
+     * large or negative for sure), and s >= 0 can then only push it past INT64_MAX. */
+    int64_t lr, size;
+    if (__builtin_add_overflow(l, r, &lr) || __builtin_add_overflow(s, lr, &size) || size < 0)
       return ct__error(CT_ERR_INVALID_ARGUMENT,
                        "%s: pad (pad[%d], pad[%d]) = (%" PRId64 ", %" PRId64 ") makes dim %d of size %" PRId64
                        " negative or too large",
                        fn, 2 * p, 2 * p + 1, l, r, d, s);
-    oshape[d] = s + l + r;
-    lo[d] = l;
+    oshape[d] = size;
+    /* The kernel maps output coordinate c to c - lo: under the constant and replicate modes a
+     * left pad before -s (everything cropped) or past the output's size (nothing of x reached)
+     * takes the same elements as -s or the size, and clamping keeps c - lo from overflowing.
+     * Reflect pads are within (-2s, s) already (each < s, the size >= 0). */
+    lo[d] = mode == CT_PAD_REFLECT ? l : l < -s ? -s : l > size ? size : l;
   }
   int m = mode == CT_PAD_CONSTANT ? CT__GATHER_CONSTANT : mode == CT_PAD_REFLECT ? CT__GATHER_REFLECT
                                                                                  : CT__GATHER_REPLICATE;

@@ -256,12 +256,11 @@ static ct_status ct__copy_check(int64_t *sstr, const ct_tensor *dst, const ct_te
                      ct__shape_str(sb, sizeof sb, dst->ndim, dst->shape));
   /* Several destination elements in one memory location (an expanded view) would receive
    * different values in an unspecified order: refuse, as PyTorch does. */
-  for (int i = 0; i < dst->ndim; i++)
-    if (dst->shape[i] > 1 && dst->strides[i] == 0)
-      return ct__error(CT_ERR_INVALID_ARGUMENT,
-                       "%s: dst of shape %s has stride 0 at dim %d (an expanded view), so several of its elements "
-                       "share one memory location; write into a contiguous tensor instead",
-                       fn, ct__shape_str(sb, sizeof sb, dst->ndim, dst->shape), i);
+  ct_status wst = ct__tensor_check_writable(dst, fn, "dst");
+  if (wst != CT_OK) {
+    ct__error_append("; write into a contiguous tensor instead");
+    return wst;
+  }
   for (int i = 0; i < dst->ndim; i++) {
     int j = i - (dst->ndim - src->ndim);
     sstr[i] = (j < 0 || src->shape[j] == 1) ? 0 : src->strides[j];

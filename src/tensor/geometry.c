@@ -53,3 +53,17 @@ bool ct__tensor_same_geometry(const ct_tensor *x, const ct_tensor *y) {
     if (x->shape[i] != y->shape[i] || (x->shape[i] > 1 && x->strides[i] != y->strides[i])) return false;
   return true;
 }
+
+ct_status ct__tensor_check_writable(const ct_tensor *t, const char *fn, const char *name) {
+  if (ct_numel(t) == 0) return CT_OK;
+  for (int i = 0; i < t->ndim; i++)
+    if (t->shape[i] > 1 && t->strides[i] == 0) {
+      char sa[200], sb[200];
+      return ct__error(CT_ERR_INVALID_ARGUMENT,
+                       "%s: %s of shape %s (strides %s) has stride 0 at dim %d (an expanded view), so several of "
+                       "its elements share one memory location",
+                       fn, name, ct__shape_str(sa, sizeof sa, t->ndim, t->shape),
+                       ct__shape_str(sb, sizeof sb, t->ndim, t->strides), i);
+    }
+  return CT_OK;
+}

@@ -100,6 +100,12 @@ void ct__tensor_span(const ct_tensor *t, size_t *lo, size_t *hi);
 /* Whether x and y share bytes: the same cl_mem and overlapping spans. False when either is
  * NULL or empty. */
 bool ct__tensor_overlaps(const ct_tensor *x, const ct_tensor *y);
+/* The one check of every write into a caller's tensor (in-place ops, _out forms, copies,
+ * optimizer parameters, running statistics): CT_ERR_INVALID_ARGUMENT "<fn>: <name> of shape
+ * [...] (strides [...]) has stride 0 at dim d (an expanded view), so several of its elements
+ * share one memory location" when a dim longer than 1 has stride 0, whose element writes would
+ * race or be applied several times to one cell (PyTorch refuses them too). An empty t passes. */
+ct_status ct__tensor_check_writable(const ct_tensor *t, const char *fn, const char *name);
 /* Whether x and y address the same elements in the same order: the same cl_mem, byte offset,
  * dtype and shape, and the same strides along every dim longer than 1. */
 bool ct__tensor_same_geometry(const ct_tensor *x, const ct_tensor *y);

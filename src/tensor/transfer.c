@@ -167,6 +167,7 @@ ct_status ct_to_host(const ct_tensor *t, void *dst, size_t dst_bytes) {
 
 ct_status ct_copy_from_host(ct_tensor *t, const void *src, size_t src_bytes) {
   CT__TRY(ct__check_host_buffer(t, src, src_bytes, "ct_copy_from_host", "src"));
+  CT__TRY(ct__tensor_check_writable(t, "ct_copy_from_host", "t"));
   CT__TRY(ct__grad_check_inplace("ct_copy_from_host", t, "t"));
   if (ct_tensor_nbytes(t) == 0) return CT_OK;
   ct__tensor_bump_version(t);
@@ -188,7 +189,10 @@ static ct_status ct__transfer_async(ct_event **ev, const ct_tensor *t, bool read
   CT__CHECK_NOT_NULL(fn, ev);
   *ev = NULL;
   CT__TRY(ct__check_host_buffer(t, read ? (const void *)dst : src, bytes, fn, read ? "dst" : "src"));
-  if (!read) CT__TRY(ct__grad_check_inplace(fn, t, "t"));
+  if (!read) {
+    CT__TRY(ct__tensor_check_writable(t, fn, "t"));
+    CT__TRY(ct__grad_check_inplace(fn, t, "t"));
+  }
   ct_event *e = NULL;
   CT__TRY(ct__event_new(&e, t->storage->device, fn));
   if (ct_tensor_nbytes(t) > 0) {

@@ -217,12 +217,19 @@ ct_status ct_slice(ct_tensor **out, const ct_tensor *t, int dim, int64_t start, 
   if (stop < 0) stop = stop < -n ? 0 : stop + n;
   if (start > n) start = n;
   if (stop > n) stop = n;
-  int64_t len = stop > start ? (stop - start + step - 1) / step : 0;
+  /* ceil((stop - start) / step) without stop - start + step - 1, which overflows for a step
+   * near INT64_MAX (Python: range(10)[0:10:2**63-1] is [0]). */
+  int64_t len = stop > start ? (stop - start - 1) / step + 1 : 0;
   int64_t sh[CT_MAX_DIMS], st[CT_MAX_DIMS];
   memcpy(sh, t->shape, sizeof sh);
   memcpy(st, t->strides, sizeof st);
   sh[d] = len;
-  st[d] = t->strides[d] * step;
+  /* With at most one element along d its stride is never used: keep t's rather than a product
+   * that may not fit. */
+  if (len > 1 && __builtin_mul_overflow(t->strides[d], step, &st[d]))
+    return ct__error(CT_ERR_INVALID_ARGUMENT,
+                     "ct_slice: stride %" PRId64 " of dim %d times step %" PRId64 " does not fit int64", t->strides[d],
+                     d, step);
   ct__node *nd = NULL;
   CT__TRY(ct__new_view(out, t, t->ndim, sh, st, t->offset + (len > 0 ? start * t->strides[d] : 0), CT__GOP_SLICE,
                        &nd, "ct_slice"));

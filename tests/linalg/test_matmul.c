@@ -402,6 +402,15 @@ START_TEST(test_matmul_out) {
   ck_assert_ct_status(ct_matmul_out(out, a, b), CT_ERR_SHAPE_MISMATCH);
   ck_assert_error_contains("[8, 7]");
   ct_release(out);
+  /* An expanded out (each row one cell) is refused before any product is computed (issue #28:
+   * it was formed aside, then refused by the copy into out, as ct_copy's 'dst'). */
+  ct_tensor *row;
+  ck_assert_ct_ok(ct_zeros(&row, d, CT_F32, 2, SHAPE(1, 8)));
+  ck_assert_ct_ok(ct_expand(&out, row, 2, SHAPE(8, 8)));
+  ck_assert_ct_status(ct_matmul_out(out, a, b), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("ct_matmul_out: out of shape [8, 8] (strides [0, 1]) has stride 0 at dim 0");
+  ct_release(out);
+  ct_release(row);
   ct_release(ha);
   ct_release(hb);
   ct_release(a);

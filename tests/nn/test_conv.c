@@ -290,6 +290,67 @@ START_TEST(test_conv_errors) {
 }
 END_TEST
 
+/* Huge dilation, stride, padding and kernel sizes (issue #28): the checks computed
+ * dilation * (k - 1) + 1 and w.shape[1] * groups with signed overflow (UBSan flagged them for an
+ * empty w of width 2^62), and the kernels index the padded input in int. Each call returns an
+ * error naming the values, or the right result; none runs a kernel. */
+START_TEST(test_conv_huge_arguments) {
+  ct_device *d = ct_test_device();
+  ct_tensor *x, *xe, *x0, *w, *wwide, *wch, *y = (ct_tensor *)1;
+  int64_t big = (int64_t)1 << 62;
+  ck_assert_ct_ok(ct_zeros(&x, d, CT_F32, 4, (int64_t[]){1, 1, 5, 5}));
+  ck_assert_ct_ok(ct_zeros(&w, d, CT_F32, 4, (int64_t[]){1, 1, 3, 3}));
+  ck_assert_ct_ok(ct_zeros(&wwide, d, CT_F32, 4, (int64_t[]){0, 1, 1, big}));
+  ck_assert_ct_ok(ct_zeros(&x0, d, CT_F32, 4, (int64_t[]){1, 0, 5, 5}));
+  ck_assert_ct_ok(ct_zeros(&wch, d, CT_F32, 4, (int64_t[]){0, (int64_t)1 << 40, 1, 1}));
+  /* dilation * (kw - 1) + 1 past int64. */
+  ck_assert_ct_status(ct_conv2d(&y, x, wwide, NULL, NULL, NULL, (int[]){1, 4}, 1), CT_ERR_SHAPE_MISMATCH);
+  ck_assert_ptr_null(y);
+  ck_assert_error_contains("dilation[1] * (k - 1) + 1 = 4 * (4611686018427387904 - 1) + 1 overflows int64");
+  ck_assert_ct_status(ct_conv2d(&y, x, wwide, NULL, NULL, NULL, (int[]){1, INT32_MAX}, 1), CT_ERR_SHAPE_MISMATCH);
+  ck_assert_error_contains("overflows int64");
+  /* Within int64 but larger than the input: the usual message. */
+  ck_assert_ct_status(ct_conv2d(&y, x, wwide, NULL, NULL, NULL, NULL, 1), CT_ERR_SHAPE_MISMATCH);
+  ck_assert_error_contains("smaller than the dilated kernel size (1 x 4611686018427387904)");
+  /* w.shape[1] * groups past int64 (x has 0 channels, which any groups divides). */
+  ck_assert_ct_status(ct_conv2d(&y, x0, wch, NULL, NULL, NULL, NULL, 1 << 24), CT_ERR_SHAPE_MISMATCH);
+  ck_assert_error_contains("w.shape[1] * groups = 1099511627776 * 16777216, which overflows int64");
+  /* conv1d: a dilation of INT32_MAX is a kernel of 2^32 - 1, longer than the input. */
+  ct_tensor *x1, *w1;
+  ck_assert_ct_ok(ct_zeros(&x1, d, CT_F32, 3, (int64_t[]){1, 1, 10}));
+  ck_assert_ct_ok(ct_zeros(&w1, d, CT_F32, 3, (int64_t[]){1, 1, 3}));
+  ck_assert_ct_status(ct_conv1d(&y, x1, w1, NULL, 1, 0, INT32_MAX, 1), CT_ERR_SHAPE_MISMATCH);
+  ck_assert_error_contains("padded input length 10 is smaller than the dilated kernel size 4294967295");
+  /* Padding INT32_MAX with stride INT32_MAX: three outputs a row, but padded coordinates past
+   * int, which the kernels index in. */
+  ck_assert_ct_status(ct_conv2d(&y, x, w, NULL, (int[]){INT32_MAX, INT32_MAX}, (int[]){INT32_MAX, INT32_MAX}, NULL, 1),
+                      CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("padded input size (4294967299 x 4294967299) is beyond 2^31 - 1");
+  ck_assert_ct_status(ct_conv1d(&y, x1, w1, NULL, INT32_MAX, INT32_MAX, 1, 1), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("padded input size (1 x 4294967304)");
+  /* Expanded operands of 2^20 channels and a 2^20 x 2^20 kernel: one output, but an unfolded
+   * input of 2^60 elements, whose byte size does not fit. */
+  ct_tensor *one, *wexp;
+  int64_t m = (int64_t)1 << 20;
+  ck_assert_ct_ok(ct_zeros(&one, d, CT_F32, 4, (int64_t[]){1, 1, 1, 1}));
+  ck_assert_ct_ok(ct_expand(&xe, one, 4, (int64_t[]){1, m, m, m}));
+  ck_assert_ct_ok(ct_expand(&wexp, one, 4, (int64_t[]){1, m, m, m}));
+  ck_assert_ct_status(ct_conv2d(&y, xe, wexp, NULL, NULL, NULL, NULL, 1), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("the unfolded input (1048576 channels x 1048576 x 1048576 kernel by 1 x 1 outputs)");
+  ck_assert_ptr_null(y);
+  ct_release(wexp);
+  ct_release(xe);
+  ct_release(one);
+  ct_release(w1);
+  ct_release(x1);
+  ct_release(wch);
+  ct_release(x0);
+  ct_release(wwide);
+  ct_release(w);
+  ct_release(x);
+}
+END_TEST
+
 /* An input whose byte offset is not a whole number of elements (interop refuses such views;
  * forged here) fails with the argument named, on the direct and the im2col path, rather than
  * being read from offset 0 (conv used to ignore the failed offset conversion). */
@@ -359,6 +420,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_conv2d_chunks);
   tcase_add_test(tc, test_conv1d);
   if (!g_gemm_only) tcase_add_test(tc, test_conv_errors);
+  if (!g_gemm_only) tcase_add_test(tc, test_conv_huge_arguments);
   if (!g_gemm_only) tcase_add_test(tc, test_conv_misaligned_input);
   tcase_add_test(tc, test_conv_torch);
   suite_add_tcase(s, tc);

@@ -311,6 +311,33 @@ START_TEST(test_norm_errors) {
 }
 END_TEST
 
+/* Training writes the running statistics in place (issue #28): an expanded one (stride 0, one
+ * cell for every channel) took every channel's update, and one tensor passed as both took both
+ * statistics; both are refused before anything runs. */
+START_TEST(test_batch_norm_running_stats_writable) {
+  ct_device *d = ct_test_device();
+  ct_tensor *x, *cell, *wide, *rm, *rv, *y = (ct_tensor *)1;
+  ck_assert_ct_ok(ct_zeros(&x, d, CT_F32, 3, (int64_t[]){2, 3, 4}));
+  ck_assert_ct_ok(ct_zeros(&cell, d, CT_F32, 1, (int64_t[]){1}));
+  ck_assert_ct_ok(ct_expand(&wide, cell, 1, (int64_t[]){3}));
+  ck_assert_ct_ok(ct_zeros(&rm, d, CT_F32, 1, (int64_t[]){3}));
+  ck_assert_ct_ok(ct_ones(&rv, d, CT_F32, 1, (int64_t[]){3}));
+  ck_assert_ct_status(ct_batch_norm(&y, x, wide, rv, NULL, NULL, true, 0.1, 1e-5), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_null(y);
+  ck_assert_error_contains("ct_batch_norm: running_mean of shape [3] (strides [0]) has stride 0 at dim 0");
+  ck_assert_error_contains("share one memory location");
+  ck_assert_ct_status(ct_batch_norm(&y, x, rm, wide, NULL, NULL, true, 0.1, 1e-5), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("running_var of shape [3] (strides [0])");
+  ck_assert_ct_status(ct_batch_norm(&y, x, rm, rm, NULL, NULL, true, 0.1, 1e-5), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("running_mean and running_var share memory");
+  ct_release(rv);
+  ct_release(rm);
+  ct_release(wide);
+  ct_release(cell);
+  ct_release(x);
+}
+END_TEST
+
 /* PyTorch's norms on the cases of tests/nn/data/gen_nn.py. f32: rows of at most 20 (layer/rms
  * norm) or 100 values (batch norm) with |x| <= 3: the statistics' summation order changes y by
  * far less than 1e-5 + 1e-5 |ref|. bf16 layer_norm: both compute in f32 and round once, so the
@@ -363,6 +390,7 @@ int main(void) {
   tcase_add_loop_test(tc, test_batch_norm_f32, 0, NB);
   tcase_add_test(tc, test_batch_norm_dtypes);
   tcase_add_test(tc, test_norm_errors);
+  tcase_add_test(tc, test_batch_norm_running_stats_writable);
   tcase_add_test(tc, test_norm_torch);
   suite_add_tcase(s, tc);
   return ct_test_run(s);

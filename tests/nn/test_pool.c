@@ -200,6 +200,16 @@ START_TEST(test_pool_errors) {
   ck_assert_ct_status(ct_adaptive_avg_pool2d(&y, v, (int64_t[]){1, 1}), CT_ERR_SHAPE_MISMATCH);
   ck_assert_error_contains("got [6, 4]");
   ct_release(v);
+  /* An expanded row of 2^60 pooled to 16: the kernel's window bound (o + 1) * 2^60 overflowed
+   * (issue #28); refused, naming both sizes. */
+  ct_tensor *cell, *wide;
+  ck_assert_ct_ok(ct_zeros(&cell, d, CT_F32, 4, (int64_t[]){1, 1, 1, 1}));
+  ck_assert_ct_ok(ct_expand(&wide, cell, 4, (int64_t[]){1, 1, 1, (int64_t)1 << 60}));
+  ck_assert_ct_status(ct_adaptive_avg_pool2d(&y, wide, (int64_t[]){1, 16}), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("size[1] = 16 times dim 3 of x (1152921504606846976) does not fit int64");
+  ck_assert_ptr_null(y);
+  ct_release(wide);
+  ct_release(cell);
   ct_release(x);
   ct_release(xi);
 }

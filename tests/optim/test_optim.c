@@ -626,6 +626,82 @@ START_TEST(checkpoint_mismatch_leaves_optimizer) {
 }
 END_TEST
 
+/* Step counts at the int64 limit (issue #28): a checkpoint with step INT64_MAX was accepted, the
+ * next step overflowed the count (signed overflow; Adam's bias correction then stopped the
+ * updates) and the checkpoint saved after it was refused by the loader. Now the loader refuses a
+ * count the next step would overflow, the step refuses to go past INT64_MAX - 1 (before changing
+ * anything), and what is saved at the limit loads again. */
+START_TEST(checkpoint_step_limit) {
+  ct_device *d = ct_test_device();
+  int64_t n = 3;
+  float g[3] = {0.5f, -1.0f, 2.0f}, before[3], after[3];
+  ct_tensor *p = NULL, *q = NULL;
+  ck_assert_ct_ok(ct_zeros(&p, d, CT_F32, 1, &n));
+  ck_assert_ct_ok(ct_set_requires_grad(p, true));
+  ck_assert_ct_ok(ct_from_host(&p->grad, d, CT_F32, 1, &n, g));
+  ck_assert_ct_ok(ct_zeros(&q, d, CT_F32, 1, &n));
+  ck_assert_ct_ok(ct_set_requires_grad(q, true));
+  ct_optimizer *o = NULL, *fresh = NULL;
+  ck_assert_ct_ok(ct_adam_new(&o, &p, 1, 0.1, 0.9, 0.999, 1e-8, 0, false));
+  ck_assert_ct_ok(ct_adam_new(&fresh, &q, 1, 0.1, 0.9, 0.999, 1e-8, 0, false));
+  ck_assert_ct_ok(ct_optimizer_step(o));
+  ct_safetensors *ck = NULL, *back = NULL;
+  ck_assert_ct_ok(ct_safetensors_new(&ck));
+  ck_assert_ct_ok(ct_optimizer_save(o, ck));
+
+  /* A crafted file with step INT64_MAX, then -1: refused, naming the entry, fresh unchanged. */
+  const char *path = tmp_path("step_limit");
+  const char *bad[2] = {"9223372036854775807", "-1"};
+  for (int k = 0; k < 2; k++) {
+    ck_assert_ct_ok(ct_safetensors_metadata_set(ck, "optim.0.step", bad[k]));
+    ck_assert_ct_ok(ct_safetensors_save(ck, path));
+    ck_assert_ct_ok(ct_safetensors_load(&back, path, d));
+    ck_assert_ct_status(ct_optimizer_load(fresh, back), CT_ERR_INVALID_ARGUMENT);
+    ck_assert_error_contains("metadata 'optim.0.step' is");
+    ck_assert_error_contains(k == 0 ? "is 9223372036854775807 (expected a step count in 0..9223372036854775806: "
+                                      "the next step would overflow it)"
+                                    : "expected an integer in 0..");
+    ct_safetensors_free(back);
+    back = NULL;
+    ct_safetensors *now = NULL;
+    ck_assert_ct_ok(ct_safetensors_new(&now));
+    ck_assert_ct_ok(ct_optimizer_save(fresh, now));
+    ck_assert_str_eq(ct_safetensors_metadata_get(now, "optim.0.step"), "0");
+    ct_tensor *m = NULL;
+    ck_assert_int_ne(ct_safetensors_get(&m, now, "optim.0.exp_avg"), CT_OK); /* no state: step 0 */
+    ck_assert_ptr_null(m);
+    ct_safetensors_free(now);
+  }
+
+  /* INT64_MAX - 1 loads; the next step is refused and changes nothing. */
+  ck_assert_ct_ok(ct_safetensors_metadata_set(ck, "optim.0.step", "9223372036854775806"));
+  ck_assert_ct_ok(ct_optimizer_load(o, ck));
+  ck_assert_ct_ok(ct_to_host(p, before, sizeof before));
+  ck_assert_ct_status(ct_optimizer_step(o), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("parameter 0 has taken 9223372036854775806 steps");
+  ck_assert_ct_ok(ct_to_host(p, after, sizeof after));
+  ck_assert_mem_eq(before, after, sizeof before);
+
+  /* What the optimizer saves at the limit loads again, through a file. */
+  ct_safetensors *saved = NULL;
+  ck_assert_ct_ok(ct_safetensors_new(&saved));
+  ck_assert_ct_ok(ct_optimizer_save(o, saved));
+  ck_assert_str_eq(ct_safetensors_metadata_get(saved, "optim.0.step"), "9223372036854775806");
+  ck_assert_ct_ok(ct_safetensors_save(saved, path));
+  ck_assert_ct_ok(ct_safetensors_load(&back, path, d));
+  unlink(path);
+  ck_assert_ct_ok(ct_optimizer_load(fresh, back));
+
+  ct_safetensors_free(back);
+  ct_safetensors_free(saved);
+  ct_safetensors_free(ck);
+  ct_optimizer_free(fresh);
+  ct_optimizer_free(o);
+  ct_release(q);
+  ct_release(p);
+}
+END_TEST
+
 START_TEST(constructor_errors) {
   ct_device *d = ct_test_device();
   int64_t n = 2;
@@ -682,6 +758,42 @@ START_TEST(constructor_errors) {
   ct_release(i32);
   ct_release(nl);
   ct_release(free_t);
+}
+END_TEST
+
+/* An expanded parameter (stride 0: several elements in one cell) is refused at construction
+ * (issue #28): a step applied every element's update to the one cell (p = expand([1.0], [4]),
+ * SGD with lr 0.1 and gradient 1 left -3e-8 instead of 0.9). */
+START_TEST(expanded_parameter_refused) {
+  ct_device *d = ct_test_device();
+  int64_t one = 1, four = 4, n = 2;
+  ct_tensor *cell = NULL, *e = NULL, *p = NULL;
+  ck_assert_ct_ok(ct_ones(&cell, d, CT_F32, 1, &one));
+  ck_assert_ct_ok(ct_expand(&e, cell, 1, &four));
+  ck_assert_ct_ok(ct_set_requires_grad(e, true));
+  ck_assert(ct_is_leaf(e));
+  ck_assert_ct_ok(ct_zeros(&p, d, CT_F32, 1, &n));
+  ck_assert_ct_ok(ct_set_requires_grad(p, true));
+  ct_tensor *ps[2] = {p, e};
+  ct_optimizer *o = (ct_optimizer *)&o;
+  ck_assert_ct_status(ct_sgd_new(&o, ps, 2, 0.1, 0, 0, false), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_null(o);
+  ck_assert_error_contains("ct_sgd_new: params[1] of shape [4] (strides [0]) has stride 0 at dim 0");
+  ck_assert_error_contains("share one memory location");
+  o = (ct_optimizer *)&o;
+  ck_assert_ct_status(ct_adam_new(&o, ps, 2, 0.1, 0.9, 0.999, 1e-8, 0, true), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_null(o);
+  ck_assert_error_contains("ct_adam_new: params[1] of shape [4]");
+  /* An expanded size-1 dim shares nothing. */
+  ct_tensor *e1 = NULL;
+  ck_assert_ct_ok(ct_expand(&e1, cell, 2, (int64_t[]){1, 1}));
+  ck_assert_ct_ok(ct_set_requires_grad(e1, true));
+  ck_assert_ct_ok(ct_sgd_new(&o, &e1, 1, 0.1, 0, 0, false));
+  ct_optimizer_free(o);
+  ct_release(e1);
+  ct_release(p);
+  ct_release(e);
+  ct_release(cell);
 }
 END_TEST
 
@@ -761,7 +873,9 @@ int main(void) {
   tc = new_case(s, "checkpoint");
   tcase_add_test(tc, checkpoint_resume_bit_identical);
   tcase_add_test(tc, checkpoint_mismatch_leaves_optimizer);
+  tcase_add_test(tc, checkpoint_step_limit);
   tc = new_case(s, "errors");
   tcase_add_test(tc, constructor_errors);
+  tcase_add_test(tc, expanded_parameter_refused);
   return ct_test_run(s);
 }

@@ -297,6 +297,15 @@ START_TEST(test_chunk_split) {
   ck_assert_int_eq(n, 1);
   ck_assert_int_eq(ct_numel(outs[0]), 0);
   ct_release(outs[0]);
+  /* A size near INT64_MAX is one piece, the whole dim (issue #28: the piece count computed
+   * dsize + size - 1, which overflowed). */
+  for (int64_t big = INT64_MAX - 2; big > 0; big = big == INT64_MAX ? 0 : big + 1) {
+    n = -1;
+    ck_assert_ct_ok(ct_split(outs, &n, x, big, 0));
+    ck_assert_int_eq(n, 1);
+    ck_assert_int_eq(ct_tensor_shape(outs[0])[0], 5);
+    ct_release(outs[0]);
+  }
   /* Errors. */
   ck_assert_ct_status(ct_chunk(outs, &n, x, 0, 0), CT_ERR_INVALID_ARGUMENT);
   ck_assert_error_contains("chunks is 0");
@@ -517,6 +526,37 @@ START_TEST(test_tril_triu) {
 }
 END_TEST
 
+/* Diagonals near the int64 limits (issue #28): the kernel compared col with row + diagonal,
+ * which overflowed, so tril(x, INT64_MAX) dropped everything. As PyTorch: a diagonal at or past
+ * the last column keeps all (tril) or nothing (triu), one at or before minus the row count the
+ * reverse. */
+START_TEST(test_tril_triu_extreme_diagonals) {
+  ct_device *d = ct_test_device();
+  int64_t sh[2] = {3, 3};
+  ct_tensor *a = NULL, *x = NULL, *o = NULL;
+  ck_assert_ct_ok(ct_arange(&a, d, CT_F32, 1, 10, 1));
+  ck_assert_ct_ok(ct_reshape(&x, a, 2, sh));
+  struct {
+    int upper;
+    int64_t diag;
+    int all; /* 1: x as it is, 0: zeros */
+  } cases[] = {{0, INT64_MAX, 1}, {0, INT64_MAX - 1, 1}, {1, INT64_MAX, 0},     {1, INT64_MAX - 1, 0},
+               {0, INT64_MIN, 0}, {0, INT64_MIN + 1, 0}, {1, INT64_MIN, 1},     {1, INT64_MIN + 1, 1},
+               {0, 3, 1},         {1, -3, 1},            {0, -3, 0},            {1, 3, 0}};
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+    ck_assert_ct_ok(cases[c].upper ? ct_triu(&o, x, cases[c].diag) : ct_tril(&o, x, cases[c].diag));
+    float got[9];
+    ck_assert_ct_ok(ct_to_host(o, got, sizeof got));
+    for (int e = 0; e < 9; e++)
+      ck_assert_msg(got[e] == (cases[c].all ? (float)(e + 1) : 0.0f), "%s(x, %" PRId64 "): element %d is %g",
+                    cases[c].upper ? "triu" : "tril", cases[c].diag, e, (double)got[e]);
+    ct_release(o);
+  }
+  ct_release(x);
+  ct_release(a);
+}
+END_TEST
+
 /* ---- pad ---- */
 
 START_TEST(test_pad_fixtures) {
@@ -604,6 +644,50 @@ START_TEST(test_pad_errors) {
   ct_release(e);
   ct_release(x);
   ct_release(u);
+}
+END_TEST
+
+/* Pads near the int64 limits (issue #28): the size check computed s + l + r, which overflowed
+ * (a size of INT64_MAX accepted), and the kernel computed c - l, which overflowed for a left
+ * pad near INT64_MIN (replicate took the first element instead of the last); a pad of
+ * INT64_MIN has no negation for the gradient. */
+START_TEST(test_pad_extreme) {
+  ct_device *d = ct_test_device();
+  int64_t sh[2] = {1, 3};
+  ct_tensor *a = NULL, *x = NULL, *o = NULL;
+  ck_assert_ct_ok(ct_arange(&a, d, CT_F32, 1, 4, 1));
+  ck_assert_ct_ok(ct_reshape(&x, a, 2, sh));
+  float got[3];
+  /* Everything cropped on the left, as much padded on the right: the edge element (replicate),
+   * the value (constant). */
+  int64_t crop[2] = {-INT64_MAX, INT64_MAX}, far[2] = {INT64_MAX, -INT64_MAX};
+  ck_assert_ct_ok(ct_pad(&o, x, 2, crop, CT_PAD_REPLICATE, 0));
+  ck_assert_int_eq(ct_tensor_shape(o)[1], 3);
+  ck_assert_ct_ok(ct_to_host(o, got, sizeof got));
+  for (int i = 0; i < 3; i++) ck_assert_float_eq(got[i], 3.0f);
+  ct_release(o);
+  ck_assert_ct_ok(ct_pad(&o, x, 2, far, CT_PAD_REPLICATE, 0));
+  ck_assert_ct_ok(ct_to_host(o, got, sizeof got));
+  for (int i = 0; i < 3; i++) ck_assert_float_eq(got[i], 1.0f);
+  ct_release(o);
+  for (int k = 0; k < 2; k++) {
+    ck_assert_ct_ok(ct_pad(&o, x, 2, k ? far : crop, CT_PAD_CONSTANT, 7.5));
+    ck_assert_int_eq(ct_tensor_shape(o)[1], 3);
+    ck_assert_ct_ok(ct_to_host(o, got, sizeof got));
+    for (int i = 0; i < 3; i++) ck_assert_float_eq(got[i], 7.5f);
+    ct_release(o);
+  }
+  /* 3 - INT64_MAX - 5 is below INT64_MIN: it wrapped to a huge size. */
+  int64_t under[2] = {-INT64_MAX, -5}, over[2] = {INT64_MAX, 1}, minp[2] = {INT64_MIN, INT64_MAX};
+  ck_assert_ct_status(ct_pad(&o, x, 2, under, CT_PAD_CONSTANT, 0), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("negative or too large");
+  ck_assert_ct_status(ct_pad(&o, x, 2, over, CT_PAD_CONSTANT, 0), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("negative or too large");
+  ck_assert_ct_status(ct_pad(&o, x, 2, minp, CT_PAD_CONSTANT, 0), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("INT64_MIN");
+  ck_assert_ptr_null(o);
+  ct_release(x);
+  ct_release(a);
 }
 END_TEST
 
@@ -1101,9 +1185,11 @@ static Suite *shape_suite(int two) {
   tcase_add_test(tc, test_flip_roll_0d);
   tcase_add_test(tc, test_repeat);
   tcase_add_test(tc, test_tril_triu);
+  tcase_add_test(tc, test_tril_triu_extreme_diagonals);
   tcase_add_test(tc, test_pad_fixtures);
   tcase_add_test(tc, test_pad_strided);
   tcase_add_test(tc, test_pad_errors);
+  tcase_add_test(tc, test_pad_extreme);
   suite_add_tcase(s, tc);
   tc = tcase_create("fill");
   tcase_add_test(tc, test_clone_like_fill);

@@ -68,6 +68,21 @@ START_TEST(test_async_errors_and_empty) {
   ck_assert_ct_status(ct_copy_from_host(NULL, buf, 16), CT_ERR_INVALID_ARGUMENT);
   ck_assert_ct_status(ct_event_wait(NULL), CT_ERR_INVALID_ARGUMENT);
   ct_event_release(NULL);
+  /* An expanded destination (four elements in one cell) is refused before anything is
+   * enqueued, naming t (issue #28: the write went through a scratch tensor first and failed
+   * in the copy from it, naming its 'dst'). */
+  ct_tensor *cell, *wide;
+  ck_assert_ct_ok(ct_zeros(&cell, d, CT_F32, 1, (int64_t[]){1}));
+  ck_assert_ct_ok(ct_expand(&wide, cell, 1, (int64_t[]){4}));
+  ck_assert_ct_status(ct_copy_from_host(wide, buf, 16), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("ct_copy_from_host: t of shape [4] (strides [0]) has stride 0 at dim 0");
+  ck_assert_error_contains("share one memory location");
+  ev = (ct_event *)1;
+  ck_assert_ct_status(ct_copy_from_host_async(&ev, wide, buf, 16), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_null(ev);
+  ck_assert_error_contains("ct_copy_from_host_async: t of shape [4]");
+  ct_release(wide);
+  ct_release(cell);
   ct_release(x);
   ck_assert_ct_ok(ct_zeros(&x, d, CT_F32, 2, (int64_t[]){0, 4}));
   ck_assert_ct_ok(ct_to_host_async(&ev, x, NULL, 0));

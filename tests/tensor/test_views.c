@@ -173,6 +173,39 @@ START_TEST(test_slice_semantics) {
 }
 END_TEST
 
+/* Steps near INT64_MAX (issue #28): the length computed stop - start + step - 1 and the stride
+ * stride * step, both overflowing ("negative dim" for INT64_MAX - 2). As Python,
+ * range(10)[0:10:2**63-1] == [0]; a view with one element along the dim keeps its stride. */
+START_TEST(test_slice_huge_step) {
+  ct_device *d = ct_test_device();
+  int32_t host[20];
+  for (int i = 0; i < 20; i++) host[i] = i;
+  ct_tensor *x = NULL, *t = NULL, *v = NULL;
+  ck_assert_ct_ok(ct_from_host(&x, d, CT_I32, 2, (int64_t[]){2, 10}, host));
+  ck_assert_ct_ok(ct_transpose(&t, x, 0, 1)); /* [10, 2], strides {1, 10} */
+  int64_t steps[4] = {INT64_MAX, INT64_MAX - 1, INT64_MAX - 2, INT64_MAX / 10 + 1};
+  for (int k = 0; k < 4; k++) {
+    ck_assert_ct_ok(ct_slice(&v, x, 1, 3, 10, steps[k]));
+    ck_assert_int_eq(ct_tensor_shape(v)[1], 1);
+    int32_t got[2];
+    ck_assert_ct_ok(ct_to_host(v, got, sizeof got));
+    ck_assert_int_eq(got[0], 3);
+    ck_assert_int_eq(got[1], 13);
+    ct_release(v);
+    /* Along the transposed view's dim of stride 10, whose product with the step overflows. */
+    ck_assert_ct_ok(ct_slice(&v, t, 1, -INT64_MAX, INT64_MAX, steps[k]));
+    ck_assert_int_eq(ct_tensor_shape(v)[1], 1);
+    ck_assert_int_eq(ct_tensor_strides(v)[1], 10);
+    int32_t col[10];
+    ck_assert_ct_ok(ct_to_host(v, col, sizeof col));
+    for (int i = 0; i < 10; i++) ck_assert_int_eq(col[i], i);
+    ct_release(v);
+  }
+  ct_release(t);
+  ct_release(x);
+}
+END_TEST
+
 START_TEST(test_squeeze_unsqueeze_permute_expand) {
   ct_device *d = ct_test_device();
   float host[6] = {1, 2, 3, 4, 5, 6};
@@ -519,6 +552,7 @@ int main(void) {
   tcase_add_test(tc, test_views_every_dtype);
   tcase_add_test(tc, test_view_reshape_rules);
   tcase_add_test(tc, test_slice_semantics);
+  tcase_add_test(tc, test_slice_huge_step);
   tcase_add_test(tc, test_squeeze_unsqueeze_permute_expand);
   tcase_add_test(tc, test_views_keep_storage_alive);
   tcase_add_test(tc, test_copy_from_host_strided);
