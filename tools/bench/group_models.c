@@ -77,7 +77,8 @@ ct_safetensors *bench_load_fixture(bench_fig *f, ct_device *d, const char *name)
   char path[1024];
   snprintf(path, sizeof path, "%s/%s", bench_models_dir(), name);
   ct_safetensors *st = NULL;
-  if (ct_safetensors_load(&st, path, d) != CT_OK) {
+  /* f64 entries (PyTorch's reference losses) as f32 on a device without cl_khr_fp64. */
+  if (ct_safetensors_load_as(&st, path, d, CT_F64, ct_device_properties(d)->fp64 ? CT_F64 : CT_F32) != CT_OK) {
     char msg[sizeof f->error];
     snprintf(msg, sizeof msg, "no fixture (set $CLTENSOR_BENCH_MODELS to examples/data): %s", ct_last_error());
     bench_fig_fail(f, true, msg);
