@@ -2,8 +2,8 @@
  * generated kernels as the graph allows when something needs device memory.
  *
  * Recording. ct__ew_defer() takes the launch an op would have enqueued (struct ct__ew_launch,
- * after every metadata check, with its result already allocated) and appends a node to one
- * process-wide list, in call order. An input that a recorded node writes, read whole (the node's
+ * after every metadata check, with its result already allocated) and appends a node to the
+ * calling thread's graph (struct ct__fgraph, issue #28), in call order. An input that a recorded node writes, read whole (the node's
  * own result tensor), becomes an edge to that node; any other input is a leaf, retained. An
  * input that is some other view of memory a node will write (a slice, a transpose of a pending
  * result) first realizes the graph, then is a leaf. _out forms, which write into memory that
@@ -14,7 +14,8 @@
  *
  * Realizing. Anything that enqueues work or reads memory calls ct__deferred_realize()
  * (device/device.h): every kernel launch, transfer, map, GEMM, wait, interop export. realize
- * runs the whole list:
+ * runs the calling thread's whole graph (another thread's graph is realized when its memory is
+ * used: ct__use, through ct__tensor_deferred_use):
  *   1. A node is needed when its result's storage is still alive (someone can read it) or a
  *      needed node consumes it; the others are dropped. A result released before the realize
  *      is never written.
@@ -30,9 +31,10 @@
  *      column, in kernels/ew_ops.cl (which the per-op kernels use too), the same loads and
  *      conversions, intermediate values rounded to their dtype as a store and a load would,
  *      FP_CONTRACT off: a fused kernel gives the bits the per-op kernels give.
- *   4. Every kernel is built (through the engine and its disk cache; the graph keeps them in a
- *      bounded LRU keyed by a signature of what the source depends on) and temporaries
- *      allocated before anything is enqueued, so an error there leaves every node pending and
+ *   4. Every kernel is built (through the engine and its disk cache, outside every lock: a
+ *      realize missing a program builds it with its graph unlocked and starts again; the
+ *      process keeps them in a bounded LRU keyed by a signature of what the source depends on)
+ *      and temporaries allocated before anything is enqueued, so an error there leaves every node pending and
  *      nothing half-written; then they are enqueued in order.
  * Errors name the call that triggered the realize and the recorded calls of the failing kernel.
  *
