@@ -7,7 +7,7 @@
  *      was written in place after it was saved;
  *   2. run: a node runs once all its consumers have given it their gradients (Kahn's order;
  *      among ready nodes the latest-created first, as PyTorch, which frees big late activations
- *      early); its formula (the grad_ops.def row) makes the inputs' gradients, which are summed
+ *      early; a binary heap on the creation number, so a graph N wide costs N log N); its formula (the grad_ops.def row) makes the inputs' gradients, which are summed
  *      back to each input's shape and cast to its dtype, then added into the producer's
  *      pending gradient or, for a leaf, into a pending table; the node's saved tensors are
  *      freed as soon as it ran;
@@ -128,6 +128,11 @@ struct ct__pass {
   int nnodes, cap;
   struct ct__pending_leaf *leaves;
   int nleaves, leafcap;
+  /* The ready nodes, a binary max-heap on seq (issue #28: a list scanned at each pop made a
+   * graph N wide cost N^2; 21 s for N = 32,000). Sized to nnodes before the run: every node
+   * enters it once, so a push never allocates. */
+  ct__node **heap;
+  int nheap;
 };
 
 static ct_status ct__pass_push(struct ct__pass *p, ct__node *n) {
@@ -283,8 +288,39 @@ static bool ct__slice_into_acc(struct ct__pass *p, ct__node *n, ct_tensor *g, ct
   return true;
 }
 
+/* The ready heap. seq is unique (an atomic counter), so the order is total and the heap pops
+ * exactly the node the former scan for the largest seq found: the order formulas run in, and so
+ * every accumulation's rounding, is unchanged. */
+static void ct__ready_push(struct ct__pass *p, ct__node *n) {
+  int i = p->nheap++;
+  while (i > 0) {
+    int up = (i - 1) / 2;
+    if (p->heap[up]->seq >= n->seq) break;
+    p->heap[i] = p->heap[up];
+    i = up;
+  }
+  p->heap[i] = n;
+}
+
+/* Pops the most recently created ready node (PyTorch's order: later activations, often the
+ * big ones, are freed first). */
+static ct__node *ct__ready_pop(struct ct__pass *p) {
+  ct__node *top = p->heap[0], *last = p->heap[--p->nheap];
+  int i = 0, n = p->nheap;
+  for (;;) {
+    int c = 2 * i + 1;
+    if (c >= n) break;
+    if (c + 1 < n && p->heap[c + 1]->seq > p->heap[c]->seq) c++;
+    if (p->heap[c]->seq <= last->seq) break;
+    p->heap[i] = p->heap[c];
+    i = c;
+  }
+  if (n > 0) p->heap[i] = last;
+  return top;
+}
+
 /* Runs node n on its accumulated gradient. */
-static ct_status ct__run_node(struct ct__pass *p, ct__node *n, ct__node **ready) {
+static ct_status ct__run_node(struct ct__pass *p, ct__node *n) {
   ct_tensor *g = n->gacc;
   n->gacc = NULL;
   ct_status st = CT_OK;
@@ -312,10 +348,7 @@ static ct_status ct__run_node(struct ct__pass *p, ct__node *n, ct__node **ready)
       st = ct__fit(&f, gi, e, n);
       if (st == CT_OK) st = e->fn ? ct__acc(&e->fn->gacc, f) : ct__acc_leaf(p, e->leaf, f);
     }
-    if (e->fn && --e->fn->deps == 0) {
-      e->fn->next_ready = *ready;
-      *ready = e->fn;
-    }
+    if (e->fn && --e->fn->deps == 0) ct__ready_push(p, e->fn);
   }
   if (gin != small) free(gin);
   bool saved = false;
@@ -326,18 +359,6 @@ static ct_status ct__run_node(struct ct__pass *p, ct__node *n, ct__node **ready)
    * ran, as without fusion. The formula's own chain still fuses. */
   if (saved && st == CT_OK) st = ct__deferred_realize("ct_backward");
   return st;
-}
-
-/* Pops the most recently created ready node (PyTorch's order). The list is short: a graph's
- * width, not its size. */
-static ct__node *ct__pop_latest(ct__node **ready) {
-  ct__node **best = ready;
-  for (ct__node **q = ready; *q; q = &(*q)->next_ready)
-    if ((*q)->seq > (*best)->seq) best = q;
-  ct__node *n = *best;
-  *best = n->next_ready;
-  n->next_ready = NULL;
-  return n;
 }
 
 /* Commit, in two phases so that a failure changes no leaf. Phase 1 makes every allocation:
@@ -420,17 +441,21 @@ ct_status ct_backward(ct_tensor *root, const ct_tensor *grad) {
     ct__node_retain(rn); /* the pass holds the root node even if root is released meanwhile */
     st = ct__collect(&p, rn);
     if (st == CT_OK) {
+      p.heap = malloc((size_t)p.nnodes * sizeof *p.heap);
+      if (!p.heap) st = ct__error(CT_ERR_OUT_OF_MEMORY, "ct_backward: out of host memory for the ready nodes");
+    }
+    if (st == CT_OK) {
       rn->gacc = g0;
       g0 = NULL;
-      ct__node *ready = rn;
-      while (ready && st == CT_OK) st = ct__run_node(&p, ct__pop_latest(&ready), &ready);
+      ct__ready_push(&p, rn);
+      while (p.nheap > 0 && st == CT_OK) st = ct__run_node(&p, ct__ready_pop(&p));
     }
     /* Consume the whole graph, whatever happened. */
     for (int k = 0; k < p.nnodes; k++) {
       ct__node *n = p.nodes[k];
       ct_release(n->gacc);
       n->gacc = NULL;
-      n->next_ready = NULL;
+      n->next_ready = NULL; /* collect's mark, left when it stopped early */
       if (st == CT_OK || !n->done) ct__node_free_saved(n);
     }
     ct__node_release(rn);
@@ -446,6 +471,7 @@ ct_status ct_backward(ct_tensor *root, const ct_tensor *grad) {
   }
   free(p.leaves);
   free(p.nodes);
+  free(p.heap);
   ct__autocast_resume(prev_ac);
   ct__grad_mode_set(prev);
   return st;

@@ -528,6 +528,11 @@ ct_status ct__deferred_softmax(ct_tensor **out, const ct_tensor *x, bool log, co
   return h && h->softmax ? h->softmax(out, x, log, fn) : CT_OK;
 }
 
+ct_status ct__deferred_use(void *storage, const char *fn) {
+  const struct ct__deferred_hooks *h = atomic_load_explicit(&ct__deferred, memory_order_acquire);
+  return h && h->use ? h->use(storage, fn) : CT_OK;
+}
+
 void ct__deferred_storage_dead(void *storage) {
   const struct ct__deferred_hooks *h = atomic_load_explicit(&ct__deferred, memory_order_acquire);
   if (h) h->storage_dead(storage);

@@ -129,17 +129,24 @@ static inline int ct__device_same_context(const ct_device *a, const ct_device *b
  * it. The graph sits above every layer that enqueues, so it installs its functions here, as the
  * profiler installs its launch observer in the engine, and they call ct__deferred_realize().
  *
- * ct__deferred_nodes counts the recorded nodes not yet enqueued, so the check costs one atomic
- * load while nothing is pending. realize(fn) enqueues everything recorded, on every device
- * (a transfer between devices reads one device's memory through another's queue); its errors
+ * Each thread records into a graph of its own (issue #28), so that one thread's kernels never
+ * depend on what other threads record meanwhile. ct__deferred_nodes counts the recorded nodes
+ * of all threads not yet enqueued, so the check costs one atomic load while nothing is
+ * pending. realize(fn) enqueues everything the calling thread recorded, on every device (a
+ * transfer between devices reads one device's memory through another's queue); its errors
  * name fn, the call that needed the memory. A thread already inside realize() returns CT_OK
- * at once. storage_dead(s) is called by ct__storage_release() for a storage a recorded node
- * still writes, before its memory is freed, so that the write is dropped. drop() runs at
- * ct_shutdown() after one last realize. */
+ * at once. use(s, fn) enqueues what *other* threads recorded that writes storage s or reads it
+ * (a tensor handed from one thread to another, or memory one thread writes while another's
+ * recorded node still reads it): every path that hands a tensor's memory to a queue calls it
+ * through ct__tensor_deferred_use() (tensor/tensor.h; kernel arguments in ct__karg_tensor()).
+ * storage_dead(s) is called by ct__storage_release() for a storage a recorded node still
+ * writes, before its memory is freed, so that the write is dropped. drop() runs at
+ * ct_shutdown() after one last realize, for every thread's graph. */
 extern atomic_long ct__deferred_nodes;
 enum ct__deferred_reduce { CT__DEFER_SUM, CT__DEFER_MEAN, CT__DEFER_PROD, CT__DEFER_MAX, CT__DEFER_MIN };
 struct ct__deferred_hooks {
   ct_status (*realize)(const char *fn);
+  ct_status (*use)(void *storage, const char *fn);
   void (*storage_dead)(void *storage);
   void (*drop)(void);
   /* A reduction of every element of x into a new result of dtype odt and shape (ondim, oshape),
@@ -162,6 +169,8 @@ static inline ct_status ct__deferred_realize(const char *fn) {
   return ct__deferred_realize_slow(fn);
 }
 void ct__deferred_storage_dead(void *storage);
+/* The use hook (CT_OK when none is installed); callers go through ct__tensor_deferred_use(). */
+ct_status ct__deferred_use(void *storage, const char *fn);
 /* The softmax hook, or *out NULL when none is installed (reduce/softmax.c). */
 ct_status ct__deferred_softmax(ct_tensor **out, const ct_tensor *x, bool log, const char *fn);
 /* The cast hook, or *out NULL when none is installed (tensor/copy.c: ct_cast). */

@@ -2,8 +2,8 @@
  * generated kernels as the graph allows when something needs device memory.
  *
  * Recording. ct__ew_defer() takes the launch an op would have enqueued (struct ct__ew_launch,
- * after every metadata check, with its result already allocated) and appends a node to one
- * process-wide list, in call order. An input that a recorded node writes, read whole (the node's
+ * after every metadata check, with its result already allocated) and appends a node to the
+ * calling thread's graph (struct ct__fgraph, issue #28), in call order. An input that a recorded node writes, read whole (the node's
  * own result tensor), becomes an edge to that node; any other input is a leaf, retained. An
  * input that is some other view of memory a node will write (a slice, a transpose of a pending
  * result) first realizes the graph, then is a leaf. _out forms, which write into memory that
@@ -14,7 +14,8 @@
  *
  * Realizing. Anything that enqueues work or reads memory calls ct__deferred_realize()
  * (device/device.h): every kernel launch, transfer, map, GEMM, wait, interop export. realize
- * runs the whole list:
+ * runs the calling thread's whole graph (another thread's graph is realized when its memory is
+ * used: ct__use, through ct__tensor_deferred_use):
  *   1. A node is needed when its result's storage is still alive (someone can read it) or a
  *      needed node consumes it; the others are dropped. A result released before the realize
  *      is never written.
@@ -30,9 +31,10 @@
  *      column, in kernels/ew_ops.cl (which the per-op kernels use too), the same loads and
  *      conversions, intermediate values rounded to their dtype as a store and a load would,
  *      FP_CONTRACT off: a fused kernel gives the bits the per-op kernels give.
- *   4. Every kernel is built (through the engine and its disk cache; the graph keeps them in a
- *      bounded LRU keyed by a signature of what the source depends on) and temporaries
- *      allocated before anything is enqueued, so an error there leaves every node pending and
+ *   4. Every kernel is built (through the engine and its disk cache, outside every lock: a
+ *      realize missing a program builds it with its graph unlocked and starts again; the
+ *      process keeps them in a bounded LRU keyed by a signature of what the source depends on)
+ *      and temporaries allocated before anything is enqueued, so an error there leaves every node pending and
  *      nothing half-written; then they are enqueued in order.
  * Errors name the call that triggered the realize and the recorded calls of the failing kernel.
  *
@@ -56,15 +58,38 @@
 #include "kernel/kargs.h"
 #include "tensor/tensor.h"
 
+/* A thread's graph (issue #28). Each thread records into its own, so the kernels a thread's
+ * realize builds depend only on what that thread called: with one process-wide list, unrelated
+ * threads' nodes met in one kernel whose text followed the threads' timing, and new texts kept
+ * being compiled. Other threads take the lock only to realize this graph when they use its
+ * memory (ct__use), to drop a write whose result they released (ct__storage_dead), and at
+ * ct_shutdown. Graphs are never freed: a storage's fwriter/freaders may name one at any time.
+ * A thread's graph is realized when the thread exits, then kept for a later thread. */
+struct ct__fgraph {
+  pthread_mutex_t lock;
+  struct ct__fnode **v;        /* in call order */
+  size_t n, cap;
+  atomic_size_t count;         /* n, for looks without the lock */
+  bool owned;                  /* a live thread records into it (under the registry lock) */
+  struct ct__fgraph *next;     /* the registry */
+};
+
 static struct {
   pthread_mutex_t lock;
-  struct ct__fnode **v;
-  size_t n, cap;
-  unsigned long seq;
-} G = {.lock = PTHREAD_MUTEX_INITIALIZER};
+  struct ct__fgraph *head;
+  pthread_once_t once;
+  pthread_key_t key;           /* realizes a thread's graph when the thread exits */
+  bool key_ok;
+} R = {.lock = PTHREAD_MUTEX_INITIALIZER, .once = PTHREAD_ONCE_INIT};
 
-/* This thread holds G.lock (so storage_dead does not take it again). */
-static _Thread_local bool ct__held;
+static atomic_ulong ct__call_seq; /* numbers the recorded calls, for messages */
+
+/* The calling thread's graph, or NULL before it records anything. */
+static _Thread_local struct ct__fgraph *ct__mine;
+/* The graph whose lock this thread holds (so storage_dead does not take it again), or NULL. */
+static _Thread_local struct ct__fgraph *ct__held;
+/* This thread is realizing a graph: a kernel launch of it does not realize again. */
+static _Thread_local bool ct__in_realize;
 
 int ct__fusion_override = -1;
 atomic_int ct__fusion_fail_builds;
@@ -123,10 +148,21 @@ static int ct__norm_shape(int64_t *out, int ndim, const int64_t *shape) {
   return ndim - s;
 }
 
-static struct ct__fnode *ct__writer(const ct__storage *s) {
-  for (size_t i = G.n; i-- > 0;)
-    if (G.v[i]->out == s) return G.v[i];
+static struct ct__fnode *ct__writer(struct ct__fgraph *g, const ct__storage *s) {
+  for (size_t i = g->n; i-- > 0;)
+    if (g->v[i]->out == s) return g->v[i];
   return NULL;
+}
+
+/* Whether a node of g (locked) writes s or reads it as an input. */
+static bool ct__touches(struct ct__fgraph *g, const ct__storage *s) {
+  for (size_t i = 0; i < g->n; i++) {
+    const struct ct__fnode *nd = g->v[i];
+    if (nd->out == s) return true;
+    for (int j = 0; j < 3; j++)
+      if (nd->leaf[j] && nd->leaf[j]->storage == s) return true;
+  }
+  return false;
 }
 
 /* t reads the whole result of p in p's order: p's own result tensor (or a reshape of it that
@@ -143,15 +179,47 @@ static bool ct__reads_whole(const ct_tensor *t, const struct ct__fnode *p) {
   return nd == p->ndim && memcmp(sh, p->shape, (size_t)nd * sizeof *sh) == 0;
 }
 
-/* Room for one more node in G.v (under G.lock). */
-static bool ct__room(void) {
-  if (G.n < G.cap) return true;
-  size_t cap = G.cap ? G.cap * 2 : 64;
-  struct ct__fnode **v = realloc(G.v, cap * sizeof *v);
+/* Room for one more node in g->v (under g->lock). */
+static bool ct__room(struct ct__fgraph *g) {
+  if (g->n < g->cap) return true;
+  size_t cap = g->cap ? g->cap * 2 : 64;
+  struct ct__fnode **v = realloc(g->v, cap * sizeof *v);
   if (!v) return false;
-  G.v = v;
-  G.cap = cap;
+  g->v = v;
+  g->cap = cap;
   return true;
+}
+
+static void ct__realize_at_exit(void *g);
+static void ct__key_make(void) { R.key_ok = pthread_key_create(&R.key, ct__realize_at_exit) == 0; }
+
+/* The calling thread's graph, made (or taken over from an exited thread, when it is empty) on
+ * the first call that records; NULL when out of host memory. */
+static struct ct__fgraph *ct__graph_of_thread(void) {
+  if (ct__mine) return ct__mine;
+  pthread_once(&R.once, ct__key_make);
+  struct ct__fgraph *g = NULL;
+  pthread_mutex_lock(&R.lock);
+  for (struct ct__fgraph *q = R.head; q && !g; q = q->next)
+    if (!q->owned && atomic_load(&q->count) == 0) g = q;
+  if (!g && (g = calloc(1, sizeof *g))) {
+    pthread_mutex_init(&g->lock, NULL);
+    g->next = R.head;
+    R.head = g;
+  }
+  if (g) g->owned = true;
+  pthread_mutex_unlock(&R.lock);
+  if (g && R.key_ok) pthread_setspecific(R.key, g);
+  ct__mine = g;
+  return g;
+}
+
+/* Marks s as read by g (under g->lock): a hint for other threads' ct__use. */
+static void ct__tag_reader(ct__storage *s, struct ct__fgraph *g) {
+  void *cur = NULL;
+  if (atomic_compare_exchange_strong(&s->freaders, &cur, (void *)g) || cur == (void *)g || cur == CT__FREADERS_MANY)
+    return;
+  atomic_store(&s->freaders, CT__FREADERS_MANY);
 }
 
 static void ct__node_free(struct ct__fnode *nd) {
@@ -160,17 +228,37 @@ static void ct__node_free(struct ct__fnode *nd) {
   free(nd);
 }
 
-static ct_status ct__realize_locked(const char *fn);
+static ct_status ct__realize_graph(struct ct__fgraph *g, const char *fn);
 
-/* Under G.lock, with room made (ct__room): nd, writing storage out, joins the list; the node
+/* Under g->lock, with room made (ct__room): nd, writing storage out, joins the list; the node
  * bound realizes the graph (its status, naming fn, is returned). */
-static ct_status ct__append(struct ct__fnode *nd, ct__storage *out, const char *fn) {
+static ct_status ct__append(struct ct__fgraph *g, struct ct__fnode *nd, ct__storage *out, const char *fn) {
   nd->out = out;
+  atomic_store_explicit(&out->fwriter, (void *)g, memory_order_release);
   atomic_store_explicit(&out->pending, true, memory_order_release);
-  nd->seq = ++G.seq;
-  G.v[G.n++] = nd;
+  for (int j = 0; j < 3; j++)
+    if (nd->leaf[j]) ct__tag_reader(nd->leaf[j]->storage, g);
+  nd->seq = atomic_fetch_add(&ct__call_seq, 1) + 1;
+  g->v[g->n++] = nd;
+  atomic_store(&g->count, g->n);
   atomic_fetch_add_explicit(&ct__deferred_nodes, 1, memory_order_release);
-  return G.n >= CT__FUSE_MAX_NODES ? ct__realize_locked(fn) : CT_OK;
+  if (g->n < CT__FUSE_MAX_NODES) return CT_OK;
+  bool was = ct__in_realize;
+  ct__in_realize = true;
+  ct_status st = ct__realize_graph(g, fn);
+  ct__in_realize = was;
+  return st;
+}
+
+static ct_status ct__use(void *storage, const char *fn);
+
+static void ct__lock(struct ct__fgraph *g) {
+  pthread_mutex_lock(&g->lock);
+  ct__held = g;
+}
+static void ct__unlock(struct ct__fgraph *g) {
+  ct__held = NULL;
+  pthread_mutex_unlock(&g->lock);
 }
 
 /* Records the launch l into out (cast: ct_cast's conversion, l->k the result dtype). What can't
@@ -191,27 +279,43 @@ static ct_status ct__ew_defer_node(const char *fn, const struct ct__ew_launch *l
   nd->fn = fn;
   nd->red = -1;
 
-  pthread_mutex_lock(&G.lock);
-  ct__held = true;
+  struct ct__fgraph *g = ct__graph_of_thread();
   ct_status st = CT_OK;
+  /* An input another thread's graph will write (a tensor handed over) is enqueued there first:
+   * graphs have no edges between them, so it is a leaf here. Not under g's lock: a thread holds
+   * one graph's lock at a time. */
+  for (int j = 0; j < l->nin && st == CT_OK && g; j++) {
+    const ct_tensor *t = l->in[j];
+    if (atomic_load_explicit(&t->storage->pending, memory_order_acquire) &&
+        atomic_load_explicit(&t->storage->fwriter, memory_order_acquire) != (void *)g)
+      st = ct__use(t->storage, fn);
+  }
+  if (st != CT_OK || !g) {
+    free(nd);
+    if (st == CT_OK && cast) st = ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    return st != CT_OK || cast ? st : ct__ew_run(fn, l, out);
+  }
+  ct__lock(g);
+  bool was = ct__in_realize;
+  ct__in_realize = true; /* a realize below launches kernels: they must not realize again */
   /* An input that is a view of memory a node will write, other than that node's whole result,
    * can't be computed inline: realize first, then it is plain memory. */
   for (int j = 0; j < l->nin && st == CT_OK; j++) {
     const ct_tensor *t = l->in[j];
     if (!atomic_load_explicit(&t->storage->pending, memory_order_acquire)) continue;
-    struct ct__fnode *p = ct__writer(t->storage);
-    if (!p || !ct__reads_whole(t, p)) st = ct__realize_locked(fn);
+    struct ct__fnode *p = ct__writer(g, t->storage);
+    if (!p || !ct__reads_whole(t, p)) st = ct__realize_graph(g, fn);
   }
-  if (st != CT_OK || !ct__room()) {
-    ct__held = false;
-    pthread_mutex_unlock(&G.lock);
+  ct__in_realize = was;
+  if (st != CT_OK || !ct__room(g)) {
+    ct__unlock(g);
     free(nd);
     if (st == CT_OK && cast) st = ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     return st != CT_OK || cast ? st : ct__ew_run(fn, l, out);
   }
   for (int j = 0; j < l->nin; j++) {
     const ct_tensor *t = l->in[j];
-    struct ct__fnode *p = atomic_load_explicit(&t->storage->pending, memory_order_acquire) ? ct__writer(t->storage) : NULL;
+    struct ct__fnode *p = atomic_load_explicit(&t->storage->pending, memory_order_acquire) ? ct__writer(g, t->storage) : NULL;
     if (p) {
       nd->src[j] = p;
     } else {
@@ -219,9 +323,8 @@ static ct_status ct__ew_defer_node(const char *fn, const struct ct__ew_launch *l
     }
     nd->l.in[j] = nd->leaf[j];
   }
-  st = ct__append(nd, out->storage, fn);
-  ct__held = false;
-  pthread_mutex_unlock(&G.lock);
+  st = ct__append(g, nd, out->storage, fn);
+  ct__unlock(g);
   return st;
 }
 
@@ -254,12 +357,13 @@ static ct_status ct__defer_trailing(ct_tensor **out, const ct_tensor *x, int red
     ct_release(o);
     return st;
   }
-  pthread_mutex_lock(&G.lock);
-  ct__held = true;
-  struct ct__fnode *p = ct__writer(x->storage);
-  if (!p || !ct__reads_whole(x, p) || !ct__room()) {
-    ct__held = false;
-    pthread_mutex_unlock(&G.lock);
+  /* x pending in another thread's graph: not recorded here; the caller's own kernels realize
+   * that graph through their arguments (ct__karg_tensor). */
+  struct ct__fgraph *g = ct__graph_of_thread();
+  if (g) ct__lock(g);
+  struct ct__fnode *p = g ? ct__writer(g, x->storage) : NULL;
+  if (!p || !ct__reads_whole(x, p) || !ct__room(g)) {
+    if (g) ct__unlock(g);
     free(nd);
     ct_release(o);
     return CT_OK;
@@ -276,9 +380,8 @@ static ct_status ct__defer_trailing(ct_tensor **out, const ct_tensor *x, int red
   nd->mean = mean;
   nd->fn = fn;
   nd->out_off = off;
-  st = ct__append(nd, o->storage, fn);
-  ct__held = false;
-  pthread_mutex_unlock(&G.lock);
+  st = ct__append(g, nd, o->storage, fn);
+  ct__unlock(g);
   if (st != CT_OK) {
     ct_release(o);
     return st;
@@ -334,28 +437,45 @@ static ct_status ct__defer_softmax(ct_tensor **out, const ct_tensor *x, bool log
 }
 
 static void ct__storage_dead(void *storage) {
-  bool held = ct__held;
-  if (!held) pthread_mutex_lock(&G.lock);
-  for (size_t i = 0; i < G.n; i++)
-    if (G.v[i]->out == storage) G.v[i]->out = NULL;
-  if (!held) pthread_mutex_unlock(&G.lock);
+  ct__storage *s = storage;
+  struct ct__fgraph *g = atomic_load_explicit(&s->fwriter, memory_order_acquire);
+  if (!g) return;
+  /* Under another graph's lock only storages no node writes die (leaves, temporaries): a
+   * thread never waits for a second graph's lock while holding one. */
+  bool held = ct__held == g;
+  if (!held) pthread_mutex_lock(&g->lock);
+  for (size_t i = 0; i < g->n; i++)
+    if (g->v[i]->out == s) g->v[i]->out = NULL;
+  if (!held) pthread_mutex_unlock(&g->lock);
 }
 
 /* ---- the LRU of generated kernels ----
  * Keyed by the kernel's signature (struct ct__fgen's sig: everything its source depends on),
- * so that a realize whose kernels are built formats no source at all. */
+ * so that a realize whose kernels are built formats no source at all. Process-wide, behind its
+ * own lock, held only to look up and insert: a build runs outside every lock, behind an entry
+ * marked "being built" on which a second thread needing the same kernel waits (issue #28: the
+ * builds ran under the one graph lock, and all threads waited for each). A realize pins the
+ * entries it launches (users), so that another thread's insertion does not release a kernel
+ * between its lookup and its launch; only unpinned entries are evicted. */
 
 struct ct__fk {
   ct_device *dev;
   uint64_t hash;
   int64_t *sig;
   int nsig;
-  ct__kernel *k;
+  ct__kernel *k;     /* NULL while being built */
+  bool building;
+  int users;         /* realizes holding it, and the builder */
   unsigned long used;
 };
-static struct ct__fk ct__lru[CT__FUSE_LRU];
-static unsigned long ct__lru_clock;
-static unsigned ct__lru_gen; /* ct_shutdown() generation the entries belong to */
+static struct {
+  pthread_mutex_t lock;
+  pthread_cond_t built;
+  struct ct__fk **v;
+  int n, cap;
+  unsigned long clock;
+  unsigned gen; /* ct_shutdown() generation the entries belong to */
+} L = {.lock = PTHREAD_MUTEX_INITIALIZER, .built = PTHREAD_COND_INITIALIZER};
 
 static uint64_t ct__sig_hash(const int64_t *sig, int n) {
   uint64_t h = 1469598103934665603ull;
@@ -363,66 +483,138 @@ static uint64_t ct__sig_hash(const int64_t *sig, int n) {
   return h;
 }
 
-static void ct__lru_clear(void) {
-  for (int i = 0; i < CT__FUSE_LRU; i++) {
-    /* Kernels of a shut-down generation went with their context: only host memory is freed. */
-    if (ct__lru[i].k && ct__lru_gen == ct__device_generation()) ct__kernel_free_owned(ct__lru[i].k);
-    free(ct__lru[i].sig);
-    memset(&ct__lru[i], 0, sizeof ct__lru[i]);
-  }
+static void ct__fk_free(struct ct__fk *e) {
+  /* Kernels of a shut-down generation went with their context: only host memory is freed. */
+  if (e->k && L.gen == ct__device_generation()) ct__kernel_free_owned(e->k);
+  free(e->sig);
+  free(e);
 }
 
-/* Under G.lock. The built kernel of signature sig on d, or NULL. */
-static ct__kernel *ct__lru_find(ct_device *d, const int64_t *sig, int nsig) {
-  if (ct__lru_gen != ct__device_generation()) {
-    ct__lru_clear();
-    ct__lru_gen = ct__device_generation();
+/* Under L.lock. */
+static void ct__lru_clear(void) {
+  int keep = 0;
+  for (int i = 0; i < L.n; i++) {
+    struct ct__fk *e = L.v[i];
+    if (e->users) L.v[keep++] = e; /* pinned or being built: its holder releases it */
+    else ct__fk_free(e);
   }
-  uint64_t h = ct__sig_hash(sig, nsig);
-  for (int i = 0; i < CT__FUSE_LRU; i++) {
-    struct ct__fk *e = &ct__lru[i];
-    if (e->k && e->dev == d && e->hash == h && e->nsig == nsig &&
-        memcmp(e->sig, sig, (size_t)nsig * sizeof *sig) == 0) {
-      e->used = ++ct__lru_clock;
-      return e->k;
-    }
+  L.n = keep;
+}
+
+/* Under L.lock: the entry of sig on d, or NULL. */
+static struct ct__fk *ct__lru_entry(ct_device *d, const int64_t *sig, int nsig, uint64_t h) {
+  if (L.gen != ct__device_generation()) {
+    ct__lru_clear();
+    L.gen = ct__device_generation();
+  }
+  for (int i = 0; i < L.n; i++) {
+    struct ct__fk *e = L.v[i];
+    if (e->dev == d && e->hash == h && e->nsig == nsig && memcmp(e->sig, sig, (size_t)nsig * sizeof *sig) == 0)
+      return e;
   }
   return NULL;
 }
 
-/* Under G.lock. Builds the kernel `name` of src (signature sig) on d and keeps it, releasing the
- * least recently used when the table is full. */
-static ct_status ct__lru_build(ct__kernel **out, ct_device *d, const int64_t *sig, int nsig, const char *src,
-                               const char *name, const char *opts) {
-  int victim = 0;
-  for (int i = 0; i < CT__FUSE_LRU; i++) {
-    struct ct__fk *e = &ct__lru[i];
-    if (!e->k || (ct__lru[victim].k && e->used < ct__lru[victim].used)) victim = i;
+/* The built kernel of signature sig on d, pinned (ct__lru_unpin), or NULL when it is not built
+ * (or being built): never waits. */
+static struct ct__fk *ct__lru_pin(ct_device *d, const int64_t *sig, int nsig) {
+  pthread_mutex_lock(&L.lock);
+  struct ct__fk *e = ct__lru_entry(d, sig, nsig, ct__sig_hash(sig, nsig));
+  if (e && e->k) {
+    e->users++;
+    e->used = ++L.clock;
+  } else {
+    e = NULL;
   }
+  pthread_mutex_unlock(&L.lock);
+  return e;
+}
+
+static void ct__lru_unpin(struct ct__fk *e) {
+  if (!e) return;
+  pthread_mutex_lock(&L.lock);
+  e->users--;
+  pthread_mutex_unlock(&L.lock);
+}
+
+/* Under L.lock: room for one more entry, releasing the least recently used unpinned one when
+ * the table holds CT__FUSE_LRU (it grows past that only while every entry is pinned). */
+static bool ct__lru_room(void) {
+  if (L.n >= CT__FUSE_LRU) {
+    int victim = -1;
+    for (int i = 0; i < L.n; i++)
+      if (!L.v[i]->users && (victim < 0 || L.v[i]->used < L.v[victim]->used)) victim = i;
+    if (victim >= 0) {
+      ct__fk_free(L.v[victim]); /* enqueued launches keep their kernel alive (OpenCL) */
+      L.v[victim] = L.v[--L.n];
+    }
+  }
+  if (L.n < L.cap) return true;
+  int cap = L.cap ? 2 * L.cap : 64;
+  struct ct__fk **v = realloc(L.v, (size_t)cap * sizeof *v);
+  if (!v) return false;
+  L.v = v;
+  L.cap = cap;
+  return true;
+}
+
+/* The kernel `name` of src (signature sig) on d, pinned: found, or built here (outside every
+ * lock), or waited for while another thread builds it. Called with no graph lock held. */
+static ct_status ct__lru_acquire(struct ct__fk **out, ct_device *d, const int64_t *sig, int nsig, const char *src,
+                                 const char *name, const char *opts) {
+  *out = NULL;
+  uint64_t h = ct__sig_hash(sig, nsig);
+  pthread_mutex_lock(&L.lock);
+  struct ct__fk *e;
+  while ((e = ct__lru_entry(d, sig, nsig, h)) && e->building) pthread_cond_wait(&L.built, &L.lock);
+  if (e) {
+    e->users++;
+    e->used = ++L.clock;
+    pthread_mutex_unlock(&L.lock);
+    *out = e;
+    return CT_OK;
+  }
+  e = calloc(1, sizeof *e);
   int64_t *copy = malloc((size_t)nsig * sizeof *copy);
-  if (!copy) return ct__error(CT_ERR_OUT_OF_MEMORY, "fusion: out of host memory");
+  if (!e || !copy || !ct__lru_room()) {
+    pthread_mutex_unlock(&L.lock);
+    free(e);
+    free(copy);
+    return ct__error(CT_ERR_OUT_OF_MEMORY, "fusion: out of host memory");
+  }
   memcpy(copy, sig, (size_t)nsig * sizeof *copy);
-  ct__kernel *k;
+  *e = (struct ct__fk){.dev = d, .hash = h, .sig = copy, .nsig = nsig, .building = true, .users = 1};
+  L.v[L.n++] = e;
+  pthread_mutex_unlock(&L.lock);
+
+  ct__kernel *k = NULL;
+  ct_status st;
   if (atomic_load(&ct__fusion_fail_builds) > 0) {
     atomic_fetch_sub(&ct__fusion_fail_builds, 1);
-    free(copy);
-    return ct__error(CT_ERR_KERNEL_BUILD, "kernel engine: building %s on %s failed (injected by a test)", name,
-                     d->spec);
+    st = ct__error(CT_ERR_KERNEL_BUILD, "kernel engine: building %s on %s failed (injected by a test)", name, d->spec);
+  } else {
+    st = ct__kernel_build_owned(&k, d, src, name, opts);
   }
-  ct_status st = ct__kernel_build_owned(&k, d, src, name, opts);
-  if (st != CT_OK) {
-    free(copy);
-    return st;
+  if (st == CT_OK) {
+    atomic_fetch_add(&ct__fstats.builds, 1);
+    if (ct__debug()) fprintf(stderr, "cltensor fusion: built %s on %s:\n%s\n", name, d->spec, src);
   }
-  atomic_fetch_add(&ct__fstats.builds, 1);
-  if (ct__debug()) fprintf(stderr, "cltensor fusion: built %s on %s:\n%s\n", name, d->spec, src);
-  struct ct__fk *e = &ct__lru[victim];
-  ct__kernel_free_owned(e->k); /* enqueued launches keep their kernel alive (OpenCL) */
-  free(e->sig);
-  *e = (struct ct__fk){.dev = d, .hash = ct__sig_hash(sig, nsig), .sig = copy, .nsig = nsig, .k = k,
-                       .used = ++ct__lru_clock};
-  *out = k;
-  return CT_OK;
+
+  pthread_mutex_lock(&L.lock);
+  e->building = false;
+  if (st == CT_OK) {
+    e->k = k;
+    e->used = ++L.clock;
+    *out = e;
+  } else {
+    /* Gone again: a thread waiting for it builds it itself and reports its own failure. */
+    for (int i = 0; i < L.n; i++)
+      if (L.v[i] == e) L.v[i] = L.v[--L.n];
+    ct__fk_free(e);
+  }
+  pthread_cond_broadcast(&L.built);
+  pthread_mutex_unlock(&L.lock);
+  return st;
 }
 
 /* Everything a kernel's launch needs besides the generated operand table. */
@@ -436,6 +628,7 @@ struct ct__fkern {
   ct__kernel *kf, *kc;    /* the unchecked (whole groups) and checked programs */
   struct ct__fnode *red;  /* its trailing reduction, or NULL */
   ct__kernel *kfin;       /* the reduction's second pass */
+  struct ct__fk *pin[2];  /* the LRU entries of its programs, pinned until enqueued */
   ct_tensor *part;        /* the reduction's partials */
   int64_t parts, chunk;
 };
@@ -586,9 +779,9 @@ static bool ct__same_key(const struct ct__fnode *a, const struct ct__fnode *b) {
          memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof *a->shape) == 0;
 }
 
-static void ct__unschedule(void) {
-  for (size_t i = 0; i < G.n; i++) {
-    struct ct__fnode *nd = G.v[i];
+static void ct__unschedule(struct ct__fgraph *gr) {
+  for (size_t i = 0; i < gr->n; i++) {
+    struct ct__fnode *nd = gr->v[i];
     ct_release(nd->tmp);
     nd->tmp = NULL;
     nd->needed = nd->store = false;
@@ -606,10 +799,72 @@ static void ct__fgen_set(struct ct__fgen *g, int q, const struct ct__fkern *K) {
   g->n = K->n;
 }
 
-static ct_status ct__realize_locked(const char *fn) {
-  if (G.n == 0) return CT_OK;
-  size_t n = G.n;
-  struct ct__fnode **v = G.v;
+/* A program a realize found missing: built (ct__lru_acquire) with no graph lock held, then the
+ * realize starts again. */
+struct ct__tobuild {
+  ct_device *dev;
+  int64_t *sig;
+  int nsig;
+  char *src;
+  char name[96];
+  const char *opts;
+  char calls[768];  /* for the error message: the recorded calls it covers */
+};
+struct ct__builds {
+  struct ct__tobuild *v;
+  int n, cap;
+  bool oom;
+};
+
+static void ct__builds_add(struct ct__builds *bl, ct_device *d, const int64_t *sig, int nsig, const char *src,
+                           const char *name, const char *opts, struct ct__fnode **nodes, int nn) {
+  for (int i = 0; i < bl->n; i++) /* two kernels of one realize with one text */
+    if (bl->v[i].dev == d && bl->v[i].nsig == nsig && memcmp(bl->v[i].sig, sig, (size_t)nsig * sizeof *sig) == 0)
+      return;
+  if (bl->n == bl->cap) {
+    int cap = bl->cap ? 2 * bl->cap : 8;
+    struct ct__tobuild *v = realloc(bl->v, (size_t)cap * sizeof *v);
+    if (!v) {
+      bl->oom = true;
+      return;
+    }
+    bl->v = v;
+    bl->cap = cap;
+  }
+  struct ct__tobuild *t = &bl->v[bl->n];
+  t->sig = malloc((size_t)nsig * sizeof *sig);
+  t->src = strdup(src);
+  if (!t->sig || !t->src) {
+    free(t->sig);
+    free(t->src);
+    bl->oom = true;
+    return;
+  }
+  memcpy(t->sig, sig, (size_t)nsig * sizeof *sig);
+  t->dev = d;
+  t->nsig = nsig;
+  snprintf(t->name, sizeof t->name, "%s", name);
+  t->opts = opts;
+  if (nodes) ct__calls(t->calls, sizeof t->calls, nodes, nn);
+  else t->calls[0] = '\0';
+  bl->n++;
+}
+
+static void ct__builds_free(struct ct__builds *bl) {
+  for (int i = 0; i < bl->n; i++) {
+    free(bl->v[i].sig);
+    free(bl->v[i].src);
+  }
+  free(bl->v);
+  *bl = (struct ct__builds){0};
+}
+
+/* One attempt at realizing gr (locked). When a program is not built yet, nothing is enqueued:
+ * the programs go to *bl and the caller builds them outside the lock and tries again. */
+static ct_status ct__realize_once(struct ct__fgraph *gr, const char *fn, struct ct__builds *bl) {
+  if (gr->n == 0) return CT_OK;
+  size_t n = gr->n;
+  struct ct__fnode **v = gr->v;
   /* 1. What is needed, and what must be stored. */
   for (size_t i = n; i-- > 0;) {
     struct ct__fnode *nd = v[i];
@@ -626,7 +881,7 @@ static ct_status ct__realize_locked(const char *fn) {
   if (!ks || !order) {
     free(ks);
     free(order);
-    ct__unschedule();
+    ct__unschedule(gr);
     return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: realizing deferred elementwise work: out of host memory", fn);
   }
   int nk = 0;
@@ -687,7 +942,6 @@ static ct_status ct__realize_locked(const char *fn) {
     if (!nd->needed || !nd->store || nd->out || nd->red >= 0) continue;
     st = ct__tensor_new(&nd->tmp, nd->dev, nd->odt, nd->ndim, nd->shape, fn);
     if (st != CT_OK) st = ct__realize_error(st, fn, &nd, 1);
-    else atomic_fetch_add(&ct__fstats.temps, 1);
   }
   /* 4. Every kernel built, and the reductions' partials allocated, before anything is enqueued. */
   struct ct__fgen *g = st == CT_OK ? malloc(sizeof *g) : NULL;
@@ -710,21 +964,25 @@ static ct_status ct__realize_locked(const char *fn) {
     ct__kernel **kp = full ? &K->kf : &K->kc;
     b.n = 0;
     b.oom = false;
-    if (!(*kp = ct__lru_find(K->dev, g->sig, g->nsig))) {
+    if ((K->pin[0] = ct__lru_pin(K->dev, g->sig, g->nsig))) {
+      *kp = K->pin[0]->k;
+    } else {
       ct__gen_kernel(&b, g, order + K->first, K->count, name, full, K->red);
-      if (!b.oom) st = ct__lru_build(kp, K->dev, g->sig, g->nsig, b.p, name, opts);
+      if (!b.oom) ct__builds_add(bl, K->dev, g->sig, g->nsig, b.p, name, opts, order + K->first, K->count);
     }
     if (st == CT_OK && !b.oom && K->red && !CT__FR_IS_SOFTMAX(K->red->red)) {
       char fname[32];
       snprintf(fname, sizeof fname, "fz_final_%s", ct__node_name(K->red));
       /* The second pass depends on the reduction, its accumulator and its result dtype. */
       int64_t fsig[5] = {-1, K->red->red, K->red->mean, ct__red_acc_dtype(K->red), K->red->odt};
-      if (!(K->kfin = ct__lru_find(K->dev, fsig, 5))) {
+      if ((K->pin[1] = ct__lru_pin(K->dev, fsig, 5))) {
+        K->kfin = K->pin[1]->k;
+      } else {
         b.n = 0;
         ct__gen_final(&b, K->red, fname);
-        if (!b.oom) st = ct__lru_build(&K->kfin, K->dev, fsig, 5, b.p, fname, opts);
+        if (!b.oom) ct__builds_add(bl, K->dev, fsig, 5, b.p, fname, opts, order + K->first, K->count);
       }
-      if (st == CT_OK && !b.oom) {
+      if (st == CT_OK && !b.oom && !bl->n) {
         ct__red_split(K, ct__kernel_group_size(K->kc), g->cpu_red);
         int64_t pn = K->parts;
         ct_dtype at = ct__red_acc_dtype(K->red);
@@ -732,14 +990,16 @@ static ct_status ct__realize_locked(const char *fn) {
         st = ct__tensor_new(&K->part, K->dev, adt, 1, &pn, fn);
       }
     }
-    if (b.oom && st == CT_OK)
+    if ((b.oom || bl->oom) && st == CT_OK)
       st = ct__error(CT_ERR_OUT_OF_MEMORY, "%s: realizing deferred elementwise work: out of host memory", fn);
     else if (st != CT_OK)
       st = ct__realize_error(st, fn, order + K->first, K->count);
   }
+  /* Programs to build: nothing enqueued, the caller builds them and starts again. */
+  bool again = st == CT_OK && bl->n > 0;
   /* 5. Enqueue, in order. A launch failing leaves every node pending: running a kernel again
    * only recomputes the same values (kernels read leaves, which no node writes). */
-  for (int q = 0; q < nk && st == CT_OK; q++) {
+  for (int q = 0; q < nk && st == CT_OK && !again; q++) {
     struct ct__fkern *K = &ks[q];
     ct__fgen_set(g, q, K);
     char name[96];
@@ -773,60 +1033,190 @@ static ct_status ct__realize_locked(const char *fn) {
   free(b.p);
   free(g);
   /* The queue is in order: whoever gets the partials' blocks next is queued after them. */
-  for (int q = 0; q < nk; q++) ct_release(ks[q].part);
+  for (int q = 0; q < nk; q++) {
+    ct_release(ks[q].part);
+    ct__lru_unpin(ks[q].pin[0]);
+    ct__lru_unpin(ks[q].pin[1]);
+  }
   free(ks);
   free(order);
-  if (st != CT_OK) {
-    ct__unschedule();
+  if (st != CT_OK || again) {
+    ct__unschedule(gr);
     return st;
   }
   /* 6. Done: results are in memory. */
-  size_t live = 0;
+  size_t live = 0, temps = 0;
   for (size_t i = 0; i < n; i++) {
     struct ct__fnode *nd = v[i];
     if (nd->out) atomic_store_explicit(&nd->out->pending, false, memory_order_release);
     live += nd->needed;
+    temps += nd->tmp != NULL; /* counted here: a round that went to build allocated them too */
   }
+  atomic_fetch_add(&ct__fstats.temps, temps);
   atomic_fetch_add(&ct__fstats.realizes, 1);
   atomic_fetch_add(&ct__fstats.nodes, live);
   atomic_fetch_add(&ct__fstats.dropped, n - live);
-  G.n = 0;
+  gr->n = 0;
+  atomic_store(&gr->count, 0);
   atomic_fetch_sub_explicit(&ct__deferred_nodes, (long)n, memory_order_release);
-  for (size_t i = 0; i < n; i++) ct__node_free(v[i]);
+  for (size_t i = 0; i < n; i++) {
+    /* This graph reads its leaves no more: other threads' uses of them need not look here. */
+    for (int j = 0; j < 3; j++) {
+      void *me = gr;
+      if (v[i]->leaf[j]) atomic_compare_exchange_strong(&v[i]->leaf[j]->storage->freaders, &me, NULL);
+    }
+    ct__node_free(v[i]);
+  }
   return CT_OK;
 }
 
-static _Thread_local bool ct__in_realize;
-
-static ct_status ct__realize(const char *fn) {
-  if (ct__in_realize || ct__held) return CT_OK;
-  pthread_mutex_lock(&G.lock);
-  ct__held = true;
-  ct__in_realize = true;
-  ct_status st = ct__realize_locked(fn);
-  ct__in_realize = false;
-  ct__held = false;
-  pthread_mutex_unlock(&G.lock);
+/* Realizes gr (locked by this thread): each round that finds programs missing unlocks gr,
+ * builds them (or waits for the thread building them) and starts again, since gr may have
+ * changed meanwhile (a result released, another thread realizing it). A round builds every
+ * program it found missing, so the rounds end. */
+static ct_status ct__realize_graph(struct ct__fgraph *gr, const char *fn) {
+  ct_status st = CT_OK;
+  struct ct__fk *held[64];
+  int nheld = 0;
+  for (int round = 0;; round++) {
+    struct ct__builds bl = {0};
+    st = ct__realize_once(gr, fn, &bl);
+    /* The programs a round built stay pinned until the next round launched them. */
+    for (int i = 0; i < nheld; i++) ct__lru_unpin(held[i]);
+    nheld = 0;
+    if (st != CT_OK || bl.n == 0) {
+      ct__builds_free(&bl);
+      break;
+    }
+    ct__held = NULL;
+    pthread_mutex_unlock(&gr->lock);
+    for (int i = 0; i < bl.n && st == CT_OK; i++) {
+      struct ct__fk *e = NULL;
+      st = ct__lru_acquire(&e, bl.v[i].dev, bl.v[i].sig, bl.v[i].nsig, bl.v[i].src, bl.v[i].name, bl.v[i].opts);
+      if (st != CT_OK) {
+        char prev[1024];
+        snprintf(prev, sizeof prev, "%s", ct_last_error());
+        st = ct__error(st, "%s: realizing deferred elementwise work failed in the fused kernel of %s: %s", fn,
+                       bl.v[i].calls, prev);
+      } else if (nheld < (int)(sizeof held / sizeof *held)) {
+        held[nheld++] = e;
+      } else {
+        ct__lru_unpin(e);
+      }
+    }
+    pthread_mutex_lock(&gr->lock);
+    ct__held = gr;
+    ct__builds_free(&bl);
+    if (st != CT_OK) break;
+  }
+  for (int i = 0; i < nheld; i++) ct__lru_unpin(held[i]);
   return st;
 }
 
-static void ct__drop(void) {
-  pthread_mutex_lock(&G.lock);
-  ct__held = true;
-  size_t n = G.n;
+/* The realize hook: the calling thread's graph. */
+static ct_status ct__realize(const char *fn) {
+  if (ct__in_realize || ct__held) return CT_OK;
+  struct ct__fgraph *g = ct__mine;
+  if (!g || atomic_load(&g->count) == 0) return CT_OK;
+  ct__lock(g);
+  ct__in_realize = true;
+  ct_status st = ct__realize_graph(g, fn);
+  ct__in_realize = false;
+  ct__unlock(g);
+  return st;
+}
+
+/* Realizes g, another thread's graph, when a node of it writes or reads s (under g's lock). */
+static ct_status ct__realize_other(struct ct__fgraph *g, const ct__storage *s, const char *fn) {
+  ct__lock(g);
+  ct__in_realize = true;
+  ct_status st = ct__touches(g, s) ? ct__realize_graph(g, fn) : CT_OK;
+  ct__in_realize = false;
+  ct__unlock(g);
+  return st;
+}
+
+/* The use hook (device.h): before this thread's work reads or writes storage s, what other
+ * threads' graphs recorded that writes it (a tensor handed over while pending) or reads it (a
+ * write must not overtake their reads) is enqueued, each such graph whole. Independent threads
+ * never meet here: their storages name no other graph. */
+static ct_status ct__use(void *storage, const char *fn) {
+  if (ct__in_realize || ct__held) return CT_OK;
+  ct__storage *s = storage;
+  struct ct__fgraph *me = ct__mine;
+  ct_status st = CT_OK;
+  struct ct__fgraph *w = atomic_load_explicit(&s->fwriter, memory_order_acquire);
+  if (w && w != me && atomic_load_explicit(&s->pending, memory_order_acquire)) st = ct__realize_other(w, s, fn);
+  void *r = atomic_load_explicit(&s->freaders, memory_order_acquire);
+  if (st != CT_OK || !r || r == (void *)me) return st;
+  if (r != CT__FREADERS_MANY) {
+    st = ct__realize_other(r, s, fn);
+  } else {
+    /* Several graphs: every other one (graphs are never freed, so the list can be walked
+     * without the registry lock once read: a graph added later did not exist at the call). */
+    pthread_mutex_lock(&R.lock);
+    struct ct__fgraph *head = R.head;
+    pthread_mutex_unlock(&R.lock);
+    for (struct ct__fgraph *g = head; g && st == CT_OK; g = g->next)
+      if (g != me && atomic_load(&g->count) > 0) st = ct__realize_other(g, s, fn);
+  }
+  if (st != CT_OK) return st;
+  /* No other graph reads s now: the hint names this thread's graph when it reads s, else none. */
+  bool mine = false;
+  if (me) {
+    ct__lock(me);
+    mine = ct__touches(me, s);
+    ct__unlock(me);
+  }
+  atomic_compare_exchange_strong(&s->freaders, &r, mine ? (void *)me : NULL);
+  return CT_OK;
+}
+
+/* The pthread key's destructor: a thread's recorded work is enqueued when it exits (what
+ * fails stays pending, for a thread that uses its tensors to report), and its graph is left for
+ * a later thread. */
+static void ct__realize_at_exit(void *p) {
+  struct ct__fgraph *g = p;
+  if (atomic_load(&g->count) > 0) {
+    ct__lock(g);
+    ct__in_realize = true;
+    (void)ct__realize_graph(g, "thread exit");
+    ct__in_realize = false;
+    ct__unlock(g);
+  }
+  pthread_mutex_lock(&R.lock);
+  g->owned = false;
+  pthread_mutex_unlock(&R.lock);
+  ct__mine = NULL;
+}
+
+static void ct__drop_graph(struct ct__fgraph *g) {
+  ct__lock(g);
+  size_t n = g->n;
   for (size_t i = 0; i < n; i++)
-    if (G.v[i]->out) atomic_store_explicit(&G.v[i]->out->pending, false, memory_order_release);
-  for (size_t i = 0; i < n; i++) ct__node_free(G.v[i]);
-  G.n = 0;
+    if (g->v[i]->out) atomic_store_explicit(&g->v[i]->out->pending, false, memory_order_release);
+  for (size_t i = 0; i < n; i++) ct__node_free(g->v[i]);
+  g->n = 0;
+  atomic_store(&g->count, 0);
   atomic_fetch_sub_explicit(&ct__deferred_nodes, (long)n, memory_order_release);
+  ct__unlock(g);
+}
+
+/* ct_shutdown: every thread's graph (the library is used by no other thread then). */
+static void ct__drop(void) {
+  pthread_mutex_lock(&R.lock);
+  struct ct__fgraph *head = R.head;
+  pthread_mutex_unlock(&R.lock);
+  for (struct ct__fgraph *g = head; g; g = g->next) ct__drop_graph(g);
+  pthread_mutex_lock(&L.lock);
   ct__lru_clear();
-  ct__lru_gen = ct__device_generation() + 1; /* ct_shutdown() bumps it after this */
-  ct__held = false;
-  pthread_mutex_unlock(&G.lock);
+  L.gen = ct__device_generation() + 1; /* ct_shutdown() bumps it after this */
+  pthread_mutex_unlock(&L.lock);
 }
 
 static const struct ct__deferred_hooks ct__hooks = {
     .realize = ct__realize,
+    .use = ct__use,
     .storage_dead = ct__storage_dead,
     .drop = ct__drop,
     .reduce = ct__defer_reduce,

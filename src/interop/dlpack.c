@@ -70,6 +70,7 @@ static ct_status ct__dl_export(struct ct__dl_export **out, const ct_tensor *t, c
   CT__CHECK_NOT_NULL(fn, t);
   /* The consumer reads the memory on its own queue: recorded work is enqueued first. */
   CT__TRY(ct__deferred_realize(fn));
+  CT__TRY(ct__tensor_deferred_use(t, fn));
   struct ct__dl_export *e = calloc(1, sizeof *e);
   if (!e) return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
   ct_status st = ct__tensor_view(&e->view, t, t->ndim, t->shape, t->strides, t->offset);

@@ -41,6 +41,7 @@ ct_status ct_tensor_cl_mem(struct _cl_mem **mem, size_t *byte_offset, const ct_t
   CT__CHECK_NOT_NULL("ct_tensor_cl_mem", t);
   /* The caller uses the buffer on queues of its own: recorded work is enqueued first. */
   CT__TRY(ct__deferred_realize("ct_tensor_cl_mem"));
+  CT__TRY(ct__tensor_deferred_use(t, "ct_tensor_cl_mem"));
   *mem = ct__tensor_mem(t);
   if (byte_offset) *byte_offset = ct__tensor_byte_offset(t);
   /* The caller may write the buffer behind the version counter (tensor.h). */

@@ -13,6 +13,7 @@ void ct__kargs_begin(struct ct__kargs *a, ct__kernel *k, cl_kernel ck) {
   a->err = CL_SUCCESS;
   a->bad = 0;
   a->bad_name = NULL;
+  a->st = CT_OK;
 }
 
 void ct__karg_fail(struct ct__kargs *a, const char *name, cl_int err) {
@@ -21,6 +22,12 @@ void ct__karg_fail(struct ct__kargs *a, const char *name, cl_int err) {
   a->err = err;
   a->bad = i;
   a->bad_name = name;
+}
+
+void ct__karg_fail_status(struct ct__kargs *a, const char *name, ct_status st) {
+  bool first = a->err == CL_SUCCESS;
+  ct__karg_fail(a, name, CL_INVALID_VALUE);
+  if (first) a->st = st;
 }
 
 void ct__karg(struct ct__kargs *a, const char *name, size_t size, const void *value) {
@@ -50,6 +57,7 @@ void ct__karg_geom(struct ct__kargs *a, const char *name, int ndim, const int64_
 
 ct_status ct__kargs_end(struct ct__kargs *a, const char *fn) {
   const char *kn = ct__kernel_name(a->k);
+  if (a->st != CT_OK) return a->st;
   if (a->err != CL_SUCCESS)
     return ct__cl_error(a->err, "%s: kernel %s: setting argument %u (%s) failed", fn, kn, a->bad,
                         a->bad_name ? a->bad_name : "?");

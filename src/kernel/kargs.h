@@ -32,6 +32,9 @@ struct ct__kargs {
   cl_int err;            /* the first failure, CL_SUCCESS while none */
   cl_uint bad;           /* its index */
   const char *bad_name;  /* its name */
+  /* A failure from outside OpenCL (enqueueing another thread's recorded work that an argument
+   * reads, ct__karg_tensor()): returned as is by ct__kargs_end(), its message kept. */
+  ct_status st;
 };
 
 /* Starts the list for k, locked by the caller (ck is what ct__kernel_lock() returned). */
@@ -51,6 +54,9 @@ void ct__karg(struct ct__kargs *a, const char *name, size_t size, const void *va
 /* Counts the next argument as failed with err without setting it: for a value the caller
  * found it cannot pass (ct__karg_tensor() with a misaligned tensor). */
 void ct__karg_fail(struct ct__kargs *a, const char *name, cl_int err);
+
+/* Counts the next argument as failed with st, whose message ct_last_error() already holds. */
+void ct__karg_fail_status(struct ct__kargs *a, const char *name, ct_status st);
 
 /* CT_OK when every argument was set and their count is the kernel's; else the error of the
  * first failing argument, "<fn>: kernel <k>: setting argument <i> (<name>) failed: <CL error>",

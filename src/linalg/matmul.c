@@ -97,6 +97,9 @@ static ct_status ct__mm_float(struct ct__mm *mm, const struct ct__gemm_state *s,
 /* Runs mm into a new tensor (*res) or into out. */
 static ct_status ct__mm_run(struct ct__mm *mm, ct_tensor **res, ct_tensor *out) {
   CT__TRY(ct__mm_check(mm, out));
+  /* CLBlast and the host route take the buffers, not ct__karg_tensor(): other threads'
+   * recorded work on them is enqueued here. */
+  CT__TRY(ct__tensors_deferred_use(mm->fn, 4, (const ct_tensor *const[]){mm->a, mm->b, mm->c, out}));
   if (out) {
     /* An _out form writes existing memory: refused under autograd as PyTorch's, and a write
      * that a node saving out must notice. */

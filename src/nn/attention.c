@@ -102,6 +102,8 @@ static ct_status sdpa_api(ct_tensor **out, const ct_tensor *q, const ct_tensor *
   CT__CHECK_NOT_NULL(FN, v);
   CT__TRY(ct__check_same_device(FN, "q", q, "k", k));
   CT__TRY(ct__check_same_device(FN, "q", q, "v", v));
+  /* The host route takes buffers: other threads' recorded work on them goes first. */
+  CT__TRY(ct__tensors_deferred_use(FN, 4, (const ct_tensor *const[]){q, k, v, mask}));
   if (mask) CT__TRY(ct__check_same_device(FN, "q", q, "mask", mask));
   char s1[256], s2[256];
   const ct_tensor *ops[3] = {q, k, v};
@@ -265,6 +267,8 @@ ct_status ct__sdpa_backward(ct_tensor **dq, ct_tensor **dk, ct_tensor **dv, ct_t
                             double scale) {
   const char *fn = "ct_backward";
   ct_dtype cdt = p->dtype;
+  /* The host route takes buffers: other threads' recorded work on them goes first. */
+  CT__TRY(ct__tensors_deferred_use(fn, 5, (const ct_tensor *const[]){q, k, v, p, g}));
   if (!dmask) {
     bool host = false;
     CT__TRY(ct__sdpa_host_backward(&host, dq, dk, dv, q, k, v, p, g, scale, fn));

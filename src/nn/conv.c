@@ -493,6 +493,8 @@ ct_status ct__conv_run(ct_tensor **out, const struct ct__conv *cv, const ct_tens
                           const ct_tensor *bias) {
   const char *fn = cv->fn;
   ct_device *d = x4->storage->device;
+  /* The GEMM routes take buffers: other threads' recorded work on them goes first. */
+  CT__TRY(ct__tensors_deferred_use(fn, 3, (const ct_tensor *const[]){x4, w4, bias}));
   int64_t oshape[4] = {cv->N, cv->Cout, cv->OH, cv->OW};
   ct_tensor *o = NULL;
   CT__TRY(ct__tensor_new(&o, d, x4->dtype, 4, oshape, fn));

@@ -361,6 +361,7 @@ ct_status ct__nn_conv_backward(ct_tensor **gx, ct_tensor **gw, ct_tensor **gb, c
   if (gw) *gw = NULL;
   if (gb) *gb = NULL;
   ct_device *d = x->storage->device;
+  CT__TRY(ct__tensors_deferred_use(fn, 3, (const ct_tensor *const[]){g, x, w}));
   ct_tensor *x4 = NULL, *w4 = NULL, *g4 = NULL, *rx = NULL, *rw = NULL, *rb = NULL, *gc = NULL;
   ct_status st;
   if (one_d) {

@@ -144,6 +144,7 @@ static ct_status ct__copy_launch(ct_tensor *dst, const ct_tensor *src, const int
   /* Callers route overlapping ranges through a temporary, so this is a legal copy even when
    * both blocks lie in one cached OpenCL buffer. */
   CT__TRY(ct__deferred_realize(fn));
+  CT__TRY(ct__tensors_deferred_use(fn, 2, (const ct_tensor *const[]){dst, src}));
   if (same && contig) {
     cl_event pev;
     cl_int err = clEnqueueCopyBuffer(ct__device_queue(d), src->storage->mem, dst->storage->mem,
@@ -204,6 +205,7 @@ ct_status ct__fill_bits(ct_tensor *t, const void *elem, const char *fn) {
   ct_device *d = t->storage->device;
   size_t es = ct_dtype_size(t->dtype);
   CT__TRY(ct__deferred_realize(fn));
+  CT__TRY(ct__tensor_deferred_use(t, fn));
   bool contig = ct_tensor_is_contiguous(t);
   if (contig && (size_t)n * es < CT__FILL_KERNEL_MIN) {
     cl_event pev;

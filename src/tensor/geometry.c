@@ -21,6 +21,14 @@ bool ct__tensor_elem_offset(const ct_tensor *t, int64_t *off) {
 
 void ct__karg_tensor(struct ct__kargs *a, const char *name, const ct_tensor *t, int64_t shift) {
   int64_t off = 0;
+  /* Another thread's recorded work on this memory goes first (the launch realizes only the
+   * calling thread's); a kernel may read or write any argument. */
+  ct_status st = t ? ct__tensor_deferred_use(t, ct__kernel_name(a->k)) : CT_OK;
+  if (st != CT_OK) {
+    ct__karg_fail_status(a, name, st);
+    ct__karg_fail(a, name, CL_INVALID_VALUE);
+    return;
+  }
   ct__karg_mem(a, name, t ? ct__tensor_mem(t) : NULL);
   if (t && !ct__tensor_elem_offset(t, &off))
     ct__karg_fail(a, name, CL_INVALID_VALUE);

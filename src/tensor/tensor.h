@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "cltensor/tensor.h"
+#include "device/device.h"
 #include "kernel/kargs.h"
 #include "memory/alloc.h"
 
@@ -30,6 +31,13 @@ typedef struct ct__storage {
   /* A node of the fusion graph (src/elementwise/lazy.c) will write this memory when realized:
    * its contents are not there yet. Set and cleared under the graph's lock. */
   atomic_bool pending;
+  /* The fusion graphs (one per recording thread, lazy.c) that touch this memory: fwriter, the
+   * one whose node writes it (meaningful while pending is set); freaders, one whose node reads
+   * it as an input, or CT__FREADERS_MANY (a hint, cleared when that graph is realized and
+   * checked under the graphs' locks). Another thread's use realizes them first
+   * (ct__tensor_deferred_use). */
+  _Atomic(void *) fwriter;
+  _Atomic(void *) freaders;
   /* An integer storage filled by ct_from_host: the smallest and largest element, seen on the host
    * as they went in (tensor/transfer.c). Index checks use them to skip their device round trip
    * (index/common.c, nn/loss.c). They hold while range_known is set and version is still 0: every
@@ -59,6 +67,27 @@ static inline size_t ct__tensor_byte_offset(const ct_tensor *t) {
   return t->storage->offset + (size_t)t->offset * ct_dtype_size(t->dtype);
 }
 static inline cl_mem ct__tensor_mem(const ct_tensor *t) { return t->storage->mem; }
+
+#define CT__FREADERS_MANY ((void *)1)
+/* Before t's memory goes to a queue outside the fusion graph (read or written): enqueues what
+ * other threads' graphs recorded that writes it or reads it (device.h, "Deferred work"); the
+ * calling thread's own recorded work is the caller's ct__deferred_realize(). One or two atomic
+ * loads when no graph touches t. Errors name fn. */
+static inline ct_status ct__tensor_deferred_use(const ct_tensor *t, const char *fn) {
+  ct__storage *s = t->storage;
+  if (!atomic_load_explicit(&s->pending, memory_order_acquire) &&
+      !atomic_load_explicit(&s->freaders, memory_order_acquire))
+    return CT_OK;
+  return ct__deferred_use(s, fn);
+}
+/* The same for each of ts[0..n) (NULL entries skipped): for paths that hand memory to a queue
+ * other than through ct__karg_tensor() (transfers, copies, GEMM, native commands, interop). */
+static inline ct_status ct__tensors_deferred_use(const char *fn, int n, const ct_tensor *const *ts) {
+  ct_status st = CT_OK;
+  for (int i = 0; i < n && st == CT_OK; i++)
+    if (ts[i]) st = ct__tensor_deferred_use(ts[i], fn);
+  return st;
+}
 
 /* Allocates a new contiguous tensor (uninitialised). Checks dtype support on d (f64 needs
  * cl_khr_fp64: CT_ERR_UNSUPPORTED naming the device), ndim/shape validity, numel overflow.

@@ -98,6 +98,7 @@ static ct_status ct__check_host_buffer(const ct_tensor *t, const void *p, size_t
 /* Enqueues the read of t's elements (row-major) into dst; blocking or with *ev. */
 static ct_status ct__read(const ct_tensor *t, void *dst, int blocking, cl_event *ev, const char *fn) {
   CT__TRY(ct__deferred_realize(fn));
+  CT__TRY(ct__tensor_deferred_use(t, fn));
   size_t nbytes = ct_tensor_nbytes(t);
   ct_device *d = t->storage->device;
   ct_tensor *c;
@@ -124,6 +125,7 @@ static ct_status ct__read(const ct_tensor *t, void *dst, int blocking, cl_event 
 /* Enqueues the write of row-major src into t's elements; blocking or with *ev. */
 static ct_status ct__write(ct_tensor *t, const void *src, int blocking, cl_event *ev, const char *fn) {
   CT__TRY(ct__deferred_realize(fn));
+  CT__TRY(ct__tensor_deferred_use(t, fn));
   size_t nbytes = ct_tensor_nbytes(t);
   ct_device *d = t->storage->device;
   cl_command_queue q = ct__device_queue(d);
@@ -310,6 +312,7 @@ void ct_pinned_release(ct_pinned *p) {
 
 ct_status ct__copy_between(ct_tensor *dst, const ct_tensor *src, int staged, const char *fn) {
   CT__TRY(ct__deferred_realize(fn));
+  CT__TRY(ct__tensors_deferred_use(fn, 2, (const ct_tensor *const[]){dst, src}));
   ct_device *sd = src->storage->device, *dd = dst->storage->device;
   size_t nbytes = ct_tensor_nbytes(src);
   if (nbytes == 0) return CT_OK;

@@ -208,6 +208,54 @@ START_TEST(deep_chain) {
 }
 END_TEST
 
+/* Issue #28: a graph 5000 wide (every product of x is ready at once once the adds ran) gives the
+ * right gradient, and in the engine's order, latest-recorded node first: the products' f32
+ * gradients c_i (fractions: the sum rounds differently in any other order) are accumulated
+ * into x's gradient from the last product to the first, which the host repeats here bit for
+ * bit. The engine kept its ready nodes in a list scanned at each pop (quadratic in the width);
+ * no timing is asserted, the figure is cltensor-bench's autograd.backward_wide. */
+START_TEST(wide_graph_order) {
+  enum { W = 5000 };
+  ct_device *d = ct_test_device();
+  int64_t n = 3;
+  ct_tensor *x = NULL;
+  ck_assert_ct_ok(ct_full(&x, d, CT_F32, 1, &n, 0.25));
+  ck_assert_ct_ok(ct_set_requires_grad(x, true));
+  ct_tensor **y = calloc(W, sizeof *y);
+  ck_assert_ptr_nonnull(y);
+  for (int i = 0; i < W; i++) ck_assert_ct_ok(ct_mul_scalar(&y[i], x, 1.0 / (3 + i % 97)));
+  ct_tensor *s = ct_retain(y[0]);
+  for (int i = 1; i < W; i++) {
+    ct_tensor *t = NULL;
+    ck_assert_ct_ok(ct_add(&t, s, y[i]));
+    ct_release(s);
+    s = t;
+  }
+  for (int i = 0; i < W; i++) ct_release(y[i]);
+  free(y);
+  ct_tensor *loss = NULL, *g = NULL;
+  ck_assert_ct_ok(ct_sum(&loss, s, 0, NULL, false));
+  ck_assert_ct_ok(ct_backward(loss, NULL));
+  ck_assert_ct_ok(ct_grad(&g, x));
+  float got[3];
+  ck_assert_ct_ok(ct_to_host(g, got, sizeof got));
+  /* The adds run first (recorded last), then the products, latest first. */
+  float want = (float)(1.0 / (3 + (W - 1) % 97));
+  for (int i = W - 2; i >= 0; i--) want += (float)(1.0 / (3 + i % 97));
+  double exact = 0;
+  for (int i = 0; i < W; i++) exact += 1.0 / (3 + i % 97);
+  for (int k = 0; k < 3; k++) {
+    ck_assert_msg(fabs(got[k] - exact) < 1e-3 * exact, "gradient %d: %.9g, not about %.9g", k, got[k], exact);
+    ck_assert_msg(memcmp(&got[k], &want, sizeof want) == 0,
+                  "gradient %d: %.9g, but the latest-first order gives %.9g", k, got[k], want);
+  }
+  ct_release(g);
+  ct_release(loss);
+  ct_release(s);
+  ct_release(x);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("autograd-engine");
   TCase *tc = tcase_create("engine");
@@ -219,6 +267,7 @@ int main(void) {
   tcase_add_test(tc, grad_mode_out_forms_and_flags);
   tcase_add_test(tc, explicit_grad_and_leaf_root);
   tcase_add_test(tc, deep_chain);
+  tcase_add_test(tc, wide_graph_order);
   suite_add_tcase(s, tc);
   return ct_test_run(s);
 }

@@ -33,7 +33,9 @@ typedef enum bench_group {
   BENCH_MODELS = 1u << 11, /* the example models' forwards (group_models.c) */
   BENCH_TRAIN = 1u << 12,  /* one training step of each example model (group_train.c) */
   BENCH_FUSION = 1u << 13, /* fused elementwise chains (group_fusion.c) */
-  BENCH_ALL = (1u << 14) - 1
+  BENCH_AUTOGRAD = 1u << 14, /* the backward engine on a wide graph (group_autograd.c) */
+  BENCH_THREADS = 1u << 15,  /* chains on several threads, fusion on and off (group_threads.c) */
+  BENCH_ALL = (1u << 16) - 1
 } bench_group;
 
 typedef struct bench_opts {
@@ -209,6 +211,8 @@ void bench_group_nn(const bench_opts *o, ct_device *d, clref *r);     /* group_n
 void bench_group_models(const bench_opts *o, ct_device *d); /* group_models.c */
 void bench_group_train(const bench_opts *o, ct_device *d);  /* group_train.c */
 void bench_group_fusion(const bench_opts *o, ct_device *d, clref *r); /* group_fusion.c */
+void bench_group_autograd(const bench_opts *o, ct_device *d);         /* group_autograd.c */
+void bench_group_threads(const bench_opts *o, ct_device *d);          /* group_threads.c */
 
 /* ---- the example models' fixtures and PyTorch beside them (group_models.c) ---- */
 /* $CLTENSOR_BENCH_MODELS, else the source tree's examples/data. */

@@ -25,7 +25,8 @@ static void usage(FILE *f) {
           "                      or \"skipped\" instead of the numbers\n"
           "  -q, --quick         fewer sizes and runs: about a minute, for smoke tests\n"
           "  -o, --only GROUPS   comma-separated: transfer, elementwise, reduce, softmax, chain, mlp,\n"
-          "                      matmul, first_result, shape, index, nn, models, train, fusion\n"
+          "                      matmul, first_result, shape, index, nn, models, train, fusion,\n"
+          "                      autograd, threads\n"
           "                      (default: all; nn, models, train and fusion run PyTorch beside\n"
           "                      them when $CLTENSOR_BENCH_PYTHON names a Python with torch)\n"
           "  -r, --runs N        timed runs per figure after the warm-up (default 7, quick 3)\n"
@@ -48,7 +49,8 @@ static const struct {
                 {"matmul", BENCH_MATMUL},     {"first_result", BENCH_FIRST_RESULT},
                 {"shape", BENCH_SHAPE},       {"index", BENCH_INDEX},
                 {"nn", BENCH_NN},             {"models", BENCH_MODELS},
-                {"train", BENCH_TRAIN},       {"fusion", BENCH_FUSION}};
+                {"train", BENCH_TRAIN},       {"fusion", BENCH_FUSION},
+                {"autograd", BENCH_AUTOGRAD}, {"threads", BENCH_THREADS}};
 
 static int parse_groups(const char *list, unsigned *out) {
   *out = 0;
@@ -188,6 +190,8 @@ int main(int argc, char **argv) {
   if (o.groups & BENCH_FIRST_RESULT) bench_group_first_result(&o, d);
   if (o.groups & BENCH_MODELS) bench_group_models(&o, d);
   if (o.groups & BENCH_TRAIN) bench_group_train(&o, d);
+  if (o.groups & BENCH_AUTOGRAD) bench_group_autograd(&o, d);
+  if (o.groups & BENCH_THREADS) bench_group_threads(&o, d);
   int failed = bench_output_end(&o);
   ct_shutdown();
   if (fclose(o.out) != 0) {
