@@ -99,10 +99,11 @@ inline float ct_f64_to_f32_odd(double v) {
 #define CT_F2I(T, v, LO, HI, TMIN, TMAX) \
   (isnan(v) ? (T)0 : (v) < (LO) ? (T)(TMIN) : (v) >= (HI) ? (T)(TMAX) : (T)(v))
 #define CT_F2U8(v) CT_F2I(uchar, v, 0.0f, 256.0f, 0, 255)
-/* Through int: LLVM 15 as Mesa 22.3's llvmpipe uses it crashed (SelectionDAG::LegalizeTypes) on
- * the vectorized float -> char conversion of f16/bf16/f32 -> i8 casts; the value is in range by
- * then, so the narrowing of the int is exact. */
-#define CT_F2I8(v) ((char)CT_F2I(int, v, -128.0f, 128.0f, -128, 127))
+/* Clamped, then through int: LLVM 15 as Mesa 22.3's llvmpipe uses it crashed
+ * (SelectionDAG::LegalizeTypes) on the vectorized float -> char conversion of f16/bf16/f32 -> i8
+ * casts, and with CT_F2I's compares through int gave 0 for f16 values of 128 and above (the
+ * saturation lost); the clamped value is in range, so both conversions are exact. */
+#define CT_F2I8(v) ((char)(isnan(v) ? 0 : (int)clamp((v), -128.0f, 127.0f)))
 #define CT_F2I32(v) CT_F2I(int, v, -2147483648.0f, 2147483648.0f, INT_MIN, INT_MAX)
 #define CT_F2I64(v) CT_F2I(long, v, -9223372036854775808.0f, 9223372036854775808.0f, LONG_MIN, LONG_MAX)
 #define CT_F2I16(v) CT_F2I(short, v, -32768.0f, 32768.0f, -32768, 32767)

@@ -646,6 +646,14 @@ static void plant_sealed(const char *file, unsigned char *b, size_t n, enum dama
 }
 
 START_TEST(test_refused_binary_falls_back_to_source) {
+  /* rusticl 22.3 does not refuse such a binary: it panics ("unknown version", program.rs) and
+   * aborts the process. The cache's checksum keeps corrupt files from reaching it; only this
+   * planted garbage with a valid checksum would (docs/PORTABILITY.md). */
+  const char *plat = ct_device_properties(ct_test_device())->platform_name;
+  if (plat && strstr(plat, "rusticl")) {
+    printf("# skip: %s aborts the process on a program binary it cannot read\n", plat);
+    return;
+  }
   char *dir = use_fresh_cache();
   char file[4096];
   fill_one(NULL, 0.0f, file, sizeof file);
