@@ -25,11 +25,17 @@ ninja -C "$build"
 # The CI subset: together they build every program of kernels/ (copy and elementwise through
 # the elementwise and differential suites, reduce and reduce_logic, softmax, shape, index and
 # order, conv, pool, norm, attention, loss, random, optim, linalg) and run the driver
-# reproducers of tests/portability.
+# reproducers of tests/portability. The autograd, fusion, elementwise and train-digits suites below
+# run without f64 on the device (their f32 form; f64-only parts say "# skip" in the TAP output)
+# and take 1-12 s each there.
 ci_tests="driver-quirks elementwise-binary elementwise-unary elementwise-scalar elementwise-promote
 reduce reduce-gpu-layout reduce_large softmax logsumexp random shape order index nn-conv-auto
 nn-pool nn-norm nn-batch-norm attention loss dropout optim linalg-matmul-auto models-charlm
-differential-binary fusion-random"
+differential-binary fusion-random
+autograd-engine autograd-ew autograd-reduce autograd-view autograd-shape autograd-linalg
+autograd-index autograd-conv autograd-nn autograd-composite autograd-review
+fusion-graph fusion-reduce fusion-review elementwise-layout elementwise-dtypes
+models-train-digits-check models-train-digits-resume"
 if [ $# -eq 0 ]; then
   # shellcheck disable=SC2086
   set -- $ci_tests

@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "ct_test.h"
+#include "tensor/tensor.h"
 
 #define GC_MAX_IN 6
 
@@ -156,6 +157,14 @@ static inline ct_tensor *gc_from(ct_device *d, int ndim, const int64_t *shape, c
  * by the unit roundoffs' ratio (2^29), at least 1e-6 (a few f32 roundings of O(1) values). */
 static inline double gc_tol(ct_dtype dt, double tol64) {
   return dt == CT_F64 ? tol64 : fmax(1e-6, tol64 * 536870912.0);
+}
+
+/* v as float dtype dt holds it (rounded to nearest even, as ct_cast), for results that are
+ * exact in dt: a rule's slope of 0.1 is 0.1f in f32. */
+static inline double gc_round(ct_dtype dt, double v) {
+  unsigned char b[8];
+  ct__host_store_double(dt, b, v);
+  return ct__host_load_double(dt, b);
 }
 
 /* L = sum(f(in) * w) with grad mode off, from host values. */

@@ -2,6 +2,7 @@
  * shape rule of ct_matmul (1-D operands, batch dims that broadcast, a batched operand with a
  * shared matrix), transposed (strided) operands, linear with and without bias, addmm's scalars
  * and a broadcast c; the _out forms' autograd checks; autocast bf16 linear against f32. */
+#include "ct_fixture.h"
 #include "gradcheck.h"
 
 /* ---- matmul ---- */
@@ -139,9 +140,7 @@ static ct_tensor *mat(ct_device *d, int64_t r, int64_t c, uint64_t seed) {
   double v[64];
   gc_fill(v, r * c, -1, 1, seed);
   int64_t shape[2] = {r, c};
-  ct_tensor *t = NULL;
-  ck_assert_ct_ok(ct_from_host(&t, d, CT_F64, 2, shape, v));
-  return t;
+  return gc_from(d, 2, shape, v); /* gc_float: f64, or f32 without cl_khr_fp64 */
 }
 
 START_TEST(out_forms_under_autograd) {
@@ -296,7 +295,12 @@ END_TEST
  * are not autocast. */
 START_TEST(autocast_leaves_f64) {
   ct_device *d = ct_test_device();
-  ct_tensor *a = mat(d, 2, 3, 1), *b = mat(d, 3, 2, 2), *y = NULL;
+  if (!ct_test_fp64(d, "f64 matmul under autocast")) return;
+  double v[6];
+  gc_fill(v, 6, -1, 1, 1);
+  ct_tensor *a = ct_test_from_doubles(d, CT_F64, 2, (const int64_t[]){2, 3}, v), *y = NULL;
+  gc_fill(v, 6, -1, 1, 2);
+  ct_tensor *b = ct_test_from_doubles(d, CT_F64, 2, (const int64_t[]){3, 2}, v);
   ck_assert_ct_ok(ct_autocast_set(CT_BF16));
   ck_assert_ct_ok(ct_matmul(&y, a, b));
   ck_assert_int_eq(ct_tensor_dtype(y), CT_F64);

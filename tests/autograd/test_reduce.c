@@ -90,15 +90,16 @@ START_TEST(prod_zeros_gradcheck) {
 }
 END_TEST
 
+/* A leaf of the checks' float dtype (gc_float: f64, or f32 without cl_khr_fp64). */
 static ct_tensor *mat(ct_device *d, int ndim, const int64_t *shape, const double *v) {
-  ct_tensor *t = NULL;
-  ck_assert_ct_ok(ct_from_host(&t, d, CT_F64, ndim, shape, v));
+  ct_tensor *t = gc_from(d, ndim, shape, v);
   ck_assert_ct_ok(ct_set_requires_grad(t, true));
   return t;
 }
 
 /* grad of sum(r) with respect to x against want (exact: the values are ratios of small
- * integers, computed in f64 by the same operations PyTorch performs). */
+ * integers, computed in f64 by the same operations PyTorch performs; in f32 a few roundings of
+ * u = 6e-8 relative each, within gc_tol's 1e-6 relative). */
 static void check_exact(const char *what, ct_tensor *x, ct_tensor *r, int64_t n, const double *want) {
   ct_tensor *s = NULL, *g = NULL;
   ck_assert_ct_ok(ct_sum(&s, r, 0, NULL, false));
@@ -106,8 +107,9 @@ static void check_exact(const char *what, ct_tensor *x, ct_tensor *r, int64_t n,
   ck_assert_ct_ok(ct_grad(&g, x));
   ck_assert_msg(g != NULL, "%s: no gradient", what);
   double *v = gc_host(g);
+  const double rel = gc_tol(ct_tensor_dtype(g), 1e-15);
   for (int64_t i = 0; i < n; i++)
-    ck_assert_msg(isnan(want[i]) ? isnan(v[i]) : fabs(v[i] - want[i]) <= 1e-15 * fabs(want[i]),
+    ck_assert_msg(isnan(want[i]) ? isnan(v[i]) : fabs(v[i] - want[i]) <= rel * fabs(want[i]),
                   "%s: element %lld is %.17g, expected %.17g", what, (long long)i, v[i], want[i]);
   free(v);
   ct_release(g);
@@ -173,7 +175,7 @@ START_TEST(autocast_reductions_f32) {
   ct_tensor *x32 = NULL, *x = NULL, *x64 = NULL, *r = NULL;
   ck_assert_ct_ok(ct_from_host(&x32, d, CT_F32, 2, s23, v));
   ck_assert_ct_ok(ct_cast(&x, x32, CT_F16));
-  ck_assert_ct_ok(ct_cast(&x64, x32, CT_F64));
+  if (ct_test_fp64(d, "f64 reductions keep f64 under autocast")) ck_assert_ct_ok(ct_cast(&x64, x32, CT_F64));
   ck_assert_ct_ok(ct_set_requires_grad(x, true));
   /* Whether ct_cast records (agview's part of issue #15, merged separately): until it does,
    * the autocast casts can't carry a gradient and only the dtypes are checked here. */
@@ -194,6 +196,7 @@ START_TEST(autocast_reductions_f32) {
     ck_assert_ct_ok(f_red(&r, (ct_tensor *const[]){x32}, &c));
     ck_assert_int_eq(ct_tensor_dtype(r), CT_F32);
     ct_release(r);
+    if (!x64) continue;
     ck_assert_ct_ok(f_red(&r, (ct_tensor *const[]){x64}, &c));
     ck_assert_int_eq(ct_tensor_dtype(r), CT_F64);
     ct_release(r);

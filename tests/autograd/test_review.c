@@ -3,9 +3,10 @@
  * its commit) that must change no leaf and leak nothing, requires-grad rules PyTorch has, and
  * grad mode per thread with two threads training at once.
  *
- * Everything runs in f64 (the kernels the rest of the suite builds); the memory tests use 2 MiB
- * and 4 MiB tensors, which the caching allocator serves as blocks of exactly that size, so the
- * statistics count them without rounding. */
+ * Everything runs in f64 (the kernels the rest of the suite builds), f32 without cl_khr_fp64
+ * (gc_float); the memory tests use 2 MiB and 4 MiB tensors (of either dtype), which the caching
+ * allocator serves as blocks of exactly that size, so the statistics count them without
+ * rounding. The values compared exactly are small integers, exact in f32 too. */
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -13,18 +14,17 @@
 
 #define MIB ((uint64_t)1 << 20)
 
-static ct_tensor *vec(ct_device *d, int64_t n, const double *v) {
+static ct_tensor *vec(ct_device *d, int64_t n, const double *v) { return gc_from(d, 1, &n, v); }
+
+/* A 1-D tensor of the checks' float dtype (gc_float) of n elements, all v. */
+static ct_tensor *full(ct_device *d, int64_t n, double v) {
   ct_tensor *t = NULL;
-  ck_assert_ct_ok(ct_from_host(&t, d, CT_F64, 1, &n, v));
+  ck_assert_ct_ok(ct_full(&t, d, gc_float(d), 1, &n, v));
   return t;
 }
 
-/* A 1-D f64 tensor of n elements, all v. */
-static ct_tensor *full(ct_device *d, int64_t n, double v) {
-  ct_tensor *t = NULL;
-  ck_assert_ct_ok(ct_full(&t, d, CT_F64, 1, &n, v));
-  return t;
-}
+/* The number of elements of the checks' float dtype in bytes. */
+static int64_t elems(ct_device *d, uint64_t bytes) { return (int64_t)(bytes / ct_dtype_size(gc_float(d))); }
 
 static ct_tensor *grad_of(const ct_tensor *t) {
   ct_tensor *g = NULL;
@@ -119,10 +119,8 @@ START_TEST(leaf_gradients_are_distinct) {
   ct_release(m);
   ck_assert_ct_ok(ct_reshape(&r, w, 2, shape13));
   ck_assert_ct_status(ct_backward(r, NULL), CT_ERR_INVALID_ARGUMENT); /* 3 elements: needs grad */
-  ct_tensor *g13 = NULL;
   double g13v[3] = {1, 2, 3}, want[3] = {3, 4, 5};
-  int64_t three_n = 3;
-  ck_assert_ct_ok(ct_from_host(&g13, d, CT_F64, 1, &three_n, g13v));
+  ct_tensor *g13 = vec(d, 3, g13v);
   ct_tensor *g13r = NULL;
   ck_assert_ct_ok(ct_reshape(&g13r, g13, 2, shape13));
   ck_assert_ct_ok(ct_backward(r, g13r));
@@ -147,7 +145,7 @@ END_TEST
 START_TEST(leaf_gradient_does_not_pin_a_larger_storage) {
   ct_device *d = ct_test_device();
   const uint64_t blk = 2 * MIB;
-  const int64_t n = (int64_t)(blk / sizeof(double));
+  const int64_t n = elems(d, blk);
   uint64_t base = allocated(d);
   ct_tensor *x = full(d, n, 1), *w = full(d, n, 2), *z = NULL, *c = NULL, *s = NULL;
   ck_assert_ct_ok(ct_set_requires_grad(x, true));
@@ -220,8 +218,7 @@ START_TEST(chunk_pieces_partially_used) {
   ct_device *d = ct_test_device();
   int64_t shape[2] = {3, 2};
   double xv[6] = {1, 2, 3, 4, 5, 6};
-  ct_tensor *x = NULL, *pieces[3] = {0}, *a = NULL, *s = NULL;
-  ck_assert_ct_ok(ct_from_host(&x, d, CT_F64, 2, shape, xv));
+  ct_tensor *x = gc_from(d, 2, shape, xv), *pieces[3] = {0}, *a = NULL, *s = NULL;
   ck_assert_ct_ok(ct_set_requires_grad(x, true));
   int np = 0;
   ck_assert_ct_ok(ct_chunk(pieces, &np, x, 3, 0));
@@ -267,8 +264,7 @@ START_TEST(slice_pieces_accumulate_in_place) {
   double xv[24];
   for (int i = 0; i < 24; i++) xv[i] = 0.25 * i - 2;
   for (int leaf = 0; leaf < 2; leaf++) {
-    ct_tensor *x = NULL, *y = NULL, *pieces[3] = {0}, *st = NULL, *acc = NULL;
-    ck_assert_ct_ok(ct_from_host(&x, d, CT_F64, 2, shape, xv));
+    ct_tensor *x = gc_from(d, 2, shape, xv), *y = NULL, *pieces[3] = {0}, *st = NULL, *acc = NULL;
     ck_assert_ct_ok(ct_set_requires_grad(x, true));
     if (leaf) y = ct_retain(x);
     else ck_assert_ct_ok(ct_mul_scalar(&y, x, 3.0));
@@ -322,9 +318,7 @@ START_TEST(root_is_view_of_leaf) {
   ct_device *d = ct_test_device();
   int64_t shape[2] = {2, 3}, tshape[2] = {3, 2};
   double xv[6] = {0}, gv[6] = {1, 2, 3, 4, 5, 6}; /* gv as [3, 2] */
-  ct_tensor *x = NULL, *t = NULL, *gt = NULL;
-  ck_assert_ct_ok(ct_from_host(&x, d, CT_F64, 2, shape, xv));
-  ck_assert_ct_ok(ct_from_host(&gt, d, CT_F64, 2, tshape, gv));
+  ct_tensor *x = gc_from(d, 2, shape, xv), *t = NULL, *gt = gc_from(d, 2, tshape, gv);
   ck_assert_ct_ok(ct_set_requires_grad(x, true));
   ck_assert_ct_ok(ct_transpose(&t, x, 0, 1));
   ck_assert(ct_requires_grad(t) && !ct_is_leaf(t));
@@ -379,7 +373,7 @@ START_TEST(oom_in_the_middle_of_a_pass) {
   setenv("CLTENSOR_MEMORY_LIMIT", "12MiB", 1);
   ct_device *d = ct_test_device();
   uint64_t base = allocated(d);
-  const int64_t n = (int64_t)(4 * MIB / sizeof(double));
+  const int64_t n = elems(d, 4 * MIB);
   ct_tensor *x = full(d, n, 0.5), *p = full(d, 2, 1.0), *t = NULL, *xx = NULL, *s1 = NULL, *s2 = NULL, *loss = NULL;
   ck_assert_ct_ok(ct_set_requires_grad(x, true));
   ck_assert_ct_ok(ct_set_requires_grad(p, true));
@@ -415,7 +409,7 @@ START_TEST(oom_while_committing_changes_no_leaf) {
   setenv("CLTENSOR_MEMORY_LIMIT", "16MiB", 1);
   ct_device *d = ct_test_device();
   uint64_t base = allocated(d);
-  const int64_t n = (int64_t)(4 * MIB / sizeof(double));
+  const int64_t n = elems(d, 4 * MIB);
   ct_tensor *x1 = full(d, n, 1), *x2 = full(d, n, 2), *q = full(d, 2, 1), *t = NULL, *s = NULL, *u = NULL;
   ck_assert_ct_ok(ct_set_requires_grad(x1, true));
   ck_assert_ct_ok(ct_set_requires_grad(x2, true));
@@ -467,7 +461,7 @@ END_TEST
  * four times on the same inputs: with a random contiguous G and with G as a transpose's
  * gradient (a permuted view; ndim >= 2), with a G constant along the last dim and with that G
  * as the expansion a sum over the last dim sends. The gradients must agree (the same arithmetic
- * on the same values: 1e-12 relative). */
+ * on the same values: 1e-12 relative, scaled by gc_tol in f32). */
 enum {
   L_LAYER_NORM, L_RMS_NORM, L_BATCH_NORM, L_SDPA, L_DROPOUT, L_CROSS_ENTROPY, L_NLL, L_MSE, L_SOFTMAX,
   L_LOG_SOFTMAX, L_LOGSUMEXP, L_VAR, L_AMAX, L_PROD, L_MEAN, L_CUMSUM, L_CUMPROD, L_INDEX_SELECT, L_GATHER,
@@ -581,7 +575,7 @@ static void layout_run(ct_device *d, int op, int nin, const gc_input *in, int ho
   for (int64_t e = 0; e < n; e++) G[e] = rowconst ? 0.25 + (double)(e / last) : -1 + 2 * gc_rand(&seed);
   if (how == 0) {
     root = ct_retain(out);
-    ck_assert_ct_ok(ct_from_host(&g, d, CT_F64, nd, sh, G));
+    g = gc_from(d, nd, sh, G);
   } else if (how == 1) {
     ck_assert_ct_ok(ct_transpose(&root, out, -1, -2));
     int64_t rows = sh[nd - 2], batch = n / (rows * last);
@@ -591,12 +585,12 @@ static void layout_run(ct_device *d, int op, int nin, const gc_input *in, int ho
     memcpy(hs, sh, (size_t)nd * sizeof *hs);
     hs[nd - 2] = last;
     hs[nd - 1] = rows;
-    ck_assert_ct_ok(ct_from_host(&g, d, CT_F64, nd, hs, H));
+    g = gc_from(d, nd, hs, H);
   } else {
     int dm1 = -1;
     ck_assert_ct_ok(ct_sum(&root, out, 1, &dm1, false));
     for (int64_t r = 0; r < n / last; r++) H[r] = G[r * last];
-    ck_assert_ct_ok(ct_from_host(&g, d, CT_F64, nd - 1, sh, H));
+    g = gc_from(d, nd - 1, sh, H);
   }
   ck_assert_msg(ct_backward(root, g) == CT_OK, "layout op %d how %d: %s", op, how, ct_last_error());
   for (int i = 0; i < nin; i++) {
@@ -617,6 +611,7 @@ static void layout_run(ct_device *d, int op, int nin, const gc_input *in, int ho
 
 START_TEST(formulas_take_any_gradient_layout) {
   ct_device *d = ct_test_device();
+  const double rel = gc_tol(gc_float(d), 1e-12);
   for (int op = 0; op < L_COUNT; op++) {
     gc_input in[GC_MAX_IN];
     double buf[GC_MAX_IN][64];
@@ -642,7 +637,7 @@ START_TEST(formulas_take_any_gradient_layout) {
         for (int i = 0; i < nin; i++) {
           if (!ref[i]) continue;
           for (int64_t e = 0; e < gc_numel(&in[i]); e++)
-            ck_assert_msg(fabs(got[i][e] - ref[i][e]) <= 1e-12 * (1 + fabs(ref[i][e])),
+            ck_assert_msg(fabs(got[i][e] - ref[i][e]) <= rel * (1 + fabs(ref[i][e])),
                           "op %d, %s gradient: input %d element %lld is %.17g, with a contiguous one %.17g", op,
                           how == 1 ? "a transposed" : "an expanded", i, (long long)e, got[i][e], ref[i][e]);
           free(got[i]);
@@ -668,7 +663,7 @@ START_TEST(peak_memory_of_a_pass) {
   enum { N = 16 };
   ct_device *d = ct_test_device();
   const uint64_t blk = 2 * MIB;
-  const int64_t n = (int64_t)(blk / sizeof(double));
+  const int64_t n = elems(d, blk);
   uint64_t base = allocated(d);
   ct_tensor *w[N], *x = full(d, n, 0.25), *y = ct_retain(x);
   for (int k = 0; k < N; k++) {
@@ -722,6 +717,7 @@ struct trainer {
   ct_device *d;
   pthread_barrier_t *bar;
   int role; /* 0, 1: trainers; 2: the thread with grad mode off */
+  ct_dtype dt; /* gc_float: f64, or f32 without cl_khr_fp64 */
   double w[3], x[3], t[3], lr;
   char err[256];
 };
@@ -758,14 +754,21 @@ static void trainer_step(struct trainer *tr, ct_tensor *w, ct_tensor *x, ct_tens
   ct_release(u);
 }
 
+/* *out: v[0..3) as a 1-D tensor of dtype dt (converted on the host: no Check assertion here). */
+static ct_status trainer_vec(ct_tensor **out, ct_device *d, ct_dtype dt, const double *v) {
+  unsigned char b[3 * 8];
+  const size_t es = ct_dtype_size(dt);
+  for (int i = 0; i < 3; i++) ct__host_store_double(dt, b + i * es, v[i]);
+  return ct_from_host(out, d, dt, 1, (const int64_t[]){3}, b);
+}
+
 static void *trainer_main(void *arg) {
   struct trainer *tr = arg;
-  int64_t three = 3;
   if (!ct_is_grad_enabled()) TFAIL(tr, "role %d: grad mode is off in a new thread", tr->role);
   ct_tensor *w = NULL, *x = NULL, *t = NULL;
-  TOK(tr, ct_from_host(&w, tr->d, CT_F64, 1, &three, tr->w));
-  TOK(tr, ct_from_host(&x, tr->d, CT_F64, 1, &three, tr->x));
-  TOK(tr, ct_from_host(&t, tr->d, CT_F64, 1, &three, tr->t));
+  TOK(tr, trainer_vec(&w, tr->d, tr->dt, tr->w));
+  TOK(tr, trainer_vec(&x, tr->d, tr->dt, tr->x));
+  TOK(tr, trainer_vec(&t, tr->d, tr->dt, tr->t));
   if (tr->role == 2) ct_set_grad_enabled(false);
   else if (w) TOK(tr, ct_set_requires_grad(w, true));
   for (int s = 0; s < STEPS; s++) {
@@ -785,7 +788,12 @@ static void *trainer_main(void *arg) {
     TOK(tr, ct_set_requires_grad(x, false));
     ct_release(y);
   }
-  if (w && tr->role < 2) TOK(tr, ct_to_host(w, tr->w, sizeof tr->w));
+  if (w && tr->role < 2) {
+    unsigned char b[3 * 8];
+    const size_t es = ct_dtype_size(tr->dt);
+    TOK(tr, ct_to_host(w, b, 3 * es));
+    for (int i = 0; i < 3; i++) tr->w[i] = ct__host_load_double(tr->dt, b + i * es);
+  }
   ct_release(w);
   ct_release(x);
   ct_release(t);
@@ -796,10 +804,11 @@ START_TEST(threads_train_independently) {
   ct_device *d = ct_test_device();
   pthread_barrier_t bar;
   ck_assert_int_eq(pthread_barrier_init(&bar, NULL, 3), 0);
+  const ct_dtype dt = gc_float(d);
   struct trainer tr[3] = {
-      {.d = d, .bar = &bar, .role = 0, .w = {0.5, -1, 2}, .x = {1, 2, 3}, .t = {2, 0, 1}, .lr = 0.05},
-      {.d = d, .bar = &bar, .role = 1, .w = {1, 1, 1}, .x = {-1, 0.5, 2}, .t = {1, 1, -3}, .lr = 0.1},
-      {.d = d, .bar = &bar, .role = 2, .w = {1, 2, 3}, .x = {1, 1, 1}, .t = {0, 0, 0}},
+      {.d = d, .bar = &bar, .role = 0, .dt = dt, .w = {0.5, -1, 2}, .x = {1, 2, 3}, .t = {2, 0, 1}, .lr = 0.05},
+      {.d = d, .bar = &bar, .role = 1, .dt = dt, .w = {1, 1, 1}, .x = {-1, 0.5, 2}, .t = {1, 1, -3}, .lr = 0.1},
+      {.d = d, .bar = &bar, .role = 2, .dt = dt, .w = {1, 2, 3}, .x = {1, 1, 1}, .t = {0, 0, 0}},
   };
   /* grad mode off in the creating thread does not reach the new threads */
   bool prev = ct_set_grad_enabled(false);
@@ -810,7 +819,9 @@ START_TEST(threads_train_independently) {
   ct_set_grad_enabled(prev);
   pthread_barrier_destroy(&bar);
   for (int i = 0; i < 3; i++) ck_assert_msg(!tr[i].err[0], "%s", tr[i].err);
-  /* the same descent on the host: grad = 2 (w x - t) x */
+  /* the same descent on the host: grad = 2 (w x - t) x. Each step contracts the error (|1 - 2 lr
+   * x^2| <= 0.95), so in f32 the device's roundings stay some u of w: gc_tol scales 1e-12. */
+  const double tol = gc_tol(dt, 1e-12);
   for (int i = 0; i < 2; i++) {
     static const double w0[2][3] = {{0.5, -1, 2}, {1, 1, 1}};
     double w[3] = {w0[i][0], w0[i][1], w0[i][2]};
@@ -820,7 +831,7 @@ START_TEST(threads_train_independently) {
         w[j] -= (e + e) * tr[i].x[j] * tr[i].lr;
       }
     for (int j = 0; j < 3; j++)
-      ck_assert_msg(fabs(tr[i].w[j] - w[j]) <= 1e-12 * (1 + fabs(w[j])), "trainer %d w[%d] = %.17g, host %.17g", i,
+      ck_assert_msg(fabs(tr[i].w[j] - w[j]) <= tol * (1 + fabs(w[j])), "trainer %d w[%d] = %.17g, host %.17g", i,
                     j, tr[i].w[j], w[j]);
   }
 }

@@ -65,6 +65,17 @@ static inline ct_device *ct_test_device(void) {
   return d;
 }
 
+/* True when d has cl_khr_fp64. Otherwise prints a TAP comment, "# skip: what: no cl_khr_fp64 on
+ * <device>", and returns false: the part of a test that is about f64 itself (an f64 input keeps
+ * its dtype, promotion to f64, a cast to f64) runs wherever f64 exists and says so where it is
+ * skipped, never passing silently. Call in the test body (the forked child). */
+static inline bool ct_test_fp64(ct_device *d, const char *what) {
+  if (ct_device_properties(d)->fp64) return true;
+  printf("# skip: %s: no cl_khr_fp64 on %s\n", what, ct_device_properties(d)->name);
+  fflush(stdout);
+  return false;
+}
+
 /* Why host memory figures mean nothing in this run (a sanitizer's allocator keeps freed memory
  * in quarantine and adds shadow memory; valgrind replaces malloc), or NULL when they do. Tests
  * then skip their heap and RSS bounds (leak, soak, the safetensors header's peak), and
