@@ -35,7 +35,8 @@ differential-binary fusion-random
 autograd-engine autograd-ew autograd-reduce autograd-view autograd-shape autograd-linalg
 autograd-index autograd-conv autograd-nn autograd-composite autograd-review
 fusion-graph fusion-reduce fusion-review elementwise-layout elementwise-dtypes
-models-train-digits-check models-train-digits-resume"
+models-train-digits-check models-train-digits-resume
+tensor-cast differential-tensor kernel elementwise-sweep models-train-charlm-check tensor-views"
 if [ $# -eq 0 ]; then
   # shellcheck disable=SC2086
   set -- $ci_tests
