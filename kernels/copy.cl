@@ -103,7 +103,11 @@ inline float ct_f64_to_f32_odd(double v) {
  * (SelectionDAG::LegalizeTypes) on the vectorized float -> char conversion of f16/bf16/f32 -> i8
  * casts, and with CT_F2I's compares through int gave 0 for f16 values of 128 and above (the
  * saturation lost); the clamped value is in range, so both conversions are exact. */
+#if CT_WKIND == 2
+#define CT_F2I8(v) ((char)(isnan(v) ? 0 : (int)clamp((v), -128.0, 127.0)))
+#else
 #define CT_F2I8(v) ((char)(isnan(v) ? 0 : (int)clamp((v), -128.0f, 127.0f)))
+#endif
 #define CT_F2I32(v) CT_F2I(int, v, -2147483648.0f, 2147483648.0f, INT_MIN, INT_MAX)
 #define CT_F2I64(v) CT_F2I(long, v, -9223372036854775808.0f, 9223372036854775808.0f, LONG_MIN, LONG_MAX)
 #define CT_F2I16(v) CT_F2I(short, v, -32768.0f, 32768.0f, -32768, 32767)
