@@ -354,7 +354,8 @@ static int job_init(const bench_opts *o, clref_job *j, const char *what, size_t 
   return bench_fail("unknown reference '%s'", what);
 }
 
-clref_job *clref_job_conv(const bench_opts *o, clref *r, const int dims[7]) {
+/* A new job on r (NULL when r is, or out of memory). */
+static clref_job *job_alloc(clref *r) {
   if (!r) return NULL;
   clref_job *j = calloc(1, sizeof *j);
   if (!j) {
@@ -362,6 +363,12 @@ clref_job *clref_job_conv(const bench_opts *o, clref *r, const int dims[7]) {
     return NULL;
   }
   j->r = r;
+  return j;
+}
+
+clref_job *clref_job_conv(const bench_opts *o, clref *r, const int dims[7]) {
+  clref_job *j = job_alloc(r);
+  if (!j) return NULL;
   j->kind = JOB_KERNEL;
   j->k = r->conv;
   int n = dims[0], cin = dims[1], h = dims[2], w = dims[3], cout = dims[4], k = dims[5], pad = dims[6];
@@ -381,13 +388,8 @@ clref_job *clref_job_conv(const bench_opts *o, clref *r, const int dims[7]) {
 }
 
 clref_job *clref_job_new(const bench_opts *o, clref *r, const char *what, size_t n) {
-  if (!r) return NULL;
-  clref_job *j = calloc(1, sizeof *j);
-  if (!j) {
-    bench_fail("out of host memory");
-    return NULL;
-  }
-  j->r = r;
+  clref_job *j = job_alloc(r);
+  if (!j) return NULL;
   if (job_init(o, j, what, n) != 0) {
     clref_job_free(j);
     return NULL;
