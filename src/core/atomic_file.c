@@ -1,6 +1,7 @@
 /* Atomic file writes (contract in atomic_file.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -167,4 +168,23 @@ ct_status ct__afile_commit(struct ct__afile *f) {
   f->tmp = NULL;
   ct__sync_parent(f->path);
   return CT_OK;
+}
+
+int ct__mkdirs(const char *path) {
+  char buf[PATH_MAX];
+  size_t n = strlen(path);
+  if (n == 0) return ENOENT;
+  if (n >= sizeof buf) return ENAMETOOLONG;
+  memcpy(buf, path, n + 1);
+  while (n > 1 && buf[n - 1] == '/') buf[--n] = '\0';
+  for (char *p = buf + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = '\0';
+    if (mkdir(buf, 0700) != 0 && errno != EEXIST) return errno;
+    *p = '/';
+  }
+  if (mkdir(buf, 0700) != 0 && errno != EEXIST) return errno;
+  struct stat st;
+  if (stat(buf, &st) != 0) return errno;
+  return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
 }

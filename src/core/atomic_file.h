@@ -73,4 +73,10 @@ int ct__open_regular(const char *path, int extra_flags, struct stat *sb);
  * "a regular file" or "a special file", for messages. */
 const char *ct__file_kind(mode_t mode);
 
+/* mkdir -p: creates each missing component of the folder path with mode 0700 (existing ones are
+ * left as they are). Returns 0 when path is then a folder, else an errno value (ENAMETOOLONG for
+ * a path of PATH_MAX bytes or more, ENOTDIR when it exists as something else). For the kernel
+ * cache and the GEMM tuning files. */
+int ct__mkdirs(const char *path);
+
 #endif

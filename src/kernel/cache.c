@@ -153,24 +153,6 @@ int ct__cache_dir(char *out, size_t cap) {
   return n > 0 && (size_t)n < cap;
 }
 
-/* mkdir -p, each created component with mode 0700 (existing ones are left as they are). */
-static int ct__mkdirs(const char *path) {
-  char buf[PATH_MAX];
-  size_t n = strlen(path);
-  if (n == 0 || n >= sizeof buf) return 0;
-  memcpy(buf, path, n + 1);
-  while (n > 1 && buf[n - 1] == '/') buf[--n] = '\0';
-  for (char *p = buf + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = '\0';
-    if (mkdir(buf, 0700) != 0 && errno != EEXIST) return 0;
-    *p = '/';
-  }
-  if (mkdir(buf, 0700) != 0 && errno != EEXIST) return 0;
-  struct stat st;
-  return stat(buf, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 /* ---- Trust (rules in cache.h) ---- */
 
 static enum ct__trust ct__refuse(enum ct__trust t, char *why, size_t n, const char *fmt, ...)
@@ -473,7 +455,7 @@ int ct__cache_store(const struct ct__cache_key *key, const unsigned char *bin, s
   if (!bin || len == 0 || !ct__cache_dir(dir, sizeof dir) ||
       !ct__cache_path(path, sizeof path, key))
     return 0;
-  if (!ct__mkdirs(dir) || ct__cache_dir_check(dir, real, sizeof real, NULL, 0) != CT__TRUST_OK) return 0;
+  if (ct__mkdirs(dir) != 0 || ct__cache_dir_check(dir, real, sizeof real, NULL, 0) != CT__TRUST_OK) return 0;
   /* Written into the folder checked, by its real path. */
   char target[PATH_MAX];
   int tl = snprintf(target, sizeof target, "%s%s", real, strrchr(path, '/'));

@@ -617,19 +617,11 @@ static ct_status ct__make_parents(const char *path) {
   char *slash = strrchr(dir, '/');
   if (!slash || slash == dir) return CT_OK;
   *slash = '\0';
-  for (char *q = dir + 1; ; q++) {
-    if (*q == '/' || *q == '\0') {
-      char c = *q;
-      *q = '\0';
-      if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-        char eb[128];
-        int e = errno;
-        return ct__error(CT_ERR_IO, "GEMM tuning: cannot create folder %s: %s", ct__escape(esc, sizeof esc, dir),
-                         ct__strerror(e, eb, sizeof eb));
-      }
-      *q = c;
-      if (c == '\0') break;
-    }
+  int e = ct__mkdirs(dir);
+  if (e != 0) {
+    char eb[128];
+    return ct__error(CT_ERR_IO, "GEMM tuning: cannot create folder %s: %s", ct__escape(esc, sizeof esc, dir),
+                     ct__strerror(e, eb, sizeof eb));
   }
   return CT_OK;
 }
