@@ -49,7 +49,7 @@ ct_status ct__npy_parse_header(struct ct__npy_header *out, const void *buf, size
  * into buf. Returns its length, or 0 when cap is too small. bf16 has no NumPy dtype: 0. */
 size_t ct__npy_format_header(char *buf, size_t cap, ct_dtype dtype, int ndim, const int64_t *shape);
 
-/* ---- safetensors (safetensors.c) ---- */
+/* ---- safetensors (safetensors_header.c: the header parser; safetensors.c: the collection) ---- */
 
 struct ct__st_entry {
   char *name;
@@ -84,6 +84,11 @@ ct_status ct__safetensors_header_size(uint64_t *header_end, const void *buf, siz
 ct_status ct__safetensors_parse(struct ct__st_header *out, const void *buf, size_t len,
                                 uint64_t file_size, const char *path);
 void ct__safetensors_header_free(struct ct__st_header *h);
+/* The format's dtype names, indexed by ct_dtype ("F32", "BF16", ...). */
+extern const char *const ct__st_names[CT_DTYPE_COUNT];
+/* Length of the valid UTF-8 sequence starting s (n bytes available), or 0: no overlong forms,
+ * no surrogates, nothing past U+10FFFF. Names and metadata are held to it on load and on set. */
+size_t ct__utf8_seq(const char *s, size_t n);
 
 /* ---- files (file.c) ---- */
 
