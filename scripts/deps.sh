@@ -5,12 +5,19 @@ set -eu
 pkgs="gcc g++ pkg-config meson ninja-build python3
 ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev
 libopenblas-dev libcjson-dev libdlpack-dev check python3-numpy"
-# Extra tools for the full test suite (sanitizers, fuzzing, Oclgrind, valgrind).
-if [ "${1:-}" = "--test" ]; then
-  # mesa-opencl-icd: Mesa's rusticl, the second OpenCL implementation the suites run on
-  # (scripts/rusticl.sh).
-  pkgs="$pkgs clang libclang-rt-14-dev oclgrind valgrind mesa-opencl-icd"
-fi
+for opt in "$@"; do
+  case $opt in
+    # Extra tools for the full test suite (sanitizers, fuzzing, Oclgrind, valgrind).
+    # mesa-opencl-icd: Mesa's rusticl, the second OpenCL implementation the suites run on
+    # (scripts/rusticl.sh). cmake: the install test's find_package(cltensor) consumer;
+    # groff-base, man-db, mandoc: the man pages' checks (tests/man).
+    --test) pkgs="$pkgs clang libclang-rt-14-dev oclgrind valgrind mesa-opencl-icd cmake groff-base man-db mandoc" ;;
+    # The Debian packages' build and checks (scripts/deb.sh, docs/PACKAGING.md): not needed to
+    # build or test the library.
+    --package) pkgs="$pkgs dpkg-dev debhelper lintian cmake" ;;
+    *) echo "usage: deps.sh [--test] [--package]" >&2; exit 2 ;;
+  esac
+done
 missing=""
 for p in $pkgs; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
