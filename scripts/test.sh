@@ -40,7 +40,12 @@ for s in $stages; do
   case $s in
     1)
       echo "== 1. every suite (build-test)"
-      [ -f build-test/build.ninja ] || meson setup build-test -Dwerror=true
+      # default_library=both: the install test also links a consumer with the static library
+      # (docs/PACKAGING.md); a build-test folder from before that gets the option once.
+      [ -f build-test/build.ninja ] || meson setup build-test -Dwerror=true -Ddefault_library=both
+      lib=$(meson introspect build-test --buildoptions |
+        python3 -c 'import json, sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "default_library"))')
+      [ "$lib" = both ] || meson configure build-test -Ddefault_library=both
       # Everything, not only what the tests link: tools and examples must build warning-free
       # too, and the install test installs them.
       ninja -C build-test
