@@ -4,12 +4,15 @@
 set -eu
 pkgs="gcc g++ pkg-config meson ninja-build python3
 ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev
-libopenblas-dev libcjson-dev libdlpack-dev check python3-numpy"
+libopenblas-dev libcjson-dev libdlpack-dev check python3-numpy
+python3-dev python3-cffi python3-setuptools python3-pip python3-venv"
+# (The python3-* packages build and run the Python package offline: python/README.md.)
 # Extra tools for the full test suite (sanitizers, fuzzing, Oclgrind, valgrind).
 if [ "${1:-}" = "--test" ]; then
   # mesa-opencl-icd: Mesa's rusticl, the second OpenCL implementation the suites run on
   # (scripts/rusticl.sh).
-  pkgs="$pkgs clang libclang-rt-14-dev oclgrind valgrind mesa-opencl-icd"
+  # python3-pytest: the Python package's tests (suite 'python', python/run_tests.py).
+  pkgs="$pkgs clang libclang-rt-14-dev oclgrind valgrind mesa-opencl-icd python3-pytest"
 fi
 missing=""
 for p in $pkgs; do
