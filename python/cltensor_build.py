@@ -8,7 +8,7 @@ its header fails the build instead of crashing at run time.
 Where the library comes from:
   - by default the installed one, through pkg-config (`pkg-config --cflags --libs cltensor`:
     after `meson install`, or PKG_CONFIG_PATH pointing at a build's meson-uninstalled folder);
-    the library folder is also recorded as the module's run path, so a prefix outside the
+    the library's folder is also recorded as the module's run path, so a prefix outside the
     dynamic linker's path (/usr/local/lib/... before `ldconfig`, a home folder) still loads;
   - with CLTENSOR_BUILD_DIR=<meson build folder>, the library built there (<dir>/src) and the
     headers of the source tree (CLTENSOR_INCLUDE_DIR, default: ../include beside this file):
@@ -102,13 +102,19 @@ def make_ffi():
                        library_dirs=[libdir], runtime_library_dirs=[libdir], libraries=["cltensor"])
     else:
         try:
+            # The run path: the -L folders (an uninstalled build's src/, a /usr/local prefix;
+            # pkg-config leaves the system's own out) and libdir when it exists.
+            dirs = [a[2:] for a in shlex.split(_pkgconfig("--libs-only-L")) if a.startswith("-L")]
             libdir = _pkgconfig("--variable=libdir")
+            if os.path.isdir(libdir) and libdir not in dirs and libdir not in ("/usr/lib", "/lib") \
+                    and not libdir.startswith("/usr/lib/"):
+                dirs.append(libdir)
         except (OSError, subprocess.CalledProcessError) as e:
             raise SystemExit("cltensor: pkg-config cannot find the C library (%s). Install it first "
                              "(meson install), point PKG_CONFIG_PATH at its .pc file, or set "
                              "CLTENSOR_BUILD_DIR to a meson build folder." % e)
         ffi.set_source_pkgconfig("cltensor._cltensor_cffi", ["cltensor"], HELPERS_SRC,
-                                 runtime_library_dirs=shlex.split(libdir))
+                                 runtime_library_dirs=dirs)
     return ffi
 
 

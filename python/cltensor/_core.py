@@ -307,6 +307,17 @@ def default_device():
     return d
 
 
+def cpu_device():
+    """The first OpenCL CPU device, or None when there is none."""
+    out = ffi.new("ct_device **")
+    st = lib.ct_device_find(out, b"cpu")
+    if st == lib.CT_ERR_DEVICE_NOT_FOUND:
+        lib.ct_clear_error()
+        return None
+    check(st)
+    return _device_from_ptr(out[0])
+
+
 def set_default_device(dev):
     """Sets the device of new tensors (None: libcltensor's default again)."""
     _default[0] = None if dev is None else device(dev)

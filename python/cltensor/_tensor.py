@@ -71,13 +71,24 @@ def _as_operand(x, like):
 
 
 def _binary(fn, fn_scalar):
+    # The operators are the calls a Python program makes most: _call and _wrap are inlined here
+    # (each Python-level call costs about as much as libcltensor's own call does).
+    new, obj_new = ffi.new, object.__new__
+
     def op(self, other):
+        out = new(_PP)
         if isinstance(other, Tensor):
-            return _call(fn, self._h, other._h)
-        if fn_scalar is not None and _is_scalar(other):
-            return _call(fn_scalar, self._h, float(other))
-        other = _as_operand(other, self)  # bound: a dropped temporary releases its handle
-        return _call(fn, self._h, other._h)
+            st = fn(out, self._h, other._h)
+        elif fn_scalar is not None and _is_scalar(other):
+            st = fn_scalar(out, self._h, float(other))
+        else:
+            other = _as_operand(other, self)  # bound: a dropped temporary releases its handle
+            st = fn(out, self._h, other._h)
+        if st:
+            raise_status(st)
+        t = obj_new(Tensor)
+        t._h = out[0]
+        return t
     return op
 
 
@@ -119,7 +130,10 @@ class Tensor:
                         "cltensor.zeros(shape), ...")
 
     def __del__(self):
-        h = getattr(self, "_h", None)
+        try:
+            h = self._h
+        except AttributeError:  # Tensor() raised before a handle was set
+            return
         if h is not None:
             self._h = None
             self._release(h)
@@ -267,9 +281,12 @@ class Tensor:
         return t
 
     def cpu(self):
-        """The tensor on the OpenCL CPU device ("cpu"; DeviceNotFoundError without one), as
-        PyTorch's .cpu() moves it to the CPU. For host memory, use .numpy() or .tolist()."""
-        return self.to(_core.device("cpu"))
+        """The tensor on the OpenCL CPU device ("cpu"), as PyTorch's .cpu() moves it to the CPU;
+        where OpenCL has no CPU device, the tensor itself (it stays where it is). Either way
+        .numpy() and .tolist() then bring it to host memory, so x.cpu().numpy() works
+        everywhere."""
+        cpu = _core.cpu_device()
+        return self if cpu is None else self.to(cpu)
 
     def cuda(self, device=None):
         """The tensor on a GPU ("gpu", or "gpu:N")."""
