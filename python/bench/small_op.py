@@ -12,11 +12,9 @@ The C program is python/bench/small_op.c, compiled here against CLTENSOR_BUILD_D
 pkg-config's cltensor). Timings are figures for docs, never test assertions."""
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ITERS = 2000

@@ -19,6 +19,7 @@ Every failing libcltensor call raises a subclass of cltensor.Error named after i
 python/README.md lists what differs from PyTorch.
 """
 import atexit as _atexit
+import builtins as _builtins  # any, sum, max, ... below are the op set's
 
 from . import _core
 from ._core import (Error, bfloat16, default_device, device, devices, dtype, float16, float32, float64, int8,
@@ -82,11 +83,33 @@ def shutdown():
 
 _atexit.register(shutdown)
 
+
+class _Cuda:
+    """cltensor.cuda: the few torch.cuda calls device-picking code makes, answered for the
+    OpenCL GPUs ("cuda" device specs are read as "gpu")."""
+
+    @staticmethod
+    def is_available():
+        return _builtins.any(d.type == "gpu" for d in devices())
+
+    @staticmethod
+    def device_count():
+        return _builtins.sum(1 for d in devices() if d.type == "gpu")
+
+    @staticmethod
+    def synchronize(device=None):
+        for d in devices():
+            if d.type == "gpu" and (device is None or d == _core.device(device)):
+                d.synchronize()
+
+
+cuda = _Cuda()
+
 __all__ = (["Error", "Tensor", "device", "devices", "dtype", "default_device", "set_default_device", "tensor",
             "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones", "empty", "full", "arange", "linspace",
             "eye", "rand", "randn", "randint", "zeros_like", "ones_like", "empty_like", "full_like", "rand_like",
             "randn_like", "manual_seed", "is_tensor", "no_grad", "enable_grad", "set_grad_enabled",
-            "is_grad_enabled", "inference_mode", "autocast", "shutdown", "synchronize", "is_available", "nn",
+            "is_grad_enabled", "inference_mode", "autocast", "shutdown", "synchronize", "is_available", "cuda", "nn",
             "optim", "bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64",
             "float16", "bfloat16", "float32", "float64", "half", "float", "double", "short", "int", "long"]
            + list(_ops_all) + list(_core.error_classes))

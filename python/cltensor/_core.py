@@ -3,8 +3,6 @@
 Everything here is a thin layer over libcltensor's public API (include/cltensor/*.h); the rest of
 the package builds on it.
 """
-import threading
-
 from ._cltensor_cffi import ffi, lib
 
 # ---- errors ---------------------------------------------------------------------------------
@@ -60,8 +58,8 @@ def _make_error_classes():
 
 _make_error_classes()
 
-# Set by cltensor.shutdown(): a handle a failing call was given may be one shutdown released.
-_state = threading.local()
+# Counts cltensor.shutdown() calls: device pointers of an earlier count are looked up again, and
+# a failing call may have been given a handle shutdown released.
 _shutdowns = [0]
 
 

@@ -1,6 +1,5 @@
 """cltensor.Tensor: one reference to a ct_tensor, with PyTorch's methods and operators."""
 import collections
-import math
 import numbers
 
 from . import _core
@@ -81,6 +80,8 @@ def _binary(fn, fn_scalar):
             st = fn(out, self._h, other._h)
         elif fn_scalar is not None and _is_scalar(other):
             st = fn_scalar(out, self._h, float(other))
+        elif other is None:
+            return NotImplemented  # t == None is False, t + None a TypeError, as in PyTorch
         else:
             other = _as_operand(other, self)  # bound: a dropped temporary releases its handle
             st = fn(out, self._h, other._h)
@@ -95,6 +96,8 @@ def _binary(fn, fn_scalar):
 def _rbinary(fn, fn_rscalar):
     """other OP self, other not a Tensor."""
     def op(self, other):
+        if other is None:
+            return NotImplemented
         if fn_rscalar is not None and _is_scalar(other):
             return _call(fn_rscalar, self._h, float(other))
         other = _as_operand(other, self)
@@ -633,6 +636,3 @@ def manual_seed(seed):
 def is_tensor(obj):
     return isinstance(obj, Tensor)
 
-
-def _inf_or_nan(x):
-    return x is None or (isinstance(x, float) and math.isnan(x))

@@ -100,6 +100,15 @@ def test_repr_is_the_c_printer(dev):
     assert "..." in big
 
 
+def test_none_comparisons_and_cuda_namespace(dev):
+    t = cltensor.zeros(2)
+    assert (t == None) is False and (t != None) is True  # noqa: E711
+    with pytest.raises(TypeError):
+        t + None
+    gpus = [d for d in cltensor.devices() if d.type == "gpu"]
+    assert cltensor.cuda.is_available() == bool(gpus) and cltensor.cuda.device_count() == len(gpus)
+
+
 def test_devices(dev):
     ds = cltensor.devices()
     assert ds and dev in ds
