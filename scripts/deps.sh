@@ -4,14 +4,17 @@
 set -eu
 pkgs="gcc g++ pkg-config meson ninja-build python3
 ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev
-libopenblas-dev libcjson-dev libdlpack-dev check python3-numpy"
+libopenblas-dev libcjson-dev libdlpack-dev check python3-numpy
+python3-dev python3-cffi python3-setuptools python3-pip python3-venv"
+# (The python3-* packages build and run the Python package offline: python/README.md.)
 for opt in "$@"; do
   case $opt in
     # Extra tools for the full test suite (sanitizers, fuzzing, Oclgrind, valgrind).
     # mesa-opencl-icd: Mesa's rusticl, the second OpenCL implementation the suites run on
     # (scripts/rusticl.sh). cmake: the install test's find_package(cltensor) consumer;
-    # groff-base, man-db, mandoc: the man pages' checks (tests/man).
-    --test) pkgs="$pkgs clang libclang-rt-14-dev oclgrind valgrind mesa-opencl-icd cmake groff-base man-db mandoc" ;;
+    # groff-base, man-db, mandoc: the man pages' checks (tests/man). python3-pytest: the Python
+    # package's tests (suite 'python', python/run_tests.py).
+    --test) pkgs="$pkgs clang libclang-rt-14-dev oclgrind valgrind mesa-opencl-icd cmake groff-base man-db mandoc python3-pytest" ;;
     # The Debian packages' build and checks (scripts/deb.sh, docs/PACKAGING.md): not needed to
     # build or test the library.
     --package) pkgs="$pkgs dpkg-dev debhelper lintian cmake" ;;

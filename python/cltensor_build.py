@@ -1,0 +1,124 @@
+"""cffi builder of the extension module cltensor._cltensor_cffi (API mode, out-of-line).
+
+The declarations are python/cltensor/_cdef.h, generated from the public headers by
+python/gen_cdef.py, plus the few C helpers of the package below (named ct_py_*). In API mode the
+C compiler sees the real headers beside the declarations, so a declaration that does not match
+its header fails the build instead of crashing at run time.
+
+Where the library comes from:
+  - by default the installed one, through pkg-config (`pkg-config --cflags --libs cltensor`:
+    after `meson install`, or PKG_CONFIG_PATH pointing at a build's meson-uninstalled folder);
+    the library's folder is also recorded as the module's run path, so a prefix outside the
+    dynamic linker's path (/usr/local/lib/... before `ldconfig`, a home folder) still loads;
+  - with CLTENSOR_BUILD_DIR=<meson build folder>, the library built there (<dir>/src) and the
+    headers of the source tree (CLTENSOR_INCLUDE_DIR, default: ../include beside this file):
+    what the package's tests use, without installing anything.
+"""
+import os
+import shlex
+import subprocess
+
+from cffi import FFI
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# The package's own C helpers. DLPack's structs are spelled out (their layout is DLPack's stable
+# ABI) rather than taken from <dlpack/dlpack.h>, so the package builds without DLPack's headers
+# and handles both the legacy and the 1.x versioned struct whatever header the library had.
+HELPERS_CDEF = """
+typedef struct { int32_t device_type; int32_t device_id; } ct_py_dldevice;
+typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } ct_py_dldtype;
+typedef struct {
+  void *data; ct_py_dldevice device; int32_t ndim; ct_py_dldtype dtype;
+  int64_t *shape; int64_t *strides; uint64_t byte_offset;
+} ct_py_dltensor;
+typedef struct ct_py_dlmanaged {
+  ct_py_dltensor dl_tensor; void *manager_ctx; void (*deleter)(struct ct_py_dlmanaged *);
+} ct_py_dlmanaged;
+typedef struct ct_py_dlversioned {
+  uint32_t major; uint32_t minor; void *manager_ctx; void (*deleter)(struct ct_py_dlversioned *);
+  uint64_t flags; ct_py_dltensor dl_tensor;
+} ct_py_dlversioned;
+uintptr_t ct_py_capsule_destructor(int versioned);
+"""
+
+HELPERS_SRC = r"""
+#include <cltensor/cltensor.h>
+
+typedef struct { int32_t device_type; int32_t device_id; } ct_py_dldevice;
+typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } ct_py_dldtype;
+typedef struct {
+  void *data; ct_py_dldevice device; int32_t ndim; ct_py_dldtype dtype;
+  int64_t *shape; int64_t *strides; uint64_t byte_offset;
+} ct_py_dltensor;
+typedef struct ct_py_dlmanaged {
+  ct_py_dltensor dl_tensor; void *manager_ctx; void (*deleter)(struct ct_py_dlmanaged *);
+} ct_py_dlmanaged;
+typedef struct ct_py_dlversioned {
+  uint32_t major; uint32_t minor; void *manager_ctx; void (*deleter)(struct ct_py_dlversioned *);
+  uint64_t flags; ct_py_dltensor dl_tensor;
+} ct_py_dlversioned;
+
+/* The destructors of the DLPack capsules the package hands out. The protocol: a consumer that
+ * takes the tensor renames the capsule "used_dltensor" (or "used_dltensor_versioned") and
+ * becomes responsible for the deleter; a capsule destroyed under its original name was never
+ * consumed, so the deleter is ours to call. Either way it runs exactly once. These run from
+ * the garbage collector, possibly while an exception is set: the name is checked with
+ * PyCapsule_IsValid, which does not raise. */
+static void ct_py__capsule_legacy(PyObject *cap) {
+  if (!PyCapsule_IsValid(cap, "dltensor")) return;
+  ct_py_dlmanaged *m = (ct_py_dlmanaged *)PyCapsule_GetPointer(cap, "dltensor");
+  if (m && m->deleter) m->deleter(m);
+}
+
+static void ct_py__capsule_versioned(PyObject *cap) {
+  if (!PyCapsule_IsValid(cap, "dltensor_versioned")) return;
+  ct_py_dlversioned *m = (ct_py_dlversioned *)PyCapsule_GetPointer(cap, "dltensor_versioned");
+  if (m && m->deleter) m->deleter(m);
+}
+
+/* The destructor's address, for PyCapsule_New (called through ctypes.pythonapi). */
+static uintptr_t ct_py_capsule_destructor(int versioned) {
+  return versioned ? (uintptr_t)&ct_py__capsule_versioned : (uintptr_t)&ct_py__capsule_legacy;
+}
+"""
+
+
+def _pkgconfig(*args):
+    return subprocess.run(["pkg-config", *args, "cltensor"], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def make_ffi():
+    ffi = FFI()
+    with open(os.path.join(HERE, "cltensor", "_cdef.h"), encoding="utf-8") as f:
+        ffi.cdef(f.read() + HELPERS_CDEF)
+    build = os.environ.get("CLTENSOR_BUILD_DIR")
+    if build:
+        build = os.path.abspath(build)
+        include = os.environ.get("CLTENSOR_INCLUDE_DIR") or os.path.join(os.path.dirname(HERE), "include")
+        libdir = os.path.join(build, "src")
+        ffi.set_source("cltensor._cltensor_cffi", HELPERS_SRC, include_dirs=[include],
+                       library_dirs=[libdir], runtime_library_dirs=[libdir], libraries=["cltensor"])
+    else:
+        try:
+            # The run path: the -L folders (an uninstalled build's src/, a /usr/local prefix;
+            # pkg-config leaves the system's own out) and libdir when it exists.
+            dirs = [a[2:] for a in shlex.split(_pkgconfig("--libs-only-L")) if a.startswith("-L")]
+            libdir = _pkgconfig("--variable=libdir")
+            if os.path.isdir(libdir) and libdir not in dirs and libdir not in ("/usr/lib", "/lib") \
+                    and not libdir.startswith("/usr/lib/"):
+                dirs.append(libdir)
+        except (OSError, subprocess.CalledProcessError) as e:
+            raise SystemExit("cltensor: pkg-config cannot find the C library (%s). Install it first "
+                             "(meson install), point PKG_CONFIG_PATH at its .pc file, or set "
+                             "CLTENSOR_BUILD_DIR to a meson build folder." % e)
+        ffi.set_source_pkgconfig("cltensor._cltensor_cffi", ["cltensor"], HELPERS_SRC,
+                                 runtime_library_dirs=dirs)
+    return ffi
+
+
+ffibuilder = make_ffi()
+
+if __name__ == "__main__":
+    ffibuilder.compile(verbose=True)
