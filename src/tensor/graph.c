@@ -8,7 +8,7 @@
 #include "tensor/graph.h"
 
 static const char *const ct__gop_names[CT__GOP_COUNT] = {
-#define CT__GOP(NAME, formula) #NAME,
+#define CT__GOP(NAME, formula, rec) #NAME,
 #include "tensor/grad_ops.def"
 #undef CT__GOP
 };
@@ -82,6 +82,7 @@ void ct__node_free_saved(ct__node *n) {
   for (int i = 0; i < CT__NODE_SAVED; i++) {
     ct_release(n->saved[i]);
     n->saved[i] = NULL;
+    if (n->saved_as[i]) *n->saved_as[i] = NULL;
   }
   n->done = true;
 }
@@ -168,6 +169,23 @@ ct_status ct__grad_save(ct__node *n, int slot, const ct_tensor *t, const char *f
   ct_release(n->saved[slot]);
   n->saved[slot] = v;
   n->saved_version[slot] = ct__tensor_version(t);
+  return CT_OK;
+}
+
+ct_status ct__grad_save_as(ct__node *n, const ct_tensor **field, const ct_tensor *t, const char *fn) {
+  if (!t) return CT_OK;
+  /* The field's slot when it was saved before (saved again: replaced), else the first free. */
+  int slot = -1;
+  for (int i = 0; i < CT__NODE_SAVED && slot < 0; i++)
+    if (n->saved_as[i] == field) slot = i;
+  for (int i = 0; i < CT__NODE_SAVED && slot < 0; i++)
+    if (!n->saved[i] && !n->saved_as[i]) slot = i;
+  if (slot < 0)
+    return ct__error(CT_ERR_INTERNAL, "%s: all %d saved-tensor slots of the %s node are taken", fn, CT__NODE_SAVED,
+                     ct__gop_name(n->op));
+  CT__TRY(ct__grad_save(n, slot, t, fn));
+  n->saved_as[slot] = field;
+  *field = n->saved[slot];
   return CT_OK;
 }
 

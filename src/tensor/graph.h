@@ -15,13 +15,17 @@
  * Release is iterative (ct__node_release), so a graph thousands of ops deep frees without deep
  * recursion.
  *
- * How an op records (after computing its result r, before handing it out):
+ * How an op records (after computing its result r, before handing it out), here softmax,
+ * whose row SOFTMAX names the record ct__rec_softmax (grad_records.h):
  *
  *   ct__node *n;
- *   st = ct__grad_record(&n, r, CT__GOP_MUL, 0, 2, (const ct_tensor *[]){a, b}, fn);
- *   if (st == CT_OK && n) st = ct__grad_save(n, 0, a, fn);   // tensors the formula needs
- *   if (st == CT_OK && n) n->i[0] = dim;                        // scalar arguments
- *   return ct__tensor_result(out, r, st);                       // releases r (and n) on error
+ *   st = ct__grad_record(&n, r, CT__GOP_SOFTMAX, 0, 1, (const ct_tensor *[]){x}, fn);
+ *   if (st == CT_OK && n) {
+ *     ct__rec_softmax *rec = ct__rec_SOFTMAX(n);
+ *     rec->dim = dim;                                      // the op's arguments
+ *     st = ct__grad_save_as(n, &rec->out, r, fn);          // tensors the formula needs
+ *   }
+ *   return ct__tensor_result(out, r, st);                  // releases r (and n) on error
  *
  * ct__grad_record leaves *n NULL (and records nothing) when grad mode is off or no input
  * requires grad, so the forward pays one branch when nobody trains. */
@@ -32,10 +36,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "tensor/grad_records.h"
 #include "tensor/tensor.h"
 
 typedef enum ct__gop {
-#define CT__GOP(NAME, formula) CT__GOP_##NAME,
+#define CT__GOP(NAME, formula, rec) CT__GOP_##NAME,
 #include "tensor/grad_ops.def"
 #undef CT__GOP
   CT__GOP_COUNT
@@ -75,6 +80,11 @@ typedef struct ct__node {
    * wrong gradient. Freed as soon as the node's backward ran. */
   ct_tensor *saved[CT__NODE_SAVED];
   unsigned saved_version[CT__NODE_SAVED];
+  /* What the formula reads: the record the op's row names (grad_records.h), through
+   * ct__rec_<NAME>(n). Its saved-tensor fields alias saved[] (saved_as: which field each slot
+   * fills, set back to NULL when the slot is freed). */
+  ct__grad_rec rec;
+  const ct_tensor **saved_as[CT__NODE_SAVED];
   int64_t i[CT__NODE_INTS];
   double d[CT__NODE_DOUBLES];
   int64_t *iv; /* more integers when i[] is too small (cat's sizes): malloc'ed, freed with it */
@@ -115,6 +125,18 @@ ct_status ct__grad_record(ct__node **node, ct_tensor *r, ct__gop op, int sub, in
 /* Saves t (may be NULL: nothing saved) into slot: a detached header over t's storage and its
  * version now. */
 ct_status ct__grad_save(ct__node *n, int slot, const ct_tensor *t, const char *fn);
+/* Saves t (may be NULL: nothing saved) for the formula as the record field *field (a field of
+ * n->rec): a detached header over t's storage, kept in a free slot of n->saved with t's version
+ * now; *field points to it until the node's saved tensors are freed, then is NULL again.
+ * CT_ERR_INTERNAL when every slot is taken. */
+ct_status ct__grad_save_as(ct__node *n, const ct_tensor **field, const ct_tensor *t, const char *fn);
+
+/* The typed record of a node of row NAME: ct__rec_<NAME>(n), of the type the row's rec column
+ * names (the op that records fills it, the formula reads it). */
+#define CT__GOP(NAME, formula, R) \
+  static inline ct__rec_##R *ct__rec_##NAME(ct__node *n) { return &n->rec.R; }
+#include "tensor/grad_ops.def"
+#undef CT__GOP
 
 /* Reference counting of nodes (release is iterative; NULL is a no-op). */
 void ct__node_retain(ct__node *n);
