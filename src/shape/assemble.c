@@ -152,8 +152,8 @@ ct_status ct_stack(ct_tensor **out, ct_tensor *const *ts, int n, int dim) {
 }
 
 /* Views of x along d of `size` elements each (the last smaller), npieces of them. Each piece is
- * a slice of x and records a SLICE node (i[0] dim, i[1] start, i[2] step 1), so a piece left
- * unused gives no gradient and the others' gradients sum into x's. */
+ * a slice of x and records a SLICE node (step 1), so a piece left unused gives no gradient and
+ * the others' gradients sum into x's. */
 static ct_status ct__pieces(ct_tensor **outs, int *nout, const ct_tensor *x, int d, int64_t size, int64_t npieces,
                             const char *fn) {
   for (int64_t i = 0; i < npieces; i++) {
@@ -162,11 +162,7 @@ static ct_status ct__pieces(ct_tensor **outs, int *nout, const ct_tensor *x, int
     ct_status st = ct__shape_narrow(&outs[i], x, d, start, len);
     ct__node *node = NULL;
     if (st == CT_OK) st = ct__grad_record(&node, outs[i], CT__GOP_SLICE, 0, 1, (const ct_tensor *[]){x}, fn);
-    if (node) {
-      node->i[0] = d;
-      node->i[1] = len > 0 ? start : 0;
-      node->i[2] = 1;
-    }
+    if (node) *ct__rec_SLICE(node) = (ct__rec_slice){.dim = d, .start = len > 0 ? start : 0, .step = 1};
     if (st != CT_OK) {
       ct_release(outs[i]);
       outs[i] = NULL;
