@@ -29,9 +29,9 @@ static inline const ct_tensor *ct__ag_saved(const ct__node *n, int slot) { retur
  * CT_ERR_INTERNAL naming fn when g's shape does not broadcast from shape. */
 ct_status ct__ag_sum_to(ct_tensor **out, const ct_tensor *g, int ndim, const int64_t *shape, const char *fn);
 
-/* g, the gradient of a reduction over the dims in n->i[1] (bits; n->i[0] keepdim), as a view
- * of the input's shape (reshaped to kept dims, expanded). */
-ct_status ct__ag_unreduce(ct_tensor **out, const ct__node *n, const ct_tensor *g);
+/* g, the gradient of a reduction over the dims in bits dims (its record's) of the input e,
+ * kept or not, as a view of e's shape (reshaped to kept dims, expanded). */
+ct_status ct__ag_unreduce(ct_tensor **out, const ct_tensor *g, const ct__edge *e, uint32_t dims);
 
 /* Zero gradient of an edge's shape and dtype (for formulas that need an explicit zero). */
 ct_status ct__ag_zeros_for(ct_tensor **out, const ct__edge *e);
