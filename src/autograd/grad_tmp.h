@@ -7,12 +7,13 @@
  *   GIN(&s, &gin[0], ct_mul, g, d);                 // a result the formula hands out
  *   return ct__tmps_end(&s);                        // releases y2, d; the first failure
  *
- * TMP(s, op, args...) calls op(&slot, args...) and returns the new tensor (owned by s); GIN(s,
- * dst, op, args...) calls op(dst, args...). After a failure every later TMP and GIN is skipped
- * (TMP returns NULL; the arguments are still evaluated, so they must not dereference an earlier
- * result) and ct__tmps_end returns that failure, so a failure at any step leaks nothing and
- * runs nothing more. Temporaries are released at the end, in the order they were made, or
- * earlier by ct__tmps_drop where the formula wants the memory back before its next steps. */
+ * TMP(s, op, args...) calls op(&slot, args...) and returns the new tensor (owned by s);
+ * GIN(s, dst, op, args...) calls op(dst, args...); STEP(s, call) runs any other call. After a
+ * failure every later step is skipped (TMP returns NULL; the arguments are still evaluated, so
+ * they must not dereference an earlier result, nor nest a TMP) and ct__tmps_end returns that
+ * failure: a failure at any step leaks nothing and runs nothing more. Temporaries are released
+ * at the end, in the order they were made, or earlier by ct__tmps_drop where the formula wants
+ * the memory back before its next steps. */
 #ifndef CT_AUTOGRAD_GRAD_TMP_H
 #define CT_AUTOGRAD_GRAD_TMP_H
 
@@ -47,6 +48,8 @@ static inline ct_tensor *ct__tmps_take(ct__tmps *s, ct_status st) {
 
 #define TMP(s, op, ...) ct__tmps_take((s), ct__tmps_go(s) ? (op)(&(s)->t[(s)->n], __VA_ARGS__) : (s)->st)
 #define GIN(s, dst, op, ...) ((void)((s)->st == CT_OK ? ((s)->st = (op)((dst), __VA_ARGS__)) : (s)->st))
+/* STEP(s, call): any other call returning a status (a helper making several results). */
+#define STEP(s, call) ((void)((s)->st == CT_OK ? ((s)->st = (call)) : (s)->st))
 
 /* Releases temporary t (made by TMP in s; NULL: nothing) now. */
 static inline void ct__tmps_drop(ct__tmps *s, ct_tensor *t) {
