@@ -46,16 +46,13 @@ static ct_status ct__check_list(ct_dtype *dt, ct_tensor *const *ts, int n, const
 static int ct__cat_skipped(const ct_tensor *t) { return t->ndim == 1 && t->shape[0] == 0; }
 
 /* One CAT node for cat and stack over all n inputs (the formula reads each input's size along
- * dim from its edge): i[0] the dim of the result, i[1] 1 for stack (input k is slice k of the
- * result with the dim removed). Inputs of integer dtypes take no gradient (never require
+ * dim from its edge): the dim of the result, and for stack input k is slice k of the result
+ * with the dim removed. Inputs of integer dtypes take no gradient (never require
  * grad); a mix of float dtypes gets its gradients cast back by the engine. */
 static ct_status ct__cat_record(ct_tensor *o, ct_tensor *const *ts, int n, int d, int stack, const char *fn) {
   ct__node *node = NULL;
   CT__TRY(ct__grad_record(&node, o, CT__GOP_CAT, 0, n, (const ct_tensor *const *)ts, fn));
-  if (node) {
-    node->i[0] = d;
-    node->i[1] = stack;
-  }
+  if (node) *ct__rec_CAT(node) = (ct__rec_cat){.dim = d, .stack = stack != 0};
   return CT_OK;
 }
 
