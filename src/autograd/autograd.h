@@ -21,9 +21,6 @@ typedef ct_status (*ct__grad_formula)(ct__node *n, const ct_tensor *g, ct_tensor
 #include "tensor/grad_ops.def"
 #undef CT__GOP
 
-/* n's saved tensor in slot (NULL when nothing was saved there). */
-static inline const ct_tensor *ct__ag_saved(const ct__node *n, int slot) { return n->saved[slot]; }
-
 /* *out = g summed over the dims that broadcasting added or stretched, as shape ndim/shape
  * (leading dims and dims of size 1 in shape); g itself (retained) when the shapes are equal.
  * CT_ERR_INTERNAL naming fn when g's shape does not broadcast from shape. */

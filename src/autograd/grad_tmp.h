@@ -68,13 +68,4 @@ static inline ct_status ct__tmps_end(ct__tmps *s) {
   return s->st;
 }
 
-/* The former form (goto-based; removed once every formula uses ct__tmps). */
-#define TRY(call)               \
-  do {                          \
-    st = (call);                \
-    if (st != CT_OK) goto done; \
-  } while (0)
-#define RELEASE_TMP(t) \
-  for (int k_ = 0; k_ < CT__TMP; k_++) ct_release(t[k_])
-
 #endif

@@ -108,7 +108,6 @@ void ct__node_release(ct__node *n) {
       }
     }
     free(cur->in);
-    free(cur->iv);
     free(cur);
   }
 }
@@ -159,13 +158,10 @@ ct_status ct__grad_record(ct__node **node, ct_tensor *r, ct__gop op, int sub, in
   return CT_OK;
 }
 
-ct_status ct__grad_save(ct__node *n, int slot, const ct_tensor *t, const char *fn) {
-  if (!t) return CT_OK;
-  if (slot < 0 || slot >= CT__NODE_SAVED)
-    return ct__error(CT_ERR_INTERNAL, "%s: saved-tensor slot %d out of range [0, %d)", fn, slot, CT__NODE_SAVED);
+/* Saves t into slot: a detached header over t's storage and its version now. */
+static ct_status save_slot(ct__node *n, int slot, const ct_tensor *t) {
   ct_tensor *v = NULL;
-  ct_status st = ct__tensor_view(&v, t, t->ndim, t->shape, t->strides, t->offset);
-  if (st != CT_OK) return st;
+  CT__TRY(ct__tensor_view(&v, t, t->ndim, t->shape, t->strides, t->offset));
   ct_release(n->saved[slot]);
   n->saved[slot] = v;
   n->saved_version[slot] = ct__tensor_version(t);
@@ -183,7 +179,7 @@ ct_status ct__grad_save_as(ct__node *n, const ct_tensor **field, const ct_tensor
   if (slot < 0)
     return ct__error(CT_ERR_INTERNAL, "%s: all %d saved-tensor slots of the %s node are taken", fn, CT__NODE_SAVED,
                      ct__gop_name(n->op));
-  CT__TRY(ct__grad_save(n, slot, t, fn));
+  CT__TRY(save_slot(n, slot, t));
   n->saved_as[slot] = field;
   *field = n->saved[slot];
   return CT_OK;

@@ -4,7 +4,8 @@
  * It lives in the tensor layer because every op family records through it; the formulas that
  * turn an output's gradient into the inputs' and the engine that runs them (ct_backward) are in
  * src/autograd/, above every op family (a node is data: its op id from grad_ops.def, edges,
- * saved tensors and scalar arguments; the formula table keyed by op id interprets it).
+ * and the typed record its row names, grad_records.h; the formula table keyed by op id reads
+ * it).
  *
  * Ownership, and why there are no cycles:
  *   - a non-leaf tensor owns one reference to its grad_fn node;
@@ -49,7 +50,7 @@ typedef enum ct__gop {
 /* The op name of a row ("EW", "MATMUL", ...) for messages. */
 const char *ct__gop_name(ct__gop op);
 
-enum { CT__NODE_SAVED = 6, CT__NODE_INTS = 24, CT__NODE_DOUBLES = 6 };
+enum { CT__NODE_SAVED = 6 };
 
 /* One input of a node: where its gradient goes, and its shape and dtype, to which the engine
  * reduces (broadcast dims summed) and casts whatever the formula returns. */
@@ -85,9 +86,6 @@ typedef struct ct__node {
    * fills, set back to NULL when the slot is freed). */
   ct__grad_rec rec;
   const ct_tensor **saved_as[CT__NODE_SAVED];
-  int64_t i[CT__NODE_INTS];
-  double d[CT__NODE_DOUBLES];
-  int64_t *iv; /* more integers when i[] is too small (cat's sizes): malloc'ed, freed with it */
   /* Backward-pass state (the engine's; a graph is backpropagated by one thread at a time). */
   bool done; /* its backward ran (or the graph was freed by a failed pass): saved tensors gone */
   int deps;
@@ -122,9 +120,6 @@ bool ct__grad_needed(int nin, const ct_tensor *const *ins);
  * bool results record nothing (never differentiable). CT_ERR_OUT_OF_MEMORY when the node can't be allocated. */
 ct_status ct__grad_record(ct__node **node, ct_tensor *r, ct__gop op, int sub, int nin, const ct_tensor *const *ins,
                           const char *fn);
-/* Saves t (may be NULL: nothing saved) into slot: a detached header over t's storage and its
- * version now. */
-ct_status ct__grad_save(ct__node *n, int slot, const ct_tensor *t, const char *fn);
 /* Saves t (may be NULL: nothing saved) for the formula as the record field *field (a field of
  * n->rec): a detached header over t's storage, kept in a free slot of n->saved with t's version
  * now; *field points to it until the node's saved tensors are freed, then is NULL again.
