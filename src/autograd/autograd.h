@@ -17,7 +17,7 @@
  * releases what it made and returns the status (the engine releases gin[] entries too). */
 typedef ct_status (*ct__grad_formula)(ct__node *n, const ct_tensor *g, ct_tensor **gin);
 
-#define CT__GOP(NAME, formula, rec) ct_status formula(ct__node *n, const ct_tensor *g, ct_tensor **gin);
+#define CT__GOP(NAME, formula, rec, check) ct_status formula(ct__node *n, const ct_tensor *g, ct_tensor **gin);
 #include "tensor/grad_ops.def"
 #undef CT__GOP
 

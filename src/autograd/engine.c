@@ -31,7 +31,7 @@
 #include "device/device.h"
 
 static const ct__grad_formula ct__formulas[CT__GOP_COUNT] = {
-#define CT__GOP(NAME, formula, rec) formula,
+#define CT__GOP(NAME, formula, rec, check) formula,
 #include "tensor/grad_ops.def"
 #undef CT__GOP
 };

@@ -8,7 +8,7 @@
 #include "tensor/graph.h"
 
 static const char *const ct__gop_names[CT__GOP_COUNT] = {
-#define CT__GOP(NAME, formula, rec) #NAME,
+#define CT__GOP(NAME, formula, rec, check) #NAME,
 #include "tensor/grad_ops.def"
 #undef CT__GOP
 };

@@ -41,7 +41,7 @@
 #include "tensor/tensor.h"
 
 typedef enum ct__gop {
-#define CT__GOP(NAME, formula, rec) CT__GOP_##NAME,
+#define CT__GOP(NAME, formula, rec, check) CT__GOP_##NAME,
 #include "tensor/grad_ops.def"
 #undef CT__GOP
   CT__GOP_COUNT
@@ -128,7 +128,7 @@ ct_status ct__grad_save_as(ct__node *n, const ct_tensor **field, const ct_tensor
 
 /* The typed record of a node of row NAME: ct__rec_<NAME>(n), of the type the row's rec column
  * names (the op that records fills it, the formula reads it). */
-#define CT__GOP(NAME, formula, R) \
+#define CT__GOP(NAME, formula, R, check) \
   static inline ct__rec_##R *ct__rec_##NAME(ct__node *n) { return &n->rec.R; }
 #include "tensor/grad_ops.def"
 #undef CT__GOP
