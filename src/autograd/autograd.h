@@ -17,21 +17,18 @@
  * releases what it made and returns the status (the engine releases gin[] entries too). */
 typedef ct_status (*ct__grad_formula)(ct__node *n, const ct_tensor *g, ct_tensor **gin);
 
-#define CT__GOP(NAME, formula) ct_status formula(ct__node *n, const ct_tensor *g, ct_tensor **gin);
+#define CT__GOP(NAME, formula, rec, check) ct_status formula(ct__node *n, const ct_tensor *g, ct_tensor **gin);
 #include "tensor/grad_ops.def"
 #undef CT__GOP
-
-/* n's saved tensor in slot (NULL when nothing was saved there). */
-static inline const ct_tensor *ct__ag_saved(const ct__node *n, int slot) { return n->saved[slot]; }
 
 /* *out = g summed over the dims that broadcasting added or stretched, as shape ndim/shape
  * (leading dims and dims of size 1 in shape); g itself (retained) when the shapes are equal.
  * CT_ERR_INTERNAL naming fn when g's shape does not broadcast from shape. */
 ct_status ct__ag_sum_to(ct_tensor **out, const ct_tensor *g, int ndim, const int64_t *shape, const char *fn);
 
-/* g, the gradient of a reduction over the dims in n->i[1] (bits; n->i[0] keepdim), as a view
- * of the input's shape (reshaped to kept dims, expanded). */
-ct_status ct__ag_unreduce(ct_tensor **out, const ct__node *n, const ct_tensor *g);
+/* g, the gradient of a reduction over the dims in bits dims (its record's) of the input e,
+ * kept or not, as a view of e's shape (reshaped to kept dims, expanded). */
+ct_status ct__ag_unreduce(ct_tensor **out, const ct_tensor *g, const ct__edge *e, uint32_t dims);
 
 /* Zero gradient of an edge's shape and dtype (for formulas that need an explicit zero). */
 ct_status ct__ag_zeros_for(ct_tensor **out, const ct__edge *e);

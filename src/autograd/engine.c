@@ -31,7 +31,7 @@
 #include "device/device.h"
 
 static const ct__grad_formula ct__formulas[CT__GOP_COUNT] = {
-#define CT__GOP(NAME, formula) formula,
+#define CT__GOP(NAME, formula, rec, check) formula,
 #include "tensor/grad_ops.def"
 #undef CT__GOP
 };
@@ -278,8 +278,9 @@ static bool ct__slice_into_acc(struct ct__pass *p, ct__node *n, ct_tensor *g, ct
   if (!acc || acc->dtype != e->dtype || g->dtype != e->dtype || !ct__acc_private(acc) ||
       acc->storage->device != g->storage->device)
     return false;
-  int d = (int)n->i[0];
-  int64_t start = n->i[1], step = n->i[2], len = n->out_shape[d];
+  const ct__rec_slice *r = ct__rec_SLICE(n);
+  int d = r->dim;
+  int64_t start = r->start, step = r->step, len = n->out_shape[d];
   if (len == 0) return true; /* an empty piece adds nothing */
   ct_tensor *v = NULL;
   *st = ct_slice(&v, acc, d, start, start + (len - 1) * step + 1, step);

@@ -5,25 +5,22 @@
 #include "core/error.h"
 #include "nn/nn.h"
 
-/* CONV (ct_conv2d, ct_conv1d): ins x, w, bias; saved x, w; i[0..7] stride h, w, padding h, w,
- * dilation h, w, groups, one_d. ct__nn_conv_backward makes the three gradients (the bias's: g
- * summed over all but the channel). */
+/* CONV (ct_conv2d, ct_conv1d): ins x, w, bias. ct__nn_conv_backward makes the three gradients
+ * (the bias's: g summed over all but the channel). */
 ct_status ct__grad_conv(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  int stride[2] = {(int)n->i[0], (int)n->i[1]}, padding[2] = {(int)n->i[2], (int)n->i[3]};
-  int dilation[2] = {(int)n->i[4], (int)n->i[5]};
+  const ct__rec_conv *r = ct__rec_CONV(n);
   return ct__nn_conv_backward(n->in[0].needed ? &gin[0] : NULL, n->in[1].needed ? &gin[1] : NULL,
-                              n->in[2].needed ? &gin[2] : NULL, g, ct__ag_saved(n, 0), ct__ag_saved(n, 1), stride,
-                              padding, dilation, (int)n->i[6], n->i[7] != 0, n->fn);
+                              n->in[2].needed ? &gin[2] : NULL, g, r->x, r->w, r->stride, r->padding, r->dilation,
+                              r->groups, r->one_d, n->fn);
 }
 
-/* The three pools: i[0..5] the window (kh, kw, sh, sw, ph, pw); max pool saved x. */
+/* The three pools (their records are ct__rec_pool); max pool saved x. */
 static ct_status grad_pool(ct__node *n, const ct_tensor *g, ct_tensor **gin, int mode) {
   if (!n->in[0].needed) return CT_OK;
   const ct__edge *e = &n->in[0];
-  int win[6];
-  for (int i = 0; i < 6; i++) win[i] = (int)n->i[i];
-  return ct__nn_pool2d_backward(&gin[0], g, mode == CT__POOL_MAX ? ct__ag_saved(n, 0) : NULL, e->ndim, e->shape,
-                                e->dtype, e->device, mode, win, n->fn);
+  const ct__rec_pool *r = &n->rec.pool;
+  return ct__nn_pool2d_backward(&gin[0], g, mode == CT__POOL_MAX ? r->x : NULL, e->ndim, e->shape, e->dtype,
+                                e->device, mode, r->win, n->fn);
 }
 
 ct_status ct__grad_max_pool2d(ct__node *n, const ct_tensor *g, ct_tensor **gin) {

@@ -15,12 +15,6 @@
 #include "core/error.h"
 #include "elementwise/elementwise.h"
 
-#define SAVED_A(n) ((n)->saved[0])
-#define SAVED_B(n) ((n)->saved[1])
-#define SAVED_OUT(n) ((n)->saved[CT__EW_SAVED_OUT])
-/* Scalar forms: i[0] = 2 for "a op s", 1 for "s op a", 0 for two tensors. */
-#define SPOS(n) ((int)(n)->i[0])
-
 typedef ct_status (*ct__ew_bw_fn)(ct__node *n, const ct_tensor *g, ct_tensor **gin);
 
 #define CT__EW_BW_DECL_0(name)
@@ -76,87 +70,82 @@ static ct_status ct__ew_bw_add(ct__node *n, const ct_tensor *g, ct_tensor **gin)
 }
 
 static ct_status ct__ew_bw_sub(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  if (SPOS(n) == 1) return n->in[0].needed ? ct_neg(&gin[0], g) : CT_OK; /* s - a */
+  if (ct__rec_EW(n)->spos == 1) return n->in[0].needed ? ct_neg(&gin[0], g) : CT_OK; /* s - a */
   ct__pass_through(n, 0, g, gin);
   if (n->nin > 1 && n->in[1].needed) return ct_neg(&gin[1], g);
   return CT_OK;
 }
 
 static ct_status ct__ew_bw_mul(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  if (SPOS(n)) return ct_mul_scalar(&gin[0], g, n->d[0]);
-  CT__TRY(ct__times(n, 0, g, SAVED_B(n), gin));
-  return ct__times(n, 1, g, SAVED_A(n), gin);
+  const ct__rec_ew *r = ct__rec_EW(n);
+  if (r->spos) return ct_mul_scalar(&gin[0], g, r->scalar);
+  CT__TRY(ct__times(n, 0, g, r->b, gin));
+  return ct__times(n, 1, g, r->a, gin);
 }
 
 static ct_status ct__ew_bw_div(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  ct_status st = CT_OK;
-  ct_tensor *t[CT__TMP] = {0};
-  const ct_tensor *a = SAVED_A(n), *b = SAVED_B(n);
-  if (SPOS(n) == 2) return ct_div_scalar(&gin[0], g, n->d[0]); /* a / s */
-  if (SPOS(n) == 1) {                                           /* s / a: -g s / a^2 */
-    TRY(ct_mul(&t[0], a, a));
-    TRY(ct_div(&t[1], g, t[0]));
-    TRY(ct_mul_scalar(&gin[0], t[1], -n->d[0]));
-    goto done;
+  const ct__rec_ew *r = ct__rec_EW(n);
+  const ct_tensor *a = r->a, *b = r->b;
+  if (r->spos == 2) return ct_div_scalar(&gin[0], g, r->scalar); /* a / s */
+  ct__tmps s = {0};
+  if (r->spos == 1) { /* s / a: -g s / a^2 */
+    ct_tensor *a2 = TMP(&s, ct_mul, a, a);
+    ct_tensor *q = TMP(&s, ct_div, g, a2);
+    GIN(&s, &gin[0], ct_mul_scalar, q, -r->scalar);
+    return ct__tmps_end(&s);
   }
-  if (n->in[0].needed) TRY(ct_div(&gin[0], g, b));
+  if (n->in[0].needed) GIN(&s, &gin[0], ct_div, g, b);
   if (n->in[1].needed) { /* -g a / b^2 */
-    TRY(ct_div(&t[0], a, b));
-    TRY(ct_div(&t[1], t[0], b));
-    TRY(ct_mul(&t[2], g, t[1]));
-    TRY(ct_neg(&gin[1], t[2]));
+    ct_tensor *ab = TMP(&s, ct_div, a, b);
+    ct_tensor *ab2 = TMP(&s, ct_div, ab, b);
+    ct_tensor *gab2 = TMP(&s, ct_mul, g, ab2);
+    GIN(&s, &gin[1], ct_neg, gab2);
   }
-done:
-  RELEASE_TMP(t);
-  return st;
+  return ct__tmps_end(&s);
 }
 
 /* d/da a^b = b a^(b-1), 0 where b == 0 (PyTorch's pow_backward_self);
  * d/db a^b = a^b log(a), 0 where a == 0 and b >= 0 (pow_backward_exponent). */
 static ct_status ct__ew_bw_pow(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  ct_status st = CT_OK;
-  ct_tensor *t[CT__TMP] = {0};
-  const ct_tensor *a = SAVED_A(n), *b = SAVED_B(n), *out = SAVED_OUT(n);
-  if (SPOS(n) == 2) { /* a ^ s */
-    double s = n->d[0];
-    if (s == 0) return ct_zeros_like(&gin[0], g);
-    TRY(ct_pow_scalar(&t[0], a, s - 1));
-    TRY(ct_mul_scalar(&t[1], t[0], s));
-    TRY(ct_mul(&gin[0], g, t[1]));
-    goto done;
+  const ct__rec_ew *r = ct__rec_EW(n);
+  const ct_tensor *a = r->a, *b = r->b, *out = r->out;
+  ct__tmps s = {0};
+  if (r->spos == 2) { /* a ^ s */
+    double e = r->scalar;
+    if (e == 0) return ct_zeros_like(&gin[0], g);
+    ct_tensor *p = TMP(&s, ct_pow_scalar, a, e - 1);
+    ct_tensor *d = TMP(&s, ct_mul_scalar, p, e);
+    GIN(&s, &gin[0], ct_mul, g, d);
+    return ct__tmps_end(&s);
   }
-  if (SPOS(n) == 1) { /* s ^ a: g out log(s) */
-    double s = n->d[0];
-    TRY(ct_mul_scalar(&t[0], out, s == 0 ? 0.0 : log(s)));
-    TRY(ct_mul(&gin[0], g, t[0]));
-    goto done;
+  if (r->spos == 1) { /* s ^ a: g out log(s) */
+    double base = r->scalar;
+    ct_tensor *d = TMP(&s, ct_mul_scalar, out, base == 0 ? 0.0 : log(base));
+    GIN(&s, &gin[0], ct_mul, g, d);
+    return ct__tmps_end(&s);
   }
   if (n->in[0].needed) {
-    TRY(ct_sub_scalar(&t[0], b, 1.0));
-    TRY(ct_pow(&t[1], a, t[0]));
-    TRY(ct_mul(&t[2], t[1], b)); /* b a^(b-1): 0 where b == 0 unless a^(b-1) is inf or NaN */
-    TRY(ct_eq_scalar(&t[3], b, 0.0));
-    TRY(ct_zeros_like(&t[4], t[2]));
-    TRY(ct_where(&t[5], t[3], t[4], t[2]));
-    TRY(ct_mul(&gin[0], g, t[5]));
-    for (int k = 0; k < 6; k++) {
-      ct_release(t[k]);
-      t[k] = NULL;
-    }
+    ct_tensor *bm1 = TMP(&s, ct_sub_scalar, b, 1.0);
+    ct_tensor *p = TMP(&s, ct_pow, a, bm1);
+    ct_tensor *d = TMP(&s, ct_mul, p, b); /* b a^(b-1): 0 where b == 0 unless a^(b-1) is inf or NaN */
+    ct_tensor *b0 = TMP(&s, ct_eq_scalar, b, 0.0);
+    ct_tensor *z = TMP(&s, ct_zeros_like, d);
+    ct_tensor *d0 = TMP(&s, ct_where, b0, z, d);
+    GIN(&s, &gin[0], ct_mul, g, d0);
+    ct__tmps_drop(&s, bm1), ct__tmps_drop(&s, p), ct__tmps_drop(&s, d);
+    ct__tmps_drop(&s, b0), ct__tmps_drop(&s, z), ct__tmps_drop(&s, d0);
   }
   if (n->nin > 1 && n->in[1].needed) {
-    TRY(ct_log(&t[0], a));
-    TRY(ct_mul(&t[1], out, t[0]));
-    TRY(ct_eq_scalar(&t[2], a, 0.0));
-    TRY(ct_ge_scalar(&t[3], b, 0.0));
-    TRY(ct_logical_and(&t[4], t[2], t[3]));
-    TRY(ct_zeros_like(&t[5], t[1]));
-    TRY(ct_where(&t[6], t[4], t[5], t[1]));
-    TRY(ct_mul(&gin[1], g, t[6]));
+    ct_tensor *la = TMP(&s, ct_log, a);
+    ct_tensor *d = TMP(&s, ct_mul, out, la);
+    ct_tensor *a0 = TMP(&s, ct_eq_scalar, a, 0.0);
+    ct_tensor *bpos = TMP(&s, ct_ge_scalar, b, 0.0);
+    ct_tensor *zero = TMP(&s, ct_logical_and, a0, bpos);
+    ct_tensor *z = TMP(&s, ct_zeros_like, d);
+    ct_tensor *d0 = TMP(&s, ct_where, zero, z, d);
+    GIN(&s, &gin[1], ct_mul, g, d0);
   }
-done:
-  RELEASE_TMP(t);
-  return st;
+  return ct__tmps_end(&s);
 }
 
 /* *out = where(cond, g, 0) (keep where cond) or where(cond, 0, g) (invert: zero where cond),
@@ -175,31 +164,29 @@ static ct_status ct__keep(ct_tensor **out, const ct_tensor *g, const ct_tensor *
  * so ties split the gradient evenly and a NaN operand (no comparison true) gives both g.
  * The scalar form compares with the scalar as torch.maximum(a, tensor(s)) does. */
 static ct_status ct__maxmin_bw(ct__node *n, const ct_tensor *g, ct_tensor **gin, bool max) {
-  ct_status st = CT_OK;
-  ct_tensor *t[CT__TMP] = {0};
-  const ct_tensor *a = SAVED_A(n), *b = SAVED_B(n);
-  TRY(ct_mul_scalar(&t[0], g, 0.5));
-  if (SPOS(n)) {
-    double s = n->d[0];
-    TRY(ct_eq_scalar(&t[1], a, s));
-    TRY(ct_where(&t[2], t[1], t[0], g));
-    TRY(max ? ct_lt_scalar(&t[3], a, s) : ct_gt_scalar(&t[3], a, s));
-    TRY(ct__keep(&gin[0], t[2], t[3], true));
-    goto done;
+  const ct__rec_ew *r = ct__rec_EW(n);
+  const ct_tensor *a = r->a, *b = r->b;
+  ct__tmps s = {0};
+  ct_tensor *half = TMP(&s, ct_mul_scalar, g, 0.5);
+  if (r->spos) {
+    double v = r->scalar;
+    ct_tensor *tie = TMP(&s, ct_eq_scalar, a, v);
+    ct_tensor *t = TMP(&s, ct_where, tie, half, g);
+    ct_tensor *loses = max ? TMP(&s, ct_lt_scalar, a, v) : TMP(&s, ct_gt_scalar, a, v);
+    GIN(&s, &gin[0], ct__keep, t, loses, true);
+    return ct__tmps_end(&s);
   }
-  TRY(ct_eq(&t[1], a, b));
-  TRY(ct_where(&t[2], t[1], t[0], g));
+  ct_tensor *tie = TMP(&s, ct_eq, a, b);
+  ct_tensor *t = TMP(&s, ct_where, tie, half, g);
   if (n->in[0].needed) {
-    TRY(max ? ct_lt(&t[3], a, b) : ct_gt(&t[3], a, b));
-    TRY(ct__keep(&gin[0], t[2], t[3], true));
+    ct_tensor *a_loses = max ? TMP(&s, ct_lt, a, b) : TMP(&s, ct_gt, a, b);
+    GIN(&s, &gin[0], ct__keep, t, a_loses, true);
   }
   if (n->in[1].needed) {
-    TRY(max ? ct_gt(&t[4], a, b) : ct_lt(&t[4], a, b));
-    TRY(ct__keep(&gin[1], t[2], t[4], true));
+    ct_tensor *b_loses = max ? TMP(&s, ct_gt, a, b) : TMP(&s, ct_lt, a, b);
+    GIN(&s, &gin[1], ct__keep, t, b_loses, true);
   }
-done:
-  RELEASE_TMP(t);
-  return st;
+  return ct__tmps_end(&s);
 }
 
 static ct_status ct__ew_bw_maximum(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
@@ -219,22 +206,21 @@ static ct_status ct__ew_bw_floor_divide(ct__node *n, const ct_tensor *g, ct_tens
 /* a - b q with q = floor(a / b) (remainder) or trunc(a / b) (fmod), constant between jumps:
  * ga = g, gb = -g q. The scalar form (remainder only) needs ga alone. */
 static ct_status ct__mod_bw(ct__node *n, const ct_tensor *g, ct_tensor **gin, bool floor_q) {
-  ct_status st = CT_OK;
-  ct_tensor *t[CT__TMP] = {0};
+  const ct__rec_ew *r = ct__rec_EW(n);
   ct__pass_through(n, 0, g, gin);
-  if (SPOS(n) || !n->in[1].needed) return CT_OK;
-  const ct_tensor *a = SAVED_A(n), *b = SAVED_B(n);
+  if (r->spos || !n->in[1].needed) return CT_OK;
+  const ct_tensor *a = r->a, *b = r->b;
+  ct__tmps s = {0};
+  ct_tensor *q;
   if (floor_q) {
-    TRY(ct_floor_divide(&t[1], a, b));
+    q = TMP(&s, ct_floor_divide, a, b);
   } else {
-    TRY(ct_div(&t[0], a, b));
-    TRY(ct_trunc(&t[1], t[0]));
+    ct_tensor *ab = TMP(&s, ct_div, a, b);
+    q = TMP(&s, ct_trunc, ab);
   }
-  TRY(ct_mul(&t[2], g, t[1]));
-  TRY(ct_neg(&gin[1], t[2]));
-done:
-  RELEASE_TMP(t);
-  return st;
+  ct_tensor *gq = TMP(&s, ct_mul, g, q);
+  GIN(&s, &gin[1], ct_neg, gq);
+  return ct__tmps_end(&s);
 }
 
 static ct_status ct__ew_bw_remainder(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
@@ -247,21 +233,19 @@ static ct_status ct__ew_bw_fmod(ct__node *n, const ct_tensor *g, ct_tensor **gin
 
 /* atan2(a, b): ga = g b / (a^2 + b^2), gb = -g a / (a^2 + b^2) (PyTorch's atan2_backward). */
 static ct_status ct__ew_bw_atan2(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  ct_status st = CT_OK;
-  ct_tensor *t[CT__TMP] = {0};
-  const ct_tensor *a = SAVED_A(n), *b = SAVED_B(n);
-  TRY(ct_mul(&t[0], a, a));
-  TRY(ct_mul(&t[1], b, b));
-  TRY(ct_add(&t[2], t[0], t[1]));
-  TRY(ct_div(&t[3], g, t[2])); /* g / (a^2 + b^2) */
-  if (n->in[0].needed) TRY(ct_mul(&gin[0], t[3], b));
+  const ct__rec_ew *r = ct__rec_EW(n);
+  const ct_tensor *a = r->a, *b = r->b;
+  ct__tmps s = {0};
+  ct_tensor *a2 = TMP(&s, ct_mul, a, a);
+  ct_tensor *b2 = TMP(&s, ct_mul, b, b);
+  ct_tensor *r2 = TMP(&s, ct_add, a2, b2);
+  ct_tensor *q = TMP(&s, ct_div, g, r2); /* g / (a^2 + b^2) */
+  if (n->in[0].needed) GIN(&s, &gin[0], ct_mul, q, b);
   if (n->in[1].needed) {
-    TRY(ct_mul(&t[4], t[3], a));
-    TRY(ct_neg(&gin[1], t[4]));
+    ct_tensor *qa = TMP(&s, ct_mul, q, a);
+    GIN(&s, &gin[1], ct_neg, qa);
   }
-done:
-  RELEASE_TMP(t);
-  return st;
+  return ct__tmps_end(&s);
 }
 
 /* ---- unary ---- */
@@ -273,20 +257,18 @@ static ct_status ct__ew_bw_neg(ct__node *n, const ct_tensor *g, ct_tensor **gin)
 
 /* g sign(x): 0 at 0 (PyTorch's grad * self.sgn()). */
 static ct_status ct__ew_bw_abs(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  ct_tensor *s = NULL;
-  CT__TRY(ct_sign(&s, SAVED_A(n)));
-  ct_status st = ct_mul(&gin[0], g, s);
-  ct_release(s);
-  return st;
+  ct__tmps s = {0};
+  ct_tensor *sg = TMP(&s, ct_sign, ct__rec_EW(n)->a);
+  GIN(&s, &gin[0], ct_mul, g, sg);
+  return ct__tmps_end(&s);
 }
 
 /* threshold_backward(g, result, 0): zero where the result <= 0 (so 0 at x == 0). */
 static ct_status ct__ew_bw_relu(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  ct_tensor *m = NULL;
-  CT__TRY(ct_le_scalar(&m, SAVED_OUT(n), 0.0));
-  ct_status st = ct__keep(&gin[0], g, m, true);
-  ct_release(m);
-  return st;
+  ct__tmps s = {0};
+  ct_tensor *off = TMP(&s, ct_le_scalar, ct__rec_EW(n)->out, 0.0);
+  GIN(&s, &gin[0], ct__keep, g, off, true);
+  return ct__tmps_end(&s);
 }
 
 static ct_status ct__ew_bw_floor(ct__node *n, const ct_tensor *g, ct_tensor **gin) { return ct__zero_grad(n, g, gin); }
@@ -297,195 +279,161 @@ static ct_status ct__ew_bw_sign(ct__node *n, const ct_tensor *g, ct_tensor **gin
 
 /* g out */
 static ct_status ct__ew_bw_exp(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  return ct_mul(&gin[0], g, SAVED_OUT(n));
+  return ct_mul(&gin[0], g, ct__rec_EW(n)->out);
 }
 
 /* g / x */
 static ct_status ct__ew_bw_log(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  return ct_div(&gin[0], g, SAVED_A(n));
+  return ct_div(&gin[0], g, ct__rec_EW(n)->a);
 }
 
 /* g / (2 out) */
 static ct_status ct__ew_bw_sqrt(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  ct_tensor *t = NULL;
-  CT__TRY(ct_div(&t, g, SAVED_OUT(n)));
-  ct_status st = ct_mul_scalar(&gin[0], t, 0.5);
-  ct_release(t);
-  return st;
+  ct__tmps s = {0};
+  ct_tensor *q = TMP(&s, ct_div, g, ct__rec_EW(n)->out);
+  GIN(&s, &gin[0], ct_mul_scalar, q, 0.5);
+  return ct__tmps_end(&s);
 }
 
 /* -g out^3 / 2 */
 static ct_status ct__ew_bw_rsqrt(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  ct_status st = CT_OK;
-  ct_tensor *t[CT__TMP] = {0};
-  const ct_tensor *y = SAVED_OUT(n);
-  TRY(ct_mul(&t[0], y, y));
-  TRY(ct_mul(&t[1], t[0], y));
-  TRY(ct_mul(&t[2], g, t[1]));
-  TRY(ct_mul_scalar(&gin[0], t[2], -0.5));
-done:
-  RELEASE_TMP(t);
-  return st;
+  const ct_tensor *y = ct__rec_EW(n)->out;
+  ct__tmps s = {0};
+  ct_tensor *y2 = TMP(&s, ct_mul, y, y);
+  ct_tensor *y3 = TMP(&s, ct_mul, y2, y);
+  ct_tensor *gy3 = TMP(&s, ct_mul, g, y3);
+  GIN(&s, &gin[0], ct_mul_scalar, gy3, -0.5);
+  return ct__tmps_end(&s);
 }
 
 /* g cos(x) */
 static ct_status ct__ew_bw_sin(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  ct_tensor *c = NULL;
-  CT__TRY(ct_cos(&c, SAVED_A(n)));
-  ct_status st = ct_mul(&gin[0], g, c);
-  ct_release(c);
-  return st;
+  ct__tmps s = {0};
+  ct_tensor *c = TMP(&s, ct_cos, ct__rec_EW(n)->a);
+  GIN(&s, &gin[0], ct_mul, g, c);
+  return ct__tmps_end(&s);
 }
 
 /* -g sin(x) */
 static ct_status ct__ew_bw_cos(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  ct_status st = CT_OK;
-  ct_tensor *t[CT__TMP] = {0};
-  TRY(ct_sin(&t[0], SAVED_A(n)));
-  TRY(ct_mul(&t[1], g, t[0]));
-  TRY(ct_neg(&gin[0], t[1]));
-done:
-  RELEASE_TMP(t);
-  return st;
+  ct__tmps s = {0};
+  ct_tensor *sn = TMP(&s, ct_sin, ct__rec_EW(n)->a);
+  ct_tensor *gs = TMP(&s, ct_mul, g, sn);
+  GIN(&s, &gin[0], ct_neg, gs);
+  return ct__tmps_end(&s);
 }
 
 /* g (1 - out^2) */
 static ct_status ct__ew_bw_tanh(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  ct_status st = CT_OK;
-  ct_tensor *t[CT__TMP] = {0};
-  const ct_tensor *y = SAVED_OUT(n);
-  TRY(ct_mul(&t[0], y, y));
-  TRY(ct_rsub_scalar(&t[1], t[0], 1.0));
-  TRY(ct_mul(&gin[0], g, t[1]));
-done:
-  RELEASE_TMP(t);
-  return st;
+  const ct_tensor *y = ct__rec_EW(n)->out;
+  ct__tmps s = {0};
+  ct_tensor *y2 = TMP(&s, ct_mul, y, y);
+  ct_tensor *d = TMP(&s, ct_rsub_scalar, y2, 1.0);
+  GIN(&s, &gin[0], ct_mul, g, d);
+  return ct__tmps_end(&s);
 }
 
 /* g out (1 - out) */
 static ct_status ct__ew_bw_sigmoid(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  ct_status st = CT_OK;
-  ct_tensor *t[CT__TMP] = {0};
-  const ct_tensor *y = SAVED_OUT(n);
-  TRY(ct_rsub_scalar(&t[0], y, 1.0));
-  TRY(ct_mul(&t[1], y, t[0]));
-  TRY(ct_mul(&gin[0], g, t[1]));
-done:
-  RELEASE_TMP(t);
-  return st;
+  const ct_tensor *y = ct__rec_EW(n)->out;
+  ct__tmps s = {0};
+  ct_tensor *c = TMP(&s, ct_rsub_scalar, y, 1.0);
+  ct_tensor *d = TMP(&s, ct_mul, y, c);
+  GIN(&s, &gin[0], ct_mul, g, d);
+  return ct__tmps_end(&s);
 }
 
 /* The exact gelu x Phi(x): g (Phi(x) + x phi(x)), Phi(x) = (1 + erf(x / sqrt 2)) / 2,
  * phi(x) = exp(-x^2 / 2) / sqrt(2 pi) (PyTorch's gelu_backward, approximate='none'). */
 static ct_status ct__ew_bw_gelu(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  ct_status st = CT_OK;
-  ct_tensor *t[CT__TMP] = {0};
-  const ct_tensor *x = SAVED_A(n);
+  const ct_tensor *x = ct__rec_EW(n)->a;
   const double inv_sqrt_2pi = 0.3989422804014327; /* 1 / sqrt(2 pi) */
-  TRY(ct_mul_scalar(&t[0], x, M_SQRT1_2));
-  TRY(ct_erf(&t[1], t[0]));
-  TRY(ct_add_scalar(&t[2], t[1], 1.0));
-  TRY(ct_mul_scalar(&t[3], t[2], 0.5)); /* Phi(x) */
-  TRY(ct_mul(&t[4], x, x));
-  TRY(ct_mul_scalar(&t[5], t[4], -0.5));
-  TRY(ct_exp(&t[6], t[5]));
-  TRY(ct_mul_scalar(&t[7], t[6], inv_sqrt_2pi)); /* phi(x) */
-  TRY(ct_mul(&t[8], t[7], x));
-  TRY(ct_add(&t[9], t[3], t[8]));
-  TRY(ct_mul(&gin[0], g, t[9]));
-done:
-  RELEASE_TMP(t);
-  return st;
+  ct__tmps s = {0};
+  ct_tensor *u = TMP(&s, ct_mul_scalar, x, M_SQRT1_2);
+  ct_tensor *e = TMP(&s, ct_erf, u);
+  ct_tensor *e1 = TMP(&s, ct_add_scalar, e, 1.0);
+  ct_tensor *cdf = TMP(&s, ct_mul_scalar, e1, 0.5); /* Phi(x) */
+  ct_tensor *x2 = TMP(&s, ct_mul, x, x);
+  ct_tensor *h = TMP(&s, ct_mul_scalar, x2, -0.5);
+  ct_tensor *ex = TMP(&s, ct_exp, h);
+  ct_tensor *pdf = TMP(&s, ct_mul_scalar, ex, inv_sqrt_2pi); /* phi(x) */
+  ct_tensor *xpdf = TMP(&s, ct_mul, pdf, x);
+  ct_tensor *d = TMP(&s, ct_add, cdf, xpdf);
+  GIN(&s, &gin[0], ct_mul, g, d);
+  return ct__tmps_end(&s);
 }
 
 /* g 2 / sqrt(pi) exp(-x^2) */
 static ct_status ct__ew_bw_erf(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  ct_status st = CT_OK;
-  ct_tensor *t[CT__TMP] = {0};
-  const ct_tensor *x = SAVED_A(n);
-  TRY(ct_mul(&t[0], x, x));
-  TRY(ct_neg(&t[1], t[0]));
-  TRY(ct_exp(&t[2], t[1]));
-  TRY(ct_mul_scalar(&t[3], t[2], M_2_SQRTPI));
-  TRY(ct_mul(&gin[0], g, t[3]));
-done:
-  RELEASE_TMP(t);
-  return st;
+  const ct_tensor *x = ct__rec_EW(n)->a;
+  ct__tmps s = {0};
+  ct_tensor *x2 = TMP(&s, ct_mul, x, x);
+  ct_tensor *m = TMP(&s, ct_neg, x2);
+  ct_tensor *e = TMP(&s, ct_exp, m);
+  ct_tensor *d = TMP(&s, ct_mul_scalar, e, M_2_SQRTPI);
+  GIN(&s, &gin[0], ct_mul, g, d);
+  return ct__tmps_end(&s);
 }
 
 /* g / (1 + x) */
 static ct_status ct__ew_bw_log1p(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  ct_tensor *t = NULL;
-  CT__TRY(ct_add_scalar(&t, SAVED_A(n), 1.0));
-  ct_status st = ct_div(&gin[0], g, t);
-  ct_release(t);
-  return st;
+  ct__tmps s = {0};
+  ct_tensor *x1 = TMP(&s, ct_add_scalar, ct__rec_EW(n)->a, 1.0);
+  GIN(&s, &gin[0], ct_div, g, x1);
+  return ct__tmps_end(&s);
 }
 
 /* g (out + 1) */
 static ct_status ct__ew_bw_expm1(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  ct_tensor *t = NULL;
-  CT__TRY(ct_add_scalar(&t, SAVED_OUT(n), 1.0));
-  ct_status st = ct_mul(&gin[0], g, t);
-  ct_release(t);
-  return st;
+  ct__tmps s = {0};
+  ct_tensor *y1 = TMP(&s, ct_add_scalar, ct__rec_EW(n)->out, 1.0);
+  GIN(&s, &gin[0], ct_mul, g, y1);
+  return ct__tmps_end(&s);
 }
 
 /* g (1 + out^2) */
 static ct_status ct__ew_bw_tan(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  ct_status st = CT_OK;
-  ct_tensor *t[CT__TMP] = {0};
-  const ct_tensor *y = SAVED_OUT(n);
-  TRY(ct_mul(&t[0], y, y));
-  TRY(ct_add_scalar(&t[1], t[0], 1.0));
-  TRY(ct_mul(&gin[0], g, t[1]));
-done:
-  RELEASE_TMP(t);
-  return st;
+  const ct_tensor *y = ct__rec_EW(n)->out;
+  ct__tmps s = {0};
+  ct_tensor *y2 = TMP(&s, ct_mul, y, y);
+  ct_tensor *d = TMP(&s, ct_add_scalar, y2, 1.0);
+  GIN(&s, &gin[0], ct_mul, g, d);
+  return ct__tmps_end(&s);
 }
 
 /* g / (1 + x^2) */
 static ct_status ct__ew_bw_atan(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  ct_status st = CT_OK;
-  ct_tensor *t[CT__TMP] = {0};
-  const ct_tensor *x = SAVED_A(n);
-  TRY(ct_mul(&t[0], x, x));
-  TRY(ct_add_scalar(&t[1], t[0], 1.0));
-  TRY(ct_div(&gin[0], g, t[1]));
-done:
-  RELEASE_TMP(t);
-  return st;
+  const ct_tensor *x = ct__rec_EW(n)->a;
+  ct__tmps s = {0};
+  ct_tensor *x2 = TMP(&s, ct_mul, x, x);
+  ct_tensor *d = TMP(&s, ct_add_scalar, x2, 1.0);
+  GIN(&s, &gin[0], ct_div, g, d);
+  return ct__tmps_end(&s);
 }
 
 /* x sigmoid(x): g s (1 + x (1 - s)), s = sigmoid(x) (PyTorch's silu_backward). */
 static ct_status ct__ew_bw_silu(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  ct_status st = CT_OK;
-  ct_tensor *t[CT__TMP] = {0};
-  const ct_tensor *x = SAVED_A(n);
-  TRY(ct_sigmoid(&t[0], x));
-  TRY(ct_rsub_scalar(&t[1], t[0], 1.0));
-  TRY(ct_mul(&t[2], x, t[1]));
-  TRY(ct_add_scalar(&t[3], t[2], 1.0));
-  TRY(ct_mul(&t[4], t[0], t[3]));
-  TRY(ct_mul(&gin[0], g, t[4]));
-done:
-  RELEASE_TMP(t);
-  return st;
+  const ct_tensor *x = ct__rec_EW(n)->a;
+  ct__tmps s = {0};
+  ct_tensor *sg = TMP(&s, ct_sigmoid, x);
+  ct_tensor *c = TMP(&s, ct_rsub_scalar, sg, 1.0);
+  ct_tensor *xc = TMP(&s, ct_mul, x, c);
+  ct_tensor *xc1 = TMP(&s, ct_add_scalar, xc, 1.0);
+  ct_tensor *d = TMP(&s, ct_mul, sg, xc1);
+  GIN(&s, &gin[0], ct_mul, g, d);
+  return ct__tmps_end(&s);
 }
 
 /* softplus with beta 1, threshold 20 (ct_softplus): g sigmoid(x), and g itself where x > 20,
  * where the forward is the identity (PyTorch's softplus_backward). */
 static ct_status ct__ew_bw_softplus(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  ct_status st = CT_OK;
-  ct_tensor *t[CT__TMP] = {0};
-  const ct_tensor *x = SAVED_A(n);
-  TRY(ct_sigmoid(&t[0], x));
-  TRY(ct_mul(&t[1], g, t[0]));
-  TRY(ct_gt_scalar(&t[2], x, 20.0));
-  TRY(ct_where(&gin[0], t[2], g, t[1]));
-done:
-  RELEASE_TMP(t);
-  return st;
+  const ct_tensor *x = ct__rec_EW(n)->a;
+  ct__tmps s = {0};
+  ct_tensor *sg = TMP(&s, ct_sigmoid, x);
+  ct_tensor *gs = TMP(&s, ct_mul, g, sg);
+  ct_tensor *above = TMP(&s, ct_gt_scalar, x, 20.0);
+  GIN(&s, &gin[0], ct_where, above, g, gs);
+  return ct__tmps_end(&s);
 }
 
 /* gelu's tanh approximation 0.5 x (1 + tanh(u)), u = k (x + 0.044715 x^3), k = sqrt(2 / pi), is
@@ -495,70 +443,56 @@ done:
  * 0.5 (1 + tanh u) = s and 1 - tanh^2 u = 4 s (1 - s). One exp and one division instead of
  * tanh's, and no 1 - tanh^2 that cancels where tanh nears +-1. */
 static ct_status ct__ew_bw_gelu_tanh(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  ct_status st = CT_OK;
-  ct_tensor *t[CT__TMP] = {0};
-  const ct_tensor *x = SAVED_A(n);
+  const ct_tensor *x = ct__rec_EW(n)->a;
   const double k2 = 2.0 * M_2_SQRTPI * M_SQRT1_2, kappa = 0.044715;
-  TRY(ct_mul(&t[0], x, x));                          /* x^2 */
-  TRY(ct_mul_scalar(&t[1], t[0], k2 * kappa));
-  TRY(ct_add_scalar(&t[2], t[1], k2));
-  TRY(ct_mul(&t[3], x, t[2]));                       /* w = 2k (x + kappa x^3) */
-  TRY(ct_sigmoid(&t[4], t[3]));                      /* s */
-  TRY(ct_mul_scalar(&t[5], t[0], 3.0 * k2 * kappa));
-  TRY(ct_add_scalar(&t[6], t[5], k2));               /* w' */
-  TRY(ct_mul(&t[7], x, t[6]));                       /* x w' */
-  ct_release(t[1]), ct_release(t[2]), ct_release(t[3]), ct_release(t[5]);
-  t[1] = t[2] = t[3] = t[5] = NULL;
-  TRY(ct_rsub_scalar(&t[1], t[4], 1.0));             /* 1 - s */
-  TRY(ct_mul(&t[2], t[7], t[1]));
-  TRY(ct_add_scalar(&t[3], t[2], 1.0));              /* 1 + x w' (1 - s) */
-  TRY(ct_mul(&t[5], t[4], t[3]));
-  TRY(ct_mul(&gin[0], g, t[5]));
-done:
-  RELEASE_TMP(t);
-  return st;
+  ct__tmps s = {0};
+  ct_tensor *x2 = TMP(&s, ct_mul, x, x);
+  ct_tensor *t1 = TMP(&s, ct_mul_scalar, x2, k2 * kappa);
+  ct_tensor *t2 = TMP(&s, ct_add_scalar, t1, k2);
+  ct_tensor *w = TMP(&s, ct_mul, x, t2); /* w = 2k (x + kappa x^3) */
+  ct_tensor *sg = TMP(&s, ct_sigmoid, w);
+  ct_tensor *t5 = TMP(&s, ct_mul_scalar, x2, 3.0 * k2 * kappa);
+  ct_tensor *dw = TMP(&s, ct_add_scalar, t5, k2); /* w' */
+  ct_tensor *xdw = TMP(&s, ct_mul, x, dw);
+  ct__tmps_drop(&s, t1), ct__tmps_drop(&s, t2), ct__tmps_drop(&s, w), ct__tmps_drop(&s, t5);
+  ct_tensor *c = TMP(&s, ct_rsub_scalar, sg, 1.0); /* 1 - s */
+  ct_tensor *xdwc = TMP(&s, ct_mul, xdw, c);
+  ct_tensor *xdwc1 = TMP(&s, ct_add_scalar, xdwc, 1.0); /* 1 + x w' (1 - s) */
+  ct_tensor *d = TMP(&s, ct_mul, sg, xdwc1);
+  GIN(&s, &gin[0], ct_mul, g, d);
+  return ct__tmps_end(&s);
 }
 
 /* g where x > 0, g slope elsewhere (0 included: PyTorch's leaky_relu_backward). */
 static ct_status ct__ew_bw_leaky_relu(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  ct_status st = CT_OK;
-  ct_tensor *t[CT__TMP] = {0};
-  TRY(ct_mul_scalar(&t[0], g, n->d[0]));
-  TRY(ct_gt_scalar(&t[1], SAVED_A(n), 0.0));
-  TRY(ct_where(&gin[0], t[1], g, t[0]));
-done:
-  RELEASE_TMP(t);
-  return st;
+  const ct__rec_ew *r = ct__rec_EW(n);
+  ct__tmps s = {0};
+  ct_tensor *gs = TMP(&s, ct_mul_scalar, g, r->slope);
+  ct_tensor *pos = TMP(&s, ct_gt_scalar, r->a, 0.0);
+  GIN(&s, &gin[0], ct_where, pos, g, gs);
+  return ct__tmps_end(&s);
 }
 
 /* where(cond, a, b): a gets g where cond holds, b elsewhere; cond (bool) takes none. */
 static ct_status ct__ew_bw_where(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  const ct_tensor *cond = n->saved[0];
+  const ct_tensor *cond = ct__rec_EW(n)->cond;
   if (n->in[1].needed) CT__TRY(ct__keep(&gin[1], g, cond, false));
   if (n->in[2].needed) CT__TRY(ct__keep(&gin[2], g, cond, true));
   return CT_OK;
 }
 
-/* clamp(x, lo, hi), bounds optional (i[1], i[2]): the gradient passes strictly inside the
+/* clamp(x, lo, hi), bounds optional (has_lo, has_hi): the gradient passes strictly inside the
  * bounds, lo < x < hi, and is 0 at a bound, outside, and at NaN. This is what the reference
  * PyTorch 2.15 does for Scalar bounds (clamp_backward; clamp_min/clamp_max use self > min,
  * self < max); older PyTorch releases passed it at the bounds too (lo <= x <= hi). */
 static ct_status ct__ew_bw_clamp(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  ct_status st = CT_OK;
-  ct_tensor *t[CT__TMP] = {0};
-  const ct_tensor *x = SAVED_A(n), *keep = NULL;
-  if (n->i[1]) TRY(ct_gt_scalar(&t[0], x, n->d[0]));
-  if (n->i[2]) TRY(ct_lt_scalar(&t[1], x, n->d[1]));
-  if (t[0] && t[1]) {
-    TRY(ct_logical_and(&t[2], t[0], t[1]));
-    keep = t[2];
-  } else {
-    keep = t[0] ? t[0] : t[1];
-  }
-  TRY(ct__keep(&gin[0], g, keep, false));
-done:
-  RELEASE_TMP(t);
-  return st;
+  const ct__rec_ew *r = ct__rec_EW(n);
+  ct__tmps s = {0};
+  ct_tensor *above = r->has_lo ? TMP(&s, ct_gt_scalar, r->a, r->lo) : NULL;
+  ct_tensor *below = r->has_hi ? TMP(&s, ct_lt_scalar, r->a, r->hi) : NULL;
+  ct_tensor *keep = above && below ? TMP(&s, ct_logical_and, above, below) : above ? above : below;
+  GIN(&s, &gin[0], ct__keep, g, keep, false);
+  return ct__tmps_end(&s);
 }
 
 /* ---- casts and transfers ---- */

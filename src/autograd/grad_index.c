@@ -1,14 +1,15 @@
 /* Gradient formulas of the indexing and scans (rows of tensor/grad_ops.def).
  *
- * The nodes (recorded in src/index/) keep the wrapped dim in i[0] and save the index (or the
- * mask) in slot 0; cumprod saves x in slot 0 and its output in slot 1. Integer indices and bool
- * masks are inputs that never take a gradient.
+ * The nodes (recorded in src/index/) keep the wrapped dim and save the index, or the mask, or
+ * cumprod's x and output (ct__rec_index). Integer indices and bool masks are inputs that never
+ * take a gradient.
  *
  * Accumulations go through ct_scatter_add, which adds each destination's sources in the
  * index's row-major order: gradients with repeated indices have the same bits on every run. */
 #include <stdint.h>
 
 #include "autograd/autograd.h"
+#include "autograd/grad_tmp.h"
 #include "cltensor/elementwise.h"
 #include "cltensor/index.h"
 #include "cltensor/reduce.h"
@@ -34,24 +35,24 @@ static ct_status scatter_into_zeros(ct_tensor **out, const ct__edge *e, int dim,
  * index, shaped [1, .., n, .., 1] along dim and expanded to g's shape, scatters g into zeros. */
 ct_status ct__grad_index_select(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   if (!n->in[0].needed) return CT_OK;
-  int dim = (int)n->i[0], nd = ct_tensor_ndim(g);
+  const ct__rec_index *r = ct__rec_INDEX_SELECT(n);
+  int dim = r->dim, nd = ct_tensor_ndim(g);
   if (nd == 0) return scatter_into_zeros(&gin[0], &n->in[0], dim, NULL, g);
   int64_t shape[CT_MAX_DIMS];
   for (int i = 0; i < nd; i++) shape[i] = i == dim ? ct_tensor_shape(g)[i] : 1;
-  ct_tensor *ix = NULL, *ie = NULL;
-  ct_status st = ct_reshape(&ix, ct__ag_saved(n, 0), nd, shape);
-  if (st == CT_OK) st = ct_expand(&ie, ix, nd, ct_tensor_shape(g));
-  if (st == CT_OK) st = scatter_into_zeros(&gin[0], &n->in[0], dim, ie, g);
-  ct_release(ix);
-  ct_release(ie);
-  return st;
+  ct__tmps s = {0};
+  ct_tensor *ix = TMP(&s, ct_reshape, r->index, nd, shape);
+  ct_tensor *ie = TMP(&s, ct_expand, ix, nd, ct_tensor_shape(g));
+  GIN(&s, &gin[0], scatter_into_zeros, &n->in[0], dim, ie, g);
+  return ct__tmps_end(&s);
 }
 
 /* gather (and the values of sort/topk, recorded as the gather of their indices): g scattered
  * back into zeros of x's shape. */
 ct_status ct__grad_gather(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   if (!n->in[0].needed) return CT_OK;
-  return scatter_into_zeros(&gin[0], &n->in[0], (int)n->i[0], ct__ag_saved(n, 0), g);
+  const ct__rec_index *r = ct__rec_GATHER(n);
+  return scatter_into_zeros(&gin[0], &n->in[0], r->dim, r->index, g);
 }
 
 /* r = x.scatter_add(dim, index, src): x gets g; src gets g gathered at the index. Where src is
@@ -62,9 +63,10 @@ ct_status ct__grad_scatter_add(ct__node *n, const ct_tensor *g, ct_tensor **gin)
   if (n->in[0].needed) gin[0] = ct_retain((ct_tensor *)g);
   if (!n->in[2].needed) return CT_OK;
   const ct__edge *es = &n->in[2];
-  const ct_tensor *index = ct__ag_saved(n, 0);
+  const ct__rec_index *r = ct__rec_SCATTER_ADD(n);
+  const ct_tensor *index = r->index;
   ct_tensor *gs = NULL;
-  CT__TRY(ct_gather(&gs, g, (int)n->i[0], index));
+  CT__TRY(ct_gather(&gs, g, r->dim, index));
   int64_t pad[2 * CT_MAX_DIMS];
   bool same = true;
   for (int i = 0; i < es->ndim; i++) {
@@ -87,23 +89,21 @@ ct_status ct__grad_scatter_add(ct__node *n, const ct_tensor *g, ct_tensor **gin)
  * default); max_norm, scale_grad_by_freq and sparse gradients do not exist here. */
 ct_status ct__grad_embedding(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   if (!n->in[0].needed) return CT_OK;
-  int64_t rows = ct_numel(ct__ag_saved(n, 0)), gshape[2] = {rows, n->in[0].shape[1]}, ishape[2] = {rows, 1};
-  ct_tensor *g2 = NULL, *ix = NULL, *ie = NULL;
-  ct_status st = ct_reshape(&g2, g, 2, gshape);
-  if (st == CT_OK) st = ct_reshape(&ix, ct__ag_saved(n, 0), 2, ishape);
-  if (st == CT_OK) st = ct_expand(&ie, ix, 2, ct_tensor_shape(g2));
-  if (st == CT_OK) st = scatter_into_zeros(&gin[0], &n->in[0], 0, ie, g2);
-  ct_release(g2);
-  ct_release(ix);
-  ct_release(ie);
-  return st;
+  const ct_tensor *index = ct__rec_EMBEDDING(n)->index;
+  int64_t rows = ct_numel(index), gshape[2] = {rows, n->in[0].shape[1]}, ishape[2] = {rows, 1};
+  ct__tmps s = {0};
+  ct_tensor *g2 = TMP(&s, ct_reshape, g, 2, gshape);
+  ct_tensor *ix = TMP(&s, ct_reshape, index, 2, ishape);
+  ct_tensor *ie = TMP(&s, ct_expand, ix, 2, gshape); /* g2's shape */
+  GIN(&s, &gin[0], scatter_into_zeros, &n->in[0], 0, ie, g2);
+  return ct__tmps_end(&s);
 }
 
 /* masked_fill: g with the filled positions zeroed (of the broadcast shape: the engine sums it
  * back to x's). */
 ct_status ct__grad_masked_fill(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   if (!n->in[0].needed) return CT_OK;
-  return ct_masked_fill(&gin[0], g, ct__ag_saved(n, 0), 0.0);
+  return ct_masked_fill(&gin[0], g, ct__rec_MASKED_FILL(n)->mask, 0.0);
 }
 
 /* The sums of g from each position to the end along dim: flip, cumsum, flip. */
@@ -124,7 +124,7 @@ static ct_status reverse_cumsum(ct_tensor **out, const ct_tensor *g, int dim) {
 
 ct_status ct__grad_cumsum(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   if (!n->in[0].needed) return CT_OK;
-  return reverse_cumsum(&gin[0], g, (int)n->i[0]);
+  return reverse_cumsum(&gin[0], g, ct__rec_CUMSUM(n)->dim);
 }
 
 /* *out = reverse_cumsum(g * y) along dim. */
@@ -143,38 +143,28 @@ static ct_status rcs_of_product(ct_tensor **out, const ct_tensor *g, const ct_te
  * computes the same values (it also takes the division-only path when x has no zero). */
 ct_status ct__grad_cumprod(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   if (!n->in[0].needed) return CT_OK;
-  int dim = (int)n->i[0];
-  const ct_tensor *x = ct__ag_saved(n, 0), *y = ct__ag_saved(n, 1);
-  ct_tensor *a1 = NULL, *isz = NULL, *anyz = NULL;
-  ct_status st = rcs_of_product(&a1, g, y, dim);
-  if (st == CT_OK) st = ct_eq_scalar(&isz, x, 0.0);
-  if (st == CT_OK) st = ct_any(&anyz, isz, 0, NULL, false);
+  const ct__rec_index *r = ct__rec_CUMPROD(n);
+  const ct_tensor *x = r->x, *y = r->out;
+  int dim = r->dim;
+  ct__tmps s = {0};
+  ct_tensor *a1 = TMP(&s, rcs_of_product, g, y, dim);
+  ct_tensor *isz = TMP(&s, ct_eq_scalar, x, 0.0);
+  ct_tensor *anyz = TMP(&s, ct_any, isz, 0, NULL, false);
   uint8_t zeros = 0; /* bool elements are one byte */
-  if (st == CT_OK) st = ct_to_host(anyz, &zeros, sizeof zeros);
-  ct_release(anyz);
-  if (st == CT_OK && !zeros) {
-    st = ct_div(&gin[0], a1, x);
-  } else if (st == CT_OK) {
-    ct_tensor *cz = NULL, *c1 = NULL, *first = NULL, *x1 = NULL, *y1 = NULL, *a2 = NULL, *q = NULL, *q0 = NULL;
-    st = ct_cumsum(&cz, isz, dim); /* i64: the count of zeros up to each position */
-    if (st == CT_OK) st = ct_eq_scalar(&c1, cz, 1.0);
-    if (st == CT_OK) st = ct_logical_and(&first, isz, c1);
-    if (st == CT_OK) st = ct_masked_fill(&x1, x, first, 1.0);
-    if (st == CT_OK) st = ct_cumprod(&y1, x1, dim);
-    if (st == CT_OK) st = rcs_of_product(&a2, g, y1, dim);
-    if (st == CT_OK) st = ct_div(&q, a1, x);
-    if (st == CT_OK) st = ct_masked_fill(&q0, q, isz, 0.0);
-    if (st == CT_OK) st = ct_where(&gin[0], first, a2, q0);
-    ct_release(cz);
-    ct_release(c1);
-    ct_release(first);
-    ct_release(x1);
-    ct_release(y1);
-    ct_release(a2);
-    ct_release(q);
-    ct_release(q0);
+  STEP(&s, ct_to_host(anyz, &zeros, sizeof zeros));
+  ct__tmps_drop(&s, anyz);
+  if (!zeros) {
+    GIN(&s, &gin[0], ct_div, a1, x);
+    return ct__tmps_end(&s);
   }
-  ct_release(a1);
-  ct_release(isz);
-  return st;
+  ct_tensor *cz = TMP(&s, ct_cumsum, isz, dim); /* i64: the count of zeros up to each position */
+  ct_tensor *c1 = TMP(&s, ct_eq_scalar, cz, 1.0);
+  ct_tensor *first = TMP(&s, ct_logical_and, isz, c1);
+  ct_tensor *x1 = TMP(&s, ct_masked_fill, x, first, 1.0);
+  ct_tensor *y1 = TMP(&s, ct_cumprod, x1, dim);
+  ct_tensor *a2 = TMP(&s, rcs_of_product, g, y1, dim);
+  ct_tensor *q = TMP(&s, ct_div, a1, x);
+  ct_tensor *q0 = TMP(&s, ct_masked_fill, q, isz, 0.0);
+  GIN(&s, &gin[0], ct_where, first, a2, q0);
+  return ct__tmps_end(&s);
 }

@@ -1,12 +1,13 @@
 /* Gradient formulas of the matmul, linear, addmm (rows of tensor/grad_ops.def).
  *
  * The nodes (recorded in src/linalg/matmul.c) save the GEMM operands where the other operand's
- * gradient needs them: slot 0 the left operand (a, or linear's x), slot 1 the right one (b, or
- * linear's weight); d[0] is addmm's beta, d[1] its alpha.
+ * gradient needs them: the record's a the left operand (a, or linear's x), b the right one (b,
+ * or linear's weight), with addmm's beta and alpha (ct__rec_matmul).
  *
  * The products run with autocast off: ct_backward suspends it for every formula, so a backward
  * computes in the dtypes the forward recorded (engine.c). */
 #include "autograd/autograd.h"
+#include "autograd/grad_tmp.h"
 #include "cltensor/elementwise.h"
 #include "cltensor/linalg.h"
 #include "core/error.h"
@@ -42,83 +43,75 @@ static ct_status mm_flat(ct_tensor **out, const ct_tensor *t) {
 static ct_status mm_grads(const ct__edge *ea, const ct__edge *eb, const ct_tensor *g, const ct_tensor *a,
                           const ct_tensor *b, ct_tensor **ga, ct_tensor **gb) {
   bool a1 = ea->ndim == 1, b1 = eb->ndim == 1;
-  ct_tensor *g2 = NULL, *x = NULL, *y = NULL, *p = NULL;
-  ct_status st = CT_OK;
-  if (a1 && b1) {
-    int64_t one[2] = {1, 1};
-    st = ct_reshape(&g2, g, 2, one);
-  } else if (a1 || b1) {
-    st = ct_unsqueeze(&g2, g, a1 ? -2 : -1);
-  } else {
-    g2 = ct_retain((ct_tensor *)g);
-  }
-  if (st == CT_OK && ea->needed) {
-    st = mm_t(&x, b, true);
-    if (st == CT_OK) st = ct_matmul(&p, g2, x);
-    if (st == CT_OK) st = a1 ? ct_squeeze(ga, p, -2) : (*ga = ct_retain(p), CT_OK);
-    ct_release(x);
-    ct_release(p);
-    x = p = NULL;
-  }
-  if (st == CT_OK && eb->needed) {
-    if (ea->ndim > 2 && eb->ndim <= 2) {
-      st = mm_flat(&y, a);
-      if (st == CT_OK) st = ct_transpose(&x, y, 0, 1);
-      ct_release(y);
-      y = NULL;
-      if (st == CT_OK) st = mm_flat(&y, g2);
+  const int64_t one[2] = {1, 1};
+  ct__tmps s = {0};
+  const ct_tensor *g2 = g;
+  if (a1 && b1) g2 = TMP(&s, ct_reshape, g, 2, one);
+  else if (a1 || b1) g2 = TMP(&s, ct_unsqueeze, g, a1 ? -2 : -1);
+  if (ea->needed) { /* g @ b^T */
+    ct_tensor *bt = TMP(&s, mm_t, b, true);
+    if (a1) {
+      ct_tensor *p = TMP(&s, ct_matmul, g2, bt);
+      GIN(&s, ga, ct_squeeze, p, -2);
     } else {
-      st = mm_t(&x, a, false);
-      if (st == CT_OK) y = ct_retain(g2);
+      GIN(&s, ga, ct_matmul, g2, bt);
     }
-    if (st == CT_OK) st = ct_matmul(&p, x, y);
-    if (st == CT_OK) st = b1 ? ct_squeeze(gb, p, -1) : (*gb = ct_retain(p), CT_OK);
-    ct_release(x);
-    ct_release(y);
-    ct_release(p);
   }
-  ct_release(g2);
-  return st;
+  if (eb->needed) { /* a^T @ g */
+    const ct_tensor *at, *gm;
+    if (ea->ndim > 2 && eb->ndim <= 2) {
+      ct_tensor *af = TMP(&s, mm_flat, a);
+      at = TMP(&s, ct_transpose, af, 0, 1);
+      ct__tmps_drop(&s, af);
+      gm = TMP(&s, mm_flat, g2);
+    } else {
+      at = TMP(&s, mm_t, a, false);
+      gm = g2;
+    }
+    if (b1) {
+      ct_tensor *p = TMP(&s, ct_matmul, at, gm);
+      GIN(&s, gb, ct_squeeze, p, -1);
+    } else {
+      GIN(&s, gb, ct_matmul, at, gm);
+    }
+  }
+  return ct__tmps_end(&s);
 }
 
 ct_status ct__grad_matmul(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  return mm_grads(&n->in[0], &n->in[1], g, ct__ag_saved(n, 0), ct__ag_saved(n, 1), &gin[0], &gin[1]);
+  const ct__rec_matmul *r = ct__rec_MATMUL(n);
+  return mm_grads(&n->in[0], &n->in[1], g, r->a, r->b, &gin[0], &gin[1]);
 }
 
 /* y = x @ W^T + bias: gx = g @ W; gW = g^T @ x over x's leading dims flattened (one GEMM:
  * [out, N] @ [N, in]); gbias = g, which the engine sums to bias's shape (any shape that
  * broadcasts to y). */
 ct_status ct__grad_linear(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  const ct_tensor *x = ct__ag_saved(n, 0), *w = ct__ag_saved(n, 1);
-  ct_status st = CT_OK;
-  if (n->in[0].needed) st = ct_matmul(&gin[0], g, w);
-  if (st == CT_OK && n->in[1].needed) {
-    ct_tensor *gf = NULL, *gt = NULL, *xf = NULL;
-    st = mm_flat(&gf, g);
-    if (st == CT_OK) st = ct_transpose(&gt, gf, 0, 1);
-    if (st == CT_OK) st = mm_flat(&xf, x);
-    if (st == CT_OK) st = ct_matmul(&gin[1], gt, xf);
-    ct_release(gf);
-    ct_release(gt);
-    ct_release(xf);
+  const ct__rec_matmul *r = ct__rec_LINEAR(n);
+  ct__tmps s = {0};
+  if (n->in[0].needed) GIN(&s, &gin[0], ct_matmul, g, r->b);
+  if (n->in[1].needed) {
+    ct_tensor *gf = TMP(&s, mm_flat, g);
+    ct_tensor *gt = TMP(&s, ct_transpose, gf, 0, 1);
+    ct_tensor *xf = TMP(&s, mm_flat, r->a);
+    GIN(&s, &gin[1], ct_matmul, gt, xf);
   }
-  if (st == CT_OK && n->in[2].needed) gin[2] = ct_retain((ct_tensor *)g);
-  return st;
+  if (s.st == CT_OK && n->in[2].needed) gin[2] = ct_retain((ct_tensor *)g);
+  return ct__tmps_end(&s);
 }
 
 /* r = beta * c + alpha * (a @ b): gc = beta * g (summed back to c's shape by the engine; as
  * PyTorch, beta = 0 still multiplies, so a NaN in g reaches c); ga, gb as matmul's, of alpha * g. */
 ct_status ct__grad_addmm(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  double beta = n->d[0], alpha = n->d[1];
-  ct_status st = CT_OK;
-  if (n->in[0].needed)
-    st = beta == 1 ? (gin[0] = ct_retain((ct_tensor *)g), CT_OK) : ct_mul_scalar(&gin[0], g, beta);
-  if (st == CT_OK && (n->in[1].needed || n->in[2].needed)) {
-    ct_tensor *ga = NULL;
-    st = alpha == 1 ? (ga = ct_retain((ct_tensor *)g), CT_OK) : ct_mul_scalar(&ga, g, alpha);
-    if (st == CT_OK)
-      st = mm_grads(&n->in[1], &n->in[2], ga, ct__ag_saved(n, 0), ct__ag_saved(n, 1), &gin[1], &gin[2]);
-    ct_release(ga);
+  const ct__rec_matmul *r = ct__rec_ADDMM(n);
+  ct__tmps s = {0};
+  if (n->in[0].needed) {
+    if (r->beta == 1) gin[0] = ct_retain((ct_tensor *)g);
+    else GIN(&s, &gin[0], ct_mul_scalar, g, r->beta);
   }
-  return st;
+  if (n->in[1].needed || n->in[2].needed) {
+    const ct_tensor *ga = r->alpha == 1 ? g : TMP(&s, ct_mul_scalar, g, r->alpha);
+    STEP(&s, mm_grads(&n->in[1], &n->in[2], ga, r->a, r->b, &gin[1], &gin[2]));
+  }
+  return ct__tmps_end(&s);
 }

@@ -14,11 +14,12 @@
 #include "cltensor/shape.h"
 #include "core/error.h"
 
-/* cat and stack: i[0] the result's dim, i[1] 1 for stack. A cat input's extent along the dim is
- * its edge's (a 1-D empty input that cat skipped has another ndim and takes none). */
+/* cat and stack: a cat input's extent along the dim is its edge's (a 1-D empty input that cat
+ * skipped has another ndim and takes none). */
 ct_status ct__grad_cat(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  int d = (int)n->i[0];
-  bool stack = n->i[1] != 0;
+  const ct__rec_cat *r = ct__rec_CAT(n);
+  int d = r->dim;
+  bool stack = r->stack;
   int64_t at = 0;
   for (int k = 0; k < n->nin; k++) {
     const ct__edge *e = &n->in[k];
@@ -41,21 +42,19 @@ ct_status ct__grad_cat(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   return CT_OK;
 }
 
-/* flip: i[0] how many dims, i[1..] the dims. */
 ct_status ct__grad_flip(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   if (!n->in[0].needed) return CT_OK;
-  int dims[CT_MAX_DIMS], nd = (int)n->i[0];
-  for (int k = 0; k < nd; k++) dims[k] = (int)n->i[1 + k];
-  return ct_flip(&gin[0], g, nd, dims);
+  const ct__rec_flip *r = ct__rec_FLIP(n);
+  return ct_flip(&gin[0], g, r->ndims, r->dims);
 }
 
-/* roll: i[0] the shift in [0, size), i[1] the dim. */
 ct_status ct__grad_roll(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   if (!n->in[0].needed) return CT_OK;
-  return ct_roll(&gin[0], g, -n->i[0], (int)n->i[1]);
+  const ct__rec_roll *r = ct__rec_ROLL(n);
+  return ct_roll(&gin[0], g, -r->shift, r->dim);
 }
 
-/* repeat: i[0..out_ndim) the repeats. For each dim k repeated r times, g (whose dims before k
+/* repeat: for each dim k repeated r times, g (whose dims before k
  * are already summed to the input's sizes) is seen as [before, r, size, after] and summed over
  * r: four dims whatever the rank, so CT_MAX_DIMS-dim inputs work too. The leading dims repeat
  * added come back as size 1, which the engine drops. */
@@ -68,7 +67,7 @@ ct_status ct__grad_repeat(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   ct_tensor *cur = ct_retain((ct_tensor *)g);
   ct_status st = CT_OK;
   for (int k = 0; k < nd && st == CT_OK; k++) {
-    int64_t r = n->i[k], size = k < lead ? 1 : e->shape[k - lead];
+    int64_t r = ct__rec_REPEAT(n)->repeats[k], size = k < lead ? 1 : e->shape[k - lead];
     if (r == 1) continue;
     int64_t four[4] = {1, r, size, 1};
     for (int j = 0; j < k; j++) four[0] *= shape[j];
@@ -86,10 +85,10 @@ ct_status ct__grad_repeat(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   return ct__tensor_result(&gin[0], cur, st);
 }
 
-/* tril/triu: i[0] the diagonal, i[1] 1 for triu. */
 ct_status ct__grad_tril(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   if (!n->in[0].needed) return CT_OK;
-  return n->i[1] ? ct_triu(&gin[0], g, n->i[0]) : ct_tril(&gin[0], g, n->i[0]);
+  const ct__rec_tril *r = ct__rec_TRIL(n);
+  return r->upper ? ct_triu(&gin[0], g, r->diagonal) : ct_tril(&gin[0], g, r->diagonal);
 }
 
 /* t zero-padded by (a, b) along dim d alone (a, b >= 0). */
@@ -146,14 +145,15 @@ static ct_status ct__pad_adjoint_dim(ct_tensor **out, const ct_tensor *g, int d,
   return ct__tensor_result(out, acc, st);
 }
 
-/* pad: i[0] the ct_pad_mode, i[1] npad, i[2..2+npad) the pads (pairs from the last dim). */
+/* pad: the pads are (left, right) pairs from the last dim. */
 ct_status ct__grad_pad(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   const ct__edge *e = &n->in[0];
   if (!e->needed) return CT_OK;
-  int mode = (int)n->i[0], npad = (int)n->i[1];
+  const ct__rec_pad *r = ct__rec_PAD(n);
+  int mode = r->mode, npad = r->npad;
   int64_t neg[2 * CT_MAX_DIMS];
   if (mode == CT_PAD_CONSTANT) {
-    for (int k = 0; k < npad; k++) neg[k] = -n->i[2 + k];
+    for (int k = 0; k < npad; k++) neg[k] = -r->pad[k];
     return ct_pad(&gin[0], g, npad, neg, CT_PAD_CONSTANT, 0.0);
   }
   ct_tensor *cur = ct_retain((ct_tensor *)g);
@@ -161,7 +161,7 @@ ct_status ct__grad_pad(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   for (int p = 0; p < npad / 2 && st == CT_OK; p++) {
     int d = e->ndim - 1 - p;
     ct_tensor *next = NULL;
-    st = ct__pad_adjoint_dim(&next, cur, d, n->i[2 + 2 * p], n->i[3 + 2 * p], e->shape[d], mode == CT_PAD_REFLECT);
+    st = ct__pad_adjoint_dim(&next, cur, d, r->pad[2 * p], r->pad[2 * p + 1], e->shape[d], mode == CT_PAD_REFLECT);
     ct_release(cur);
     cur = next;
   }

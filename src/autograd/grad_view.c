@@ -17,22 +17,23 @@ ct_status ct__grad_reshape(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   return ct_reshape(&gin[0], g, e->ndim, e->shape);
 }
 
-/* permute, transpose: i[0..ndim) holds the permutation (output dim k is input dim i[k]); the
- * gradient goes back through the inverse one. */
+/* permute, transpose: the gradient goes back through the inverse permutation. */
 ct_status ct__grad_permute(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   if (!n->in[0].needed) return CT_OK;
+  const int *perm = ct__rec_PERMUTE(n)->perm;
   int inv[CT_MAX_DIMS];
-  for (int k = 0; k < n->out_ndim; k++) inv[n->i[k]] = k;
+  for (int k = 0; k < n->out_ndim; k++) inv[perm[k]] = k;
   return ct_permute(&gin[0], g, inv);
 }
 
-/* slice (and the pieces of chunk and split): i[0] dim, i[1] start, i[2] step. The gradient is
- * zeros of the input's shape with g copied into the same slice. */
+/* slice (and the pieces of chunk and split): zeros of the input's shape with g copied into the
+ * same slice. */
 ct_status ct__grad_slice(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   const ct__edge *e = &n->in[0];
   if (!e->needed) return CT_OK;
-  int d = (int)n->i[0];
-  int64_t start = n->i[1], step = n->i[2], len = n->out_shape[d];
+  const ct__rec_slice *r = ct__rec_SLICE(n);
+  int d = r->dim;
+  int64_t start = r->start, step = r->step, len = n->out_shape[d];
   ct_tensor *z = NULL, *v = NULL;
   CT__TRY(ct__ag_zeros_for(&z, e));
   ct_status st = CT_OK;

@@ -74,18 +74,17 @@ ct__ew_scalar ct__ew_make_scalar(ct_dtype k, double s);
 enum {
   CT__EW_SAVES_0 = 0,          /* never differentiable: records nothing */
   CT__EW_SAVES_DIFF = 1,       /* differentiable */
-  CT__EW_SAVES_IN_BIT = 2,     /* saves the inputs in slots 0..nin-1 */
-  CT__EW_SAVES_OUT_BIT = 4,    /* saves the result in slot CT__EW_SAVED_OUT */
+  CT__EW_SAVES_IN_BIT = 2,     /* saves the inputs (the record's a, b, c) */
+  CT__EW_SAVES_OUT_BIT = 4,    /* saves the result (the record's out) */
   CT__EW_SAVES_S_NONE = 1,
   CT__EW_SAVES_S_IN = 3,
   CT__EW_SAVES_S_OUT = 5,
   CT__EW_SAVES_S_INOUT = 7,
-  CT__EW_SAVED_OUT = 3,
 };
 /* The node an elementwise op records: sub = the op; inputs as the launch's (where: cond, a, b;
- * scalar forms: the one tensor); i[0] = spos (scalar forms: 2 a op s, 1 s op a; 0 otherwise),
- * i[1], i[2] = clamp's has_lo, has_hi; d[0], d[1] = the scalar, the parameter, or clamp's
- * bounds as given. */
+ * scalar forms: the one tensor); its record (ct__rec_ew, tensor/grad_records.h) the saved
+ * tensors, spos, clamp's has_lo and has_hi, and the scalar, the parameter, or clamp's bounds as
+ * given. */
 int ct__ew_saves(enum ct__ew_op op);
 
 struct ct__ew_launch {

@@ -51,13 +51,16 @@ static ct_status ct__ew_record(const char *fn, const struct ct__ew_launch *l, ct
   ct__node *n = NULL;
   CT__TRY(ct__grad_record(&n, r, CT__GOP_EW, (int)l->op, l->nin, l->in, fn));
   if (!n) return CT_OK;
-  n->i[0] = l->spos;
-  n->i[1] = l->has_lo;
-  n->i[2] = l->has_hi;
-  n->d[0] = l->sd[0];
-  n->d[1] = l->sd[1];
-  for (int i = 0; i < l->nin && (saves & CT__EW_SAVES_IN_BIT); i++) CT__TRY(ct__grad_save(n, i, l->in[i], fn));
-  if (saves & CT__EW_SAVES_OUT_BIT) CT__TRY(ct__grad_save(n, CT__EW_SAVED_OUT, r, fn));
+  ct__rec_ew *rec = ct__rec_EW(n);
+  rec->spos = l->spos;
+  rec->has_lo = l->has_lo;
+  rec->has_hi = l->has_hi;
+  rec->scalar = l->sd[0];
+  rec->hi = l->sd[1];
+  const ct_tensor **ins[3] = {&rec->a, &rec->b, &rec->c};
+  for (int i = 0; i < l->nin && i < 3 && (saves & CT__EW_SAVES_IN_BIT); i++)
+    CT__TRY(ct__grad_save_as(n, ins[i], l->in[i], fn));
+  if (saves & CT__EW_SAVES_OUT_BIT) CT__TRY(ct__grad_save_as(n, &rec->out, r, fn));
   return CT_OK;
 }
 

@@ -82,13 +82,14 @@ int ct__index_lines(int64_t *lshape, int64_t *len, int ndim, const int64_t *shap
 }
 
 ct_status ct__index_record(ct_tensor *r, ct__gop op, int nin, const ct_tensor *const *ins, int dim,
-                           const ct_tensor *save0, const ct_tensor *save1, const char *fn) {
+                           const ct_tensor *saved, const ct_tensor *out, const char *fn) {
   ct__node *n = NULL;
   CT__TRY(ct__grad_record(&n, r, op, 0, nin, ins, fn));
   if (!n) return CT_OK;
-  n->i[0] = dim;
-  CT__TRY(ct__grad_save(n, 0, save0, fn));
-  return ct__grad_save(n, 1, save1, fn);
+  ct__rec_index *rec = &n->rec.index; /* every indexing row's record */
+  rec->dim = dim;
+  CT__TRY(ct__grad_save_as(n, &rec->index, saved, fn));
+  return ct__grad_save_as(n, &rec->out, out, fn);
 }
 
 const char *ct__index_pos_str(char *buf, size_t size, int64_t pos, int ndim, const int64_t *shape) {

@@ -52,9 +52,10 @@ int ct__index_lines(int64_t *lshape, int64_t *len, int ndim, const int64_t *shap
                     const ct_tensor *const *ts, int64_t (*str)[CT_MAX_DIMS], int64_t *step);
 
 /* Records r's backward when an input requires grad (tensor/graph.h): node op over ins[0..nin),
- * the wrapped dim in i[0], save0 and save1 (either may be NULL) in slots 0 and 1. */
+ * its record (ct__rec_index) the wrapped dim, saved (the index, the mask, or cumprod's x) and
+ * out (cumprod's result); either may be NULL. */
 ct_status ct__index_record(ct_tensor *r, ct__gop op, int nin, const ct_tensor *const *ins, int dim,
-                           const ct_tensor *save0, const ct_tensor *save1, const char *fn);
+                           const ct_tensor *saved, const ct_tensor *out, const char *fn);
 
 /* Row-major coordinates of linear position pos in shape, as text "[1, 0]". */
 const char *ct__index_pos_str(char *buf, size_t size, int64_t pos, int ndim, const int64_t *shape);

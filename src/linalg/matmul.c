@@ -188,16 +188,17 @@ static ct_status ct__mm_autocast(const ct_tensor **ops, ct_tensor **held, int n,
 }
 
 /* Records r's backward: op with inputs ins (the GEMM operands at ia and ib), saving each
- * operand where the other one's gradient needs it (slot 0: ins[ia], slot 1: ins[ib]). */
+ * operand where the other one's gradient needs it (the record's a: ins[ia], b: ins[ib]). */
 static ct_status ct__mm_record(ct_tensor *r, ct__gop op, int nin, const ct_tensor *const *ins, int ia, int ib,
                                double beta, double alpha, const char *fn) {
   ct__node *n = NULL;
   CT__TRY(ct__grad_record(&n, r, op, 0, nin, ins, fn));
   if (!n) return CT_OK;
-  n->d[0] = beta;
-  n->d[1] = alpha;
-  if (n->in[ib].needed) CT__TRY(ct__grad_save(n, 0, ins[ia], fn));
-  if (n->in[ia].needed) CT__TRY(ct__grad_save(n, 1, ins[ib], fn));
+  ct__rec_matmul *rec = &n->rec.matmul; /* MATMUL, LINEAR and ADDMM's record */
+  rec->beta = beta;
+  rec->alpha = alpha;
+  if (n->in[ib].needed) CT__TRY(ct__grad_save_as(n, &rec->a, ins[ia], fn));
+  if (n->in[ia].needed) CT__TRY(ct__grad_save_as(n, &rec->b, ins[ib], fn));
   return CT_OK;
 }
 

@@ -222,11 +222,12 @@ static ct_status sdpa_api(ct_tensor **out, const ct_tensor *q, const ct_tensor *
   if (st == CT_OK)
     st = ct__grad_record(&nd, res, CT__GOP_SDPA, 0, 4, (const ct_tensor *[]){q, k, v, fmask}, FN);
   if (st == CT_OK && nd) {
-    st = ct__grad_save(nd, 0, q, FN);
-    if (st == CT_OK) st = ct__grad_save(nd, 1, k, FN);
-    if (st == CT_OK) st = ct__grad_save(nd, 2, v, FN);
-    if (st == CT_OK) st = ct__grad_save(nd, 3, sc, FN);
-    nd->d[0] = scale;
+    ct__rec_sdpa *rec = ct__rec_SDPA(nd);
+    st = ct__grad_save_as(nd, &rec->q, q, FN);
+    if (st == CT_OK) st = ct__grad_save_as(nd, &rec->k, k, FN);
+    if (st == CT_OK) st = ct__grad_save_as(nd, &rec->v, v, FN);
+    if (st == CT_OK) st = ct__grad_save_as(nd, &rec->probs, sc, FN);
+    rec->scale = scale;
   }
   if (st != CT_OK && strstr(ct_last_error(), FN) == NULL) ct__error_append(" (in %s)", FN);
   ct_release(qc);

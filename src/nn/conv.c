@@ -528,18 +528,20 @@ ct_status ct__nn_conv1d_view4(ct_tensor **out, const ct_tensor *t) {
 }
 
 /* Records the conv's backward (src/autograd/grad_conv.c) on its result o: x and w saved (the
- * weight gradient reads x, the input gradient w), the geometry as i[0..7] (stride h, w,
- * padding h, w, dilation h, w, groups, one_d). */
+ * weight gradient reads x, the input gradient w) and the geometry (ct__rec_conv). */
 static ct_status conv_record(ct_tensor *o, const ct_tensor *x, const ct_tensor *w, const ct_tensor *bias,
                              const struct ct__conv *cv, bool one_d) {
   ct__node *n = NULL;
   CT__TRY(ct__grad_record(&n, o, CT__GOP_CONV, 0, 3, (const ct_tensor *[]){x, w, bias}, cv->fn));
   if (!n) return CT_OK;
-  CT__TRY(ct__grad_save(n, 0, x, cv->fn));
-  CT__TRY(ct__grad_save(n, 1, w, cv->fn));
-  int64_t geo[8] = {cv->sh, cv->sw, cv->ph, cv->pw, cv->dh, cv->dw, cv->groups, one_d};
-  memcpy(n->i, geo, sizeof geo);
-  return CT_OK;
+  ct__rec_conv *rec = ct__rec_CONV(n);
+  *rec = (ct__rec_conv){.stride = {cv->sh, cv->sw},
+                        .padding = {cv->ph, cv->pw},
+                        .dilation = {cv->dh, cv->dw},
+                        .groups = cv->groups,
+                        .one_d = one_d};
+  CT__TRY(ct__grad_save_as(n, &rec->x, x, cv->fn));
+  return ct__grad_save_as(n, &rec->w, w, cv->fn);
 }
 
 static ct_status conv2d_impl(ct_tensor **out, const ct_tensor *x, const ct_tensor *w, const ct_tensor *bias,

@@ -91,11 +91,7 @@ ct_status ct_dropout(ct_tensor **out, const ct_tensor *x, double p, bool trainin
   /* The backward regenerates the mask from (seed, offset) rather than keeping it. */
   ct__node *nd = NULL;
   ct_status st = ct__grad_record(&nd, o, CT__GOP_DROPOUT, 0, 1, (const ct_tensor *[]){x}, fn);
-  if (st == CT_OK && nd) {
-    nd->i[0] = (int64_t)seed;
-    nd->i[1] = (int64_t)offset;
-    nd->d[0] = p;
-  }
+  if (st == CT_OK && nd) *ct__rec_DROPOUT(nd) = (ct__rec_dropout){.seed = seed, .offset = offset, .p = p};
   return ct__tensor_result(out, o, st);
 }
 

@@ -176,13 +176,14 @@ static ct_status class_loss(ct_tensor **out, const ct_tensor *x, const ct_tensor
     st = ct__grad_record(&nd, res, ce ? CT__GOP_CROSS_ENTROPY : CT__GOP_NLL_LOSS, 0, 2,
                          (const ct_tensor *[]){x, target}, fn);
   if (st == CT_OK && nd) {
-    st = ct__grad_save(nd, 0, x, fn);
-    if (st == CT_OK) st = ct__grad_save(nd, 1, target, fn);
-    if (st == CT_OK) st = ct__grad_save(nd, 2, nvalid, fn);
-    nd->i[0] = ignore_index;
-    nd->i[1] = r;
-    nd->i[2] = ce;
-    nd->d[0] = eps;
+    ct__rec_class_loss *rec = &nd->rec.class_loss; /* CROSS_ENTROPY and NLL_LOSS's record */
+    st = ct__grad_save_as(nd, &rec->x, x, fn);
+    if (st == CT_OK) st = ct__grad_save_as(nd, &rec->target, target, fn);
+    if (st == CT_OK) st = ct__grad_save_as(nd, &rec->nvalid, nvalid, fn);
+    rec->ignore_index = ignore_index;
+    rec->reduction = r;
+    rec->cross_entropy = ce;
+    rec->eps = eps;
   }
   ct_release(loss);
   ct_release(valid);
@@ -306,9 +307,10 @@ ct_status ct_mse_loss(ct_tensor **out, const ct_tensor *a, const ct_tensor *b, c
   ct__node *nd = NULL;
   if (st == CT_OK) st = ct__grad_record(&nd, res, CT__GOP_MSE_LOSS, 0, 2, (const ct_tensor *[]){ac, bc}, fn);
   if (st == CT_OK && nd) {
-    st = ct__grad_save(nd, 0, ac, fn);
-    if (st == CT_OK) st = ct__grad_save(nd, 1, bc, fn);
-    nd->i[0] = r;
+    ct__rec_mse_loss *rec = ct__rec_MSE_LOSS(nd);
+    st = ct__grad_save_as(nd, &rec->a, ac, fn);
+    if (st == CT_OK) st = ct__grad_save_as(nd, &rec->b, bc, fn);
+    rec->reduction = r;
   }
   ct_release(ac);
   ct_release(bc);

@@ -239,14 +239,15 @@ static ct_status norm_api(ct_tensor **out, const ct_tensor *x, int nnorm, const 
     st = ct__grad_record(&nd, o, mode == 0 ? CT__GOP_LAYER_NORM : CT__GOP_RMS_NORM, mode, 3,
                          (const ct_tensor *[]){x, weight, bias}, fn);
   if (st == CT_OK && nd) {
-    st = ct__grad_save(nd, 0, x, fn);
+    ct__rec_norm *rec = &nd->rec.norm; /* LAYER_NORM and RMS_NORM's record */
+    st = ct__grad_save_as(nd, &rec->x, x, fn);
     if (st == CT_OK && weight) {
       if (!wc) st = ct__contiguous(&wc, weight, weight->dtype, 0, fn);
-      if (st == CT_OK) st = ct__grad_save(nd, 1, wc, fn);
+      if (st == CT_OK) st = ct__grad_save_as(nd, &rec->w, wc, fn);
     }
-    nd->i[0] = nnorm;
-    nd->i[1] = pd;
-    nd->d[0] = eps;
+    rec->nnorm = nnorm;
+    rec->param_dtype = pd;
+    rec->eps = eps;
   }
   ct_release(wc);
   ct_release(bc);
@@ -475,10 +476,11 @@ static ct_status bn_api(ct_tensor **out, const ct_tensor *x, ct_tensor *running_
   if (st == CT_OK)
     st = ct__grad_record(&nd, o, CT__GOP_BATCH_NORM, 0, 3, (const ct_tensor *[]){x, weight, bias}, fn);
   if (st == CT_OK && nd) {
-    st = ct__grad_save(nd, 0, x, fn);
-    if (st == CT_OK) st = ct__grad_save(nd, 1, ss, fn);
-    nd->i[0] = training;
-    nd->i[1] = pd;
+    ct__rec_batch_norm *rec = ct__rec_BATCH_NORM(nd);
+    st = ct__grad_save_as(nd, &rec->x, x, fn);
+    if (st == CT_OK) st = ct__grad_save_as(nd, &rec->ss, ss, fn);
+    rec->training = training;
+    rec->param_dtype = pd;
   }
   ct_release(ss);
   ct_release(part);

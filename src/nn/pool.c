@@ -16,15 +16,16 @@ static bool pool_is_max2(int mode, const int win[6]) {
 
 static const ct__gop pool_gops[3] = {CT__GOP_MAX_POOL2D, CT__GOP_AVG_POOL2D, CT__GOP_ADAPTIVE_AVG_POOL2D};
 
-/* Records the backward (src/autograd/grad_conv.c) on the result o: win[6] as i[0..5]; max pool
- * saves x, whose first maximum per window its gradient recomputes (the averages need only x's
- * shape, which the node's edge has). */
+/* Records the backward (src/autograd/grad_conv.c) on the result o: the window; max pool saves
+ * x, whose first maximum per window its gradient recomputes (the averages need only x's shape,
+ * which the node's edge has). */
 static ct_status pool_record(ct_tensor *o, const ct_tensor *x, int mode, const int win[6], const char *fn) {
   ct__node *n = NULL;
   CT__TRY(ct__grad_record(&n, o, pool_gops[mode], mode, 1, (const ct_tensor *[]){x}, fn));
   if (!n) return CT_OK;
-  for (int i = 0; i < 6; i++) n->i[i] = win[i];
-  return mode == CT__POOL_MAX ? ct__grad_save(n, 0, x, fn) : CT_OK;
+  ct__rec_pool *rec = &n->rec.pool; /* the three pools' record */
+  for (int i = 0; i < 6; i++) rec->win[i] = win[i];
+  return mode == CT__POOL_MAX ? ct__grad_save_as(n, &rec->x, x, fn) : CT_OK;
 }
 
 /* The arguments x, xs, C, H, W, out, OH, OW, mode, kh .. pw, N of pool2d, pool2d_max2 and

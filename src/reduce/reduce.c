@@ -327,14 +327,15 @@ ct_status ct__reduce_record(ct_tensor *r, const ct_tensor *x, const bool *mask, 
   ct__node *n = NULL;
   CT__TRY(ct__grad_record(&n, r, g, 0, 1, &x, fn));
   if (!n) return CT_OK;
-  n->i[0] = keepdim;
+  ct__rec_reduce *rec = &n->rec.reduce; /* every reduction row's record */
+  rec->keepdim = keepdim;
   for (int d = 0; d < x->ndim; d++)
-    if (mask[d]) n->i[1] |= (int64_t)1 << d;
-  n->i[2] = corr;
-  n->i[3] = std;
+    if (mask[d]) rec->dims |= 1u << d;
+  rec->correction = corr;
+  rec->std = std;
   if (g != CT__GOP_SUM && g != CT__GOP_MEAN) {
-    CT__TRY(ct__grad_save(n, 0, x, fn));
-    CT__TRY(ct__grad_save(n, 1, r, fn));
+    CT__TRY(ct__grad_save_as(n, &rec->x, x, fn));
+    CT__TRY(ct__grad_save_as(n, &rec->out, r, fn));
   }
   return CT_OK;
 }

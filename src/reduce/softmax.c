@@ -122,13 +122,14 @@ static ct_status softmax_run(ct_tensor **out, int *dd_out, const ct_tensor *x, i
 }
 
 /* Records the backward node: the formula needs the output y (softmax: y (g - sum(g y)),
- * log_softmax: g - exp(y) sum(g)) and the dim, in i[0]. */
+ * log_softmax: g - exp(y) sum(g)) and the dim. */
 static ct_status softmax_record(ct_tensor *y, const ct_tensor *x, int dd, int logsm, const char *fn) {
   ct__node *n = NULL;
   CT__TRY(ct__grad_record(&n, y, logsm ? CT__GOP_LOG_SOFTMAX : CT__GOP_SOFTMAX, 0, 1, &x, fn));
   if (!n) return CT_OK;
-  n->i[0] = dd;
-  return ct__grad_save(n, 0, y, fn);
+  ct__rec_softmax *rec = &n->rec.softmax; /* both rows' record */
+  rec->dim = dd;
+  return ct__grad_save_as(n, &rec->out, y, fn);
 }
 
 static ct_status softmax_api(ct_tensor **out, const ct_tensor *x, int dim, int logsm, const char *fn) {

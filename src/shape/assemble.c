@@ -46,16 +46,13 @@ static ct_status ct__check_list(ct_dtype *dt, ct_tensor *const *ts, int n, const
 static int ct__cat_skipped(const ct_tensor *t) { return t->ndim == 1 && t->shape[0] == 0; }
 
 /* One CAT node for cat and stack over all n inputs (the formula reads each input's size along
- * dim from its edge): i[0] the dim of the result, i[1] 1 for stack (input k is slice k of the
- * result with the dim removed). Inputs of integer dtypes take no gradient (never require
+ * dim from its edge): the dim of the result, and for stack input k is slice k of the result
+ * with the dim removed. Inputs of integer dtypes take no gradient (never require
  * grad); a mix of float dtypes gets its gradients cast back by the engine. */
 static ct_status ct__cat_record(ct_tensor *o, ct_tensor *const *ts, int n, int d, int stack, const char *fn) {
   ct__node *node = NULL;
   CT__TRY(ct__grad_record(&node, o, CT__GOP_CAT, 0, n, (const ct_tensor *const *)ts, fn));
-  if (node) {
-    node->i[0] = d;
-    node->i[1] = stack;
-  }
+  if (node) *ct__rec_CAT(node) = (ct__rec_cat){.dim = d, .stack = stack != 0};
   return CT_OK;
 }
 
@@ -152,8 +149,8 @@ ct_status ct_stack(ct_tensor **out, ct_tensor *const *ts, int n, int dim) {
 }
 
 /* Views of x along d of `size` elements each (the last smaller), npieces of them. Each piece is
- * a slice of x and records a SLICE node (i[0] dim, i[1] start, i[2] step 1), so a piece left
- * unused gives no gradient and the others' gradients sum into x's. */
+ * a slice of x and records a SLICE node (step 1), so a piece left unused gives no gradient and
+ * the others' gradients sum into x's. */
 static ct_status ct__pieces(ct_tensor **outs, int *nout, const ct_tensor *x, int d, int64_t size, int64_t npieces,
                             const char *fn) {
   for (int64_t i = 0; i < npieces; i++) {
@@ -162,11 +159,7 @@ static ct_status ct__pieces(ct_tensor **outs, int *nout, const ct_tensor *x, int
     ct_status st = ct__shape_narrow(&outs[i], x, d, start, len);
     ct__node *node = NULL;
     if (st == CT_OK) st = ct__grad_record(&node, outs[i], CT__GOP_SLICE, 0, 1, (const ct_tensor *[]){x}, fn);
-    if (node) {
-      node->i[0] = d;
-      node->i[1] = len > 0 ? start : 0;
-      node->i[2] = 1;
-    }
+    if (node) *ct__rec_SLICE(node) = (ct__rec_slice){.dim = d, .start = len > 0 ? start : 0, .step = 1};
     if (st != CT_OK) {
       ct_release(outs[i]);
       outs[i] = NULL;

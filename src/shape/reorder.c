@@ -140,10 +140,10 @@ ct_status ct_flip(ct_tensor **out, const ct_tensor *x, int ndims, const int *dim
   ct__node *n;
   ct_status st = ct__copy_of_view(&r, x, strides, offset, fn);
   CT__TRY(ct__reorder_result(out, r, x, st, CT__GOP_FLIP, &n, fn));
-  if (n) { /* FLIP: i[0] = how many dims, i[1..] the dims (wrapped); the gradient flips back */
-    n->i[0] = 0;
+  if (n) { /* FLIP: the dims (wrapped); the gradient flips back */
+    ct__rec_flip *rec = ct__rec_FLIP(n);
     for (int d = 0; d < x->ndim; d++)
-      if (seen[d]) n->i[1 + n->i[0]++] = d;
+      if (seen[d]) rec->dims[rec->ndims++] = d;
   }
   return CT_OK;
 }
@@ -153,7 +153,7 @@ ct_status ct_roll(ct_tensor **out, const ct_tensor *x, int64_t shift, int dim) {
   CT__TRY(ct__op_begin(out, x, fn));
   int d = 0;
   CT__TRY(ct__dim_wrap(&d, x->ndim, dim, fn));
-  /* ROLL: i[0] the shift in [0, size), i[1] the dim; the gradient rolls back by -i[0]. */
+  /* ROLL: the shift in [0, size) and the dim; the gradient rolls back by -shift. */
   ct__node *n;
   ct_tensor *o = NULL;
   ct_status st = CT_OK;
@@ -161,7 +161,7 @@ ct_status ct_roll(ct_tensor **out, const ct_tensor *x, int64_t shift, int dim) {
   if (x->ndim == 0) {
     st = ct__copy_of_view(&o, x, x->strides, x->offset, fn);
     CT__TRY(ct__reorder_result(out, o, x, st, CT__GOP_ROLL, &n, fn));
-    if (n) n->i[0] = n->i[1] = 0;
+    if (n) *ct__rec_ROLL(n) = (ct__rec_roll){.shift = 0, .dim = 0};
     return CT_OK;
   }
   int64_t size = x->shape[d], s = size > 0 ? ((shift % size) + size) % size : 0;
@@ -180,10 +180,7 @@ ct_status ct_roll(ct_tensor **out, const ct_tensor *x, int64_t shift, int dim) {
     }
   }
   CT__TRY(ct__reorder_result(out, o, x, st, CT__GOP_ROLL, &n, fn));
-  if (n) {
-    n->i[0] = s;
-    n->i[1] = d;
-  }
+  if (n) *ct__rec_ROLL(n) = (ct__rec_roll){.shift = s, .dim = d};
   return CT_OK;
 }
 
@@ -210,8 +207,8 @@ ct_status ct_repeat(ct_tensor **out, const ct_tensor *x, int ndim, const int64_t
   ct__node *n;
   ct_status st = ct__gather(&r, x, ndim, oshape, lo, CT__GATHER_MOD, 0, NULL, fn);
   CT__TRY(ct__reorder_result(out, r, x, st, CT__GOP_REPEAT, &n, fn));
-  /* REPEAT: i[0..ndim) the repeats; the gradient sums the tiles. */
-  for (int i = 0; n && i < ndim; i++) n->i[i] = repeats[i];
+  /* REPEAT: the repeats; the gradient sums the tiles. */
+  for (int i = 0; n && i < ndim; i++) ct__rec_REPEAT(n)->repeats[i] = repeats[i];
   return CT_OK;
 }
 
@@ -229,10 +226,8 @@ static ct_status ct__tri(ct_tensor **out, const ct_tensor *x, int64_t diagonal, 
   ct__node *n;
   ct_status st = ct__gather(&r, x, x->ndim, x->shape, lo, mode, diag, NULL, fn);
   CT__TRY(ct__reorder_result(out, r, x, st, CT__GOP_TRIL, &n, fn));
-  if (n) { /* TRIL: i[0] the diagonal, i[1] 1 for triu; the gradient is masked the same way */
-    n->i[0] = diagonal;
-    n->i[1] = mode == CT__GATHER_TRIU;
-  }
+  /* TRIL: the gradient is masked the same way */
+  if (n) *ct__rec_TRIL(n) = (ct__rec_tril){.diagonal = diagonal, .upper = mode == CT__GATHER_TRIU};
   return CT_OK;
 }
 
@@ -320,10 +315,11 @@ ct_status ct_pad(ct_tensor **out, const ct_tensor *x, int npad, const int64_t *p
   ct__node *n;
   ct_status st = ct__gather(&r, x, x->ndim, oshape, lo, m, 0, &bits, fn);
   CT__TRY(ct__reorder_result(out, r, x, st, CT__GOP_PAD, &n, fn));
-  if (n) { /* PAD: i[0] the mode, i[1] npad, i[2..2+npad) the pads (npad <= 2 * CT_MAX_DIMS) */
-    n->i[0] = mode;
-    n->i[1] = npad;
-    for (int k = 0; k < npad; k++) n->i[2 + k] = pad[k];
+  if (n) { /* PAD: the mode and the pads as given (npad <= 2 * CT_MAX_DIMS) */
+    ct__rec_pad *rec = ct__rec_PAD(n);
+    rec->mode = mode;
+    rec->npad = npad;
+    for (int k = 0; k < npad; k++) rec->pad[k] = pad[k];
   }
   return CT_OK;
 }

@@ -8,7 +8,7 @@
 #include "tensor/graph.h"
 
 static const char *const ct__gop_names[CT__GOP_COUNT] = {
-#define CT__GOP(NAME, formula) #NAME,
+#define CT__GOP(NAME, formula, rec, check) #NAME,
 #include "tensor/grad_ops.def"
 #undef CT__GOP
 };
@@ -82,6 +82,7 @@ void ct__node_free_saved(ct__node *n) {
   for (int i = 0; i < CT__NODE_SAVED; i++) {
     ct_release(n->saved[i]);
     n->saved[i] = NULL;
+    if (n->saved_as[i]) *n->saved_as[i] = NULL;
   }
   n->done = true;
 }
@@ -107,7 +108,6 @@ void ct__node_release(ct__node *n) {
       }
     }
     free(cur->in);
-    free(cur->iv);
     free(cur);
   }
 }
@@ -158,16 +158,30 @@ ct_status ct__grad_record(ct__node **node, ct_tensor *r, ct__gop op, int sub, in
   return CT_OK;
 }
 
-ct_status ct__grad_save(ct__node *n, int slot, const ct_tensor *t, const char *fn) {
-  if (!t) return CT_OK;
-  if (slot < 0 || slot >= CT__NODE_SAVED)
-    return ct__error(CT_ERR_INTERNAL, "%s: saved-tensor slot %d out of range [0, %d)", fn, slot, CT__NODE_SAVED);
+/* Saves t into slot: a detached header over t's storage and its version now. */
+static ct_status save_slot(ct__node *n, int slot, const ct_tensor *t) {
   ct_tensor *v = NULL;
-  ct_status st = ct__tensor_view(&v, t, t->ndim, t->shape, t->strides, t->offset);
-  if (st != CT_OK) return st;
+  CT__TRY(ct__tensor_view(&v, t, t->ndim, t->shape, t->strides, t->offset));
   ct_release(n->saved[slot]);
   n->saved[slot] = v;
   n->saved_version[slot] = ct__tensor_version(t);
+  return CT_OK;
+}
+
+ct_status ct__grad_save_as(ct__node *n, const ct_tensor **field, const ct_tensor *t, const char *fn) {
+  if (!t) return CT_OK;
+  /* The field's slot when it was saved before (saved again: replaced), else the first free. */
+  int slot = -1;
+  for (int i = 0; i < CT__NODE_SAVED && slot < 0; i++)
+    if (n->saved_as[i] == field) slot = i;
+  for (int i = 0; i < CT__NODE_SAVED && slot < 0; i++)
+    if (!n->saved[i] && !n->saved_as[i]) slot = i;
+  if (slot < 0)
+    return ct__error(CT_ERR_INTERNAL, "%s: all %d saved-tensor slots of the %s node are taken", fn, CT__NODE_SAVED,
+                     ct__gop_name(n->op));
+  CT__TRY(save_slot(n, slot, t));
+  n->saved_as[slot] = field;
+  *field = n->saved[slot];
   return CT_OK;
 }
 

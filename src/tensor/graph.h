@@ -4,7 +4,8 @@
  * It lives in the tensor layer because every op family records through it; the formulas that
  * turn an output's gradient into the inputs' and the engine that runs them (ct_backward) are in
  * src/autograd/, above every op family (a node is data: its op id from grad_ops.def, edges,
- * saved tensors and scalar arguments; the formula table keyed by op id interprets it).
+ * and the typed record its row names, grad_records.h; the formula table keyed by op id reads
+ * it).
  *
  * Ownership, and why there are no cycles:
  *   - a non-leaf tensor owns one reference to its grad_fn node;
@@ -15,13 +16,17 @@
  * Release is iterative (ct__node_release), so a graph thousands of ops deep frees without deep
  * recursion.
  *
- * How an op records (after computing its result r, before handing it out):
+ * How an op records (after computing its result r, before handing it out), here softmax,
+ * whose row SOFTMAX names the record ct__rec_softmax (grad_records.h):
  *
  *   ct__node *n;
- *   st = ct__grad_record(&n, r, CT__GOP_MUL, 0, 2, (const ct_tensor *[]){a, b}, fn);
- *   if (st == CT_OK && n) st = ct__grad_save(n, 0, a, fn);   // tensors the formula needs
- *   if (st == CT_OK && n) n->i[0] = dim;                        // scalar arguments
- *   return ct__tensor_result(out, r, st);                       // releases r (and n) on error
+ *   st = ct__grad_record(&n, r, CT__GOP_SOFTMAX, 0, 1, (const ct_tensor *[]){x}, fn);
+ *   if (st == CT_OK && n) {
+ *     ct__rec_softmax *rec = ct__rec_SOFTMAX(n);
+ *     rec->dim = dim;                                      // the op's arguments
+ *     st = ct__grad_save_as(n, &rec->out, r, fn);          // tensors the formula needs
+ *   }
+ *   return ct__tensor_result(out, r, st);                  // releases r (and n) on error
  *
  * ct__grad_record leaves *n NULL (and records nothing) when grad mode is off or no input
  * requires grad, so the forward pays one branch when nobody trains. */
@@ -32,10 +37,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "tensor/grad_records.h"
 #include "tensor/tensor.h"
 
 typedef enum ct__gop {
-#define CT__GOP(NAME, formula) CT__GOP_##NAME,
+#define CT__GOP(NAME, formula, rec, check) CT__GOP_##NAME,
 #include "tensor/grad_ops.def"
 #undef CT__GOP
   CT__GOP_COUNT
@@ -44,7 +50,7 @@ typedef enum ct__gop {
 /* The op name of a row ("EW", "MATMUL", ...) for messages. */
 const char *ct__gop_name(ct__gop op);
 
-enum { CT__NODE_SAVED = 6, CT__NODE_INTS = 24, CT__NODE_DOUBLES = 6 };
+enum { CT__NODE_SAVED = 6 };
 
 /* One input of a node: where its gradient goes, and its shape and dtype, to which the engine
  * reduces (broadcast dims summed) and casts whatever the formula returns. */
@@ -75,9 +81,11 @@ typedef struct ct__node {
    * wrong gradient. Freed as soon as the node's backward ran. */
   ct_tensor *saved[CT__NODE_SAVED];
   unsigned saved_version[CT__NODE_SAVED];
-  int64_t i[CT__NODE_INTS];
-  double d[CT__NODE_DOUBLES];
-  int64_t *iv; /* more integers when i[] is too small (cat's sizes): malloc'ed, freed with it */
+  /* What the formula reads: the record the op's row names (grad_records.h), through
+   * ct__rec_<NAME>(n). Its saved-tensor fields alias saved[] (saved_as: which field each slot
+   * fills, set back to NULL when the slot is freed). */
+  ct__grad_rec rec;
+  const ct_tensor **saved_as[CT__NODE_SAVED];
   /* Backward-pass state (the engine's; a graph is backpropagated by one thread at a time). */
   bool done; /* its backward ran (or the graph was freed by a failed pass): saved tensors gone */
   int deps;
@@ -112,9 +120,18 @@ bool ct__grad_needed(int nin, const ct_tensor *const *ins);
  * bool results record nothing (never differentiable). CT_ERR_OUT_OF_MEMORY when the node can't be allocated. */
 ct_status ct__grad_record(ct__node **node, ct_tensor *r, ct__gop op, int sub, int nin, const ct_tensor *const *ins,
                           const char *fn);
-/* Saves t (may be NULL: nothing saved) into slot: a detached header over t's storage and its
- * version now. */
-ct_status ct__grad_save(ct__node *n, int slot, const ct_tensor *t, const char *fn);
+/* Saves t (may be NULL: nothing saved) for the formula as the record field *field (a field of
+ * n->rec): a detached header over t's storage, kept in a free slot of n->saved with t's version
+ * now; *field points to it until the node's saved tensors are freed, then is NULL again.
+ * CT_ERR_INTERNAL when every slot is taken. */
+ct_status ct__grad_save_as(ct__node *n, const ct_tensor **field, const ct_tensor *t, const char *fn);
+
+/* The typed record of a node of row NAME: ct__rec_<NAME>(n), of the type the row's rec column
+ * names (the op that records fills it, the formula reads it). */
+#define CT__GOP(NAME, formula, R, check) \
+  static inline ct__rec_##R *ct__rec_##NAME(ct__node *n) { return &n->rec.R; }
+#include "tensor/grad_ops.def"
+#undef CT__GOP
 
 /* Reference counting of nodes (release is iterative; NULL is a no-op). */
 void ct__node_retain(ct__node *n);

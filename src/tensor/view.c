@@ -148,12 +148,12 @@ ct_status ct_reshape(ct_tensor **out, const ct_tensor *t, int ndim, const int64_
 }
 
 /* The view of t whose dim i is t's dim perm[i] (shape sh, strides st): a PERMUTE node keeps
- * perm in i[0..ndim) for the inverse permutation of the gradient. */
+ * perm for the inverse permutation of the gradient. */
 static ct_status ct__permuted_view(ct_tensor **out, const ct_tensor *t, const int *perm, const int64_t *sh,
                                    const int64_t *st, const char *fn) {
   ct__node *n = NULL;
   CT__TRY(ct__new_view(out, t, t->ndim, sh, st, t->offset, CT__GOP_PERMUTE, &n, fn));
-  for (int i = 0; n && i < t->ndim; i++) n->i[i] = perm[i];
+  for (int i = 0; n && i < t->ndim; i++) ct__rec_PERMUTE(n)->perm[i] = perm[i];
   return CT_OK;
 }
 
@@ -233,11 +233,7 @@ ct_status ct_slice(ct_tensor **out, const ct_tensor *t, int dim, int64_t start, 
   ct__node *nd = NULL;
   CT__TRY(ct__new_view(out, t, t->ndim, sh, st, t->offset + (len > 0 ? start * t->strides[d] : 0), CT__GOP_SLICE,
                        &nd, "ct_slice"));
-  if (nd) { /* the SLICE node's arguments (tensor/grad_ops.def) */
-    nd->i[0] = d;
-    nd->i[1] = start;
-    nd->i[2] = step;
-  }
+  if (nd) *ct__rec_SLICE(nd) = (ct__rec_slice){.dim = d, .start = start, .step = step};
   return CT_OK;
 }
 
