@@ -1,10 +1,13 @@
 #!/bin/sh
-# Installs the Debian 12 packages libcltensor needs that are missing; does nothing (and needs
+# Installs the Debian 12 packages libcltensor needs that are missing (Open MPI for the process
+# groups of include/cltensor/dist.h and the mpirun tests of tests/dist; the library builds
+# without it, meson's feature `mpi` being auto); does nothing (and needs
 # no network) when all are present. Run as root, or with sudo available.
 set -eu
 pkgs="gcc g++ pkg-config meson ninja-build python3
 ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev
-libopenblas-dev libcjson-dev libdlpack-dev check python3-numpy"
+libopenblas-dev libcjson-dev libdlpack-dev check python3-numpy
+openmpi-bin libopenmpi-dev"
 # Extra tools for the full test suite (sanitizers, fuzzing, Oclgrind, valgrind).
 if [ "${1:-}" = "--test" ]; then
   # mesa-opencl-icd: Mesa's rusticl, the second OpenCL implementation the suites run on
