@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Runs a test program under mpirun and checks every rank's verdict (tests/dist/meson.build).
 
-  run_mpi.py --np N [--tcp] [--recovery] [--dead R]... -- PROGRAM ARGS...
+  run_mpi.py --np N [--tcp] [--recovery] [--dead R]... [--tag T] -- PROGRAM ARGS...
 
-Each rank of PROGRAM prints "dist-test rank R: ok" when its checks passed. This passes when
+Each rank of PROGRAM prints "T rank R: ok" (T: dist-test unless --tag) when its checks passed. This passes when
 every rank but the --dead ones printed it within the time limit and, without --recovery,
 mpirun exited 0 (with --enable-recovery, Open MPI's mpirun exits 0 whatever the ranks did, so
 the lines are the verdict). --tcp forces the TCP transport (--mca pml ob1 --mca btl tcp,self);
@@ -17,7 +17,7 @@ import sys
 
 
 def main(argv):
-    np_, tcp, recovery, dead = 2, False, False, set()
+    np_, tcp, recovery, dead, tag = 2, False, False, set(), 'dist-test'
     i = 0
     while i < len(argv) and argv[i] != '--':
         a = argv[i]
@@ -28,6 +28,9 @@ def main(argv):
             tcp = True
         elif a == '--recovery':
             recovery = True
+        elif a == '--tag':
+            tag = argv[i + 1]
+            i += 1
         elif a == '--dead':
             dead.add(int(argv[i + 1]))
             i += 1
@@ -59,7 +62,7 @@ def main(argv):
     except subprocess.TimeoutExpired as e:
         out, rc = (e.stdout or b'').decode(errors='replace'), 'timeout'
     sys.stdout.write(out)
-    ok = {int(m) for m in re.findall(r'^dist-test rank (\d+): ok$', out, re.M)}
+    ok = {int(m) for m in re.findall(r'^' + re.escape(tag) + r' rank (\d+): ok\b', out, re.M)}
     want = set(range(np_)) - dead
     bad = []
     if ok != want:
