@@ -1,11 +1,13 @@
 #!/bin/sh
-# Installs the Debian 12 packages libcltensor needs that are missing; does nothing (and needs
+# Installs the Debian 12 packages libcltensor needs that are missing (Open MPI for the process
+# groups of include/cltensor/dist.h and the mpirun tests of tests/dist; the library builds
+# without it, meson's feature `mpi` being auto); does nothing (and needs
 # no network) when all are present. Run as root, or with sudo available.
 set -eu
 pkgs="gcc g++ pkg-config meson ninja-build python3
 ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev
 libopenblas-dev libcjson-dev libdlpack-dev check python3-numpy
-python3-dev python3-cffi python3-setuptools python3-pip python3-venv"
+python3-dev python3-cffi python3-setuptools python3-pip python3-venv openmpi-bin libopenmpi-dev"
 # (The python3-* packages build and run the Python package offline: python/README.md.)
 for opt in "$@"; do
   case $opt in

@@ -29,7 +29,8 @@ CT_BEGIN_DECLS
   X(CT_ERR_OPENCL, 10, "an OpenCL call failed")                                            \
   X(CT_ERR_IO, 11, "a file could not be read or written")                                  \
   X(CT_ERR_FORMAT, 12, "malformed file or data")                                           \
-  X(CT_ERR_INTERNAL, 13, "internal error in libcltensor")
+  X(CT_ERR_INTERNAL, 13, "internal error in libcltensor")                                  \
+  X(CT_ERR_DIST, 14, "a distributed collective failed, timed out or the ranks disagreed")
 
 typedef enum ct_status {
 #define CT_STATUS_ENUM_(name, value, desc) name = value,

@@ -14,7 +14,9 @@
  *   3. commit: the pending leaf gradients go into the leaves (the first one is kept as it is
  *      when nothing else references it, later ones are added in place, as PyTorch's
  *      AccumulateGrad), every allocation first, so that running out of memory there changes
- *      no leaf either.
+ *      no leaf either. The exception: a leaf with a gradient hook (tensor/graph.h; DDP's
+ *      parameters) is committed as soon as the last edge into it ran, and its hook told, so
+ *      that communication can overlap the rest of the pass.
  * Whatever happens, every node the pass reached ends "done" with its saved tensors freed: the
  * graph is consumed by one ct_backward, as PyTorch's without retain_graph. */
 #include <inttypes.h>
@@ -121,6 +123,15 @@ ct_status ct__ag_zeros_for(ct_tensor **out, const ct__edge *e) {
 struct ct__pending_leaf {
   ct_tensor *leaf;
   ct_tensor *g;
+  bool committed; /* early, by ct__hooked_final: g is gone */
+};
+
+/* A leaf with a gradient hook (tensor/graph.h, ct__grad_hook) that the pass reaches: how many
+ * edges still have to give it their gradient, and whether its hook was told. One reference. */
+struct ct__hooked {
+  ct_tensor *leaf;
+  int remaining;
+  bool signalled;
 };
 
 struct ct__pass {
@@ -133,7 +144,26 @@ struct ct__pass {
    * enters it once, so a push never allocates. */
   ct__node **heap;
   int nheap;
+  struct ct__hooked *hooked; /* usually none: only DDP's parameters have hooks */
+  int nhooked, hookcap;
 };
+
+static ct_status ct__hooked_add(struct ct__pass *p, ct_tensor *leaf) {
+  for (int i = 0; i < p->nhooked; i++)
+    if (p->hooked[i].leaf == leaf) {
+      p->hooked[i].remaining++;
+      return CT_OK;
+    }
+  if (p->nhooked == p->hookcap) {
+    int cap = p->hookcap ? 2 * p->hookcap : 16;
+    struct ct__hooked *v = realloc(p->hooked, (size_t)cap * sizeof *v);
+    if (!v) return ct__error(CT_ERR_OUT_OF_MEMORY, "ct_backward: out of host memory for the gradient hooks");
+    p->hooked = v;
+    p->hookcap = cap;
+  }
+  p->hooked[p->nhooked++] = (struct ct__hooked){ct_retain(leaf), 1, false};
+  return CT_OK;
+}
 
 static ct_status ct__pass_push(struct ct__pass *p, ct__node *n) {
   if (p->nnodes == p->cap) {
@@ -190,6 +220,8 @@ static ct_status ct__collect(struct ct__pass *p, ct__node *root) {
                        ct__gop_name(n->op), n->fn, ct_dtype_name(t->dtype),
                        ct__shape_str(sb, sizeof sb, t->ndim, t->shape), ct__tensor_version(t), n->saved_version[s]);
     }
+    for (int i = 0; i < n->nin && st == CT_OK; i++)
+      if (n->in[i].leaf && n->in[i].leaf->grad_hook) st = ct__hooked_add(p, n->in[i].leaf);
   }
   return st;
 }
@@ -222,7 +254,7 @@ static ct_status ct__acc_leaf(struct ct__pass *p, ct_tensor *leaf, ct_tensor *g)
     p->leaves = v;
     p->leafcap = cap;
   }
-  p->leaves[p->nleaves++] = (struct ct__pending_leaf){ct_retain(leaf), g};
+  p->leaves[p->nleaves++] = (struct ct__pending_leaf){ct_retain(leaf), g, false};
   return CT_OK;
 }
 
@@ -320,6 +352,8 @@ static ct__node *ct__ready_pop(struct ct__pass *p) {
   return top;
 }
 
+static ct_status ct__hooked_edge_ran(struct ct__pass *p, ct_tensor *leaf);
+
 /* Runs node n on its accumulated gradient. */
 static ct_status ct__run_node(struct ct__pass *p, ct__node *n) {
   ct_tensor *g = n->gacc;
@@ -350,6 +384,7 @@ static ct_status ct__run_node(struct ct__pass *p, ct__node *n) {
       if (st == CT_OK) st = e->fn ? ct__acc(&e->fn->gacc, f) : ct__acc_leaf(p, e->leaf, f);
     }
     if (e->fn && --e->fn->deps == 0) ct__ready_push(p, e->fn);
+    if (e->leaf && e->leaf->grad_hook && st == CT_OK) st = ct__hooked_edge_ran(p, e->leaf);
   }
   if (gin != small) free(gin);
   bool saved = false;
@@ -398,6 +433,57 @@ static ct_status ct__commit(ct_tensor *leaf, ct_tensor *g) {
   return st;
 }
 
+/* Tells a hooked leaf's hook that its gradient is final, committing it first. */
+static ct_status ct__hooked_final(struct ct__pass *p, struct ct__hooked *h) {
+  h->signalled = true;
+  ct_status st = CT_OK;
+  for (int i = 0; i < p->nleaves; i++) {
+    struct ct__pending_leaf *l = &p->leaves[i];
+    if (l->leaf != h->leaf || l->committed) continue;
+    st = ct__commit_prepare(l->leaf, &l->g);
+    if (st == CT_OK) st = ct__commit(l->leaf, l->g);
+    else ct_release(l->g);
+    l->g = NULL;
+    l->committed = true;
+    break;
+  }
+  if (st != CT_OK) return st;
+  const ct__grad_hook *hk = h->leaf->grad_hook;
+  return hk ? hk->ready(hk->ctx, h->leaf) : CT_OK;
+}
+
+/* An edge into a hooked leaf ran: after the last one, the leaf's gradient is final. */
+static ct_status ct__hooked_edge_ran(struct ct__pass *p, ct_tensor *leaf) {
+  for (int i = 0; i < p->nhooked; i++) {
+    struct ct__hooked *h = &p->hooked[i];
+    if (h->leaf != leaf) continue;
+    if (--h->remaining == 0 && !h->signalled) return ct__hooked_final(p, h);
+    return CT_OK;
+  }
+  return CT_OK;
+}
+
+/* The end of a pass for the hooks: leaves not signalled yet (a root that is a leaf) are, when
+ * the pass succeeded; then each distinct hook hears the pass's status once. */
+static ct_status ct__hooks_end(struct ct__pass *p, ct_status st) {
+  for (int i = 0; i < p->nhooked && st == CT_OK; i++)
+    if (!p->hooked[i].signalled) st = ct__hooked_final(p, &p->hooked[i]);
+  for (int i = 0; i < p->nhooked; i++) {
+    const ct__grad_hook *hk = p->hooked[i].leaf->grad_hook;
+    bool seen = false;
+    for (int j = 0; j < i && !seen; j++) seen = p->hooked[j].leaf->grad_hook == hk;
+    if (hk && !seen) {
+      ct_status e = hk->pass_end(hk->ctx, st);
+      if (st == CT_OK) st = e;
+    }
+  }
+  for (int i = 0; i < p->nhooked; i++) ct_release(p->hooked[i].leaf);
+  free(p->hooked);
+  p->hooked = NULL;
+  p->nhooked = 0;
+  return st;
+}
+
 /* The gradient the pass starts from: grad (converted to root's dtype), or 1. */
 static ct_status ct__root_grad(ct_tensor **out, ct_tensor *root, const ct_tensor *grad) {
   char sa[200], sb[200];
@@ -437,6 +523,7 @@ ct_status ct_backward(ct_tensor *root, const ct_tensor *grad) {
   if (st == CT_OK && !root->grad_fn) {
     st = ct__acc_leaf(&p, root, g0);
     g0 = NULL;
+    if (st == CT_OK && root->grad_hook) st = ct__hooked_add(&p, root);
   } else if (st == CT_OK) {
     ct__node *rn = root->grad_fn;
     ct__node_retain(rn); /* the pass holds the root node even if root is released meanwhile */
@@ -462,14 +549,21 @@ ct_status ct_backward(ct_tensor *root, const ct_tensor *grad) {
     ct__node_release(rn);
   }
   ct_release(g0);
-  for (int i = 0; i < p.nleaves && st == CT_OK; i++) st = ct__commit_prepare(p.leaves[i].leaf, &p.leaves[i].g);
+  for (int i = 0; i < p.nleaves && st == CT_OK; i++)
+    if (!p.leaves[i].committed) st = ct__commit_prepare(p.leaves[i].leaf, &p.leaves[i].g);
   for (int i = 0; i < p.nleaves; i++) {
+    if (p.leaves[i].committed) continue;
     if (st == CT_OK)
       st = ct__commit(p.leaves[i].leaf, p.leaves[i].g);
     else
       ct_release(p.leaves[i].g);
-    ct_release(p.leaves[i].leaf);
+    p.leaves[i].g = NULL;
+    p.leaves[i].committed = true;
   }
+  /* The hooks may commit leaves still in the table (a root that is a leaf): after the commit, so
+   * the table's leaves are released only then. */
+  st = ct__hooks_end(&p, st);
+  for (int i = 0; i < p.nleaves; i++) ct_release(p.leaves[i].leaf);
   free(p.leaves);
   free(p.nodes);
   free(p.heap);

@@ -93,6 +93,21 @@ typedef struct ct__node {
   struct ct__node *next_ready;
 } ct__node;
 
+/* A gradient hook on a leaf (issue #31: DDP starts a bucket's all-reduce as soon as its
+ * parameters' gradients are final, overlapping the rest of the backward). The engine counts the
+ * edges of the pass that reach a hooked leaf; after the last one ran, it commits that leaf's
+ * gradient at once (instead of with the others at the end of the pass, so a failure later in
+ * the pass leaves it committed) and calls ready(ctx, leaf): leaf->grad is then what the pass
+ * leaves in it (NULL when nothing reached it). At the end of the pass it calls pass_end(ctx, st)
+ * once per distinct hook whose leaves the pass reached, st being the pass's status so far; a
+ * failure of either becomes ct_backward's status (pass_end is still called after a failed
+ * ready). Both run on the thread of ct_backward, with grad mode off. */
+typedef struct ct__grad_hook {
+  ct_status (*ready)(void *ctx, ct_tensor *leaf);
+  ct_status (*pass_end)(void *ctx, ct_status st);
+  void *ctx;
+} ct__grad_hook;
+
 /* Grad mode, per thread (PyTorch's torch.no_grad / set_grad_enabled). On by default. */
 bool ct__grad_mode(void);
 bool ct__grad_mode_set(bool on); /* returns the previous value */

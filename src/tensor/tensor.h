@@ -60,6 +60,10 @@ struct ct_tensor {
   bool requires_grad;
   struct ct__node *grad_fn;
   ct_tensor *grad;
+  /* A leaf's gradient hook (tensor/graph.h, ct__grad_hook): the engine calls it when this
+   * leaf's gradient is final in a backward pass. Borrowed from its owner (DDP), which clears it
+   * before it goes; NULL for almost every tensor. */
+  const struct ct__grad_hook *grad_hook;
 };
 
 /* Byte offset of element 0 of t inside its cl_mem (for kernel arguments and CLBlast). */
