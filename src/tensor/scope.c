@@ -155,10 +155,23 @@ ct_status ct__scope_enter(const char *fn) {
   return st;
 }
 
-/* Registers outs[0..n) (NULL pointers and NULL results skipped) or, out of memory, releases
- * them all and sets them to NULL. */
-static ct_status ct__register(const char *fn, int n, ct_tensor **const *outs, int *nout) {
-  if (ct__sc.lost || !ct__sc.nframes) return CT_OK; /* a lost scope skips every call */
+/* Out of memory for the record of a call's n results, which the caller released. */
+static ct_status ct__register_failed(const char *fn, int n) {
+  ct_status st = ct__error(CT_ERR_OUT_OF_MEMORY,
+                           "%s: out of host memory for the scope's record of its %d result%s (released)", fn, n,
+                           n == 1 ? "" : "s");
+  ct__record(fn, st);
+  return st;
+}
+
+/* A lost scope owns nothing: every call in it is skipped (the ALWAYS_RUN ones hand no tensor
+ * out), so nothing reaches here then. */
+ct_status ct__scope_leave(const char *fn, ct_status st, int n, ct_tensor **const *outs) {
+  if (st != CT_OK) {
+    ct__record(fn, st);
+    return st;
+  }
+  if (ct__sc.lost || !ct__sc.nframes) return CT_OK;
   if (ct__reserve((size_t)n)) {
     for (int i = 0; i < n; i++)
       if (outs[i] && *outs[i]) ct__push(*outs[i]);
@@ -169,20 +182,7 @@ static ct_status ct__register(const char *fn, int n, ct_tensor **const *outs, in
       ct_release(*outs[i]);
       *outs[i] = NULL;
     }
-  if (nout) *nout = 0;
-  ct_status st = ct__error(CT_ERR_OUT_OF_MEMORY,
-                           "%s: out of host memory for the scope's record of its %d result%s (released)", fn, n,
-                           n == 1 ? "" : "s");
-  ct__record(fn, st);
-  return st;
-}
-
-ct_status ct__scope_leave(const char *fn, ct_status st, int n, ct_tensor **const *outs) {
-  if (st != CT_OK) {
-    ct__record(fn, st);
-    return st;
-  }
-  return ct__register(fn, n, outs, NULL);
+  return ct__register_failed(fn, n);
 }
 
 ct_status ct__scope_leave_array(const char *fn, ct_status st, ct_tensor **outs, int *nout) {
@@ -191,23 +191,18 @@ ct_status ct__scope_leave_array(const char *fn, ct_status st, ct_tensor **outs, 
     return st;
   }
   int n = outs && nout ? *nout : 0;
-  if (n <= 0) return CT_OK;
-  ct_tensor ***ps = ct__sc_realloc(NULL, (size_t)n * sizeof *ps);
-  if (!ps) {
-    for (int i = 0; i < n; i++) {
-      ct_release(outs[i]);
-      outs[i] = NULL;
-    }
-    *nout = 0;
-    st = ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory for the scope's record of its %d results (released)",
-                   fn, n);
-    ct__record(fn, st);
-    return st;
+  if (n <= 0 || ct__sc.lost || !ct__sc.nframes) return CT_OK;
+  if (ct__reserve((size_t)n)) {
+    for (int i = 0; i < n; i++)
+      if (outs[i]) ct__push(outs[i]);
+    return CT_OK;
   }
-  for (int i = 0; i < n; i++) ps[i] = &outs[i];
-  st = ct__register(fn, n, ps, nout);
-  free(ps);
-  return st;
+  for (int i = 0; i < n; i++) {
+    ct_release(outs[i]);
+    outs[i] = NULL;
+  }
+  *nout = 0;
+  return ct__register_failed(fn, n);
 }
 
 void ct__scope_unclaim(ct_tensor *t) {

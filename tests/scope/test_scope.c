@@ -571,6 +571,19 @@ START_TEST(test_out_of_memory) {
   ck_assert_error_contains("ct_neg: out of host memory");
   ck_assert_usage_eq(usage_now(d), start);
 
+  /* An array of results (ct_chunk): all released, the count 0. */
+  ck_assert_ct_ok(ct_scope_begin());
+  ct__scope_test_fail_alloc(0);
+  ct_tensor *pieces[2] = {x, x};
+  int np = 2;
+  ck_assert_ct_status(ct_chunk(pieces, &np, x, 2, 0), CT_ERR_OUT_OF_MEMORY);
+  ck_assert_int_eq(np, 0);
+  ck_assert_ptr_null(pieces[0]);
+  ck_assert_ptr_null(pieces[1]);
+  ck_assert_error_contains("ct_chunk: out of host memory for the scope's record of its 2 results");
+  ck_assert_ct_status(ct_scope_end(), CT_ERR_OUT_OF_MEMORY);
+  ck_assert_usage_eq(usage_now(d), start);
+
   /* Growing the array (the 65th slot) fails the same way; the earlier slots are released. */
   ck_assert_ct_ok(ct_scope_begin());
   ct__scope_test_fail_alloc(1);
