@@ -39,5 +39,6 @@
 #include "cltensor/io.h"
 #include "cltensor/interop.h"
 #include "cltensor/profile.h"
+#include "cltensor/scope.h"
 
 #endif

@@ -128,8 +128,7 @@ ct_status ct__wrap_cl_mem(ct_tensor **out, ct_device *d, cl_mem mem, size_t byte
   CT__TRY(ct__tensor_headers(&x, &s, d, t, ndim, shape, st, fn));
   err = clRetainMemObject(mem);
   if (err != CL_SUCCESS) {
-    free(x);
-    free(s);
+    ct__tensor_headers_free(x, s);
     return ct__cl_error(err, "%s: clRetainMemObject", fn);
   }
   s->mem = mem;

@@ -12,6 +12,11 @@
 #include "tensor/graph.h"
 #include "tensor/tensor.h"
 
+/* Handles made and not yet freed (ct__tensor_live). */
+static atomic_long ct__live;
+
+long ct__tensor_live(void) { return atomic_load_explicit(&ct__live, memory_order_relaxed); }
+
 /* ---- storage ---- */
 
 bool ct__tensor_known_range(const ct_tensor *t, int64_t *lo, int64_t *hi) {
@@ -127,6 +132,8 @@ ct_status ct__tensor_headers(ct_tensor **x, ct__storage **s, ct_device *d, ct_dt
   atomic_init(&(*s)->refs, 1);
   (*s)->device = d;
   atomic_init(&(*x)->refs, 1);
+  atomic_init(&(*x)->scope_refs, 0);
+  atomic_fetch_add_explicit(&ct__live, 1, memory_order_relaxed);
   (*x)->storage = *s;
   (*x)->dtype = t;
   (*x)->ndim = ndim;
@@ -136,6 +143,12 @@ ct_status ct__tensor_headers(ct_tensor **x, ct__storage **s, ct_device *d, ct_dt
   else
     ct__contiguous_strides((*x)->strides, ndim, (*x)->shape);
   return CT_OK;
+}
+
+void ct__tensor_headers_free(ct_tensor *x, ct__storage *s) {
+  free(x);
+  free(s);
+  atomic_fetch_sub_explicit(&ct__live, 1, memory_order_relaxed);
 }
 
 ct_status ct__tensor_new(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape,
@@ -152,8 +165,7 @@ ct_status ct__tensor_new(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, co
   size_t nbytes = (size_t)numel * ct_dtype_size(t);
   ct_status st = ct__alloc(&s->block, d, nbytes);
   if (st != CT_OK) {
-    free(x);
-    free(s);
+    ct__tensor_headers_free(x, s);
     char sb[200];
     ct__error_append(" (%s of shape %s, dtype %s)", fn, ct__shape_str(sb, sizeof sb, ndim, shape), ct_dtype_name(t));
     return st;
@@ -173,6 +185,8 @@ ct_status ct__tensor_view(ct_tensor **out, const ct_tensor *t, int ndim, const i
   ct_tensor *x = calloc(1, sizeof *x);
   if (!x) return ct__error(CT_ERR_OUT_OF_MEMORY, "view: out of host memory");
   atomic_init(&x->refs, 1);
+  atomic_init(&x->scope_refs, 0);
+  atomic_fetch_add_explicit(&ct__live, 1, memory_order_relaxed);
   ct__storage_retain(t->storage);
   x->storage = t->storage;
   x->dtype = t->dtype;
@@ -238,6 +252,7 @@ void ct_release(ct_tensor *t) {
   ct_release(t->grad);
   ct__storage_release(t->storage);
   free(t);
+  atomic_fetch_sub_explicit(&ct__live, 1, memory_order_relaxed);
 }
 
 ct_status ct__op_begin(ct_tensor **out, const ct_tensor *x, const char *fn) {

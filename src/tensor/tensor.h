@@ -64,7 +64,13 @@ struct ct_tensor {
    * leaf's gradient is final in a backward pass. Borrowed from its owner (DDP), which clears it
    * before it goes; NULL for almost every tensor. */
   const struct ct__grad_hook *grad_hook;
+  /* How many slots of scopes (tensor/scope.h), of any thread, own a reference to this tensor:
+   * ct_release() searches its thread's scopes only when it is nonzero. */
+  atomic_int scope_refs;
 };
+
+/* Tensor handles alive in the process (made and not yet freed): for tests of leaks. */
+long ct__tensor_live(void);
 
 /* Byte offset of element 0 of t inside its cl_mem (for kernel arguments and CLBlast). */
 static inline size_t ct__tensor_byte_offset(const ct_tensor *t) {
@@ -102,9 +108,10 @@ ct_status ct__tensor_new(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, co
 /* A new tensor x (one reference, dtype t, shape, strides or NULL for contiguous ones, offset 0)
  * over a new storage header s (one reference, device d, the rest zero): what ct__tensor_new()
  * and the interop wraps share. Both or neither (CT_ERR_OUT_OF_MEMORY naming fn); until s holds
- * memory, the caller undoes it with free(x) and free(s). */
+ * memory, the caller undoes it with ct__tensor_headers_free(x, s). */
 ct_status ct__tensor_headers(ct_tensor **x, ct__storage **s, ct_device *d, ct_dtype t, int ndim,
                              const int64_t *shape, const int64_t *strides, const char *fn);
+void ct__tensor_headers_free(ct_tensor *x, ct__storage *s);
 
 /* How an op hands over the result r it built: on st == CT_OK *out = r (the caller's
  * reference), else r is released (NULL is fine) and *out left as it is. Returns st. */
