@@ -35,6 +35,7 @@
 #include "cltensor/nn.h"
 #include "cltensor/autograd.h"
 #include "cltensor/optim.h"
+#include "cltensor/sched.h"
 #include "cltensor/io.h"
 #include "cltensor/interop.h"
 #include "cltensor/profile.h"

@@ -1,0 +1,541 @@
+/* Learning-rate schedulers (include/cltensor/sched.h): torch.optim.lr_scheduler's formulas,
+ * applied to the optimizer's parameter groups. Every expression keeps Python's order of
+ * operations (left to right, in double), so that the sequences match PyTorch's bit for bit
+ * where the C library's cos and pow are Python's. */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cltensor/sched.h"
+#include "core/error.h"
+#include "optim/optim.h"
+
+/* Python's math.pi (the double nearest pi). */
+#define PY_PI 3.141592653589793
+
+typedef enum kind { K_STEP, K_MULTISTEP, K_EXPONENTIAL, K_COSINE, K_LINEAR, K_ONE_CYCLE, K_PLATEAU } kind;
+
+static const char *const KIND_NAME[] = {"step", "multistep", "exponential", "cosine", "linear", "one_cycle", "plateau"};
+
+/* A phase of OneCycleLR: it ends at end_step, annealing from one of the group's rates to
+ * another (0: initial, 1: max, 2: min). */
+typedef struct phase {
+  double end_step;
+  int start_lr, end_lr;
+} phase;
+
+struct ct_lr_scheduler {
+  kind kind;
+  ct_optimizer *opt; /* borrowed */
+  int ngroups;       /* the groups covered: the optimizer's when the scheduler was made */
+  double *base_lrs, *last_lrs;
+  int64_t last_epoch;
+  /* the kinds' arguments */
+  int64_t step_size, T_max, total_iters, total_steps, patience, cooldown;
+  double gamma, eta_min, start_factor, end_factor;
+  int64_t *milestones;
+  int nmilestones;
+  /* OneCycleLR: the phases and each group's rates (3 per group: initial, max, min) */
+  phase phases[3];
+  int nphases;
+  ct_anneal anneal;
+  double *rates;
+  /* ReduceLROnPlateau */
+  ct_plateau_mode mode;
+  ct_threshold_mode threshold_mode;
+  double factor, threshold, min_lr, eps, best;
+  int64_t num_bad_epochs, cooldown_counter;
+};
+
+/* The PyTorch modulo of Python ints: the result has the divisor's sign (b > 0 here). */
+static int64_t py_mod(int64_t a, int64_t b) {
+  int64_t r = a % b;
+  return r < 0 ? r + b : r;
+}
+
+static double anneal(ct_anneal a, double start, double end, double pct) {
+  if (a == CT_ANNEAL_COS) {
+    double cos_out = cos(PY_PI * pct) + 1;
+    return end + (start - end) / 2.0 * cos_out;
+  }
+  return (end - start) * pct + start;
+}
+
+/* The lr of group g at epoch e = s->last_epoch (already advanced), from its current lr: the
+ * body of each scheduler's get_lr(). */
+static ct_status next_lr(double *out, const ct_lr_scheduler *s, int g, const char *fn) {
+  double lr = s->opt->groups[g].lr;
+  int64_t e = s->last_epoch;
+  switch (s->kind) {
+  case K_STEP:
+    *out = e == 0 || e % s->step_size != 0 ? lr : lr * s->gamma;
+    return CT_OK;
+  case K_MULTISTEP: {
+    int k = 0;
+    for (int i = 0; i < s->nmilestones; i++) k += s->milestones[i] == e;
+    *out = k == 0 ? lr : lr * pow(s->gamma, (double)k);
+    return CT_OK;
+  }
+  case K_EXPONENTIAL:
+    *out = e == 0 ? lr : lr * s->gamma;
+    return CT_OK;
+  case K_COSINE: {
+    double T = (double)s->T_max, base = s->base_lrs[g];
+    if (e == 0) *out = lr;
+    else if (py_mod(e - 1 - s->T_max, 2 * s->T_max) == 0)
+      *out = lr + (base - s->eta_min) * (1 - cos(PY_PI / T)) / 2;
+    else
+      *out = (1 + cos(PY_PI * (double)e / T)) / (1 + cos(PY_PI * (double)(e - 1) / T)) * (lr - s->eta_min) +
+             s->eta_min;
+    return CT_OK;
+  }
+  case K_LINEAR:
+    if (e == 0) *out = lr * s->start_factor;
+    else if (e > s->total_iters) *out = lr;
+    else
+      *out = lr * (1.0 + (s->end_factor - s->start_factor) /
+                             ((double)s->total_iters * s->start_factor +
+                              (double)(e - 1) * (s->end_factor - s->start_factor)));
+    return CT_OK;
+  case K_ONE_CYCLE: {
+    if (e > s->total_steps)
+      return ct__error(CT_ERR_INVALID_ARGUMENT,
+                       "%s: tried to step %" PRId64 " times; the one-cycle scheduler's total_steps is %" PRId64, fn,
+                       e, s->total_steps);
+    const double *r = &s->rates[3 * g];
+    double start_step = 0.0;
+    for (int i = 0; i < s->nphases; i++) {
+      double end_step = s->phases[i].end_step;
+      if ((double)e <= end_step || i == s->nphases - 1) {
+        double pct = ((double)e - start_step) / (end_step - start_step);
+        *out = anneal(s->anneal, r[s->phases[i].start_lr], r[s->phases[i].end_lr], pct);
+        break;
+      }
+      start_step = end_step;
+    }
+    return CT_OK;
+  }
+  case K_PLATEAU:
+    break;
+  }
+  return ct__error(CT_ERR_INTERNAL, "%s: scheduler kind %d has no formula", fn, (int)s->kind);
+}
+
+/* One step of a formula scheduler: every covered group's next lr, all computed and checked
+ * before any is set. */
+static ct_status advance(ct_lr_scheduler *s, const char *fn) {
+  s->last_epoch++;
+  ct_status st = CT_OK;
+  for (int g = 0; g < s->ngroups && st == CT_OK; g++) {
+    st = next_lr(&s->last_lrs[g], s, g, fn);
+    if (st == CT_OK && !(s->last_lrs[g] >= 0))
+      st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the %s scheduler's lr of group %d at step %" PRId64
+                     " is %g (expected lr >= 0)", fn, KIND_NAME[s->kind], g, s->last_epoch, s->last_lrs[g]);
+  }
+  if (st != CT_OK) {
+    s->last_epoch--;
+    for (int g = 0; g < s->ngroups; g++) s->last_lrs[g] = s->opt->groups[g].lr;
+    return st;
+  }
+  for (int g = 0; g < s->ngroups; g++) s->opt->groups[g].lr = s->last_lrs[g];
+  return CT_OK;
+}
+
+/* *sp: a new scheduler of kind k over opt's groups, their base lr set (PyTorch's setdefault of
+ * "initial_lr"); the caller fills the kind's fields and hands it to sched_start, which stores
+ * it in *out (NULLed here). */
+static ct_status sched_new(ct_lr_scheduler **sp, ct_lr_scheduler **out, ct_optimizer *opt, kind k, const char *fn) {
+  *sp = NULL;
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL(fn, opt);
+  ct_lr_scheduler *s = calloc(1, sizeof *s);
+  if (s) {
+    s->base_lrs = calloc((size_t)opt->ngroups, sizeof *s->base_lrs);
+    s->last_lrs = calloc((size_t)opt->ngroups, sizeof *s->last_lrs);
+  }
+  if (!s || !s->base_lrs || !s->last_lrs) {
+    ct_lr_scheduler_free(s);
+    return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+  }
+  s->kind = k;
+  s->opt = opt;
+  s->ngroups = opt->ngroups;
+  s->last_epoch = -1;
+  for (int g = 0; g < s->ngroups; g++) {
+    s->base_lrs[g] = isnan(opt->groups[g].initial_lr) ? opt->groups[g].lr : opt->groups[g].initial_lr;
+    s->last_lrs[g] = opt->groups[g].lr;
+  }
+  *sp = s;
+  return CT_OK;
+}
+
+/* Marks the groups' initial_lr (only after the constructor's checks passed, so a refused
+ * scheduler leaves the optimizer as it was) and takes the first step. */
+static ct_status sched_start(ct_lr_scheduler **out, ct_lr_scheduler *s, const char *fn) {
+  for (int g = 0; g < s->ngroups; g++)
+    if (isnan(s->opt->groups[g].initial_lr)) s->opt->groups[g].initial_lr = s->base_lrs[g];
+  ct_status st = advance(s, fn);
+  if (st != CT_OK) ct_lr_scheduler_free(s);
+  else *out = s;
+  return st;
+}
+
+static ct_status check_gamma(double gamma, const char *fn) {
+  if (!(gamma >= 0) || isinf(gamma))
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: gamma is %g (expected a finite gamma >= 0)", fn, gamma);
+  return CT_OK;
+}
+
+ct_status ct_lr_step_new(ct_lr_scheduler **out, ct_optimizer *opt, int64_t step_size, double gamma) {
+  const char *fn = "ct_lr_step_new";
+  ct_lr_scheduler *s;
+  CT__TRY(sched_new(&s, out, opt, K_STEP, fn));
+  ct_status st = check_gamma(gamma, fn);
+  if (st == CT_OK && step_size < 1)
+    st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: step_size is %" PRId64 " (expected step_size >= 1)", fn, step_size);
+  if (st != CT_OK) {
+    ct_lr_scheduler_free(s);
+    return st;
+  }
+  s->step_size = step_size;
+  s->gamma = gamma;
+  return sched_start(out, s, fn);
+}
+
+ct_status ct_lr_multistep_new(ct_lr_scheduler **out, ct_optimizer *opt, const int64_t *milestones, int n,
+                              double gamma) {
+  const char *fn = "ct_lr_multistep_new";
+  ct_lr_scheduler *s;
+  CT__TRY(sched_new(&s, out, opt, K_MULTISTEP, fn));
+  ct_status st = check_gamma(gamma, fn);
+  if (st == CT_OK && n < 0) st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: n is %d (expected n >= 0)", fn, n);
+  if (st == CT_OK && n > 0 && !milestones)
+    st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: argument 'milestones' is NULL", fn);
+  if (st == CT_OK && !(s->milestones = malloc(((size_t)n + 1) * sizeof *s->milestones)))
+    st = ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+  if (st != CT_OK) {
+    ct_lr_scheduler_free(s);
+    return st;
+  }
+  if (n > 0) memcpy(s->milestones, milestones, (size_t)n * sizeof *milestones);
+  s->nmilestones = n;
+  s->gamma = gamma;
+  return sched_start(out, s, fn);
+}
+
+ct_status ct_lr_exponential_new(ct_lr_scheduler **out, ct_optimizer *opt, double gamma) {
+  const char *fn = "ct_lr_exponential_new";
+  ct_lr_scheduler *s;
+  CT__TRY(sched_new(&s, out, opt, K_EXPONENTIAL, fn));
+  ct_status st = check_gamma(gamma, fn);
+  if (st != CT_OK) {
+    ct_lr_scheduler_free(s);
+    return st;
+  }
+  s->gamma = gamma;
+  return sched_start(out, s, fn);
+}
+
+ct_status ct_lr_cosine_new(ct_lr_scheduler **out, ct_optimizer *opt, int64_t T_max, double eta_min) {
+  const char *fn = "ct_lr_cosine_new";
+  ct_lr_scheduler *s;
+  CT__TRY(sched_new(&s, out, opt, K_COSINE, fn));
+  ct_status st = CT_OK;
+  if (T_max < 1 || T_max > INT64_MAX / 4)
+    st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: T_max is %" PRId64 " (expected T_max >= 1)", fn, T_max);
+  else if (!(eta_min >= 0) || isinf(eta_min))
+    st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: eta_min is %g (expected a finite eta_min >= 0)", fn, eta_min);
+  if (st != CT_OK) {
+    ct_lr_scheduler_free(s);
+    return st;
+  }
+  s->T_max = T_max;
+  s->eta_min = eta_min;
+  return sched_start(out, s, fn);
+}
+
+ct_status ct_lr_linear_new(ct_lr_scheduler **out, ct_optimizer *opt, double start_factor, double end_factor,
+                           int64_t total_iters) {
+  const char *fn = "ct_lr_linear_new";
+  ct_lr_scheduler *s;
+  CT__TRY(sched_new(&s, out, opt, K_LINEAR, fn));
+  ct_status st = CT_OK;
+  /* PyTorch's checks and messages. */
+  if (!(start_factor > 0 && start_factor <= 1))
+    st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: start_factor is %g (expected 0 < start_factor <= 1)", fn,
+                   start_factor);
+  else if (!(end_factor >= 0 && end_factor <= 1))
+    st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: end_factor is %g (expected 0 <= end_factor <= 1)", fn, end_factor);
+  else if (total_iters < 0)
+    st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: total_iters is %" PRId64 " (expected total_iters >= 0)", fn,
+                   total_iters);
+  if (st != CT_OK) {
+    ct_lr_scheduler_free(s);
+    return st;
+  }
+  s->start_factor = start_factor;
+  s->end_factor = end_factor;
+  s->total_iters = total_iters;
+  return sched_start(out, s, fn);
+}
+
+ct_status ct_lr_one_cycle_new(ct_lr_scheduler **out, ct_optimizer *opt, double max_lr, int64_t total_steps,
+                              double pct_start, ct_anneal anneal_strategy, double div_factor,
+                              double final_div_factor, bool three_phase) {
+  const char *fn = "ct_lr_one_cycle_new";
+  ct_lr_scheduler *s;
+  CT__TRY(sched_new(&s, out, opt, K_ONE_CYCLE, fn));
+  ct_status st = CT_OK;
+  if (total_steps < 1)
+    st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: total_steps is %" PRId64 " (expected a positive integer)", fn,
+                   total_steps);
+  else if (!(pct_start >= 0 && pct_start <= 1))
+    st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: pct_start is %g (expected a number between 0 and 1)", fn, pct_start);
+  else if (anneal_strategy != CT_ANNEAL_COS && anneal_strategy != CT_ANNEAL_LINEAR)
+    st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: anneal is %d (expected CT_ANNEAL_COS or CT_ANNEAL_LINEAR)", fn,
+                   (int)anneal_strategy);
+  else if (!(max_lr >= 0) || isinf(max_lr))
+    st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: max_lr is %g (expected a finite max_lr >= 0)", fn, max_lr);
+  else if (!(div_factor > 0) || isinf(div_factor))
+    st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: div_factor is %g (expected a finite div_factor > 0)", fn, div_factor);
+  else if (!(final_div_factor > 0) || isinf(final_div_factor))
+    st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: final_div_factor is %g (expected a finite final_div_factor > 0)", fn,
+                   final_div_factor);
+  else if (!(s->rates = calloc((size_t)s->ngroups * 3, sizeof *s->rates)))
+    st = ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+  if (st != CT_OK) {
+    ct_lr_scheduler_free(s);
+    return st;
+  }
+  double ts = (double)total_steps;
+  if (three_phase) {
+    s->phases[0] = (phase){pct_start * ts - 1, 0, 1};
+    s->phases[1] = (phase){2 * pct_start * ts - 2, 1, 0};
+    s->phases[2] = (phase){ts - 1, 0, 2};
+    s->nphases = 3;
+  } else {
+    s->phases[0] = (phase){pct_start * ts - 1, 0, 1};
+    s->phases[1] = (phase){ts - 1, 1, 2};
+    s->nphases = 2;
+  }
+  s->anneal = anneal_strategy;
+  s->total_steps = total_steps;
+  for (int g = 0; g < s->ngroups; g++) {
+    double initial = max_lr / div_factor;
+    s->rates[3 * g] = initial;
+    s->rates[3 * g + 1] = max_lr;
+    s->rates[3 * g + 2] = initial / final_div_factor;
+    /* OneCycleLR sets initial_lr itself (not setdefault). */
+    s->base_lrs[g] = initial;
+    opt->groups[g].initial_lr = initial;
+  }
+  return sched_start(out, s, fn);
+}
+
+ct_status ct_lr_plateau_new(ct_lr_scheduler **out, ct_optimizer *opt, ct_plateau_mode mode, double factor,
+                            int64_t patience, double threshold, ct_threshold_mode threshold_mode, int64_t cooldown,
+                            double min_lr, double eps) {
+  const char *fn = "ct_lr_plateau_new";
+  ct_lr_scheduler *s;
+  CT__TRY(sched_new(&s, out, opt, K_PLATEAU, fn));
+  ct_status st = CT_OK;
+  if (mode != CT_PLATEAU_MIN && mode != CT_PLATEAU_MAX)
+    st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: mode is %d (expected CT_PLATEAU_MIN or CT_PLATEAU_MAX)", fn, (int)mode);
+  else if (threshold_mode != CT_THRESHOLD_REL && threshold_mode != CT_THRESHOLD_ABS)
+    st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: threshold_mode is %d (expected CT_THRESHOLD_REL or CT_THRESHOLD_ABS)",
+                   fn, (int)threshold_mode);
+  else if (!(factor >= 0 && factor < 1))
+    st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: factor is %g (expected 0 <= factor < 1)", fn, factor);
+  else if (patience < 0 || cooldown < 0)
+    st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: patience is %" PRId64 " and cooldown %" PRId64 " (expected >= 0)", fn,
+                   patience, cooldown);
+  else if (!(threshold >= 0) || isinf(threshold))
+    st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: threshold is %g (expected a finite threshold >= 0)", fn, threshold);
+  else if (!(min_lr >= 0) || isinf(min_lr))
+    st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: min_lr is %g (expected a finite min_lr >= 0)", fn, min_lr);
+  else if (!(eps >= 0))
+    st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: eps is %g (expected eps >= 0)", fn, eps);
+  if (st != CT_OK) {
+    ct_lr_scheduler_free(s);
+    return st;
+  }
+  s->mode = mode;
+  s->threshold_mode = threshold_mode;
+  s->factor = factor;
+  s->patience = patience;
+  s->threshold = threshold;
+  s->cooldown = cooldown;
+  s->min_lr = min_lr;
+  s->eps = eps;
+  s->best = mode == CT_PLATEAU_MIN ? INFINITY : -INFINITY; /* PyTorch's mode_worse */
+  s->last_epoch = 0; /* ReduceLROnPlateau takes no first step */
+  *out = s;
+  return CT_OK;
+}
+
+ct_status ct_lr_scheduler_step(ct_lr_scheduler *s) {
+  const char *fn = "ct_lr_scheduler_step";
+  CT__CHECK_NOT_NULL(fn, s);
+  if (s->kind == K_PLATEAU)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: a plateau scheduler steps with a metric "
+                     "(ct_lr_scheduler_step_metric)", fn);
+  return advance(s, fn);
+}
+
+static bool is_better(const ct_lr_scheduler *s, double a, double best) {
+  if (s->mode == CT_PLATEAU_MIN && s->threshold_mode == CT_THRESHOLD_REL) {
+    double rel_epsilon = 1.0 - s->threshold;
+    return a < best * rel_epsilon;
+  }
+  if (s->mode == CT_PLATEAU_MIN) return a < best - s->threshold;
+  if (s->threshold_mode == CT_THRESHOLD_REL) {
+    double rel_epsilon = s->threshold + 1.0;
+    return a > best * rel_epsilon;
+  }
+  return a > best + s->threshold;
+}
+
+ct_status ct_lr_scheduler_step_metric(ct_lr_scheduler *s, double metric) {
+  const char *fn = "ct_lr_scheduler_step_metric";
+  CT__CHECK_NOT_NULL(fn, s);
+  if (s->kind != K_PLATEAU)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: only a plateau scheduler steps with a metric (this one is %s: "
+                     "ct_lr_scheduler_step)", fn, KIND_NAME[s->kind]);
+  s->last_epoch++;
+  if (is_better(s, metric, s->best)) {
+    s->best = metric;
+    s->num_bad_epochs = 0;
+  } else {
+    s->num_bad_epochs++;
+  }
+  if (s->cooldown_counter > 0) {
+    s->cooldown_counter--;
+    s->num_bad_epochs = 0;
+  }
+  if (s->num_bad_epochs > s->patience) {
+    for (int g = 0; g < s->ngroups; g++) {
+      double old_lr = s->opt->groups[g].lr;
+      double new_lr = fmax(old_lr * s->factor, s->min_lr);
+      if (old_lr - new_lr > s->eps) s->opt->groups[g].lr = new_lr;
+    }
+    s->cooldown_counter = s->cooldown;
+    s->num_bad_epochs = 0;
+  }
+  for (int g = 0; g < s->ngroups; g++) s->last_lrs[g] = s->opt->groups[g].lr;
+  return CT_OK;
+}
+
+double ct_lr_scheduler_get_last_lr(const ct_lr_scheduler *s, int group) {
+  return s && group >= 0 && group < s->ngroups ? s->last_lrs[group] : NAN;
+}
+
+int64_t ct_lr_scheduler_last_epoch(const ct_lr_scheduler *s) { return s ? s->last_epoch : -1; }
+
+/* ---- checkpoints ---- */
+
+static ct_status set_meta(ct_safetensors *st, const char *key, const char *fmt, ...) {
+  char buf[48];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  return ct_safetensors_metadata_set(st, key, buf);
+}
+
+ct_status ct_lr_scheduler_save(const ct_lr_scheduler *s, ct_safetensors *st) {
+  const char *fn = "ct_lr_scheduler_save";
+  CT__CHECK_NOT_NULL(fn, s);
+  CT__CHECK_NOT_NULL(fn, st);
+  char key[64];
+  ct_status r = ct_safetensors_metadata_set(st, "sched.kind", KIND_NAME[s->kind]);
+  if (r == CT_OK) r = set_meta(st, "sched.last_epoch", "%" PRId64, s->last_epoch);
+  if (r == CT_OK) r = set_meta(st, "sched.groups", "%d", s->ngroups);
+  for (int g = 0; g < s->ngroups && r == CT_OK; g++) {
+    snprintf(key, sizeof key, "sched.%d.base_lr", g);
+    r = set_meta(st, key, "%.17g", s->base_lrs[g]);
+    snprintf(key, sizeof key, "sched.%d.last_lr", g);
+    if (r == CT_OK) r = set_meta(st, key, "%.17g", s->last_lrs[g]);
+  }
+  if (s->kind == K_PLATEAU) {
+    if (r == CT_OK) r = set_meta(st, "sched.best", "%.17g", s->best);
+    if (r == CT_OK) r = set_meta(st, "sched.num_bad_epochs", "%" PRId64, s->num_bad_epochs);
+    if (r == CT_OK) r = set_meta(st, "sched.cooldown_counter", "%" PRId64, s->cooldown_counter);
+  }
+  if (r != CT_OK) ct__error_append(" (in %s)", fn);
+  return r;
+}
+
+static ct_status get_num(double *d, int64_t *i, const ct_safetensors *st, const char *key, const char *fn) {
+  const char *v = ct_safetensors_metadata_get(st, key);
+  if (!v) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the container has no metadata '%s'", fn, key);
+  char *end;
+  errno = 0;
+  if (d) *d = strtod(v, &end);
+  else *i = strtoll(v, &end, 10);
+  if (end == v || *end || errno == ERANGE)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: metadata '%s' is \"%.40s\" (expected %s)", fn, key, v,
+                     d ? "a number" : "an integer");
+  return CT_OK;
+}
+
+ct_status ct_lr_scheduler_load(ct_lr_scheduler *s, const ct_safetensors *st) {
+  const char *fn = "ct_lr_scheduler_load";
+  CT__CHECK_NOT_NULL(fn, s);
+  CT__CHECK_NOT_NULL(fn, st);
+  const char *kind = ct_safetensors_metadata_get(st, "sched.kind");
+  if (!kind) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the container has no metadata 'sched.kind'", fn);
+  if (strcmp(kind, KIND_NAME[s->kind]) != 0)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the container holds a \"%.20s\" scheduler but this one is %s", fn,
+                     kind, KIND_NAME[s->kind]);
+  int64_t epoch, ng, bad = 0, cool = 0;
+  double best = 0;
+  CT__TRY(get_num(NULL, &epoch, st, "sched.last_epoch", fn));
+  CT__TRY(get_num(NULL, &ng, st, "sched.groups", fn));
+  if (ng != s->ngroups)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the container's scheduler covers %" PRId64 " groups but this one %d",
+                     fn, ng, s->ngroups);
+  if (epoch < 0 || (s->kind == K_ONE_CYCLE && epoch > s->total_steps))
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: metadata 'sched.last_epoch' is %" PRId64 " (out of range)", fn,
+                     epoch);
+  if (s->kind == K_PLATEAU) {
+    CT__TRY(get_num(&best, NULL, st, "sched.best", fn));
+    CT__TRY(get_num(NULL, &bad, st, "sched.num_bad_epochs", fn));
+    CT__TRY(get_num(NULL, &cool, st, "sched.cooldown_counter", fn));
+  }
+  double *base = calloc((size_t)s->ngroups * 2 + 1, sizeof *base);
+  if (!base) return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+  ct_status r = CT_OK;
+  for (int g = 0; g < s->ngroups && r == CT_OK; g++) {
+    char key[64];
+    snprintf(key, sizeof key, "sched.%d.base_lr", g);
+    r = get_num(&base[2 * g], NULL, st, key, fn);
+    snprintf(key, sizeof key, "sched.%d.last_lr", g);
+    if (r == CT_OK) r = get_num(&base[2 * g + 1], NULL, st, key, fn);
+  }
+  if (r == CT_OK) {
+    for (int g = 0; g < s->ngroups; g++) {
+      s->base_lrs[g] = base[2 * g];
+      s->last_lrs[g] = base[2 * g + 1];
+    }
+    s->last_epoch = epoch;
+    s->best = best;
+    s->num_bad_epochs = bad;
+    s->cooldown_counter = cool;
+  }
+  free(base);
+  return r;
+}
+
+void ct_lr_scheduler_free(ct_lr_scheduler *s) {
+  if (!s) return;
+  free(s->base_lrs);
+  free(s->last_lrs);
+  free(s->milestones);
+  free(s->rates);
+  free(s);
+}
