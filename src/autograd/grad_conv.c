@@ -16,12 +16,12 @@ ct_status ct__grad_conv(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
                               padding, dilation, (int)n->i[6], n->i[7] != 0, n->fn);
 }
 
-/* The three pools: i[0..5] the window (kh, kw, sh, sw, ph, pw); max pool saved x. */
+/* The pools: i[0..7] the window (kh, kw, sh, sw, ph, pw, dh, dw); max pool saved x. */
 static ct_status grad_pool(ct__node *n, const ct_tensor *g, ct_tensor **gin, int mode) {
   if (!n->in[0].needed) return CT_OK;
   const ct__edge *e = &n->in[0];
-  int win[6];
-  for (int i = 0; i < 6; i++) win[i] = (int)n->i[i];
+  int win[8];
+  for (int i = 0; i < 8; i++) win[i] = (int)n->i[i];
   return ct__nn_pool2d_backward(&gin[0], g, mode == CT__POOL_MAX ? ct__ag_saved(n, 0) : NULL, e->ndim, e->shape,
                                 e->dtype, e->device, mode, win, n->fn);
 }
@@ -31,7 +31,7 @@ ct_status ct__grad_max_pool2d(ct__node *n, const ct_tensor *g, ct_tensor **gin) 
 }
 
 ct_status ct__grad_avg_pool2d(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  return grad_pool(n, g, gin, CT__POOL_AVG);
+  return grad_pool(n, g, gin, n->sub); /* CT__POOL_AVG or CT__POOL_AVG_EXCL */
 }
 
 ct_status ct__grad_adaptive_avg_pool2d(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
