@@ -26,8 +26,7 @@
  *    their lr);
  *  - the scheduler borrows the optimizer: free the scheduler first. One thread at a time.
  * Not here: the epoch argument of step() (deprecated in PyTorch), SequentialLR/ChainedScheduler,
- * CyclicLR, LambdaLR, and OneCycleLR's momentum cycling (cycle_momentum: pass
- * cycle_momentum=False to PyTorch for the same training).
+ * CyclicLR, LambdaLR, per-group lists of max_lr or momenta.
  *
  * Constructors return CT_OK and a new scheduler in *out (NULL on failure);
  * CT_ERR_INVALID_ARGUMENT naming the value for NULL out/opt or an argument PyTorch refuses (or
@@ -74,18 +73,25 @@ CT_API ct_status ct_lr_linear_new(ct_lr_scheduler **out, ct_optimizer *opt, doub
 
 /* OneCycleLR's annealing (anneal_strategy "cos" or "linear"). */
 typedef enum ct_anneal { CT_ANNEAL_COS = 0, CT_ANNEAL_LINEAR = 1 } ct_anneal;
-/* Constructor. OneCycleLR, closed form over total_steps (>= 1) steps: initial = max_lr /
- * div_factor, min = initial / final_div_factor (max_lr >= 0, div_factor > 0,
- * final_div_factor > 0; PyTorch's defaults 25 and 1e4), pct_start in [0, 1] (default 0.3).
- * Phases (end steps as PyTorch computes them, in double): initial -> max until
- * pct_start total_steps - 1, then max -> min until total_steps - 1; with three_phase, initial ->
- * max, max -> initial until 2 pct_start total_steps - 2, initial -> min until total_steps - 1.
- * Within a phase pct = (e - start) / (end - start) and lr = anneal(start_lr, end_lr, pct):
- * cos: end + (start - end) / 2 (cos(pi pct) + 1); linear: (end - start) pct + start. Every
- * group gets the same max_lr. Stepping past total_steps (e > total_steps) is
+/* Constructor. OneCycleLR, closed form over total_steps (>= 1) steps, PyTorch's arguments in
+ * PyTorch's order (its defaults: pct_start 0.3, COS, cycle_momentum true, base_momentum 0.85,
+ * max_momentum 0.95, div_factor 25, final_div_factor 1e4, three_phase false): initial =
+ * max_lr / div_factor, min = initial / final_div_factor (max_lr >= 0, div_factor > 0,
+ * final_div_factor > 0), pct_start in [0, 1]. Phases (end steps as PyTorch computes them, in
+ * double): initial -> max until pct_start total_steps - 1, then max -> min until
+ * total_steps - 1; with three_phase, initial -> max, max -> initial until
+ * 2 pct_start total_steps - 2, initial -> min until total_steps - 1. Within a phase
+ * pct = (e - start) / (end - start) and lr = anneal(start_lr, end_lr, pct): cos: end + (start -
+ * end) / 2 (cos(pi pct) + 1); linear: (end - start) pct + start. Every group gets the same
+ * max_lr. cycle_momentum: the momentum (SGD's momentum, Adam's beta1) goes the other way,
+ * max_momentum -> base_momentum while the lr rises and back while it falls (three_phase: stays
+ * at max in the last phase), the same anneal; SGD then needs momentum > 0 at construction and
+ * both momenta > 0 (its momentum buffer must exist from the first step), Adam both in [0, 1);
+ * else CT_ERR_INVALID_ARGUMENT. Stepping past total_steps (e > total_steps) is
  * CT_ERR_INVALID_ARGUMENT naming both, as PyTorch's ValueError, and changes nothing. */
 CT_API ct_status ct_lr_one_cycle_new(ct_lr_scheduler **out, ct_optimizer *opt, double max_lr, int64_t total_steps,
-                                     double pct_start, ct_anneal anneal, double div_factor, double final_div_factor,
+                                     double pct_start, ct_anneal anneal, bool cycle_momentum, double base_momentum,
+                                     double max_momentum, double div_factor, double final_div_factor,
                                      bool three_phase);
 
 /* ReduceLROnPlateau's mode (whether the metric should go down or up) and threshold mode. */
@@ -109,7 +115,8 @@ CT_API ct_status ct_lr_plateau_new(ct_lr_scheduler **out, ct_optimizer *opt, ct_
 /* Method. One step (after ct_optimizer_step): the epoch counter moves on and every covered
  * group's lr is set. Returns CT_OK; CT_ERR_INVALID_ARGUMENT for NULL, for a plateau scheduler
  * (it needs ct_lr_scheduler_step_metric), past a one-cycle's total_steps, or when a computed lr
- * is not >= 0 (a NaN or a negative: nothing changes). */
+ * is NaN (nothing changes). A negative lr is set as PyTorch sets it (OneCycleLR's linear anneal
+ * stepped a total_steps-th time goes below min_lr; the optimizer steps with it). */
 CT_API ct_status ct_lr_scheduler_step(ct_lr_scheduler *s);
 /* Method. One step of a plateau scheduler with the metric of this epoch (any double; NaN
  * counts as not better). Other kinds: CT_ERR_INVALID_ARGUMENT. */

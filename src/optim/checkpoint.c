@@ -16,6 +16,7 @@
  * loads into a one-group optimizer, its group taking "optim.lr" and "optim.weight_decay". */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -232,8 +233,9 @@ ct_status ct_optimizer_load(ct_optimizer *opt, const ct_safetensors *st) {
                       "optimizer's holds %d", fn, g, cnt, groups[g].n);
       snprintf(key, sizeof key, "optim.group.%d.lr", g);
       if (s == CT_OK) s = get_double(&groups[g].lr, st, key, fn);
-      if (s == CT_OK && !(groups[g].lr >= 0))
-        s = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: metadata '%s' is %g (expected lr >= 0)", fn, key, groups[g].lr);
+      /* A scheduler may have set a negative lr, as PyTorch's (sched.h): any number but NaN. */
+      if (s == CT_OK && isnan(groups[g].lr))
+        s = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: metadata '%s' is NaN (expected an lr)", fn, key);
       snprintf(key, sizeof key, "optim.group.%d.weight_decay", g);
       if (s == CT_OK) s = get_double(&groups[g].weight_decay, st, key, fn);
       if (s == CT_OK && !(groups[g].weight_decay >= 0))

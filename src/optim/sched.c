@@ -22,10 +22,11 @@ typedef enum kind { K_STEP, K_MULTISTEP, K_EXPONENTIAL, K_COSINE, K_LINEAR, K_ON
 static const char *const KIND_NAME[] = {"step", "multistep", "exponential", "cosine", "linear", "one_cycle", "plateau"};
 
 /* A phase of OneCycleLR: it ends at end_step, annealing from one of the group's rates to
- * another (0: initial, 1: max, 2: min). */
+ * another (0: initial, 1: max, 2: min), and the momentum from one of (0: max_momentum,
+ * 1: base_momentum) to another. */
 typedef struct phase {
   double end_step;
-  int start_lr, end_lr;
+  int start_lr, end_lr, start_m, end_m;
 } phase;
 
 struct ct_lr_scheduler {
@@ -44,6 +45,8 @@ struct ct_lr_scheduler {
   int nphases;
   ct_anneal anneal;
   double *rates;
+  bool cycle_momentum;
+  double momenta[2]; /* max_momentum, base_momentum */
   /* ReduceLROnPlateau */
   ct_plateau_mode mode;
   ct_threshold_mode threshold_mode;
@@ -63,6 +66,21 @@ static double anneal(ct_anneal a, double start, double end, double pct) {
     return end + (start - end) / 2.0 * cos_out;
   }
   return (end - start) * pct + start;
+}
+
+/* OneCycleLR's phase of epoch e and the fraction of it done (PyTorch's loop over the phases). */
+static const phase *one_cycle_phase(const ct_lr_scheduler *s, int64_t e, double *pct) {
+  double start_step = 0.0;
+  for (int i = 0; i < s->nphases; i++) {
+    double end_step = s->phases[i].end_step;
+    if ((double)e <= end_step || i == s->nphases - 1) {
+      *pct = ((double)e - start_step) / (end_step - start_step);
+      return &s->phases[i];
+    }
+    start_step = end_step;
+  }
+  *pct = 0; /* not reached: the last phase always matches */
+  return &s->phases[0];
 }
 
 /* The lr of group g at epoch e = s->last_epoch (already advanced), from its current lr: the
@@ -106,17 +124,10 @@ static ct_status next_lr(double *out, const ct_lr_scheduler *s, int g, const cha
       return ct__error(CT_ERR_INVALID_ARGUMENT,
                        "%s: tried to step %" PRId64 " times; the one-cycle scheduler's total_steps is %" PRId64, fn,
                        e, s->total_steps);
+    double pct;
+    const phase *ph = one_cycle_phase(s, e, &pct);
     const double *r = &s->rates[3 * g];
-    double start_step = 0.0;
-    for (int i = 0; i < s->nphases; i++) {
-      double end_step = s->phases[i].end_step;
-      if ((double)e <= end_step || i == s->nphases - 1) {
-        double pct = ((double)e - start_step) / (end_step - start_step);
-        *out = anneal(s->anneal, r[s->phases[i].start_lr], r[s->phases[i].end_lr], pct);
-        break;
-      }
-      start_step = end_step;
-    }
+    *out = anneal(s->anneal, r[ph->start_lr], r[ph->end_lr], pct);
     return CT_OK;
   }
   case K_PLATEAU:
@@ -132,9 +143,11 @@ static ct_status advance(ct_lr_scheduler *s, const char *fn) {
   ct_status st = CT_OK;
   for (int g = 0; g < s->ngroups && st == CT_OK; g++) {
     st = next_lr(&s->last_lrs[g], s, g, fn);
-    if (st == CT_OK && !(s->last_lrs[g] >= 0))
-      st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the %s scheduler's lr of group %d at step %" PRId64
-                     " is %g (expected lr >= 0)", fn, KIND_NAME[s->kind], g, s->last_epoch, s->last_lrs[g]);
+    /* PyTorch sets whatever the formula gives, a negative lr too (OneCycleLR's linear anneal
+     * stepped a total_steps-th time goes below min_lr); only a NaN is refused here. */
+    if (st == CT_OK && isnan(s->last_lrs[g]))
+      st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the %s scheduler's lr of group %d at step %" PRId64 " is NaN", fn,
+                     KIND_NAME[s->kind], g, s->last_epoch);
   }
   if (st != CT_OK) {
     s->last_epoch--;
@@ -142,6 +155,15 @@ static ct_status advance(ct_lr_scheduler *s, const char *fn) {
     return st;
   }
   for (int g = 0; g < s->ngroups; g++) s->opt->groups[g].lr = s->last_lrs[g];
+  if (s->kind == K_ONE_CYCLE && s->cycle_momentum) {
+    /* Every group gets the same momentum here (one max and base momentum for all), so it is the
+     * optimizer's: SGD's momentum or Adam's beta1. */
+    double pct;
+    const phase *ph = one_cycle_phase(s, s->last_epoch, &pct);
+    double m = anneal(s->anneal, s->momenta[ph->start_m], s->momenta[ph->end_m], pct);
+    if (s->opt->kind == CT__OPTIM_SGD) s->opt->momentum = m;
+    else s->opt->beta1 = m;
+  }
   return CT_OK;
 }
 
@@ -285,8 +307,8 @@ ct_status ct_lr_linear_new(ct_lr_scheduler **out, ct_optimizer *opt, double star
 }
 
 ct_status ct_lr_one_cycle_new(ct_lr_scheduler **out, ct_optimizer *opt, double max_lr, int64_t total_steps,
-                              double pct_start, ct_anneal anneal_strategy, double div_factor,
-                              double final_div_factor, bool three_phase) {
+                              double pct_start, ct_anneal anneal_strategy, bool cycle_momentum, double base_momentum,
+                              double max_momentum, double div_factor, double final_div_factor, bool three_phase) {
   const char *fn = "ct_lr_one_cycle_new";
   ct_lr_scheduler *s;
   CT__TRY(sched_new(&s, out, opt, K_ONE_CYCLE, fn));
@@ -306,6 +328,18 @@ ct_status ct_lr_one_cycle_new(ct_lr_scheduler **out, ct_optimizer *opt, double m
   else if (!(final_div_factor > 0) || isinf(final_div_factor))
     st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: final_div_factor is %g (expected a finite final_div_factor > 0)", fn,
                    final_div_factor);
+  else if (cycle_momentum && opt->kind == CT__OPTIM_SGD && !(opt->momentum > 0 && base_momentum > 0 &&
+                                                              max_momentum > 0 && isfinite(base_momentum) &&
+                                                              isfinite(max_momentum)))
+    st = ct__error(CT_ERR_INVALID_ARGUMENT,
+                   "%s: cycle_momentum needs an SGD optimizer made with momentum > 0 and base_momentum, "
+                   "max_momentum > 0 (momentum %g, base_momentum %g, max_momentum %g)",
+                   fn, opt->momentum, base_momentum, max_momentum);
+  else if (cycle_momentum && opt->kind == CT__OPTIM_ADAM &&
+           !(base_momentum >= 0 && base_momentum < 1 && max_momentum >= 0 && max_momentum < 1))
+    st = ct__error(CT_ERR_INVALID_ARGUMENT,
+                   "%s: base_momentum %g and max_momentum %g become Adam's beta1 (expected 0 <= beta1 < 1)", fn,
+                   base_momentum, max_momentum);
   else if (!(s->rates = calloc((size_t)s->ngroups * 3, sizeof *s->rates)))
     st = ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
   if (st != CT_OK) {
@@ -313,16 +347,20 @@ ct_status ct_lr_one_cycle_new(ct_lr_scheduler **out, ct_optimizer *opt, double m
     return st;
   }
   double ts = (double)total_steps;
+  /* PyTorch's _schedule_phases (momenta: 0 max, 1 base). */
   if (three_phase) {
-    s->phases[0] = (phase){pct_start * ts - 1, 0, 1};
-    s->phases[1] = (phase){2 * pct_start * ts - 2, 1, 0};
-    s->phases[2] = (phase){ts - 1, 0, 2};
+    s->phases[0] = (phase){pct_start * ts - 1, 0, 1, 0, 1};
+    s->phases[1] = (phase){2 * pct_start * ts - 2, 1, 0, 1, 0};
+    s->phases[2] = (phase){ts - 1, 0, 2, 0, 0};
     s->nphases = 3;
   } else {
-    s->phases[0] = (phase){pct_start * ts - 1, 0, 1};
-    s->phases[1] = (phase){ts - 1, 1, 2};
+    s->phases[0] = (phase){pct_start * ts - 1, 0, 1, 0, 1};
+    s->phases[1] = (phase){ts - 1, 1, 2, 1, 0};
     s->nphases = 2;
   }
+  s->cycle_momentum = cycle_momentum;
+  s->momenta[0] = max_momentum;
+  s->momenta[1] = base_momentum;
   s->anneal = anneal_strategy;
   s->total_steps = total_steps;
   for (int g = 0; g < s->ngroups; g++) {

@@ -4,10 +4,13 @@
 Run: /work/venv/bin/python tests/optim/make_sched_fixtures.py   (PyTorch CPU; 2.15 made the
 committed file)
 
-Every schedule below drives torch.optim.SGD over two parameter groups (lr 0.1 and 0.01) for
-1000 steps (optimizer.step() then scheduler.step(), as a training loop does). Contents (f64):
-  <name>.lr [1001, 2]   each group's lr after construction (row 0) and after each step
-  metric [1000]         the metric given to the plateau schedulers at each step
+Every schedule below drives torch.optim.SGD (or the optimizer of OPTIMIZERS) over two parameter
+groups (lr 0.1 and 0.01) for 1000 steps (optimizer.step() then scheduler.step(), as a training
+loop does). Contents (f64):
+  <name>.lr [1001, 2]        each group's lr after construction (row 0) and after each step
+  <name>.momentum [1001, 2]  the same for SGD's momentum / Adam's beta1, for the one-cycle
+                             schedules that cycle it
+  metric [1000]              the metric given to the plateau schedulers at each step
 The C test builds the same schedulers (ct_lr_*_new with the arguments listed in SCHEDULES, which
 it repeats) and compares every value.
 """
@@ -38,6 +41,10 @@ SCHEDULES = {
     "one_cycle3": lambda o: S.OneCycleLR(o, max_lr=0.2, total_steps=1000, pct_start=0.25,
                                          anneal_strategy="linear", cycle_momentum=False, div_factor=10.0,
                                          final_div_factor=100.0, three_phase=True),
+    "one_cycle_mom": lambda o: S.OneCycleLR(o, max_lr=0.3, total_steps=1000),  # PyTorch's defaults
+    "one_cycle_adam3": lambda o: S.OneCycleLR(o, max_lr=0.01, total_steps=1000, pct_start=0.2,
+                                              anneal_strategy="linear", base_momentum=0.8, max_momentum=0.9,
+                                              three_phase=True),
     "plateau_min": lambda o: S.ReduceLROnPlateau(o, mode="min", factor=0.5, patience=5, threshold=1e-3,
                                                  threshold_mode="rel", cooldown=3, min_lr=1e-4, eps=1e-8),
     "plateau_max": lambda o: S.ReduceLROnPlateau(o, mode="max", factor=0.7, patience=3, threshold=0.01,
@@ -45,13 +52,26 @@ SCHEDULES = {
 }
 
 
-def run(make):
+# Optimizers other than plain SGD (the C test makes the same ones).
+OPTIMIZERS = {
+    "one_cycle_mom": lambda groups: torch.optim.SGD(groups, lr=0.1, momentum=0.9),
+    "one_cycle_adam3": lambda groups: torch.optim.Adam(groups, lr=0.1),
+}
+
+
+def momentum(g):
+    return g["betas"][0] if "betas" in g else g["momentum"]
+
+
+def run(name, make):
     p0 = torch.nn.Parameter(torch.zeros(2))
     p1 = torch.nn.Parameter(torch.zeros(3))
-    opt = torch.optim.SGD([{"params": [p0]}, {"params": [p1], "lr": 0.01}], lr=0.1)
+    groups = [{"params": [p0]}, {"params": [p1], "lr": 0.01}]
+    opt = OPTIMIZERS[name](groups) if name in OPTIMIZERS else torch.optim.SGD(groups, lr=0.1)
     sched = make(opt)
     plateau = isinstance(sched, S.ReduceLROnPlateau)
     rows = [[g["lr"] for g in opt.param_groups]]
+    moms = [[momentum(g) for g in opt.param_groups]]
     for t in range(STEPS):
         opt.step()  # no gradients: changes nothing, keeps PyTorch's order check quiet
         if plateau:
@@ -59,11 +79,16 @@ def run(make):
         else:
             sched.step()
         rows.append([float(g["lr"]) for g in opt.param_groups])
-    return torch.tensor(rows, dtype=torch.float64)
+        moms.append([float(momentum(g)) for g in opt.param_groups])
+    return torch.tensor(rows, dtype=torch.float64), torch.tensor(moms, dtype=torch.float64)
 
 
 def main():
-    out = {name + ".lr": run(make) for name, make in SCHEDULES.items()}
+    out = {}
+    for name, make in SCHEDULES.items():
+        out[name + ".lr"], mom = run(name, make)
+        if name in OPTIMIZERS:
+            out[name + ".momentum"] = mom
     out["metric"] = torch.tensor(METRIC, dtype=torch.float64)
     here = os.path.dirname(os.path.abspath(__file__))
     save_file(out, os.path.join(here, "data", "sched_ref.safetensors"))

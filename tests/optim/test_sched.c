@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "ct_test.h"
+#include "optim/optim.h"
 #include "tensor/graph.h"
 
 enum { STEPS = 1000 };
@@ -52,13 +53,22 @@ static ct_tensor *leaf(ct_device *d, int64_t n) {
   return t;
 }
 
-/* The fixture script's optimizer: SGD(lr 0.1) over [p0] and a group [p1] with lr 0.01. */
-static ct_optimizer *two_groups(ct_tensor **ps) {
+/* The fixture script's optimizer: SGD(lr 0.1) over [p0] and a group [p1] with lr 0.01 (its
+ * OPTIMIZERS for the one-cycle schedules that cycle the momentum). */
+static ct_optimizer *optimizer_for(const char *name, ct_tensor **ps) {
   ct_optimizer *o = NULL;
-  ck_assert_ct_ok(ct_sgd_new(&o, &ps[0], 1, 0.1, 0, 0, false));
+  if (!strcmp(name, "one_cycle_mom")) ck_assert_ct_ok(ct_sgd_new(&o, &ps[0], 1, 0.1, 0.9, 0, false));
+  else if (!strcmp(name, "one_cycle_adam3"))
+    ck_assert_ct_ok(ct_adam_new(&o, &ps[0], 1, 0.1, 0.9, 0.999, 1e-8, 0, false));
+  else ck_assert_ct_ok(ct_sgd_new(&o, &ps[0], 1, 0.1, 0, 0, false));
   ck_assert_ct_ok(ct_optimizer_add_param_group(o, &ps[1], 1, 0.01, NAN));
   return o;
 }
+
+static ct_optimizer *two_groups(ct_tensor **ps) { return optimizer_for("", ps); }
+
+/* The optimizer's momentum: SGD's, or Adam's beta1 (internal fields: no public getter). */
+static double momentum_of(const ct_optimizer *o) { return o->kind == CT__OPTIM_SGD ? o->momentum : o->beta1; }
 
 /* The schedulers of make_sched_fixtures.py's SCHEDULES, with the same arguments. */
 static ct_lr_scheduler *make_sched(const char *name, ct_optimizer *o) {
@@ -72,9 +82,13 @@ static ct_lr_scheduler *make_sched(const char *name, ct_optimizer *o) {
   else if (!strcmp(name, "linear")) ck_assert_ct_ok(ct_lr_linear_new(&s, o, 0.1, 1.0, 200));
   else if (!strcmp(name, "linear_down")) ck_assert_ct_ok(ct_lr_linear_new(&s, o, 1.0, 0.0, 1000));
   else if (!strcmp(name, "one_cycle"))
-    ck_assert_ct_ok(ct_lr_one_cycle_new(&s, o, 0.5, 1000, 0.3, CT_ANNEAL_COS, 25.0, 1e4, false));
+    ck_assert_ct_ok(ct_lr_one_cycle_new(&s, o, 0.5, 1000, 0.3, CT_ANNEAL_COS, false, 0.85, 0.95, 25.0, 1e4, false));
   else if (!strcmp(name, "one_cycle3"))
-    ck_assert_ct_ok(ct_lr_one_cycle_new(&s, o, 0.2, 1000, 0.25, CT_ANNEAL_LINEAR, 10.0, 100.0, true));
+    ck_assert_ct_ok(ct_lr_one_cycle_new(&s, o, 0.2, 1000, 0.25, CT_ANNEAL_LINEAR, false, 0.85, 0.95, 10.0, 100.0, true));
+  else if (!strcmp(name, "one_cycle_mom")) /* PyTorch's defaults */
+    ck_assert_ct_ok(ct_lr_one_cycle_new(&s, o, 0.3, 1000, 0.3, CT_ANNEAL_COS, true, 0.85, 0.95, 25.0, 1e4, false));
+  else if (!strcmp(name, "one_cycle_adam3"))
+    ck_assert_ct_ok(ct_lr_one_cycle_new(&s, o, 0.01, 1000, 0.2, CT_ANNEAL_LINEAR, true, 0.8, 0.9, 25.0, 1e4, true));
   else if (!strcmp(name, "plateau_min"))
     ck_assert_ct_ok(ct_lr_plateau_new(&s, o, CT_PLATEAU_MIN, 0.5, 5, 1e-3, CT_THRESHOLD_REL, 3, 1e-4, 1e-8));
   else if (!strcmp(name, "plateau_max"))
@@ -94,7 +108,8 @@ static void step(ct_optimizer *o, ct_lr_scheduler *s, const char *name, const do
 }
 
 static const char *const NAMES[] = {"step", "multistep", "exponential", "cosine", "cosine_full", "linear",
-                                    "linear_down", "one_cycle", "one_cycle3", "plateau_min", "plateau_max"};
+                                    "linear_down", "one_cycle", "one_cycle3", "one_cycle_mom", "one_cycle_adam3",
+                                    "plateau_min", "plateau_max"};
 
 static bool exact_kind(const char *name) {
   return strncmp(name, "cosine", 6) != 0 && strncmp(name, "one_cycle", 9) != 0;
@@ -121,9 +136,14 @@ START_TEST(schedules_match_pytorch) {
     const char *name = NAMES[k];
     char key[64];
     snprintf(key, sizeof key, "%s.lr", name);
-    double *ref = fx_doubles(st, key, (STEPS + 1) * 2);
+    double *ref = fx_doubles(st, key, (STEPS + 1) * 2), *mref = NULL;
+    bool cycles = !strcmp(name, "one_cycle_mom") || !strcmp(name, "one_cycle_adam3");
+    if (cycles) {
+      snprintf(key, sizeof key, "%s.momentum", name);
+      mref = fx_doubles(st, key, (STEPS + 1) * 2);
+    }
     ct_tensor *ps[2] = {leaf(d, 2), leaf(d, 3)};
-    ct_optimizer *o = two_groups(ps);
+    ct_optimizer *o = optimizer_for(name, ps);
     ct_lr_scheduler *s = make_sched(name, o);
     for (int e = 0; e <= STEPS; e++) {
       if (e > 0) step(o, s, name, metric, e - 1);
@@ -133,6 +153,10 @@ START_TEST(schedules_match_pytorch) {
         check_value(name, e, g, got, ref[2 * e + g], exact_kind(name), &bit_equal);
         ck_assert_msg(ct_lr_scheduler_get_last_lr(s, g) == got, "%s: get_last_lr differs", name);
         total++;
+        if (cycles) { /* the momentum, the same for both groups */
+          check_value(name, e, g, momentum_of(o), mref[2 * e + g], false, &bit_equal);
+          total++;
+        }
       }
     }
     ct_lr_scheduler_free(s);
@@ -140,10 +164,11 @@ START_TEST(schedules_match_pytorch) {
     ct_release(ps[0]);
     ct_release(ps[1]);
     free(ref);
+    free(mref);
   }
   /* Bit-identical also where cos is involved, with glibc's cos under both (a note, not an
    * assertion: another C library may round cos differently). */
-  fprintf(stderr, "# schedules: %d of %d lrs bit-identical to PyTorch's\n", bit_equal, total);
+  fprintf(stderr, "# schedules: %d of %d values (lrs, momenta) bit-identical to PyTorch's\n", bit_equal, total);
   free(metric);
   ct_safetensors_free(st);
 }
@@ -170,7 +195,7 @@ START_TEST(schedulers_share_initial_lr_and_refuse_overrun) {
   ct_lr_scheduler_free(b);
 
   ct_lr_scheduler *c = NULL;
-  ck_assert_ct_ok(ct_lr_one_cycle_new(&c, o, 1.0, 3, 0.5, CT_ANNEAL_COS, 4.0, 10.0, false));
+  ck_assert_ct_ok(ct_lr_one_cycle_new(&c, o, 1.0, 3, 0.5, CT_ANNEAL_COS, false, 0.85, 0.95, 4.0, 10.0, false));
   for (int i = 0; i < 2; i++) ck_assert_ct_ok(ct_lr_scheduler_step(c));
   /* At total_steps - 1: min = max / div / final_div (the same for every group). */
   ck_assert_double_eq_tol(ct_optimizer_get_group_lr(o, 1), 0.025, 1e-15);
@@ -193,10 +218,10 @@ START_TEST(scheduler_checkpoint_resume) {
   ct_device *d = ct_test_device();
   ct_safetensors *fixt = fixture(d);
   double *metric = fx_doubles(fixt, "metric", STEPS);
-  const char *names[] = {"cosine", "linear", "one_cycle3", "plateau_min"};
-  for (int k = 0; k < 4; k++) {
+  const char *names[] = {"cosine", "linear", "one_cycle3", "one_cycle_adam3", "plateau_min"};
+  for (int k = 0; k < 5; k++) {
     ct_tensor *ps[2] = {leaf(d, 2), leaf(d, 3)};
-    ct_optimizer *o = two_groups(ps), *o2 = two_groups(ps);
+    ct_optimizer *o = optimizer_for(names[k], ps), *o2 = optimizer_for(names[k], ps);
     ct_lr_scheduler *s = make_sched(names[k], o);
     for (int t = 0; t < 400; t++) step(o, s, names[k], metric, t);
     ct_safetensors *ck = NULL;
@@ -215,6 +240,7 @@ START_TEST(scheduler_checkpoint_resume) {
         double a = ct_optimizer_get_group_lr(o, g), b = ct_optimizer_get_group_lr(o2, g);
         ck_assert_msg(memcmp(&a, &b, sizeof a) == 0, "%s: resumed lr %.17g != %.17g at step %d", names[k], b, a, t);
       }
+      ck_assert(momentum_of(o) == momentum_of(o2));
     }
     /* Another kind refuses, naming both. */
     ct_lr_scheduler *other = NULL;
@@ -252,11 +278,15 @@ START_TEST(scheduler_errors) {
   ck_assert_error_contains("start_factor is 0 (expected 0 < start_factor <= 1)");
   ck_assert_ct_status(ct_lr_linear_new(&s, o, 0.5, 1.5, 5), CT_ERR_INVALID_ARGUMENT);
   ck_assert_ct_status(ct_lr_multistep_new(&s, o, NULL, 2, 0.5), CT_ERR_INVALID_ARGUMENT);
-  ck_assert_ct_status(ct_lr_one_cycle_new(&s, o, 0.1, 0, 0.3, CT_ANNEAL_COS, 25, 1e4, false),
+  ck_assert_ct_status(ct_lr_one_cycle_new(&s, o, 0.1, 0, 0.3, CT_ANNEAL_COS, false, 0.85, 0.95, 25, 1e4, false),
                       CT_ERR_INVALID_ARGUMENT);
   ck_assert_error_contains("total_steps is 0");
-  ck_assert_ct_status(ct_lr_one_cycle_new(&s, o, 0.1, 10, 1.5, CT_ANNEAL_COS, 25, 1e4, false),
+  ck_assert_ct_status(ct_lr_one_cycle_new(&s, o, 0.1, 10, 1.5, CT_ANNEAL_COS, false, 0.85, 0.95, 25, 1e4, false),
                       CT_ERR_INVALID_ARGUMENT);
+  /* Cycling the momentum of an SGD made without momentum: refused (no momentum buffers). */
+  ck_assert_ct_status(ct_lr_one_cycle_new(&s, o, 0.1, 10, 0.3, CT_ANNEAL_COS, true, 0.85, 0.95, 25, 1e4, false),
+                      CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("cycle_momentum needs an SGD optimizer made with momentum > 0");
   ck_assert_ct_status(ct_lr_plateau_new(&s, o, CT_PLATEAU_MIN, 1.0, 10, 1e-4, CT_THRESHOLD_REL, 0, 0, 1e-8),
                       CT_ERR_INVALID_ARGUMENT);
   ck_assert_error_contains("factor is 1");
