@@ -25,8 +25,8 @@
  *  - the scheduler covers the groups the optimizer has when it is made (groups added later keep
  *    their lr);
  *  - the scheduler borrows the optimizer: free the scheduler first. One thread at a time.
- * Not here: the epoch argument of step() (deprecated in PyTorch), SequentialLR/ChainedScheduler,
- * CyclicLR, LambdaLR, per-group lists of max_lr or momenta.
+ * Not here: the epoch argument of step() (deprecated in PyTorch), ChainedScheduler, CyclicLR,
+ * LambdaLR, per-group lists of max_lr or momenta.
  *
  * Constructors return CT_OK and a new scheduler in *out (NULL on failure);
  * CT_ERR_INVALID_ARGUMENT naming the value for NULL out/opt or an argument PyTorch refuses (or
@@ -111,6 +111,24 @@ typedef enum ct_threshold_mode { CT_THRESHOLD_REL = 0, CT_THRESHOLD_ABS = 1 } ct
 CT_API ct_status ct_lr_plateau_new(ct_lr_scheduler **out, ct_optimizer *opt, ct_plateau_mode mode, double factor,
                                    int64_t patience, double threshold, ct_threshold_mode threshold_mode,
                                    int64_t cooldown, double min_lr, double eps);
+
+/* Constructor. SequentialLR: schedulers[0] until milestones[0], schedulers[1] until
+ * milestones[1], ... (n >= 1 schedulers of opt, made just before; n - 1 milestones, ascending).
+ * As PyTorch's: construction puts every group back at its initial lr, undoes each scheduler's
+ * first step and takes the first step of the one of epoch 0 again; a step at a milestone starts
+ * the next scheduler at its epoch 0 from its closed form (PyTorch's step(0): StepLR, MultiStepLR,
+ * ExponentialLR and CosineAnnealingLR give base lr at 0, LinearLR base * start_factor,
+ * OneCycleLR its get_lr), other steps step the current one. The typical warmup:
+ *   ct_lr_linear_new(&warm, opt, 0.01, 1.0, 100);
+ *   ct_lr_cosine_new(&cos, opt, 900, 0.0);
+ *   ct_lr_sequential_new(&s, opt, (ct_lr_scheduler *[]){warm, cos}, 2, (const int64_t[]){100});
+ * On success the sequence owns the schedulers (ct_lr_scheduler_free frees them with it: do not
+ * step or free them yourself); on failure the caller keeps them. Plateau and sequential
+ * schedulers cannot be members (CT_ERR_INVALID_ARGUMENT; PyTorch refuses plateau too), nor a
+ * scheduler of another optimizer, nor one twice. Checkpoints hold the members under
+ * "sched.<k>.". */
+CT_API ct_status ct_lr_sequential_new(ct_lr_scheduler **out, ct_optimizer *opt, ct_lr_scheduler *const *schedulers,
+                                      int n, const int64_t *milestones);
 
 /* Method. One step (after ct_optimizer_step): the epoch counter moves on and every covered
  * group's lr is set. Returns CT_OK; CT_ERR_INVALID_ARGUMENT for NULL, for a plateau scheduler

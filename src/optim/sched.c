@@ -17,9 +17,10 @@
 /* Python's math.pi (the double nearest pi). */
 #define PY_PI 3.141592653589793
 
-typedef enum kind { K_STEP, K_MULTISTEP, K_EXPONENTIAL, K_COSINE, K_LINEAR, K_ONE_CYCLE, K_PLATEAU } kind;
+typedef enum kind { K_STEP, K_MULTISTEP, K_EXPONENTIAL, K_COSINE, K_LINEAR, K_ONE_CYCLE, K_PLATEAU, K_SEQUENTIAL } kind;
 
-static const char *const KIND_NAME[] = {"step", "multistep", "exponential", "cosine", "linear", "one_cycle", "plateau"};
+static const char *const KIND_NAME[] = {"step",      "multistep", "exponential", "cosine",
+                                        "linear",    "one_cycle", "plateau",     "sequential"};
 
 /* A phase of OneCycleLR: it ends at end_step, annealing from one of the group's rates to
  * another (0: initial, 1: max, 2: min), and the momentum from one of (0: max_momentum,
@@ -52,6 +53,9 @@ struct ct_lr_scheduler {
   ct_threshold_mode threshold_mode;
   double factor, threshold, min_lr, eps, best;
   int64_t num_bad_epochs, cooldown_counter;
+  /* SequentialLR: the children it owns, switched at milestones (nmilestones = nchildren - 1) */
+  ct_lr_scheduler **children;
+  int nchildren;
 };
 
 /* The PyTorch modulo of Python ints: the result has the divisor's sign (b > 0 here). */
@@ -131,6 +135,7 @@ static ct_status next_lr(double *out, const ct_lr_scheduler *s, int g, const cha
     return CT_OK;
   }
   case K_PLATEAU:
+  case K_SEQUENTIAL:
     break;
   }
   return ct__error(CT_ERR_INTERNAL, "%s: scheduler kind %d has no formula", fn, (int)s->kind);
@@ -164,6 +169,69 @@ static ct_status advance(ct_lr_scheduler *s, const char *fn) {
     if (s->opt->kind == CT__OPTIM_SGD) s->opt->momentum = m;
     else s->opt->beta1 = m;
   }
+  return CT_OK;
+}
+
+/* PyTorch's _get_closed_form_lr at epoch e (what SequentialLR uses when it switches to a
+ * scheduler at a milestone: step(0)); the kinds without one (OneCycleLR) take get_lr. */
+static ct_status closed_form_lr(double *out, const ct_lr_scheduler *s, int g, int64_t e, const char *fn) {
+  double base = s->base_lrs[g];
+  switch (s->kind) {
+  case K_STEP:
+    *out = base * pow(s->gamma, (double)(e / s->step_size));
+    return CT_OK;
+  case K_MULTISTEP: {
+    int k = 0; /* bisect_right over the sorted milestones: how many are <= e */
+    for (int i = 0; i < s->nmilestones; i++) k += s->milestones[i] <= e;
+    *out = base * pow(s->gamma, (double)k);
+    return CT_OK;
+  }
+  case K_EXPONENTIAL:
+    *out = base * pow(s->gamma, (double)e);
+    return CT_OK;
+  case K_COSINE:
+    *out = s->eta_min + (base - s->eta_min) * (1 + cos(PY_PI * (double)e / (double)s->T_max)) / 2;
+    return CT_OK;
+  case K_LINEAR:
+    *out = base * (s->start_factor + (s->end_factor - s->start_factor) *
+                                         (double)(s->total_iters < e ? s->total_iters : e) / (double)s->total_iters);
+    return CT_OK;
+  default:
+    return next_lr(out, s, g, fn);
+  }
+}
+
+/* SequentialLR.step(): the child of the new epoch steps, or restarts at epoch 0 with its closed
+ * form when the epoch is its milestone. */
+static ct_status sequential_step(ct_lr_scheduler *s, const char *fn) {
+  int64_t e = s->last_epoch + 1;
+  int idx = 0; /* bisect_right(milestones, e) */
+  while (idx < s->nmilestones && s->milestones[idx] <= e) idx++;
+  ct_lr_scheduler *c = s->children[idx];
+  ct_status st = CT_OK;
+  if (idx > 0 && s->milestones[idx - 1] == e) {
+    double *lrs = calloc((size_t)s->ngroups, sizeof *lrs);
+    if (!lrs) return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    int64_t saved = c->last_epoch;
+    c->last_epoch = 0;
+    for (int g = 0; g < s->ngroups && st == CT_OK; g++) {
+      st = closed_form_lr(&lrs[g], c, g, 0, fn);
+      if (st == CT_OK && isnan(lrs[g]))
+        st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the %s scheduler's lr of group %d at its start is NaN", fn,
+                       KIND_NAME[c->kind], g);
+    }
+    if (st == CT_OK) {
+      for (int g = 0; g < s->ngroups; g++) c->last_lrs[g] = s->opt->groups[g].lr = lrs[g];
+    } else {
+      c->last_epoch = saved;
+    }
+    free(lrs);
+  } else {
+    st = advance(c, fn);
+  }
+  if (st != CT_OK) return st;
+  s->last_epoch = e;
+  memcpy(s->last_lrs, c->last_lrs, sizeof *s->last_lrs * (size_t)s->ngroups);
   return CT_OK;
 }
 
@@ -416,12 +484,77 @@ ct_status ct_lr_plateau_new(ct_lr_scheduler **out, ct_optimizer *opt, ct_plateau
   return CT_OK;
 }
 
+ct_status ct_lr_sequential_new(ct_lr_scheduler **out, ct_optimizer *opt, ct_lr_scheduler *const *schedulers, int n,
+                               const int64_t *milestones) {
+  const char *fn = "ct_lr_sequential_new";
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL(fn, opt);
+  CT__CHECK_NOT_NULL(fn, schedulers);
+  if (n < 1) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: n is %d (expected at least one scheduler)", fn, n);
+  if (n > 1 && !milestones) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: argument 'milestones' is NULL", fn);
+  for (int i = 0; i < n; i++) {
+    const ct_lr_scheduler *c = schedulers[i];
+    if (!c) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: schedulers[%d] is NULL", fn, i);
+    if (c->opt != opt)
+      return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: schedulers[%d] belongs to another optimizer", fn, i);
+    if (c->kind == K_PLATEAU || c->kind == K_SEQUENTIAL)
+      return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: schedulers[%d] is a %s scheduler (not supported in a sequence%s)",
+                       fn, i, KIND_NAME[c->kind], c->kind == K_PLATEAU ? ", as PyTorch's" : "");
+    if (c->ngroups != opt->ngroups)
+      return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: schedulers[%d] covers %d groups but the optimizer has %d", fn, i,
+                       c->ngroups, opt->ngroups);
+    for (int j = 0; j < i; j++)
+      if (schedulers[j] == c) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: schedulers[%d] is schedulers[%d]", fn, i, j);
+  }
+  for (int i = 1; i < n - 1; i++)
+    if (milestones[i] < milestones[i - 1])
+      return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: milestones[%d] = %" PRId64 " is below milestones[%d] = %" PRId64
+                       " (expected them in ascending order)", fn, i, milestones[i], i - 1, milestones[i - 1]);
+  ct_lr_scheduler *s;
+  CT__TRY(sched_new(&s, out, opt, K_SEQUENTIAL, fn));
+  s->children = calloc((size_t)n, sizeof *s->children);
+  s->milestones = calloc((size_t)n, sizeof *s->milestones);
+  if (!s->children || !s->milestones) {
+    ct_lr_scheduler_free(s);
+    return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+  }
+  /* PyTorch: the groups back at their initial lr, every child's own first step undone, then the
+   * first step of the child of epoch 0 (its constructor's first step again). */
+  for (int g = 0; g < s->ngroups; g++) {
+    s->base_lrs[g] = opt->groups[g].lr; /* kept to undo a failure */
+    if (!isnan(opt->groups[g].initial_lr)) opt->groups[g].lr = opt->groups[g].initial_lr;
+  }
+  for (int i = 0; i < n; i++) {
+    s->children[i] = schedulers[i];
+    s->children[i]->last_epoch--;
+  }
+  s->nchildren = n;
+  if (n > 1) memcpy(s->milestones, milestones, (size_t)(n - 1) * sizeof *milestones);
+  s->nmilestones = n - 1;
+  int idx = 0;
+  while (idx < s->nmilestones && s->milestones[idx] <= 0) idx++;
+  ct_status st = advance(s->children[idx], fn);
+  if (st != CT_OK) { /* the caller keeps the children, as they were */
+    for (int i = 0; i < n; i++) s->children[i]->last_epoch++;
+    for (int g = 0; g < s->ngroups; g++) opt->groups[g].lr = s->base_lrs[g];
+    s->nchildren = 0;
+    ct_lr_scheduler_free(s);
+    return st;
+  }
+  s->last_epoch = 0;
+  memcpy(s->last_lrs, s->children[idx]->last_lrs, sizeof *s->last_lrs * (size_t)s->ngroups);
+  *out = s;
+  return CT_OK;
+}
+
 ct_status ct_lr_scheduler_step(ct_lr_scheduler *s) {
   const char *fn = "ct_lr_scheduler_step";
   CT__CHECK_NOT_NULL(fn, s);
   if (s->kind == K_PLATEAU)
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: a plateau scheduler steps with a metric "
                      "(ct_lr_scheduler_step_metric)", fn);
+  if (s->kind == K_SEQUENTIAL) return sequential_step(s, fn);
   return advance(s, fn);
 }
 
@@ -485,25 +618,39 @@ static ct_status set_meta(ct_safetensors *st, const char *key, const char *fmt, 
   return ct_safetensors_metadata_set(st, key, buf);
 }
 
+/* Writes s's entries with keys prefix + name ("sched." for the scheduler, "sched.<k>." for a
+ * sequence's children). */
+static ct_status save_prefixed(const ct_lr_scheduler *s, ct_safetensors *st, const char *prefix) {
+  char key[96];
+#define CT__KEY(...) (snprintf(key, sizeof key, "%s", prefix), \
+                      snprintf(key + strlen(key), sizeof key - strlen(key), __VA_ARGS__), key)
+  ct_status r = ct_safetensors_metadata_set(st, CT__KEY("kind"), KIND_NAME[s->kind]);
+  if (r == CT_OK) r = set_meta(st, CT__KEY("last_epoch"), "%" PRId64, s->last_epoch);
+  if (r == CT_OK) r = set_meta(st, CT__KEY("groups"), "%d", s->ngroups);
+  for (int g = 0; g < s->ngroups && r == CT_OK; g++) {
+    r = set_meta(st, CT__KEY("%d.base_lr", g), "%.17g", s->base_lrs[g]);
+    if (r == CT_OK) r = set_meta(st, CT__KEY("%d.last_lr", g), "%.17g", s->last_lrs[g]);
+  }
+  if (s->kind == K_PLATEAU) {
+    if (r == CT_OK) r = set_meta(st, CT__KEY("best"), "%.17g", s->best);
+    if (r == CT_OK) r = set_meta(st, CT__KEY("num_bad_epochs"), "%" PRId64, s->num_bad_epochs);
+    if (r == CT_OK) r = set_meta(st, CT__KEY("cooldown_counter"), "%" PRId64, s->cooldown_counter);
+  }
+  if (s->kind == K_SEQUENTIAL && r == CT_OK) r = set_meta(st, CT__KEY("count"), "%d", s->nchildren);
+#undef CT__KEY
+  for (int i = 0; i < s->nchildren && r == CT_OK; i++) {
+    char sub[64];
+    snprintf(sub, sizeof sub, "%s%d.", prefix, i);
+    r = save_prefixed(s->children[i], st, sub);
+  }
+  return r;
+}
+
 ct_status ct_lr_scheduler_save(const ct_lr_scheduler *s, ct_safetensors *st) {
   const char *fn = "ct_lr_scheduler_save";
   CT__CHECK_NOT_NULL(fn, s);
   CT__CHECK_NOT_NULL(fn, st);
-  char key[64];
-  ct_status r = ct_safetensors_metadata_set(st, "sched.kind", KIND_NAME[s->kind]);
-  if (r == CT_OK) r = set_meta(st, "sched.last_epoch", "%" PRId64, s->last_epoch);
-  if (r == CT_OK) r = set_meta(st, "sched.groups", "%d", s->ngroups);
-  for (int g = 0; g < s->ngroups && r == CT_OK; g++) {
-    snprintf(key, sizeof key, "sched.%d.base_lr", g);
-    r = set_meta(st, key, "%.17g", s->base_lrs[g]);
-    snprintf(key, sizeof key, "sched.%d.last_lr", g);
-    if (r == CT_OK) r = set_meta(st, key, "%.17g", s->last_lrs[g]);
-  }
-  if (s->kind == K_PLATEAU) {
-    if (r == CT_OK) r = set_meta(st, "sched.best", "%.17g", s->best);
-    if (r == CT_OK) r = set_meta(st, "sched.num_bad_epochs", "%" PRId64, s->num_bad_epochs);
-    if (r == CT_OK) r = set_meta(st, "sched.cooldown_counter", "%" PRId64, s->cooldown_counter);
-  }
+  ct_status r = save_prefixed(s, st, "sched.");
   if (r != CT_OK) ct__error_append(" (in %s)", fn);
   return r;
 }
@@ -521,51 +668,97 @@ static ct_status get_num(double *d, int64_t *i, const ct_safetensors *st, const 
   return CT_OK;
 }
 
+/* The state read from a container for one scheduler (and its children), applied only when all
+ * of it was read. */
+typedef struct loaded {
+  int64_t epoch, bad, cool;
+  double best;
+  double *lrs; /* base, last per group */
+} loaded;
+
+/* Reads s's entries under prefix into l[0] and its children's into the next entries (l has one
+ * entry per scheduler of the tree, depth first); *used counts them. */
+static ct_status load_prefixed(const ct_lr_scheduler *s, const ct_safetensors *st, const char *prefix, loaded *l,
+                               int *used, const char *fn) {
+  char key[96];
+#define CT__KEY(...) (snprintf(key, sizeof key, "%s", prefix), \
+                      snprintf(key + strlen(key), sizeof key - strlen(key), __VA_ARGS__), key)
+  loaded *me = &l[(*used)++];
+  const char *kind = ct_safetensors_metadata_get(st, CT__KEY("kind"));
+  if (!kind) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the container has no metadata '%s'", fn, key);
+  if (strcmp(kind, KIND_NAME[s->kind]) != 0)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the container holds a \"%.20s\" scheduler but this one is %s", fn,
+                     kind, KIND_NAME[s->kind]);
+  int64_t ng = 0;
+  CT__TRY(get_num(NULL, &me->epoch, st, CT__KEY("last_epoch"), fn));
+  CT__TRY(get_num(NULL, &ng, st, CT__KEY("groups"), fn));
+  if (ng != s->ngroups)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the container's scheduler covers %" PRId64 " groups but this one %d",
+                     fn, ng, s->ngroups);
+  if (me->epoch < -1 || (s->kind == K_ONE_CYCLE && me->epoch > s->total_steps))
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: metadata '%slast_epoch' is %" PRId64 " (out of range)", fn, prefix,
+                     me->epoch);
+  if (s->kind == K_PLATEAU) {
+    CT__TRY(get_num(&me->best, NULL, st, CT__KEY("best"), fn));
+    CT__TRY(get_num(NULL, &me->bad, st, CT__KEY("num_bad_epochs"), fn));
+    CT__TRY(get_num(NULL, &me->cool, st, CT__KEY("cooldown_counter"), fn));
+  }
+  if (s->kind == K_SEQUENTIAL) {
+    int64_t cnt = 0;
+    CT__TRY(get_num(NULL, &cnt, st, CT__KEY("count"), fn));
+    if (cnt != s->nchildren)
+      return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the container's sequence holds %" PRId64 " schedulers but this "
+                       "one %d", fn, cnt, s->nchildren);
+  }
+  me->lrs = calloc((size_t)s->ngroups * 2 + 1, sizeof *me->lrs);
+  if (!me->lrs) return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+  for (int g = 0; g < s->ngroups; g++) {
+    CT__TRY(get_num(&me->lrs[2 * g], NULL, st, CT__KEY("%d.base_lr", g), fn));
+    CT__TRY(get_num(&me->lrs[2 * g + 1], NULL, st, CT__KEY("%d.last_lr", g), fn));
+  }
+#undef CT__KEY
+  for (int i = 0; i < s->nchildren; i++) {
+    char sub[64];
+    snprintf(sub, sizeof sub, "%s%d.", prefix, i);
+    CT__TRY(load_prefixed(s->children[i], st, sub, l, used, fn));
+  }
+  return CT_OK;
+}
+
+/* Applies l (load_prefixed's order) to s and its children. */
+static void apply_loaded(ct_lr_scheduler *s, const loaded *l, int *used) {
+  const loaded *me = &l[(*used)++];
+  for (int g = 0; g < s->ngroups; g++) {
+    s->base_lrs[g] = me->lrs[2 * g];
+    s->last_lrs[g] = me->lrs[2 * g + 1];
+  }
+  s->last_epoch = me->epoch;
+  s->best = me->best;
+  s->num_bad_epochs = me->bad;
+  s->cooldown_counter = me->cool;
+  for (int i = 0; i < s->nchildren; i++) apply_loaded(s->children[i], l, used);
+}
+
+static int tree_size(const ct_lr_scheduler *s) {
+  int n = 1;
+  for (int i = 0; i < s->nchildren; i++) n += tree_size(s->children[i]);
+  return n;
+}
+
 ct_status ct_lr_scheduler_load(ct_lr_scheduler *s, const ct_safetensors *st) {
   const char *fn = "ct_lr_scheduler_load";
   CT__CHECK_NOT_NULL(fn, s);
   CT__CHECK_NOT_NULL(fn, st);
-  const char *kind = ct_safetensors_metadata_get(st, "sched.kind");
-  if (!kind) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the container has no metadata 'sched.kind'", fn);
-  if (strcmp(kind, KIND_NAME[s->kind]) != 0)
-    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the container holds a \"%.20s\" scheduler but this one is %s", fn,
-                     kind, KIND_NAME[s->kind]);
-  int64_t epoch, ng, bad = 0, cool = 0;
-  double best = 0;
-  CT__TRY(get_num(NULL, &epoch, st, "sched.last_epoch", fn));
-  CT__TRY(get_num(NULL, &ng, st, "sched.groups", fn));
-  if (ng != s->ngroups)
-    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the container's scheduler covers %" PRId64 " groups but this one %d",
-                     fn, ng, s->ngroups);
-  if (epoch < 0 || (s->kind == K_ONE_CYCLE && epoch > s->total_steps))
-    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: metadata 'sched.last_epoch' is %" PRId64 " (out of range)", fn,
-                     epoch);
-  if (s->kind == K_PLATEAU) {
-    CT__TRY(get_num(&best, NULL, st, "sched.best", fn));
-    CT__TRY(get_num(NULL, &bad, st, "sched.num_bad_epochs", fn));
-    CT__TRY(get_num(NULL, &cool, st, "sched.cooldown_counter", fn));
-  }
-  double *base = calloc((size_t)s->ngroups * 2 + 1, sizeof *base);
-  if (!base) return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
-  ct_status r = CT_OK;
-  for (int g = 0; g < s->ngroups && r == CT_OK; g++) {
-    char key[64];
-    snprintf(key, sizeof key, "sched.%d.base_lr", g);
-    r = get_num(&base[2 * g], NULL, st, key, fn);
-    snprintf(key, sizeof key, "sched.%d.last_lr", g);
-    if (r == CT_OK) r = get_num(&base[2 * g + 1], NULL, st, key, fn);
-  }
+  int n = tree_size(s), used = 0;
+  loaded *l = calloc((size_t)n, sizeof *l);
+  if (!l) return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+  ct_status r = load_prefixed(s, st, "sched.", l, &used, fn);
   if (r == CT_OK) {
-    for (int g = 0; g < s->ngroups; g++) {
-      s->base_lrs[g] = base[2 * g];
-      s->last_lrs[g] = base[2 * g + 1];
-    }
-    s->last_epoch = epoch;
-    s->best = best;
-    s->num_bad_epochs = bad;
-    s->cooldown_counter = cool;
+    used = 0;
+    apply_loaded(s, l, &used);
   }
-  free(base);
+  for (int i = 0; i < n; i++) free(l[i].lrs);
+  free(l);
   return r;
 }
 
@@ -575,5 +768,7 @@ void ct_lr_scheduler_free(ct_lr_scheduler *s) {
   free(s->last_lrs);
   free(s->milestones);
   free(s->rates);
+  for (int i = 0; i < s->nchildren; i++) ct_lr_scheduler_free(s->children[i]);
+  free(s->children);
   free(s);
 }

@@ -45,6 +45,12 @@ SCHEDULES = {
     "one_cycle_adam3": lambda o: S.OneCycleLR(o, max_lr=0.01, total_steps=1000, pct_start=0.2,
                                               anneal_strategy="linear", base_momentum=0.8, max_momentum=0.9,
                                               three_phase=True),
+    # Linear warmup then cosine, and three schedulers (the last one a one-cycle without closed form).
+    "sequential": lambda o: S.SequentialLR(o, [S.LinearLR(o, start_factor=0.01, end_factor=1.0, total_iters=100),
+                                               S.CosineAnnealingLR(o, T_max=900, eta_min=1e-5)], milestones=[100]),
+    "sequential3": lambda o: S.SequentialLR(o, [S.ExponentialLR(o, gamma=0.99), S.StepLR(o, step_size=50, gamma=0.5),
+                                                S.OneCycleLR(o, max_lr=0.2, total_steps=500, cycle_momentum=False)],
+                                            milestones=[200, 500]),
     "plateau_min": lambda o: S.ReduceLROnPlateau(o, mode="min", factor=0.5, patience=5, threshold=1e-3,
                                                  threshold_mode="rel", cooldown=3, min_lr=1e-4, eps=1e-8),
     "plateau_max": lambda o: S.ReduceLROnPlateau(o, mode="max", factor=0.7, patience=3, threshold=0.01,

@@ -89,7 +89,18 @@ static ct_lr_scheduler *make_sched(const char *name, ct_optimizer *o) {
     ck_assert_ct_ok(ct_lr_one_cycle_new(&s, o, 0.3, 1000, 0.3, CT_ANNEAL_COS, true, 0.85, 0.95, 25.0, 1e4, false));
   else if (!strcmp(name, "one_cycle_adam3"))
     ck_assert_ct_ok(ct_lr_one_cycle_new(&s, o, 0.01, 1000, 0.2, CT_ANNEAL_LINEAR, true, 0.8, 0.9, 25.0, 1e4, true));
-  else if (!strcmp(name, "plateau_min"))
+  else if (!strcmp(name, "sequential")) {
+    ct_lr_scheduler *w = NULL, *c = NULL;
+    ck_assert_ct_ok(ct_lr_linear_new(&w, o, 0.01, 1.0, 100));
+    ck_assert_ct_ok(ct_lr_cosine_new(&c, o, 900, 1e-5));
+    ck_assert_ct_ok(ct_lr_sequential_new(&s, o, (ct_lr_scheduler *[]){w, c}, 2, (const int64_t[]){100}));
+  } else if (!strcmp(name, "sequential3")) {
+    ct_lr_scheduler *a = NULL, *b = NULL, *c = NULL;
+    ck_assert_ct_ok(ct_lr_exponential_new(&a, o, 0.99));
+    ck_assert_ct_ok(ct_lr_step_new(&b, o, 50, 0.5));
+    ck_assert_ct_ok(ct_lr_one_cycle_new(&c, o, 0.2, 500, 0.3, CT_ANNEAL_COS, false, 0.85, 0.95, 25.0, 1e4, false));
+    ck_assert_ct_ok(ct_lr_sequential_new(&s, o, (ct_lr_scheduler *[]){a, b, c}, 3, (const int64_t[]){200, 500}));
+  } else if (!strcmp(name, "plateau_min"))
     ck_assert_ct_ok(ct_lr_plateau_new(&s, o, CT_PLATEAU_MIN, 0.5, 5, 1e-3, CT_THRESHOLD_REL, 3, 1e-4, 1e-8));
   else if (!strcmp(name, "plateau_max"))
     ck_assert_ct_ok(ct_lr_plateau_new(&s, o, CT_PLATEAU_MAX, 0.7, 3, 0.01, CT_THRESHOLD_ABS, 0, 0.0, 1e-8));
@@ -109,10 +120,10 @@ static void step(ct_optimizer *o, ct_lr_scheduler *s, const char *name, const do
 
 static const char *const NAMES[] = {"step", "multistep", "exponential", "cosine", "cosine_full", "linear",
                                     "linear_down", "one_cycle", "one_cycle3", "one_cycle_mom", "one_cycle_adam3",
-                                    "plateau_min", "plateau_max"};
+                                    "sequential", "sequential3", "plateau_min", "plateau_max"};
 
 static bool exact_kind(const char *name) {
-  return strncmp(name, "cosine", 6) != 0 && strncmp(name, "one_cycle", 9) != 0;
+  return strncmp(name, "cosine", 6) != 0 && strncmp(name, "one_cycle", 9) != 0 && strncmp(name, "sequential", 10) != 0;
 }
 
 static void check_value(const char *name, int e, int g, double got, double want, bool exact, int *bit_equal) {
@@ -218,8 +229,8 @@ START_TEST(scheduler_checkpoint_resume) {
   ct_device *d = ct_test_device();
   ct_safetensors *fixt = fixture(d);
   double *metric = fx_doubles(fixt, "metric", STEPS);
-  const char *names[] = {"cosine", "linear", "one_cycle3", "one_cycle_adam3", "plateau_min"};
-  for (int k = 0; k < 5; k++) {
+  const char *names[] = {"cosine", "linear", "one_cycle3", "one_cycle_adam3", "sequential3", "plateau_min"};
+  for (int k = 0; k < 6; k++) {
     ct_tensor *ps[2] = {leaf(d, 2), leaf(d, 3)};
     ct_optimizer *o = optimizer_for(names[k], ps), *o2 = optimizer_for(names[k], ps);
     ct_lr_scheduler *s = make_sched(names[k], o);
@@ -296,6 +307,16 @@ START_TEST(scheduler_errors) {
   ck_assert_ct_ok(ct_lr_plateau_new(&s, o, CT_PLATEAU_MIN, 0.1, 10, 1e-4, CT_THRESHOLD_REL, 0, 0, 1e-8));
   ck_assert_ct_status(ct_lr_scheduler_step(s), CT_ERR_INVALID_ARGUMENT);
   ck_assert_error_contains("ct_lr_scheduler_step_metric");
+  /* A plateau scheduler cannot join a sequence; the caller keeps its schedulers on failure. */
+  ct_lr_scheduler *w = NULL, *seq = NULL;
+  ck_assert_ct_ok(ct_lr_linear_new(&w, o, 0.5, 1.0, 4));
+  ck_assert_ct_status(ct_lr_sequential_new(&seq, o, (ct_lr_scheduler *[]){w, s}, 2, (const int64_t[]){4}),
+                      CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("schedulers[1] is a plateau scheduler");
+  ck_assert_ct_status(ct_lr_sequential_new(&seq, o, (ct_lr_scheduler *[]){w, w}, 2, (const int64_t[]){4}),
+                      CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_null(seq);
+  ct_lr_scheduler_free(w);
   ct_lr_scheduler_free(s);
   ck_assert_ct_ok(ct_lr_step_new(&s, o, 3, 0.5));
   ck_assert_ct_status(ct_lr_scheduler_step_metric(s, 1.0), CT_ERR_INVALID_ARGUMENT);
