@@ -27,7 +27,8 @@ RANKS = [
     ['elementwise', 'reduce', 'random', 'linalg', 'shape', 'index'],
     ['nn', 'io', 'interop'],  # nn: composite ops over the op families
     ['autograd'],   # backward formulas over every op family (recording is tensor/graph.h)
-    ['optim'],      # optimizers, gradient scaling, checkpoints: over autograd and io
+    ['optim', 'data'],  # optimizers, schedulers, gradient scaling, checkpoints: over autograd
+                        # and io; data: the data loader, over random, index and the tensors
     ['dist'],       # process groups, collectives, DDP (its gradient hook is in tensor/graph.h)
 ]
 RANK = {layer: r for r, layers in enumerate(RANKS) for layer in layers}

@@ -36,6 +36,8 @@
 #include "cltensor/autograd.h"
 #include "cltensor/optim.h"
 #include "cltensor/dist.h"
+#include "cltensor/sched.h"
+#include "cltensor/data.h"
 #include "cltensor/io.h"
 #include "cltensor/interop.h"
 #include "cltensor/profile.h"

@@ -66,6 +66,26 @@ CT_API ct_status ct_max_pool2d(ct_tensor **out, const ct_tensor *x, const int ke
 CT_API ct_status ct_avg_pool2d(ct_tensor **out, const ct_tensor *x, const int kernel[2], const int stride[2],
                                const int padding[2]);
 
+/* 1-D max pooling (F.max_pool1d with all its arguments): x [N, C, L] or [C, L]; kernel >= 1;
+ * stride >= 1, or 0 for the kernel size (PyTorch's stride=None); 0 <= padding <= kernel / 2;
+ * dilation >= 1 (the window's elements dilation apart); ceil_mode rounds the output size up
+ * (PyTorch's rule: L_out = floor((L + 2 padding - dilation (kernel - 1) - 1 [+ stride - 1 with
+ * ceil_mode]) / stride) + 1, one fewer when ceil_mode's last window would start past the input
+ * and the left padding). Computed as PyTorch computes it: x viewed as [N, C, 1, L], pooled in
+ * 2-D with a window of height 1 (the same kernel as ct_max_pool2d), and squeezed back; the NaN
+ * and gradient rules of ct_max_pool2d (each window's gradient to its first maximum), recorded
+ * through the two views (grad_fn SqueezeBackward1, as PyTorch's). No window fits:
+ * CT_ERR_SHAPE_MISMATCH; other argument errors: CT_ERR_INVALID_ARGUMENT. */
+CT_API ct_status ct_max_pool1d(ct_tensor **out, const ct_tensor *x, int kernel, int stride, int padding, int dilation,
+                               bool ceil_mode);
+/* 1-D average pooling (F.avg_pool1d with all its arguments): kernel, stride, padding and
+ * ceil_mode as ct_max_pool1d's (no dilation, as PyTorch's); count_include_pad true divides each
+ * window by its size within the padded input (kernel but for ceil_mode's last windows), false by
+ * the number of input elements it covers. Through the 2-D kernel as ct_max_pool1d; the gradient
+ * of each window is spread over its elements with the same divisor. */
+CT_API ct_status ct_avg_pool1d(ct_tensor **out, const ct_tensor *x, int kernel, int stride, int padding, bool ceil_mode,
+                               bool count_include_pad);
+
 /* Adaptive average pooling (F.adaptive_avg_pool2d) to size {OH, OW} (each >= 0; an empty
  * input dim can only give an empty output dim): output (i, j) averages rows
  * [floor(i H / OH), ceil((i + 1) H / OH)) and the same for columns, PyTorch's windows.

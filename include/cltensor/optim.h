@@ -67,24 +67,55 @@ CT_API ct_status ct_adam_new(ct_optimizer **out, ct_tensor *const *params, int n
 CT_API ct_status ct_optimizer_step(ct_optimizer *opt);
 /* Method. Drops every parameter's gradient (set_to_none, PyTorch's default). */
 CT_API ct_status ct_optimizer_zero_grad(ct_optimizer *opt);
-/* Method. Sets the learning rate for the next steps (schedulers call this). lr >= 0, else
- * CT_ERR_INVALID_ARGUMENT and the rate stays. */
+/* Method. Sets the learning rate of every parameter group (and the default of groups added
+ * later) for the next steps. lr >= 0, else CT_ERR_INVALID_ARGUMENT and the rates stay. */
 CT_API ct_status ct_optimizer_set_lr(ct_optimizer *opt, double lr);
-CT_API double ct_optimizer_get_lr(const ct_optimizer *opt); /* NaN for NULL */
+CT_API double ct_optimizer_get_lr(const ct_optimizer *opt); /* group 0's; NaN for NULL */
+
+/* Parameter groups (PyTorch's param_groups): each group has its own learning rate and weight
+ * decay; the other hyperparameters (momentum, betas, eps, nesterov, decoupled) are the
+ * optimizer's. The constructor's parameters are group 0, with its lr and weight_decay. The
+ * common use, no weight decay on biases and norms (PyTorch:
+ * AdamW([{"params": decay}, {"params": no_decay, "weight_decay": 0.0}], lr=1e-3,
+ * weight_decay=0.01)):
+ *   ct_adam_new(&opt, decay, n_decay, 1e-3, 0.9, 0.999, 1e-8, 0.01, true);   // group 0
+ *   ct_optimizer_add_param_group(opt, no_decay, n_no_decay, NAN, 0.0);      // group 1
+ * Schedulers (sched.h) set every group's lr from its own base. Groups are numbered 0, 1, ... in
+ * the order they were made; the parameters of all groups form one list in that order (the
+ * indices i of the checkpoint entries "optim.<i>.*"). */
+/* Method. Appends a group over params (n >= 1 leaves as for the constructors, none already in
+ * a group of opt: CT_ERR_INVALID_ARGUMENT naming it, as PyTorch's "some parameters appear in
+ * more than one parameter group"; the array is copied, each tensor retained). lr and
+ * weight_decay: the group's values (>= 0), or NaN for the constructor's (PyTorch's defaults of
+ * add_param_group). Their state starts empty (created at their first step). Returns CT_OK;
+ * CT_ERR_INVALID_ARGUMENT; CT_ERR_DTYPE_MISMATCH; CT_ERR_OUT_OF_MEMORY (opt unchanged). */
+CT_API ct_status ct_optimizer_add_param_group(ct_optimizer *opt, ct_tensor *const *params, int n, double lr,
+                                              double weight_decay);
+CT_API int ct_optimizer_num_groups(const ct_optimizer *opt);             /* 0 for NULL */
+CT_API int ct_optimizer_group_size(const ct_optimizer *opt, int group);  /* its parameters; -1 if none */
+/* Method. The learning rate / weight decay of one group (0 <= group < ct_optimizer_num_groups,
+ * else CT_ERR_INVALID_ARGUMENT naming it; the value must be >= 0, else CT_ERR_INVALID_ARGUMENT
+ * and it stays). The getters return NaN for NULL or a group out of range. */
+CT_API ct_status ct_optimizer_set_group_lr(ct_optimizer *opt, int group, double lr);
+CT_API double ct_optimizer_get_group_lr(const ct_optimizer *opt, int group);
+CT_API ct_status ct_optimizer_set_group_weight_decay(ct_optimizer *opt, int group, double weight_decay);
+CT_API double ct_optimizer_get_group_weight_decay(const ct_optimizer *opt, int group);
 /* Releases the optimizer, its state and its parameter references. NULL is a no-op. */
 CT_API void ct_optimizer_free(ct_optimizer *opt);
 
 /* Checkpoints: the optimizer's state (copies of the momentum buffers / Adam moments as tensors
  * "optim.<i>.momentum_buffer", "optim.<i>.exp_avg", "optim.<i>.exp_avg_sq"; the kind, the
- * hyperparameters and each parameter's step count as metadata "optim.kind", "optim.lr", ...,
- * "optim.<i>.step", listed in docs/TRAINING.md) goes into st, replacing entries of the same
- * names; later steps do not change what st holds. Load reads it back into an optimizer of the
- * same kind over parameters of the same shapes and dtypes (copying the state onto each
- * parameter's device) and, as PyTorch's load_state_dict, restores the hyperparameters too
- * (lr included), so that training resumes with bit-identical steps. Save the parameters
+ * hyperparameters, the parameter groups (their sizes, lr, weight decay and the schedulers'
+ * base lr) and each parameter's step count as metadata "optim.kind", "optim.lr", ...,
+ * "optim.groups", "optim.group.<g>.lr", ..., "optim.<i>.step", listed in docs/TRAINING.md) goes
+ * into st, replacing entries of the same names; later steps do not change what st holds. Load
+ * reads it back into an optimizer of the same kind over parameters of the same shapes and
+ * dtypes, in groups of the same sizes (copying the state onto each parameter's device) and, as
+ * PyTorch's load_state_dict, restores the hyperparameters too (every group's lr and weight
+ * decay included), so that training resumes with bit-identical steps. Save the parameters
  * themselves with ct_safetensors_set. A container that does not match (other kind, count,
- * shapes, dtypes, a missing entry or metadata, a value that does not parse or is out of range,
- * a step count outside 0..INT64_MAX - 1: INT64_MAX would overflow at the next step) is
+ * groups, shapes, dtypes, a missing entry or metadata, a value that does not parse or is out of
+ * range, a step count outside 0..INT64_MAX - 1: INT64_MAX would overflow at the next step) is
  * CT_ERR_INVALID_ARGUMENT naming what differs, and the optimizer is left as it was. Every count
  * the optimizer saves loads again. NULL
  * arguments: CT_ERR_INVALID_ARGUMENT; also CT_ERR_OUT_OF_MEMORY and the device statuses of the

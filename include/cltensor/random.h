@@ -1,4 +1,4 @@
-/* Random numbers: rand and randn from Philox4x32-10.
+/* Random numbers: rand, randn and randperm from Philox4x32-10.
  *
  * Generator. Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3",
  * SC'11; the Random123 reference) maps a 128-bit counter and a 64-bit key to 128 random bits.
@@ -74,6 +74,20 @@ CT_API ct_status ct_randn(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, c
 /* As ct_randn() from the given (seed, offset); leaves the global state alone. */
 CT_API ct_status ct_randn_seeded(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape,
                                  uint64_t seed, uint64_t offset);
+
+/* OUT: *out, a new i64 tensor [n] holding a random permutation of 0 .. n-1 (torch.randperm,
+ * n >= 0), from the global state (one offset consumed, as ct_rand). Algorithm, so that a
+ * (seed, offset) gives the same permutation everywhere: start from 0, 1, ..., n-1; for i = n-1
+ * down to 1 swap element i with element j, j uniform in [0, i]: j = x mod (i + 1) for the first
+ * x of the stream's 32-bit words (w0..w3 of block 0, then of block 1, ...) that is below the
+ * largest multiple of i + 1 that fits in 2^32 (rejection, so every j is exactly equally likely);
+ * when i + 1 > 2^32, x is two words (the first one high) and 2^64 takes 2^32's place. The
+ * shuffle runs on the host (it is sequential) and the result is uploaded: the order differs from
+ * PyTorch's for the same seed. CT_ERR_INVALID_ARGUMENT for NULL out/d or n < 0;
+ * CT_ERR_OUT_OF_MEMORY; the statuses of ct_from_host. */
+CT_API ct_status ct_randperm(ct_tensor **out, ct_device *d, int64_t n);
+/* As ct_randperm() from the given (seed, offset); leaves the global state alone. */
+CT_API ct_status ct_randperm_seeded(ct_tensor **out, ct_device *d, int64_t n, uint64_t seed, uint64_t offset);
 
 CT_END_DECLS
 

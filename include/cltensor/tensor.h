@@ -101,6 +101,16 @@ CT_API ct_status ct_to_host(const ct_tensor *t, void *dst, size_t dst_bytes);
  * grad while grad mode is on; bumps t's version, so a graph that saved t fails ct_backward. */
 CT_API ct_status ct_copy_from_host(ct_tensor *t, const void *src, size_t src_bytes);
 
+/* t's one element as a double (PyTorch's .item(); a 64-bit integer beyond 2^53 rounds to the
+ * nearest double). Any dtype, any shape with exactly one element ([], [1], [1, 1] ...): else
+ * CT_ERR_INVALID_ARGUMENT naming the element count and shape. Blocking (as ct_to_host). On
+ * failure *out is NaN. */
+CT_API ct_status ct_item(double *out, const ct_tensor *t);
+/* t's one element as an exact int64: integer and bool dtypes as they are (a u64 above INT64_MAX
+ * is CT_ERR_INVALID_ARGUMENT); a float must hold an integer value in int64's range (else
+ * CT_ERR_INVALID_ARGUMENT naming the value: use ct_item). On failure *out is 0. */
+CT_API ct_status ct_item_int64(int64_t *out, const ct_tensor *t);
+
 /* A pending transfer. */
 typedef struct ct_event ct_event;
 /* Non-blocking ct_to_host: enqueues the read and returns at once with *ev to wait on.
@@ -144,6 +154,16 @@ CT_API void ct_pinned_release(ct_pinned *p);      /* NULL is a no-op */
  * CT_ERR_SHAPE_MISMATCH when the strides can't express it; ct_reshape then copies instead. */
 CT_API ct_status ct_view(ct_tensor **out, const ct_tensor *t, int ndim, const int64_t *shape);
 CT_API ct_status ct_reshape(ct_tensor **out, const ct_tensor *t, int ndim, const int64_t *shape);
+/* torch.flatten: dims start_dim..end_dim (negative count from the end; start_dim after end_dim
+ * is CT_ERR_INVALID_ARGUMENT) become one dim of their product, through ct_reshape: a view when
+ * the strides allow, else a copy. A 0-d tensor gives [1] (start_dim and end_dim 0 or -1);
+ * start_dim == end_dim gives a view of the same shape. */
+CT_API ct_status ct_flatten(ct_tensor **out, const ct_tensor *t, int start_dim, int end_dim);
+/* torch.unflatten: dim (negative counts from the end) becomes n >= 1 dims of the given sizes,
+ * whose product must be its size (one size may be -1, inferred); always a view. A product that
+ * differs: CT_ERR_SHAPE_MISMATCH naming the sizes and the dim's size; more than CT_MAX_DIMS
+ * dims, NULL sizes, another negative size: CT_ERR_INVALID_ARGUMENT. */
+CT_API ct_status ct_unflatten(ct_tensor **out, const ct_tensor *t, int dim, const int64_t *sizes, int n);
 /* dims is a permutation of 0..ndim-1 (negative dims count from the end). */
 CT_API ct_status ct_permute(ct_tensor **out, const ct_tensor *t, const int *dims);
 CT_API ct_status ct_transpose(ct_tensor **out, const ct_tensor *t, int dim0, int dim1);
@@ -172,7 +192,12 @@ CT_API ct_status ct_cast(ct_tensor **out, const ct_tensor *t, ct_dtype dt);
 
 /* ---- Printing, like PyTorch's repr ----
  * "tensor([[1., 2.],\n        [3., 4.]], shape=[2, 2], dtype=f32, device=cpu:0)";
- * summarized with "..." past 1000 elements (3 at each edge). */
+ * summarized with "..." past 1000 elements (3 at each edge). Autograd as PyTorch prints it: a
+ * leaf that requires grad ends with ", requires_grad=True", a result recorded by autograd with
+ * ", grad_fn=<MulBackward0>" (PyTorch's name of the node the call records: MulBackward0 for
+ * ct_mul, MmBackward0 for a 2-D ct_matmul, SumBackward0 for a full ct_sum, ViewBackward0 for
+ * ct_view/ct_reshape/ct_flatten, ConvolutionBackward0, NllLossBackward0 for ct_cross_entropy...;
+ * docs/AUTOGRAD.md). */
 /* Writes the text and a newline to f (CT_ERR_IO when writing fails). Only the shown elements
  * are read from the device. */
 CT_API ct_status ct_print(FILE *f, const ct_tensor *t);

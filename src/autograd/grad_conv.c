@@ -28,7 +28,7 @@ ct_status ct__grad_max_pool2d(ct__node *n, const ct_tensor *g, ct_tensor **gin) 
 }
 
 ct_status ct__grad_avg_pool2d(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
-  return grad_pool(n, g, gin, CT__POOL_AVG);
+  return grad_pool(n, g, gin, n->sub); /* CT__POOL_AVG or CT__POOL_AVG_EXCL */
 }
 
 ct_status ct__grad_adaptive_avg_pool2d(ct__node *n, const ct_tensor *g, ct_tensor **gin) {

@@ -166,16 +166,17 @@ extern int64_t ct__nn_wgrad_positions, ct__nn_wgrad_group_bytes;
 /* conv1d's [N, C, L] or [C, L] tensor (x or an output gradient) as [N, C, 1, L]. */
 ct_status ct__nn_conv1d_view4(ct_tensor **out, const ct_tensor *t);
 
-/* pool.c's modes (the kernels' mode argument). */
-enum { CT__POOL_MAX, CT__POOL_AVG, CT__POOL_ADAPTIVE };
+/* pool.c's modes (the kernels' mode argument): AVG counts the padding (count_include_pad),
+ * AVG_EXCL does not. */
+enum { CT__POOL_MAX, CT__POOL_AVG, CT__POOL_ADAPTIVE, CT__POOL_AVG_EXCL };
 
 /* The input gradient of pool2d (pool.c): g the output gradient ([N, C, OH, OW] or unbatched,
  * as the op's output), x the op's input (needed for max, whose gradient goes to the first
  * maximum of each window, recomputed; NULL for the averages), xndim/xshape/dt/d the input's
- * geometry; mode and win[6] (kh, kw, sh, sw, ph, pw) as the forward's. *gx has the input's shape
- * and dtype. */
+ * geometry; mode and win[8] (kh, kw, sh, sw, ph, pw, dh, dw) as the forward's. *gx has the
+ * input's shape and dtype. */
 ct_status ct__nn_pool2d_backward(ct_tensor **gx, const ct_tensor *g, const ct_tensor *x, int xndim,
-                                 const int64_t *xshape, ct_dtype dt, ct_device *d, int mode, const int win[6],
+                                 const int64_t *xshape, ct_dtype dt, ct_device *d, int mode, const int win[8],
                                  const char *fn);
 
 /* The host attention (attention_host.c): where d's GEMMs take the host route and the device runs

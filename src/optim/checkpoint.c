@@ -8,9 +8,15 @@
  * "optim.<i>.exp_avg_sq" (Adam), present exactly when that parameter took a step. The step
  * count decides, not the presence of a tensor, so saving again into a container that held a
  * later state leaves nothing that load would misread. As PyTorch's load_state_dict, loading
- * restores the hyperparameters too. */
+ * restores the hyperparameters too.
+ * Parameter groups: "optim.groups" (their number) and per group g "optim.group.<g>.count",
+ * "optim.group.<g>.lr", "optim.group.<g>.weight_decay" and "optim.group.<g>.initial_lr" (the
+ * schedulers' base, "nan" before one was attached); "optim.lr" and "optim.weight_decay" stay the
+ * defaults of added groups. A container without "optim.groups" (written before groups existed)
+ * loads into a one-group optimizer, its group taking "optim.lr" and "optim.weight_decay". */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +81,23 @@ ct_status ct_optimizer_save(const ct_optimizer *opt, ct_safetensors *st) {
     if (st_ == CT_OK) st_ = set_double(st, "optim.beta2", opt->beta2);
     if (st_ == CT_OK) st_ = set_double(st, "optim.eps", opt->eps);
     if (st_ == CT_OK) st_ = ct_safetensors_metadata_set(st, "optim.decoupled", opt->decoupled ? "1" : "0");
+  }
+  if (st_ == CT_OK) {
+    snprintf(key, sizeof key, "%d", opt->ngroups);
+    st_ = ct_safetensors_metadata_set(st, "optim.groups", key);
+  }
+  for (int g = 0; g < opt->ngroups && st_ == CT_OK; g++) {
+    char val[32];
+    const ct__optim_group *gr = &opt->groups[g];
+    snprintf(key, sizeof key, "optim.group.%d.count", g);
+    snprintf(val, sizeof val, "%d", gr->n);
+    st_ = ct_safetensors_metadata_set(st, key, val);
+    snprintf(key, sizeof key, "optim.group.%d.lr", g);
+    if (st_ == CT_OK) st_ = set_double(st, key, gr->lr);
+    snprintf(key, sizeof key, "optim.group.%d.weight_decay", g);
+    if (st_ == CT_OK) st_ = set_double(st, key, gr->weight_decay);
+    snprintf(key, sizeof key, "optim.group.%d.initial_lr", g);
+    if (st_ == CT_OK) st_ = set_double(st, key, gr->initial_lr);
   }
   for (int i = 0; i < opt->n && st_ == CT_OK; i++) {
     char val[32];
@@ -184,6 +207,48 @@ ct_status ct_optimizer_load(ct_optimizer *opt, const ct_safetensors *st) {
     ct__error_append(" (in %s: the container's hyperparameters)", fn);
     return s;
   }
+  /* The groups: each one's parameter count must match; their lr and weight decay come back. */
+  ct__optim_group *groups = calloc((size_t)opt->ngroups, sizeof *groups);
+  if (!groups) return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+  memcpy(groups, opt->groups, (size_t)opt->ngroups * sizeof *groups);
+  if (!ct_safetensors_metadata_get(st, "optim.groups")) {
+    if (opt->ngroups != 1)
+      s = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the container has no parameter groups (metadata 'optim.groups') "
+                    "but this optimizer has %d groups", fn, opt->ngroups);
+    groups[0].lr = h.lr;
+    groups[0].weight_decay = h.weight_decay;
+  } else {
+    int64_t ng = 0;
+    s = get_int(&ng, st, "optim.groups", 1, INT32_MAX, fn);
+    if (s == CT_OK && ng != opt->ngroups)
+      s = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the container holds %" PRId64 " parameter groups but this "
+                    "optimizer has %d", fn, ng, opt->ngroups);
+    for (int g = 0; g < opt->ngroups && s == CT_OK; g++) {
+      char key[64];
+      int64_t cnt = 0;
+      snprintf(key, sizeof key, "optim.group.%d.count", g);
+      s = get_int(&cnt, st, key, 0, INT32_MAX, fn);
+      if (s == CT_OK && cnt != groups[g].n)
+        s = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the container's group %d holds %" PRId64 " parameters but this "
+                      "optimizer's holds %d", fn, g, cnt, groups[g].n);
+      snprintf(key, sizeof key, "optim.group.%d.lr", g);
+      if (s == CT_OK) s = get_double(&groups[g].lr, st, key, fn);
+      /* A scheduler may have set a negative lr, as PyTorch's (sched.h): any number but NaN. */
+      if (s == CT_OK && isnan(groups[g].lr))
+        s = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: metadata '%s' is NaN (expected an lr)", fn, key);
+      snprintf(key, sizeof key, "optim.group.%d.weight_decay", g);
+      if (s == CT_OK) s = get_double(&groups[g].weight_decay, st, key, fn);
+      if (s == CT_OK && !(groups[g].weight_decay >= 0))
+        s = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: metadata '%s' is %g (expected weight_decay >= 0)", fn, key,
+                      groups[g].weight_decay);
+      snprintf(key, sizeof key, "optim.group.%d.initial_lr", g);
+      if (s == CT_OK) s = get_double(&groups[g].initial_lr, st, key, fn);
+    }
+  }
+  if (s != CT_OK) {
+    free(groups);
+    return s;
+  }
   const char *names[2];
   int ns = state_names(opt, h.momentum, &names[0], &names[1]);
   int64_t *steps = calloc((size_t)opt->n + 1, sizeof *steps);
@@ -211,6 +276,7 @@ ct_status ct_optimizer_load(ct_optimizer *opt, const ct_safetensors *st) {
       ns0[i] = ns1[i] = NULL;
     }
     memcpy(opt->steps, steps, sizeof *steps * (size_t)opt->n);
+    memcpy(opt->groups, groups, (size_t)opt->ngroups * sizeof *groups);
     opt->lr = h.lr;
     opt->weight_decay = h.weight_decay;
     opt->momentum = h.momentum;
@@ -227,5 +293,6 @@ ct_status ct_optimizer_load(ct_optimizer *opt, const ct_safetensors *st) {
   free(steps);
   free(ns0);
   free(ns1);
+  free(groups);
   return s;
 }

@@ -12,16 +12,31 @@
 
 typedef enum ct__optim_kind { CT__OPTIM_SGD, CT__OPTIM_ADAM } ct__optim_kind;
 
+/* A parameter group (PyTorch's param_groups entry): the parameters first .. first + n - 1 of
+ * the optimizer's flat list (groups are appended, so each is one range) with their own lr and
+ * weight decay. initial_lr: set by the first scheduler attached (PyTorch's
+ * group.setdefault("initial_lr", group["lr"])), NaN before; later schedulers start from it. */
+typedef struct ct__optim_group {
+  int first, n;
+  double lr, weight_decay, initial_lr;
+} ct__optim_group;
+
 struct ct_optimizer {
   ct__optim_kind kind;
   int n;
   ct_tensor **params; /* one reference each */
+  int cap;            /* the arrays' capacity (ct_optimizer_add_param_group grows them) */
+  int *group;         /* the group of each parameter */
+  int ngroups;
+  ct__optim_group *groups; /* ngroups entries; group 0 holds the constructor's parameters */
   /* Per-parameter state, NULL until the parameter's first step (PyTorch creates it lazily
    * too): SGD's momentum buffer in s0 (none when momentum is 0); Adam's exp_avg in s0 and
    * exp_avg_sq in s1. Contiguous, the parameter's shape, dtype and device. */
   ct_tensor **s0, **s1;
   int64_t *steps; /* the steps each parameter took (Adam's bias corrections are per parameter),
                    * 0..CT__OPTIM_MAX_STEPS */
+  /* The constructor's values: lr and weight_decay are the defaults of a group added without its
+   * own (NaN arguments); every group's own values are in groups[]. */
   double lr, momentum, weight_decay, beta1, beta2, eps;
   bool nesterov, decoupled;
 };

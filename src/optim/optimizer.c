@@ -42,22 +42,47 @@ ct_status ct__optim_check_adam(double lr, double beta1, double beta2, double eps
   return CT_OK;
 }
 
-/* A new optimizer over params with its state arrays, or CT_ERR_OUT_OF_MEMORY. */
-static ct_status optimizer_new(ct_optimizer **out, ct__optim_kind kind, ct_tensor *const *params, int n,
-                               const char *fn) {
+/* Grows the per-parameter arrays of o to hold cap parameters (zeroed), or CT_ERR_OUT_OF_MEMORY
+ * leaving o as it was (each array that did grow keeps its old contents). */
+static ct_status grow(ct_optimizer *o, int cap, const char *fn) {
+  if (cap <= o->cap) return CT_OK;
+  void *p;
+#define CT__GROW(field)                                                                            \
+  if (!(p = realloc(o->field, (size_t)cap * sizeof *o->field)))                                  \
+    return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory for %d parameters", fn, cap); \
+  o->field = p;                                                                                  \
+  memset(o->field + o->cap, 0, (size_t)(cap - o->cap) * sizeof *o->field);
+  CT__GROW(params)
+  CT__GROW(s0)
+  CT__GROW(s1)
+  CT__GROW(steps)
+  CT__GROW(group)
+#undef CT__GROW
+  o->cap = cap;
+  return CT_OK;
+}
+
+/* A new optimizer over params (group 0, with the given lr and weight decay) with its state
+ * arrays, or CT_ERR_OUT_OF_MEMORY. */
+static ct_status optimizer_new(ct_optimizer **out, ct__optim_kind kind, ct_tensor *const *params, int n, double lr,
+                               double weight_decay, const char *fn) {
   ct_optimizer *o = calloc(1, sizeof *o);
-  if (o) {
-    o->params = calloc((size_t)n, sizeof *o->params);
-    o->s0 = calloc((size_t)n, sizeof *o->s0);
-    o->s1 = calloc((size_t)n, sizeof *o->s1);
-    o->steps = calloc((size_t)n, sizeof *o->steps);
-  }
-  if (!o || !o->params || !o->s0 || !o->s1 || !o->steps) {
+  if (o) o->groups = calloc(1, sizeof *o->groups);
+  if (!o || !o->groups) {
     ct_optimizer_free(o);
     return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory for %d parameters", fn, n);
   }
+  ct_status st = grow(o, n, fn);
+  if (st != CT_OK) {
+    ct_optimizer_free(o);
+    return st;
+  }
   o->kind = kind;
   o->n = n;
+  o->lr = lr;
+  o->weight_decay = weight_decay;
+  o->ngroups = 1;
+  o->groups[0] = (ct__optim_group){.first = 0, .n = n, .lr = lr, .weight_decay = weight_decay, .initial_lr = NAN};
   for (int i = 0; i < n; i++) o->params[i] = ct_retain(params[i]);
   *out = o;
   return CT_OK;
@@ -71,10 +96,8 @@ ct_status ct_sgd_new(ct_optimizer **out, ct_tensor *const *params, int n, double
   CT__TRY(ct__optim_check_params(params, n, false, true, fn));
   CT__TRY(ct__optim_check_sgd(lr, momentum, weight_decay, nesterov, fn));
   ct_optimizer *o;
-  CT__TRY(optimizer_new(&o, CT__OPTIM_SGD, params, n, fn));
-  o->lr = lr;
+  CT__TRY(optimizer_new(&o, CT__OPTIM_SGD, params, n, lr, weight_decay, fn));
   o->momentum = momentum;
-  o->weight_decay = weight_decay;
   o->nesterov = nesterov;
   *out = o;
   return CT_OK;
@@ -88,12 +111,10 @@ ct_status ct_adam_new(ct_optimizer **out, ct_tensor *const *params, int n, doubl
   CT__TRY(ct__optim_check_params(params, n, false, true, fn));
   CT__TRY(ct__optim_check_adam(lr, beta1, beta2, eps, weight_decay, fn));
   ct_optimizer *o;
-  CT__TRY(optimizer_new(&o, CT__OPTIM_ADAM, params, n, fn));
-  o->lr = lr;
+  CT__TRY(optimizer_new(&o, CT__OPTIM_ADAM, params, n, lr, weight_decay, fn));
   o->beta1 = beta1;
   o->beta2 = beta2;
   o->eps = eps;
-  o->weight_decay = weight_decay;
   o->decoupled = decoupled;
   *out = o;
   return CT_OK;
@@ -116,6 +137,7 @@ static ct_status ensure_state(ct_optimizer *o, int i) {
 
 static ct_status sgd_launch(ct_optimizer *o, int i, ct_tensor *g, const char *fn) {
   ct_tensor *p = o->params[i], *b = o->s0[i];
+  const ct__optim_group *gr = &o->groups[o->group[i]];
   ct_dtype dt = p->dtype;
   ct__kernel *k;
   CT__TRY(ct__optim_kernel(&k, p->storage->device, "optim_sgd", dt, fn));
@@ -125,9 +147,9 @@ static ct_status sgd_launch(ct_optimizer *o, int i, ct_tensor *g, const char *fn
   ct__karg_tensor(&a, "buf", b, 0);
   ct__optim_karg_geom(&a, 3, (const ct_tensor *[]){p, g, b ? b : p});
   ct__karg_long(&a, "n", ct_numel(p));
-  ct__optim_karg_acc(&a, "neg_lr", dt, -o->lr);
+  ct__optim_karg_acc(&a, "neg_lr", dt, -gr->lr);
   ct__optim_karg_acc(&a, "momentum", dt, o->momentum);
-  ct__optim_karg_acc(&a, "wd", dt, o->weight_decay);
+  ct__optim_karg_acc(&a, "wd", dt, gr->weight_decay);
   ct__karg_int(&a, "first", o->steps[i] == 0);
   ct__karg_int(&a, "nesterov", o->nesterov);
   return ct__launch1(k, &a, p->storage->device, ct_numel(p), 0, fn);
@@ -135,11 +157,13 @@ static ct_status sgd_launch(ct_optimizer *o, int i, ct_tensor *g, const char *fn
 
 static ct_status adam_launch(ct_optimizer *o, int i, ct_tensor *g, const char *fn) {
   ct_tensor *p = o->params[i], *m = o->s0[i], *v = o->s1[i];
+  const ct__optim_group *gr = &o->groups[o->group[i]];
+  double lr = gr->lr, wd = gr->weight_decay;
   ct_dtype dt = p->dtype;
   /* PyTorch computes these in double on the host (Python floats; the step count is exact). */
   double t = (double)(o->steps[i] + 1);
   double bc1 = 1 - pow(o->beta1, t), bc2 = 1 - pow(o->beta2, t);
-  bool dw = o->weight_decay != 0 && o->decoupled, cw = o->weight_decay != 0 && !o->decoupled;
+  bool dw = wd != 0 && o->decoupled, cw = wd != 0 && !o->decoupled;
   ct__kernel *k;
   CT__TRY(ct__optim_kernel(&k, p->storage->device, "optim_adam", dt, fn));
   struct ct__kargs a = ct__kargs_lock(k);
@@ -149,12 +173,12 @@ static ct_status adam_launch(ct_optimizer *o, int i, ct_tensor *g, const char *f
   ct__karg_tensor(&a, "v", v, 0);
   ct__optim_karg_geom(&a, 3, (const ct_tensor *[]){p, g, m});
   ct__karg_long(&a, "n", ct_numel(p));
-  ct__optim_karg_acc(&a, "decay", dt, dw ? 1 - o->lr * o->weight_decay : 1.0);
-  ct__optim_karg_acc(&a, "wd", dt, cw ? o->weight_decay : 0.0);
+  ct__optim_karg_acc(&a, "decay", dt, dw ? 1 - lr * wd : 1.0);
+  ct__optim_karg_acc(&a, "wd", dt, cw ? wd : 0.0);
   ct__optim_karg_acc(&a, "w1", dt, 1 - o->beta1);
   ct__optim_karg_acc(&a, "beta2", dt, o->beta2);
   ct__optim_karg_acc(&a, "w2", dt, 1 - o->beta2);
-  ct__optim_karg_acc(&a, "neg_step", dt, -(o->lr / bc1));
+  ct__optim_karg_acc(&a, "neg_step", dt, -(lr / bc1));
   ct__optim_karg_acc(&a, "bc2_sqrt", dt, pow(bc2, 0.5));
   ct__optim_karg_acc(&a, "eps", dt, o->eps);
   return ct__launch1(k, &a, p->storage->device, ct_numel(p), 0, fn);
@@ -204,10 +228,89 @@ ct_status ct_optimizer_set_lr(ct_optimizer *opt, double lr) {
   CT__CHECK_NOT_NULL("ct_optimizer_set_lr", opt);
   CT__TRY(check_lr(lr, "ct_optimizer_set_lr"));
   opt->lr = lr;
+  for (int g = 0; g < opt->ngroups; g++) opt->groups[g].lr = lr;
   return CT_OK;
 }
 
-double ct_optimizer_get_lr(const ct_optimizer *opt) { return opt ? opt->lr : NAN; }
+double ct_optimizer_get_lr(const ct_optimizer *opt) { return opt ? opt->groups[0].lr : NAN; }
+
+ct_status ct_optimizer_add_param_group(ct_optimizer *opt, ct_tensor *const *params, int n, double lr,
+                                       double weight_decay) {
+  const char *fn = "ct_optimizer_add_param_group";
+  CT__CHECK_NOT_NULL(fn, opt);
+  CT__TRY(ct__optim_check_params(params, n, false, true, fn));
+  if (isnan(lr)) lr = opt->lr;
+  if (isnan(weight_decay)) weight_decay = opt->weight_decay;
+  CT__TRY(check_lr(lr, fn));
+  if (!(weight_decay >= 0))
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: weight_decay is %g (expected weight_decay >= 0)", fn,
+                     weight_decay);
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < opt->n; j++)
+      if (opt->params[j] == params[i])
+        return ct__error(CT_ERR_INVALID_ARGUMENT,
+                         "%s: params[%d] is already in group %d of the optimizer (a parameter belongs to one "
+                         "group, as PyTorch's)",
+                         fn, i, opt->group[j]);
+  if (n > INT32_MAX - opt->n || opt->ngroups == INT32_MAX)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: too many parameters (%d + %d)", fn, opt->n, n);
+  ct__optim_group *gs = realloc(opt->groups, (size_t)(opt->ngroups + 1) * sizeof *gs);
+  if (!gs) return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+  opt->groups = gs;
+  int need = opt->n + n, cap = opt->cap;
+  while (cap < need) cap = cap > INT32_MAX / 2 ? need : 2 * cap;
+  CT__TRY(grow(opt, cap, fn));
+  int g = opt->ngroups++;
+  opt->groups[g] = (ct__optim_group){.first = opt->n, .n = n, .lr = lr, .weight_decay = weight_decay,
+                                     .initial_lr = NAN};
+  for (int i = 0; i < n; i++) {
+    opt->params[opt->n + i] = ct_retain(params[i]);
+    opt->group[opt->n + i] = g;
+  }
+  opt->n += n;
+  return CT_OK;
+}
+
+int ct_optimizer_num_groups(const ct_optimizer *opt) { return opt ? opt->ngroups : 0; }
+
+/* CT_ERR_INVALID_ARGUMENT unless opt is not NULL and group names one of its groups. */
+static ct_status check_group(const ct_optimizer *opt, int group, const char *fn) {
+  CT__CHECK_NOT_NULL(fn, opt);
+  if (group < 0 || group >= opt->ngroups)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: group %d is out of range (the optimizer has %d groups)", fn,
+                     group, opt->ngroups);
+  return CT_OK;
+}
+
+ct_status ct_optimizer_set_group_lr(ct_optimizer *opt, int group, double lr) {
+  const char *fn = "ct_optimizer_set_group_lr";
+  CT__TRY(check_group(opt, group, fn));
+  CT__TRY(check_lr(lr, fn));
+  opt->groups[group].lr = lr;
+  return CT_OK;
+}
+
+double ct_optimizer_get_group_lr(const ct_optimizer *opt, int group) {
+  return opt && group >= 0 && group < opt->ngroups ? opt->groups[group].lr : NAN;
+}
+
+ct_status ct_optimizer_set_group_weight_decay(ct_optimizer *opt, int group, double weight_decay) {
+  const char *fn = "ct_optimizer_set_group_weight_decay";
+  CT__TRY(check_group(opt, group, fn));
+  if (!(weight_decay >= 0))
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: weight_decay is %g (expected weight_decay >= 0)", fn,
+                     weight_decay);
+  opt->groups[group].weight_decay = weight_decay;
+  return CT_OK;
+}
+
+double ct_optimizer_get_group_weight_decay(const ct_optimizer *opt, int group) {
+  return opt && group >= 0 && group < opt->ngroups ? opt->groups[group].weight_decay : NAN;
+}
+
+int ct_optimizer_group_size(const ct_optimizer *opt, int group) {
+  return opt && group >= 0 && group < opt->ngroups ? opt->groups[group].n : -1;
+}
 
 void ct_optimizer_free(ct_optimizer *opt) {
   if (!opt) return;
@@ -220,5 +323,7 @@ void ct_optimizer_free(ct_optimizer *opt) {
   free(opt->s0);
   free(opt->s1);
   free(opt->steps);
+  free(opt->group);
+  free(opt->groups);
   free(opt);
 }

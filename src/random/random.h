@@ -16,4 +16,7 @@ ct_status ct__random_bits(ct_tensor **out, ct_device *d, int64_t nblocks, uint64
  * does); for ops of other families that draw from the generator (ct_dropout). */
 void ct__rng_take(uint64_t *seed, uint64_t *offset);
 
+/* perm[0..n-1]: ct_randperm_seeded's permutation of 0..n-1 on the host (random.h). */
+void ct__randperm_host(int64_t *perm, int64_t n, uint64_t seed, uint64_t offset);
+
 #endif

@@ -145,11 +145,12 @@ typedef struct ct__rec_conv {
 } ct__rec_conv;
 
 /* MAX_POOL2D, AVG_POOL2D, ADAPTIVE_AVG_POOL2D (src/nn/pool.c): the pool's window as its kernels
- * take it (kh, kw, sh, sw, ph, pw; ct__nn_pool2d_backward); max pool saves x, whose first
- * maximum per window its gradient recomputes (the averages need only x's shape, the edge's). */
+ * take it (kh, kw, sh, sw, ph, pw, dh, dw; ct__nn_pool2d_backward); the mode is the node's sub
+ * (CT__POOL_AVG or CT__POOL_AVG_EXCL for the averages); max pool saves x, whose first maximum
+ * per window its gradient recomputes (the averages need only x's shape, the edge's). */
 typedef struct ct__rec_pool {
   const ct_tensor *x;
-  int win[6];
+  int win[8];
 } ct__rec_pool;
 
 /* LAYER_NORM, RMS_NORM (src/nn/norm.c; the node's sub is the mode): x, the weight as the kernel

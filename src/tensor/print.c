@@ -1,6 +1,8 @@
 /* Printing like PyTorch's repr: "tensor([[1., 2.],\n        [3., 4.]], shape=[2, 2], dtype=f32,
  * device=cpu:0)". Past 1000 elements every dim longer than 6 shows its first and last 3 entries
- * around "...", and only those elements are brought to the host. */
+ * around "...", and only those elements are brought to the host. Autograd as PyTorch shows it:
+ * ", requires_grad=True" on a leaf that requires grad, ", grad_fn=<MulBackward0>" on a recorded
+ * result (the names of PyTorch's backward nodes, from the recording call: grad_fn_name). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -10,6 +12,7 @@
 
 #include "core/error.h"
 #include "device/device.h"
+#include "tensor/graph.h"
 #include "tensor/tensor.h"
 
 #define CT__SUMMARY_THRESHOLD 1000
@@ -162,15 +165,113 @@ static ct_status ct__gather_shown(ct_tensor **out, const ct_tensor *t, const int
   return ct__tensor_result(out, r, st);
 }
 
+/* PyTorch's name for the backward node of the call that recorded n, where it differs from the
+ * call's name in CamelCase + "Backward0" (ct_mul: MulBackward0, ct_leaky_relu:
+ * LeakyReluBackward0). PyTorch numbers overloads (Backward0, Backward1): the ones here are
+ * those of the overload the library's call corresponds to. */
+static const struct {
+  const char *fn, *name;
+} GRAD_FN_NAMES[] = {
+    {"ct_rsub_scalar", "RsubBackward1"},
+    {"ct_pow", "PowBackward1"},
+    {"ct_pow_scalar", "PowBackward0"},
+    {"ct_square", "PowBackward0"},
+    {"ct_log1p", "Log1PBackward0"},
+    {"ct_clamp", "ClampBackward1"},
+    {"ct_addmm", "AddmmBackward0"},
+    {"ct_view", "ViewBackward0"},
+    {"ct_reshape", "ViewBackward0"},
+    {"ct_flatten", "ViewBackward0"},
+    {"ct_unflatten", "ViewBackward0"},
+    {"ct_squeeze", "SqueezeBackward1"},
+    {"ct_max_pool1d", "SqueezeBackward1"}, /* PyTorch too pools 1-D through 2-D and squeezes */
+    {"ct_avg_pool1d", "SqueezeBackward1"},
+    {"ct_contiguous", "CloneBackward0"},
+    {"ct_cast", "ToCopyBackward0"},
+    {"ct_to_device", "ToCopyBackward0"},
+    {"ct_max", "MaxBackward1"},
+    {"ct_min", "MinBackward1"},
+    {"ct_pad", "ConstantPadNdBackward0"},
+    {"ct_chunk", "SplitBackward0"},
+    {"ct_split", "SplitBackward0"},
+    {"ct_conv1d", "ConvolutionBackward0"},
+    {"ct_conv2d", "ConvolutionBackward0"},
+    {"ct_max_pool2d", "MaxPool2DWithIndicesBackward0"},
+    {"ct_avg_pool2d", "AvgPool2DBackward0"},
+    {"ct_adaptive_avg_pool2d", "AdaptiveAvgPool2DBackward0"},
+    {"ct_layer_norm", "NativeLayerNormBackward0"},
+    {"ct_batch_norm", "NativeBatchNormBackward0"},
+    {"ct_dropout", "NativeDropoutBackward0"},
+    {"ct_cross_entropy", "NllLossBackward0"},
+    {"ct_grad_scaler_scale", "MulBackward0"},
+};
+
+static void grad_fn_name(char *buf, size_t size, const ct__node *n) {
+  const char *fn = n->fn ? n->fn : "unknown";
+  /* The overloads that depend on the arguments. */
+  if (!strcmp(fn, "ct_matmul") || !strcmp(fn, "ct_matmul_out")) {
+    int a = n->nin > 0 ? n->in[0].ndim : 0, b = n->nin > 1 ? n->in[1].ndim : 0;
+    snprintf(buf, size, "%s", a == 1 && b == 1 ? "DotBackward0" : a == 2 && b == 2 ? "MmBackward0"
+                              : a == 2 && b == 1 ? "MvBackward0" : a == 3 && b == 3 ? "BmmBackward0"
+                              : "UnsafeViewBackward0");
+    return;
+  }
+  if (!strcmp(fn, "ct_linear")) { /* F.linear of a matrix: addmm with a bias, mm without */
+    bool bias = n->nin > 2 && n->in[2].device; /* an edge without a device: no bias given */
+    snprintf(buf, size, "%s", n->in[0].ndim != 2 ? "ViewBackward0" : bias ? "AddmmBackward0" : "MmBackward0");
+    return;
+  }
+  if (!strcmp(fn, "ct_sum") || !strcmp(fn, "ct_mean") || !strcmp(fn, "ct_prod")) {
+    /* sum() over everything is SumBackward0, sum(dim) SumBackward1 */
+    bool all = n->out_ndim == 0;
+    snprintf(buf, size, "%s%s", !strcmp(fn, "ct_sum") ? "Sum" : !strcmp(fn, "ct_mean") ? "Mean" : "Prod",
+             all ? "Backward0" : "Backward1");
+    return;
+  }
+  for (size_t i = 0; i < sizeof GRAD_FN_NAMES / sizeof *GRAD_FN_NAMES; i++)
+    if (!strcmp(fn, GRAD_FN_NAMES[i].fn)) {
+      snprintf(buf, size, "%s", GRAD_FN_NAMES[i].name);
+      return;
+    }
+  /* CamelCase of the call without "ct_" and a "_scalar"/"_out" form suffix. */
+  if (!strncmp(fn, "ct_", 3)) fn += 3;
+  size_t len = strlen(fn), o = 0;
+  if (len > 7 && !strcmp(fn + len - 7, "_scalar")) len -= 7;
+  else if (len > 4 && !strcmp(fn + len - 4, "_out")) len -= 4;
+  bool up = true;
+  for (size_t i = 0; i < len && o + 1 < size; i++) {
+    if (fn[i] == '_') {
+      up = true;
+      continue;
+    }
+    buf[o++] = up && fn[i] >= 'a' && fn[i] <= 'z' ? (char)(fn[i] - 'a' + 'A') : fn[i];
+    up = false;
+  }
+  snprintf(buf + o, size - o, "Backward0");
+}
+
+/* The autograd part of the text: ", requires_grad=True" or ", grad_fn=<...>" (or nothing). */
+static void autograd_suffix(ct__str *s, const ct_tensor *t) {
+  if (t->grad_fn) {
+    char name[96];
+    grad_fn_name(name, sizeof name, t->grad_fn);
+    ct__puts(s, ", grad_fn=<%s>", name);
+  } else if (t->requires_grad) {
+    ct__puts(s, ", requires_grad=True");
+  }
+}
+
 /* Builds the whole text into s. */
 static ct_status ct__repr(ct__str *s, const ct_tensor *t) {
   char shape[200];
   ct__shape_str(shape, sizeof shape, t->ndim, t->shape);
   int64_t numel = ct_numel(t);
-  const char *suffix_fmt = ", shape=%s, dtype=%s, device=%s)";
+  const char *suffix_fmt = ", shape=%s, dtype=%s, device=%s";
   if (numel == 0) {
     ct__puts(s, "tensor([]");
     ct__puts(s, suffix_fmt, shape, ct_dtype_name(t->dtype), t->storage->device->spec);
+    autograd_suffix(s, t);
+    ct__puts(s, ")");
     return CT_OK;
   }
   int summ[CT_MAX_DIMS] = {0};
@@ -227,6 +328,8 @@ static ct_status ct__repr(ct__str *s, const ct_tensor *t) {
   int64_t flat = 0;
   ct__emit(s, &f, 0, &flat, (int)strlen("tensor("));
   ct__puts(s, suffix_fmt, shape, ct_dtype_name(t->dtype), t->storage->device->spec);
+  autograd_suffix(s, t);
+  ct__puts(s, ")");
   free(data);
   return CT_OK;
 }

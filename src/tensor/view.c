@@ -129,22 +129,92 @@ ct_status ct_view(ct_tensor **out, const ct_tensor *t, int ndim, const int64_t *
   return ct__new_view(out, t, ndim, sh, st, t->offset, CT__GOP_RESHAPE, NULL, "ct_view");
 }
 
-ct_status ct_reshape(ct_tensor **out, const ct_tensor *t, int ndim, const int64_t *shape) {
-  CT__CHECK_NOT_NULL("ct_reshape", out);
-  *out = NULL;
-  CT__CHECK_NOT_NULL("ct_reshape", t);
+/* ct_reshape with fn for messages and the node (ct_flatten, ct_unflatten); out and t checked. */
+static ct_status reshape(ct_tensor **out, const ct_tensor *t, int ndim, const int64_t *shape, const char *fn) {
   int64_t sh[CT_MAX_DIMS], st[CT_MAX_DIMS];
-  CT__TRY(ct__infer_shape(sh, t, ndim, shape, "ct_reshape"));
+  CT__TRY(ct__infer_shape(sh, t, ndim, shape, fn));
   if (ct__view_strides(st, t, ndim, sh))
-    return ct__new_view(out, t, ndim, sh, st, t->offset, CT__GOP_RESHAPE, NULL, "ct_reshape");
+    return ct__new_view(out, t, ndim, sh, st, t->offset, CT__GOP_RESHAPE, NULL, fn);
   /* The copy is internal: one RESHAPE node from t covers it (its gradient is reshaped back). */
   ct_tensor *c, *r = NULL;
-  CT__TRY(ct__contiguous(&c, t, t->dtype, 1, "ct_reshape"));
+  CT__TRY(ct__contiguous(&c, t, t->dtype, 1, fn));
   ct__contiguous_strides(st, ndim, sh);
   ct_status s = ct__tensor_view(&r, c, ndim, sh, st, c->offset);
   ct_release(c);
   if (s != CT_OK) return s;
-  return ct__view_result(out, r, t, CT__GOP_RESHAPE, NULL, "ct_reshape");
+  return ct__view_result(out, r, t, CT__GOP_RESHAPE, NULL, fn);
+}
+
+ct_status ct_reshape(ct_tensor **out, const ct_tensor *t, int ndim, const int64_t *shape) {
+  CT__CHECK_NOT_NULL("ct_reshape", out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL("ct_reshape", t);
+  return reshape(out, t, ndim, shape, "ct_reshape");
+}
+
+ct_status ct_flatten(ct_tensor **out, const ct_tensor *t, int start_dim, int end_dim) {
+  const char *fn = "ct_flatten";
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL(fn, t);
+  int s, e;
+  CT__TRY(ct__dim_wrap(&s, t->ndim, start_dim, fn));
+  CT__TRY(ct__dim_wrap(&e, t->ndim, end_dim, fn));
+  if (s > e)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: start_dim %d (dim %d) comes after end_dim %d (dim %d)", fn,
+                     start_dim, s, end_dim, e);
+  if (t->ndim == 0) return reshape(out, t, 1, (const int64_t[]){1}, fn); /* a scalar flattens to [1] */
+  int64_t sh[CT_MAX_DIMS];
+  int nd = 0;
+  for (int i = 0; i < s; i++) sh[nd++] = t->shape[i];
+  int64_t m = 1;
+  for (int i = s; i <= e; i++) m *= t->shape[i]; /* fits: the tensor's numel does */
+  sh[nd++] = m;
+  for (int i = e + 1; i < t->ndim; i++) sh[nd++] = t->shape[i];
+  return reshape(out, t, nd, sh, fn);
+}
+
+ct_status ct_unflatten(ct_tensor **out, const ct_tensor *t, int dim, const int64_t *sizes, int n) {
+  const char *fn = "ct_unflatten";
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  CT__CHECK_NOT_NULL(fn, t);
+  CT__CHECK_NOT_NULL(fn, sizes);
+  if (t->ndim == 0)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: a 0-d tensor has no dim to unflatten", fn);
+  int d;
+  CT__TRY(ct__dim_wrap(&d, t->ndim, dim, fn));
+  if (n < 1 || n > CT_MAX_DIMS - t->ndim + 1)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: n is %d (expected 1..%d: at most %d dims in all)", fn, n,
+                     CT_MAX_DIMS - t->ndim + 1, CT_MAX_DIMS);
+  char sa[200];
+  int infer = -1;
+  int64_t prod = 1, size = t->shape[d];
+  for (int i = 0; i < n; i++) {
+    if (sizes[i] == -1 && infer < 0) {
+      infer = i;
+      continue;
+    }
+    if (sizes[i] < 0)
+      return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: sizes %s: only one size may be -1 and none other negative", fn,
+                       ct__shape_str(sa, sizeof sa, n, sizes));
+    /* The product is checked against size as it grows, so it cannot overflow. */
+    if (sizes[i] != 0 && prod > (size > 0 ? size : 1) / sizes[i] + 1) prod = INT64_MAX;
+    else prod *= sizes[i];
+  }
+  int64_t sh[CT_MAX_DIMS];
+  int nd = 0;
+  for (int i = 0; i < d; i++) sh[nd++] = t->shape[i];
+  for (int i = 0; i < n; i++) sh[nd++] = sizes[i];
+  for (int i = d + 1; i < t->ndim; i++) sh[nd++] = t->shape[i];
+  bool ok = infer < 0 ? prod == size : prod != 0 && size % prod == 0;
+  if (!ok)
+    return ct__error(CT_ERR_SHAPE_MISMATCH,
+                     "%s: sizes %s don't multiply up to the size of dim %d (%" PRId64 ") of the input%s", fn,
+                     ct__shape_str(sa, sizeof sa, n, sizes), d, size,
+                     infer >= 0 && prod == 0 ? " (-1 is ambiguous beside a size 0)" : "");
+  if (infer >= 0) sh[d + infer] = size / prod;
+  return reshape(out, t, nd, sh, fn); /* splitting a dim always gives a view */
 }
 
 /* The view of t whose dim i is t's dim perm[i] (shape sh, strides st): a PERMUTE node keeps
