@@ -33,6 +33,7 @@
 #include "cltensor/shape.h"
 #include "cltensor/index.h"
 #include "cltensor/nn.h"
+#include "cltensor/init.h"
 #include "cltensor/autograd.h"
 #include "cltensor/optim.h"
 #include "cltensor/io.h"
