@@ -28,6 +28,7 @@ RANKS = [
     ['nn', 'io', 'interop'],  # nn: composite ops over the op families
     ['autograd'],   # backward formulas over every op family (recording is tensor/graph.h)
     ['optim'],      # optimizers, gradient scaling, checkpoints: over autograd and io
+    ['module'],     # modules: layers over nn, autograd and io (state dicts)
 ]
 RANK = {layer: r for r, layers in enumerate(RANKS) for layer in layers}
 

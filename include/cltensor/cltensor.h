@@ -36,6 +36,7 @@
 #include "cltensor/init.h"
 #include "cltensor/autograd.h"
 #include "cltensor/optim.h"
+#include "cltensor/module.h"
 #include "cltensor/io.h"
 #include "cltensor/interop.h"
 #include "cltensor/profile.h"
