@@ -11,7 +11,7 @@
  * the logits agree within 1e-4 relative to the largest logit (f32 rounding in a different order
  * differs by about 1e-6 here; a layout mistake by far more). The script checked that no test
  * image is a near tie between two classes, so any correct f32 implementation must agree.
- * The network, from the library's ops, is in digits_cnn_model.c. */
+ * The network, built from modules (module.h) as PyTorch's DigitsCNN, is in digits_cnn_model.c. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

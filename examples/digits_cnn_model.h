@@ -1,5 +1,5 @@
-/* The digits CNN of examples/make_digits_cnn.py, built from libcltensor ops; shared by the
- * digits_cnn example and cltensor-bench's "models" group.
+/* The digits CNN of examples/make_digits_cnn.py, built from modules (module.h) as PyTorch's
+ * DigitsCNN is; shared by the digits_cnn and train_digits examples and cltensor-bench.
  *
  *   conv1 1->16 3x3 pad 1, bn1, relu                      [N, 16, 8, 8]
  *   conv2 16->32 3x3 pad 1, bn2, relu, max_pool 2x2       [N, 32, 4, 4]
@@ -23,7 +23,8 @@ enum { DIGITS_CONV1_W, DIGITS_CONV1_B, DIGITS_BN1_M, DIGITS_BN1_V, DIGITS_BN1_W,
        DIGITS_FC_W,    DIGITS_FC_B,    DIGITS_NWEIGHTS };
 
 typedef struct digits_cnn {
-  ct_tensor *w[DIGITS_NWEIGHTS]; /* by the enum above */
+  ct_module *net;                /* DigitsCNN: children conv1, bn1, conv2, bn2, drop, conv3, bn3, fc */
+  ct_tensor *w[DIGITS_NWEIGHTS]; /* by the enum above: the module's own tensors (references) */
   double eps;                    /* the batch norms' */
   bool training;                 /* false after digits_cnn_load */
 } digits_cnn;
@@ -39,7 +40,8 @@ const char *digits_cnn_name(int i); /* the state-dict name of w[i] */
  * metadata. On failure (a message on stderr or in ct_last_error()) *m holds nothing. */
 ct_status digits_cnn_load(digits_cnn *m, const ct_safetensors *f);
 void digits_cnn_release(digits_cnn *m);
-/* OUT: *logits [N, 10] of images x [N, 1, 8, 8]. */
+/* OUT: *logits [N, 10] of images x [N, 1, 8, 8]: the module's forward, in training mode when
+ * m->training is set (ct_module_train). */
 ct_status digits_cnn_forward(ct_tensor **logits, const digits_cnn *m, const ct_tensor *x);
 
 #endif

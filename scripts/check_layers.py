@@ -29,7 +29,8 @@ RANKS = [
     ['autograd'],   # backward formulas over every op family (recording is tensor/graph.h)
     ['optim', 'data'],  # optimizers, schedulers, gradient scaling, checkpoints: over autograd
                         # and io; data: the data loader, over random, index and the tensors
-    ['dist'],       # process groups, collectives, DDP (its gradient hook is in tensor/graph.h)
+    ['dist', 'module'],  # dist: process groups, collectives, DDP (its gradient hook is in
+                         # tensor/graph.h); module: modules over nn, autograd and io (state dicts)
 ]
 RANK = {layer: r for r, layers in enumerate(RANKS) for layer in layers}
 
