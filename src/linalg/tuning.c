@@ -620,7 +620,9 @@ static ct_status ct__make_parents(const char *path) {
   int e = ct__mkdirs(dir);
   if (e != 0) {
     char eb[128];
-    return ct__error(CT_ERR_IO, "GEMM tuning: cannot create folder %s: %s", ct__escape(esc, sizeof esc, dir),
+    char pesc[512];
+    return ct__error(CT_ERR_IO, "GEMM tuning: cannot save %s: cannot create folder %s: %s",
+                     ct__escape(pesc, sizeof pesc, path), ct__escape(esc, sizeof esc, dir),
                      ct__strerror(e, eb, sizeof eb));
   }
   return CT_OK;
