@@ -55,6 +55,11 @@ def main(argv):
     # PoCL: one device per rank, few threads each (the ranks share the machine's cores).
     env.setdefault('POCL_DEVICES', 'pthread')
     env.setdefault('POCL_MAX_PTHREAD_COUNT', '1')
+    # Under the ASan setup the ranks still check every memory access, but not leaks: Open MPI
+    # leaks at init and finalize from plugins it has unloaded again, which LeakSanitizer names
+    # '<unknown module>' and no suppression can match (docs/RELIABILITY.md).
+    if 'detect_leaks=1' in env.get('ASAN_OPTIONS', ''):
+        env['ASAN_OPTIONS'] = env['ASAN_OPTIONS'].replace('detect_leaks=1', 'detect_leaks=0')
     print('#', ' '.join(cmd), flush=True)
     try:
         p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=100)
