@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "device/device.h"
+#include "fusion/hooks.h"
 #include "kernel/engine.h"
 #include "kernel/kargs.h"
 #include "reduce/reduce.h"
@@ -261,7 +262,7 @@ static ct_status reduce_api(ct_tensor **out, const ct_tensor *x, const bool *mas
   ct_device *d = x->storage->device;
   ct_tensor *o = NULL;
   /* A full reduction of a tensor the fusion graph will compute runs in its producer's kernel
-   * (src/elementwise/lazy.c; the summation order differs from run()'s, docs/FUSION.md). */
+   * (src/fusion/; the summation order differs from run()'s, docs/FUSION.md). */
   bool all = true;
   for (int i = 0; i < x->ndim; i++) all &= mask[i] || x->shape[i] == 1;
   if (all && !is_arg(op) && (epi == EPI_NONE || epi == EPI_MEAN) &&

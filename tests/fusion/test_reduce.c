@@ -1,4 +1,4 @@
-/* Fused trailing reductions (issue #16, src/elementwise/lazy.c): a full sum, mean, prod, max or
+/* Fused trailing reductions (issue #16, src/fusion/): a full sum, mean, prod, max or
  * min of a recorded tensor, and softmax / log_softmax over its last dim, run in its producer's kernel (one kernel per chain, both layouts:
  * the CPU one of a work-item per chunk, and the GPU one of a tree per work-group, forced here
  * with ct__ew_gpu_paths). Compared with the same calls run eagerly (ct__fusion_override = 0):
@@ -13,6 +13,7 @@
 #include "ct_fixture.h"
 #include "ct_test.h"
 #include "elementwise/elementwise.h"
+#include "fusion/fusion.h"
 
 static ct_tensor *from(ct_device *d, ct_dtype t, int64_t n, const void *h) {
   ct_tensor *x = NULL;

@@ -8,12 +8,12 @@
  * input that is some other view of memory a node will write (a slice, a transpose of a pending
  * result) first realizes the graph, then is a leaf. _out forms, which write into memory that
  * recorded nodes may read, never record: they run eagerly (ct__ew_run), after a realize.
- * Through the hooks of device/device.h three other families record too: ct_cast into floating
+ * Through the hooks of fusion/hooks.h three other families record too: ct_cast into floating
  * dtypes (a node whose value is its input loaded as the result dtype), and full reductions and
  * last-dim softmax of a recorded node's result (its kernel's trailing op: red >= 0 below).
  *
  * Realizing. Anything that enqueues work or reads memory calls ct__deferred_realize()
- * (device/device.h): every kernel launch, transfer, map, GEMM, wait, interop export. realize
+ * (fusion/hooks.h): every kernel launch, transfer, map, GEMM, wait, interop export. realize
  * runs the calling thread's whole graph (another thread's graph is realized when its memory is
  * used: ct__use, through ct__tensor_deferred_use):
  *   1. A node is needed when its result's storage is still alive (someone can read it) or a
@@ -53,7 +53,8 @@
 #include "core/error.h"
 #include "device/device.h"
 #include "elementwise/elementwise.h"
-#include "elementwise/fusion.h"
+#include "fusion/fusion.h"
+#include "fusion/hooks.h"
 #include "kernel/engine.h"
 #include "kernel/kargs.h"
 #include "tensor/tensor.h"
@@ -83,6 +84,7 @@ static struct {
 } R = {.lock = PTHREAD_MUTEX_INITIALIZER, .once = PTHREAD_ONCE_INIT};
 
 static atomic_ulong ct__call_seq; /* numbers the recorded calls, for messages */
+atomic_long ct__deferred_nodes;
 
 /* The calling thread's graph, or NULL before it records anything. */
 static _Thread_local struct ct__fgraph *ct__mine;
@@ -328,7 +330,9 @@ static ct_status ct__ew_defer_node(const char *fn, const struct ct__ew_launch *l
   return st;
 }
 
-ct_status ct__ew_defer(const char *fn, const struct ct__ew_launch *l, ct_tensor *out) {
+/* The elementwise hook (fusion/hooks.h): an op's launch into its new result tensor (contiguous,
+ * just allocated) is recorded, or run at once with fusion off and for what can't be recorded. */
+static ct_status ct__defer_ew(const char *fn, const struct ct__ew_launch *l, ct_tensor *out) {
   bool on;
   CT__TRY(ct__fusion_on(&on, fn));
   /* Nothing to defer, or a result the fused store can't address: run it now. */
@@ -390,7 +394,7 @@ static ct_status ct__defer_trailing(ct_tensor **out, const ct_tensor *x, int red
   return CT_OK;
 }
 
-/* The device.h hook behind reduce/'s full reductions (sum, prod, max, min; mean as a sum divided
+/* The hook (fusion/hooks.h) behind reduce/'s full reductions (sum, prod, max, min; mean as a sum divided
  * by the count). */
 static ct_status ct__defer_reduce(ct_tensor **out, const ct_tensor *x, enum ct__deferred_reduce op, ct_dtype odt,
                                   int ondim, const int64_t *oshape, const char *fn) {
@@ -428,7 +432,7 @@ static ct_status ct__defer_cast(ct_tensor **out, const ct_tensor *x, ct_dtype dt
   return CT_OK;
 }
 
-/* The device.h hook behind ct_softmax / ct_log_softmax over the last dim. */
+/* The hook (fusion/hooks.h) behind ct_softmax / ct_log_softmax over the last dim. */
 static ct_status ct__defer_softmax(ct_tensor **out, const ct_tensor *x, bool log, const char *fn) {
   *out = NULL;
   if (x->ndim == 0) return CT_OK;
@@ -1136,7 +1140,7 @@ static ct_status ct__realize_other(struct ct__fgraph *g, const ct__storage *s, c
   return st;
 }
 
-/* The use hook (device.h): before this thread's work reads or writes storage s, what other
+/* The use hook (fusion/hooks.h): before this thread's work reads or writes storage s, what other
  * threads' graphs recorded that writes it (a tensor handed over while pending) or reads it (a
  * write must not overtake their reads) is enqueued, each such graph whole. Independent threads
  * never meet here: their storages name no other graph. */
@@ -1214,14 +1218,14 @@ static void ct__drop(void) {
   pthread_mutex_unlock(&L.lock);
 }
 
-static const struct ct__deferred_hooks ct__hooks = {
+/* What the layers below reach of the graph (fusion/hooks.h). */
+const struct ct__fusion_hooks ct__fusion_graph_hooks = {
     .realize = ct__realize,
     .use = ct__use,
     .storage_dead = ct__storage_dead,
     .drop = ct__drop,
+    .elementwise = ct__defer_ew,
     .reduce = ct__defer_reduce,
     .cast = ct__defer_cast,
     .softmax = ct__defer_softmax,
 };
-
-__attribute__((constructor)) static void ct__fusion_install(void) { ct__deferred_install(&ct__hooks); }

@@ -1,9 +1,11 @@
-/* The fusion graph's nodes and its code generator (issue #16): shared by lazy.c (recording,
- * scheduling, realizing) and fuse_gen.c (the source of a fused kernel). docs/FUSION.md. */
-#ifndef CT_ELEMENTWISE_FUSION_H
-#define CT_ELEMENTWISE_FUSION_H
+/* The fusion graph's internals (issue #16, docs/FUSION.md): its nodes, the kernels being
+ * generated, the switches and counters tests read. Shared by the files of src/fusion/; the
+ * layers below reach the graph only through fusion/hooks.h. */
+#ifndef CT_FUSION_FUSION_H
+#define CT_FUSION_FUSION_H
 
 #include <CL/cl.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -11,6 +13,27 @@
 #include "core/error.h"
 #include "elementwise/elementwise.h"
 #include "tensor/tensor.h"
+
+/* ---- Switches and counters (tests, cltensor-bench through tools/common/fusion_support.h) ---- */
+
+/* Tests: -1 (the default) follows $CLTENSOR_FUSION, 0 forces fusion off, 1 on. Set it while
+ * nothing is recorded (a realize first: ct_device_synchronize()). */
+extern int ct__fusion_override;
+/* Tests: each build of a fused kernel fails with CT_ERR_KERNEL_BUILD while this is > 0 (and
+ * counts it down). */
+extern atomic_int ct__fusion_fail_builds;
+/* Process-wide counters of the fusion graph, for tests and diagnostics. */
+struct ct__fusion_stats {
+  unsigned long realizes;  /* realizes that ran a non-empty graph to completion */
+  unsigned long kernels;   /* fused kernels enqueued (one per kernel, whatever its launches) */
+  unsigned long launches;  /* their clEnqueueNDRangeKernel calls (a tail group is a second one) */
+  unsigned long nodes;     /* recorded calls computed */
+  unsigned long dropped;   /* recorded calls never computed (results released, nothing needed them) */
+  unsigned long temps;     /* temporaries allocated for released values that crossed kernels */
+  unsigned long builds;    /* fused programs built (or loaded from the disk cache) */
+  unsigned long pending;   /* recorded calls not yet realized, now */
+};
+void ct__fusion_stats(struct ct__fusion_stats *out);
 
 /* Nodes recorded before a realize is forced: bounds the host memory and the leaves the graph
  * keeps alive, and the size of a generated kernel. */
@@ -23,7 +46,7 @@
 enum { CT__FR_SUM, CT__FR_PROD, CT__FR_MAX, CT__FR_MIN, CT__FR_SOFTMAX, CT__FR_LOG_SOFTMAX };
 #define CT__FR_IS_SOFTMAX(r) ((r) >= CT__FR_SOFTMAX)
 
-/* One recorded call (lazy.c): what it computes, from what, into what; the realize's marks. */
+/* One recorded call (graph.c): what it computes, from what, into what; the realize's marks. */
 struct ct__fnode {
   struct ct__ew_launch l;      /* l.in[j]: leaf[j], or NULL for an edge */
   struct ct__fnode *src[3];    /* the recorded producer of input j, or NULL */
@@ -97,7 +120,7 @@ struct ct__fgen {
  * below 2^31, with room for a guarded kernel's work-items past n. */
 static inline bool ct__fgen_magic(const struct ct__fgen *g) { return g->strided && g->n < ((int64_t)1 << 30); }
 /* For a divisor d in [1, 2^31): *m and *s with q = (r * m) >> s == r / d for every r < 2^31
- * (fuse_gen.c). */
+ * (codegen.c). */
 void ct__fuse_magic(int64_t d, int64_t *m, int64_t *s);
 
 /* The source of the kernel `name` computing nodes[0..nn) (one kernel's, in call order; their
