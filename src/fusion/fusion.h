@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "elementwise/elementwise.h"
+#include "reduce/reduce.h"
 #include "tensor/tensor.h"
 
 /* ---- Switches and counters (tests, cltensor-bench through tools/common/fusion_support.h) ---- */
@@ -42,8 +43,10 @@ void ct__fusion_stats(struct ct__fusion_stats *out);
  * this is released. */
 #define CT__FUSE_LRU 256
 
-/* Trailing ops of a kernel: the reductions, and softmax / log_softmax over the last dim. */
-enum { CT__FR_SUM, CT__FR_PROD, CT__FR_MAX, CT__FR_MIN, CT__FR_SOFTMAX, CT__FR_LOG_SOFTMAX };
+/* Trailing ops of a kernel: a reduction over every element, a row of the reductions' table
+ * (kernels/reduce_ops.h: CT__RED_SUM, _PROD, _MAX, _MIN), or softmax / log_softmax over the
+ * last dim. */
+enum { CT__FR_SOFTMAX = CT__RED_COUNT, CT__FR_LOG_SOFTMAX };
 #define CT__FR_IS_SOFTMAX(r) ((r) >= CT__FR_SOFTMAX)
 
 /* One recorded call (graph.c): what it computes, from what, into what; the realize's marks. */
@@ -60,7 +63,7 @@ struct ct__fnode {
   int64_t out_off;             /* elements */
   const char *fn;              /* the public call that recorded it */
   unsigned long seq;           /* its number among recorded calls, for messages */
-  /* A trailing op of its one input (red >= 0: CT__FR_*): a reduction over every element (shape
+  /* A trailing op of its one input (red >= 0: CT__RED_* or CT__FR_*): a reduction over every element (shape
    * is the input's, the result one element of dtype odt; mean: the sum divided by n), or
    * softmax / log_softmax over the last dim (the result has the input's shape). */
   int red;

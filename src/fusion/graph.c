@@ -341,7 +341,7 @@ static ct_status ct__defer_ew(const char *fn, const struct ct__ew_launch *l, ct_
   return ct__ew_defer_node(fn, l, out, false);
 }
 
-/* Records a trailing op (CT__FR_*; mean: the sum divided by the count) of x, a recorded node's
+/* Records a trailing op (CT__RED_* or CT__FR_*; mean: the sum divided by the count) of x, a recorded node's
  * whole result, into a new result of dtype odt and shape (ondim, oshape): the producer kernel's
  * trailing reduction or softmax. *out NULL when not recorded (fusion off, x not pending or not
  * whole): the caller computes it itself. */
@@ -396,11 +396,11 @@ static ct_status ct__defer_trailing(ct_tensor **out, const ct_tensor *x, int red
 
 /* The hook (fusion/hooks.h) behind reduce/'s full reductions (sum, prod, max, min; mean as a sum divided
  * by the count). */
-static ct_status ct__defer_reduce(ct_tensor **out, const ct_tensor *x, enum ct__deferred_reduce op, ct_dtype odt,
-                                  int ondim, const int64_t *oshape, const char *fn) {
-  int red = op == CT__DEFER_PROD ? CT__FR_PROD : op == CT__DEFER_MAX ? CT__FR_MAX
-          : op == CT__DEFER_MIN  ? CT__FR_MIN  : CT__FR_SUM;
-  return ct__defer_trailing(out, x, red, op == CT__DEFER_MEAN, odt, ondim, oshape, fn);
+static ct_status ct__defer_reduce(ct_tensor **out, const ct_tensor *x, int op, bool mean, ct_dtype odt, int ondim,
+                                  const int64_t *oshape, const char *fn) {
+  *out = NULL;
+  if (op != CT__RED_SUM && op != CT__RED_PROD && op != CT__RED_MAX && op != CT__RED_MIN) return CT_OK;
+  return ct__defer_trailing(out, x, op, mean, odt, ondim, oshape, fn);
 }
 
 /* Casts whose fused form (a load converted to the compute dtype, stored as the result) gives
@@ -989,8 +989,7 @@ static ct_status ct__realize_once(struct ct__fgraph *gr, const char *fn, struct 
       if (st == CT_OK && !b.oom && !bl->n) {
         ct__red_split(K, ct__kernel_group_size(K->kc), g->cpu_red);
         int64_t pn = K->parts;
-        ct_dtype at = ct__red_acc_dtype(K->red);
-        ct_dtype adt = at == CT_F64 ? CT_F64 : ct_dtype_is_float(at) ? CT_F32 : CT_I64;
+        ct_dtype adt = ct__reduce_acc_dtype(ct__red_acc_dtype(K->red));
         st = ct__tensor_new(&K->part, K->dev, adt, 1, &pn, fn);
       }
     }

@@ -25,9 +25,7 @@
 /* The launch of an elementwise op (src/elementwise/elementwise.h): opaque at this rank. */
 struct ct__ew_launch;
 
-enum ct__deferred_reduce { CT__DEFER_SUM, CT__DEFER_MEAN, CT__DEFER_PROD, CT__DEFER_MAX, CT__DEFER_MIN };
-
-/* The hooks the fusion graph installs. Each returns CT_OK or an error whose message names fn,
+/* The hooks the fusion graph offers. Each returns CT_OK or an error whose message names fn,
  * the public call that needed it. */
 struct ct__fusion_hooks {
   /* Enqueues everything the calling thread recorded, on every device (a transfer between
@@ -47,9 +45,11 @@ struct ct__fusion_hooks {
    * fusion is off), runs it at once (ct__ew_run). */
   ct_status (*elementwise)(const char *fn, const struct ct__ew_launch *l, ct_tensor *out);
   /* A reduction of every element of x into a new result of dtype odt and shape (ondim,
-   * oshape), recorded to run in the kernel of x's recorded producer. *out NULL when not
-   * recorded (the caller reduces as usual). */
-  ct_status (*reduce)(ct_tensor **out, const ct_tensor *x, enum ct__deferred_reduce op, ct_dtype odt, int ondim,
+   * oshape), recorded to run in the kernel of x's recorded producer. op is a row of the
+   * reductions' table (kernels/reduce_ops.h, reduce/'s CT__RED_SUM, _PROD, _MAX, _MIN: an int
+   * here, the table's enum being reduce's); mean: the sum divided by the count. *out NULL when
+   * not recorded (the caller reduces as usual). */
+  ct_status (*reduce)(ct_tensor **out, const ct_tensor *x, int op, bool mean, ct_dtype odt, int ondim,
                       const int64_t *oshape, const char *fn);
   /* ct_cast of x to dt recorded as a node, for the conversions whose fused form gives
    * ct_cast()'s bits (into floating dtypes from floats and small integers); *out NULL when not
@@ -60,9 +60,8 @@ struct ct__fusion_hooks {
   ct_status (*softmax)(ct_tensor **out, const ct_tensor *x, bool log, const char *fn);
 };
 
-/* The graph's table, defined by src/fusion/graph.c. Held as a table of function pointers
- * rather than as functions declared here, so that this header names what the lower layers may
- * ask of the graph and nothing else of it. */
+/* The graph's table, defined by src/fusion/graph.c: one object, so that the boundary between the
+ * graph and the layers below is one table, and the only symbol of src/fusion/ they reference. */
 extern const struct ct__fusion_hooks ct__fusion_graph_hooks;
 
 /* Recorded nodes of every thread's graph not yet enqueued (src/fusion/graph.c). */
@@ -88,14 +87,14 @@ static inline void ct__deferred_shutdown(void) {
   (void)ct__deferred_realize("ct_shutdown");
   ct__fusion_graph_hooks.drop();
 }
-/* The elementwise hook (elementwise/: ct__ew_defer). */
+/* The elementwise hook (elementwise/ops.c: an op's new-result form). */
 static inline ct_status ct__deferred_elementwise(const char *fn, const struct ct__ew_launch *l, ct_tensor *out) {
   return ct__fusion_graph_hooks.elementwise(fn, l, out);
 }
 /* The reduce hook (reduce/: full reductions). */
-static inline ct_status ct__deferred_reduce(ct_tensor **out, const ct_tensor *x, enum ct__deferred_reduce op,
-                                            ct_dtype odt, int ondim, const int64_t *oshape, const char *fn) {
-  return ct__fusion_graph_hooks.reduce(out, x, op, odt, ondim, oshape, fn);
+static inline ct_status ct__deferred_reduce(ct_tensor **out, const ct_tensor *x, int op, bool mean, ct_dtype odt,
+                                            int ondim, const int64_t *oshape, const char *fn) {
+  return ct__fusion_graph_hooks.reduce(out, x, op, mean, odt, ondim, oshape, fn);
 }
 /* The cast hook (tensor/copy.c: ct_cast). */
 static inline ct_status ct__deferred_cast(ct_tensor **out, const ct_tensor *x, ct_dtype dt, const char *fn) {
