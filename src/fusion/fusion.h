@@ -5,6 +5,7 @@
 #define CT_FUSION_FUSION_H
 
 #include <CL/cl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 
 #include "core/error.h"
 #include "elementwise/elementwise.h"
+#include "kernel/engine.h"
 #include "reduce/reduce.h"
 #include "tensor/tensor.h"
 
@@ -142,5 +144,107 @@ ct_dtype ct__red_acc_dtype(const struct ct__fnode *red);
 const char *ct__node_name(const struct ct__fnode *nd);
 /* "fz_<op>_<op>..." for the kernel of nodes[0..nn). */
 void ct__kernel_name_of(char *name, size_t size, struct ct__fnode **nodes, int nn);
+
+/* ---- The graph (graph.c) ---- */
+
+/* A thread's graph (issue #28). Each thread records into its own, so the kernels a thread's
+ * realize builds depend only on what that thread called: with one process-wide list, unrelated
+ * threads' nodes met in one kernel whose text followed the threads' timing, and new texts kept
+ * being compiled. Other threads take the lock only to realize this graph when they use its
+ * memory (ct__use), to drop a write whose result they released (ct__storage_dead), and at
+ * ct_shutdown. Graphs are never freed: a storage's fwriter/freaders may name one at any time.
+ * A thread's graph is realized when the thread exits, then kept for a later thread. */
+struct ct__fgraph {
+  pthread_mutex_t lock;
+  struct ct__fnode **v;        /* in call order */
+  size_t n, cap;
+  atomic_size_t count;         /* n, for looks without the lock */
+  bool owned;                  /* a live thread records into it (under the registry lock) */
+  struct ct__fgraph *next;     /* the registry */
+};
+
+/* Takes / leaves g's lock, noting that this thread holds it (a storage_dead from inside then
+ * does not take it again). A thread holds at most one graph's lock. */
+void ct__fgraph_lock(struct ct__fgraph *g);
+void ct__fgraph_unlock(struct ct__fgraph *g);
+/* Releases a node's leaves and temporary, and frees it. */
+void ct__fnode_free(struct ct__fnode *nd);
+/* Whether $CLTENSOR_DEBUG_FUSION is on (read once). */
+bool ct__fusion_debug(void);
+/* The counters behind ct__fusion_stats(). */
+struct ct__fusion_counters {
+  atomic_ulong realizes, kernels, launches, nodes, dropped, temps, builds;
+};
+extern struct ct__fusion_counters ct__fstats;
+
+/* ---- Realizing (realize.c) ---- */
+
+/* Realizes gr (locked by this thread, which is marked as realizing): each round that finds
+ * programs missing unlocks gr, builds them (or waits for the thread building them) and starts
+ * again, since gr may have changed meanwhile (a result released, another thread realizing it).
+ * Errors name fn. */
+ct_status ct__realize_graph(struct ct__fgraph *gr, const char *fn);
+
+/* ---- Scheduling (schedule.c) ---- */
+
+/* One kernel of a realize: what the schedule decides, and what its launch needs besides the
+ * generated operand table. */
+struct ct__fkern {
+  ct_device *dev;
+  ct_dtype k;
+  int ndim;
+  int64_t shape[CT_MAX_DIMS];
+  int64_t n;
+  int first, count;       /* nodes in order[] */
+  ct__kernel *kf, *kc;    /* the unchecked (whole groups) and checked programs */
+  struct ct__fnode *red;  /* its trailing reduction, or NULL */
+  ct__kernel *kfin;       /* the reduction's second pass */
+  struct ct__fk *pin[2];  /* the cache entries of its programs, pinned until enqueued */
+  ct_tensor *part;        /* the reduction's partials */
+  int64_t parts, chunk;
+};
+
+/* Schedules the nodes v[0..n) of a graph, in call order: marks each node needed or not, whether
+ * its value must be stored (store) and its kernel (kern); fills ks[0..nk) (zeroed by the caller,
+ * room for n) with each kernel's key and trailing op, and order[] with the needed nodes, kernel
+ * by kernel (ks[q].first, ks[q].count). Returns nk. Allocates nothing. */
+int ct__schedule(struct ct__fnode **v, size_t n, struct ct__fkern *ks, struct ct__fnode **order);
+/* Clears what a schedule (and a realize round) marked on v[0..n), releasing temporaries. */
+void ct__unschedule(struct ct__fnode **v, size_t n);
+
+/* ---- The table of built kernels (cache.c) ---- */
+
+/* An entry of the table: one program of one device, keyed by its signature. */
+struct ct__fk {
+  ct_device *dev;
+  uint64_t hash;
+  int64_t *sig;
+  int nsig;
+  ct__kernel *k;     /* NULL while being built */
+  bool building;
+  int users;         /* realizes holding it, and the builder */
+  unsigned long used;
+};
+/* The built kernel of signature sig on d, pinned (ct__lru_unpin), or NULL when it is not built
+ * (or being built): never waits. */
+struct ct__fk *ct__lru_pin(ct_device *d, const int64_t *sig, int nsig);
+void ct__lru_unpin(struct ct__fk *e);
+/* The kernel `name` of src (signature sig) on d, pinned: found, or built here (outside every
+ * lock), or waited for while another thread builds it. Called with no graph lock held. A failed
+ * build takes its entry away again: a thread waiting for it builds (and reports) for itself. */
+ct_status ct__lru_acquire(struct ct__fk **out, ct_device *d, const int64_t *sig, int nsig, const char *src,
+                          const char *name, const char *opts);
+/* ct_shutdown: every entry no realize holds is released; the rest go with their holders. */
+void ct__lru_drop(void);
+
+/* ---- Launching (launch.c) ---- */
+
+/* A fused reduction's split into parts: K->parts partials of K->chunk elements. GPUs: a
+ * work-item per element, a partial per work-group of `local`. CPUs (cpu): a work-item alone in
+ * its group per chunk, four per compute unit, chunks of at least 8192 elements. */
+void ct__red_split(struct ct__fkern *K, size_t local, bool cpu);
+/* Enqueues kernel K, whose operand table g holds (ct__gen_kernel with b->skip): its launches,
+ * and a reduction's second pass. Errors name fn. */
+ct_status ct__fusion_launch(struct ct__fkern *K, struct ct__fgen *g, const char *fn);
 
 #endif

@@ -1,51 +1,32 @@
-/* The fusion graph (issue #16): elementwise ops are recorded, not run, and realized as few
- * generated kernels as the graph allows when something needs device memory.
+/* The fusion graph (issue #16, docs/FUSION.md): elementwise ops are recorded, not run, and
+ * realized as few generated kernels as the graph allows when something needs device memory.
+ * This file is the graph itself: the threads' graphs, recording, and the hooks the layers below
+ * call (fusion/hooks.h). The rest of src/fusion/: schedule.c (which kernel computes what),
+ * codegen.c (a kernel's source), cache.c (the built kernels), launch.c, realize.c (the steps in
+ * order, and their errors).
  *
- * Recording. ct__ew_defer() takes the launch an op would have enqueued (struct ct__ew_launch,
- * after every metadata check, with its result already allocated) and appends a node to the
- * calling thread's graph (struct ct__fgraph, issue #28), in call order. An input that a recorded node writes, read whole (the node's
- * own result tensor), becomes an edge to that node; any other input is a leaf, retained. An
- * input that is some other view of memory a node will write (a slice, a transpose of a pending
- * result) first realizes the graph, then is a leaf. _out forms, which write into memory that
- * recorded nodes may read, never record: they run eagerly (ct__ew_run), after a realize.
- * Through the hooks of fusion/hooks.h three other families record too: ct_cast into floating
- * dtypes (a node whose value is its input loaded as the result dtype), and full reductions and
- * last-dim softmax of a recorded node's result (its kernel's trailing op: red >= 0 below).
+ * Recording. The elementwise hook takes the launch an op would have enqueued (struct
+ * ct__ew_launch, after every metadata check, with its result already allocated) and appends a
+ * node to the calling thread's graph (struct ct__fgraph, issue #28), in call order. An input
+ * that a recorded node writes, read whole (the node's own result tensor), becomes an edge to
+ * that node; any other input is a leaf, retained. An input that is some other view of memory a
+ * node will write (a slice, a transpose of a pending result) first realizes the graph, then is a
+ * leaf. _out forms, which write into memory that recorded nodes may read, never record: they run
+ * eagerly (ct__ew_run), after a realize. Through the other hooks three other families record
+ * too: ct_cast into floating dtypes (a node whose value is its input loaded as the result
+ * dtype), and full reductions and last-dim softmax of a recorded node's result (its kernel's
+ * trailing op: red >= 0).
  *
  * Realizing. Anything that enqueues work or reads memory calls ct__deferred_realize()
- * (fusion/hooks.h): every kernel launch, transfer, map, GEMM, wait, interop export. realize
- * runs the calling thread's whole graph (another thread's graph is realized when its memory is
- * used: ct__use, through ct__tensor_deferred_use):
- *   1. A node is needed when its result's storage is still alive (someone can read it) or a
- *      needed node consumes it; the others are dropped. A result released before the realize
- *      is never written.
- *   2. Needed nodes are grouped into kernels in call order. A kernel computes nodes of one
- *      compute dtype and one shape (leading 1s aside): every node's value is then the value at
- *      the work-item's own index, so a node consumed in its kernel is a private variable, and
- *      shared subexpressions are computed once. A node joins the newest kernel of its key unless
- *      it consumes a node of another key launched after it; an edge between kernels goes
- *      through memory (the producer's result, or a temporary when that result was released).
- *      A trailing reduction or softmax joins its producer's kernel, which then walks its
- *      elements in the reduction's or the rows' layout (ct__gen_kernel).
- *   3. Each kernel's source is generated from the op table: the functions of ops.def's fn
- *      column, in kernels/ew_ops.cl (which the per-op kernels use too), the same loads and
- *      conversions, intermediate values rounded to their dtype as a store and a load would,
- *      FP_CONTRACT off: a fused kernel gives the bits the per-op kernels give.
- *   4. Every kernel is built (through the engine and its disk cache, outside every lock: a
- *      realize missing a program builds it with its graph unlocked and starts again; the
- *      process keeps them in a bounded LRU keyed by a signature of what the source depends on)
- *      and temporaries allocated before anything is enqueued, so an error there leaves every node pending and
- *      nothing half-written; then they are enqueued in order.
- * Errors name the call that triggered the realize and the recorded calls of the failing kernel.
+ * (fusion/hooks.h): every kernel launch, transfer, map, GEMM, wait, interop export. That
+ * realizes the calling thread's whole graph (realize.c); another thread's graph is realized when
+ * its memory is used (ct__use, through ct__tensor_deferred_use).
  *
  * $CLTENSOR_FUSION=0 turns recording off (every op runs at its call, as before);
  * $CLTENSOR_DEBUG_FUSION=1 prints each generated kernel's source when it is built and the calls
- * each launch covers, on stderr. docs/FUSION.md has the design and the figures. */
-#include <inttypes.h>
+ * each launch covers, on stderr. */
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,25 +36,7 @@
 #include "elementwise/elementwise.h"
 #include "fusion/fusion.h"
 #include "fusion/hooks.h"
-#include "kernel/engine.h"
-#include "kernel/kargs.h"
 #include "tensor/tensor.h"
-
-/* A thread's graph (issue #28). Each thread records into its own, so the kernels a thread's
- * realize builds depend only on what that thread called: with one process-wide list, unrelated
- * threads' nodes met in one kernel whose text followed the threads' timing, and new texts kept
- * being compiled. Other threads take the lock only to realize this graph when they use its
- * memory (ct__use), to drop a write whose result they released (ct__storage_dead), and at
- * ct_shutdown. Graphs are never freed: a storage's fwriter/freaders may name one at any time.
- * A thread's graph is realized when the thread exits, then kept for a later thread. */
-struct ct__fgraph {
-  pthread_mutex_t lock;
-  struct ct__fnode **v;        /* in call order */
-  size_t n, cap;
-  atomic_size_t count;         /* n, for looks without the lock */
-  bool owned;                  /* a live thread records into it (under the registry lock) */
-  struct ct__fgraph *next;     /* the registry */
-};
 
 static struct {
   pthread_mutex_t lock;
@@ -95,9 +58,7 @@ static _Thread_local bool ct__in_realize;
 
 int ct__fusion_override = -1;
 atomic_int ct__fusion_fail_builds;
-static struct {
-  atomic_ulong realizes, kernels, launches, nodes, dropped, temps, builds;
-} ct__fstats;
+struct ct__fusion_counters ct__fstats;
 
 void ct__fusion_stats(struct ct__fusion_stats *out) {
   out->realizes = atomic_load(&ct__fstats.realizes);
@@ -110,7 +71,7 @@ void ct__fusion_stats(struct ct__fusion_stats *out) {
   out->pending = (unsigned long)atomic_load(&ct__deferred_nodes);
 }
 static atomic_int ct__fusion_env = -1; /* -1 unread, 0 off, 1 on, 2 invalid */
-static atomic_int ct__fusion_debug = -1;
+static atomic_int ct__fusion_debug_env = -1;
 
 static ct_status ct__fusion_on(bool *on, const char *fn) {
   *on = false;
@@ -130,13 +91,13 @@ static ct_status ct__fusion_on(bool *on, const char *fn) {
   return CT_OK;
 }
 
-static bool ct__debug(void) {
-  int e = atomic_load_explicit(&ct__fusion_debug, memory_order_relaxed);
+bool ct__fusion_debug(void) {
+  int e = atomic_load_explicit(&ct__fusion_debug_env, memory_order_relaxed);
   if (e < 0) {
     bool v = false;
     if (ct__env_bool("cltensor", "CLTENSOR_DEBUG_FUSION", false, &v) != CT_OK) v = false;
     e = v;
-    atomic_store_explicit(&ct__fusion_debug, e, memory_order_relaxed);
+    atomic_store_explicit(&ct__fusion_debug_env, e, memory_order_relaxed);
   }
   return e == 1;
 }
@@ -224,13 +185,11 @@ static void ct__tag_reader(ct__storage *s, struct ct__fgraph *g) {
   atomic_store(&s->freaders, CT__FREADERS_MANY);
 }
 
-static void ct__node_free(struct ct__fnode *nd) {
+void ct__fnode_free(struct ct__fnode *nd) {
   for (int j = 0; j < 3; j++) ct_release(nd->leaf[j]);
   ct_release(nd->tmp);
   free(nd);
 }
-
-static ct_status ct__realize_graph(struct ct__fgraph *g, const char *fn);
 
 /* Under g->lock, with room made (ct__room): nd, writing storage out, joins the list; the node
  * bound realizes the graph (its status, naming fn, is returned). */
@@ -254,11 +213,11 @@ static ct_status ct__append(struct ct__fgraph *g, struct ct__fnode *nd, ct__stor
 
 static ct_status ct__use(void *storage, const char *fn);
 
-static void ct__lock(struct ct__fgraph *g) {
+void ct__fgraph_lock(struct ct__fgraph *g) {
   pthread_mutex_lock(&g->lock);
   ct__held = g;
 }
-static void ct__unlock(struct ct__fgraph *g) {
+void ct__fgraph_unlock(struct ct__fgraph *g) {
   ct__held = NULL;
   pthread_mutex_unlock(&g->lock);
 }
@@ -297,7 +256,7 @@ static ct_status ct__ew_defer_node(const char *fn, const struct ct__ew_launch *l
     if (st == CT_OK && cast) st = ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     return st != CT_OK || cast ? st : ct__ew_run(fn, l, out);
   }
-  ct__lock(g);
+  ct__fgraph_lock(g);
   bool was = ct__in_realize;
   ct__in_realize = true; /* a realize below launches kernels: they must not realize again */
   /* An input that is a view of memory a node will write, other than that node's whole result,
@@ -310,7 +269,7 @@ static ct_status ct__ew_defer_node(const char *fn, const struct ct__ew_launch *l
   }
   ct__in_realize = was;
   if (st != CT_OK || !ct__room(g)) {
-    ct__unlock(g);
+    ct__fgraph_unlock(g);
     free(nd);
     if (st == CT_OK && cast) st = ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     return st != CT_OK || cast ? st : ct__ew_run(fn, l, out);
@@ -326,7 +285,7 @@ static ct_status ct__ew_defer_node(const char *fn, const struct ct__ew_launch *l
     nd->l.in[j] = nd->leaf[j];
   }
   st = ct__append(g, nd, out->storage, fn);
-  ct__unlock(g);
+  ct__fgraph_unlock(g);
   return st;
 }
 
@@ -364,10 +323,10 @@ static ct_status ct__defer_trailing(ct_tensor **out, const ct_tensor *x, int red
   /* x pending in another thread's graph: not recorded here; the caller's own kernels realize
    * that graph through their arguments (ct__karg_tensor). */
   struct ct__fgraph *g = ct__graph_of_thread();
-  if (g) ct__lock(g);
+  if (g) ct__fgraph_lock(g);
   struct ct__fnode *p = g ? ct__writer(g, x->storage) : NULL;
   if (!p || !ct__reads_whole(x, p) || !ct__room(g)) {
-    if (g) ct__unlock(g);
+    if (g) ct__fgraph_unlock(g);
     free(nd);
     ct_release(o);
     return CT_OK;
@@ -385,7 +344,7 @@ static ct_status ct__defer_trailing(ct_tensor **out, const ct_tensor *x, int red
   nd->fn = fn;
   nd->out_off = off;
   st = ct__append(g, nd, o->storage, fn);
-  ct__unlock(g);
+  ct__fgraph_unlock(g);
   if (st != CT_OK) {
     ct_release(o);
     return st;
@@ -453,689 +412,26 @@ static void ct__storage_dead(void *storage) {
   if (!held) pthread_mutex_unlock(&g->lock);
 }
 
-/* ---- the LRU of generated kernels ----
- * Keyed by the kernel's signature (struct ct__fgen's sig: everything its source depends on),
- * so that a realize whose kernels are built formats no source at all. Process-wide, behind its
- * own lock, held only to look up and insert: a build runs outside every lock, behind an entry
- * marked "being built" on which a second thread needing the same kernel waits (issue #28: the
- * builds ran under the one graph lock, and all threads waited for each). A realize pins the
- * entries it launches (users), so that another thread's insertion does not release a kernel
- * between its lookup and its launch; only unpinned entries are evicted. */
-
-struct ct__fk {
-  ct_device *dev;
-  uint64_t hash;
-  int64_t *sig;
-  int nsig;
-  ct__kernel *k;     /* NULL while being built */
-  bool building;
-  int users;         /* realizes holding it, and the builder */
-  unsigned long used;
-};
-static struct {
-  pthread_mutex_t lock;
-  pthread_cond_t built;
-  struct ct__fk **v;
-  int n, cap;
-  unsigned long clock;
-  unsigned gen; /* ct_shutdown() generation the entries belong to */
-} L = {.lock = PTHREAD_MUTEX_INITIALIZER, .built = PTHREAD_COND_INITIALIZER};
-
-static uint64_t ct__sig_hash(const int64_t *sig, int n) {
-  uint64_t h = 1469598103934665603ull;
-  for (int i = 0; i < n; i++) h = (h ^ (uint64_t)sig[i]) * 1099511628211ull;
-  return h;
-}
-
-static void ct__fk_free(struct ct__fk *e) {
-  /* Kernels of a shut-down generation went with their context: only host memory is freed. */
-  if (e->k && L.gen == ct__device_generation()) ct__kernel_free_owned(e->k);
-  free(e->sig);
-  free(e);
-}
-
-/* Under L.lock. */
-static void ct__lru_clear(void) {
-  int keep = 0;
-  for (int i = 0; i < L.n; i++) {
-    struct ct__fk *e = L.v[i];
-    if (e->users) L.v[keep++] = e; /* pinned or being built: its holder releases it */
-    else ct__fk_free(e);
-  }
-  L.n = keep;
-}
-
-/* Under L.lock: the entry of sig on d, or NULL. */
-static struct ct__fk *ct__lru_entry(ct_device *d, const int64_t *sig, int nsig, uint64_t h) {
-  if (L.gen != ct__device_generation()) {
-    ct__lru_clear();
-    L.gen = ct__device_generation();
-  }
-  for (int i = 0; i < L.n; i++) {
-    struct ct__fk *e = L.v[i];
-    if (e->dev == d && e->hash == h && e->nsig == nsig && memcmp(e->sig, sig, (size_t)nsig * sizeof *sig) == 0)
-      return e;
-  }
-  return NULL;
-}
-
-/* The built kernel of signature sig on d, pinned (ct__lru_unpin), or NULL when it is not built
- * (or being built): never waits. */
-static struct ct__fk *ct__lru_pin(ct_device *d, const int64_t *sig, int nsig) {
-  pthread_mutex_lock(&L.lock);
-  struct ct__fk *e = ct__lru_entry(d, sig, nsig, ct__sig_hash(sig, nsig));
-  if (e && e->k) {
-    e->users++;
-    e->used = ++L.clock;
-  } else {
-    e = NULL;
-  }
-  pthread_mutex_unlock(&L.lock);
-  return e;
-}
-
-static void ct__lru_unpin(struct ct__fk *e) {
-  if (!e) return;
-  pthread_mutex_lock(&L.lock);
-  e->users--;
-  pthread_mutex_unlock(&L.lock);
-}
-
-/* Under L.lock: room for one more entry, releasing the least recently used unpinned one when
- * the table holds CT__FUSE_LRU (it grows past that only while every entry is pinned). */
-static bool ct__lru_room(void) {
-  if (L.n >= CT__FUSE_LRU) {
-    int victim = -1;
-    for (int i = 0; i < L.n; i++)
-      if (!L.v[i]->users && (victim < 0 || L.v[i]->used < L.v[victim]->used)) victim = i;
-    if (victim >= 0) {
-      ct__fk_free(L.v[victim]); /* enqueued launches keep their kernel alive (OpenCL) */
-      L.v[victim] = L.v[--L.n];
-    }
-  }
-  if (L.n < L.cap) return true;
-  int cap = L.cap ? 2 * L.cap : 64;
-  struct ct__fk **v = realloc(L.v, (size_t)cap * sizeof *v);
-  if (!v) return false;
-  L.v = v;
-  L.cap = cap;
-  return true;
-}
-
-/* The kernel `name` of src (signature sig) on d, pinned: found, or built here (outside every
- * lock), or waited for while another thread builds it. Called with no graph lock held. */
-static ct_status ct__lru_acquire(struct ct__fk **out, ct_device *d, const int64_t *sig, int nsig, const char *src,
-                                 const char *name, const char *opts) {
-  *out = NULL;
-  uint64_t h = ct__sig_hash(sig, nsig);
-  pthread_mutex_lock(&L.lock);
-  struct ct__fk *e;
-  while ((e = ct__lru_entry(d, sig, nsig, h)) && e->building) pthread_cond_wait(&L.built, &L.lock);
-  if (e) {
-    e->users++;
-    e->used = ++L.clock;
-    pthread_mutex_unlock(&L.lock);
-    *out = e;
-    return CT_OK;
-  }
-  e = calloc(1, sizeof *e);
-  int64_t *copy = malloc((size_t)nsig * sizeof *copy);
-  if (!e || !copy || !ct__lru_room()) {
-    pthread_mutex_unlock(&L.lock);
-    free(e);
-    free(copy);
-    return ct__error(CT_ERR_OUT_OF_MEMORY, "fusion: out of host memory");
-  }
-  memcpy(copy, sig, (size_t)nsig * sizeof *copy);
-  *e = (struct ct__fk){.dev = d, .hash = h, .sig = copy, .nsig = nsig, .building = true, .users = 1};
-  L.v[L.n++] = e;
-  pthread_mutex_unlock(&L.lock);
-
-  ct__kernel *k = NULL;
-  ct_status st;
-  if (atomic_load(&ct__fusion_fail_builds) > 0) {
-    atomic_fetch_sub(&ct__fusion_fail_builds, 1);
-    st = ct__error(CT_ERR_KERNEL_BUILD, "kernel engine: building %s on %s failed (injected by a test)", name, d->spec);
-  } else {
-    st = ct__kernel_build_owned(&k, d, src, name, opts);
-  }
-  if (st == CT_OK) {
-    atomic_fetch_add(&ct__fstats.builds, 1);
-    if (ct__debug()) fprintf(stderr, "cltensor fusion: built %s on %s:\n%s\n", name, d->spec, src);
-  }
-
-  pthread_mutex_lock(&L.lock);
-  e->building = false;
-  if (st == CT_OK) {
-    e->k = k;
-    e->used = ++L.clock;
-    *out = e;
-  } else {
-    /* Gone again: a thread waiting for it builds it itself and reports its own failure. */
-    for (int i = 0; i < L.n; i++)
-      if (L.v[i] == e) L.v[i] = L.v[--L.n];
-    ct__fk_free(e);
-  }
-  pthread_cond_broadcast(&L.built);
-  pthread_mutex_unlock(&L.lock);
-  return st;
-}
-
-/* Everything a kernel's launch needs besides the generated operand table. */
-struct ct__fkern {
-  ct_device *dev;
-  ct_dtype k;
-  int ndim;
-  int64_t shape[CT_MAX_DIMS];
-  int64_t n;
-  int first, count;       /* nodes in order[] */
-  ct__kernel *kf, *kc;    /* the unchecked (whole groups) and checked programs */
-  struct ct__fnode *red;  /* its trailing reduction, or NULL */
-  ct__kernel *kfin;       /* the reduction's second pass */
-  struct ct__fk *pin[2];  /* the LRU entries of its programs, pinned until enqueued */
-  ct_tensor *part;        /* the reduction's partials */
-  int64_t parts, chunk;
-};
-
-/* A fused reduction's first pass. GPUs: a work-item per element, a partial per work-group of
- * `local`. CPUs: a work-item (alone in its group) per chunk, four per compute unit, chunks of
- * at least 8192 elements. */
-static void ct__red_split(struct ct__fkern *K, size_t local, bool cpu) {
-  if (cpu) {
-    int64_t cu = K->dev->props.compute_units ? K->dev->props.compute_units : 1;
-    int64_t parts = (K->n + 8191) / 8192;
-    if (parts > 4 * cu) parts = 4 * cu;
-    if (parts < 1) parts = 1;
-    int64_t chunk = (K->n + parts - 1) / parts;
-    K->chunk = (chunk + 7) / 8 * 8;
-    K->parts = (K->n + K->chunk - 1) / K->chunk;
-    return;
-  }
-  K->chunk = (int64_t)local;
-  K->parts = (K->n + (int64_t)local - 1) / (int64_t)local;
-}
-
-static void ct__karg_common(struct ct__kargs *a, struct ct__fgen *g) {
-  for (int o = 0; o < g->nouts; o++) {
-    struct ct__fnode *nd = g->outs[o];
-    int64_t off = nd->out_off;
-    cl_mem mem;
-    if (nd->tmp) {
-      mem = ct__tensor_mem(nd->tmp);
-      ct__tensor_elem_offset(nd->tmp, &off);
-    } else {
-      mem = nd->out->mem;
-    }
-    ct__karg_mem(a, "out", mem);
-    ct__karg_long(a, "out_off", off);
-  }
-  for (int i = 0; i < g->nops; i++) {
-    ct__karg_mem(a, "in", g->ops[i].mem);
-    ct__karg_long(a, "in_off", g->ops[i].off);
-    if (g->ops[i].kind == 2) ct__karg_long8(a, "in_st", g->ndim, g->ops[i].st, 0);
-  }
-  size_t ss = ct__ew_scalar_size(g->k);
-  for (int i = 0; i < g->nsc; i++) ct__karg(a, "s", ss, &g->sc[i]);
-  if (g->strided) ct__karg_long8(a, "shape", g->ndim, g->shape, 1);
-  if (ct__fgen_magic(g)) {
-    int64_t m[CT_MAX_DIMS], sh[CT_MAX_DIMS];
-    for (int d = 0; d < g->ndim; d++) ct__fuse_magic(g->shape[d], &m[d], &sh[d]);
-    ct__karg_long8(a, "shape_m", g->ndim, m, 1);
-    ct__karg_long8(a, "shape_s", g->ndim, sh, 32);
-  }
-}
-
-static ct_status ct__launch_kernel(ct__kernel *k, struct ct__fgen *g, int64_t base, int64_t items, const char *fn) {
-  atomic_fetch_add(&ct__fstats.launches, 1);
-  struct ct__kargs a = ct__kargs_lock(k);
-  ct__karg_common(&a, g);
-  ct__karg_long(&a, "base", base);
-  ct__karg_long(&a, "n", g->n);
-  ct_status st = ct__kargs_end(&a, fn);
-  if (st == CT_OK) {
-    size_t global = (size_t)items, local;
-    ct__launch_dims(k, 1, &global, &local);
-    st = ct__kernel_launch(k, g->dev, 1, &global, &local);
-  }
-  ct__kernel_unlock(k);
-  return st;
-}
-
-/* Both passes of a kernel with a trailing reduction. */
-static ct_status ct__launch_reduce(struct ct__fkern *K, struct ct__fgen *g, const char *fn) {
-  atomic_fetch_add(&ct__fstats.launches, 2);
-  size_t local = g->cpu_red ? 1 : ct__kernel_group_size(K->kc), accsz = ct__acc_size(ct__red_acc_dtype(K->red));
-  struct ct__kargs a = ct__kargs_lock(K->kc);
-  ct__karg_common(&a, g);
-  if (g->cpu_red) ct__karg_long(&a, "chunk", K->chunk);
-  ct__karg_long(&a, "n", g->n);
-  ct__karg_tensor(&a, "part", K->part, 0);
-  if (!g->cpu_red) ct__karg_local(&a, "lacc", local * accsz);
-  ct_status st = ct__kargs_end(&a, fn);
-  if (st == CT_OK) {
-    size_t global = (size_t)K->parts * local;
-    st = ct__kernel_launch(K->kc, g->dev, 1, &global, &local);
-  }
-  ct__kernel_unlock(K->kc);
-  if (st != CT_OK) return st;
-  struct ct__fnode *r = K->red;
-  size_t l2 = ct__kernel_group_size(K->kfin);
-  if (l2 > 64) l2 = 64; /* one fixed group size: PoCL compiles a kernel per size */
-  a = ct__kargs_lock(K->kfin);
-  ct__karg_tensor(&a, "part", K->part, 0);
-  ct__karg_long(&a, "nparts", K->parts);
-  ct__karg_mem(&a, "o", r->out->mem);
-  ct__karg_long(&a, "o_off", r->out_off);
-  ct__karg_long(&a, "count", r->n);
-  ct__karg_local(&a, "lacc", l2 * accsz);
-  st = ct__kargs_end(&a, fn);
-  if (st == CT_OK) st = ct__kernel_launch(K->kfin, g->dev, 1, &l2, &l2);
-  ct__kernel_unlock(K->kfin);
-  return st;
-}
-
-/* A kernel ending in softmax: a work-item per row. */
-static ct_status ct__launch_softmax(struct ct__fkern *K, struct ct__fgen *g, const char *fn) {
-  atomic_fetch_add(&ct__fstats.launches, 1);
-  struct ct__fnode *r = K->red;
-  int64_t ncols = K->ndim ? K->shape[K->ndim - 1] : 1, nrows = K->n / ncols;
-  struct ct__kargs a = ct__kargs_lock(K->kc);
-  ct__karg_common(&a, g);
-  ct__karg_long(&a, "ncols", ncols);
-  ct__karg_long(&a, "nrows", nrows);
-  ct__karg_mem(&a, "so", r->out->mem);
-  ct__karg_long(&a, "so_off", r->out_off);
-  ct_status st = ct__kargs_end(&a, fn);
-  if (st == CT_OK) {
-    size_t global = (size_t)nrows, local;
-    ct__launch_dims(K->kc, 1, &global, &local);
-    st = ct__kernel_launch(K->kc, g->dev, 1, &global, &local);
-  }
-  ct__kernel_unlock(K->kc);
-  return st;
-}
-
-/* "ct_mul (#12, [1024] f32), ct_add (#13, ...)" for messages. */
-static void ct__calls(char *out, size_t size, struct ct__fnode **nodes, int nn) {
-  size_t w = 0;
-  out[0] = '\0';
-  for (int a = 0; a < nn && w + 64 < size; a++) {
-    char sh[96];
-    ct__shape_str(sh, sizeof sh, nodes[a]->ndim, nodes[a]->shape);
-    w += (size_t)snprintf(out + w, size - w, "%s%s (call #%lu, %s %s)", a ? ", " : "", nodes[a]->fn, nodes[a]->seq,
-                          sh, ct_dtype_name(nodes[a]->odt));
-  }
-  if (w + 64 >= size && size > 8) snprintf(out + size - 8, 8, ", ...");
-}
-
-/* Wraps the current error (left by a failure of the kernel covering nodes[]) with what was being
- * realized. */
-static ct_status ct__realize_error(ct_status st, const char *fn, struct ct__fnode **nodes, int nn) {
-  char prev[1024], calls[768];
-  snprintf(prev, sizeof prev, "%s", ct_last_error());
-  ct__calls(calls, sizeof calls, nodes, nn);
-  return ct__error(st, "%s: realizing deferred elementwise work failed in the fused kernel of %s: %s", fn, calls,
-                   prev);
-}
-
-static bool ct__same_key(const struct ct__fnode *a, const struct ct__fnode *b) {
-  return a->dev == b->dev && a->l.k == b->l.k && a->ndim == b->ndim &&
-         memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof *a->shape) == 0;
-}
-
-static void ct__unschedule(struct ct__fgraph *gr) {
-  for (size_t i = 0; i < gr->n; i++) {
-    struct ct__fnode *nd = gr->v[i];
-    ct_release(nd->tmp);
-    nd->tmp = NULL;
-    nd->needed = nd->store = false;
-    nd->kern = -1;
-  }
-}
-
-static void ct__fgen_set(struct ct__fgen *g, int q, const struct ct__fkern *K) {
-  g->cpu_red = ct__device_chunked(K->dev) && !ct__ew_gpu_paths;
-  g->kk = q;
-  g->dev = K->dev;
-  g->k = K->k;
-  g->ndim = K->ndim;
-  memcpy(g->shape, K->shape, sizeof K->shape);
-  g->n = K->n;
-}
-
-/* A program a realize found missing: built (ct__lru_acquire) with no graph lock held, then the
- * realize starts again. */
-struct ct__tobuild {
-  ct_device *dev;
-  int64_t *sig;
-  int nsig;
-  char *src;
-  char name[96];
-  const char *opts;
-  char calls[768];  /* for the error message: the recorded calls it covers */
-};
-struct ct__builds {
-  struct ct__tobuild *v;
-  int n, cap;
-  bool oom;
-};
-
-static void ct__builds_add(struct ct__builds *bl, ct_device *d, const int64_t *sig, int nsig, const char *src,
-                           const char *name, const char *opts, struct ct__fnode **nodes, int nn) {
-  for (int i = 0; i < bl->n; i++) /* two kernels of one realize with one text */
-    if (bl->v[i].dev == d && bl->v[i].nsig == nsig && memcmp(bl->v[i].sig, sig, (size_t)nsig * sizeof *sig) == 0)
-      return;
-  if (bl->n == bl->cap) {
-    int cap = bl->cap ? 2 * bl->cap : 8;
-    struct ct__tobuild *v = realloc(bl->v, (size_t)cap * sizeof *v);
-    if (!v) {
-      bl->oom = true;
-      return;
-    }
-    bl->v = v;
-    bl->cap = cap;
-  }
-  struct ct__tobuild *t = &bl->v[bl->n];
-  t->sig = malloc((size_t)nsig * sizeof *sig);
-  t->src = strdup(src);
-  if (!t->sig || !t->src) {
-    free(t->sig);
-    free(t->src);
-    bl->oom = true;
-    return;
-  }
-  memcpy(t->sig, sig, (size_t)nsig * sizeof *sig);
-  t->dev = d;
-  t->nsig = nsig;
-  snprintf(t->name, sizeof t->name, "%s", name);
-  t->opts = opts;
-  if (nodes) ct__calls(t->calls, sizeof t->calls, nodes, nn);
-  else t->calls[0] = '\0';
-  bl->n++;
-}
-
-static void ct__builds_free(struct ct__builds *bl) {
-  for (int i = 0; i < bl->n; i++) {
-    free(bl->v[i].sig);
-    free(bl->v[i].src);
-  }
-  free(bl->v);
-  *bl = (struct ct__builds){0};
-}
-
-/* One attempt at realizing gr (locked). When a program is not built yet, nothing is enqueued:
- * the programs go to *bl and the caller builds them outside the lock and tries again. */
-static ct_status ct__realize_once(struct ct__fgraph *gr, const char *fn, struct ct__builds *bl) {
-  if (gr->n == 0) return CT_OK;
-  size_t n = gr->n;
-  struct ct__fnode **v = gr->v;
-  /* 1. What is needed, and what must be stored. */
-  for (size_t i = n; i-- > 0;) {
-    struct ct__fnode *nd = v[i];
-    nd->kern = -1;
-    nd->tmp = NULL;
-    if (nd->out) nd->needed = nd->store = true;
-    if (!nd->needed) continue;
-    for (int j = 0; j < nd->l.nin; j++)
-      if (nd->src[j]) nd->src[j]->needed = true;
-  }
-  /* 2. Kernels, in call order. */
-  struct ct__fkern *ks = calloc(n, sizeof *ks);
-  struct ct__fnode **order = malloc(n * sizeof *order);
-  if (!ks || !order) {
-    free(ks);
-    free(order);
-    ct__unschedule(gr);
-    return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: realizing deferred elementwise work: out of host memory", fn);
-  }
-  int nk = 0;
-  for (size_t i = 0; i < n; i++) {
-    struct ct__fnode *nd = v[i];
-    if (!nd->needed) continue;
-    int kk = -1;
-    if (nd->red >= 0) {
-      /* A trailing reduction runs in its producer's kernel, unless that one already has one. */
-      struct ct__fnode *p = nd->src[0];
-      if (ks[p->kern].red == NULL) {
-        kk = p->kern;
-      } else {
-        p->store = true;
-      }
-    } else {
-      int req = 0;
-      for (int j = 0; j < nd->l.nin; j++) {
-        struct ct__fnode *p = nd->src[j];
-        if (!p) continue;
-        bool inl = p->red < 0 && ct__same_key(p, nd) && !(nd->l.op == CT__EW_WHERE && j == 0 && p->odt != CT_BOOL);
-        if (!inl && p->kern + 1 > req) req = p->kern + 1;
-        if (!inl) p->store = true;
-      }
-      for (int q = nk - 1; q >= 0; q--)
-        if (ks[q].dev == nd->dev && ks[q].k == nd->l.k && ks[q].ndim == nd->ndim &&
-            memcmp(ks[q].shape, nd->shape, (size_t)nd->ndim * sizeof *nd->shape) == 0) {
-          kk = q >= req ? q : -1;
-          break;
-        }
-    }
-    if (kk < 0) {
-      kk = nk++;
-      ks[kk].dev = nd->dev;
-      ks[kk].k = nd->l.k;
-      ks[kk].ndim = nd->ndim;
-      memcpy(ks[kk].shape, nd->shape, sizeof nd->shape);
-      ks[kk].n = nd->n;
-    }
-    nd->kern = kk;
-    if (nd->red >= 0) ks[kk].red = nd;
-    ks[kk].count++;
-    for (int j = 0; j < nd->l.nin; j++)
-      if (nd->src[j] && nd->src[j]->kern != kk) nd->src[j]->store = true;
-  }
-  int pos = 0;
-  for (int q = 0; q < nk; q++) {
-    ks[q].first = pos;
-    int c = 0;
-    for (size_t i = 0; i < n; i++)
-      if (v[i]->needed && v[i]->kern == q) order[pos + c++] = v[i];
-    pos += c;
-  }
-  ct_status st = CT_OK;
-  /* 3. Temporaries for values that cross kernels but whose result was released. */
-  for (size_t i = 0; i < n && st == CT_OK; i++) {
-    struct ct__fnode *nd = v[i];
-    if (!nd->needed || !nd->store || nd->out || nd->red >= 0) continue;
-    st = ct__tensor_new(&nd->tmp, nd->dev, nd->odt, nd->ndim, nd->shape, fn);
-    if (st != CT_OK) st = ct__realize_error(st, fn, &nd, 1);
-  }
-  /* 4. Every kernel built, and the reductions' partials allocated, before anything is enqueued. */
-  struct ct__fgen *g = st == CT_OK ? malloc(sizeof *g) : NULL;
-  if (st == CT_OK && !g) st = ct__error(CT_ERR_OUT_OF_MEMORY, "%s: realizing deferred elementwise work: out of host memory", fn);
-  struct ct__buf b = {0};
-  for (int q = 0; q < nk && st == CT_OK; q++) {
-    struct ct__fkern *K = &ks[q];
-    const char *opts;
-    st = ct__ew_device_options(&opts, K->dev);
-    if (st != CT_OK) break;
-    char name[96];
-    ct__kernel_name_of(name, sizeof name, order + K->first, K->count);
-    ct__fgen_set(g, q, K);
-    /* Reductions use the checked program; plain kernels the unchecked one when they fill a group. */
-    bool full = !K->red && (size_t)K->n >= ct__device_group_target(K->dev);
-    if (K->red && CT__FR_IS_SOFTMAX(K->red->red)) g->cpu_red = false; /* one layout */
-    /* The signature first; the text only for a kernel not built yet. */
-    struct ct__buf none = {.skip = true};
-    ct__gen_kernel(&none, g, order + K->first, K->count, name, full, K->red);
-    ct__kernel **kp = full ? &K->kf : &K->kc;
-    b.n = 0;
-    b.oom = false;
-    if ((K->pin[0] = ct__lru_pin(K->dev, g->sig, g->nsig))) {
-      *kp = K->pin[0]->k;
-    } else {
-      ct__gen_kernel(&b, g, order + K->first, K->count, name, full, K->red);
-      if (!b.oom) ct__builds_add(bl, K->dev, g->sig, g->nsig, b.p, name, opts, order + K->first, K->count);
-    }
-    if (st == CT_OK && !b.oom && K->red && !CT__FR_IS_SOFTMAX(K->red->red)) {
-      char fname[32];
-      snprintf(fname, sizeof fname, "fz_final_%s", ct__node_name(K->red));
-      /* The second pass depends on the reduction, its accumulator and its result dtype. */
-      int64_t fsig[5] = {-1, K->red->red, K->red->mean, ct__red_acc_dtype(K->red), K->red->odt};
-      if ((K->pin[1] = ct__lru_pin(K->dev, fsig, 5))) {
-        K->kfin = K->pin[1]->k;
-      } else {
-        b.n = 0;
-        ct__gen_final(&b, K->red, fname);
-        if (!b.oom) ct__builds_add(bl, K->dev, fsig, 5, b.p, fname, opts, order + K->first, K->count);
-      }
-      if (st == CT_OK && !b.oom && !bl->n) {
-        ct__red_split(K, ct__kernel_group_size(K->kc), g->cpu_red);
-        int64_t pn = K->parts;
-        ct_dtype adt = ct__reduce_acc_dtype(ct__red_acc_dtype(K->red));
-        st = ct__tensor_new(&K->part, K->dev, adt, 1, &pn, fn);
-      }
-    }
-    if ((b.oom || bl->oom) && st == CT_OK)
-      st = ct__error(CT_ERR_OUT_OF_MEMORY, "%s: realizing deferred elementwise work: out of host memory", fn);
-    else if (st != CT_OK)
-      st = ct__realize_error(st, fn, order + K->first, K->count);
-  }
-  /* Programs to build: nothing enqueued, the caller builds them and starts again. */
-  bool again = st == CT_OK && bl->n > 0;
-  /* 5. Enqueue, in order. A launch failing leaves every node pending: running a kernel again
-   * only recomputes the same values (kernels read leaves, which no node writes). */
-  for (int q = 0; q < nk && st == CT_OK && !again; q++) {
-    struct ct__fkern *K = &ks[q];
-    ct__fgen_set(g, q, K);
-    char name[96];
-    ct__kernel_name_of(name, sizeof name, order + K->first, K->count);
-    /* The operand table again (what the last generated kernel left is another kernel's). */
-    struct ct__buf none = {.skip = true};
-    if (K->red && CT__FR_IS_SOFTMAX(K->red->red)) g->cpu_red = false;
-    ct__gen_kernel(&none, g, order + K->first, K->count, name, K->kf != NULL, K->red);
-    if (ct__debug()) {
-      char calls[768];
-      ct__calls(calls, sizeof calls, order + K->first, K->count);
-      fprintf(stderr, "cltensor fusion: %s (%s) covers %s\n", name, fn, calls);
-    }
-    atomic_fetch_add(&ct__fstats.kernels, 1);
-    if (K->red && CT__FR_IS_SOFTMAX(K->red->red)) {
-      st = ct__launch_softmax(K, g, fn);
-    } else if (K->red) {
-      st = ct__launch_reduce(K, g, fn);
-    } else if (K->kf) {
-      int64_t local = (int64_t)ct__kernel_group_size(K->kf);
-      int64_t nfull = K->n / local * local;
-      st = ct__launch_kernel(K->kf, g, 0, nfull, fn);
-      /* The rest as one more whole group ending at n: it recomputes up to a group of elements
-       * with the same values (results never alias a kernel's inputs). */
-      if (st == CT_OK && nfull < K->n) st = ct__launch_kernel(K->kf, g, K->n - local, local, fn);
-    } else {
-      st = ct__launch_kernel(K->kc, g, 0, K->n, fn);
-    }
-    if (st != CT_OK) st = ct__realize_error(st, fn, order + K->first, K->count);
-  }
-  free(b.p);
-  free(g);
-  /* The queue is in order: whoever gets the partials' blocks next is queued after them. */
-  for (int q = 0; q < nk; q++) {
-    ct_release(ks[q].part);
-    ct__lru_unpin(ks[q].pin[0]);
-    ct__lru_unpin(ks[q].pin[1]);
-  }
-  free(ks);
-  free(order);
-  if (st != CT_OK || again) {
-    ct__unschedule(gr);
-    return st;
-  }
-  /* 6. Done: results are in memory. */
-  size_t live = 0, temps = 0;
-  for (size_t i = 0; i < n; i++) {
-    struct ct__fnode *nd = v[i];
-    if (nd->out) atomic_store_explicit(&nd->out->pending, false, memory_order_release);
-    live += nd->needed;
-    temps += nd->tmp != NULL; /* counted here: a round that went to build allocated them too */
-  }
-  atomic_fetch_add(&ct__fstats.temps, temps);
-  atomic_fetch_add(&ct__fstats.realizes, 1);
-  atomic_fetch_add(&ct__fstats.nodes, live);
-  atomic_fetch_add(&ct__fstats.dropped, n - live);
-  gr->n = 0;
-  atomic_store(&gr->count, 0);
-  atomic_fetch_sub_explicit(&ct__deferred_nodes, (long)n, memory_order_release);
-  for (size_t i = 0; i < n; i++) {
-    /* This graph reads its leaves no more: other threads' uses of them need not look here. */
-    for (int j = 0; j < 3; j++) {
-      void *me = gr;
-      if (v[i]->leaf[j]) atomic_compare_exchange_strong(&v[i]->leaf[j]->storage->freaders, &me, NULL);
-    }
-    ct__node_free(v[i]);
-  }
-  return CT_OK;
-}
-
-/* Realizes gr (locked by this thread): each round that finds programs missing unlocks gr,
- * builds them (or waits for the thread building them) and starts again, since gr may have
- * changed meanwhile (a result released, another thread realizing it). A round builds every
- * program it found missing, so the rounds end. */
-static ct_status ct__realize_graph(struct ct__fgraph *gr, const char *fn) {
-  ct_status st = CT_OK;
-  struct ct__fk *held[64];
-  int nheld = 0;
-  for (int round = 0;; round++) {
-    struct ct__builds bl = {0};
-    st = ct__realize_once(gr, fn, &bl);
-    /* The programs a round built stay pinned until the next round launched them. */
-    for (int i = 0; i < nheld; i++) ct__lru_unpin(held[i]);
-    nheld = 0;
-    if (st != CT_OK || bl.n == 0) {
-      ct__builds_free(&bl);
-      break;
-    }
-    ct__held = NULL;
-    pthread_mutex_unlock(&gr->lock);
-    for (int i = 0; i < bl.n && st == CT_OK; i++) {
-      struct ct__fk *e = NULL;
-      st = ct__lru_acquire(&e, bl.v[i].dev, bl.v[i].sig, bl.v[i].nsig, bl.v[i].src, bl.v[i].name, bl.v[i].opts);
-      if (st != CT_OK) {
-        char prev[1024];
-        snprintf(prev, sizeof prev, "%s", ct_last_error());
-        st = ct__error(st, "%s: realizing deferred elementwise work failed in the fused kernel of %s: %s", fn,
-                       bl.v[i].calls, prev);
-      } else if (nheld < (int)(sizeof held / sizeof *held)) {
-        held[nheld++] = e;
-      } else {
-        ct__lru_unpin(e);
-      }
-    }
-    pthread_mutex_lock(&gr->lock);
-    ct__held = gr;
-    ct__builds_free(&bl);
-    if (st != CT_OK) break;
-  }
-  for (int i = 0; i < nheld; i++) ct__lru_unpin(held[i]);
-  return st;
-}
-
 /* The realize hook: the calling thread's graph. */
 static ct_status ct__realize(const char *fn) {
   if (ct__in_realize || ct__held) return CT_OK;
   struct ct__fgraph *g = ct__mine;
   if (!g || atomic_load(&g->count) == 0) return CT_OK;
-  ct__lock(g);
+  ct__fgraph_lock(g);
   ct__in_realize = true;
   ct_status st = ct__realize_graph(g, fn);
   ct__in_realize = false;
-  ct__unlock(g);
+  ct__fgraph_unlock(g);
   return st;
 }
 
 /* Realizes g, another thread's graph, when a node of it writes or reads s (under g's lock). */
 static ct_status ct__realize_other(struct ct__fgraph *g, const ct__storage *s, const char *fn) {
-  ct__lock(g);
+  ct__fgraph_lock(g);
   ct__in_realize = true;
   ct_status st = ct__touches(g, s) ? ct__realize_graph(g, fn) : CT_OK;
   ct__in_realize = false;
-  ct__unlock(g);
+  ct__fgraph_unlock(g);
   return st;
 }
 
@@ -1167,9 +463,9 @@ static ct_status ct__use(void *storage, const char *fn) {
   /* No other graph reads s now: the hint names this thread's graph when it reads s, else none. */
   bool mine = false;
   if (me) {
-    ct__lock(me);
+    ct__fgraph_lock(me);
     mine = ct__touches(me, s);
-    ct__unlock(me);
+    ct__fgraph_unlock(me);
   }
   atomic_compare_exchange_strong(&s->freaders, &r, mine ? (void *)me : NULL);
   return CT_OK;
@@ -1181,11 +477,11 @@ static ct_status ct__use(void *storage, const char *fn) {
 static void ct__realize_at_exit(void *p) {
   struct ct__fgraph *g = p;
   if (atomic_load(&g->count) > 0) {
-    ct__lock(g);
+    ct__fgraph_lock(g);
     ct__in_realize = true;
     (void)ct__realize_graph(g, "thread exit");
     ct__in_realize = false;
-    ct__unlock(g);
+    ct__fgraph_unlock(g);
   }
   pthread_mutex_lock(&R.lock);
   g->owned = false;
@@ -1194,15 +490,15 @@ static void ct__realize_at_exit(void *p) {
 }
 
 static void ct__drop_graph(struct ct__fgraph *g) {
-  ct__lock(g);
+  ct__fgraph_lock(g);
   size_t n = g->n;
   for (size_t i = 0; i < n; i++)
     if (g->v[i]->out) atomic_store_explicit(&g->v[i]->out->pending, false, memory_order_release);
-  for (size_t i = 0; i < n; i++) ct__node_free(g->v[i]);
+  for (size_t i = 0; i < n; i++) ct__fnode_free(g->v[i]);
   g->n = 0;
   atomic_store(&g->count, 0);
   atomic_fetch_sub_explicit(&ct__deferred_nodes, (long)n, memory_order_release);
-  ct__unlock(g);
+  ct__fgraph_unlock(g);
 }
 
 /* ct_shutdown: every thread's graph (the library is used by no other thread then). */
@@ -1211,10 +507,7 @@ static void ct__drop(void) {
   struct ct__fgraph *head = R.head;
   pthread_mutex_unlock(&R.lock);
   for (struct ct__fgraph *g = head; g; g = g->next) ct__drop_graph(g);
-  pthread_mutex_lock(&L.lock);
-  ct__lru_clear();
-  L.gen = ct__device_generation() + 1; /* ct_shutdown() bumps it after this */
-  pthread_mutex_unlock(&L.lock);
+  ct__lru_drop();
 }
 
 /* What the layers below reach of the graph (fusion/hooks.h). */
