@@ -1,6 +1,8 @@
 /* Reductions: sum, prod, max, min, argmax, argmin, with the mean/var/std epilogues.
  *
- * Build options: CT_IN, the input's storage dtype; CT_CHUNKED, 1 on CPU devices. One program per
+ * Build options: CT_IN, the input's storage dtype; CT_ACC, the accumulator's dtype (the host's
+ * ct__reduce_acc_dtype: double for f64, float for the other floats, long for integers and bool);
+ * CT_CHUNKED, 1 on CPU devices. One program per
  * input dtype holds every op (reduce_rows_<op>, reduce_cols_<op>): each kernel calls an inline
  * body with a constant op, which the compiler folds, so the op costs nothing at run time and
  * the number of programs built stays small. Everything else (the output dtype, whether this
@@ -30,12 +32,11 @@
  * log2(blocks), not with the number of elements. Lanes, work-items and partials then combine in
  * trees. f16/bf16 accumulate in float, f64 in double, integers in long (exact). */
 
-#define CT_OP_SUM 0
-#define CT_OP_PROD 1
-#define CT_OP_MAX 2
-#define CT_OP_MIN 3
-#define CT_OP_ARGMAX 4
-#define CT_OP_ARGMIN 5
+/* The ops' codes, identities and combining steps: one row each in reduce_ops.h, which the fused
+ * kernels of the fusion graph read too. */
+//#include "reduce_ops.h"
+#define CT_OP_CODE(NAME, name, fid, fcomb, lid, lcomb, lcomb8) CT_OP_##NAME,
+enum { CT_REDUCE_OPS(CT_OP_CODE) };
 
 #define CT_EPI_NONE 0
 #define CT_EPI_MEAN 1
@@ -45,12 +46,12 @@
 #define CT_BLOCK 16
 #define CT_LANES 8
 
-/* Accumulator type of the input dtype: long for bool/integers, double for f64, else float. */
-#if CT_IN == CT_DT_F64
+/* The accumulator type the host chose (CT_ACC). */
+#if CT_ACC == CT_DT_F64
 #define CT_ACC_DOUBLE 1
 typedef double acc_t;
 typedef double8 acc8_t;
-#elif CT_ISFLOAT(CT_IN)
+#elif CT_ACC == CT_DT_F32
 #define CT_ACC_FLOAT 1
 typedef float acc_t;
 typedef float8 acc8_t;
@@ -78,27 +79,9 @@ typedef CT_T(CT_IN) in_t;
 #endif
 
 #if defined(CT_ACC_LONG)
-#define CT_ACC_MIN ((acc_t)LONG_MIN)
-#define CT_ACC_MAX ((acc_t)LONG_MAX)
 #define ISNAN(x) 0
-/* Max/min for integer vectors and scalars. */
-#define MAXV(a, b) max((a), (b))
-#define MINV(a, b) min((a), (b))
 #else
-#define CT_ACC_MIN ((acc_t)(-INFINITY))
-#define CT_ACC_MAX ((acc_t)INFINITY)
 #define ISNAN(x) isnan(x)
-/* NaN-propagating max/min, for scalars and vectors alike: keep a when it is NaN or wins;
- * otherwise b (which carries b's NaN). */
-#define MAXV(a, b) select((b), (a), ((a) > (b)) | isnan(a))
-#define MINV(a, b) select((b), (a), ((a) < (b)) | isnan(a))
-#endif
-#if defined(CT_ACC_LONG)
-#define MAXS(a, b) max((a), (b))
-#define MINS(a, b) min((a), (b))
-#else
-#define MAXS(a, b) (((a) > (b) || isnan(a)) ? (a) : (b))
-#define MINS(a, b) (((a) < (b) || isnan(a)) ? (a) : (b))
 #endif
 
 /* Lane-wise "x beats the current best v" for a forward scan (ties keep the earlier element):
@@ -121,13 +104,6 @@ typedef long8 ARG_MASK_T;
 #define ARG_MASK_L(m) (m)
 #endif
 
-inline acc_t ct_identity(int op) {
-  if (op == CT_OP_SUM) return (acc_t)0;
-  if (op == CT_OP_PROD) return (acc_t)1;
-  if (op == CT_OP_MAX || op == CT_OP_ARGMAX) return CT_ACC_MIN;
-  return CT_ACC_MAX;
-}
-
 /* True when (va, ia) should be chosen over (vb, ib) for argmax (dir 1) or argmin (dir -1):
  * NaN beats everything, then the larger (smaller) value, then the lower index. The relation
  * is a total order, so the result doesn't depend on the order of combination. */
@@ -138,31 +114,39 @@ inline bool ct_arg_better(int op, acc_t va, long ia, acc_t vb, long ib) {
   return op == CT_OP_ARGMAX ? va > vb : va < vb;
 }
 
-/* Integer sums and products wrap modulo 2^64 (as PyTorch's): computed unsigned, where
- * wrapping is defined. */
+/* Each row's identity and combining step for this accumulator (scalars, and 8 lanes), then the
+ * op-indexed forms the kernels call with a constant op, which the compiler folds. */
 #if defined(CT_ACC_LONG)
-#define ADD_S(a, b) ((long)((ulong)(a) + (ulong)(b)))
-#define MUL_S(a, b) ((long)((ulong)(a) * (ulong)(b)))
-#define ADD_V(a, b) as_long8(as_ulong8(a) + as_ulong8(b))
-#define MUL_V(a, b) as_long8(as_ulong8(a) * as_ulong8(b))
+#define CT_OP_RULES(NAME, name, fid, fcomb, lid, lcomb, lcomb8)                \
+  inline acc_t ct_identity_##name(void) { return (acc_t)(lid); }              \
+  inline acc_t ct_comb_##name(acc_t a, acc_t b) { return lcomb; }            \
+  inline acc8_t ct_comb8_##name(acc8_t a, acc8_t b) { return lcomb8; }
 #else
-#define ADD_S(a, b) ((a) + (b))
-#define MUL_S(a, b) ((a) * (b))
-#define ADD_V(a, b) ((a) + (b))
-#define MUL_V(a, b) ((a) * (b))
+#define CT_OP_RULES(NAME, name, fid, fcomb, lid, lcomb, lcomb8)                \
+  inline acc_t ct_identity_##name(void) { return (acc_t)(fid); }              \
+  inline acc_t ct_comb_##name(acc_t a, acc_t b) { return fcomb; }            \
+  inline acc8_t ct_comb8_##name(acc8_t a, acc8_t b) { return fcomb; }
 #endif
+CT_REDUCE_OPS(CT_OP_RULES)
 
+#define CT_OP_IDENTITY(NAME, name, ...) if (op == CT_OP_##NAME) return ct_identity_##name();
+#define CT_OP_COMB(NAME, name, ...) if (op == CT_OP_##NAME) return ct_comb_##name(a, b);
+#define CT_OP_COMB8(NAME, name, ...) if (op == CT_OP_##NAME) return ct_comb8_##name(a, b);
+inline acc_t ct_identity(int op) {
+  CT_REDUCE_OPS(CT_OP_IDENTITY)
+  return (acc_t)0;
+}
+inline acc_t ct_comb(int op, acc_t a, acc_t b) {
+  CT_REDUCE_OPS(CT_OP_COMB)
+  return a;
+}
+inline acc8_t ct_comb8(int op, acc8_t a, acc8_t b) {
+  CT_REDUCE_OPS(CT_OP_COMB8)
+  return a;
+}
 /* Combination of two scalars / two acc8_t vectors. */
-#define COMB_S(op, a, b)                          \
-  ((op) == CT_OP_SUM    ? ADD_S(a, b)             \
-   : (op) == CT_OP_PROD ? MUL_S(a, b)             \
-   : (op) == CT_OP_MAX  ? MAXS(a, b)              \
-                        : MINS(a, b))
-#define COMB_V(op, a, b)                          \
-  ((op) == CT_OP_SUM    ? ADD_V(a, b)             \
-   : (op) == CT_OP_PROD ? MUL_V(a, b)             \
-   : (op) == CT_OP_MAX  ? MAXV(a, b)              \
-                        : MINV(a, b))
+#define COMB_S(op, a, b) ct_comb((op), (a), (b))
+#define COMB_V(op, a, b) ct_comb8((op), (a), (b))
 
 /* Pairwise cascade only where it matters: float sums. */
 #if defined(CT_ACC_LONG)
@@ -595,17 +579,14 @@ inline void ct_cols(int op, CT_ROWS_ARGS) {
   in, in_off, idx_in, idx_in_off, has_idx_in, center, center_off, pre, out, out_off,        \
       idx_out, idx_out_off, final_, out_dt, epi, count, corr, parts, chunk, nred
 
-#define CT_DEFINE_KERNELS(name, op)                                                             \
+/* Each row's two kernels. name is pasted here, never passed on: a macro argument not pasted is
+ * expanded first, and an implementation may define max or min as a macro. */
+#define CT_OP_KERNELS(NAME, name, ...)                                                           \
   __kernel void reduce_rows_##name(CT_ROWS_ARGS, __local acc_t *lv, __local long *li) {         \
-    ct_rows(op, CT_PASS_ARGS, nout, kndim, kshape, kstride, rndim, rshape, rstride, lv, li);    \
+    ct_rows(CT_OP_##NAME, CT_PASS_ARGS, nout, kndim, kshape, kstride, rndim, rshape, rstride, lv, \
+            li);                                                                                \
   }                                                                                             \
   __kernel void reduce_cols_##name(CT_ROWS_ARGS) {                                              \
-    ct_cols(op, CT_PASS_ARGS, nout, kndim, kshape, kstride, rndim, rshape, rstride);            \
+    ct_cols(CT_OP_##NAME, CT_PASS_ARGS, nout, kndim, kshape, kstride, rndim, rshape, rstride);  \
   }
-
-CT_DEFINE_KERNELS(sum, CT_OP_SUM)
-CT_DEFINE_KERNELS(prod, CT_OP_PROD)
-CT_DEFINE_KERNELS(max, CT_OP_MAX)
-CT_DEFINE_KERNELS(min, CT_OP_MIN)
-CT_DEFINE_KERNELS(argmax, CT_OP_ARGMAX)
-CT_DEFINE_KERNELS(argmin, CT_OP_ARGMIN)
+CT_REDUCE_OPS(CT_OP_KERNELS)

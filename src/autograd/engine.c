@@ -34,6 +34,7 @@
 
 static const ct__grad_formula ct__formulas[CT__GOP_COUNT] = {
 #define CT__GOP(NAME, formula, rec, check) formula,
+#include "fusion/hooks.h"
 #include "tensor/grad_ops.def"
 #undef CT__GOP
 };

@@ -9,6 +9,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "device/device.h"
+#include "fusion/hooks.h"
 
 atomic_int ct__want_queue_profiling;
 
@@ -495,57 +496,10 @@ ct_status ct__device_slot(void **out, ct_device *d, enum ct__slot slot,
   return st;
 }
 
-/* ---- deferred work (device.h) ---- */
-
-atomic_long ct__deferred_nodes;
-static _Atomic(const struct ct__deferred_hooks *) ct__deferred;
-
-void ct__deferred_install(const struct ct__deferred_hooks *h) {
-  atomic_store_explicit(&ct__deferred, h, memory_order_release);
-}
-
-ct_status ct__deferred_realize_slow(const char *fn) {
-  const struct ct__deferred_hooks *h = atomic_load_explicit(&ct__deferred, memory_order_acquire);
-  return h ? h->realize(fn) : CT_OK;
-}
-
-ct_status ct__deferred_reduce(ct_tensor **out, const ct_tensor *x, enum ct__deferred_reduce op, ct_dtype odt,
-                              int ondim, const int64_t *oshape, const char *fn) {
-  *out = NULL;
-  const struct ct__deferred_hooks *h = atomic_load_explicit(&ct__deferred, memory_order_acquire);
-  return h && h->reduce ? h->reduce(out, x, op, odt, ondim, oshape, fn) : CT_OK;
-}
-
-ct_status ct__deferred_cast(ct_tensor **out, const ct_tensor *x, ct_dtype dt, const char *fn) {
-  *out = NULL;
-  const struct ct__deferred_hooks *h = atomic_load_explicit(&ct__deferred, memory_order_acquire);
-  return h && h->cast ? h->cast(out, x, dt, fn) : CT_OK;
-}
-
-ct_status ct__deferred_softmax(ct_tensor **out, const ct_tensor *x, bool log, const char *fn) {
-  *out = NULL;
-  const struct ct__deferred_hooks *h = atomic_load_explicit(&ct__deferred, memory_order_acquire);
-  return h && h->softmax ? h->softmax(out, x, log, fn) : CT_OK;
-}
-
-ct_status ct__deferred_use(void *storage, const char *fn) {
-  const struct ct__deferred_hooks *h = atomic_load_explicit(&ct__deferred, memory_order_acquire);
-  return h && h->use ? h->use(storage, fn) : CT_OK;
-}
-
-void ct__deferred_storage_dead(void *storage) {
-  const struct ct__deferred_hooks *h = atomic_load_explicit(&ct__deferred, memory_order_acquire);
-  if (h) h->storage_dead(storage);
-}
-
 void ct_shutdown(void) {
   /* Work still recorded is enqueued first (its tensors may be read after a re-init would not
    * know them), then whatever could not be is dropped: the graph holds references. */
-  const struct ct__deferred_hooks *h = atomic_load_explicit(&ct__deferred, memory_order_acquire);
-  if (h) {
-    (void)ct__deferred_realize("ct_shutdown");
-    h->drop();
-  }
+  ct__deferred_shutdown();
   pthread_mutex_lock(&g.lock);
   for (int i = 0; i < g.count; i++)
     if (g.devs[i] && g.devs[i]->queue) clFinish(g.devs[i]->queue);

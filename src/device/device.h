@@ -122,63 +122,6 @@ static inline int ct__device_same_context(const ct_device *a, const ct_device *b
   return a->plat == b->plat;
 }
 
-/* ---- Deferred work (issue #16) ----
- * The fusion graph (src/elementwise/lazy.c) records elementwise ops instead of enqueueing
- * them. Whatever touches device memory through a queue afterwards (a kernel launch, a transfer,
- * a map, CLBlast, a wait) must first have the recorded work enqueued, or it would run ahead of
- * it. The graph sits above every layer that enqueues, so it installs its functions here, as the
- * profiler installs its launch observer in the engine, and they call ct__deferred_realize().
- *
- * Each thread records into a graph of its own (issue #28), so that one thread's kernels never
- * depend on what other threads record meanwhile. ct__deferred_nodes counts the recorded nodes
- * of all threads not yet enqueued, so the check costs one atomic load while nothing is
- * pending. realize(fn) enqueues everything the calling thread recorded, on every device (a
- * transfer between devices reads one device's memory through another's queue); its errors
- * name fn, the call that needed the memory. A thread already inside realize() returns CT_OK
- * at once. use(s, fn) enqueues what *other* threads recorded that writes storage s or reads it
- * (a tensor handed from one thread to another, or memory one thread writes while another's
- * recorded node still reads it): every path that hands a tensor's memory to a queue calls it
- * through ct__tensor_deferred_use() (tensor/tensor.h; kernel arguments in ct__karg_tensor()).
- * storage_dead(s) is called by ct__storage_release() for a storage a recorded node still
- * writes, before its memory is freed, so that the write is dropped. drop() runs at
- * ct_shutdown() after one last realize, for every thread's graph. */
-extern atomic_long ct__deferred_nodes;
-enum ct__deferred_reduce { CT__DEFER_SUM, CT__DEFER_MEAN, CT__DEFER_PROD, CT__DEFER_MAX, CT__DEFER_MIN };
-struct ct__deferred_hooks {
-  ct_status (*realize)(const char *fn);
-  ct_status (*use)(void *storage, const char *fn);
-  void (*storage_dead)(void *storage);
-  void (*drop)(void);
-  /* A reduction of every element of x into a new result of dtype odt and shape (ondim, oshape),
-   * recorded to run in the kernel of x's recorded producer; *out NULL when not recorded (the
-   * caller reduces as usual). */
-  ct_status (*reduce)(ct_tensor **out, const ct_tensor *x, enum ct__deferred_reduce op, ct_dtype odt, int ondim,
-                      const int64_t *oshape, const char *fn);
-  /* ct_cast of x to dt recorded as a node, for the conversions whose fused form gives
-   * ct_cast()'s bits (into floating dtypes from floats and small integers); *out NULL when not
-   * recorded (the caller copies as usual). */
-  ct_status (*cast)(ct_tensor **out, const ct_tensor *x, ct_dtype dt, const char *fn);
-  /* softmax (log: log_softmax) of x over its last dim, x a float tensor that a recorded node
-   * will write whole; *out NULL when not recorded. */
-  ct_status (*softmax)(ct_tensor **out, const ct_tensor *x, bool log, const char *fn);
-};
-void ct__deferred_install(const struct ct__deferred_hooks *h);
-ct_status ct__deferred_realize_slow(const char *fn);
-static inline ct_status ct__deferred_realize(const char *fn) {
-  if (atomic_load_explicit(&ct__deferred_nodes, memory_order_acquire) == 0) return CT_OK;
-  return ct__deferred_realize_slow(fn);
-}
-void ct__deferred_storage_dead(void *storage);
-/* The use hook (CT_OK when none is installed); callers go through ct__tensor_deferred_use(). */
-ct_status ct__deferred_use(void *storage, const char *fn);
-/* The softmax hook, or *out NULL when none is installed (reduce/softmax.c). */
-ct_status ct__deferred_softmax(ct_tensor **out, const ct_tensor *x, bool log, const char *fn);
-/* The cast hook, or *out NULL when none is installed (tensor/copy.c: ct_cast). */
-ct_status ct__deferred_cast(ct_tensor **out, const ct_tensor *x, ct_dtype dt, const char *fn);
-/* The reduce hook, or *out NULL when none is installed (reduce/: full reductions). */
-ct_status ct__deferred_reduce(ct_tensor **out, const ct_tensor *x, enum ct__deferred_reduce op, ct_dtype odt,
-                              int ondim, const int64_t *oshape, const char *fn);
-
 /* Set by the profiler before devices are opened: new queues get CL_QUEUE_PROFILING_ENABLE.
  * $CLTENSOR_PROFILE=1 has the same effect. */
 extern atomic_int ct__want_queue_profiling;

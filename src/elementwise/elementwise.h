@@ -106,29 +106,6 @@ ct_status ct__ew_run(const char *fn, const struct ct__ew_launch *l, ct_tensor *o
 int ct__ew_pow_special(const struct ct__ew_launch *l);
 const char *ct__ew_launch_fn(const struct ct__ew_launch *l);
 
-/* The fusion graph (lazy.c, issue #16). ct__ew_defer() is ct__ew_run() for an op's new result
- * tensor (contiguous, just allocated): with fusion on it records the launch instead of
- * enqueueing it (device/device.h, "Deferred work", says when it runs); otherwise, and for what
- * it can't record, it runs it. */
-ct_status ct__ew_defer(const char *fn, const struct ct__ew_launch *l, ct_tensor *out);
-/* Tests: -1 (the default) follows $CLTENSOR_FUSION, 0 forces fusion off, 1 on. Set it while
- * nothing is recorded (a realize first: ct_device_synchronize()). */
-extern int ct__fusion_override;
-/* Tests: each build of a fused kernel fails with CT_ERR_KERNEL_BUILD while this is > 0 (and
- * counts it down). */
-extern atomic_int ct__fusion_fail_builds;
-/* Process-wide counters of the fusion graph, for tests and diagnostics. */
-struct ct__fusion_stats {
-  unsigned long realizes;  /* realizes that ran a non-empty graph to completion */
-  unsigned long kernels;   /* fused kernels enqueued (one per kernel, whatever its launches) */
-  unsigned long launches;  /* their clEnqueueNDRangeKernel calls (a tail group is a second one) */
-  unsigned long nodes;     /* recorded calls computed */
-  unsigned long dropped;   /* recorded calls never computed (results released, nothing needed them) */
-  unsigned long temps;     /* temporaries allocated for released values that crossed kernels */
-  unsigned long builds;    /* fused programs built (or loaded from the disk cache) */
-  unsigned long pending;   /* recorded calls not yet realized, now */
-};
-void ct__fusion_stats(struct ct__fusion_stats *out);
 /* The build options every elementwise program of d takes (EW_SOFT16, correctly rounded
  * division), which fused programs take too so that their bits are the per-op kernels'. */
 ct_status ct__ew_device_options(const char **opts, ct_device *d);

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "device/device.h"
 #include "elementwise/elementwise.h"
+#include "fusion/hooks.h"
 #include "tensor/graph.h"
 #include "tensor/tensor.h"
 
@@ -128,7 +129,8 @@ static ct_status ct__ew_finish(const char *fn, const struct ct__ew_launch *l, ct
                      d->spec, d->props.name);
   if (outp) {
     CT__TRY(ct__tensor_new(outp, d, o, ndim, shape, fn));
-    ct_status st = ct__ew_defer(fn, l, *outp);
+    /* Recorded by the fusion graph (fusion/hooks.h), which runs what it can't record. */
+    ct_status st = ct__deferred_elementwise(fn, l, *outp);
     if (st == CT_OK) st = ct__ew_record(fn, l, *outp);
     if (st != CT_OK) {
       ct_release(*outp);

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "device/device.h"
+#include "fusion/hooks.h"
 #include "index/index.h"
 
 ct_status ct__index_check_dtype(const ct_tensor *index, const char *name, const char *fn) {

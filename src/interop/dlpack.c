@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/host.h"
 #include "device/device.h"
+#include "fusion/hooks.h"
 #include "interop/interop.h"
 #include "tensor/tensor.h"
 

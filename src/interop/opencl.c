@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "device/device.h"
+#include "fusion/hooks.h"
 #include "interop/interop.h"
 #include "tensor/tensor.h"
 

@@ -24,6 +24,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "device/device.h"
+#include "fusion/hooks.h"
 #include "kernel/cache.h"
 #include "kernel/engine.h"
 #include "kernel/kernel_config.h"

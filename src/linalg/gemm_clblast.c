@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "cltensor/dtype.h"
+#include "fusion/hooks.h"
 #include "linalg/linalg.h"
 #include "memory/alloc.h"
 #include "profile/profile.h"

@@ -9,6 +9,7 @@
 
 #include "core/env.h"
 #include "core/error.h"
+#include "fusion/hooks.h"
 #include "linalg/linalg.h"
 #include "profile/profile.h"
 

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "fusion/hooks.h"
 #include "kernel/engine.h"
 #include "kernel/kargs.h"
 #include "linalg/linalg.h"

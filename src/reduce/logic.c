@@ -2,6 +2,7 @@
  * the reduce family (ct__reduce_dims, ct__reduce_geom), one work-item per output. */
 #include "core/error.h"
 #include "device/device.h"
+#include "fusion/hooks.h"
 #include "kernel/engine.h"
 #include "kernel/kargs.h"
 #include "reduce/reduce.h"

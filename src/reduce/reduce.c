@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "device/device.h"
+#include "fusion/hooks.h"
 #include "kernel/engine.h"
 #include "kernel/kargs.h"
 #include "reduce/reduce.h"
@@ -12,14 +13,14 @@
 #include "tensor/tensor.h"
 
 /* Must match kernels/reduce.cl. */
-enum { OP_SUM, OP_PROD, OP_MAX, OP_MIN, OP_ARGMAX, OP_ARGMIN };
 enum { EPI_NONE, EPI_MEAN, EPI_VAR, EPI_STD };
-static const char *const op_names[] = {"sum", "prod", "max", "min", "argmax", "argmin"};
+#define CT__RED_NAME(NAME, name, ...) #name,
+static const char *const op_names[] = {CT_REDUCE_OPS(CT__RED_NAME)};
+#undef CT__RED_NAME
 
-static bool is_arg(int op) { return op == OP_ARGMAX || op == OP_ARGMIN; }
+static bool is_arg(int op) { return op == CT__RED_ARGMAX || op == CT__RED_ARGMIN; }
 
-/* The kernels' accumulator dtype for an input dtype. */
-static ct_dtype acc_dtype(ct_dtype t) {
+ct_dtype ct__reduce_acc_dtype(ct_dtype t) {
   if (t == CT_F64) return CT_F64;
   if (ct_dtype_is_float(t)) return CT_F32;
   return CT_I64;
@@ -117,8 +118,11 @@ static ct_status reduce_kernel(ct__kernel **k, ct_device *d, ct_dtype in_dt, boo
                                const char *fn) {
   char name[64];
   snprintf(name, sizeof name, "reduce_%s_%s", rows ? "rows" : "cols", op_names[op]);
-  return ct__kernel_for(k, d, "reduce.cl", name, (int)in_dt, ct__cpu_layout(d) ? "-DCT_CHUNKED=1" : "-DCT_CHUNKED=0",
-                        fn);
+  /* The accumulator is the host's choice (ct__reduce_acc_dtype), made once for both sides. */
+  char opts[48];
+  snprintf(opts, sizeof opts, "-DCT_ACC=%d -DCT_CHUNKED=%d", (int)ct__reduce_acc_dtype(in_dt),
+           ct__cpu_layout(d) ? 1 : 0);
+  return ct__kernel_for(k, d, "reduce.cl", name, (int)in_dt, opts, fn);
 }
 
 static ct_status launch(ct_device *d, int op, const struct red_in *in, const struct ct__red_geom *g,
@@ -126,7 +130,7 @@ static ct_status launch(ct_device *d, int op, const struct red_in *in, const str
                         const ct_tensor *pout, const ct_tensor *pidx, bool pre, const char *fn) {
   ct__kernel *k;
   CT__TRY(reduce_kernel(&k, d, in->dt, p->rows, op, fn));
-  size_t accsz = ct_dtype_size(acc_dtype(in->dt));
+  size_t accsz = ct_dtype_size(ct__reduce_acc_dtype(in->dt));
   struct ct__kargs a = ct__kargs_lock(k);
   ct__karg_tensor(&a, "in", in->t, 0);
   ct__karg_tensor(&a, "idx_in", in->idx, 0);
@@ -173,7 +177,7 @@ static ct_status launch(ct_device *d, int op, const struct red_in *in, const str
 static ct_status limits(size_t *lrows, size_t *lcols, ct_device *d, ct_dtype in_dt, int op,
                         const char *fn) {
   ct__kernel *k;
-  size_t per = ct_dtype_size(acc_dtype(in_dt)) + sizeof(cl_long);
+  size_t per = ct_dtype_size(ct__reduce_acc_dtype(in_dt)) + sizeof(cl_long);
   CT__TRY(reduce_kernel(&k, d, in_dt, true, op, fn));
   CT__TRY(ct__kernel_group_limit(lrows, k, d, 256, per));
   CT__TRY(reduce_kernel(&k, d, in_dt, false, op, fn));
@@ -190,7 +194,7 @@ static ct_status run(ct_device *d, int op, const struct red_in *in, const struct
   plan_pass(&p, g, d, lrows, lcols);
   if (p.parts == 1) return launch(d, op, in, g, &p, true, fo, NULL, NULL, pre, fn);
 
-  ct_dtype adt = acc_dtype(in->dt);
+  ct_dtype adt = ct__reduce_acc_dtype(in->dt);
   int64_t pshape[1] = {g->nout * p.parts};
   ct_tensor *pv = NULL, *pi = NULL;
   ct_status st = ct__tensor_new(&pv, d, adt, 1, pshape, fn);
@@ -237,7 +241,7 @@ static ct_status result_dtype(ct_dtype *out, ct_dtype dt, int op, int epi, const
                      fn);
   if (is_arg(op))
     *out = CT_I64;
-  else if ((op == OP_SUM || op == OP_PROD) && !ct_dtype_is_float(dt))
+  else if ((op == CT__RED_SUM || op == CT__RED_PROD) && !ct_dtype_is_float(dt))
     *out = CT_I64;
   else
     *out = dt;
@@ -251,7 +255,7 @@ static ct_status reduce_api(ct_tensor **out, const ct_tensor *x, const bool *mas
   int64_t nred = 1;
   for (int i = 0; i < x->ndim; i++)
     if (mask[i]) nred *= x->shape[i];
-  if (nred == 0 && (op == OP_MAX || op == OP_MIN || is_arg(op))) {
+  if (nred == 0 && (op == CT__RED_MAX || op == CT__RED_MIN || is_arg(op))) {
     char sh[256];
     return ct__error(CT_ERR_INVALID_ARGUMENT,
                      "%s: the reduced extent of a tensor of shape %s is empty (a zero-size dim is "
@@ -261,19 +265,14 @@ static ct_status reduce_api(ct_tensor **out, const ct_tensor *x, const bool *mas
   ct_device *d = x->storage->device;
   ct_tensor *o = NULL;
   /* A full reduction of a tensor the fusion graph will compute runs in its producer's kernel
-   * (src/elementwise/lazy.c; the summation order differs from run()'s, docs/FUSION.md). */
+   * (src/fusion/; the summation order differs from run()'s, docs/FUSION.md). */
   bool all = true;
   for (int i = 0; i < x->ndim; i++) all &= mask[i] || x->shape[i] == 1;
   if (all && !is_arg(op) && (epi == EPI_NONE || epi == EPI_MEAN) &&
       atomic_load_explicit(&x->storage->pending, memory_order_acquire)) {
     int64_t oshape[CT_MAX_DIMS];
     int ond = ct__reduce_out_shape(oshape, x->ndim, x->shape, mask, keepdim);
-    enum ct__deferred_reduce dop = epi == EPI_MEAN ? CT__DEFER_MEAN
-                                   : op == OP_PROD ? CT__DEFER_PROD
-                                   : op == OP_MAX  ? CT__DEFER_MAX
-                                   : op == OP_MIN  ? CT__DEFER_MIN
-                                                   : CT__DEFER_SUM;
-    CT__TRY(ct__deferred_reduce(&o, x, dop, odt, ond, oshape, fn));
+    CT__TRY(ct__deferred_reduce(&o, x, op, epi == EPI_MEAN, odt, ond, oshape, fn));
     if (o) {
       *out = o;
       return CT_OK;
@@ -299,16 +298,16 @@ static ct_status reduce_api(ct_tensor **out, const ct_tensor *x, const bool *mas
   if (epi == EPI_VAR || epi == EPI_STD) {
     /* Two passes: the means (accumulator dtype), then the squared deviations from them. */
     ct_tensor *mean = NULL;
-    ct_dtype adt = acc_dtype(x->dtype);
+    ct_dtype adt = ct__reduce_acc_dtype(x->dtype);
     int64_t mshape[1] = {g.nout};
     st = ct__tensor_new(&mean, d, adt, 1, mshape, fn);
     if (st == CT_OK) {
       struct red_out mo = {mean, adt, NULL, EPI_MEAN, nred, 0, NULL};
-      st = run(d, OP_SUM, &in, &g, false, &mo, fn);
+      st = run(d, CT__RED_SUM, &in, &g, false, &mo, fn);
     }
     if (st == CT_OK) {
       fo.center = mean;
-      st = run(d, OP_SUM, &in, &g, true, &fo, fn);
+      st = run(d, CT__RED_SUM, &in, &g, true, &fo, fn);
     }
     ct_release(mean);
   } else {
@@ -356,14 +355,14 @@ static ct_status reduce_dims_api(ct_tensor **out, const ct_tensor *x, int ndims,
   CT__TRY(ct__reduce_dims(mask, x->ndim, x->shape, ndims, dims, fn));
   /* Autocast: the sums (sum, mean, prod, var, std) run in f32; max and min keep the dtype. */
   ct_tensor *xc = NULL, *r = NULL;
-  if (op == OP_SUM || op == OP_PROD)
+  if (op == CT__RED_SUM || op == CT__RED_PROD)
     CT__TRY(ct__reduce_autocast(&xc, x, fn));
   else
     xc = ct_retain((ct_tensor *)x);
   ct_status st = reduce_api(&r, xc, mask, keepdim, op, epi, corr, fn);
   if (st == CT_OK) {
-    ct__gop g = op == OP_PROD                  ? CT__GOP_PROD
-                : op == OP_MAX || op == OP_MIN ? CT__GOP_AMAX
+    ct__gop g = op == CT__RED_PROD                  ? CT__GOP_PROD
+                : op == CT__RED_MAX || op == CT__RED_MIN ? CT__GOP_AMAX
                 : epi == EPI_MEAN              ? CT__GOP_MEAN
                 : epi == EPI_VAR || epi == EPI_STD ? CT__GOP_VAR
                                                    : CT__GOP_SUM;
@@ -374,33 +373,33 @@ static ct_status reduce_dims_api(ct_tensor **out, const ct_tensor *x, int ndims,
 }
 
 ct_status ct_sum(ct_tensor **out, const ct_tensor *x, int ndims, const int *dims, bool keepdim) {
-  return reduce_dims_api(out, x, ndims, dims, keepdim, OP_SUM, EPI_NONE, 0, "ct_sum");
+  return reduce_dims_api(out, x, ndims, dims, keepdim, CT__RED_SUM, EPI_NONE, 0, "ct_sum");
 }
 
 ct_status ct_mean(ct_tensor **out, const ct_tensor *x, int ndims, const int *dims, bool keepdim) {
-  return reduce_dims_api(out, x, ndims, dims, keepdim, OP_SUM, EPI_MEAN, 0, "ct_mean");
+  return reduce_dims_api(out, x, ndims, dims, keepdim, CT__RED_SUM, EPI_MEAN, 0, "ct_mean");
 }
 
 ct_status ct_prod(ct_tensor **out, const ct_tensor *x, int ndims, const int *dims, bool keepdim) {
-  return reduce_dims_api(out, x, ndims, dims, keepdim, OP_PROD, EPI_NONE, 0, "ct_prod");
+  return reduce_dims_api(out, x, ndims, dims, keepdim, CT__RED_PROD, EPI_NONE, 0, "ct_prod");
 }
 
 ct_status ct_max(ct_tensor **out, const ct_tensor *x, int ndims, const int *dims, bool keepdim) {
-  return reduce_dims_api(out, x, ndims, dims, keepdim, OP_MAX, EPI_NONE, 0, "ct_max");
+  return reduce_dims_api(out, x, ndims, dims, keepdim, CT__RED_MAX, EPI_NONE, 0, "ct_max");
 }
 
 ct_status ct_min(ct_tensor **out, const ct_tensor *x, int ndims, const int *dims, bool keepdim) {
-  return reduce_dims_api(out, x, ndims, dims, keepdim, OP_MIN, EPI_NONE, 0, "ct_min");
+  return reduce_dims_api(out, x, ndims, dims, keepdim, CT__RED_MIN, EPI_NONE, 0, "ct_min");
 }
 
 ct_status ct_var(ct_tensor **out, const ct_tensor *x, int ndims, const int *dims, int correction,
                  bool keepdim) {
-  return reduce_dims_api(out, x, ndims, dims, keepdim, OP_SUM, EPI_VAR, correction, "ct_var");
+  return reduce_dims_api(out, x, ndims, dims, keepdim, CT__RED_SUM, EPI_VAR, correction, "ct_var");
 }
 
 ct_status ct_std(ct_tensor **out, const ct_tensor *x, int ndims, const int *dims, int correction,
                  bool keepdim) {
-  return reduce_dims_api(out, x, ndims, dims, keepdim, OP_SUM, EPI_STD, correction, "ct_std");
+  return reduce_dims_api(out, x, ndims, dims, keepdim, CT__RED_SUM, EPI_STD, correction, "ct_std");
 }
 
 static ct_status arg_api(ct_tensor **out, const ct_tensor *x, int dim, bool keepdim, int op,
@@ -420,9 +419,9 @@ static ct_status arg_api(ct_tensor **out, const ct_tensor *x, int dim, bool keep
 }
 
 ct_status ct_argmax(ct_tensor **out, const ct_tensor *x, int dim, bool keepdim) {
-  return arg_api(out, x, dim, keepdim, OP_ARGMAX, "ct_argmax");
+  return arg_api(out, x, dim, keepdim, CT__RED_ARGMAX, "ct_argmax");
 }
 
 ct_status ct_argmin(ct_tensor **out, const ct_tensor *x, int dim, bool keepdim) {
-  return arg_api(out, x, dim, keepdim, OP_ARGMIN, "ct_argmin");
+  return arg_api(out, x, dim, keepdim, CT__RED_ARGMIN, "ct_argmin");
 }

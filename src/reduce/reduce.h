@@ -8,10 +8,26 @@
 #include <stdint.h>
 
 #include "cltensor/reduce.h"
+#include "reduce_ops.h" /* kernels/reduce_ops.h: the reductions' table */
 #include "cltensor/tensor.h"
 #include "device/device.h"
 #include "kernel/engine.h"
 #include "tensor/graph.h"
+
+/* The reductions, one per row of kernels/reduce_ops.h (which holds their identities and
+ * combining steps, for reduce.cl and the fusion graph's kernels alike), in its order:
+ * kernels/reduce.cl's CT_OP_* codes. */
+enum ct__red_op {
+#define CT__RED_CODE(NAME, ...) CT__RED_##NAME,
+  CT_REDUCE_OPS(CT__RED_CODE)
+#undef CT__RED_CODE
+  CT__RED_COUNT
+};
+
+/* The accumulator dtype of a reduction of dt: f64 for f64, f32 for the other floats, i64 for
+ * integers and bool. The one place this is decided: reduce.cl gets it as -DCT_ACC, the fusion
+ * graph's kernels as their accumulator type. */
+ct_dtype ct__reduce_acc_dtype(ct_dtype dt);
 
 /* A tensor's elements split into kept dims (one output per index, row-major) and reduced dims
  * (walked by index j, row-major over the list). Size-1 dims are dropped and neighbouring dims

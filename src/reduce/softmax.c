@@ -3,6 +3,7 @@
 
 #include "core/error.h"
 #include "device/device.h"
+#include "fusion/hooks.h"
 #include "kernel/engine.h"
 #include "kernel/kargs.h"
 #include "kernel/launch_geom.h"
@@ -24,7 +25,7 @@ static ct_status softmax_run(ct_tensor **out, int *dd_out, const ct_tensor *x, i
   ct_device *d = x->storage->device;
   ct_tensor *o = NULL;
   /* Over the last dim of a tensor the fusion graph will compute: in its producer's kernel
-   * (src/elementwise/lazy.c; the sum of exps in another order, docs/FUSION.md). */
+   * (src/fusion/; the sum of exps in another order, docs/FUSION.md). */
   if (dd == x->ndim - 1 && x->ndim > 0 && atomic_load_explicit(&x->storage->pending, memory_order_acquire)) {
     CT__TRY(ct__deferred_softmax(&o, x, logsm != 0, fn));
     if (o) {

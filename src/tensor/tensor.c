@@ -9,6 +9,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "device/device.h"
+#include "fusion/hooks.h"
 #include "tensor/graph.h"
 #include "tensor/tensor.h"
 

@@ -10,6 +10,7 @@
 
 #include "cltensor/tensor.h"
 #include "device/device.h"
+#include "fusion/hooks.h"
 #include "kernel/kargs.h"
 #include "memory/alloc.h"
 
@@ -28,10 +29,10 @@ typedef struct ct__storage {
   /* Bumped by every write into this memory after creation (tensor/graph.h): autograd compares
    * it with the version a saved tensor had. */
   atomic_uint version;
-  /* A node of the fusion graph (src/elementwise/lazy.c) will write this memory when realized:
+  /* A node of the fusion graph (src/fusion/) will write this memory when realized:
    * its contents are not there yet. Set and cleared under the graph's lock. */
   atomic_bool pending;
-  /* The fusion graphs (one per recording thread, lazy.c) that touch this memory: fwriter, the
+  /* The fusion graphs (one per recording thread, src/fusion/graph.c) that touch this memory: fwriter, the
    * one whose node writes it (meaningful while pending is set); freaders, one whose node reads
    * it as an input, or CT__FREADERS_MANY (a hint, cleared when that graph is realized and
    * checked under the graphs' locks). Another thread's use realizes them first
@@ -80,7 +81,7 @@ static inline cl_mem ct__tensor_mem(const ct_tensor *t) { return t->storage->mem
 
 #define CT__FREADERS_MANY ((void *)1)
 /* Before t's memory goes to a queue outside the fusion graph (read or written): enqueues what
- * other threads' graphs recorded that writes it or reads it (device.h, "Deferred work"); the
+ * other threads' graphs recorded that writes it or reads it (fusion/hooks.h); the
  * calling thread's own recorded work is the caller's ct__deferred_realize(). One or two atomic
  * loads when no graph touches t. Errors name fn. */
 static inline ct_status ct__tensor_deferred_use(const ct_tensor *t, const char *fn) {

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "device/device.h"
+#include "fusion/hooks.h"
 #include "profile/profile.h"
 #include "tensor/graph.h"
 #include "tensor/tensor.h"

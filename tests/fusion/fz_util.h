@@ -15,6 +15,7 @@
 
 #include "ct_test.h"
 #include "elementwise/elementwise.h"
+#include "fusion/fusion.h"
 
 /* The graph's counters now. */
 static inline struct ct__fusion_stats fz_stats(void) {

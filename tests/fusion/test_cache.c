@@ -1,4 +1,4 @@
-/* The fusion graph's table of generated kernels (src/elementwise/lazy.c): the same chain of
+/* The fusion graph's table of generated kernels (src/fusion/): the same chain of
  * calls realized again, later in the process, must find the kernel it built the first time.
  * Regression: the generated source named each value after its call's process-wide number
  * (v1, v2, then v3, v4 for the same chain), so every realize produced new source text, missed
@@ -6,6 +6,7 @@
  * about half a second per realize on PoCL. */
 #include "ct_test.h"
 #include "elementwise/elementwise.h"
+#include "fusion/fusion.h"
 
 #define N 1024
 

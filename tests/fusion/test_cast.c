@@ -1,4 +1,4 @@
-/* Fused casts (issue #16, src/elementwise/lazy.c): ct_cast into a floating dtype from a float or
+/* Fused casts (issue #16, src/fusion/): ct_cast into a floating dtype from a float or
  * a small integer dtype is recorded and computed in the kernel of its neighbours; its bits are
  * ct_cast()'s (the copy kernel's conversions: one rounding, NaN and inf kept, subnormals), checked
  * against the same calls run eagerly (ct__fusion_override = 0), except for the payload bits of
@@ -12,6 +12,7 @@
 
 #include "ct_test.h"
 #include "elementwise/elementwise.h"
+#include "fusion/fusion.h"
 
 #define N 4099 /* above the CPU group: the whole-group kernel and its tail */
 

@@ -44,7 +44,7 @@ END_TEST
 
 /* Two kernels; the first is in the table of built kernels, the second fails to build: neither
  * is enqueued (all builds come first), so nothing is half-written.
- * FAILS UNTIL THE BUG test_graph.c's same_calls_reuse_their_kernel shows IS FIXED in lazy.c:
+ * FAILS UNTIL THE BUG test_graph.c's same_calls_reuse_their_kernel shows IS FIXED in src/fusion/:
  * the first kernel, recorded again, is new source text and its build is the one that fails. */
 START_TEST(build_failure_second_kernel) {
   ct_device *d = ct_test_device();

@@ -1,4 +1,4 @@
-/* The fusion graph's behaviour rules (issue #16, src/elementwise/lazy.c): metadata errors stay
+/* The fusion graph's behaviour rules (issue #16, src/fusion/): metadata errors stay
  * eager; a chain of ops on one tensor is one kernel whose released intermediates are never
  * stored; shared subexpressions and several outputs; every realize point realizes with the
  * right values (ct_to_host, ct_tensor_cl_mem, ct_device_cl_queue, ct_device_synchronize, a
@@ -83,7 +83,7 @@ static ct_tensor *chain8(const ct_tensor *x) {
   return z;
 }
 
-/* The launches of one fused kernel over N elements on d (src/elementwise/lazy.c): one for the
+/* The launches of one fused kernel over N elements on d (src/fusion/): one for the
  * checked variant (fewer than a group target), else the whole groups and, when N is not a
  * multiple of the target, one more group ending at N. */
 static unsigned long chain_launches(const ct_device *d) {
@@ -129,7 +129,7 @@ START_TEST(chain_is_one_kernel) {
 }
 END_TEST
 
-/* EXPOSES A BUG IN src/elementwise/lazy.c (reported, not fixed here): the same calls recorded
+/* EXPOSES A BUG IN src/fusion/ (reported, not fixed here): the same calls recorded
  * again must find their kernel in the table of built kernels (and the disk cache). The
  * generated source names each node's variable after its process-wide call number (v%lu of
  * nd->seq), so a chain recorded a second time is new source text: every realize of a loop's

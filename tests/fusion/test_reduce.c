@@ -1,8 +1,9 @@
-/* Fused trailing reductions (issue #16, src/elementwise/lazy.c): a full sum, mean, prod, max or
+/* Fused trailing reductions (issue #16, src/fusion/): a full sum, mean, prod, max or
  * min of a recorded tensor, and softmax / log_softmax over its last dim, run in its producer's kernel (one kernel per chain, both layouts:
  * the CPU one of a work-item per chunk, and the GPU one of a tree per work-group, forced here
  * with ct__ew_gpu_paths). Compared with the same calls run eagerly (ct__fusion_override = 0):
- * max, min and integer sums bit for bit (their order does not matter); float sums within a
+ * max, min and integer sums and products bit for bit (their order does not matter; integers wrap
+ * as reduce.cl's, both from kernels/reduce_ops.h); float sums within a
  * bound on the summation-order difference (both are blocked/pairwise, so a few ulps of the sum
  * of absolute values). */
 #include <check.h>
@@ -13,6 +14,7 @@
 #include "ct_fixture.h"
 #include "ct_test.h"
 #include "elementwise/elementwise.h"
+#include "fusion/fusion.h"
 
 static ct_tensor *from(ct_device *d, ct_dtype t, int64_t n, const void *h) {
   ct_tensor *x = NULL;
@@ -154,6 +156,49 @@ START_TEST(nan_propagates) {
     ct_release(x);
     free(h);
   }
+  ct_test_finish();
+}
+END_TEST
+
+/* Integer sums and products wrap modulo 2^64, fused as eagerly: both take the rule from the one
+ * table (kernels/reduce_ops.h), and the host computes the wrapped value through uint64_t. The
+ * producer itself never overflows (values below 2^61, plus 1); the reductions do. Both
+ * layouts. */
+START_TEST(integer_wrap_as_eager) {
+  ct_device *d = ct_test_device();
+  int64_t n = 3001;
+  int64_t *h = malloc((size_t)n * sizeof *h);
+  ck_assert_ptr_nonnull(h);
+  uint64_t sum = 0, prod = 1;
+  for (int64_t i = 0; i < n; i++) {
+    h[i] = ((int64_t)1 << 60) + 2 * i * 7919 - (i % 3 ? 0 : ((int64_t)1 << 61)); /* even: odd factors */
+    sum += (uint64_t)h[i] + 1;
+    prod *= (uint64_t)h[i] + 1;
+  }
+  ct_tensor *x = from(d, CT_I64, n, h);
+  for (int gpu = 0; gpu < 2; gpu++) {
+    ct__ew_gpu_paths = gpu;
+    int64_t got[2][2];
+    for (int fused = 0; fused < 2; fused++) {
+      ct__fusion_override = fused;
+      ct_tensor *y = NULL, *s = NULL, *p = NULL;
+      ck_assert_ct_ok(ct_add_scalar(&y, x, 1));
+      ck_assert_ct_ok(ct_sum(&s, y, 0, NULL, false));
+      ck_assert_ct_ok(ct_prod(&p, y, 0, NULL, false));
+      ck_assert_ct_ok(ct_to_host(s, &got[fused][0], sizeof got[fused][0]));
+      ck_assert_ct_ok(ct_to_host(p, &got[fused][1], sizeof got[fused][1]));
+      ct_release(y);
+      ct_release(s);
+      ct_release(p);
+    }
+    ck_assert_int_eq(got[1][0], got[0][0]);
+    ck_assert_int_eq(got[1][1], got[0][1]);
+    ck_assert_int_eq(got[0][0], (int64_t)sum);
+    ck_assert_int_eq(got[0][1], (int64_t)prod);
+  }
+  ct__ew_gpu_paths = 0;
+  ct_release(x);
+  free(h);
   ct_test_finish();
 }
 END_TEST
@@ -407,6 +452,7 @@ int main(void) {
   tcase_add_test(tc, cpu_layout);
   tcase_add_test(tc, gpu_layout);
   tcase_add_test(tc, nan_propagates);
+  tcase_add_test(tc, integer_wrap_as_eager);
   tcase_add_test(tc, dtypes);
   tcase_add_test(tc, shapes_and_outputs);
   tcase_add_test(tc, autograd_through);

@@ -1,4 +1,4 @@
-/* Review of the fusion graph (issue #16, src/elementwise/lazy.c, fuse_gen.c): one regression
+/* Review of the fusion graph (issue #16, src/fusion/): one regression
  * test per bug found. Each compares the fused result with the exact value (or with the same
  * calls run eagerly, ct__fusion_override = 0). Few distinct programs: f32 inputs, small shapes
  * except where the bug needs a size. */
@@ -10,7 +10,7 @@
 
 #include "ct_test.h"
 #include "elementwise/elementwise.h"
-#include "elementwise/fusion.h"
+#include "fusion/fusion.h"
 
 /* ct_sum of a bool mask is i64 and exact (reduce.cl counts in a long). The fused reduction of
  * a comparison took its accumulator from the comparison's compute dtype (float): a count above

@@ -1,5 +1,5 @@
 /* The fusion group (issue #16): the speed of elementwise chains fused into one generated kernel
- * (src/elementwise/lazy.c), each figure next to references timed in turns in the same process.
+ * (src/fusion/), each figure next to references timed in turns in the same process.
  *
  *   fusion.tanh_chain  tanh(z * 0.5 + 1) * z on 2^25 f32, as a C user writes it: each call
  *                      allocates its result, the intermediates are released before the realize

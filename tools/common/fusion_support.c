@@ -1,7 +1,7 @@
 /* The tools' window on the fusion graph's test hooks (fusion_support.h). */
 #include <stddef.h>
 
-#include "elementwise/elementwise.h"
+#include "fusion/fusion.h"
 #include "fusion_support.h"
 
 /* The counters are copied field by field; the layouts must agree in count too. */

@@ -3,7 +3,7 @@
  * cltensor-bench's fusion group times the same chain of calls with the fusion graph on and off
  * in one process, in turns, so that the ratio is measured in one sitting. $CLTENSOR_FUSION is
  * read once per process, so the switch goes through the library's test hook
- * (ct__fusion_override, src/elementwise/elementwise.h); its counters tell how many fused
+ * (ct__fusion_override, src/fusion/fusion.h); its counters tell how many fused
  * kernels a call ran. As tune_support.h, this header includes no private header of the
  * library; fusion_support.c forwards. */
 #ifndef CT_TOOLS_FUSION_SUPPORT_H

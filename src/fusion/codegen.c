@@ -1,12 +1,12 @@
 /* Code generation for the fusion graph (issue #16): the OpenCL source of one fused kernel from
- * its nodes, calling the op table's functions (kernels/ew_ops.cl). lazy.c decides what goes in
+ * its nodes, calling the op table's functions (kernels/ew_ops.cl). graph.c decides what goes in
  * a kernel; docs/FUSION.md shows a generated kernel and says why it looks the way it does. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "elementwise/fusion.h"
+#include "fusion/fusion.h"
 
 void ct__put(struct ct__buf *b, const char *fmt, ...) {
   if (b->oom || b->skip) return;
@@ -33,6 +33,14 @@ void ct__put(struct ct__buf *b, const char *fmt, ...) {
     b->p = p;
     b->cap = cap;
   }
+}
+
+/* A trailing op's name: the table's row, or softmax's. */
+static const char *ct__red_name(int red) {
+#define CT__RED_NAME(NAME, name, ...) #name,
+  static const char *const names[] = {CT_REDUCE_OPS(CT__RED_NAME) "softmax", "log_softmax"};
+#undef CT__RED_NAME
+  return names[red];
 }
 
 static int ct__dt_code(ct_dtype t) {
@@ -108,44 +116,35 @@ static void ct__operand(struct ct__buf *b, struct ct__fgen *g, struct ct__fnode 
   ct__put(b, "x%d", opidx[j]);
 }
 
-/* The accumulator of a reduction over compute dtype k's values (reduce.cl's): double for f64,
- * float for the other floats, long for integers and bool. */
+/* The OpenCL type of the accumulator of a reduction over dtype k's values
+ * (ct__reduce_acc_dtype: double for f64, float for the other floats, long for integers and
+ * bool). */
 static const char *ct__acc_type(ct_dtype k) {
-  return k == CT_F64 ? "double" : ct_dtype_is_float(k) ? "float" : "long";
+  ct_dtype a = ct__reduce_acc_dtype(k);
+  return a == CT_F64 ? "double" : a == CT_F32 ? "float" : "long";
 }
-size_t ct__acc_size(ct_dtype k) { return k == CT_F64 || !ct_dtype_is_float(k) ? 8 : 4; }
+size_t ct__acc_size(ct_dtype k) { return ct_dtype_size(ct__reduce_acc_dtype(k)); }
 
 /* reduce.cl picks the accumulator by the dtype it reads, the reduction's input (its producer's
  * result): a comparison computes in float but is reduced as bool, counted in a long. */
 ct_dtype ct__red_acc_dtype(const struct ct__fnode *red) { return red->src[0]->odt; }
 
-/* The identity of a reduction and its combining step, for accumulator type acc. max/min keep
- * a NaN once seen (reduce.cl's MAXS/MINS). */
+/* The accumulator type fz_acc for values of dtype k and, for a reduction (red, a row of
+ * kernels/reduce_ops.h), its identity FZ_ID and combining step FZ_COMB: the table's, as
+ * reduce.cl's kernels take them (the program includes the table and expands its rows for this
+ * accumulator). */
 static void ct__red_defs(struct ct__buf *b, int red, ct_dtype k) {
-  const char *acc = ct__acc_type(k);
-  bool flt = ct_dtype_is_float(k);
-  ct__put(b, "typedef %s fz_acc;\n", acc);
+  ct__put(b, "typedef %s fz_acc;\n", ct__acc_type(k));
   if (CT__FR_IS_SOFTMAX(red)) return;
-  switch (red) {
-  /* Integer sums and products wrap modulo 2^64 as reduce.cl's: through ulong, where overflow is
-   * defined (signed overflow is not, in OpenCL C as in C). */
-  case CT__FR_SUM:
-    if (flt) ct__put(b, "#define FZ_ID ((fz_acc)0)\n#define FZ_COMB(a, v) ((a) + (v))\n");
-    else ct__put(b, "#define FZ_ID ((fz_acc)0)\n#define FZ_COMB(a, v) as_long(as_ulong((long)(a)) + as_ulong((long)(v)))\n");
-    break;
-  case CT__FR_PROD:
-    if (flt) ct__put(b, "#define FZ_ID ((fz_acc)1)\n#define FZ_COMB(a, v) ((a) * (v))\n");
-    else ct__put(b, "#define FZ_ID ((fz_acc)1)\n#define FZ_COMB(a, v) as_long(as_ulong((long)(a)) * as_ulong((long)(v)))\n");
-    break;
-  case CT__FR_MAX:
-    if (flt) ct__put(b, "#define FZ_ID ((fz_acc)(-INFINITY))\n#define FZ_COMB(a, v) ((((a) > (v)) || isnan(a)) ? (a) : (v))\n");
-    else ct__put(b, "#define FZ_ID ((fz_acc)LONG_MIN)\n#define FZ_COMB(a, v) max((a), (v))\n");
-    break;
-  default:
-    if (flt) ct__put(b, "#define FZ_ID ((fz_acc)INFINITY)\n#define FZ_COMB(a, v) ((((a) < (v)) || isnan(a)) ? (a) : (v))\n");
-    else ct__put(b, "#define FZ_ID ((fz_acc)LONG_MAX)\n#define FZ_COMB(a, v) min((a), (v))\n");
-    break;
-  }
+  bool lng = ct__reduce_acc_dtype(k) == CT_I64;
+  ct__put(b, "//#include \"reduce_ops.h\"\n"
+             "#define FZ_RULES(NAME, name, fid, fcomb, lid, lcomb, lcomb8) \\\n"
+             "  inline fz_acc fz_id_##name(void) { return (fz_acc)(%s); } \\\n"
+             "  inline fz_acc fz_comb_##name(fz_acc a, fz_acc b) { return %s; }\n"
+             "CT_REDUCE_OPS(FZ_RULES)\n"
+             "#define FZ_ID (fz_id_%s())\n"
+             "#define FZ_COMB(a, v) fz_comb_%s((a), (v))\n",
+          lng ? "lid" : "fid", lng ? "lcomb" : "fcomb", ct__red_name(red), ct__red_name(red));
 }
 
 /* The tree over a work-group's accumulators in lacc, then this group's result at *dst. */
@@ -356,7 +355,7 @@ void ct__gen_kernel(struct ct__buf *b, struct ct__fgen *g, struct ct__fnode **no
     if (nd->store && nd->red < 0) g->outs[g->nouts++] = nd;
   }
 
-  ct__put(b, "/* generated by the fusion graph (src/elementwise/lazy.c) */\n");
+  ct__put(b, "/* generated by the fusion graph (src/fusion/) */\n");
   ct__put(b, "#define EW_K %d\n#define EW_O %d\n//#include \"ew_ops.cl\"\n\n", ct__dt_code(g->k), ct__dt_code(g->k));
   if (red) ct__red_defs(b, red->red, CT__FR_IS_SOFTMAX(red->red) ? g->k : ct__red_acc_dtype(red));
   ct__put(b, "__kernel void %s(", name);
@@ -475,7 +474,7 @@ void ct__gen_kernel(struct ct__buf *b, struct ct__fgen *g, struct ct__fnode **no
 /* The second pass of a fused reduction: one work-group combines the parts and writes the
  * result (the mean divided by the count) in its dtype. */
 void ct__gen_final(struct ct__buf *b, const struct ct__fnode *red, const char *name) {
-  ct__put(b, "/* generated by the fusion graph (src/elementwise/lazy.c) */\n");
+  ct__put(b, "/* generated by the fusion graph (src/fusion/) */\n");
   ct__put(b, "#define EW_K %d\n#define EW_O %d\n//#include \"ew_ops.cl\"\n\n", ct__dt_code(CT_F32), ct__dt_code(CT_F32));
   ct__red_defs(b, red->red, ct__red_acc_dtype(red));
   ct__put(b, "__kernel void %s(__global const fz_acc *part, long part_off, long nparts, __global CT_T(%d) *o, long o_off, "
@@ -500,11 +499,9 @@ void ct__gen_final(struct ct__buf *b, const struct ct__fnode *red, const char *n
   ct__put(b, "}\n");
 }
 
-static const char *const ct__red_names[] = {"sum", "prod", "max", "min", "softmax", "log_softmax"};
-
 const char *ct__node_name(const struct ct__fnode *nd) {
   if (nd->cast) return "cast";
-  if (nd->red >= 0) return nd->mean ? "mean" : ct__red_names[nd->red];
+  if (nd->red >= 0) return nd->mean ? "mean" : ct__red_name(nd->red);
   const char *f = ct__ew_op_fn(nd->l.op);
   return strncmp(f, "ew_", 3) == 0 ? f + 3 : f;
 }
