@@ -25,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # The package's own C helpers. DLPack's structs are spelled out (their layout is DLPack's stable
 # ABI) rather than taken from <dlpack/dlpack.h>, so the package builds without DLPack's headers
 # and handles both the legacy and the 1.x versioned struct whatever header the library had.
-HELPERS_CDEF = """
+DLPACK_STRUCTS = """
 typedef struct { int32_t device_type; int32_t device_id; } ct_py_dldevice;
 typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } ct_py_dldtype;
 typedef struct {
@@ -39,25 +39,16 @@ typedef struct ct_py_dlversioned {
   uint32_t major; uint32_t minor; void *manager_ctx; void (*deleter)(struct ct_py_dlversioned *);
   uint64_t flags; ct_py_dltensor dl_tensor;
 } ct_py_dlversioned;
+"""
+
+HELPERS_CDEF = DLPACK_STRUCTS + """
 uintptr_t ct_py_capsule_destructor(int versioned);
 """
 
 HELPERS_SRC = r"""
 #include <cltensor/cltensor.h>
 
-typedef struct { int32_t device_type; int32_t device_id; } ct_py_dldevice;
-typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } ct_py_dldtype;
-typedef struct {
-  void *data; ct_py_dldevice device; int32_t ndim; ct_py_dldtype dtype;
-  int64_t *shape; int64_t *strides; uint64_t byte_offset;
-} ct_py_dltensor;
-typedef struct ct_py_dlmanaged {
-  ct_py_dltensor dl_tensor; void *manager_ctx; void (*deleter)(struct ct_py_dlmanaged *);
-} ct_py_dlmanaged;
-typedef struct ct_py_dlversioned {
-  uint32_t major; uint32_t minor; void *manager_ctx; void (*deleter)(struct ct_py_dlversioned *);
-  uint64_t flags; ct_py_dltensor dl_tensor;
-} ct_py_dlversioned;
+""" + DLPACK_STRUCTS + r"""
 
 /* The destructors of the DLPack capsules the package hands out. The protocol: a consumer that
  * takes the tensor renames the capsule "used_dltensor" (or "used_dltensor_versioned") and

@@ -57,6 +57,16 @@ static inline int ct_test_run(Suite *s) {
  * pass registry): a segfault or "Failed to create kernel compiler pass" (docs/PORTABILITY.md). */
 static inline void ct_test_finish(void) { ct_shutdown(); }
 
+/* A test case of suite s whose children end with the checked teardown ct_test_finish(), with a
+ * Check timeout of timeout_s seconds (CK_RUN_CASE=name runs it alone, e.g. under valgrind). */
+static inline TCase *ct_test_case(Suite *s, const char *name, int timeout_s) {
+  TCase *tc = tcase_create(name);
+  tcase_add_checked_fixture(tc, NULL, ct_test_finish);
+  tcase_set_timeout(tc, timeout_s);
+  suite_add_tcase(s, tc);
+  return tc;
+}
+
 /* The default device; fails the test when none. Call in the test body (the forked child). */
 static inline ct_device *ct_test_device(void) {
   ct_device *d = NULL;

@@ -312,25 +312,17 @@ START_TEST(errors) {
 }
 END_TEST
 
-static TCase *new_case(Suite *s, const char *name) {
-  TCase *tc = tcase_create(name);
-  tcase_add_checked_fixture(tc, NULL, ct_test_finish);
-  tcase_set_timeout(tc, 300);
-  suite_add_tcase(s, tc);
-  return tc;
-}
-
 int main(void) {
   Suite *s = suite_create("init");
-  TCase *tc = new_case(s, "pytorch");
+  TCase *tc = ct_test_case(s, "pytorch", 300);
   tcase_add_test(tc, fans_and_gains_match_pytorch);
-  tc = new_case(s, "statistics");
+  tc = ct_test_case(s, "statistics", 300);
   tcase_add_test(tc, uniform_and_normal_statistics);
   tcase_add_test(tc, trunc_normal_statistics);
   tcase_add_test(tc, kaiming_and_xavier_statistics);
   tcase_add_test(tc, dtypes_views_and_leaves);
   tcase_add_test(tc, generator_state);
-  tc = new_case(s, "errors");
+  tc = ct_test_case(s, "errors", 300);
   tcase_add_test(tc, errors);
   return ct_test_run(s);
 }

@@ -941,35 +941,27 @@ START_TEST(module_to_another_device) {
 }
 END_TEST
 
-static TCase *new_case(Suite *s, const char *name) {
-  TCase *tc = tcase_create(name);
-  tcase_add_checked_fixture(tc, NULL, ct_test_finish);
-  tcase_set_timeout(tc, 600);
-  suite_add_tcase(s, tc);
-  return tc;
-}
-
 int main(int argc, char **argv) {
   Suite *s = suite_create("module");
   if (argc > 1 && !strcmp(argv[1], "two")) {
-    tcase_add_test(new_case(s, "two devices"), module_to_another_device);
+    tcase_add_test(ct_test_case(s, "two devices", 600), module_to_another_device);
     return ct_test_run(s);
   }
-  TCase *tc = new_case(s, "pytorch");
+  TCase *tc = ct_test_case(s, "pytorch", 600);
   tcase_add_test(tc, state_dict_names_match_pytorch);
   tcase_add_test(tc, pytorch_checkpoint_forward_and_gradients);
   tcase_add_test(tc, each_module_matches_pytorch);
   tcase_add_test(tc, batch_norm_train_then_eval);
   tcase_add_test(tc, activations_match_pytorch);
-  tc = new_case(s, "state");
+  tc = ct_test_case(s, "state", 600);
   tcase_add_test(tc, dropout_follows_the_training_flag);
   tcase_add_test(tc, load_errors_strict_and_not);
   tcase_add_test(tc, save_load_round_trip);
   tcase_add_test(tc, default_initialization);
-  tc = new_case(s, "structure");
+  tc = ct_test_case(s, "structure", 600);
   tcase_add_test(tc, user_modules);
   tcase_add_test(tc, sequential_and_lists);
-  tc = new_case(s, "devices");
+  tc = ct_test_case(s, "devices", 600);
   tcase_add_test(tc, module_to_same_device_keeps_everything);
   return ct_test_run(s);
 }

@@ -844,37 +844,28 @@ START_TEST(f16_parameters_smoke) {
 }
 END_TEST
 
-/* A case per behaviour group (CK_RUN_CASE=scaler runs one, e.g. under valgrind). */
-static TCase *new_case(Suite *s, const char *name) {
-  TCase *tc = tcase_create(name);
-  tcase_add_checked_fixture(tc, NULL, ct_test_finish);
-  tcase_set_timeout(tc, 300);
-  suite_add_tcase(s, tc);
-  return tc;
-}
-
 int main(void) {
   Suite *s = suite_create("optim");
-  TCase *tc = new_case(s, "optimizers");
+  TCase *tc = ct_test_case(s, "optimizers", 300);
   tcase_add_test(tc, sgd_matches_pytorch);
   tcase_add_test(tc, adam_matches_pytorch);
   tcase_add_test(tc, adam_lr_change_and_skipped_param);
   tcase_add_test(tc, strided_parameter);
   tcase_add_test(tc, zero_grad_drops_gradients);
   tcase_add_test(tc, f16_parameters_smoke);
-  tc = new_case(s, "clip");
+  tc = ct_test_case(s, "clip", 300);
   tcase_add_test(tc, clip_matches_pytorch);
   tcase_add_test(tc, clip_nonfinite);
   tcase_add_test(tc, clip_many_groups);
   tcase_add_test(tc, clip_errors);
-  tc = new_case(s, "scaler");
+  tc = ct_test_case(s, "scaler", 300);
   tcase_add_test(tc, scaler_matches_pytorch);
   tcase_add_test(tc, scaler_errors);
-  tc = new_case(s, "checkpoint");
+  tc = ct_test_case(s, "checkpoint", 300);
   tcase_add_test(tc, checkpoint_resume_bit_identical);
   tcase_add_test(tc, checkpoint_mismatch_leaves_optimizer);
   tcase_add_test(tc, checkpoint_step_limit);
-  tc = new_case(s, "errors");
+  tc = ct_test_case(s, "errors", 300);
   tcase_add_test(tc, constructor_errors);
   tcase_add_test(tc, expanded_parameter_refused);
   return ct_test_run(s);

@@ -479,22 +479,14 @@ START_TEST(param_group_errors) {
 }
 END_TEST
 
-static TCase *new_case(Suite *s, const char *name) {
-  TCase *tc = tcase_create(name);
-  tcase_add_checked_fixture(tc, NULL, ct_test_finish);
-  tcase_set_timeout(tc, 300);
-  suite_add_tcase(s, tc);
-  return tc;
-}
-
 int main(void) {
   Suite *s = suite_create("sched");
-  TCase *tc = new_case(s, "schedulers");
+  TCase *tc = ct_test_case(s, "schedulers", 300);
   tcase_add_test(tc, schedules_match_pytorch);
   tcase_add_test(tc, schedulers_share_initial_lr_and_refuse_overrun);
   tcase_add_test(tc, scheduler_checkpoint_resume);
   tcase_add_test(tc, scheduler_errors);
-  tc = new_case(s, "groups");
+  tc = ct_test_case(s, "groups", 300);
   tcase_add_test(tc, param_groups_step_with_their_own_hyperparameters);
   tcase_add_test(tc, param_group_errors);
   return ct_test_run(s);
