@@ -78,11 +78,9 @@ static bool same_bits(ct_dtype t, const void *a, const void *b, int64_t n) {
 
 static void check(ct_dtype dt) {
   ct_device *d = ct_test_device();
-  if (dt == CT_F64) {
-    if (!ct_device_properties(d)->fp64) {
-      ct_test_finish();
-      return;
-    }
+  if (dt == CT_F64 && !ct_test_fp64(d, "fused casts through f64")) {
+    ct_test_finish();
+    return;
   }
   float *h = malloc(N * sizeof *h);
   ck_assert_ptr_nonnull(h);
