@@ -6,8 +6,11 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
 
 #include "ct_test.h"
+#include "io/io.h"
 #include "tensor/tensor.h"
 
 static inline int64_t ct_test_numel(int ndim, const int64_t *shape) {
@@ -49,6 +52,39 @@ static inline double *ct_test_to_doubles(const ct_tensor *t) {
   for (int64_t i = 0; i < n; i++) r[i] = ct__host_load_double(dt, h + i * es);
   free(h);
   return r;
+}
+
+/* The f64 entry `name` of the safetensors file at path as a malloc'd host array (*n its element
+ * count), read on the host through the library's own header parser: reference values stay exact
+ * whatever the device (a device without cl_khr_fp64 cannot hold an f64 tensor). */
+static inline double *ct_test_st_f64(const char *path, const char *name, int64_t *n) {
+  FILE *f = fopen(path, "rb");
+  ck_assert_msg(f != NULL, "cannot open %s", path);
+  ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+  long len = ftell(f);
+  ck_assert_int_ge(len, 8);
+  rewind(f);
+  unsigned char *buf = malloc((size_t)len);
+  ck_assert_ptr_nonnull(buf);
+  ck_assert_uint_eq(fread(buf, 1, (size_t)len, f), (size_t)len);
+  fclose(f);
+  struct ct__st_header h;
+  ck_assert_ct_ok(ct__safetensors_parse(&h, buf, (size_t)len, (uint64_t)len, path));
+  double *out = NULL;
+  for (size_t i = 0; i < h.count && !out; i++) {
+    const struct ct__st_entry *e = &h.entries[i];
+    if (strcmp(e->name, name) != 0) continue;
+    ck_assert_msg(e->dtype == CT_F64, "%s: '%s' is not F64", path, name);
+    size_t bytes = (size_t)(e->end - e->begin);
+    out = malloc(bytes ? bytes : 1);
+    ck_assert_ptr_nonnull(out);
+    memcpy(out, buf + h.data_offset + e->begin, bytes); /* little-endian host, as the file */
+    *n = (int64_t)(bytes / sizeof(double));
+  }
+  ck_assert_msg(out != NULL, "%s has no entry '%s'", path, name);
+  ct__safetensors_header_free(&h);
+  free(buf);
+  return out;
 }
 
 #endif

@@ -17,30 +17,25 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ct_fixture.h"
 #include "ct_test.h"
 #include "optim/optim.h"
 #include "tensor/graph.h"
 
 enum { STEPS = 1000 };
 
-static ct_safetensors *fixture(ct_device *d) {
+static const char *fixture_path(void) {
+  static char path[1024];
   const char *root = getenv("CLTENSOR_SOURCE_ROOT");
-  char path[1024];
   snprintf(path, sizeof path, "%s/tests/optim/data/sched_ref.safetensors", root ? root : ".");
-  ct_safetensors *st = NULL;
-  ck_assert_ct_ok(ct_safetensors_load(&st, path, d));
-  return st;
+  return path;
 }
 
-static double *fx_doubles(const ct_safetensors *st, const char *name, int64_t n) {
-  ct_tensor *t = NULL;
-  ck_assert_ct_ok(ct_safetensors_get(&t, st, name));
-  ck_assert_int_eq(ct_tensor_dtype(t), CT_F64);
-  ck_assert_int_eq(ct_numel(t), n);
-  double *h = malloc((size_t)n * sizeof *h);
-  ck_assert_ptr_nonnull(h);
-  ck_assert_ct_ok(ct_to_host(t, h, (size_t)n * sizeof *h));
-  ct_release(t);
+/* The fixture's values (all f64) are read on the host, exactly, on any device. */
+static double *fx_doubles(const char *name, int64_t n) {
+  int64_t got = 0;
+  double *h = ct_test_st_f64(fixture_path(), name, &got);
+  ck_assert_int_eq(got, n);
   return h;
 }
 
@@ -140,18 +135,17 @@ static void check_value(const char *name, int e, int g, double got, double want,
 /* Every schedule's 1001 lrs of both groups, from the optimizer and from get_last_lr. */
 START_TEST(schedules_match_pytorch) {
   ct_device *d = ct_test_device();
-  ct_safetensors *st = fixture(d);
-  double *metric = fx_doubles(st, "metric", STEPS);
+  double *metric = fx_doubles("metric", STEPS);
   int total = 0, bit_equal = 0;
   for (size_t k = 0; k < sizeof NAMES / sizeof *NAMES; k++) {
     const char *name = NAMES[k];
     char key[64];
     snprintf(key, sizeof key, "%s.lr", name);
-    double *ref = fx_doubles(st, key, (STEPS + 1) * 2), *mref = NULL;
+    double *ref = fx_doubles(key, (STEPS + 1) * 2), *mref = NULL;
     bool cycles = !strcmp(name, "one_cycle_mom") || !strcmp(name, "one_cycle_adam3");
     if (cycles) {
       snprintf(key, sizeof key, "%s.momentum", name);
-      mref = fx_doubles(st, key, (STEPS + 1) * 2);
+      mref = fx_doubles(key, (STEPS + 1) * 2);
     }
     ct_tensor *ps[2] = {leaf(d, 2), leaf(d, 3)};
     ct_optimizer *o = optimizer_for(name, ps);
@@ -181,7 +175,6 @@ START_TEST(schedules_match_pytorch) {
    * assertion: another C library may round cos differently). */
   fprintf(stderr, "# schedules: %d of %d values (lrs, momenta) bit-identical to PyTorch's\n", bit_equal, total);
   free(metric);
-  ct_safetensors_free(st);
 }
 END_TEST
 
@@ -227,8 +220,7 @@ END_TEST
  * gives the same lrs as the run that never stopped, to the last bit. */
 START_TEST(scheduler_checkpoint_resume) {
   ct_device *d = ct_test_device();
-  ct_safetensors *fixt = fixture(d);
-  double *metric = fx_doubles(fixt, "metric", STEPS);
+  double *metric = fx_doubles("metric", STEPS);
   const char *names[] = {"cosine", "linear", "one_cycle3", "one_cycle_adam3", "sequential3", "plateau_min"};
   for (int k = 0; k < 6; k++) {
     ct_tensor *ps[2] = {leaf(d, 2), leaf(d, 3)};
@@ -268,7 +260,6 @@ START_TEST(scheduler_checkpoint_resume) {
     ct_release(ps[1]);
   }
   free(metric);
-  ct_safetensors_free(fixt);
 }
 END_TEST
 

@@ -46,6 +46,7 @@ START_TEST(item_values) {
     double x;
   } cases[] = {{CT_F16, -3.0}, {CT_BF16, 96.0}, {CT_F64, 1e300}, {CT_BOOL, 1}, {CT_U8, 200}, {CT_I8, -7}};
   for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+    if (cases[k].dt == CT_F64 && !ct_test_fp64(d, "ct_item of an f64 tensor")) continue;
     ct_tensor *t = from(d, cases[k].dt, 0, NULL, &cases[k].x);
     ck_assert_ct_ok(ct_item(&v, t));
     ck_assert_double_eq(v, cases[k].x);
