@@ -4,6 +4,7 @@
 #ifndef CT_FIXTURE_H
 #define CT_FIXTURE_H
 
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,19 @@ static inline double *ct_test_to_doubles(const ct_tensor *t) {
   for (int64_t i = 0; i < n; i++) r[i] = ct__host_load_double(dt, h + i * es);
   free(h);
   return r;
+}
+
+/* A new reference to the tensor of st named by the printf-style fmt (a fixture entry). */
+static inline ct_tensor *ct_test_fx(const ct_safetensors *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline ct_tensor *ct_test_fx(const ct_safetensors *st, const char *fmt, ...) {
+  char name[128];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(name, sizeof name, fmt, ap);
+  va_end(ap);
+  ct_tensor *t = NULL;
+  ck_assert_ct_ok(ct_safetensors_get(&t, st, name));
+  return t;
 }
 
 /* The f64 entry `name` of the safetensors file at path as a malloc'd host array (*n its element

@@ -35,18 +35,6 @@ static void net_state_path(char *path, size_t size) {
   snprintf(path, size, "%s/tests/module/data/net_state.safetensors", root ? root : ".");
 }
 
-static ct_tensor *fx(const ct_safetensors *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static ct_tensor *fx(const ct_safetensors *st, const char *fmt, ...) {
-  char name[128];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(name, sizeof name, fmt, ap);
-  va_end(ap);
-  ct_tensor *t = NULL;
-  ck_assert_ct_ok(ct_safetensors_get(&t, st, name));
-  return t;
-}
-
 static void assert_close(const ct_tensor *got, const ct_tensor *want, double tol, const char *what) {
   ck_assert_msg(ct_tensor_ndim(got) == ct_tensor_ndim(want), "%s: %d dims, PyTorch %d", what, ct_tensor_ndim(got),
                 ct_tensor_ndim(want));
@@ -218,7 +206,7 @@ START_TEST(pytorch_checkpoint_forward_and_gradients) {
   ck_assert_ct_ok(ct_module_load_state_dict(net, path, true));
   ck_assert_str_eq(ct_module_load_report(net), "loaded 14 of 14");
   ck_assert_ct_ok(ct_module_eval(net));
-  ct_tensor *x = fx(ref, "net.x"), *want = fx(ref, "net.y"), *g = fx(ref, "net.g"), *y = NULL, *yg = NULL,
+  ct_tensor *x = ct_test_fx(ref, "net.x"), *want = ct_test_fx(ref, "net.y"), *g = ct_test_fx(ref, "net.g"), *y = NULL, *yg = NULL,
             *loss = NULL;
   ck_assert_ct_ok(ct_module_forward(&y, net, x));
   assert_close(y, want, 2e-5, "Net(x)");
@@ -231,7 +219,7 @@ START_TEST(pytorch_checkpoint_forward_and_gradients) {
   ck_assert_ct_ok(ct_module_named_parameters(names, ps, 32, &n, net));
   ck_assert_int_eq(n, 11);
   for (int i = 0; i < n; i++) {
-    ct_tensor *gr = NULL, *gw = fx(ref, "grad.%s", names[i]);
+    ct_tensor *gr = NULL, *gw = ct_test_fx(ref, "grad.%s", names[i]);
     ck_assert_ct_ok(ct_grad(&gr, ps[i]));
     ck_assert_ptr_nonnull(gr);
     assert_close(gr, gw, 1e-4, names[i]);
@@ -287,7 +275,7 @@ START_TEST(each_module_matches_pytorch) {
     ct_module *m = make_single(d, names[i]);
     load_prefixed(m, ref, names[i]); /* strict: the names and shapes are PyTorch's */
     ck_assert_ct_ok(ct_module_eval(m));
-    ct_tensor *x = fx(ref, "%s.x", names[i]), *want = fx(ref, "%s.y", names[i]), *y = NULL;
+    ct_tensor *x = ct_test_fx(ref, "%s.x", names[i]), *want = ct_test_fx(ref, "%s.y", names[i]), *y = NULL;
     ck_assert_ct_ok(ct_module_forward(&y, m, x));
     assert_close(y, want, 2e-5, names[i]);
     ct_release(y);
@@ -311,38 +299,38 @@ START_TEST(batch_norm_train_then_eval) {
     if (i == 3) m = take(ct_module_batch_norm1d(&m, d, 2, 1e-5, NAN, true, true), &m);
     load_prefixed(m, ref, names[i]);
     ck_assert(ct_module_is_training(m));
-    ct_tensor *x = fx(ref, "%s.x", names[i]), *y = NULL;
+    ct_tensor *x = ct_test_fx(ref, "%s.x", names[i]), *y = NULL;
     ck_assert_ct_ok(ct_module_forward(&y, m, x));
     if (i == 3) { /* momentum None: a second batch, factor 1 / num_batches_tracked */
-      ct_tensor *x2 = fx(ref, "%s.x2", names[i]);
+      ct_tensor *x2 = ct_test_fx(ref, "%s.x2", names[i]);
       ct_release(y);
       ck_assert_ct_ok(ct_module_forward(&y, m, x2));
       ct_release(x2);
     }
     char what[64];
-    ct_tensor *w = fx(ref, "%s.y_train", names[i]);
+    ct_tensor *w = ct_test_fx(ref, "%s.y_train", names[i]);
     snprintf(what, sizeof what, "%s train", names[i]);
     assert_close(y, w, 2e-5, what);
     ct_release(w);
     ct_release(y);
-    w = fx(ref, "%s.running_mean_after", names[i]);
+    w = ct_test_fx(ref, "%s.running_mean_after", names[i]);
     assert_close(ct_module_get_buffer(m, "running_mean"), w, 2e-5, "running_mean");
     ct_release(w);
-    w = fx(ref, "%s.running_var_after", names[i]);
+    w = ct_test_fx(ref, "%s.running_var_after", names[i]);
     assert_close(ct_module_get_buffer(m, "running_var"), w, 2e-5, "running_var");
     ct_release(w);
-    w = fx(ref, "%s.nbt_after", names[i]);
+    w = ct_test_fx(ref, "%s.nbt_after", names[i]);
     assert_equal(ct_module_get_buffer(m, "num_batches_tracked"), w, "num_batches_tracked");
     ct_release(w);
     ck_assert_ct_ok(ct_module_eval(m));
     ck_assert_ct_ok(ct_module_forward(&y, m, x));
-    w = fx(ref, "%s.y_eval", names[i]);
+    w = ct_test_fx(ref, "%s.y_eval", names[i]);
     snprintf(what, sizeof what, "%s eval", names[i]);
     assert_close(y, w, 2e-5, what);
     ct_release(w);
     ct_release(y);
     /* Eval does not count batches. */
-    w = fx(ref, "%s.nbt_after", names[i]);
+    w = ct_test_fx(ref, "%s.nbt_after", names[i]);
     assert_equal(ct_module_get_buffer(m, "num_batches_tracked"), w, "num_batches_tracked after eval");
     ct_release(w);
     ct_release(x);
@@ -355,7 +343,7 @@ START_TEST(batch_norm_train_then_eval) {
   int n = -1;
   ck_assert_ct_ok(ct_module_parameters(NULL, 0, &n, m));
   ck_assert_int_eq(n, 0);
-  ct_tensor *x = fx(ref, "bn1d.x"), *y = NULL, *y2 = NULL;
+  ct_tensor *x = ct_test_fx(ref, "bn1d.x"), *y = NULL, *y2 = NULL;
   ck_assert_ct_status(ct_module_forward(&y, m, x), CT_ERR_SHAPE_MISMATCH);
   ck_assert_error_contains("expected 4D input (got 2D input)");
   ck_assert_ptr_null(y);
@@ -378,7 +366,7 @@ START_TEST(activations_match_pytorch) {
   ct_safetensors *ref = load_data(d, "module_ref.safetensors");
   static const char *const names[] = {"relu",      "gelu",       "gelu_tanh", "silu",        "sigmoid", "tanh",
                                       "softplus",  "leaky_relu", "softmax",   "log_softmax", "identity"};
-  ct_tensor *x = fx(ref, "act.x");
+  ct_tensor *x = ct_test_fx(ref, "act.x");
   for (int i = 0; i < 11; i++) {
     ct_module *m = NULL;
     switch (i) {
@@ -394,7 +382,7 @@ START_TEST(activations_match_pytorch) {
     case 9: ck_assert_ct_ok(ct_module_log_softmax(&m, -1)); break;
     default: ck_assert_ct_ok(ct_module_identity(&m)); break;
     }
-    ct_tensor *y = NULL, *want = fx(ref, "act.%s", names[i]);
+    ct_tensor *y = NULL, *want = ct_test_fx(ref, "act.%s", names[i]);
     ck_assert_ct_ok(ct_module_forward(&y, m, x));
     assert_close(y, want, 2e-5, names[i]);
     int n = -1;

@@ -35,18 +35,6 @@ static ct_safetensors *fixture(ct_device *d) {
   return st;
 }
 
-static ct_tensor *fx(const ct_safetensors *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static ct_tensor *fx(const ct_safetensors *st, const char *fmt, ...) {
-  char name[128];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(name, sizeof name, fmt, ap);
-  va_end(ap);
-  ct_tensor *t = NULL;
-  ck_assert_ct_ok(ct_safetensors_get(&t, st, name));
-  return t;
-}
-
 static float *host_f32(const ct_tensor *t) {
   size_t n = (size_t)ct_numel(t);
   float *h = calloc(n + 1, sizeof *h);
@@ -67,7 +55,7 @@ static ct_tensor *copy_of(ct_device *d, const ct_tensor *t) {
 
 /* A leaf parameter holding fixture tensor name. */
 static ct_tensor *param(ct_device *d, const ct_safetensors *st, const char *name) {
-  ct_tensor *f = fx(st, "%s", name), *p = copy_of(d, f);
+  ct_tensor *f = ct_test_fx(st, "%s", name), *p = copy_of(d, f);
   ct_release(f);
   ck_assert_ct_ok(ct_set_requires_grad(p, true));
   return p;
@@ -128,7 +116,7 @@ static void run_steps(ct_device *d, const ct_safetensors *st, const char *cfg, c
   for (int k = from; k < to; k++) {
     if (sched) ck_assert_ct_ok(ct_optimizer_set_lr(o, k < 2 ? 1e-2 : 3e-3));
     for (int i = 0; i < 2; i++) {
-      ct_tensor *g = fx(st, "g.%d.%d", k, i);
+      ct_tensor *g = ct_test_fx(st, "g.%d.%d", k, i);
       set_grad(d, ps[i], sched && k == 2 && i == 1 ? NULL : g);
       ct_release(g);
     }
@@ -146,7 +134,7 @@ static void check_config(const char *cfg, double ulps) {
     run_steps(d, st, cfg, o, ps, k, k + 1);
     ck_assert_uint_gt(ct__tensor_version(ps[0]), v0); /* the step is a write */
     for (int i = 0; i < 2; i++) {
-      ct_tensor *want = fx(st, "%s.%d.%d", cfg, k, i);
+      ct_tensor *want = ct_test_fx(st, "%s.%d.%d", cfg, k, i);
       char what[64];
       snprintf(what, sizeof what, "%s step %d param %d", cfg, k, i);
       assert_near(ps[i], want, ulps, what);
@@ -202,8 +190,8 @@ END_TEST
 START_TEST(strided_parameter) {
   ct_device *d = ct_test_device();
   ct_safetensors *st = fixture(d);
-  ct_tensor *base = NULL, *pt = NULL, *pc = NULL, *g0 = fx(st, "g.0.0"), *gt = NULL;
-  ct_tensor *b0 = fx(st, "p.0");
+  ct_tensor *base = NULL, *pt = NULL, *pc = NULL, *g0 = ct_test_fx(st, "g.0.0"), *gt = NULL;
+  ct_tensor *b0 = ct_test_fx(st, "p.0");
   base = copy_of(d, b0);
   ck_assert_ct_ok(ct_transpose(&pt, base, 0, 1)); /* [5, 3], strides (1, 5) */
   ck_assert(!ct_tensor_is_contiguous(pt));
@@ -242,7 +230,7 @@ END_TEST
 START_TEST(zero_grad_drops_gradients) {
   ct_device *d = ct_test_device();
   ct_safetensors *st = fixture(d);
-  ct_tensor *ps[2] = {param(d, st, "p.0"), param(d, st, "p.1")}, *g = fx(st, "g.0.0"), *got = NULL;
+  ct_tensor *ps[2] = {param(d, st, "p.0"), param(d, st, "p.1")}, *g = ct_test_fx(st, "g.0.0"), *got = NULL;
   set_grad(d, ps[0], g);
   ct_optimizer *o = make_opt("sgd", ps);
   ck_assert_ct_ok(ct_optimizer_zero_grad(o));
@@ -262,18 +250,18 @@ START_TEST(clip_matches_pytorch) {
   ct_safetensors *st = fixture(d);
   ct_tensor *ps[3] = {param(d, st, "p.0"), param(d, st, "p.1"), param(d, st, "p.1")};
   for (int i = 0; i < 2; i++) {
-    ct_tensor *g = fx(st, "clip.g.%d", i);
+    ct_tensor *g = ct_test_fx(st, "clip.g.%d", i);
     set_grad(d, ps[i], g);
     ct_release(g);
   }
   /* ps[2] has no gradient: skipped. */
-  ct_tensor *total = fx(st, "clip.total");
+  ct_tensor *total = ct_test_fx(st, "clip.total");
   float *want = host_f32(total);
   double norm = 0;
   ck_assert_ct_ok(ct_clip_grad_norm(&norm, ps, 3, 1.0));
   ck_assert_msg(fabs(norm - want[0]) <= 2 * ldexp(1, -23) * want[0], "total norm %.9g, PyTorch %.9g", norm, want[0]);
   for (int i = 0; i < 2; i++) {
-    ct_tensor *g = NULL, *w = fx(st, "clip.out.%d", i);
+    ct_tensor *g = NULL, *w = ct_test_fx(st, "clip.out.%d", i);
     ck_assert_ct_ok(ct_grad(&g, ps[i]));
     assert_near(g, w, 2, "clipped gradient");
     ct_release(g);
@@ -380,7 +368,7 @@ END_TEST
 START_TEST(scaler_matches_pytorch) {
   ct_device *d = ct_test_device();
   ct_safetensors *st = fixture(d);
-  ct_tensor *p = param(d, st, "sc.p"), *ts = fx(st, "sc.scale"), *tk = fx(st, "sc.skipped");
+  ct_tensor *p = param(d, st, "sc.p"), *ts = ct_test_fx(st, "sc.scale"), *tk = ct_test_fx(st, "sc.skipped");
   float *scales = host_f32(ts), *skipped = host_f32(tk);
   ct_optimizer *o = NULL;
   ck_assert_ct_ok(ct_sgd_new(&o, &p, 1, 0.1, 0.9, 0, false));
@@ -388,7 +376,7 @@ START_TEST(scaler_matches_pytorch) {
   ck_assert_ct_ok(ct_grad_scaler_new(&s, 1024, 2, 0.5, 2));
   ck_assert(ct_grad_scaler_get_scale(s) == 1024);
   for (int k = 0; k < 6; k++) {
-    ct_tensor *g = fx(st, "sc.g.%d", k), *y = NULL, *loss = NULL, *scaled = NULL;
+    ct_tensor *g = ct_test_fx(st, "sc.g.%d", k), *y = NULL, *loss = NULL, *scaled = NULL;
     ck_assert_ct_ok(ct_optimizer_zero_grad(o));
     ck_assert_ct_ok(ct_mul(&y, p, g));
     ck_assert_ct_ok(ct_sum(&loss, y, 0, NULL, false));
@@ -400,7 +388,7 @@ START_TEST(scaler_matches_pytorch) {
     ck_assert_ct_ok(ct_grad_scaler_update(s));
     ck_assert_msg(ct_grad_scaler_get_scale(s) == scales[k], "step %d: scale %g, PyTorch %g", k,
                   ct_grad_scaler_get_scale(s), scales[k]);
-    ct_tensor *want = fx(st, "sc.p.%d", k);
+    ct_tensor *want = ct_test_fx(st, "sc.p.%d", k);
     assert_near(p, want, 0, "scaled SGD parameter");
     ct_release(want);
     ct_release(g);
@@ -568,7 +556,7 @@ START_TEST(checkpoint_mismatch_leaves_optimizer) {
   ct_tensor *rs[2] = {param(d, st, "p.1"), param(d, st, "p.0")};
   ct_optimizer *rev = NULL;
   ck_assert_ct_ok(ct_adam_new(&rev, rs, 2, 0.5, 0.9, 0.999, 1e-8, 0, false));
-  ct_tensor *g0 = fx(st, "g.0.0"), *g1 = fx(st, "g.0.1");
+  ct_tensor *g0 = ct_test_fx(st, "g.0.0"), *g1 = ct_test_fx(st, "g.0.1");
   set_grad(d, rs[0], g1);
   set_grad(d, rs[1], g0);
   ck_assert_ct_ok(ct_optimizer_step(rev));
