@@ -23,15 +23,20 @@ import glob, json, os, sys
 log = max(glob.glob(os.path.join(sys.argv[1], 'testlog*.json')), key=os.path.getmtime)
 rows = [json.loads(l) for l in open(log) if l.strip()]
 # Tests scripts/sanitize.sh reran after LeakSanitizer's tracer crashed count by their rerun.
-again = {}
+# The last rerun may have been under the 'asannoleak' setup: those tests lost the leak check.
+again, noleak = {}, set()
 for retry in sorted(glob.glob(os.path.join(sys.argv[1], 'lsan-retry*.json')), key=os.path.getmtime):
     if os.path.getmtime(retry) >= os.path.getmtime(log):
-        again.update((r['name'], r['result']) for r in map(json.loads, filter(str.strip, open(retry))))
+        for r in map(json.loads, filter(str.strip, open(retry))):
+            again[r['name']] = r['result']
+            if retry.endswith('-asannoleak.json'):
+                noleak.add(r['name'].split(' / ')[-1])
 for r in rows:
     r['result'] = again.get(r['name'], r['result'])
 ok = sum(r['result'] in ('OK', 'EXPECTEDFAIL') for r in rows)
 skip = sum(r['result'] == 'SKIP' for r in rows)
-note = f" ({len(again)} rerun after a LeakSanitizer tracer crash)" if again else ""
+note = f" ({len(again)} rerun after a LeakSanitizer tracer crash" if again else ""
+note += f"; without the leak check: {' '.join(sorted(noleak))})" if noleak else ")" if again else ""
 print(f"{ok} passed, {len(rows) - ok - skip} failed, {skip} skipped{note}")
 PY
 }
