@@ -6,8 +6,14 @@ from PyTorch, when a Python with torch is given), in one sitting on one device.
 
 (the package importable, e.g. PYTHONPATH=build/python after python/run_tests.py). Two figures,
 microseconds per iteration, median of 7 runs:
-  dispatch   c = a + b; del c   N times, then synchronize   (what a call costs)
-  roundtrip  c = a + b; c.numpy()                          (a result read every time)
+  dispatch      c = a + b; del c   N times, then synchronize   (what a call costs)
+  dispatch cpu  the same loop's CPU time on the calling thread (time.thread_time,
+                CLOCK_THREAD_CPUTIME_ID), without the synchronize: what the call costs the
+                caller, much less exposed than wall time to other processes on a loaded machine
+  roundtrip     c = a + b; c.numpy()                          (a result read every time)
+Ratios are against C's figure of the same column. The cltensor side runs under this interpreter
+(the one the extension was built for, e.g. /usr/bin/python3 after run_tests.py); PyTorch under
+--torch-python (e.g. /work/venv/bin/python, whose python has torch but no cffi).
 The C program is python/bench/small_op.c, compiled here against CLTENSOR_BUILD_DIR (or
 pkg-config's cltensor). Timings are figures for docs, never test assertions."""
 import argparse
@@ -17,18 +23,20 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ITERS = 2000
+ITERS = 5000
 
 PY = r"""
 import statistics, sys, time
 ITERS = int(sys.argv[1])
 def bench(add, sync, read, a, b):
-    out = [[], []]
+    out = [[], [], []]
     for r in range(8):
         t0 = time.perf_counter()
+        c0 = time.thread_time()
         for _ in range(ITERS):
             c = add(a, b)
             del c
+        c1 = time.thread_time()
         sync()
         t1 = time.perf_counter()
         for _ in range(ITERS // 4):
@@ -38,8 +46,9 @@ def bench(add, sync, read, a, b):
         t2 = time.perf_counter()
         if r:
             out[0].append((t1 - t0) / ITERS * 1e6)
-            out[1].append((t2 - t1) / (ITERS // 4) * 1e6)
-    print("dispatch %.3f\nroundtrip %.3f" % (statistics.median(out[0]), statistics.median(out[1])))
+            out[1].append((c1 - c0) / ITERS * 1e6)
+            out[2].append((t2 - t1) / (ITERS // 4) * 1e6)
+    print("dispatch %.3f\ndispatch_cpu %.3f\nroundtrip %.3f" % tuple(statistics.median(o) for o in out))
 """
 
 CLTENSOR = PY + r"""
@@ -86,10 +95,10 @@ def main():
         rows["Python (PyTorch CPU, 1 thread)"] = parse(subprocess.run(
             [args.torch_python, "-c", TORCH, str(ITERS)], capture_output=True, text=True, check=True).stdout)
     c = rows["C (libcltensor)"]
-    print("%-32s %14s %14s" % ("1024-element f32 add, us/iter", "dispatch", "roundtrip"))
+    cols = ("dispatch", "dispatch_cpu", "roundtrip")
+    print("%-32s" % "1024-element f32 add, us/iter" + "".join("%17s" % k for k in cols))
     for name, r in rows.items():
-        print("%-32s %8.2f (%.2fx) %7.2f (%.2fx)" % (name, r["dispatch"], r["dispatch"] / c["dispatch"],
-                                                     r["roundtrip"], r["roundtrip"] / c["roundtrip"]))
+        print("%-32s" % name + "".join("%8.2f (%5.2fx)" % (r[k], r[k] / c[k]) for k in cols))
 
 
 if __name__ == "__main__":

@@ -29,6 +29,9 @@ def _call(fn, *args):
 
 
 def _is_scalar(x):
+    t = type(x)
+    if t is float or t is int:  # the common case, before the ABC check
+        return True
     return isinstance(x, numbers.Number) and not isinstance(x, complex)
 
 
@@ -69,27 +72,32 @@ def _as_operand(x, like):
     return tensor(x, device=like.device)
 
 
-def _binary(fn, fn_scalar):
-    # The operators are the calls a Python program makes most: _call and _wrap are inlined here
-    # (each Python-level call costs about as much as libcltensor's own call does).
-    new, obj_new = ffi.new, object.__new__
+def _binary(name, scalar):
+    """The operator self OP other through the fast forms ct_py_<name> and ct_py_<name>_scalar
+    (cltensor_build.py): the result comes back as the return value, so the call needs no
+    out-parameter cell; _call and _wrap are inlined here. The operators are the calls a Python
+    program makes most, and each Python-level step costs a sizeable part of libcltensor's own
+    call (python/bench/small_op.py)."""
+    fast = getattr(lib, "ct_py_" + name)
+    fast_scalar = getattr(lib, "ct_py_%s_scalar" % name) if scalar else None
+    obj_new, status = object.__new__, lib.ct_py_status
 
     def op(self, other):
-        out = new(_PP)
         if isinstance(other, Tensor):
-            st = fn(out, self._h, other._h)
-        elif fn_scalar is not None and _is_scalar(other):
-            st = fn_scalar(out, self._h, float(other))
+            h = fast(self._h, other._h)
+        elif fast_scalar is not None and _is_scalar(other):
+            h = fast_scalar(self._h, float(other))
         elif other is None:
             return NotImplemented  # t == None is False, t + None a TypeError, as in PyTorch
         else:
             other = _as_operand(other, self)  # bound: a dropped temporary releases its handle
-            st = fn(out, self._h, other._h)
-        if st:
-            raise_status(st)
+            h = fast(self._h, other._h)
+        if not h:  # a NULL pointer is false
+            raise_status(status())
         t = obj_new(Tensor)
-        t._h = out[0]
+        t._h = h
         return t
+    op.__name__ = "__%s__" % name
     return op
 
 
@@ -126,20 +134,19 @@ class Tensor:
     after cltensor.shutdown() (which libcltensor allows: only host memory is freed then)."""
 
     __slots__ = ("_h", "__weakref__")
-    _release = lib.ct_release  # bound here: __del__ may run while the module is torn down
 
     def __init__(self, *args, **kwargs):
         raise TypeError("cltensor.Tensor is not constructed directly: use cltensor.tensor(data), "
                         "cltensor.zeros(shape), ...")
 
-    def __del__(self):
+    def __del__(self, _release=lib.ct_release):  # a default: bound once, also at module teardown
         try:
             h = self._h
         except AttributeError:  # Tensor() raised before a handle was set
             return
         if h is not None:
             self._h = None
-            self._release(h)
+            _release(h)
 
     # ---- properties ----
     @property
@@ -370,34 +377,34 @@ class Tensor:
         return _dlpack.device_of(self)
 
     # ---- operators ----
-    __add__ = _binary(lib.ct_add, lib.ct_add_scalar)
+    __add__ = _binary("add", True)
     __radd__ = _rbinary(lib.ct_add, lib.ct_add_scalar)
-    __sub__ = _binary(lib.ct_sub, lib.ct_sub_scalar)
+    __sub__ = _binary("sub", True)
     __rsub__ = _rbinary(lib.ct_sub, lib.ct_rsub_scalar)
-    __mul__ = _binary(lib.ct_mul, lib.ct_mul_scalar)
+    __mul__ = _binary("mul", True)
     __rmul__ = _rbinary(lib.ct_mul, lib.ct_mul_scalar)
-    __truediv__ = _binary(lib.ct_div, lib.ct_div_scalar)
+    __truediv__ = _binary("div", True)
     __rtruediv__ = _rbinary(lib.ct_div, lib.ct_rdiv_scalar)
-    __floordiv__ = _binary(lib.ct_floor_divide, lib.ct_floor_divide_scalar)
+    __floordiv__ = _binary("floor_divide", True)
     __rfloordiv__ = _rbinary(lib.ct_floor_divide, None)
-    __mod__ = _binary(lib.ct_remainder, lib.ct_remainder_scalar)
+    __mod__ = _binary("remainder", True)
     __rmod__ = _rbinary(lib.ct_remainder, None)
-    __pow__ = _binary(lib.ct_pow, lib.ct_pow_scalar)
+    __pow__ = _binary("pow", True)
     __rpow__ = _rbinary(lib.ct_pow, lib.ct_rpow_scalar)
-    __matmul__ = _binary(lib.ct_matmul, None)
+    __matmul__ = _binary("matmul", False)
     __rmatmul__ = _rbinary(lib.ct_matmul, None)
-    __and__ = _binary(lib.ct_bitwise_and, None)
+    __and__ = _binary("bitwise_and", False)
     __rand__ = _rbinary(lib.ct_bitwise_and, None)
-    __or__ = _binary(lib.ct_bitwise_or, None)
+    __or__ = _binary("bitwise_or", False)
     __ror__ = _rbinary(lib.ct_bitwise_or, None)
-    __xor__ = _binary(lib.ct_bitwise_xor, None)
+    __xor__ = _binary("bitwise_xor", False)
     __rxor__ = _rbinary(lib.ct_bitwise_xor, None)
-    __eq__ = _binary(lib.ct_eq, lib.ct_eq_scalar)
-    __ne__ = _binary(lib.ct_ne, lib.ct_ne_scalar)
-    __lt__ = _binary(lib.ct_lt, lib.ct_lt_scalar)
-    __le__ = _binary(lib.ct_le, lib.ct_le_scalar)
-    __gt__ = _binary(lib.ct_gt, lib.ct_gt_scalar)
-    __ge__ = _binary(lib.ct_ge, lib.ct_ge_scalar)
+    __eq__ = _binary("eq", True)
+    __ne__ = _binary("ne", True)
+    __lt__ = _binary("lt", True)
+    __le__ = _binary("le", True)
+    __gt__ = _binary("gt", True)
+    __ge__ = _binary("ge", True)
 
     __iadd__ = _inplace(lib.ct_add_out, lib.ct_add_scalar_out)
     __isub__ = _inplace(lib.ct_sub_out, lib.ct_sub_scalar_out)
