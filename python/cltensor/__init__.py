@@ -32,7 +32,8 @@ from ._ops import *  # noqa: F401,F403  (the op set: exp, sum, matmul, ...)
 from ._ops import __all__ as _ops_all
 from ._autograd import autocast, enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from ._dlpack import from_dlpack
-from . import nn, optim  # noqa: E402
+from ._files import load, save
+from . import nn, optim, profiler, safetensors  # noqa: E402
 
 globals().update(_core.error_classes)
 
@@ -110,6 +111,7 @@ __all__ = (["Error", "Tensor", "device", "devices", "dtype", "default_device", "
             "eye", "rand", "randn", "randint", "zeros_like", "ones_like", "empty_like", "full_like", "rand_like",
             "randn_like", "manual_seed", "is_tensor", "no_grad", "enable_grad", "set_grad_enabled",
             "is_grad_enabled", "inference_mode", "autocast", "shutdown", "synchronize", "is_available", "cuda", "nn",
-            "optim", "bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64",
+            "optim", "profiler", "safetensors", "save", "load",
+            "bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64",
             "float16", "bfloat16", "float32", "float64", "half", "float", "double", "short", "int", "long"]
            + list(_ops_all) + list(_core.error_classes))
