@@ -97,7 +97,6 @@ def _binary(name, scalar):
         t = obj_new(Tensor)
         t._h = h
         return t
-    op.__name__ = "__%s__" % name
     return op
 
 
