@@ -5,11 +5,12 @@
     state = cltensor.safetensors.load_file("model.safetensors", device="cpu")   # {"w": ..., "b": ...}
 
 save_file/load_file are the names of the safetensors package's torch API (safetensors.torch);
-cltensor.save/cltensor.load (_files.py) also write and read .npy files. Loading reads the file into host memory and copies it onto the device (the default
-device when device is None); saving copies the tensors back and writes the file atomically.
-A failing call raises the status's exception: cltensor.IOError (also an OSError) for a missing or
-unwritable file, cltensor.FormatError for a malformed one, cltensor.UnsupportedError for a dtype
-the format lacks (bf16 in .npy, NumPy's uint32 arrays, ...)."""
+cltensor.save/cltensor.load (_files.py) also write and read .npy files. Loading reads the file
+into host memory and copies it onto the device (the default device when device is None); saving
+copies the tensors back and writes the file atomically. A failing call raises the status's
+exception: cltensor.IOError (also an OSError) for a missing or unwritable file,
+cltensor.FormatError for a malformed one, cltensor.UnsupportedError for what the format or the
+library lacks (bf16 in .npy; include/cltensor/io.h lists the dtypes)."""
 import os
 
 from . import _core

@@ -20,7 +20,7 @@ def test_train_digits_matches_pytorch():
     # A few steps of python/examples/train_digits.py against PyTorch's losses (the C example's
     # limits): the model, Adam, batch norm and dropout's draws as examples/train_digits.c has them.
     script = os.path.join(HERE, "..", "examples", "train_digits.py")
-    r = subprocess.run([sys.executable, script, "--steps", "6", "--check", "--quiet"], capture_output=True, text=True,
-                       timeout=300)
+    r = subprocess.run([sys.executable, script, "--steps", "6", "--check", "--quiet"], capture_output=True,
+                       text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "0 mismatches with PyTorch's losses" in r.stdout
