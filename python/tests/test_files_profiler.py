@@ -108,3 +108,19 @@ def test_profiler_functions_and_export(dev, tmp_path):
             cltensor.profiler.stop()
     with pytest.raises(cltensor.IOError):
         cltensor.profiler.export(tmp_path / "no" / "such" / "dir.txt")
+
+
+def test_profiler_started_before_first_use_times_the_commands():
+    # A fresh process: the device's queue is made after start(), so every command has a time.
+    import subprocess
+    import sys
+    code = ("import cltensor\n"
+            "cltensor.profiler.start()\n"
+            "with cltensor.profiler.profile() as prof:\n"
+            "    (cltensor.ones(64) * 3).numpy()\n"
+            "rows = prof.entries()\n"
+            "assert rows and all(r.timed_calls == r.calls for r in rows), rows\n"
+            "assert cltensor.profiler.enabled()  # on before the block, so still on after it\n"
+            "print('ok', len(rows))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.startswith("ok"), r.stdout + r.stderr
