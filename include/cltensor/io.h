@@ -19,7 +19,7 @@
  * headers, unknown dtypes, shapes whose element count overflows, data sizes that don't match
  * shape x dtype, offsets out of range, overlapping or leaving gaps, duplicate names, and
  * trailing bytes after the data. A well-formed file using something cltensor lacks (a NumPy
- * uint32 array, a safetensors I16 tensor, more than CT_MAX_DIMS dims) gives
+ * complex64 array, a safetensors F8_E4M3 tensor, more than CT_MAX_DIMS dims) gives
  * CT_ERR_UNSUPPORTED. A missing or unreadable file, or one that is not a regular file, gives
  * CT_ERR_IO with the path and the system's reason. Bool data holding bytes other than 0 and 1
  * loads as 1 for every nonzero byte.

@@ -193,7 +193,7 @@ static ct_status ct__npy_descr(struct ct__npy_header *h, const char *s, size_t n
       return CT_OK;
     }
   }
-  /* A type NumPy has and cltensor hasn't ('<u4', '<c8', '|O', '<U8', '<M8[ns]') is a valid file
+  /* A type NumPy has and cltensor hasn't ('<c8', '|O', '<U8', '<M8[ns]') is a valid file
    * cltensor can't hold; anything else is not a dtype at all. */
   int numpy_like = n >= 2 && strchr("<>|=", s[0]) != NULL && strchr("biufcmMOSUVa", s[1]) != NULL;
   for (size_t i = 2; numpy_like && i < n; i++)

@@ -144,7 +144,7 @@ static ct_status ct__st_entry(struct ct__st_entry *e, char *tensor_name, const c
     char dq[80];
     return ct__error(known ? CT_ERR_UNSUPPORTED : CT_ERR_FORMAT,
                      CT__ST_LOAD ": '%s': tensor '%s' has %s dtype '%s' (cltensor reads BOOL, U8, I8, "
-                                 "I32, I64, F16, BF16, F32, F64)",
+                                 "I16, U16, I32, U32, I64, U64, F16, BF16, F32, F64)",
                      path, name, known ? "the unsupported" : "an unknown",
                      ct__quote(dq, sizeof dq, dtype->valuestring, strlen(dtype->valuestring)));
   }
