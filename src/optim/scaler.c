@@ -99,7 +99,8 @@ static ct_status unscale(ct_grad_scaler *s, ct_optimizer *opt, struct ct__scaler
     if (g && g->dtype == CT_F16)
       return ct__error(CT_ERR_DTYPE_MISMATCH,
                        "%s: parameter %d has an f16 gradient; unscaling f16 gradients is refused as PyTorch's "
-                       "GradScaler refuses it (keep the parameters in f32 and let ct_autocast_set run the ops in f16)",
+                       "GradScaler refuses it (keep the parameters in f32 and let ct_autocast_set_dtype run the "
+                       "ops in f16)",
                        fn, i);
   }
   /* PyTorch: inv_scale = scale.double().reciprocal().float(). */

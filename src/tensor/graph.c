@@ -43,15 +43,15 @@ static _Thread_local int ct__autocast = -1; /* -1: off (CT_F32) */
 
 ct_dtype ct__autocast_dtype(void) { return ct__autocast < 0 ? CT_F32 : (ct_dtype)ct__autocast; }
 
-ct_status ct_autocast_set(ct_dtype dt) {
+ct_status ct_autocast_set_dtype(ct_dtype dt) {
   if (dt != CT_F32 && dt != CT_F16 && dt != CT_BF16)
-    return ct__error(CT_ERR_INVALID_ARGUMENT, "ct_autocast_set: dtype %s is not f16, bf16 or f32 (off)",
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "ct_autocast_set_dtype: dtype %s is not f16, bf16 or f32 (off)",
                      ct_dtype_name(dt));
   ct__autocast = dt == CT_F32 ? -1 : (int)dt;
   return CT_OK;
 }
 
-ct_dtype ct_autocast_get(void) { return ct__autocast_dtype(); }
+ct_dtype ct_autocast_get_dtype(void) { return ct__autocast_dtype(); }
 
 ct_dtype ct__autocast_suspend(void) {
   ct_dtype prev = ct__autocast_dtype();
