@@ -36,6 +36,13 @@ CT_DEPRECATED CT_API int64_t ct_dataloader_epoch(const ct_dataloader *dl);    /*
 CT_DEPRECATED CT_API ct_status ct_gemm_tuning_status(ct_device *d, ct_gemm_tuning_source *source,
                                                      const char **message);
 
+/* Predicates: bool ct_<object>_is_<state>. The two that returned int still do. */
+CT_DEPRECATED CT_API int ct_dtype_is_float(ct_dtype t);                       /* ct_dtype_is_floating_point */
+CT_DEPRECATED CT_API int ct_dist_mpi_available(void);                         /* ct_dist_is_mpi_available */
+CT_DEPRECATED CT_API bool ct_profile_enabled(void);                           /* ct_profile_is_enabled */
+CT_DEPRECATED CT_API bool ct_dist_work_done(const ct_dist_work *work);        /* ct_dist_work_is_done */
+CT_DEPRECATED CT_API bool ct_grad_scaler_step_skipped(const ct_grad_scaler *s); /* ct_grad_scaler_is_step_skipped */
+
 CT_END_DECLS
 
 #endif /* CT_NO_DEPRECATED */

@@ -167,7 +167,7 @@ CT_API ct_status ct_grad_scaler_unscale(ct_grad_scaler *s, ct_optimizer *opt);
  * update: CT_ERR_INVALID_ARGUMENT. */
 CT_API ct_status ct_grad_scaler_step(ct_grad_scaler *s, ct_optimizer *opt);
 /* Whether the last ct_grad_scaler_step skipped its step (found inf/NaN); false for NULL. */
-CT_API bool ct_grad_scaler_step_skipped(const ct_grad_scaler *s);
+CT_API bool ct_grad_scaler_is_step_skipped(const ct_grad_scaler *s);
 /* Updates the scale as above. No unscale or step since the last update:
  * CT_ERR_INVALID_ARGUMENT (PyTorch: "No inf checks were recorded prior to update"). */
 CT_API ct_status ct_grad_scaler_update(ct_grad_scaler *s);

@@ -72,7 +72,7 @@ CT_API ct_status ct_profile_start(void);
 CT_API void ct_profile_stop(void);
 
 /* True while recording. */
-CT_API bool ct_profile_enabled(void);
+CT_API bool ct_profile_is_enabled(void);
 
 /* Discards every recorded entry (recording stays on or off as it was). */
 CT_API void ct_profile_reset(void);

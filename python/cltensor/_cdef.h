@@ -57,7 +57,7 @@ CT_BOOL = 0, CT_U8 = 1, CT_I8 = 2, CT_I32 = 3, CT_I64 = 4, CT_F16 = 5, CT_BF16 =
 size_t ct_dtype_size(ct_dtype t);
 const char *ct_dtype_name(ct_dtype t);
 ct_status ct_dtype_from_name(ct_dtype *out, const char *name);
-int ct_dtype_is_float(ct_dtype t);
+bool ct_dtype_is_floating_point(ct_dtype t);
 uint16_t ct_f32_to_f16(float x);
 float ct_f16_to_f32(uint16_t h);
 uint16_t ct_f32_to_bf16(float x);
@@ -420,7 +420,7 @@ ct_status ct_grad_scaler_new(ct_grad_scaler **out, double init_scale, double gro
 ct_status ct_grad_scaler_scale(ct_tensor **out, ct_grad_scaler *s, const ct_tensor *loss);
 ct_status ct_grad_scaler_unscale(ct_grad_scaler *s, ct_optimizer *opt);
 ct_status ct_grad_scaler_step(ct_grad_scaler *s, ct_optimizer *opt);
-bool ct_grad_scaler_step_skipped(const ct_grad_scaler *s);
+bool ct_grad_scaler_is_step_skipped(const ct_grad_scaler *s);
 ct_status ct_grad_scaler_update(ct_grad_scaler *s);
 double ct_grad_scaler_get_scale(const ct_grad_scaler *s);
 void ct_grad_scaler_free(ct_grad_scaler *s);
@@ -428,7 +428,7 @@ typedef struct ct_dist ct_dist;
 typedef struct ct_dist_work ct_dist_work;
 typedef enum ct_dist_op{
 CT_DIST_SUM = 0, CT_DIST_AVG = 1, CT_DIST_MAX = 2, CT_DIST_MIN = 3 } ct_dist_op;
-int ct_dist_mpi_available(void);
+bool ct_dist_is_mpi_available(void);
 ct_status ct_dist_init(ct_dist **out, int *argc, char ***argv);
 ct_status ct_dist_from_comm_handle(ct_dist **out, const void *comm, size_t comm_size);
 ct_status ct_dist_from_devices(ct_dist **out, ct_device *const *devs, int n);
@@ -457,7 +457,7 @@ ct_status ct_dist_barrier_async(ct_dist_work **work, ct_dist *d);
 ct_status ct_dist_send_async(ct_dist_work **work, ct_dist *d, const ct_tensor *t, int dst);
 ct_status ct_dist_recv_async(ct_dist_work **work, ct_dist *d, ct_tensor *t, int src);
 ct_status ct_dist_wait(ct_dist_work *work, int timeout_ms);
-bool ct_dist_work_done(const ct_dist_work *work);
+bool ct_dist_work_is_done(const ct_dist_work *work);
 void ct_dist_work_release(ct_dist_work *work);
 ct_status ct_dist_all_reduce_multi(ct_dist *d, ct_tensor *const *ts, ct_dist_op op);
 ct_status ct_dist_broadcast_multi(ct_dist *d, ct_tensor *const *ts, int root);
@@ -573,7 +573,7 @@ ct_status ct_to_dlpack_versioned(struct DLManagedTensorVersioned **out, const ct
 ct_status ct_from_dlpack_versioned(ct_tensor **out, struct DLManagedTensorVersioned *src, ct_device *d);
 ct_status ct_profile_start(void);
 void ct_profile_stop(void);
-bool ct_profile_enabled(void);
+bool ct_profile_is_enabled(void);
 void ct_profile_reset(void);
 ct_status ct_profile_dump(FILE *f);
 ct_status ct_profile_dump_to_file(const char *path);

@@ -92,7 +92,7 @@ class dtype:
         self.name = name
         self.ct = ct
         self.itemsize = lib.ct_dtype_size(ct)
-        self.is_floating_point = bool(lib.ct_dtype_is_float(ct))
+        self.is_floating_point = bool(lib.ct_dtype_is_floating_point(ct))
         self.is_signed = signed
         self._np = np_name
 

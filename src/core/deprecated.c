@@ -14,3 +14,9 @@ int64_t ct_dataloader_epoch(const ct_dataloader *dl) { return ct_dataloader_get_
 ct_status ct_gemm_tuning_status(ct_device *d, ct_gemm_tuning_source *source, const char **message) {
   return ct_gemm_tuning_get(source, message, d);
 }
+
+int ct_dtype_is_float(ct_dtype t) { return ct_dtype_is_floating_point(t); }
+int ct_dist_mpi_available(void) { return ct_dist_is_mpi_available(); }
+bool ct_profile_enabled(void) { return ct_profile_is_enabled(); }
+bool ct_dist_work_done(const ct_dist_work *work) { return ct_dist_work_is_done(work); }
+bool ct_grad_scaler_step_skipped(const ct_grad_scaler *s) { return ct_grad_scaler_is_step_skipped(s); }

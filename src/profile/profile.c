@@ -106,7 +106,7 @@ __attribute__((constructor)) static void ct__profile_install(void) {
   ct__kernel_set_launch_observer(ct__profile_on_launch);
 }
 
-bool ct_profile_enabled(void) { return ct__profile_active() != 0; }
+bool ct_profile_is_enabled(void) { return ct__profile_active() != 0; }
 
 static uint64_t ct__prof_hash(const char *s) {
   uint64_t h = 14695981039346656037ull;

@@ -63,7 +63,7 @@ void ct__autocast_resume(ct_dtype prev) { ct__autocast = prev == CT_F32 ? -1 : (
 
 ct_status ct__autocast_to(ct_tensor **out, const ct_tensor *x, ct_dtype dt, const char *fn) {
   *out = NULL;
-  if (!x || !ct_dtype_is_float(x->dtype) || x->dtype == dt) {
+  if (!x || !ct_dtype_is_floating_point(x->dtype) || x->dtype == dt) {
     *out = ct_retain((ct_tensor *)x);
     return CT_OK;
   }
@@ -116,7 +116,7 @@ ct_status ct__grad_record(ct__node **node, ct_tensor *r, ct__gop op, int sub, in
                           const char *fn) {
   *node = NULL;
   /* Integer and bool results are never differentiable (argmax, comparisons): no node. */
-  if (!ct__grad_needed(nin, ins) || !ct_dtype_is_float(r->dtype)) return CT_OK;
+  if (!ct__grad_needed(nin, ins) || !ct_dtype_is_floating_point(r->dtype)) return CT_OK;
   ct__node *n = calloc(1, sizeof *n);
   ct__edge *in = nin ? calloc((size_t)nin, sizeof *in) : NULL;
   if (!n || (nin && !in)) {

@@ -44,11 +44,31 @@ START_TEST(test_getter_setter_aliases) {
 }
 END_TEST
 
+START_TEST(test_predicate_aliases) {
+  for (int t = CT_BOOL; t <= CT_U64; t++) {
+    ck_assert_int_eq(ct_dtype_is_float((ct_dtype)t), ct_dtype_is_floating_point((ct_dtype)t) ? 1 : 0);
+  }
+  ck_assert_int_eq(ct_dtype_is_float(CT_F16), 1);
+  ck_assert_int_eq(ct_dist_mpi_available(), ct_dist_is_mpi_available() ? 1 : 0);
+  ck_assert_ct_ok(ct_profile_start());
+  ck_assert(ct_profile_enabled() && ct_profile_is_enabled());
+  ct_profile_stop();
+  ck_assert(!ct_profile_enabled() && !ct_profile_is_enabled());
+  ck_assert(!ct_dist_work_done(NULL) && !ct_dist_work_is_done(NULL));
+  ct_grad_scaler *s = NULL;
+  ck_assert_ct_ok(ct_grad_scaler_new(&s, 1024, 2, 0.5, 2000));
+  ck_assert_int_eq(ct_grad_scaler_step_skipped(s), ct_grad_scaler_is_step_skipped(s));
+  ck_assert_int_eq(ct_grad_scaler_step_skipped(NULL), ct_grad_scaler_is_step_skipped(NULL));
+  ct_grad_scaler_free(s);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("abi-deprecated");
   TCase *tc = tcase_create("aliases");
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_getter_setter_aliases);
+  tcase_add_test(tc, test_predicate_aliases);
   suite_add_tcase(s, tc);
   return ct_test_run(s);
 }

@@ -96,9 +96,9 @@ static void clean_env(void) {
 }
 
 START_TEST(test_records_kernels_and_transfers) {
-  ck_assert(!ct_profile_enabled());
+  ck_assert(!ct_profile_is_enabled());
   ck_assert_ct_ok(ct_profile_start());
-  ck_assert(ct_profile_enabled());
+  ck_assert(ct_profile_is_enabled());
   ct_device *d = ct_test_device();
   struct buf b = make_buf(d, 1024);
   ck_assert_int_eq(d->queue_profiling, 1);
@@ -164,7 +164,7 @@ START_TEST(test_stop_and_reset) {
   struct buf b = make_buf(d, 64);
   launch(&b, "prof_inc", 3);
   ct_profile_stop();
-  ck_assert(!ct_profile_enabled());
+  ck_assert(!ct_profile_is_enabled());
   launch(&b, "prof_inc", 4); /* not recorded */
   cl_event ev;
   ck_assert_ptr_null(ct__profile_event(d, &ev));
@@ -177,7 +177,7 @@ START_TEST(test_stop_and_reset) {
   ck_assert_uint_eq(entries(e, 4), 1);
   ck_assert_uint_eq(e[0].calls, 5);
   ct_profile_reset();
-  ck_assert(ct_profile_enabled());
+  ck_assert(ct_profile_is_enabled());
   ck_assert_uint_eq(entries(e, 4), 0);
   char *path = tmp_path("empty.txt");
   ck_assert_ct_ok(ct_profile_dump_to_file(path));
@@ -244,7 +244,7 @@ START_TEST(test_env_prints_table_at_shutdown) {
   char *path = tmp_path("shutdown.txt");
   setenv("CLTENSOR_PROFILE", "1", 1);
   setenv("CLTENSOR_PROFILE_FILE", path, 1);
-  ck_assert(ct_profile_enabled());
+  ck_assert(ct_profile_is_enabled());
   ct_device *d = ct_test_device();
   struct buf b = make_buf(d, 256);
   ck_assert_int_eq(d->queue_profiling, 1);
@@ -265,7 +265,7 @@ END_TEST
 /* CLTENSOR_PROFILE=value leaves profiling off, and the device opens without timing. */
 static void expect_env_off(const char *value) {
   setenv("CLTENSOR_PROFILE", value, 1);
-  ck_assert(!ct_profile_enabled());
+  ck_assert(!ct_profile_is_enabled());
   ct_device *d = ct_test_device();
   ck_assert_ct_ok(ct_device_open(d));
   ck_assert_int_eq(d->queue_profiling, 0);
@@ -342,7 +342,7 @@ END_TEST
  * else is an error naming the variable (escaped), from ct_device_open, not "on". */
 START_TEST(test_env_boolean_rule) {
   setenv("CLTENSOR_PROFILE", "garbage\x1b[2J", 1);
-  ck_assert(!ct_profile_enabled());
+  ck_assert(!ct_profile_is_enabled());
   ck_assert_str_eq(ct_last_error(), ""); /* asking leaves the message alone */
   ct_device *d = ct_test_device();
   ck_assert_ct_status(ct_device_open(d), CT_ERR_INVALID_ARGUMENT);
@@ -354,7 +354,7 @@ END_TEST
 
 START_TEST(test_env_boolean_words) {
   setenv("CLTENSOR_PROFILE", "Yes", 1);
-  ck_assert(ct_profile_enabled());
+  ck_assert(ct_profile_is_enabled());
   ct_device *d = ct_test_device();
   ck_assert_ct_ok(ct_device_open(d));
   ck_assert_int_eq(d->queue_profiling, 1);
