@@ -43,6 +43,10 @@ CT_DEPRECATED CT_API bool ct_profile_enabled(void);                           /*
 CT_DEPRECATED CT_API bool ct_dist_work_done(const ct_dist_work *work);        /* ct_dist_work_is_done */
 CT_DEPRECATED CT_API bool ct_grad_scaler_step_skipped(const ct_grad_scaler *s); /* ct_grad_scaler_is_step_skipped */
 
+/* Destructors: _free for objects the caller alone owns. */
+CT_DEPRECATED CT_API void ct_event_release(ct_event *ev);                     /* ct_event_free */
+CT_DEPRECATED CT_API void ct_pinned_release(ct_pinned *p);                    /* ct_pinned_free */
+
 CT_END_DECLS
 
 #endif /* CT_NO_DEPRECATED */

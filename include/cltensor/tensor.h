@@ -122,7 +122,7 @@ CT_API ct_status ct_copy_from_host_async(ct_event **ev, ct_tensor *t, const void
 /* Blocks until the transfer is complete; returns its status. */
 CT_API ct_status ct_event_wait(ct_event *ev);
 /* Frees the handle (waiting first if the transfer is still running). NULL is a no-op. */
-CT_API void ct_event_release(ct_event *ev);
+CT_API void ct_event_free(ct_event *ev);
 
 /* OUT: *out, t's data on device d: a new reference to t itself when t is already on d (PyTorch
  * .to() semantics), else a new contiguous copy (direct when both devices share an OpenCL
@@ -145,7 +145,7 @@ typedef struct ct_pinned ct_pinned;
 CT_API ct_status ct_pinned_alloc(ct_pinned **out, ct_device *d, size_t bytes);
 CT_API void *ct_pinned_ptr(const ct_pinned *p);   /* host pointer; NULL for NULL */
 CT_API size_t ct_pinned_size(const ct_pinned *p);
-CT_API void ct_pinned_release(ct_pinned *p);      /* NULL is a no-op */
+CT_API void ct_pinned_free(ct_pinned *p);         /* destructor; NULL is a no-op */
 
 /* ---- Views (no copy; the result shares storage with t) ----
  * All differentiable: a view of a tensor that requires grad records its backward (the gradient

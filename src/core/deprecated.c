@@ -20,3 +20,6 @@ int ct_dist_mpi_available(void) { return ct_dist_is_mpi_available(); }
 bool ct_profile_enabled(void) { return ct_profile_is_enabled(); }
 bool ct_dist_work_done(const ct_dist_work *work) { return ct_dist_work_is_done(work); }
 bool ct_grad_scaler_step_skipped(const ct_grad_scaler *s) { return ct_grad_scaler_is_step_skipped(s); }
+
+void ct_event_release(ct_event *ev) { ct_event_free(ev); }
+void ct_pinned_release(ct_pinned *p) { ct_pinned_free(p); }

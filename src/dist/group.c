@@ -229,7 +229,7 @@ static ct_status ct__dist_alloc(struct ct_dist **out, const char *fn) {
 }
 
 static void ct__dist_dealloc(struct ct_dist *d) {
-  for (int s = 0; s < 3; s++) ct_pinned_release(d->slots[s].mem);
+  for (int s = 0; s < 3; s++) ct_pinned_free(d->slots[s].mem);
   pthread_mutex_destroy(&d->lock);
   pthread_cond_destroy(&d->cond);
   free(d->broken_msg);

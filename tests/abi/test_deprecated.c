@@ -63,12 +63,34 @@ START_TEST(test_predicate_aliases) {
 }
 END_TEST
 
+START_TEST(test_destructor_aliases) {
+  ct_device *d = ct_test_device();
+  ct_pinned *p = NULL;
+  ck_assert_ct_ok(ct_pinned_alloc(&p, d, 64));
+  ct_pinned_release(p);
+  ct_pinned_release(NULL);
+  float host[2] = {5, 6}, res[2] = {0};
+  int64_t n = 2;
+  ct_tensor *t = NULL;
+  ct_event *ev = NULL;
+  ck_assert_ct_ok(ct_from_host(&t, d, CT_F32, 1, &n, host));
+  ck_assert_ct_ok(ct_to_host_async(&ev, t, res, sizeof res));
+  ck_assert_ct_ok(ct_event_wait(ev));
+  ct_event_release(ev);
+  ct_event_release(NULL);
+  ck_assert_float_eq(res[1], 6);
+  ct_release(t);
+  ct_shutdown();
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("abi-deprecated");
   TCase *tc = tcase_create("aliases");
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_getter_setter_aliases);
   tcase_add_test(tc, test_predicate_aliases);
+  tcase_add_test(tc, test_destructor_aliases);
   suite_add_tcase(s, tc);
   return ct_test_run(s);
 }

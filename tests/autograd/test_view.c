@@ -309,7 +309,7 @@ START_TEST(inplace_write_of_saved_tensor_detected) {
     case 4:
       ck_assert_ct_ok(ct_copy_from_host_async(&ev, c, cb, 3 * es));
       ck_assert_ct_ok(ct_event_wait(ev));
-      ct_event_release(ev);
+      ct_event_free(ev);
       break;
     default:
       ck_assert_ct_ok(ct_slice(&v, c, 0, 2, 3, 1));

@@ -753,8 +753,8 @@ START_TEST(test_release_after_shutdown) {
   ct_release(small);
   ct_safetensors_free(st);
   ct_release(kept);
-  ct_event_release(ev);
-  ct_pinned_release(pin);
+  ct_event_free(ev);
+  ct_pinned_free(pin);
   ct_release(wrapped);
   clReleaseMemObject(mem);
   exported->deleter(exported);

@@ -464,7 +464,7 @@ START_TEST(test_tensor_transfers_are_recorded) {
   ct_event *ev = NULL;
   ck_assert_ct_ok(ct_to_host_async(&ev, t, back, sizeof back));       /* d2h, the user's event */
   ck_assert_ct_ok(ct_event_wait(ev));
-  ct_event_release(ev);
+  ct_event_free(ev);
   ck_assert_ct_ok(ct_copy_from_host(t, host, sizeof host));           /* h2d */
   ck_assert_ct_ok(ct_zeros(&z, d, CT_F32, 1, shape));                 /* fill */
   ck_assert_int_eq(memcmp(host, back, sizeof host), 0);
