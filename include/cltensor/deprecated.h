@@ -5,7 +5,13 @@
  *
  * A use warns where the compiler knows the attribute (GCC, Clang: -Wdeprecated-declarations).
  * Define CT_NO_DEPRECATED before including a cltensor header to hide them all, which checks that
- * a program uses none. */
+ * a program uses none.
+ *
+ * Two changed more than their name: the structs they fill gained a leading size field
+ * (ct_memory_stats, ct_profile_entry). The exported ct_memory_stats_get and ct_profile_entries
+ * still fill the old layouts (ct_memory_stats_v0, ct_profile_entry_v0), which is what binaries
+ * built before pass them; a source that calls them is compiled, through the macros below, into
+ * a call of the new function with the size set, so it keeps working unchanged too. */
 #ifndef CLTENSOR_DEPRECATED_H
 #define CLTENSOR_DEPRECATED_H
 
@@ -46,6 +52,47 @@ CT_DEPRECATED CT_API bool ct_grad_scaler_step_skipped(const ct_grad_scaler *s); 
 /* Destructors: _free for objects the caller alone owns. */
 CT_DEPRECATED CT_API void ct_event_release(ct_event *ev);                     /* ct_event_free */
 CT_DEPRECATED CT_API void ct_pinned_release(ct_pinned *p);                    /* ct_pinned_free */
+
+/* Caller-filled structs with a size field. The layouts before it: */
+typedef struct ct_memory_stats_v0 {
+  uint64_t allocated_bytes;
+  uint64_t reserved_bytes;
+  uint64_t peak_allocated_bytes;
+  uint64_t peak_reserved_bytes;
+  uint64_t alloc_count;
+  uint64_t cache_hits;
+  uint64_t cl_alloc_count;
+  uint64_t limit_bytes;
+} ct_memory_stats_v0;
+
+typedef struct ct_profile_entry_v0 {
+  const ct_device *device;
+  char op[64];
+  uint64_t calls;
+  uint64_t timed_calls;
+  double total_ms;
+} ct_profile_entry_v0;
+
+/* For binaries built before: ct_device_get_memory_stats into the old layout. */
+CT_DEPRECATED CT_API ct_status ct_memory_stats_get(ct_memory_stats_v0 *out, ct_device *d);
+/* For binaries built before: ct_profile_get_entries into an array of the old layout. */
+CT_DEPRECATED CT_API ct_status ct_profile_entries(ct_profile_entry_v0 *out, size_t capacity, size_t *count);
+
+#ifndef CT_BUILDING_LIBRARY
+/* For sources written before: their ct_memory_stats / ct_profile_entry variables have the new
+ * layout, so their calls go to the new functions, with the size set as the caller would. */
+CT_DEPRECATED static inline ct_memory_stats *ct__deprecated_stats_sized(ct_memory_stats *s) {
+  if (s) s->size = sizeof *s;
+  return s;
+}
+CT_DEPRECATED static inline ct_profile_entry *ct__deprecated_entries_sized(ct_profile_entry *e, size_t capacity) {
+  if (e && capacity > 0) e->size = sizeof *e;
+  return e;
+}
+#define ct_memory_stats_get(out, d) ct_device_get_memory_stats(ct__deprecated_stats_sized(out), (d))
+#define ct_profile_entries(out, capacity, count) \
+  ct_profile_get_entries(ct__deprecated_entries_sized((out), (capacity)), (capacity), (count))
+#endif
 
 CT_END_DECLS
 

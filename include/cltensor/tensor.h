@@ -241,6 +241,7 @@ CT_API ct_status ct_format(char *buf, size_t size, size_t *needed, const ct_tens
  * a malformed value makes every allocation on the device (and the calls below) fail with
  * CT_ERR_INVALID_ARGUMENT quoting it (escaped): it is never ignored. */
 typedef struct ct_memory_stats {
+  size_t size;                   /* set by the caller to sizeof(ct_memory_stats), see below */
   uint64_t allocated_bytes;      /* held by live tensors (rounded sizes) */
   uint64_t reserved_bytes;       /* held from OpenCL: allocated + cached */
   uint64_t peak_allocated_bytes;
@@ -252,7 +253,12 @@ typedef struct ct_memory_stats {
                                     (the cap is then the device's memory) */
 } ct_memory_stats;
 
-CT_API ct_status ct_memory_stats_get(ct_memory_stats *out, ct_device *d);
+/* OUT: *out, d's allocator figures. Caller-filled, so that the struct can grow without breaking
+ * programs built before: the caller sets out->size to sizeof(ct_memory_stats) (the
+ * size its headers give); the library fills at most that many bytes, its own layout's, and
+ * sets out->size to the bytes it filled. Returns CT_OK; CT_ERR_INVALID_ARGUMENT for a NULL out
+ * or d, or an out->size below this layout's (0 when unset): the message gives both sizes. */
+CT_API ct_status ct_device_get_memory_stats(ct_memory_stats *out, ct_device *d);
 /* Sets the peaks to the current values. */
 CT_API ct_status ct_memory_reset_peak(ct_device *d);
 /* Returns every cached (unused) block to OpenCL. */

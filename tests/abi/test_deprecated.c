@@ -84,6 +84,75 @@ START_TEST(test_destructor_aliases) {
 }
 END_TEST
 
+START_TEST(test_memory_stats_aliases) {
+  ct_device *d = ct_test_device();
+  int64_t n = 1000;
+  ct_tensor *t = NULL;
+  ck_assert_ct_ok(ct_zeros(&t, d, CT_F32, 1, &n));
+  ct_memory_stats now = {.size = sizeof now};
+  ck_assert_ct_ok(ct_device_get_memory_stats(&now, d));
+  /* A binary built before: the exported symbol fills the old layout. */
+  ct_memory_stats_v0 v0;
+  memset(&v0, 0xab, sizeof v0);
+  ck_assert_ct_ok((ct_memory_stats_get)(&v0, d));
+  ck_assert_uint_eq(v0.allocated_bytes, now.allocated_bytes);
+  ck_assert_uint_eq(v0.reserved_bytes, now.reserved_bytes);
+  ck_assert_uint_eq(v0.peak_allocated_bytes, now.peak_allocated_bytes);
+  ck_assert_uint_eq(v0.peak_reserved_bytes, now.peak_reserved_bytes);
+  ck_assert_uint_eq(v0.alloc_count, now.alloc_count);
+  ck_assert_uint_eq(v0.cache_hits, now.cache_hits);
+  ck_assert_uint_eq(v0.cl_alloc_count, now.cl_alloc_count);
+  ck_assert_uint_eq(v0.limit_bytes, now.limit_bytes);
+  ck_assert_ct_status((ct_memory_stats_get)(NULL, d), CT_ERR_INVALID_ARGUMENT);
+  /* A source written before never set the size: the macro does. */
+  ct_memory_stats old;
+  memset(&old, 0, sizeof old);
+  ck_assert_ct_ok(ct_memory_stats_get(&old, d));
+  ck_assert_uint_eq(old.size, sizeof old);
+  ck_assert_uint_eq(old.allocated_bytes, now.allocated_bytes);
+  ct_release(t);
+  ct_shutdown();
+}
+END_TEST
+
+START_TEST(test_profile_entries_aliases) {
+  ck_assert_ct_ok(ct_profile_start()); /* before the device's queue exists, so it is timed */
+  ct_device *d = ct_test_device();
+  float host[2] = {1, 2}, res[2];
+  int64_t n = 2;
+  ct_tensor *t = NULL;
+  ck_assert_ct_ok(ct_from_host(&t, d, CT_F32, 1, &n, host));
+  ck_assert_ct_ok(ct_to_host(t, res, sizeof res));
+  ct_profile_entry now[8] = {{.size = sizeof now[0]}};
+  size_t count = 0, old_count = 0;
+  ck_assert_ct_ok(ct_profile_get_entries(now, 8, &count));
+  ck_assert_uint_ge(count, 1);
+  ck_assert_uint_le(count, 8);
+  /* A binary built before: an array of the old layout. */
+  ct_profile_entry_v0 v0[8];
+  memset(v0, 0, sizeof v0);
+  ck_assert_ct_ok((ct_profile_entries)(v0, 8, &old_count));
+  ck_assert_uint_eq(old_count, count);
+  for (size_t i = 0; i < count; i++) {
+    ck_assert_ptr_eq(v0[i].device, now[i].device);
+    ck_assert_str_eq(v0[i].op, now[i].op);
+    ck_assert_uint_eq(v0[i].calls, now[i].calls);
+  }
+  ck_assert_ct_ok((ct_profile_entries)(NULL, 0, &old_count));
+  ck_assert_uint_eq(old_count, count);
+  ck_assert_ct_status((ct_profile_entries)(NULL, 1, &old_count), CT_ERR_INVALID_ARGUMENT);
+  /* A source written before: the macro sets out[0].size. */
+  ct_profile_entry old[8];
+  memset(old, 0, sizeof old);
+  ck_assert_ct_ok(ct_profile_entries(old, 8, &old_count));
+  ck_assert_uint_eq(old_count, count);
+  ck_assert_str_eq(old[0].op, now[0].op);
+  ct_profile_stop();
+  ct_release(t);
+  ct_shutdown();
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("abi-deprecated");
   TCase *tc = tcase_create("aliases");
@@ -91,6 +160,8 @@ int main(void) {
   tcase_add_test(tc, test_getter_setter_aliases);
   tcase_add_test(tc, test_predicate_aliases);
   tcase_add_test(tc, test_destructor_aliases);
+  tcase_add_test(tc, test_memory_stats_aliases);
+  tcase_add_test(tc, test_profile_entries_aliases);
   suite_add_tcase(s, tc);
   return ct_test_run(s);
 }

@@ -57,7 +57,8 @@ static const ct_profile_entry *find(const ct_profile_entry *e, size_t n, const c
 
 static size_t entries(ct_profile_entry *out, size_t cap) {
   size_t n = 0;
-  ck_assert_ct_ok(ct_profile_entries(out, cap, &n));
+  if (cap > 0) out[0].size = sizeof *out;
+  ck_assert_ct_ok(ct_profile_get_entries(out, cap, &n));
   return n;
 }
 
@@ -132,9 +133,9 @@ START_TEST(test_records_kernels_and_transfers) {
   for (size_t i = 1; i < n; i++) ck_assert(e[i - 1].total_ms >= e[i].total_ms); /* largest first */
   /* Asking with a small array gives the full count. */
   size_t count = 0;
-  ck_assert_ct_ok(ct_profile_entries(NULL, 0, &count));
+  ck_assert_ct_ok(ct_profile_get_entries(NULL, 0, &count));
   ck_assert_uint_eq(count, 3);
-  ck_assert_ct_ok(ct_profile_entries(e, 1, &count));
+  ck_assert_ct_ok(ct_profile_get_entries(e, 1, &count));
   ck_assert_uint_eq(count, 3);
 
   char *path = tmp_path("table.txt");
@@ -397,9 +398,9 @@ static void *worker(void *arg) {
     if (st != CT_OK) return (void *)1;
     ct__profile_record(b->d, op, NULL); /* counted, untimed */
     if (i % 50 == 0) {
-      ct_profile_entry e[32];
+      ct_profile_entry e[32] = {{.size = sizeof e[0]}};
       size_t n;
-      if (ct_profile_entries(e, 32, &n) != CT_OK) return (void *)1;
+      if (ct_profile_get_entries(e, 32, &n) != CT_OK) return (void *)1;
     }
   }
   return NULL;
@@ -445,10 +446,52 @@ START_TEST(test_argument_errors) {
   ck_assert_ct_status(ct_profile_dump_to_file(NULL), CT_ERR_INVALID_ARGUMENT);
   ck_assert_ct_status(ct_profile_dump_to_file("/nonexistent-dir/x/profile.txt"), CT_ERR_IO);
   ck_assert_error_contains("/nonexistent-dir/x/profile.txt");
-  ct_profile_entry e;
+  ct_profile_entry e = {.size = sizeof e};
   size_t n;
-  ck_assert_ct_status(ct_profile_entries(NULL, 1, &n), CT_ERR_INVALID_ARGUMENT);
-  ck_assert_ct_status(ct_profile_entries(&e, 1, NULL), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_profile_get_entries(NULL, 1, &n), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_profile_get_entries(&e, 1, NULL), CT_ERR_INVALID_ARGUMENT);
+  /* The size field: unset, too small, misaligned. */
+  e.size = 0;
+  ck_assert_ct_status(ct_profile_get_entries(&e, 1, &n), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("out[0].size is 0");
+  e.size = sizeof e - 8;
+  ck_assert_ct_status(ct_profile_get_entries(&e, 1, &n), CT_ERR_INVALID_ARGUMENT);
+  e.size = sizeof e + 1;
+  ck_assert_ct_status(ct_profile_get_entries(&e, 1, &n), CT_ERR_INVALID_ARGUMENT);
+}
+END_TEST
+
+/* A later, larger layout: out[0].size is the stride, each row gets this layout's bytes and its
+ * tail is left alone. */
+START_TEST(test_entries_larger_layout) {
+  ck_assert_ct_ok(ct_profile_start());
+  ct_device *d = ct_test_device();
+  float host[4] = {1, 2, 3, 4}, back[4];
+  int64_t shape[1] = {4};
+  ct_tensor *t = NULL;
+  ck_assert_ct_ok(ct_from_host(&t, d, CT_F32, 1, shape, host)); /* h2d */
+  ck_assert_ct_ok(ct_to_host(t, back, sizeof back));            /* d2h */
+  ct_profile_entry plain[4] = {{.size = sizeof plain[0]}};
+  size_t n = 0, m = 0;
+  ck_assert_ct_ok(ct_profile_get_entries(plain, 4, &n));
+  ck_assert_uint_ge(n, 2);
+  struct later {
+    ct_profile_entry e;
+    uint64_t extra;
+  } rows[4];
+  memset(rows, 0xab, sizeof rows);
+  rows[0].e.size = sizeof rows[0];
+  ck_assert_ct_ok(ct_profile_get_entries(&rows[0].e, 4, &m));
+  ck_assert_uint_eq(m, n);
+  for (size_t i = 0; i < n && i < 4; i++) {
+    ck_assert_uint_eq(rows[i].e.size, sizeof(ct_profile_entry));
+    ck_assert_str_eq(rows[i].e.op, plain[i].op);
+    ck_assert_uint_eq(rows[i].e.calls, plain[i].calls);
+    ck_assert_uint_eq(rows[i].extra, 0xababababababababull);
+  }
+  ct_release(t);
+  ct_profile_stop();
+  ct_shutdown();
 }
 END_TEST
 
@@ -549,6 +592,7 @@ int main(void) {
   tcase_add_test(tc, test_many_launches_resolve_in_batches);
   tcase_add_test(tc, test_concurrent_recording_is_exact);
   tcase_add_test(tc, test_argument_errors);
+  tcase_add_test(tc, test_entries_larger_layout);
   tcase_add_test(tc, test_tensor_transfers_are_recorded);
   tcase_add_test(tc, test_clblast_gemm_is_recorded);
   tcase_add_test(tc, test_host_gemm_is_recorded);

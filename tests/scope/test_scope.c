@@ -17,11 +17,11 @@ typedef struct {
 } usage;
 
 /* After ct_device_synchronize, which runs what the fusion graph recorded: it holds references to
- * its inputs until then. Called outside failed scopes (ct_memory_stats_get would be skipped). */
+ * its inputs until then. Called outside failed scopes (ct_device_get_memory_stats would be skipped). */
 static usage usage_now(ct_device *d) {
-  ct_memory_stats ms;
+  ct_memory_stats ms = {.size = sizeof ms};
   ck_assert_ct_ok(ct_device_synchronize(d));
-  ck_assert_ct_ok(ct_memory_stats_get(&ms, d));
+  ck_assert_ct_ok(ct_device_get_memory_stats(&ms, d));
   return (usage){ct__tensor_live(), ms.allocated_bytes};
 }
 
