@@ -128,7 +128,7 @@ CT_API void ct_event_free(ct_event *ev);
  * .to() semantics), else a new contiguous copy (direct when both devices share an OpenCL
  * context, staged through host memory otherwise). Differentiable: the gradient goes back to t's
  * device (nothing is recorded when t itself is returned). */
-CT_API ct_status ct_to_device(ct_tensor **out, ct_tensor *t, ct_device *d);
+CT_API ct_status ct_to_device(ct_tensor **out, const ct_tensor *t, ct_device *d);
 
 /* Copies src into dst on the same device, broadcasting src to dst's shape and converting the
  * dtype as ct_cast() does. dst may be a view, but not an expanded one (a stride-0 dim of size

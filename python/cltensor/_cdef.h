@@ -90,7 +90,7 @@ ct_status ct_to_host_async(ct_event **ev, const ct_tensor *t, void *dst, size_t 
 ct_status ct_copy_from_host_async(ct_event **ev, ct_tensor *t, const void *src, size_t src_bytes);
 ct_status ct_event_wait(ct_event *ev);
 void ct_event_free(ct_event *ev);
-ct_status ct_to_device(ct_tensor **out, ct_tensor *t, ct_device *d);
+ct_status ct_to_device(ct_tensor **out, const ct_tensor *t, ct_device *d);
 ct_status ct_copy(ct_tensor *dst, const ct_tensor *src);
 typedef struct ct_pinned ct_pinned;
 ct_status ct_pinned_alloc(ct_pinned **out, ct_device *d, size_t bytes);

@@ -365,13 +365,13 @@ ct_status ct__copy_between(ct_tensor *dst, const ct_tensor *src, int staged, con
   return st;
 }
 
-ct_status ct_to_device(ct_tensor **out, ct_tensor *t, ct_device *d) {
+ct_status ct_to_device(ct_tensor **out, const ct_tensor *t, ct_device *d) {
   CT__CHECK_NOT_NULL("ct_to_device", out);
   *out = NULL;
   CT__CHECK_NOT_NULL("ct_to_device", t);
   CT__CHECK_NOT_NULL("ct_to_device", d);
   if (t->storage->device == d) {
-    *out = ct_retain(t);
+    *out = ct_retain((ct_tensor *)t); /* a new reference, as ct_contiguous gives one */
     return CT_OK;
   }
   ct_tensor *r;
