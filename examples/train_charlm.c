@@ -13,7 +13,7 @@
  *   --check  compares every step's loss with PyTorch's within 1e-3 relative (f32 rounding in
  *            another order moves the losses by about 1e-6 relative at first, and the
  *            difference grows over the steps through the weights); exits 1 on a mismatch
- *   --bf16   runs the forward and the loss under ct_autocast_set(CT_BF16) (matmuls, linears
+ *   --bf16   runs the forward and the loss under ct_autocast_set_dtype(CT_BF16) (matmuls, linears
  *            and attention in bf16, norms, softmax and the loss in f32; the weights and Adam
  *            stay f32) and checks that the last step's loss is within 5% of PyTorch's f32 loss
  *            at that step; exits 1 otherwise
@@ -93,11 +93,11 @@ static ct_status train_step(trainer *t, int64_t s, bool bf16, double *loss) {
   if (st == CT_OK) st = ct_from_host(&tgt, t->d, CT_I64, 1, (int64_t[]){b * tt}, t->tgt);
   /* Autocast around the forward and the loss only, as torch.autocast's documented use: the
    * backward then runs each op's gradient in the dtype its forward used. */
-  if (st == CT_OK && bf16) st = ct_autocast_set(CT_BF16);
+  if (st == CT_OK && bf16) st = ct_autocast_set_dtype(CT_BF16);
   if (st == CT_OK) st = charlm_forward(&logits, &t->m, ids);
   if (st == CT_OK) st = ct_reshape(&flat, logits, 2, (int64_t[]){b * tt, t->m.vocab});
   if (st == CT_OK) st = ct_cross_entropy(&l, flat, tgt, -100, 0.0, CT_REDUCTION_MEAN);
-  if (bf16) ct_autocast_set(CT_F32);
+  if (bf16) ct_autocast_set_dtype(CT_F32);
   if (st == CT_OK) st = ct_optimizer_zero_grad(t->opt);
   if (st == CT_OK) st = ct_backward(l, NULL);
   if (st == CT_OK) st = ct_optimizer_step(t->opt);

@@ -134,7 +134,7 @@ ct_status train_item(double *v, const ct_tensor *t) {
 }
 
 double train_peak_mib(ct_device *d) {
-  ct_memory_stats ms;
-  if (ct_memory_stats_get(&ms, d) != CT_OK) return NAN;
+  ct_memory_stats ms = {.size = sizeof ms};
+  if (ct_device_get_memory_stats(&ms, d) != CT_OK) return NAN;
   return (double)ms.peak_allocated_bytes / (1024.0 * 1024.0);
 }

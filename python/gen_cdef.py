@@ -67,7 +67,8 @@ def generate():
                 consts.append(m.group(1))
         body.append("\n".join(l for l in text.splitlines() if not re.match(r"\s*#\s*include\b", l)))
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or "cpp"
-    cmd = [cc, "-E", "-P", "-x", "c", "-"] if not cc.endswith("cpp") else [cc, "-P", "-"]
+    # The deprecated aliases (deprecated.h) stay out of the package: it calls only the new names.
+    cmd = [cc, "-E", "-P", "-DCT_NO_DEPRECATED", "-x", "c", "-"] if not cc.endswith("cpp") else [cc, "-P", "-DCT_NO_DEPRECATED", "-"]
     pre = subprocess.run(cmd, input="\n".join(body), capture_output=True, text=True, check=True).stdout
     # One declaration per line: whitespace collapsed, a line break after each ';' and '{'.
     flat = re.sub(r"\s+", " ", pre).strip()

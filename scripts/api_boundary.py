@@ -33,7 +33,8 @@ SCOPE_OWN = {'ct_scope_begin', 'ct_scope_end', 'ct_scope_end_keep', 'ct_keep', '
              'ct_scope_depth'}
 # Run even in a failed scope (their failures are still recorded): they end work started before
 # the failure, or restore thread state. Listed in include/cltensor/scope.h.
-ALWAYS_RUN = {'ct_event_wait', 'ct_device_synchronize', 'ct_autocast_set'}
+ALWAYS_RUN = {'ct_event_wait', 'ct_device_synchronize', 'ct_autocast_set_dtype',
+              'ct_autocast_set'}  # its deprecated alias (include/cltensor/deprecated.h)
 # Functions handing out an array of new references outs[0..*count): name -> the count parameter.
 ARRAY_OUTS = {'ct_chunk': 'nout', 'ct_split': 'nout'}
 # Functions whose tensor out-parameters are not the scope's (documented in their headers as the

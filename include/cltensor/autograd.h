@@ -96,15 +96,15 @@ CT_API bool ct_is_grad_enabled(void);
  * not require grad. PyTorch's detach. */
 CT_API ct_status ct_detach(ct_tensor **out, const ct_tensor *t);
 
-/* Mixed precision (PyTorch's autocast), per thread. ct_autocast_set(CT_F16 or CT_BF16) makes
+/* Mixed precision (PyTorch's autocast), per thread. ct_autocast_set_dtype(CT_F16 or CT_BF16) makes
  * matmul, linear, addmm, conv1d/conv2d and scaled-dot-product attention cast their float
  * inputs to that dtype (accumulating in f32 in the kernels) and return results of that dtype;
  * reductions, softmax/log_softmax, norms and losses run in f32 (their f16/bf16 inputs are cast
  * up, as torch.autocast's fp32 list); other ops take what they are given. CT_F32 turns it off
  * (the default). Other dtypes: CT_ERR_INVALID_ARGUMENT. Gradients flow through the casts, so
  * parameters stay f32 ("master weights"); pair f16 with ct_grad_scaler (optim.h). */
-CT_API ct_status ct_autocast_set(ct_dtype dt);
-CT_API ct_dtype ct_autocast_get(void);
+CT_API ct_status ct_autocast_set_dtype(ct_dtype dt);
+CT_API ct_dtype ct_autocast_get_dtype(void);
 
 #ifdef __cplusplus
 }

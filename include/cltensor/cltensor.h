@@ -44,5 +44,6 @@
 #include "cltensor/interop.h"
 #include "cltensor/profile.h"
 #include "cltensor/scope.h"
+#include "cltensor/deprecated.h" /* the old names, for one release */
 
 #endif

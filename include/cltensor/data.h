@@ -75,9 +75,9 @@ CT_API ct_status ct_dataloader_next(ct_dataloader *dl, ct_tensor **batch, bool *
  * -1 for NULL. */
 CT_API int64_t ct_dataloader_num_batches(const ct_dataloader *dl);
 /* The current epoch (0 first); -1 for NULL. */
-CT_API int64_t ct_dataloader_epoch(const ct_dataloader *dl);
+CT_API int64_t ct_dataloader_get_epoch(const ct_dataloader *dl);
 /* Method. Restarts at the beginning of epoch (>= 0; e.g. when resuming from a checkpoint that
- * saved ct_dataloader_epoch): what was prepared ahead is dropped. CT_ERR_INVALID_ARGUMENT for
+ * saved ct_dataloader_get_epoch): what was prepared ahead is dropped. CT_ERR_INVALID_ARGUMENT for
  * NULL or a negative epoch. */
 CT_API ct_status ct_dataloader_set_epoch(ct_dataloader *dl, int64_t epoch);
 /* Destructor: releases the loader's references (the tensors live on while the caller holds

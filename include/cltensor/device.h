@@ -139,7 +139,7 @@ CT_API ct_status ct_device_synchronize(ct_device *d);
  * library may be used again afterwards (it enumerates anew). Safe to call when nothing was
  * initialized, and twice.
  * Objects still alive may be released afterwards, in any order, as a garbage-collected binding
- * finalizes them: ct_release(), ct_event_release(), ct_pinned_release(),
+ * finalizes them: ct_release(), ct_event_free(), ct_pinned_free(),
  * ct_safetensors_free() and DLPack deleters then free their host-side state only (the device
  * memory went with the runtime). Any other use of such an object is undefined.
  * Before a program exits, wait for its devices (read a result, ct_device_synchronize or

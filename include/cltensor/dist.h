@@ -69,9 +69,9 @@ typedef struct ct_dist_work ct_dist_work;
 
 typedef enum ct_dist_op { CT_DIST_SUM = 0, CT_DIST_AVG = 1, CT_DIST_MAX = 2, CT_DIST_MIN = 3 } ct_dist_op;
 
-/* Whether this library was built with MPI (the meson feature `mpi`): 1 or 0. Device groups
+/* Predicate: whether this library was built with MPI (the meson feature `mpi`). Device groups
  * work either way. */
-CT_API int ct_dist_mpi_available(void);
+CT_API bool ct_dist_is_mpi_available(void);
 
 /* ---- Process groups ---- */
 
@@ -194,7 +194,7 @@ CT_API ct_status ct_dist_recv_async(ct_dist_work **work, ct_dist *d, ct_tensor *
  * work goes on: wait again). work NULL: CT_ERR_INVALID_ARGUMENT. */
 CT_API ct_status ct_dist_wait(ct_dist_work *work, int timeout_ms);
 /* Whether work has finished (successfully or not); false for NULL. */
-CT_API bool ct_dist_work_done(const ct_dist_work *work);
+CT_API bool ct_dist_work_is_done(const ct_dist_work *work);
 /* Releases the caller's reference; a work still running finishes on the group's thread. NULL is
  * a no-op. */
 CT_API void ct_dist_work_release(ct_dist_work *work);

@@ -14,6 +14,7 @@
 #ifndef CLTENSOR_DTYPE_H
 #define CLTENSOR_DTYPE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -52,8 +53,8 @@ CT_API const char *ct_dtype_name(ct_dtype t);
  * Returns CT_OK or CT_ERR_INVALID_ARGUMENT (unknown or NULL name, NULL out). */
 CT_API ct_status ct_dtype_from_name(ct_dtype *out, const char *name);
 
-/* 1 for f16, bf16, f32, f64; 0 otherwise. */
-CT_API int ct_dtype_is_float(ct_dtype t);
+/* Predicate: true for f16, bf16, f32, f64 (PyTorch's is_floating_point). */
+CT_API bool ct_dtype_is_floating_point(ct_dtype t);
 
 /* Host conversions, round to nearest even; NaN stays NaN, overflow gives infinity. */
 CT_API uint16_t ct_f32_to_f16(float x);

@@ -9,6 +9,15 @@
 #define CT_API
 #endif
 
+/* Marks a deprecated alias (include/cltensor/deprecated.h): a use warns where the compiler knows
+ * the attribute. Silent in the library's own build, which defines the aliases and wraps them
+ * (api_wrappers.c) under -Werror. */
+#if defined(__GNUC__) && !defined(CT_BUILDING_LIBRARY)
+#define CT_DEPRECATED __attribute__((deprecated))
+#else
+#define CT_DEPRECATED
+#endif
+
 #ifdef __cplusplus
 #define CT_BEGIN_DECLS extern "C" {
 #define CT_END_DECLS }

@@ -39,7 +39,7 @@
  * ($CLTENSOR_CACHE_DIR, else $XDG_CACHE_HOME/cltensor, else ~/.cache/cltensor); the library
  * applies them when a device does its first GEMM. Without a stored file, shipped defaults apply
  * where the library has some (PoCL CPU devices). A malformed file, or one written for another
- * device, driver or library version, is ignored, never applied: ct_gemm_tuning_status() tells
+ * device, driver or library version, is ignored, never applied: ct_gemm_tuning_get() tells
  * which set is in use and why. $CLTENSOR_GEMM_TUNING=builtin skips both (CLBlast's own
  * parameters; any value but auto and builtin fails GEMMs as an invalid $CLTENSOR_GEMM does), and
  * $CLTENSOR_CACHE=0 skips the file. Parameters are installed in CLBlast process-wide and stay
@@ -50,7 +50,7 @@
  * _out forms are not: with grad mode on they refuse operands that require grad and an out that
  * requires grad (CT_ERR_INVALID_ARGUMENT), as PyTorch's out= ops, and every write bumps out's
  * version, so a backward that saved out fails instead of using the new values. Under autocast
- * (ct_autocast_set(CT_F16 or CT_BF16)) the new-tensor forms cast their f32/f16/bf16 operands to
+ * (ct_autocast_set_dtype(CT_F16 or CT_BF16)) the new-tensor forms cast their f32/f16/bf16 operands to
  * that dtype, accumulate in f32 (f16 too, where CLBlast would otherwise multiply half) and
  * return that dtype; f64 and integer operands, and the _out forms, are not autocast.
  *
@@ -118,7 +118,7 @@ typedef enum ct_gemm_tuning_source {
  * runtime, valid until ct_shutdown()): the tuning file's path and, when one was found but
  * ignored, the reason (e.g. "line 7: MWG=48 is not a multiple of MDIMC*VWM = 32"). Applies the
  * tuning on first use as a GEMM would. */
-CT_API ct_status ct_gemm_tuning_status(ct_device *d, ct_gemm_tuning_source *source, const char **message);
+CT_API ct_status ct_gemm_tuning_get(ct_gemm_tuning_source *source, const char **message, ct_device *d);
 
 CT_END_DECLS
 

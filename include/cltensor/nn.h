@@ -41,7 +41,7 @@ CT_BEGIN_DECLS
  * host BLAS on PoCL, else CLBlast). The last two work a few images at a time, so their
  * buffers stay within 64 MiB (or one image's). A non-contiguous w is copied (it is small); x is
  * read through its strides. Differentiable with respect to x, w and bias (autograd.h). Under
- * ct_autocast_set(CT_F16 or CT_BF16), f32/f16/bf16 x, w and bias are cast to that dtype (casts
+ * ct_autocast_set_dtype(CT_F16 or CT_BF16), f32/f16/bf16 x, w and bias are cast to that dtype (casts
  * that record their backward; f64 is left alone, as torch.autocast) and the result has it. */
 CT_API ct_status ct_conv2d(ct_tensor **out, const ct_tensor *x, const ct_tensor *w, const ct_tensor *bias,
                            const int stride[2], const int padding[2], const int dilation[2], int groups);
@@ -98,7 +98,7 @@ CT_API ct_status ct_adaptive_avg_pool2d(ct_tensor **out, const ct_tensor *x, con
  * NULL or of shape x.shape[-nnorm:] and x's dtype. eps >= 0 (PyTorch's default 1e-5).
  * Differentiable with respect to x, weight and bias (autograd.h): the backward recomputes each
  * row's mean and rstd from the saved x (one kernel per row, one for the parameters). Under
- * autocast (ct_autocast_set) f16/bf16 x, weight and bias are cast to f32 and the result is f32,
+ * autocast (ct_autocast_set_dtype) f16/bf16 x, weight and bias are cast to f32 and the result is f32,
  * as torch.autocast's fp32 list; ct_rms_norm likewise. */
 CT_API ct_status ct_layer_norm(ct_tensor **out, const ct_tensor *x, int nnorm, const ct_tensor *weight,
                                const ct_tensor *bias, double eps);

@@ -148,7 +148,7 @@ CT_API ct_status ct_clip_grad_norm(double *total_norm, ct_tensor *const *params,
  *   else after growth_interval consecutive good steps: scale *= growth_factor (kept only when
  *   finite). The scaler remembers optimizers by address until the next update: free an
  *   optimizer only after it. Unscaling f16 gradients is refused (CT_ERR_DTYPE_MISMATCH), as
- *   PyTorch refuses it: keep the parameters f32 and let ct_autocast_set run the ops in f16. */
+ *   PyTorch refuses it: keep the parameters f32 and let ct_autocast_set_dtype run the ops in f16. */
 typedef struct ct_grad_scaler ct_grad_scaler;
 /* Constructor. init_scale: a finite f32 value > 0 (PyTorch's default 65536), growth_factor > 1
  * (2), 0 < backoff_factor < 1 (0.5), growth_interval >= 1 (2000); else CT_ERR_INVALID_ARGUMENT.
@@ -167,7 +167,7 @@ CT_API ct_status ct_grad_scaler_unscale(ct_grad_scaler *s, ct_optimizer *opt);
  * update: CT_ERR_INVALID_ARGUMENT. */
 CT_API ct_status ct_grad_scaler_step(ct_grad_scaler *s, ct_optimizer *opt);
 /* Whether the last ct_grad_scaler_step skipped its step (found inf/NaN); false for NULL. */
-CT_API bool ct_grad_scaler_step_skipped(const ct_grad_scaler *s);
+CT_API bool ct_grad_scaler_is_step_skipped(const ct_grad_scaler *s);
 /* Updates the scale as above. No unscale or step since the last update:
  * CT_ERR_INVALID_ARGUMENT (PyTorch: "No inf checks were recorded prior to update"). */
 CT_API ct_status ct_grad_scaler_update(ct_grad_scaler *s);

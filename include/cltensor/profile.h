@@ -72,7 +72,7 @@ CT_API ct_status ct_profile_start(void);
 CT_API void ct_profile_stop(void);
 
 /* True while recording. */
-CT_API bool ct_profile_enabled(void);
+CT_API bool ct_profile_is_enabled(void);
 
 /* Discards every recorded entry (recording stays on or off as it was). */
 CT_API void ct_profile_reset(void);
@@ -90,6 +90,7 @@ CT_API ct_status ct_profile_dump_to_file(const char *path);
 
 /* One row of the table, for programs that process the figures themselves. */
 typedef struct ct_profile_entry {
+  size_t size;             /* set by the caller in out[0] to sizeof(ct_profile_entry), see below */
   const ct_device *device; /* borrowed; valid until ct_shutdown() */
   char op[64];             /* NUL-terminated; longer names are cut */
   uint64_t calls;          /* commands recorded */
@@ -101,8 +102,13 @@ typedef struct ct_profile_entry {
  * ct_device_get() order, each device's rows by total time, largest first; *count receives the
  * number of rows there are (which may exceed capacity: call again with a larger array). Waits
  * for the recorded commands to finish, like ct_profile_dump().
- * Returns CT_OK; CT_ERR_INVALID_ARGUMENT for a NULL count, or a NULL out with capacity > 0. */
-CT_API ct_status ct_profile_entries(ct_profile_entry *out, size_t capacity, size_t *count);
+ * Caller-filled, so that the struct can grow without breaking programs built before: with
+ * capacity > 0 the caller sets out[0].size to sizeof(ct_profile_entry), which is also the
+ * array's stride; the library fills at most that many bytes of each row, its own layout's, and
+ * sets each filled row's size to the bytes it filled.
+ * Returns CT_OK; CT_ERR_INVALID_ARGUMENT for a NULL count, a NULL out with capacity > 0, or an
+ * out[0].size below this layout's (0 when unset) or not a multiple of its alignment. */
+CT_API ct_status ct_profile_get_entries(ct_profile_entry *out, size_t capacity, size_t *count);
 
 CT_END_DECLS
 

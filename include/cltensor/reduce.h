@@ -29,7 +29,7 @@
  *   u64 (a storage dtype) is not reduced by the others: CT_ERR_UNSUPPORTED (cast to i64 or f64
  *   first); u16 and u32 are, like the other integers
  *
- * Autocast (autograd.h): while ct_autocast_set() has f16 or bf16 on, sum, mean, prod, var, std,
+ * Autocast (autograd.h): while ct_autocast_set_dtype() has f16 or bf16 on, sum, mean, prod, var, std,
  * logsumexp, softmax and log_softmax cast an f16/bf16 x to f32 and return f32 (torch.autocast's
  * fp32 list); max and min keep the dtype. Off, nothing changes.
  *

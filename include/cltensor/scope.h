@@ -59,7 +59,7 @@
  *     queries, destructors such as ct_optimizer_free, ct_set_grad_enabled, ct_last_error);
  *   - ct_event_wait() and ct_device_synchronize(), which end work started before the failure
  *     (a transfer into a host buffer must be waited for before the buffer is freed);
- *   - ct_autocast_set(), which restores thread state;
+ *   - ct_autocast_set_dtype(), which restores thread state;
  *   - the functions of this header.
  * A failure of any public call (those that always run too) while a scope is open becomes the
  * scope's first error unless it has one. Failures inside the library that it handles itself

@@ -122,13 +122,13 @@ CT_API ct_status ct_copy_from_host_async(ct_event **ev, ct_tensor *t, const void
 /* Blocks until the transfer is complete; returns its status. */
 CT_API ct_status ct_event_wait(ct_event *ev);
 /* Frees the handle (waiting first if the transfer is still running). NULL is a no-op. */
-CT_API void ct_event_release(ct_event *ev);
+CT_API void ct_event_free(ct_event *ev);
 
 /* OUT: *out, t's data on device d: a new reference to t itself when t is already on d (PyTorch
  * .to() semantics), else a new contiguous copy (direct when both devices share an OpenCL
  * context, staged through host memory otherwise). Differentiable: the gradient goes back to t's
  * device (nothing is recorded when t itself is returned). */
-CT_API ct_status ct_to_device(ct_tensor **out, ct_tensor *t, ct_device *d);
+CT_API ct_status ct_to_device(ct_tensor **out, const ct_tensor *t, ct_device *d);
 
 /* Copies src into dst on the same device, broadcasting src to dst's shape and converting the
  * dtype as ct_cast() does. dst may be a view, but not an expanded one (a stride-0 dim of size
@@ -145,7 +145,7 @@ typedef struct ct_pinned ct_pinned;
 CT_API ct_status ct_pinned_alloc(ct_pinned **out, ct_device *d, size_t bytes);
 CT_API void *ct_pinned_ptr(const ct_pinned *p);   /* host pointer; NULL for NULL */
 CT_API size_t ct_pinned_size(const ct_pinned *p);
-CT_API void ct_pinned_release(ct_pinned *p);      /* NULL is a no-op */
+CT_API void ct_pinned_free(ct_pinned *p);         /* destructor; NULL is a no-op */
 
 /* ---- Views (no copy; the result shares storage with t) ----
  * All differentiable: a view of a tensor that requires grad records its backward (the gradient
@@ -241,6 +241,7 @@ CT_API ct_status ct_format(char *buf, size_t size, size_t *needed, const ct_tens
  * a malformed value makes every allocation on the device (and the calls below) fail with
  * CT_ERR_INVALID_ARGUMENT quoting it (escaped): it is never ignored. */
 typedef struct ct_memory_stats {
+  size_t size;                   /* set by the caller to sizeof(ct_memory_stats), see below */
   uint64_t allocated_bytes;      /* held by live tensors (rounded sizes) */
   uint64_t reserved_bytes;       /* held from OpenCL: allocated + cached */
   uint64_t peak_allocated_bytes;
@@ -252,7 +253,12 @@ typedef struct ct_memory_stats {
                                     (the cap is then the device's memory) */
 } ct_memory_stats;
 
-CT_API ct_status ct_memory_stats_get(ct_memory_stats *out, ct_device *d);
+/* OUT: *out, d's allocator figures. Caller-filled, so that the struct can grow without breaking
+ * programs built before: the caller sets out->size to sizeof(ct_memory_stats) (the
+ * size its headers give); the library fills at most that many bytes, its own layout's, and
+ * sets out->size to the bytes it filled. Returns CT_OK; CT_ERR_INVALID_ARGUMENT for a NULL out
+ * or d, or an out->size below this layout's (0 when unset): the message gives both sizes. */
+CT_API ct_status ct_device_get_memory_stats(ct_memory_stats *out, ct_device *d);
 /* Sets the peaks to the current values. */
 CT_API ct_status ct_memory_reset_peak(ct_device *d);
 /* Returns every cached (unused) block to OpenCL. */

@@ -60,7 +60,7 @@ def is_grad_enabled():
 
 
 class autocast:
-    """Mixed precision as torch.autocast (ct_autocast_set): matmul, linear, conv and attention
+    """Mixed precision as torch.autocast (ct_autocast_set_dtype): matmul, linear, conv and attention
     run in `dtype` (float16 or bfloat16), reductions, norms and losses in float32.
     device_type is accepted for PyTorch's signature ("cuda", "gpu", "cpu"); the setting is per
     thread, for every device. dtype defaults to float16, bfloat16 for device_type "cpu" (as
@@ -73,12 +73,12 @@ class autocast:
         self._enabled = bool(enabled)
 
     def __enter__(self):
-        self._prev = lib.ct_autocast_get()
-        check(lib.ct_autocast_set(self._dtype.ct if self._enabled else lib.CT_F32))
+        self._prev = lib.ct_autocast_get_dtype()
+        check(lib.ct_autocast_set_dtype(self._dtype.ct if self._enabled else lib.CT_F32))
         return self
 
     def __exit__(self, *exc):
-        check(lib.ct_autocast_set(self._prev))
+        check(lib.ct_autocast_set_dtype(self._prev))
         return False
 
     def __call__(self, fn):

@@ -92,7 +92,7 @@ class dtype:
         self.name = name
         self.ct = ct
         self.itemsize = lib.ct_dtype_size(ct)
-        self.is_floating_point = bool(lib.ct_dtype_is_float(ct))
+        self.is_floating_point = bool(lib.ct_dtype_is_floating_point(ct))
         self.is_signed = signed
         self._np = np_name
 
@@ -233,8 +233,9 @@ class device:
     def memory_stats(self):
         """The caching allocator's ct_memory_stats as a dict."""
         s = ffi.new("ct_memory_stats *")
-        check(lib.ct_memory_stats_get(s, self.ptr))
-        return {f: getattr(s, f) for f, _ in ffi.typeof("ct_memory_stats").fields}
+        s.size = ffi.sizeof("ct_memory_stats")  # caller-filled struct: its size first
+        check(lib.ct_device_get_memory_stats(s, self.ptr))
+        return {f: getattr(s, f) for f, _ in ffi.typeof("ct_memory_stats").fields if f != "size"}
 
     def empty_cache(self):
         check(lib.ct_empty_cache(self.ptr))

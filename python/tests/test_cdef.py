@@ -23,6 +23,8 @@ def test_every_public_function_is_bound():
     include = os.path.join(HERE, "..", "..", "include", "cltensor")
     names = set()
     for f in os.listdir(include):
+        if f == "deprecated.h":  # the old names, for one release: the package calls only the new
+            continue
         text = open(os.path.join(include, f), encoding="utf-8").read()
         names.update(re.findall(r"CT_API[^;(]*?\b(ct_[a-z0-9_]+)\s*\(", text))
     assert len(names) > 300

@@ -50,7 +50,7 @@ ct_status ct_set_requires_grad(ct_tensor *t, bool on) {
                      "recorded %s (%s): use ct_detach for a copy outside the graph",
                      ct__gop_name(t->grad_fn->op), t->grad_fn->fn);
   }
-  if (on && !ct_dtype_is_float(t->dtype))
+  if (on && !ct_dtype_is_floating_point(t->dtype))
     return ct__error(CT_ERR_DTYPE_MISMATCH,
                      "ct_set_requires_grad: only floating tensors can require grad, not %s (as in PyTorch)",
                      ct_dtype_name(t->dtype));
@@ -273,7 +273,7 @@ static ct_status ct__fit(ct_tensor **out, ct_tensor *g, const ct__edge *e, const
   ct_release(g);
   if (st != CT_OK) return st;
   if (s->dtype != e->dtype) {
-    if (!ct_dtype_is_float(s->dtype)) {
+    if (!ct_dtype_is_floating_point(s->dtype)) {
       ct_release(s);
       return ct__error(CT_ERR_INTERNAL, "ct_backward: %s (%s) gave a %s gradient of shape %s", ct__gop_name(n->op),
                        n->fn, ct_dtype_name(s->dtype), ct__shape_str(sa, sizeof sa, e->ndim, e->shape));
@@ -501,7 +501,7 @@ static ct_status ct__root_grad(ct_tensor **out, ct_tensor *root, const ct_tensor
     return ct__error(CT_ERR_SHAPE_MISMATCH, "ct_backward: grad has shape %s but root has shape %s",
                      ct__shape_str(sa, sizeof sa, grad->ndim, grad->shape),
                      ct__shape_str(sb, sizeof sb, root->ndim, root->shape));
-  if (!ct_dtype_is_float(grad->dtype))
+  if (!ct_dtype_is_floating_point(grad->dtype))
     return ct__error(CT_ERR_DTYPE_MISMATCH, "ct_backward: grad must be floating, not %s", ct_dtype_name(grad->dtype));
   if (grad->dtype == root->dtype) {
     *out = ct_retain((ct_tensor *)grad);

@@ -42,7 +42,7 @@ ct_status ct_dtype_from_name(ct_dtype *out, const char *name) {
                    name);
 }
 
-int ct_dtype_is_float(ct_dtype t) {
+bool ct_dtype_is_floating_point(ct_dtype t) {
   return t == CT_F16 || t == CT_BF16 || t == CT_F32 || t == CT_F64;
 }
 

@@ -101,7 +101,7 @@ static ct_status ct__pipe_wait_reads(struct ct__pipe *pp, int s) {
   for (int i = 0; i < pp->nrev[s]; i++) {
     ct_status e = ct_event_wait(pp->rev[s][i]);
     if (st == CT_OK) st = e;
-    ct_event_release(pp->rev[s][i]);
+    ct_event_free(pp->rev[s][i]);
   }
   pp->nrev[s] = 0;
   return st;
@@ -113,7 +113,7 @@ static ct_status ct__pipe_wait_writes(struct ct__pipe *pp, int s, ct_status st) 
   for (int i = 0; i < pp->nwev[s]; i++) {
     ct_status e = ct_event_wait(pp->wev[s][i]);
     if (st == CT_OK) st = e;
-    ct_event_release(pp->wev[s][i]);
+    ct_event_free(pp->wev[s][i]);
   }
   pp->nwev[s] = 0;
   return st;
@@ -239,7 +239,7 @@ static ct_status ct__pipe_slots(struct ct__pipe *pp) {
   for (int s = 0; s < 3; s++) {
     struct ct__dist_slot *sl = &d->slots[s];
     if (!sl->mem || sl->cap < need || sl->device != dev) {
-      ct_pinned_release(sl->mem);
+      ct_pinned_free(sl->mem);
       sl->mem = NULL;
       sl->cap = 0;
       CT__TRY(ct_pinned_alloc(&sl->mem, dev, need));

@@ -191,7 +191,7 @@ ct_status ct_ddp_new(ct_ddp **out, ct_dist *d, ct_tensor *const *params, int n, 
     const ct_tensor *x = params[i];
     int r = i / n, j = i % n;
     if (!x) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: parameter %d (replica %d) is NULL", fn, j, r);
-    if (!ct_dtype_is_float(x->dtype))
+    if (!ct_dtype_is_floating_point(x->dtype))
       return ct__error(CT_ERR_DTYPE_MISMATCH, "%s: parameter %d is %s; parameters are floating", fn, j,
                        ct_dtype_name(x->dtype));
     if (x->grad_fn || !x->requires_grad)

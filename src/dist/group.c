@@ -29,11 +29,11 @@ int64_t ct__dist_now_ns(void) {
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-int ct_dist_mpi_available(void) {
+bool ct_dist_is_mpi_available(void) {
 #ifdef CT_HAVE_MPI
-  return 1;
+  return true;
 #else
-  return 0;
+  return false;
 #endif
 }
 
@@ -124,7 +124,7 @@ ct_status ct_dist_wait(ct_dist_work *w, int timeout_ms) {
   return CT_OK;
 }
 
-bool ct_dist_work_done(const ct_dist_work *w) {
+bool ct_dist_work_is_done(const ct_dist_work *w) {
   if (!w) return false;
   pthread_mutex_lock((pthread_mutex_t *)&w->lock);
   bool done = w->done;
@@ -229,7 +229,7 @@ static ct_status ct__dist_alloc(struct ct_dist **out, const char *fn) {
 }
 
 static void ct__dist_dealloc(struct ct_dist *d) {
-  for (int s = 0; s < 3; s++) ct_pinned_release(d->slots[s].mem);
+  for (int s = 0; s < 3; s++) ct_pinned_free(d->slots[s].mem);
   pthread_mutex_destroy(&d->lock);
   pthread_cond_destroy(&d->cond);
   free(d->broken_msg);

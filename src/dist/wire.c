@@ -98,7 +98,7 @@ ct_status ct__dist_check_op(ct_dist_op op, ct_dtype t, const char *fn) {
   if (op != CT_DIST_SUM && op != CT_DIST_AVG && op != CT_DIST_MAX && op != CT_DIST_MIN)
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: op %d is not a ct_dist_op (CT_DIST_SUM, AVG, MAX or MIN)", fn,
                      (int)op);
-  if (op == CT_DIST_AVG && !ct_dtype_is_float(t))
+  if (op == CT_DIST_AVG && !ct_dtype_is_floating_point(t))
     return ct__error(CT_ERR_DTYPE_MISMATCH,
                      "%s: CT_DIST_AVG needs a floating tensor, not %s (an integer average would have to round: use "
                      "CT_DIST_SUM and divide as you mean it, or cast to a float first)",

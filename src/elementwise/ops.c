@@ -70,7 +70,7 @@ const char *ct__ew_op_fn(enum ct__ew_op op) {
 }
 
 int ct__ew_pow_special(const struct ct__ew_launch *l) {
-  if (l->op != CT__EW_POW || l->spos != 2 || !ct_dtype_is_float(l->k)) return 0;
+  if (l->op != CT__EW_POW || l->spos != 2 || !ct_dtype_is_floating_point(l->k)) return 0;
   double e = l->sd[0];
   return e == 2 ? 1 : e == 3 ? 2 : e == -1 ? 3 : e == -2 ? 4 : 0;
 }
@@ -94,7 +94,7 @@ static ct_status ct__ew_types(const char *fn, enum ct__ew_op op, ct_dtype t, ct_
   case CT__EW_R_BOOL: *k = t; *o = CT_BOOL; break;
   case CT__EW_R_INT:
     *k = *o = t;
-    if (ct_dtype_is_float(t))
+    if (ct_dtype_is_floating_point(t))
       return ct__error(CT_ERR_DTYPE_MISMATCH,
                        "%s: not defined for floating dtype %s (as in PyTorch): bitwise ops take integer and bool "
                        "tensors",
@@ -102,7 +102,7 @@ static ct_status ct__ew_types(const char *fn, enum ct__ew_op op, ct_dtype t, ct_
     break;
   case CT__EW_R_FLTONLY:
     *k = *o = t;
-    if (!ct_dtype_is_float(t))
+    if (!ct_dtype_is_floating_point(t))
       return ct__error(CT_ERR_DTYPE_MISMATCH,
                        "%s: not defined for %s tensors (as in PyTorch): it takes floating dtypes; ct_cast to f32 "
                        "first",
@@ -191,7 +191,7 @@ static ct_status ct__ew_scalar_op(const char *fn, enum ct__ew_op op, ct_tensor *
   CT__TRY(ct__ew_types(fn, op, t, &l.k, &o));
   if (ct__ew_info[op].rule != CT__EW_R_BOOL) {
     CT__TRY(ct__dtype_check_scalar(s, l.k, fn, "scalar"));
-  } else if (!ct_dtype_is_float(l.k) && ct__dtype_check_scalar(s, l.k, fn, "scalar") != CT_OK) {
+  } else if (!ct_dtype_is_floating_point(l.k) && ct__dtype_check_scalar(s, l.k, fn, "scalar") != CT_OK) {
     /* Comparisons compare an integer scalar the compute dtype can't hold exactly, in i64 (u64
      * against a negative scalar in f32, where the order of any u64 and any negative number
      * holds). The check's message is dropped with its status. */

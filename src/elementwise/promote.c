@@ -10,7 +10,7 @@
 /* Categories: bool < integer < float. */
 static int ct__ew_category(ct_dtype t) {
   if (t == CT_BOOL) return 0;
-  return ct_dtype_is_float(t) ? 2 : 1;
+  return ct_dtype_is_floating_point(t) ? 2 : 1;
 }
 
 /* Bits of a signed integer dtype (u8 counts as 8, unsigned but ranked with them). */
@@ -24,11 +24,11 @@ ct_status ct__ew_promote(ct_dtype *out, ct_dtype a, ct_dtype b, const char *fn) 
   if (ct__dtype_is_unsigned_storage(a) || ct__dtype_is_unsigned_storage(b)) {
     /* PyTorch promotes u16, u32 and u64 only with floats (the float wins) and refuses every
      * other mix: no signed dtype holds u64, and widening would differ from NumPy's rules. */
-    if (ct_dtype_is_float(a)) {
+    if (ct_dtype_is_floating_point(a)) {
       *out = a;
       return CT_OK;
     }
-    if (ct_dtype_is_float(b)) {
+    if (ct_dtype_is_floating_point(b)) {
       *out = b;
       return CT_OK;
     }
@@ -75,7 +75,7 @@ static ct_status ct__ew_combine(ct_dtype *out, ct_dtype higher, ct_dtype lower, 
     *out = higher == CT__EW_NONE ? lower : higher;
     return CT_OK;
   }
-  if (ct_dtype_is_float(higher) || ct__ew_category(higher) >= ct__ew_category(lower)) {
+  if (ct_dtype_is_floating_point(higher) || ct__ew_category(higher) >= ct__ew_category(lower)) {
     *out = higher;
     return CT_OK;
   }
@@ -100,7 +100,7 @@ ct_status ct__ew_result_type(ct_dtype *out, int n, const ct_tensor *const *t, in
   return ct__ew_combine(out, dim, low, fn);
 }
 
-ct_dtype ct__ew_float_of(ct_dtype t) { return ct_dtype_is_float(t) ? t : CT_F32; }
+ct_dtype ct__ew_float_of(ct_dtype t) { return ct_dtype_is_floating_point(t) ? t : CT_F32; }
 
 ct_status ct_promote_types(ct_dtype *out, ct_dtype a, ct_dtype b) {
   CT__CHECK_NOT_NULL("ct_promote_types", out);

@@ -366,7 +366,7 @@ static ct_status ct__defer_reduce(ct_tensor **out, const ct_tensor *x, int op, b
  * ct_cast()'s bits: into a floating dtype, from a float or an integer every value of which a
  * float holds exactly (wider integers would round twice on the way to f16). */
 static bool ct__cast_fusable(ct_dtype from, ct_dtype to) {
-  if (!ct_dtype_is_float(to)) return false;
+  if (!ct_dtype_is_floating_point(to)) return false;
   switch (from) {
   case CT_F16: case CT_BF16: case CT_F32: case CT_F64: case CT_BOOL: case CT_U8: case CT_I8: case CT_I16:
   case CT_U16: return true;

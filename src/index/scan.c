@@ -55,7 +55,7 @@ static ct_status cum(ct_tensor **out, const ct_tensor *x, int dim, int prod, con
     return ct__error(CT_ERR_UNSUPPORTED, "%s: dtype u64 is not supported (cast to i64 first)", fn);
   int dd;
   CT__TRY(ct__dim_wrap(&dd, x->ndim, dim, fn));
-  ct_dtype odt = ct_dtype_is_float(x->dtype) ? x->dtype : CT_I64;
+  ct_dtype odt = ct_dtype_is_floating_point(x->dtype) ? x->dtype : CT_I64;
   ct_tensor *r;
   CT__TRY(ct__tensor_new(&r, x->storage->device, odt, x->ndim, x->shape, fn));
   ct_status st = ct_numel(x) ? cum_run(r, x, dd, prod, fn) : CT_OK;

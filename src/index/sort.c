@@ -151,7 +151,7 @@ static ct_status sort_common(ct_tensor **values, ct_tensor **indices, const ct_t
   ct_status st = CT_OK;
   /* The values' gradient is a gather's (values = gather(x, dim, indices)): it needs the
    * indices even when the caller does not want them. */
-  bool record = values && ct_dtype_is_float(x->dtype) && ct__grad_needed(1, &x);
+  bool record = values && ct_dtype_is_floating_point(x->dtype) && ct__grad_needed(1, &x);
   if (values) st = ct__tensor_new(&v, d, x->dtype, x->ndim, shape, fn);
   if (st == CT_OK && (indices || record)) st = ct__tensor_new(&ix, d, CT_I64, x->ndim, shape, fn);
   if (st == CT_OK) st = sort_run(v, ix, x, dd, desc, kout, fn);

@@ -51,7 +51,7 @@ const char *ct__quote(char *buf, size_t size, const void *s, size_t n) {
 ct_status ct__io_check_target(ct_dtype to, const char *fn) {
   if ((int)to < 0 || (int)to >= CT_DTYPE_COUNT)
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: dtype %d is not a cltensor dtype", fn, (int)to);
-  if (!ct_dtype_is_float(to))
+  if (!ct_dtype_is_floating_point(to))
     return ct__error(CT_ERR_INVALID_ARGUMENT,
                      "%s: can convert to a floating-point dtype only (f16, bf16, f32, f64), not %s", fn,
                      ct_dtype_name(to));

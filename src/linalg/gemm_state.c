@@ -158,7 +158,7 @@ void ct__gemm_tuning_ready(struct ct__gemm_state *s, ct_device *d) {
   if (atomic_load_explicit(&s->tuning_ready, memory_order_acquire)) return;
   pthread_mutex_lock(&s->tuning_lock);
   if (!atomic_load_explicit(&s->tuning_ready, memory_order_relaxed)) {
-    /* Tuning problems are recorded for ct_gemm_tuning_status(), not reported as this call's
+    /* Tuning problems are recorded for ct_gemm_tuning_get(), not reported as this call's
      * failure: keep the caller's last error as it was. */
     char saved[512];
     snprintf(saved, sizeof saved, "%s", ct_last_error());
@@ -224,9 +224,9 @@ const char *ct_gemm_route_name(ct_gemm_route route) {
   }
 }
 
-ct_status ct_gemm_tuning_status(ct_device *d, ct_gemm_tuning_source *source, const char **message) {
-  CT__CHECK_NOT_NULL("ct_gemm_tuning_status", d);
-  CT__CHECK_NOT_NULL("ct_gemm_tuning_status", source);
+ct_status ct_gemm_tuning_get(ct_gemm_tuning_source *source, const char **message, ct_device *d) {
+  CT__CHECK_NOT_NULL("ct_gemm_tuning_get", d);
+  CT__CHECK_NOT_NULL("ct_gemm_tuning_get", source);
   struct ct__gemm_state *s;
   CT__TRY(ct__gemm_state(&s, d));
   ct__gemm_tuning_ready(s, d);

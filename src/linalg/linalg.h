@@ -130,7 +130,7 @@ struct ct__gemm_state {
   ct_status route_status;        /* CT_OK, or why $CLTENSOR_GEMM can't be honoured */
   char route_error[512];
   enum ct__gemm_route route;
-  /* The tuning is loaded (and verified) on the first CLBlast GEMM or ct_gemm_tuning_status(),
+  /* The tuning is loaded (and verified) on the first CLBlast GEMM or ct_gemm_tuning_get(),
    * never for GEMMs on the host route: until then the fields below are unset. */
   atomic_bool tuning_ready;
   pthread_mutex_t tuning_lock;
@@ -153,7 +153,7 @@ struct ct__gemm_state {
 ct_status ct__gemm_state(struct ct__gemm_state **out, ct_device *d);
 
 /* Loads d's tuning into s once (the stored file, verified, or the shipped defaults), before the
- * first CLBlast GEMM. Tuning problems go to ct_gemm_tuning_status(), never to the caller. */
+ * first CLBlast GEMM. Tuning problems go to ct_gemm_tuning_get(), never to the caller. */
 void ct__gemm_tuning_ready(struct ct__gemm_state *s, ct_device *d);
 
 /* Resolves $CLTENSOR_GEMM for d into s->route; when it can't be honoured, s->route_status and

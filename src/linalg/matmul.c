@@ -114,9 +114,9 @@ static ct_status ct__mm_run(struct ct__mm *mm, ct_tensor **res, ct_tensor *out) 
   CT__TRY(ct__gemm_state(&s, mm->d));
   if (s->route_status != CT_OK) return ct__error(s->route_status, "%s: %s", mm->fn, s->route_error);
   /* Only a float GEMM on the CLBlast route uses (and so loads and verifies) the tuning. */
-  if (s->route == CT__ROUTE_CLBLAST && ct_dtype_is_float(mm->dt)) ct__gemm_tuning_ready(s, mm->d);
+  if (s->route == CT__ROUTE_CLBLAST && ct_dtype_is_floating_point(mm->dt)) ct__gemm_tuning_ready(s, mm->d);
 
-  bool is_float = ct_dtype_is_float(mm->dt);
+  bool is_float = ct_dtype_is_floating_point(mm->dt);
   ct_dtype cdt = mm->dt;
   if (mm->dt == CT_BF16 ||
       (mm->dt == CT_F16 && (mm->acc32 || !(s->route == CT__ROUTE_CLBLAST && mm->d->props.fp16))))
@@ -180,7 +180,7 @@ static ct_status ct__mm_autocast(const ct_tensor **ops, ct_tensor **held, int n,
   ct_dtype dt = ct__autocast_dtype();
   *acc32 = dt != CT_F32;
   for (int i = 0; i < n && dt != CT_F32; i++) {
-    if (!ops[i] || !ct_dtype_is_float(ops[i]->dtype) || ops[i]->dtype == CT_F64) continue;
+    if (!ops[i] || !ct_dtype_is_floating_point(ops[i]->dtype) || ops[i]->dtype == CT_F64) continue;
     CT__TRY(ct__autocast_to(&held[i], ops[i], dt, fn));
     ops[i] = held[i];
   }

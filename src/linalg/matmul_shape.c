@@ -89,7 +89,7 @@ ct_status ct__mm_check(struct ct__mm *mm, const ct_tensor *out) {
   if (a->dtype == CT_U16 || a->dtype == CT_U32 || a->dtype == CT_U64)
     return ct__error(CT_ERR_UNSUPPORTED, "%s: matrix products of %s tensors are not supported (a storage dtype; "
                      "cast to i64 or a float dtype first)", fn, ct_dtype_name(a->dtype));
-  if (!ct_dtype_is_float(a->dtype) && (mm->alpha != floor(mm->alpha) || mm->beta != floor(mm->beta) ||
+  if (!ct_dtype_is_floating_point(a->dtype) && (mm->alpha != floor(mm->alpha) || mm->beta != floor(mm->beta) ||
                                        !isfinite(mm->alpha) || !isfinite(mm->beta)))
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: integer (%s) products need integral alpha and beta, got "
                      "alpha=%g beta=%g", fn, ct_dtype_name(a->dtype), mm->alpha, mm->beta);

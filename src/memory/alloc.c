@@ -677,12 +677,20 @@ static ct_status ct__allocator_locked(ct__allocator **a, ct_device *d, const cha
   return CT_OK;
 }
 
-ct_status ct_memory_stats_get(ct_memory_stats *out, ct_device *d) {
-  CT__CHECK_NOT_NULL("ct_memory_stats_get", out);
+ct_status ct_device_get_memory_stats(ct_memory_stats *out, ct_device *d) {
+  CT__CHECK_NOT_NULL("ct_device_get_memory_stats", out);
+  /* The caller's struct is at least this layout (a larger one is a later version's, whose
+   * extra fields this library does not know and leaves alone). */
+  if (out->size < sizeof *out)
+    return ct__error(CT_ERR_INVALID_ARGUMENT,
+                     "ct_device_get_memory_stats: out->size is %zu, below sizeof(ct_memory_stats) = %zu "
+                     "(set it to sizeof(ct_memory_stats) before the call)",
+                     out->size, sizeof *out);
   ct__allocator *a;
-  CT__TRY(ct__allocator_locked(&a, d, "ct_memory_stats_get"));
+  CT__TRY(ct__allocator_locked(&a, d, "ct_device_get_memory_stats"));
   *out = a->stats;
   pthread_mutex_unlock(&a->lock);
+  out->size = sizeof *out;
   return CT_OK;
 }
 

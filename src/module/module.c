@@ -148,7 +148,7 @@ ct_status ct_module_add_parameter(ct_module *m, const char *name, ct_tensor *t) 
   CT__CHECK_NOT_NULL(fn, m);
   CT__CHECK_NOT_NULL(fn, t);
   CT__TRY(check_name(m, name, fn));
-  if (!ct_dtype_is_float(t->dtype))
+  if (!ct_dtype_is_floating_point(t->dtype))
     return ct__error(CT_ERR_DTYPE_MISMATCH, "%s: \"%.200s\" has dtype %s; a parameter must be floating", fn, name,
                      ct_dtype_name(t->dtype));
   if (!ct_is_leaf(t))

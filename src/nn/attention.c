@@ -114,7 +114,7 @@ static ct_status sdpa_api(ct_tensor **out, const ct_tensor *q, const ct_tensor *
                        "%s: %s has shape %s (expected at least 2 dims, [..., %s])", FN, names[i],
                        ct__shape_str(s1, sizeof s1, ops[i]->ndim, ops[i]->shape),
                        i == 0 ? "L, E" : i == 1 ? "S, E" : "S, Ev");
-    if (!ct_dtype_is_float(ops[i]->dtype))
+    if (!ct_dtype_is_floating_point(ops[i]->dtype))
       return ct__error(CT_ERR_DTYPE_MISMATCH,
                        "%s: %s has dtype %s (expected f16, bf16, f32 or f64)", FN, names[i],
                        ct_dtype_name(ops[i]->dtype));
@@ -123,7 +123,7 @@ static ct_status sdpa_api(ct_tensor **out, const ct_tensor *q, const ct_tensor *
                        "%s: %s has dtype %s but q has %s (expected one dtype)", FN, names[i],
                        ct_dtype_name(ops[i]->dtype), ct_dtype_name(q->dtype));
   }
-  if (mask && mask->dtype != CT_BOOL && !ct_dtype_is_float(mask->dtype))
+  if (mask && mask->dtype != CT_BOOL && !ct_dtype_is_floating_point(mask->dtype))
     return ct__error(CT_ERR_DTYPE_MISMATCH,
                      "%s: mask has dtype %s (expected bool, true where attention is allowed, or a "
                      "float dtype, added to the scores)",

@@ -4,7 +4,7 @@
 #include "nn/nn.h"
 
 ct_status ct__nn_check_float(const char *fn, const char *what, const ct_tensor *t) {
-  if (!ct_dtype_is_float(t->dtype))
+  if (!ct_dtype_is_floating_point(t->dtype))
     return ct__error(CT_ERR_DTYPE_MISMATCH,
                      "%s: %s has dtype %s; it takes float tensors (f16, bf16, f32, f64), as PyTorch's CPU "
                      "does: cast it first with ct_cast()",

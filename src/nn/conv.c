@@ -591,7 +591,7 @@ static ct_status conv1d_impl(ct_tensor **out, const ct_tensor *x, const ct_tenso
   return ct__tensor_result(out, o, st);
 }
 
-/* Autocast (ct_autocast_set, torch.autocast's lower-precision list): x, w and bias of dtype
+/* Autocast (ct_autocast_set_dtype, torch.autocast's lower-precision list): x, w and bias of dtype
  * f32, f16 or bf16 are cast (recorded casts, so gradients flow back in their dtypes) to the
  * policy's dtype; f64 is left alone, as PyTorch's autocast leaves double tensors. c[] gets the
  * tensors to use (new references, NULL where the input is NULL). */

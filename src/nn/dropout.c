@@ -67,7 +67,7 @@ ct_status ct_dropout(ct_tensor **out, const ct_tensor *x, double p, bool trainin
   CT__CHECK_NOT_NULL(fn, x);
   if (!(p >= 0 && p <= 1))
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: p is %g (expected a probability in [0, 1])", fn, p);
-  if (!ct_dtype_is_float(x->dtype))
+  if (!ct_dtype_is_floating_point(x->dtype))
     return ct__error(CT_ERR_DTYPE_MISMATCH,
                      "%s: x has dtype %s (expected a float dtype: f16, bf16, f32, f64)", fn,
                      ct_dtype_name(x->dtype));

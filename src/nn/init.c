@@ -70,7 +70,7 @@ static ct_status check_target(const ct_tensor *t, bool random, bool *empty, cons
     if (t->strides[i] == 0 && t->shape[i] > 1)
       return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: t is an expanded view (dim %d of size %lld has stride 0)",
                        fn, i, (long long)t->shape[i]);
-  if (random && !ct_dtype_is_float(t->dtype))
+  if (random && !ct_dtype_is_floating_point(t->dtype))
     return ct__error(CT_ERR_DTYPE_MISMATCH, "%s: t has dtype %s; random initialization needs a float dtype", fn,
                      ct_dtype_name(t->dtype));
   *empty = ct_numel(t) == 0;

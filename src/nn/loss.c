@@ -96,7 +96,7 @@ static ct_status class_loss(ct_tensor **out, const ct_tensor *x, const ct_tensor
   CT__TRY(ct__check_same_device(fn, xn, x, "target", target));
   if (!(eps >= 0 && eps <= 1))
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: label_smoothing is %g (expected 0..1)", fn, eps);
-  if (!ct_dtype_is_float(x->dtype))
+  if (!ct_dtype_is_floating_point(x->dtype))
     return ct__error(CT_ERR_DTYPE_MISMATCH,
                      "%s: %s has dtype %s (expected a float dtype: f16, bf16, f32, f64)", fn, xn,
                      ct_dtype_name(x->dtype));
@@ -283,7 +283,7 @@ ct_status ct_mse_loss(ct_tensor **out, const ct_tensor *a, const ct_tensor *b, c
   CT__CHECK_NOT_NULL(fn, a);
   CT__CHECK_NOT_NULL(fn, b);
   CT__TRY(check_reduction(r, fn));
-  if (!ct_dtype_is_float(a->dtype) || !ct_dtype_is_float(b->dtype))
+  if (!ct_dtype_is_floating_point(a->dtype) || !ct_dtype_is_floating_point(b->dtype))
     return ct__error(CT_ERR_DTYPE_MISMATCH,
                      "%s: a has dtype %s and b %s (expected float dtypes: f16, bf16, f32, f64)", fn,
                      ct_dtype_name(a->dtype), ct_dtype_name(b->dtype));

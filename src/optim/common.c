@@ -77,7 +77,7 @@ ct_status ct__optim_check_params(ct_tensor *const *params, int n, bool allow_emp
   for (int i = 0; i < n; i++) {
     const ct_tensor *p = params[i];
     if (!p) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: params[%d] is NULL", fn, i);
-    if (!ct_dtype_is_float(p->dtype))
+    if (!ct_dtype_is_floating_point(p->dtype))
       return ct__error(CT_ERR_DTYPE_MISMATCH, "%s: params[%d] has dtype %s (expected a float dtype: f16, bf16, f32, f64)",
                        fn, i, ct_dtype_name(p->dtype));
     if (need_leaf && p->grad_fn)

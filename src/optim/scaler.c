@@ -62,7 +62,7 @@ ct_status ct_grad_scaler_scale(ct_tensor **out, ct_grad_scaler *s, const ct_tens
   *out = NULL;
   CT__CHECK_NOT_NULL(fn, s);
   CT__CHECK_NOT_NULL(fn, loss);
-  if (!ct_dtype_is_float(loss->dtype))
+  if (!ct_dtype_is_floating_point(loss->dtype))
     return ct__error(CT_ERR_DTYPE_MISMATCH, "%s: loss has dtype %s (expected a float dtype)", fn,
                      ct_dtype_name(loss->dtype));
   ct_status st = ct_mul_scalar(out, loss, s->scale);
@@ -99,7 +99,8 @@ static ct_status unscale(ct_grad_scaler *s, ct_optimizer *opt, struct ct__scaler
     if (g && g->dtype == CT_F16)
       return ct__error(CT_ERR_DTYPE_MISMATCH,
                        "%s: parameter %d has an f16 gradient; unscaling f16 gradients is refused as PyTorch's "
-                       "GradScaler refuses it (keep the parameters in f32 and let ct_autocast_set run the ops in f16)",
+                       "GradScaler refuses it (keep the parameters in f32 and let ct_autocast_set_dtype run the "
+                       "ops in f16)",
                        fn, i);
   }
   /* PyTorch: inv_scale = scale.double().reciprocal().float(). */
@@ -161,7 +162,7 @@ ct_status ct_grad_scaler_step(ct_grad_scaler *s, ct_optimizer *opt) {
   return CT_OK;
 }
 
-bool ct_grad_scaler_step_skipped(const ct_grad_scaler *s) { return s && s->skipped; }
+bool ct_grad_scaler_is_step_skipped(const ct_grad_scaler *s) { return s && s->skipped; }
 
 ct_status ct_grad_scaler_update(ct_grad_scaler *s) {
   const char *fn = "ct_grad_scaler_update";

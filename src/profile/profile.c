@@ -106,7 +106,7 @@ __attribute__((constructor)) static void ct__profile_install(void) {
   ct__kernel_set_launch_observer(ct__profile_on_launch);
 }
 
-bool ct_profile_enabled(void) { return ct__profile_active() != 0; }
+bool ct_profile_is_enabled(void) { return ct__profile_active() != 0; }
 
 static uint64_t ct__prof_hash(const char *s) {
   uint64_t h = 14695981039346656037ull;
@@ -535,11 +535,19 @@ ct_status ct_profile_dump_to_file(const char *path) {
   return st;
 }
 
-ct_status ct_profile_entries(ct_profile_entry *out, size_t capacity, size_t *count) {
-  CT__CHECK_NOT_NULL("ct_profile_entries", count);
+ct_status ct_profile_get_entries(ct_profile_entry *out, size_t capacity, size_t *count) {
+  CT__CHECK_NOT_NULL("ct_profile_get_entries", count);
   *count = 0;
   if (!out && capacity > 0)
-    return ct__error(CT_ERR_INVALID_ARGUMENT, "ct_profile_entries: out is NULL with capacity %zu", capacity);
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "ct_profile_get_entries: out is NULL with capacity %zu", capacity);
+  /* out[0].size is the caller's layout and the array's stride: at least this layout (a later
+   * version's rows are larger; their extra fields are left alone), aligned for its fields. */
+  size_t stride = capacity > 0 ? out[0].size : sizeof *out;
+  if (stride < sizeof *out || stride % _Alignof(ct_profile_entry) != 0)
+    return ct__error(CT_ERR_INVALID_ARGUMENT,
+                     "ct_profile_get_entries: out[0].size is %zu; expected sizeof(ct_profile_entry) = %zu or "
+                     "a later layout's, a multiple of %zu (set it before the call)",
+                     stride, sizeof *out, (size_t)_Alignof(ct_profile_entry));
   pthread_mutex_lock(&G.lock);
   size_t n, rows = 0;
   struct ct__prof_dev **v = ct__prof_collect(G.live, &n);
@@ -548,7 +556,8 @@ ct_status ct_profile_entries(ct_profile_entry *out, size_t capacity, size_t *cou
     pthread_mutex_lock(&p->lock);
     for (uint32_t o = 0; o < p->nops; o++, rows++) {
       if (rows >= capacity) continue;
-      ct_profile_entry *e = &out[rows];
+      ct_profile_entry *e = (ct_profile_entry *)((char *)out + rows * stride);
+      e->size = sizeof *e;
       e->device = p->device;
       snprintf(e->op, sizeof e->op, "%s", p->ops[o].name);
       e->calls = p->ops[o].calls;

@@ -93,7 +93,7 @@ static ct_status fill(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const
   CT__CHECK_NOT_NULL(fn, out);
   *out = NULL;
   CT__CHECK_NOT_NULL(fn, d);
-  if (!ct_dtype_is_float(t))
+  if (!ct_dtype_is_floating_point(t))
     return ct__error(CT_ERR_DTYPE_MISMATCH,
                      "%s: dtype %s is not a float dtype (expected f16, bf16, f32 or f64)", fn,
                      ct_dtype_name(t));

@@ -16,7 +16,7 @@ static ct_status logic_run(ct_tensor **out, const ct_tensor *x, const bool *mask
    * f32; any/all give bool, except u8 input, which gives u8. */
   ct_dtype odt;
   if (op == LG_LOGSUMEXP)
-    odt = ct_dtype_is_float(x->dtype) ? x->dtype : CT_F32;
+    odt = ct_dtype_is_floating_point(x->dtype) ? x->dtype : CT_F32;
   else
     odt = x->dtype == CT_U8 ? CT_U8 : CT_BOOL;
   ct_device *d = x->storage->device;

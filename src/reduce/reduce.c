@@ -22,7 +22,7 @@ static bool is_arg(int op) { return op == CT__RED_ARGMAX || op == CT__RED_ARGMIN
 
 ct_dtype ct__reduce_acc_dtype(ct_dtype t) {
   if (t == CT_F64) return CT_F64;
-  if (ct_dtype_is_float(t)) return CT_F32;
+  if (ct_dtype_is_floating_point(t)) return CT_F32;
   return CT_I64;
 }
 
@@ -227,7 +227,7 @@ static ct_status run(ct_device *d, int op, const struct red_in *in, const struct
 static ct_status result_dtype(ct_dtype *out, ct_dtype dt, int op, int epi, const char *fn) {
   if ((unsigned)dt >= CT_DTYPE_COUNT)
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: tensor has an invalid dtype %d", fn, (int)dt);
-  if (epi != EPI_NONE && !ct_dtype_is_float(dt))
+  if (epi != EPI_NONE && !ct_dtype_is_floating_point(dt))
     return ct__error(CT_ERR_DTYPE_MISMATCH,
                      "%s: input dtype %s is not a float dtype (f16, bf16, f32, f64); cast it first "
                      "with ct_cast()",
@@ -241,7 +241,7 @@ static ct_status result_dtype(ct_dtype *out, ct_dtype dt, int op, int epi, const
                      fn);
   if (is_arg(op))
     *out = CT_I64;
-  else if ((op == CT__RED_SUM || op == CT__RED_PROD) && !ct_dtype_is_float(dt))
+  else if ((op == CT__RED_SUM || op == CT__RED_PROD) && !ct_dtype_is_floating_point(dt))
     *out = CT_I64;
   else
     *out = dt;

@@ -75,7 +75,7 @@ ct_status ct__reduce_begin(ct_tensor **o, struct ct__red_geom *g, const ct_tenso
 ct_status ct__reduce_record(ct_tensor *r, const ct_tensor *x, const bool *mask, bool keepdim, ct__gop g,
                             int64_t corr, bool std, const char *fn);
 
-/* Autocast (ct_autocast_set; torch.autocast's fp32 list): the reductions that sum (sum, mean,
+/* Autocast (ct_autocast_set_dtype; torch.autocast's fp32 list): the reductions that sum (sum, mean,
  * prod, var, std, logsumexp) and softmax/log_softmax run in f32 when autocast is on, so *xc =
  * x cast to f32 (recorded: the gradient flows back to x's dtype) when autocast is on and x is
  * f16 or bf16; else x itself, retained. The statuses of ct_cast. */

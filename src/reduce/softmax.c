@@ -14,7 +14,7 @@
 /* Computes *out; *dd gets dim wrapped (-1 for a 0-dim x). */
 static ct_status softmax_run(ct_tensor **out, int *dd_out, const ct_tensor *x, int dim, int logsm,
                              const char *fn) {
-  if (!ct_dtype_is_float(x->dtype))
+  if (!ct_dtype_is_floating_point(x->dtype))
     return ct__error(CT_ERR_DTYPE_MISMATCH,
                      "%s: input dtype %s is not a float dtype (f16, bf16, f32, f64); cast it first "
                      "with ct_cast()",

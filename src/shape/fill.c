@@ -95,7 +95,7 @@ ct_status ct_linspace(ct_tensor **out, ct_device *d, ct_dtype dtype, double star
   } else {
     /* Integers: start and end converted to the dtype first (they fit), the step in f64. */
     double ds = start, de = end;
-    if (!ct_dtype_is_float(dtype)) {
+    if (!ct_dtype_is_floating_point(dtype)) {
       ds = trunc(start);
       de = trunc(end);
     }

@@ -47,7 +47,7 @@ static double ct__round_fmt(double x, int p, int emin, double maxv) {
 #define CT__F16_MAX 65504.0
 #define CT__BF16_MAX 3.3895313892515355e38
 
-static int ct__is_int(ct_dtype t) { return !ct_dtype_is_float(t); }
+static int ct__is_int(ct_dtype t) { return !ct_dtype_is_floating_point(t); }
 
 int64_t ct__host_load_int(ct_dtype t, const void *p) {
   switch (t) {
@@ -159,7 +159,7 @@ void ct__host_store_double(ct_dtype t, void *p, double x) {
 }
 
 void ct__host_cast(ct_dtype dt, void *dst, ct_dtype st, const void *src) {
-  if (st == CT_U64 && ct_dtype_is_float(dt)) {
+  if (st == CT_U64 && ct_dtype_is_floating_point(dt)) {
     /* Above 2^63 the value has no int64; round it once from its unsigned magnitude. */
     uint64_t v;
     memcpy(&v, src, 8);

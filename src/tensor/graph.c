@@ -43,15 +43,15 @@ static _Thread_local int ct__autocast = -1; /* -1: off (CT_F32) */
 
 ct_dtype ct__autocast_dtype(void) { return ct__autocast < 0 ? CT_F32 : (ct_dtype)ct__autocast; }
 
-ct_status ct_autocast_set(ct_dtype dt) {
+ct_status ct_autocast_set_dtype(ct_dtype dt) {
   if (dt != CT_F32 && dt != CT_F16 && dt != CT_BF16)
-    return ct__error(CT_ERR_INVALID_ARGUMENT, "ct_autocast_set: dtype %s is not f16, bf16 or f32 (off)",
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "ct_autocast_set_dtype: dtype %s is not f16, bf16 or f32 (off)",
                      ct_dtype_name(dt));
   ct__autocast = dt == CT_F32 ? -1 : (int)dt;
   return CT_OK;
 }
 
-ct_dtype ct_autocast_get(void) { return ct__autocast_dtype(); }
+ct_dtype ct_autocast_get_dtype(void) { return ct__autocast_dtype(); }
 
 ct_dtype ct__autocast_suspend(void) {
   ct_dtype prev = ct__autocast_dtype();
@@ -63,7 +63,7 @@ void ct__autocast_resume(ct_dtype prev) { ct__autocast = prev == CT_F32 ? -1 : (
 
 ct_status ct__autocast_to(ct_tensor **out, const ct_tensor *x, ct_dtype dt, const char *fn) {
   *out = NULL;
-  if (!x || !ct_dtype_is_float(x->dtype) || x->dtype == dt) {
+  if (!x || !ct_dtype_is_floating_point(x->dtype) || x->dtype == dt) {
     *out = ct_retain((ct_tensor *)x);
     return CT_OK;
   }
@@ -116,7 +116,7 @@ ct_status ct__grad_record(ct__node **node, ct_tensor *r, ct__gop op, int sub, in
                           const char *fn) {
   *node = NULL;
   /* Integer and bool results are never differentiable (argmax, comparisons): no node. */
-  if (!ct__grad_needed(nin, ins) || !ct_dtype_is_float(r->dtype)) return CT_OK;
+  if (!ct__grad_needed(nin, ins) || !ct_dtype_is_floating_point(r->dtype)) return CT_OK;
   ct__node *n = calloc(1, sizeof *n);
   ct__edge *in = nin ? calloc((size_t)nin, sizeof *in) : NULL;
   if (!n || (nin && !in)) {

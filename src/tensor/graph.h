@@ -112,7 +112,7 @@ typedef struct ct__grad_hook {
 bool ct__grad_mode(void);
 bool ct__grad_mode_set(bool on); /* returns the previous value */
 
-/* Autocast (ct_autocast_set): the calling thread's low-precision dtype, CT_F32 when off. The
+/* Autocast (ct_autocast_set_dtype): the calling thread's low-precision dtype, CT_F32 when off. The
  * ops on torch.autocast's lists read it (linalg, nn) and cast through ct__autocast_input(). */
 ct_dtype ct__autocast_dtype(void);
 /* Composite ops and the backward pass run their inner ops with autocast off (the outer op

@@ -44,7 +44,7 @@ ct_status ct_item_int64(int64_t *out, const ct_tensor *t) {
     *out = (int64_t)v;
     return CT_OK;
   }
-  if (!ct_dtype_is_float(t->dtype)) {
+  if (!ct_dtype_is_floating_point(t->dtype)) {
     *out = ct__host_load_int(t->dtype, buf);
     return CT_OK;
   }

@@ -67,7 +67,7 @@ static int ct__elem_text(char *out, size_t n, const ct__fmt *f, const unsigned c
   ct_dtype t = f->dtype;
   if (t == CT_BOOL) return snprintf(out, n, "%s", *p ? "True" : "False");
   if (t == CT_U64) return snprintf(out, n, "%" PRIu64, (uint64_t)ct__host_load_int(t, p)); /* its bits */
-  if (!ct_dtype_is_float(t)) return snprintf(out, n, "%" PRId64, ct__host_load_int(t, p));
+  if (!ct_dtype_is_floating_point(t)) return snprintf(out, n, "%" PRId64, ct__host_load_int(t, p));
   double v = ct__host_load_double(t, p);
   if (isnan(v)) return snprintf(out, n, "nan");
   if (isinf(v)) return snprintf(out, n, v < 0 ? "-inf" : "inf");
@@ -302,7 +302,7 @@ static ct_status ct__repr(ct__str *s, const ct_tensor *t) {
   ct__fmt f = {.dtype = t->dtype, .mode = CT__FINT, .width = 0, .ndim = t->ndim, .shown = shown, .data = data};
   memcpy(f.summarized, summ, sizeof summ);
   size_t es = ct_dtype_size(t->dtype);
-  if (ct_dtype_is_float(t->dtype)) {
+  if (ct_dtype_is_floating_point(t->dtype)) {
     double mx = 0, mn = INFINITY;
     int all_int = 1, any = 0;
     for (int64_t i = 0; i < n; i++) {

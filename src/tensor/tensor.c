@@ -362,7 +362,7 @@ ct_status ct_arange(ct_tensor **out, ct_device *d, ct_dtype t, double start, dou
   }
   /* Integral ranges into integer dtypes are computed in 64-bit integers, so values past 2^53
    * stay exact; everything else as start + i * step in double, as PyTorch does. */
-  int integral = !ct_dtype_is_float(t) && start == trunc(start) && step == trunc(step) && fabs(start) < 9.2e18 &&
+  int integral = !ct_dtype_is_floating_point(t) && start == trunc(start) && step == trunc(step) && fabs(start) < 9.2e18 &&
                  fabs(step) < 9.2e18;
   for (int64_t i = 0; i < n; i++) {
     if (integral)

@@ -244,7 +244,7 @@ ct_status ct_event_wait(ct_event *ev) {
   return ev->status;
 }
 
-void ct_event_release(ct_event *ev) {
+void ct_event_free(ct_event *ev) {
   if (!ev) return;
   /* Waits without touching the thread's error message: releasing is not a failing call. */
   if (!ev->done && ev->ev) clWaitForEvents(1, &ev->ev);
@@ -295,7 +295,7 @@ ct_status ct_pinned_alloc(ct_pinned **out, ct_device *d, size_t bytes) {
 void *ct_pinned_ptr(const ct_pinned *p) { return p ? p->ptr : NULL; }
 size_t ct_pinned_size(const ct_pinned *p) { return p ? p->size : 0; }
 
-void ct_pinned_release(ct_pinned *p) {
+void ct_pinned_free(ct_pinned *p) {
   if (!p) return;
   cl_event ev = NULL;
   /* After ct_shutdown() the device and its queue are gone: no unmapping then. The buffer itself
@@ -358,20 +358,20 @@ ct_status ct__copy_between(ct_tensor *dst, const ct_tensor *src, int staged, con
         if (err != CL_SUCCESS)
           st = ct__cl_error(err, "%s: writing %zu bytes to %s failed", fn, nbytes, dd->spec);
       }
-      ct_pinned_release(p);
+      ct_pinned_free(p);
     }
   }
   ct_release(c);
   return st;
 }
 
-ct_status ct_to_device(ct_tensor **out, ct_tensor *t, ct_device *d) {
+ct_status ct_to_device(ct_tensor **out, const ct_tensor *t, ct_device *d) {
   CT__CHECK_NOT_NULL("ct_to_device", out);
   *out = NULL;
   CT__CHECK_NOT_NULL("ct_to_device", t);
   CT__CHECK_NOT_NULL("ct_to_device", d);
   if (t->storage->device == d) {
-    *out = ct_retain(t);
+    *out = ct_retain((ct_tensor *)t); /* a new reference, as ct_contiguous gives one */
     return CT_OK;
   }
   ct_tensor *r;

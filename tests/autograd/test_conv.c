@@ -463,7 +463,7 @@ END_TEST
 /* bf16 leaves: the gradients (bf16) close to f32's. bf16 keeps 8 significant bits (u = 2^-8);
  * the inputs, the output gradient, the conv's result and each gradient are rounded to it once
  * and the sums run in f32, so a few u of the largest magnitude bound the difference: 3e-2
- * (about 8 u). Under ct_autocast_set(CT_BF16), conv2d and conv1d of f32 inputs return bf16 and,
+ * (about 8 u). Under ct_autocast_set_dtype(CT_BF16), conv2d and conv1d of f32 inputs return bf16 and,
  * once casts record their backward, their gradients reach the f32 leaves as f32, as close. */
 START_TEST(bf16_and_autocast) {
   ct_device *d = ct_test_device();
@@ -475,7 +475,7 @@ START_TEST(bf16_and_autocast) {
     conv_grads(d, CT_BF16, c, &gx, &gw, &gb);
     grads_close("bf16", c, gx, gw, gb, rx, rw, rb, 3e-2);
 
-    ck_assert_ct_ok(ct_autocast_set(CT_BF16));
+    ck_assert_ct_ok(ct_autocast_set_dtype(CT_BF16));
     ct_tensor *x = NULL, *w = NULL, *y = NULL, *xc = NULL;
     int64_t xs[4] = {1, 2, 3, 3}, ws[4] = {2, 2, 2, 2};
     ck_assert_ct_ok(ct_ones(&x, d, CT_F32, c->one_d ? 3 : 4, xs));
@@ -493,7 +493,7 @@ START_TEST(bf16_and_autocast) {
       conv_grads(d, CT_F32, c, &gx, &gw, &gb);
       grads_close("autocast", c, gx, gw, gb, rx, rw, rb, 3e-2);
     }
-    ck_assert_ct_ok(ct_autocast_set(CT_F32));
+    ck_assert_ct_ok(ct_autocast_set_dtype(CT_F32));
     free(rx);
     free(rw);
     free(rb);

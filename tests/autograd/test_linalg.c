@@ -229,7 +229,7 @@ START_TEST(autocast_bf16_linear) {
   ck_assert_ct_ok(ct_grad(&g32, w));
   ck_assert_ct_ok(ct_grad_clear(w));
 
-  ck_assert_ct_ok(ct_autocast_set(CT_BF16));
+  ck_assert_ct_ok(ct_autocast_set_dtype(CT_BF16));
   ct_tensor *y16 = NULL;
   ck_assert_ct_ok(ct_linear(&y16, x, w, b));
   ck_assert_int_eq(ct_tensor_dtype(y16), CT_BF16);
@@ -254,13 +254,13 @@ START_TEST(autocast_bf16_linear) {
   ct_tensor *s16 = NULL, *g16 = NULL;
   if (!cast_records) {
     fprintf(stderr, "autocast_bf16_linear: ct_cast does not record yet; gradient part skipped\n");
-    ck_assert_ct_ok(ct_autocast_set(CT_F32));
+    ck_assert_ct_ok(ct_autocast_set_dtype(CT_F32));
   } else {
     ck_assert_msg(ct_requires_grad(y16), "autocast linear of an f32 weight that requires grad does not require grad");
     ck_assert_ct_ok(ct_sum(&s16, y16, 0, NULL, false));
     /* backward inside the autocast region: the formulas compute in the recorded dtypes */
     ck_assert_ct_ok(ct_backward(s16, NULL));
-    ck_assert_ct_ok(ct_autocast_set(CT_F32));
+    ck_assert_ct_ok(ct_autocast_set_dtype(CT_F32));
     ck_assert_ct_ok(ct_grad(&g16, w));
     ck_assert_ptr_nonnull(g16);
     ck_assert_int_eq(ct_tensor_dtype(g16), CT_F32);
@@ -301,11 +301,11 @@ START_TEST(autocast_leaves_f64) {
   ct_tensor *a = ct_test_from_doubles(d, CT_F64, 2, (const int64_t[]){2, 3}, v), *y = NULL;
   gc_fill(v, 6, -1, 1, 2);
   ct_tensor *b = ct_test_from_doubles(d, CT_F64, 2, (const int64_t[]){3, 2}, v);
-  ck_assert_ct_ok(ct_autocast_set(CT_BF16));
+  ck_assert_ct_ok(ct_autocast_set_dtype(CT_BF16));
   ck_assert_ct_ok(ct_matmul(&y, a, b));
   ck_assert_int_eq(ct_tensor_dtype(y), CT_F64);
   ck_assert_ct_ok(ct_matmul_out(y, a, b));
-  ck_assert_ct_ok(ct_autocast_set(CT_F32));
+  ck_assert_ct_ok(ct_autocast_set_dtype(CT_F32));
   ct_release(y);
   ct_release(a);
   ct_release(b);

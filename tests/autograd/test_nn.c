@@ -495,7 +495,7 @@ START_TEST(autocast_and_f32_smoke) {
   ct_tensor *xh = ct_test_from_doubles(d, CT_BF16, 2, xs, xv), *t, *y = NULL, *l = NULL;
   if (ct_test_fp64(d, "f64 layer_norm under autocast")) x64 = ct_test_from_doubles(d, CT_F64, 2, xs, xv);
   ck_assert_ct_ok(ct_from_host(&t, d, CT_I64, 1, &ts, tv));
-  ck_assert_ct_ok(ct_autocast_set(CT_BF16));
+  ck_assert_ct_ok(ct_autocast_set_dtype(CT_BF16));
   ck_assert_ct_ok(ct_layer_norm(&y, xh, 1, NULL, NULL, 1e-5));
   ck_assert_int_eq(ct_tensor_dtype(y), CT_F32);
   ct_release(y);
@@ -523,7 +523,7 @@ START_TEST(autocast_and_f32_smoke) {
   ck_assert_ct_ok(ct_scaled_dot_product_attention(&y, x32, x32, x32, NULL, true, NAN));
   ck_assert_int_eq(ct_tensor_dtype(y), CT_BF16);
   ct_release(y);
-  ck_assert_ct_ok(ct_autocast_set(CT_F32));
+  ck_assert_ct_ok(ct_autocast_set_dtype(CT_F32));
   /* f32 backward kernels: layer_norm, batch_norm, attention, cross_entropy, dropout */
   ck_assert_ct_ok(ct_set_requires_grad(x32, true));
   ct_tensor *a = NULL, *b = NULL, *c = NULL, *e = NULL, *f = NULL, *g = NULL;

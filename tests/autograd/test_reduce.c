@@ -164,7 +164,7 @@ START_TEST(reduction_rules_exact) {
 }
 END_TEST
 
-/* Autocast (torch.autocast's fp32 list): with ct_autocast_set(CT_BF16), sum, mean, prod, var,
+/* Autocast (torch.autocast's fp32 list): with ct_autocast_set_dtype(CT_BF16), sum, mean, prod, var,
  * std, logsumexp, softmax and log_softmax of an f16 input return f32 (max keeps f16, f32 and
  * f64 inputs keep their dtype), and the gradient flows back to the f16 leaf through the cast.
  * With autocast off nothing changes: f16 in, f16 out. */
@@ -183,7 +183,7 @@ START_TEST(autocast_reductions_f32) {
   ck_assert_ct_ok(ct_cast(&probe, x, CT_F32));
   bool cast_records = ct_requires_grad(probe);
   ct_release(probe);
-  ck_assert_ct_ok(ct_autocast_set(CT_BF16));
+  ck_assert_ct_ok(ct_autocast_set_dtype(CT_BF16));
   for (int op = 0; op < R_COUNT; op++) {
     struct red_ctx c = {op, 1, {-1}, false};
     ck_assert_ct_ok(f_red(&r, (ct_tensor *const[]){x}, &c));
@@ -216,7 +216,7 @@ START_TEST(autocast_reductions_f32) {
     ct_release(m);
   }
   /* off: f16 stays f16 */
-  ck_assert_ct_ok(ct_autocast_set(CT_F32));
+  ck_assert_ct_ok(ct_autocast_set_dtype(CT_F32));
   ck_assert_ct_ok(ct_sum(&r, x, 0, NULL, false));
   ck_assert_int_eq(ct_tensor_dtype(r), CT_F16);
   ct_release(r);

@@ -29,7 +29,7 @@ static inline ct_tensor *ct_test_from_doubles(ct_device *d, ct_dtype dt, int ndi
   unsigned char *h = calloc((size_t)n + 1, es);
   ck_assert_ptr_nonnull(h);
   for (int64_t i = 0; i < n; i++) {
-    if (ct_dtype_is_float(dt))
+    if (ct_dtype_is_floating_point(dt))
       ct__host_store_double(dt, h + i * es, v[i]);
     else
       ct__host_store_int(dt, h + i * es, (int64_t)v[i]);

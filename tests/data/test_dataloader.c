@@ -54,12 +54,12 @@ static void epoch(ct_dataloader *dl, int nb, const int64_t *sizes, int64_t *orde
     ct_release(b[0]);
     ct_release(b[1]);
   }
-  int64_t e = ct_dataloader_epoch(dl);
+  int64_t e = ct_dataloader_get_epoch(dl);
   ck_assert_ct_ok(ct_dataloader_next(dl, b, &more));
   ck_assert(!more);
   ck_assert_ptr_null(b[0]);
   ck_assert_ptr_null(b[1]);
-  ck_assert_int_eq(ct_dataloader_epoch(dl), e + 1);
+  ck_assert_int_eq(ct_dataloader_get_epoch(dl), e + 1);
 }
 
 START_TEST(in_order_batches_are_views) {
@@ -130,7 +130,7 @@ START_TEST(shuffled_epochs) {
   ck_assert_ct_ok(ct_dataloader_set_epoch(c, 2));
   epoch(c, NB, sizes, ob);
   ck_assert(memcmp(oa[2], ob, sizeof ob) == 0);
-  ck_assert_int_eq(ct_dataloader_epoch(c), 3);
+  ck_assert_int_eq(ct_dataloader_get_epoch(c), 3);
   /* The order is ct_randperm_seeded(N, seed, epoch)'s. */
   ct_tensor *p = NULL;
   ck_assert_ct_ok(ct_randperm_seeded(&p, d, N, 1234, 1));
@@ -182,7 +182,7 @@ START_TEST(errors) {
   ck_assert(!more);
   ck_assert_ct_status(ct_dataloader_set_epoch(dl, -1), CT_ERR_INVALID_ARGUMENT);
   ck_assert_int_eq(ct_dataloader_num_batches(NULL), -1);
-  ck_assert_int_eq(ct_dataloader_epoch(NULL), -1);
+  ck_assert_int_eq(ct_dataloader_get_epoch(NULL), -1);
   ct_dataloader_free(dl);
   ct_dataloader_free(NULL);
   /* An empty dataset: no batch, epochs still advance. */
@@ -193,7 +193,7 @@ START_TEST(errors) {
   ck_assert_ct_ok(ct_dataloader_next(dl, &b, &more));
   ck_assert(!more);
   ck_assert_ptr_null(b);
-  ck_assert_int_eq(ct_dataloader_epoch(dl), 1);
+  ck_assert_int_eq(ct_dataloader_get_epoch(dl), 1);
   ct_dataloader_free(dl);
   ct_release(e0);
   ct_release(sc);

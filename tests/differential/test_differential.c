@@ -303,7 +303,7 @@ static double to_double(ct_dtype dt, const unsigned char *p) {
 
 static void elem_text(char *buf, size_t size, ct_dtype dt, const unsigned char *p) {
   size_t es = ct_dtype_size(dt);
-  if (ct_dtype_is_float(dt)) {
+  if (ct_dtype_is_floating_point(dt)) {
     snprintf(buf, size, "%.17g", to_double(dt, p));
     return;
   }
@@ -330,7 +330,7 @@ static double ulp_of(ct_dtype dt, double x) {
 }
 
 static bool elem_ok(ct_dtype dt, const unsigned char *g, const unsigned char *w, double ulps, double atol) {
-  if (!ct_dtype_is_float(dt)) return memcmp(g, w, ct_dtype_size(dt)) == 0;
+  if (!ct_dtype_is_floating_point(dt)) return memcmp(g, w, ct_dtype_size(dt)) == 0;
   double a = to_double(dt, g), b = to_double(dt, w);
   if (isnan(b) || isnan(a)) return isnan(a) && isnan(b);
   if (isinf(b) || isinf(a)) return a == b;

@@ -152,7 +152,7 @@ static void test_collectives(ct_dist *d) {
     }
     for (int k = 0; k < 3; k++) {
       OK(ct_dist_wait(ws[k], -1));
-      CHECK(ct_dist_work_done(ws[k]), "work done after wait");
+      CHECK(ct_dist_work_is_done(ws[k]), "work done after wait");
       int32_t got[100];
       OK(ct_to_host(xs[k], got, sizeof got));
       for (int i = 0; i < 100; i++) {

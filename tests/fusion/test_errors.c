@@ -129,14 +129,14 @@ START_TEST(out_of_memory_at_realize) {
   ck_assert_uint_eq(fz_pending(), 2);
   ck_assert_ct_ok(ct_empty_cache(d)); /* a's block goes back to OpenCL */
   ck_assert_uint_eq(fz_pending(), 2);
-  ct_memory_stats ms;
-  ck_assert_ct_ok(ct_memory_stats_get(&ms, d));
+  ct_memory_stats ms = {.size = sizeof ms};
+  ck_assert_ct_ok(ct_device_get_memory_stats(&ms, d));
   ck_assert_uint_eq(ms.limit_bytes, 64 * MiB);
   ck_assert_msg(ms.reserved_bytes + 2 * MiB < ms.limit_bytes, "reserved %" PRIu64 " bytes already",
                 ms.reserved_bytes);
   int64_t fill = (int64_t)(ms.limit_bytes - ms.reserved_bytes - 2 * MiB);
   ck_assert_ct_ok(ct_empty(&filler, d, CT_U8, 1, &fill));
-  ck_assert_ct_ok(ct_memory_stats_get(&ms, d));
+  ck_assert_ct_ok(ct_device_get_memory_stats(&ms, d));
   uint64_t free_bytes = ms.limit_bytes - ms.reserved_bytes;
   ck_assert_msg(free_bytes >= MiB && free_bytes < temp - MiB,
                 "the filler should leave 1-3 MiB of the limit: %" PRIu64 " bytes free", free_bytes);

@@ -73,7 +73,7 @@ static inline ct_tensor *lt_random(ct_device *d, ct_dtype t, int nd, const int64
   uint64_t s = seed * 0x9E3779B97F4A7C15ull + 12345;
   for (int64_t i = 0; i < n; i++) {
     uint64_t r = lt_rnd(&s);
-    if (ct_dtype_is_float(t)) lt_store(h, i, t, (double)(r >> 11) / 4503599627370496.0 - 1.0);
+    if (ct_dtype_is_floating_point(t)) lt_store(h, i, t, (double)(r >> 11) / 4503599627370496.0 - 1.0);
     else if (t == CT_I64) ((int64_t *)h)[i] = (int64_t)r;
     else lt_store(h, i, t, (double)(int64_t)(r >> 33) - 1073741824.0);
   }
@@ -113,7 +113,7 @@ static inline void lt_ref_free(struct lt_ref *r) {
 static inline void lt_reference(struct lt_ref *r, const ct_tensor *a, const ct_tensor *b, const ct_tensor *c,
                                 double alpha, double beta) {
   ct_dtype t = ct_tensor_dtype(a);
-  bool isf = ct_dtype_is_float(t);
+  bool isf = ct_dtype_is_floating_point(t);
   int an = ct_tensor_ndim(a), bn = ct_tensor_ndim(b);
   const int64_t *as = ct_tensor_shape(a), *bsh = ct_tensor_shape(b);
   bool a1 = an == 1, b1 = bn == 1;
@@ -238,7 +238,7 @@ static inline void lt_check(const ct_tensor *got, const struct lt_ref *r, const 
   ct_device *d = ct_tensor_device(got);
   double ua = lt_u_acc(d, t), uo = t == CT_F16 || t == CT_BF16 ? lt_u(t) : 0;
   for (int64_t o = 0; o < r->n_el; o++) {
-    if (ct_dtype_is_float(t)) {
+    if (ct_dtype_is_floating_point(t)) {
       double g = lt_load(h, o, t), e = r->val[o];
       double tol = 2.0 * (double)(r->k + 2) * ua * r->absum[o] + uo * fabs(e) + 1e-300;
       ck_assert_msg(fabs(g - e) <= tol, "%s (%s): element %lld is %.9g, expected %.9g (|err| %.3g > bound %.3g, "

@@ -303,7 +303,7 @@ START_TEST(test_no_file) {
   ct_device *d = ct_test_device();
   ct_gemm_tuning_source src;
   const char *msg;
-  ck_assert_ct_ok(ct_gemm_tuning_status(d, &src, &msg));
+  ck_assert_ct_ok(ct_gemm_tuning_get(&src, &msg, d));
   ck_assert_int_eq(src, is_pocl_cpu(d) ? CT_GEMM_TUNING_SHIPPED : CT_GEMM_TUNING_BUILTIN);
   ck_assert_msg(strstr(msg, "no tuning file") && strstr(msg, cache_dir), "%s", msg);
   ck_assert_str_eq(ct_last_error(), "");
@@ -330,7 +330,7 @@ START_TEST(test_file_applied) {
   ck_assert_int_eq(count_tmp(sub), 0);
   ct_gemm_tuning_source src;
   const char *msg;
-  ck_assert_ct_ok(ct_gemm_tuning_status(d, &src, &msg));
+  ck_assert_ct_ok(ct_gemm_tuning_get(&src, &msg, d));
   ck_assert_msg(src == CT_GEMM_TUNING_FILE, "%s", msg);
   ck_assert_msg(strstr(msg, "applied") && strstr(msg, path), "%s", msg);
   gemms_are_right(d);
@@ -407,7 +407,7 @@ START_TEST(test_file_malformed) {
   write_file(path, text);
   ct_gemm_tuning_source src;
   const char *msg;
-  ck_assert_ct_ok(ct_gemm_tuning_status(d, &src, &msg));
+  ck_assert_ct_ok(ct_gemm_tuning_get(&src, &msg, d));
   ck_assert_int_eq(src, is_pocl_cpu(d) ? CT_GEMM_TUNING_SHIPPED : CT_GEMM_TUNING_BUILTIN);
   ck_assert_msg(strstr(msg, "ignored") && strstr(msg, "malformed") && strstr(msg, "lacks parameter"), "%s", msg);
   gemms_are_right(d);
@@ -427,7 +427,7 @@ START_TEST(test_file_constraint_violation) {
   ck_assert_ct_ok(ct__gemm_tuning_save(path, d, &t, NULL));
   ct_gemm_tuning_source src;
   const char *msg;
-  ck_assert_ct_ok(ct_gemm_tuning_status(d, &src, &msg));
+  ck_assert_ct_ok(ct_gemm_tuning_get(&src, &msg, d));
   ck_assert_int_ne(src, CT_GEMM_TUNING_FILE);
   ck_assert_msg(strstr(msg, "malformed") && strstr(msg, "MWG=24"), "%s", msg);
 }
@@ -445,7 +445,7 @@ START_TEST(test_file_other_device) {
   write_file(path, text);
   ct_gemm_tuning_source src;
   const char *msg;
-  ck_assert_ct_ok(ct_gemm_tuning_status(d, &src, &msg));
+  ck_assert_ct_ok(ct_gemm_tuning_get(&src, &msg, d));
   ck_assert_int_ne(src, CT_GEMM_TUNING_FILE);
   ck_assert_msg(strstr(msg, "another device") && strstr(msg, "Another Device 9000"), "%s", msg);
   gemms_are_right(d);
@@ -492,7 +492,7 @@ START_TEST(test_tuning_env) {
   ck_assert_ct_ok(ct__gemm_tuning_save(path, d, &t, NULL));
   ct_gemm_tuning_source src;
   const char *msg;
-  ck_assert_ct_ok(ct_gemm_tuning_status(d, &src, &msg));
+  ck_assert_ct_ok(ct_gemm_tuning_get(&src, &msg, d));
   ck_assert_int_eq(src, CT_GEMM_TUNING_BUILTIN);
   ck_assert_msg(strstr(msg, "builtin"), "%s", msg);
   ct_tensor *a = lt_random(d, CT_F32, 2, (int64_t[]){20, 30}, 1), *b = lt_random(d, CT_F32, 2, (int64_t[]){30, 10}, 2);
@@ -531,7 +531,7 @@ START_TEST(test_env_values_are_escaped) {
   d = ct_test_device();
   ct_gemm_tuning_source src;
   const char *msg;
-  ck_assert_ct_ok(ct_gemm_tuning_status(d, &src, &msg));
+  ck_assert_ct_ok(ct_gemm_tuning_get(&src, &msg, d));
   ck_assert_msg(strstr(msg, "CLTENSOR_GEMM_TUNING='y\\x1b[2J\\x0az'"), "%s", msg);
   ck_assert_plain_text(msg);
   a = lt_random(d, CT_F32, 2, (int64_t[]){2, 2}, 1);
@@ -549,7 +549,7 @@ START_TEST(test_env_values_are_escaped) {
   snprintf(sub, sizeof sub, "%s/c\x1b[31m\nd", cache_dir);
   setenv("CLTENSOR_CACHE_DIR", sub, 1);
   d = ct_test_device();
-  ck_assert_ct_ok(ct_gemm_tuning_status(d, &src, &msg));
+  ck_assert_ct_ok(ct_gemm_tuning_get(&src, &msg, d));
   ck_assert_msg(strstr(msg, "no tuning file") && strstr(msg, "/c\\x1b[31m\\x0ad/gemm-"), "%s", msg);
   ck_assert_plain_text(msg);
   ct_shutdown();
@@ -557,7 +557,7 @@ START_TEST(test_env_values_are_escaped) {
   ck_assert_int_eq(mkdir(sub, 0700), 0);
   ck_assert_int_eq(chmod(sub, 0777), 0);
   d = ct_test_device();
-  ck_assert_ct_ok(ct_gemm_tuning_status(d, &src, &msg));
+  ck_assert_ct_ok(ct_gemm_tuning_get(&src, &msg, d));
   ck_assert_msg(strstr(msg, "ignored") && strstr(msg, "/c\\x1b[31m\\x0ad refused"), "%s", msg);
   ck_assert_plain_text(msg);
 }
@@ -583,7 +583,7 @@ static void expect_file_refused(const char *why) {
   ct_device *d = ct_test_device();
   ct_gemm_tuning_source src;
   const char *msg;
-  ck_assert_ct_ok(ct_gemm_tuning_status(d, &src, &msg));
+  ck_assert_ct_ok(ct_gemm_tuning_get(&src, &msg, d));
   ck_assert_msg(src != CT_GEMM_TUNING_FILE && strstr(msg, "ignored") && strstr(msg, why),
                 "source %d, message \"%s\" (want it ignored: %s)", (int)src, msg, why);
 }
@@ -656,7 +656,7 @@ START_TEST(test_wrong_products_are_not_used) {
   save_f32_file(d, &bad, path, sizeof path);
   ct_gemm_tuning_source src;
   const char *msg;
-  ck_assert_ct_ok(ct_gemm_tuning_status(d, &src, &msg));
+  ck_assert_ct_ok(ct_gemm_tuning_get(&src, &msg, d));
   ck_assert_msg(src != CT_GEMM_TUNING_FILE && strstr(msg, "ignored") && strstr(msg, "wrong products") &&
                     strstr(msg, "Xgemm") && strstr(msg, "67x65x69"),
                 "source %d: %s", (int)src, msg);
@@ -692,7 +692,7 @@ START_TEST(test_ignored_file_leaves_nothing_installed) {
   ck_assert_ct_ok(ct__gemm_tuning_save(path, d, &t, NULL));
   ct_gemm_tuning_source src;
   const char *msg;
-  ck_assert_ct_ok(ct_gemm_tuning_status(d, &src, &msg));
+  ck_assert_ct_ok(ct_gemm_tuning_get(&src, &msg, d));
   ck_assert_msg(src == CT_GEMM_TUNING_SHIPPED && strstr(msg, "ignored") && strstr(msg, "f64 Xgemm") &&
                     strstr(msg, "f64: libcltensor's conservative"),
                 "source %d: %s", (int)src, msg);
@@ -734,7 +734,7 @@ START_TEST(test_host_route_loads_no_tuning) {
   setenv("CLTENSOR_CACHE_DIR", other, 1);
   ct_gemm_tuning_source src;
   const char *msg;
-  ck_assert_ct_ok(ct_gemm_tuning_status(d, &src, &msg));
+  ck_assert_ct_ok(ct_gemm_tuning_get(&src, &msg, d));
   ck_assert_msg(src != CT_GEMM_TUNING_FILE && strstr(msg, "no tuning file") && strstr(msg, other),
                 "source %d: %s", (int)src, msg);
 }
@@ -746,7 +746,7 @@ START_TEST(test_stored_file_applies) {
   ct_device *d = ct_test_device();
   ct_gemm_tuning_source src;
   const char *msg;
-  ck_assert_ct_ok(ct_gemm_tuning_status(d, &src, &msg));
+  ck_assert_ct_ok(ct_gemm_tuning_get(&src, &msg, d));
   ck_assert_msg(src == CT_GEMM_TUNING_FILE, "%s", msg);
   gemms_are_right(d);
 }

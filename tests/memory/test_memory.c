@@ -17,8 +17,8 @@
 #define MIB (UINT64_C(1) << 20)
 
 static ct_memory_stats stats(ct_device *d) {
-  ct_memory_stats s;
-  ck_assert_ct_ok(ct_memory_stats_get(&s, d));
+  ct_memory_stats s = {.size = sizeof s};
+  ck_assert_ct_ok(ct_device_get_memory_stats(&s, d));
   return s;
 }
 
@@ -753,8 +753,8 @@ START_TEST(test_release_after_shutdown) {
   ct_release(small);
   ct_safetensors_free(st);
   ct_release(kept);
-  ct_event_release(ev);
-  ct_pinned_release(pin);
+  ct_event_free(ev);
+  ct_pinned_free(pin);
   ct_release(wrapped);
   clReleaseMemObject(mem);
   exported->deleter(exported);
@@ -778,9 +778,9 @@ START_TEST(test_max_alloc_and_nulls) {
   ck_assert_ptr_null(t);
   ck_assert_error_contains("maximum single allocation");
   ck_assert_error_contains(ct_device_spec(d));
-  ck_assert_ct_status(ct_memory_stats_get(NULL, d), CT_ERR_INVALID_ARGUMENT);
-  ct_memory_stats s;
-  ck_assert_ct_status(ct_memory_stats_get(&s, NULL), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_device_get_memory_stats(NULL, d), CT_ERR_INVALID_ARGUMENT);
+  ct_memory_stats s = {.size = sizeof s};
+  ck_assert_ct_status(ct_device_get_memory_stats(&s, NULL), CT_ERR_INVALID_ARGUMENT);
   ck_assert_ct_status(ct_memory_reset_peak(NULL), CT_ERR_INVALID_ARGUMENT);
   ck_assert_ct_status(ct_empty_cache(NULL), CT_ERR_INVALID_ARGUMENT);
 }
@@ -827,8 +827,8 @@ START_TEST(test_bad_limit) {
     ck_assert_error_contains("12XB");
     ck_assert_error_contains("CLTENSOR_MEMORY_LIMIT");
   }
-  ct_memory_stats s;
-  ck_assert_ct_status(ct_memory_stats_get(&s, d), CT_ERR_INVALID_ARGUMENT);
+  ct_memory_stats s = {.size = sizeof s};
+  ck_assert_ct_status(ct_device_get_memory_stats(&s, d), CT_ERR_INVALID_ARGUMENT);
 }
 END_TEST
 
@@ -857,6 +857,30 @@ START_TEST(test_no_caching) {
 }
 END_TEST
 
+/* ct_memory_stats is caller-filled with a leading size: 0 or too small is refused, naming both
+ * sizes; a later, larger layout gets this one's bytes, its tail left alone. */
+START_TEST(test_stats_size_field) {
+  ct_device *d = ct_test_device();
+  ct_memory_stats s;
+  memset(&s, 0, sizeof s);
+  ck_assert_ct_status(ct_device_get_memory_stats(&s, d), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("out->size is 0");
+  ck_assert_error_contains("sizeof(ct_memory_stats)");
+  s.size = sizeof s - 1;
+  ck_assert_ct_status(ct_device_get_memory_stats(&s, d), CT_ERR_INVALID_ARGUMENT);
+  struct {
+    ct_memory_stats s;
+    uint64_t later_field;
+  } big;
+  memset(&big, 0xab, sizeof big);
+  big.s.size = sizeof big;
+  ck_assert_ct_ok(ct_device_get_memory_stats(&big.s, d));
+  ck_assert_uint_eq(big.s.size, sizeof big.s); /* the bytes filled */
+  ck_assert_uint_eq(big.later_field, 0xababababababababull);
+  ck_assert_uint_eq(big.s.limit_bytes, stats(d).limit_bytes);
+}
+END_TEST
+
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "default";
   Suite *s = suite_create("memory");
@@ -876,6 +900,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, test_cycles_keep_reserved_flat);
     tcase_add_test(tc, test_threads);
     tcase_add_test(tc, test_max_alloc_and_nulls);
+    tcase_add_test(tc, test_stats_size_field);
     tcase_add_test(tc, test_oom_text_sizes);
     tcase_add_test(tc, test_default_cap_untouched);
     tcase_add_test(tc, test_limit_above_device);

@@ -101,11 +101,11 @@ START_TEST(test_memory_bound) {
   ck_assert_ct_ok(ct_randn_seeded(&q, d, CT_F32, 2, qs, 1, 0));
   ck_assert_ct_ok(ct_randn_seeded(&k, d, CT_F32, 2, ks, 1, 1));
   ck_assert_ct_ok(ct_randn_seeded(&v, d, CT_F32, 2, ks, 1, 2));
-  ct_memory_stats before, after;
+  ct_memory_stats before = {.size = sizeof before}, after = {.size = sizeof after};
   ck_assert_ct_ok(ct_memory_reset_peak(d));
-  ck_assert_ct_ok(ct_memory_stats_get(&before, d));
+  ck_assert_ct_ok(ct_device_get_memory_stats(&before, d));
   ck_assert_ct_ok(ct_scaled_dot_product_attention(&o, q, k, v, NULL, true, NAN));
-  ck_assert_ct_ok(ct_memory_stats_get(&after, d));
+  ck_assert_ct_ok(ct_device_get_memory_stats(&after, d));
   uint64_t grew = after.peak_allocated_bytes - before.allocated_bytes;
   uint64_t bound = (uint64_t)(L * S + L * E) * 4 + (2u << 20);
   /* On the CLBlast route (a GPU's, and attention-kernels'), the scores' product is CLBlast's

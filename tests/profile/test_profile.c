@@ -57,7 +57,8 @@ static const ct_profile_entry *find(const ct_profile_entry *e, size_t n, const c
 
 static size_t entries(ct_profile_entry *out, size_t cap) {
   size_t n = 0;
-  ck_assert_ct_ok(ct_profile_entries(out, cap, &n));
+  if (cap > 0) out[0].size = sizeof *out;
+  ck_assert_ct_ok(ct_profile_get_entries(out, cap, &n));
   return n;
 }
 
@@ -96,9 +97,9 @@ static void clean_env(void) {
 }
 
 START_TEST(test_records_kernels_and_transfers) {
-  ck_assert(!ct_profile_enabled());
+  ck_assert(!ct_profile_is_enabled());
   ck_assert_ct_ok(ct_profile_start());
-  ck_assert(ct_profile_enabled());
+  ck_assert(ct_profile_is_enabled());
   ct_device *d = ct_test_device();
   struct buf b = make_buf(d, 1024);
   ck_assert_int_eq(d->queue_profiling, 1);
@@ -132,9 +133,9 @@ START_TEST(test_records_kernels_and_transfers) {
   for (size_t i = 1; i < n; i++) ck_assert(e[i - 1].total_ms >= e[i].total_ms); /* largest first */
   /* Asking with a small array gives the full count. */
   size_t count = 0;
-  ck_assert_ct_ok(ct_profile_entries(NULL, 0, &count));
+  ck_assert_ct_ok(ct_profile_get_entries(NULL, 0, &count));
   ck_assert_uint_eq(count, 3);
-  ck_assert_ct_ok(ct_profile_entries(e, 1, &count));
+  ck_assert_ct_ok(ct_profile_get_entries(e, 1, &count));
   ck_assert_uint_eq(count, 3);
 
   char *path = tmp_path("table.txt");
@@ -164,7 +165,7 @@ START_TEST(test_stop_and_reset) {
   struct buf b = make_buf(d, 64);
   launch(&b, "prof_inc", 3);
   ct_profile_stop();
-  ck_assert(!ct_profile_enabled());
+  ck_assert(!ct_profile_is_enabled());
   launch(&b, "prof_inc", 4); /* not recorded */
   cl_event ev;
   ck_assert_ptr_null(ct__profile_event(d, &ev));
@@ -177,7 +178,7 @@ START_TEST(test_stop_and_reset) {
   ck_assert_uint_eq(entries(e, 4), 1);
   ck_assert_uint_eq(e[0].calls, 5);
   ct_profile_reset();
-  ck_assert(ct_profile_enabled());
+  ck_assert(ct_profile_is_enabled());
   ck_assert_uint_eq(entries(e, 4), 0);
   char *path = tmp_path("empty.txt");
   ck_assert_ct_ok(ct_profile_dump_to_file(path));
@@ -244,7 +245,7 @@ START_TEST(test_env_prints_table_at_shutdown) {
   char *path = tmp_path("shutdown.txt");
   setenv("CLTENSOR_PROFILE", "1", 1);
   setenv("CLTENSOR_PROFILE_FILE", path, 1);
-  ck_assert(ct_profile_enabled());
+  ck_assert(ct_profile_is_enabled());
   ct_device *d = ct_test_device();
   struct buf b = make_buf(d, 256);
   ck_assert_int_eq(d->queue_profiling, 1);
@@ -265,7 +266,7 @@ END_TEST
 /* CLTENSOR_PROFILE=value leaves profiling off, and the device opens without timing. */
 static void expect_env_off(const char *value) {
   setenv("CLTENSOR_PROFILE", value, 1);
-  ck_assert(!ct_profile_enabled());
+  ck_assert(!ct_profile_is_enabled());
   ct_device *d = ct_test_device();
   ck_assert_ct_ok(ct_device_open(d));
   ck_assert_int_eq(d->queue_profiling, 0);
@@ -342,7 +343,7 @@ END_TEST
  * else is an error naming the variable (escaped), from ct_device_open, not "on". */
 START_TEST(test_env_boolean_rule) {
   setenv("CLTENSOR_PROFILE", "garbage\x1b[2J", 1);
-  ck_assert(!ct_profile_enabled());
+  ck_assert(!ct_profile_is_enabled());
   ck_assert_str_eq(ct_last_error(), ""); /* asking leaves the message alone */
   ct_device *d = ct_test_device();
   ck_assert_ct_status(ct_device_open(d), CT_ERR_INVALID_ARGUMENT);
@@ -354,7 +355,7 @@ END_TEST
 
 START_TEST(test_env_boolean_words) {
   setenv("CLTENSOR_PROFILE", "Yes", 1);
-  ck_assert(ct_profile_enabled());
+  ck_assert(ct_profile_is_enabled());
   ct_device *d = ct_test_device();
   ck_assert_ct_ok(ct_device_open(d));
   ck_assert_int_eq(d->queue_profiling, 1);
@@ -397,9 +398,9 @@ static void *worker(void *arg) {
     if (st != CT_OK) return (void *)1;
     ct__profile_record(b->d, op, NULL); /* counted, untimed */
     if (i % 50 == 0) {
-      ct_profile_entry e[32];
+      ct_profile_entry e[32] = {{.size = sizeof e[0]}};
       size_t n;
-      if (ct_profile_entries(e, 32, &n) != CT_OK) return (void *)1;
+      if (ct_profile_get_entries(e, 32, &n) != CT_OK) return (void *)1;
     }
   }
   return NULL;
@@ -445,10 +446,52 @@ START_TEST(test_argument_errors) {
   ck_assert_ct_status(ct_profile_dump_to_file(NULL), CT_ERR_INVALID_ARGUMENT);
   ck_assert_ct_status(ct_profile_dump_to_file("/nonexistent-dir/x/profile.txt"), CT_ERR_IO);
   ck_assert_error_contains("/nonexistent-dir/x/profile.txt");
-  ct_profile_entry e;
+  ct_profile_entry e = {.size = sizeof e};
   size_t n;
-  ck_assert_ct_status(ct_profile_entries(NULL, 1, &n), CT_ERR_INVALID_ARGUMENT);
-  ck_assert_ct_status(ct_profile_entries(&e, 1, NULL), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_profile_get_entries(NULL, 1, &n), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_profile_get_entries(&e, 1, NULL), CT_ERR_INVALID_ARGUMENT);
+  /* The size field: unset, too small, misaligned. */
+  e.size = 0;
+  ck_assert_ct_status(ct_profile_get_entries(&e, 1, &n), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_error_contains("out[0].size is 0");
+  e.size = sizeof e - 8;
+  ck_assert_ct_status(ct_profile_get_entries(&e, 1, &n), CT_ERR_INVALID_ARGUMENT);
+  e.size = sizeof e + 1;
+  ck_assert_ct_status(ct_profile_get_entries(&e, 1, &n), CT_ERR_INVALID_ARGUMENT);
+}
+END_TEST
+
+/* A later, larger layout: out[0].size is the stride, each row gets this layout's bytes and its
+ * tail is left alone. */
+START_TEST(test_entries_larger_layout) {
+  ck_assert_ct_ok(ct_profile_start());
+  ct_device *d = ct_test_device();
+  float host[4] = {1, 2, 3, 4}, back[4];
+  int64_t shape[1] = {4};
+  ct_tensor *t = NULL;
+  ck_assert_ct_ok(ct_from_host(&t, d, CT_F32, 1, shape, host)); /* h2d */
+  ck_assert_ct_ok(ct_to_host(t, back, sizeof back));            /* d2h */
+  ct_profile_entry plain[4] = {{.size = sizeof plain[0]}};
+  size_t n = 0, m = 0;
+  ck_assert_ct_ok(ct_profile_get_entries(plain, 4, &n));
+  ck_assert_uint_ge(n, 2);
+  struct later {
+    ct_profile_entry e;
+    uint64_t extra;
+  } rows[4];
+  memset(rows, 0xab, sizeof rows);
+  rows[0].e.size = sizeof rows[0];
+  ck_assert_ct_ok(ct_profile_get_entries(&rows[0].e, 4, &m));
+  ck_assert_uint_eq(m, n);
+  for (size_t i = 0; i < n && i < 4; i++) {
+    ck_assert_uint_eq(rows[i].e.size, sizeof(ct_profile_entry));
+    ck_assert_str_eq(rows[i].e.op, plain[i].op);
+    ck_assert_uint_eq(rows[i].e.calls, plain[i].calls);
+    ck_assert_uint_eq(rows[i].extra, 0xababababababababull);
+  }
+  ct_release(t);
+  ct_profile_stop();
+  ct_shutdown();
 }
 END_TEST
 
@@ -464,7 +507,7 @@ START_TEST(test_tensor_transfers_are_recorded) {
   ct_event *ev = NULL;
   ck_assert_ct_ok(ct_to_host_async(&ev, t, back, sizeof back));       /* d2h, the user's event */
   ck_assert_ct_ok(ct_event_wait(ev));
-  ct_event_release(ev);
+  ct_event_free(ev);
   ck_assert_ct_ok(ct_copy_from_host(t, host, sizeof host));           /* h2d */
   ck_assert_ct_ok(ct_zeros(&z, d, CT_F32, 1, shape));                 /* fill */
   ck_assert_int_eq(memcmp(host, back, sizeof host), 0);
@@ -549,6 +592,7 @@ int main(void) {
   tcase_add_test(tc, test_many_launches_resolve_in_batches);
   tcase_add_test(tc, test_concurrent_recording_is_exact);
   tcase_add_test(tc, test_argument_errors);
+  tcase_add_test(tc, test_entries_larger_layout);
   tcase_add_test(tc, test_tensor_transfers_are_recorded);
   tcase_add_test(tc, test_clblast_gemm_is_recorded);
   tcase_add_test(tc, test_host_gemm_is_recorded);

@@ -39,7 +39,7 @@ static inline bool rop_float_only(enum rop op) { return op == R_MEAN || op == R_
 
 static inline ct_dtype rop_result_dtype(enum rop op, ct_dtype t) {
   if (rop_is_arg(op)) return CT_I64;
-  if ((op == R_SUM || op == R_PROD) && !ct_dtype_is_float(t)) return CT_I64;
+  if ((op == R_SUM || op == R_PROD) && !ct_dtype_is_floating_point(t)) return CT_I64;
   return t;
 }
 
@@ -79,7 +79,7 @@ static inline void *make_data(ct_dtype t, int64_t n, uint64_t seed, double lo, d
   uint64_t s = seed * 0x9E3779B97F4A7C15ull + 12345;
   for (int64_t i = 0; i < n; i++) {
     void *e = p + (size_t)i * es;
-    if (ct_dtype_is_float(t)) {
+    if (ct_dtype_is_floating_point(t)) {
       ct__host_store_double(t, e, lo + (hi - lo) * unif(&s));
     } else if (t == CT_BOOL) {
       ct__host_store_int(t, e, (int64_t)(xs64(&s) & 1));
@@ -132,7 +132,7 @@ static inline struct expect ref_one(enum rop op, ct_dtype t, const void *vals, i
   }
   for (int i = 0; i < rn; i++) nred *= rshape[i];
   struct expect e = {0};
-  bool isf = ct_dtype_is_float(t);
+  bool isf = ct_dtype_is_floating_point(t);
   uint64_t usum = 0, uprod = 1;
   int64_t imax = INT64_MIN, imin = INT64_MAX;
   long double fsum = 0, fabs_sum = 0, fprod = 1, fmax = -INFINITY, fmin = INFINITY;

@@ -125,7 +125,7 @@ static void run_case(ct_device *d, enum rop op, ct_dtype t, const struct rcase *
 
   ct_tensor *y = NULL;
   ct_status st = call_op(op, &y, x, c->ndims, c->dims, c->keepdim, correction);
-  if (rop_float_only(op) && !ct_dtype_is_float(t)) {
+  if (rop_float_only(op) && !ct_dtype_is_floating_point(t)) {
     ck_assert_msg(st == CT_ERR_DTYPE_MISMATCH, "%s: %s", what, ct_status_name(st));
     ck_assert_ptr_null(y);
   } else if (t == CT_U64) {

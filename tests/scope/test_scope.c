@@ -17,11 +17,11 @@ typedef struct {
 } usage;
 
 /* After ct_device_synchronize, which runs what the fusion graph recorded: it holds references to
- * its inputs until then. Called outside failed scopes (ct_memory_stats_get would be skipped). */
+ * its inputs until then. Called outside failed scopes (ct_device_get_memory_stats would be skipped). */
 static usage usage_now(ct_device *d) {
-  ct_memory_stats ms;
+  ct_memory_stats ms = {.size = sizeof ms};
   ck_assert_ct_ok(ct_device_synchronize(d));
-  ck_assert_ct_ok(ct_memory_stats_get(&ms, d));
+  ck_assert_ct_ok(ct_device_get_memory_stats(&ms, d));
   return (usage){ct__tensor_live(), ms.allocated_bytes};
 }
 
@@ -478,12 +478,12 @@ START_TEST(test_sticky_error) {
   ct_release(warm);
   usage start = usage_now(d);
 
-  ck_assert_ct_ok(ct_autocast_set(CT_F32));
+  ck_assert_ct_ok(ct_autocast_set_dtype(CT_F32));
   ck_assert_ct_ok(ct_scope_begin());
   ct_tensor *a, *b, *sum, *r, *t2;
   ck_assert_ct_ok(ct_from_host(&a, d, CT_F32, 1, &n3, v));
   ck_assert_ct_ok(ct_from_host(&b, d, CT_F32, 1, &n4, v));
-  ck_assert_ct_ok(ct_autocast_set(CT_F16));
+  ck_assert_ct_ok(ct_autocast_set_dtype(CT_F16));
   ck_assert_ct_status(ct_add(&sum, a, b), CT_ERR_SHAPE_MISMATCH);
   char first[512];
   snprintf(first, sizeof first, "%s", ct_last_error());
@@ -512,8 +512,8 @@ START_TEST(test_sticky_error) {
   ck_assert_ct_status(ct_neg(&r, a), CT_ERR_SHAPE_MISMATCH);
   ck_assert_ct_status(ct_scope_end(), CT_ERR_SHAPE_MISMATCH);
   /* Thread state is restored even so. */
-  ck_assert_ct_ok(ct_autocast_set(CT_F32));
-  ck_assert_int_eq(ct_autocast_get(), CT_F32);
+  ck_assert_ct_ok(ct_autocast_set_dtype(CT_F32));
+  ck_assert_int_eq(ct_autocast_get_dtype(), CT_F32);
   ck_assert_ct_status(ct_scope_status(), CT_ERR_SHAPE_MISMATCH);
   ck_assert_str_eq(ct_last_error(), first);
   ct_clear_error();

@@ -79,17 +79,17 @@ START_TEST(test_lifetimes) {
   for (int i = 0; i < 128; i++) src[i] = (float)i;
   ck_assert_ct_ok(ct_copy_from_host_async(&ev, t, src, sizeof src));
   ck_assert_ct_ok(ct_event_wait(ev));
-  ct_event_release(ev);
+  ct_event_free(ev);
   ck_assert_ct_ok(ct_to_host_async(&ev, t, back, sizeof back));
-  ct_event_release(ev); /* waits first */
+  ct_event_free(ev); /* waits first */
   for (int i = 0; i < 128; i++) ck_assert_float_eq(back[i], (float)i);
-  ct_event_release(NULL);
+  ct_event_free(NULL);
 
   ct_pinned *p = NULL;
   ck_assert_ct_ok(ct_pinned_alloc(&p, d, 4096));
   ck_assert_ptr_nonnull(ct_pinned_ptr(p));
-  ct_pinned_release(p);
-  ct_pinned_release(NULL);
+  ct_pinned_free(p);
+  ct_pinned_free(NULL);
   ct_release(t);
   ct_shutdown();
   assert_all_released("after views, events and pinned memory");

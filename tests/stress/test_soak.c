@@ -87,7 +87,7 @@ START_TEST(test_soak) {
   long warmup = total_ops / 20 < 2000 ? (total_ops < 2000 ? total_ops / 2 : 2000) : total_ops / 20;
   uint64_t rss0 = 0, heap0 = 0;
   long mem0 = 0;
-  ct_memory_stats s0 = {0};
+  ct_memory_stats s0 = {.size = sizeof s0};
   long checked = 0;
   for (long op = 0; op < total_ops; op++) {
     int s = (int)(op % SHAPES);
@@ -106,14 +106,14 @@ START_TEST(test_soak) {
       rss0 = stress_rss_bytes();
       heap0 = stress_heap_bytes();
       mem0 = clcount_live(CLCOUNT_MEM);
-      ck_assert_ct_ok(ct_memory_stats_get(&s0, d));
+      ck_assert_ct_ok(ct_device_get_memory_stats(&s0, d));
     }
   }
   ck_assert_ct_ok(ct_device_synchronize(d));
   uint64_t rss1 = stress_rss_bytes(), heap1 = stress_heap_bytes();
   long mem1 = clcount_live(CLCOUNT_MEM);
-  ct_memory_stats s1;
-  ck_assert_ct_ok(ct_memory_stats_get(&s1, d));
+  ct_memory_stats s1 = {.size = sizeof s1};
+  ck_assert_ct_ok(ct_device_get_memory_stats(&s1, d));
   printf("# %ld ops (%ld checked) after %ld warm-up ops: reserved device memory %llu -> %llu bytes, "
          "OpenCL buffers %ld -> %ld, host heap %llu -> %llu bytes, RSS %llu -> %llu bytes; "
          "%llu allocations, %llu from the cache\n",
@@ -139,7 +139,7 @@ START_TEST(test_soak) {
     ct_release(in[s]);
     free(h[s]);
   }
-  ck_assert_ct_ok(ct_memory_stats_get(&s1, d));
+  ck_assert_ct_ok(ct_device_get_memory_stats(&s1, d));
   ck_assert_uint_eq(s1.allocated_bytes, 0);
   ct_shutdown();
   char counts[256];

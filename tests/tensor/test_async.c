@@ -100,7 +100,7 @@ START_TEST(test_event_wait_reports) {
   fail_marker(&s);
   ck_assert_ct_status(ct_event_wait(ev), CT_ERR_OPENCL);
   ck_assert_error_contains("ct_event_wait: ");
-  ct_event_release(ev);
+  ct_event_free(ev);
   scene_close(&s);
 }
 END_TEST

@@ -104,7 +104,7 @@ static size_t make_inputs(ct_dtype t, void **out) {
 }
 
 static int is_nan_bits(ct_dtype t, const void *p) {
-  return ct_dtype_is_float(t) && isnan(ct__host_load_double(t, p));
+  return ct_dtype_is_floating_point(t) && isnan(ct__host_load_double(t, p));
 }
 
 START_TEST(test_host_reference_spots) {

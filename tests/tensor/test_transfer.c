@@ -21,20 +21,20 @@ START_TEST(test_async_roundtrip) {
     ck_assert_ct_ok(ct_copy_from_host_async(&ev, x, src, nb));
     ck_assert_ct_ok(ct_event_wait(ev));
     ck_assert_ct_ok(ct_event_wait(ev)); /* waiting twice is fine */
-    ct_event_release(ev);
+    ct_event_free(ev);
     ck_assert_ct_ok(ct_to_host_async(&ev, x, back, nb));
     ck_assert_ct_ok(ct_event_wait(ev));
-    ct_event_release(ev);
+    ct_event_free(ev);
     ck_assert_mem_eq(src, back, nb);
     /* Strided, both ways: write the transpose, read it back through the transpose. */
     ct_tensor *tr;
     ck_assert_ct_ok(ct_transpose(&tr, x, 0, 1));
     ck_assert_ct_ok(ct_copy_from_host_async(&ev, tr, src, nb));
-    ct_event_release(ev); /* release waits */
+    ct_event_free(ev); /* release waits */
     memset(back, 0, nb);
     ck_assert_ct_ok(ct_to_host_async(&ev, tr, back, nb));
     ck_assert_ct_ok(ct_event_wait(ev));
-    ct_event_release(ev);
+    ct_event_free(ev);
     ck_assert_mem_eq(src, back, nb);
     /* and x holds the transpose of src */
     ck_assert_ct_ok(ct_to_host(x, back, nb));
@@ -67,7 +67,7 @@ START_TEST(test_async_errors_and_empty) {
   ck_assert_ct_status(ct_copy_from_host_async(&ev, NULL, buf, 16), CT_ERR_INVALID_ARGUMENT);
   ck_assert_ct_status(ct_copy_from_host(NULL, buf, 16), CT_ERR_INVALID_ARGUMENT);
   ck_assert_ct_status(ct_event_wait(NULL), CT_ERR_INVALID_ARGUMENT);
-  ct_event_release(NULL);
+  ct_event_free(NULL);
   /* An expanded destination (four elements in one cell) is refused before anything is
    * enqueued, naming t (issue #28: the write went through a scratch tensor first and failed
    * in the copy from it, naming its 'dst'). */
@@ -87,7 +87,7 @@ START_TEST(test_async_errors_and_empty) {
   ck_assert_ct_ok(ct_zeros(&x, d, CT_F32, 2, (int64_t[]){0, 4}));
   ck_assert_ct_ok(ct_to_host_async(&ev, x, NULL, 0));
   ck_assert_ct_ok(ct_event_wait(ev));
-  ct_event_release(ev);
+  ct_event_free(ev);
   ck_assert_ct_ok(ct_copy_from_host(x, NULL, 0));
   ct_release(x);
 }
@@ -108,14 +108,14 @@ START_TEST(test_pinned) {
   ct_event *ev;
   ck_assert_ct_ok(ct_to_host_async(&ev, x, h, n));
   ck_assert_ct_ok(ct_event_wait(ev));
-  ct_event_release(ev);
+  ct_event_free(ev);
   for (int i = 0; i < 1000; i++) ck_assert_float_eq(h[i], (float)i * 0.5f);
   ct_release(x);
-  ct_pinned_release(p);
+  ct_pinned_free(p);
   ck_assert_ct_ok(ct_pinned_alloc(&p, d, 0));
   ck_assert_uint_eq(ct_pinned_size(p), 0);
-  ct_pinned_release(p);
-  ct_pinned_release(NULL);
+  ct_pinned_free(p);
+  ct_pinned_free(NULL);
   ck_assert_ptr_null(ct_pinned_ptr(NULL));
   ck_assert_uint_eq(ct_pinned_size(NULL), 0);
   ck_assert_ct_status(ct_pinned_alloc(NULL, d, 4), CT_ERR_INVALID_ARGUMENT);

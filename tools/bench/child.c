@@ -207,7 +207,7 @@ void bench_gemm_note(ct_device *d, char *buf, size_t n) {
   buf[0] = '\0';
   if (ct_gemm_route_get(&route, d) != CT_OK) return;
   const char *tuning = "";
-  if (route == CT_GEMM_ROUTE_CLBLAST && ct_gemm_tuning_status(d, &src, NULL) == CT_OK)
+  if (route == CT_GEMM_ROUTE_CLBLAST && ct_gemm_tuning_get(&src, NULL, d) == CT_OK)
     tuning = src == CT_GEMM_TUNING_FILE      ? ", tuned (file)"
              : src == CT_GEMM_TUNING_SHIPPED ? ", tuned (shipped)"
                                              : ", CLBlast defaults";

@@ -61,8 +61,8 @@ static void measure_step(const bench_opts *o, bench_fig *f, ct_status st, train_
   const double before1 = before > 0 ? bench_torch_ms(CT_BENCH_TORCH_TRAIN, "torch_train", f->name, "--threads 1") : -1;
   ct_memory_reset_peak(c->d);
   if (bench_measure(o, f, do_step, NULL, c, 1000, 1e3) != 0) return;
-  ct_memory_stats ms;
-  if (ct_memory_stats_get(&ms, c->d) == CT_OK)
+  ct_memory_stats ms = {.size = sizeof ms};
+  if (ct_device_get_memory_stats(&ms, c->d) == CT_OK)
     snprintf(f->note, sizeof f->note, "peak %.2f MiB", (double)ms.peak_allocated_bytes / (1024.0 * 1024.0));
   const double after = before > 0 ? bench_torch_ms(CT_BENCH_TORCH_TRAIN, "torch_train", f->name, NULL) : -1;
   const double after1 = before1 > 0 ? bench_torch_ms(CT_BENCH_TORCH_TRAIN, "torch_train", f->name, "--threads 1") : -1;

@@ -155,13 +155,13 @@ static void transfer_one(const bench_opts *o, ct_device *d, clref *r, size_t n, 
   bench_emit(o, &h2d);
   bench_emit(o, &d2h);
   ct_release(c.a);
-  ct_pinned_release(pin);
+  ct_pinned_free(pin);
   free(pageable);
   ct_empty_cache(d);
   return;
 fail:
   ct_release(c.a);
-  ct_pinned_release(pin);
+  ct_pinned_free(pin);
   free(pageable);
   emit_failed(o, &h2d);
   emit_failed(o, &d2h);
