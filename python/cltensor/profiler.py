@@ -44,7 +44,7 @@ def stop():
 
 
 def enabled():
-    return bool(lib.ct_profile_enabled())
+    return bool(lib.ct_profile_is_enabled())
 
 
 def reset():
@@ -56,11 +56,12 @@ def entries():
     """The recorded rows, grouped by device, each device's largest first (waits for the recorded
     commands to finish)."""
     count = ffi.new("size_t *")
-    check(lib.ct_profile_entries(ffi.NULL, 0, count))
+    check(lib.ct_profile_get_entries(ffi.NULL, 0, count))
     while True:
         cap = count[0]
         rows = ffi.new("ct_profile_entry[]", max(cap, 1))
-        check(lib.ct_profile_entries(rows, cap, count))
+        rows[0].size = ffi.sizeof("ct_profile_entry")  # caller-filled: the size (and stride) first
+        check(lib.ct_profile_get_entries(rows, cap, count))
         if count[0] <= cap:  # rows may have been added by other threads between the calls
             break
     return [ProfileEntry(_core._device_from_ptr(r.device), ffi.string(r.op).decode("utf-8", "replace"),
