@@ -206,7 +206,10 @@ CT_API ct_status ct_module_append(ct_module *seq, ct_module *child);
  *   ct_module_linear(&fc1, dev, 64, 32, true); ct_module_add_child(m, "fc1", fc1); ct_module_release(fc1);
  *
  * forward must store a new tensor in *y and return CT_OK, or return a failing status (it should
- * set the message through the library's calls; *y is then released if set). type_name NULL means
+ * set the message through the library's calls; *y is then released if set). *y must come from a
+ * library call (an op, a view, ct_module_forward, or kept out of the callback's own scope with
+ * ct_scope_end_keep): when the caller has a scope open, that scope owns it once, as any result
+ * (a callback returning its input returns a view of it, not ct_retain(x)). type_name NULL means
  * "Module". destroy (may be NULL) is called with user once, by the last release. */
 typedef ct_status (*ct_module_forward_fn)(ct_tensor **y, ct_module *self, const ct_tensor *x, void *user);
 typedef void (*ct_module_destroy_fn)(void *user);
