@@ -149,8 +149,8 @@ int bench_child_first_train_step(const bench_opts *o) {
 }
 
 /* The first training step of a new process (issue #30): "digits_first_step.cold" with both kernel
- * caches empty (the library's and PoCL's), then ".warm" twice with the caches that run filled;
- * rounds of the three, so that cold and warm see the same moments of the machine. */
+ * caches empty (the library's and PoCL's), then ".warm" twice (once with --quick) with the
+ * caches that run filled; in rounds, so that cold and warm see the same moments of the machine. */
 static void bench_first_step(const bench_opts *o) {
   bench_samples s[2] = {{.n = 0}, {.n = 0}};
   char err[320] = "", *root = bench_mkdtemp();
@@ -162,7 +162,7 @@ static void bench_first_step(const bench_opts *o) {
     snprintf(ct_dir, sizeof ct_dir, "%s/ct", run);
     snprintf(drv_dir, sizeof drv_dir, "%s/driver", run);
     bench_progress(o, "first digits training step of a new process, round %d/%d", r + 1, rounds);
-    for (int k = 0; k < 3 && !err[0]; k++) {
+    for (int k = 0; k < (o->quick ? 2 : 3) && !err[0]; k++) { /* cold, then one or two warm */
       bench_samples *into = &s[k ? 1 : 0];
       if (bench_make_dir(run) || bench_make_dir(ct_dir) || bench_make_dir(drv_dir) ||
           bench_first_result_once(o, "first-train-step", NULL, ct_dir, drv_dir, &into->s[into->n]) != 0)
