@@ -89,6 +89,9 @@ static ct_status build(ct_module **out, ct_device *d, double eps) {
 static ct_status trainer_init(trainer *t, ct_device *d) {
   const ct_safetensors *f = g_fix;
   *t = (trainer){.batch = atoll(meta(f, "batch")), .epochs = atoll(meta(f, "epochs"))};
+  if (t->batch < 1 || t->epochs < 1)
+    return fprintf(stderr, PROG ": batch %" PRId64 ", epochs %" PRId64 " in the fixture\n", t->batch, t->epochs),
+           CT_ERR_FORMAT;
   ct_tensor *params[16], *u8 = NULL, *tu8 = NULL;
   int np = 0;
   ct_status st = build(&t->model, d, atof(meta(f, "bn_eps")));
