@@ -143,7 +143,8 @@ CT_API ct_status ct_module_multihead_attention(ct_module **out, ct_device *d, in
  * float mask added to the scores. is_causal: query i attends keys j <= i only (PyTorch takes it
  * as a hint that attn_mask is that mask and needs both; here either alone works, and both are
  * applied). When query, key and value are the same tensor the projection is one product (as
- * PyTorch's). The result is a new tensor (with batch_first false, a transposed view of one);
+ * PyTorch's). Not offered: key_padding_mask (fold it into a [N * num_heads, L, S] attn_mask) and
+ * the attention weights (need_weights). The result is a new tensor (with batch_first false, a transposed view of one);
  * recorded for autograd. CT_ERR_INVALID_ARGUMENT (NULL, m not a MultiheadAttention),
  * CT_ERR_SHAPE_MISMATCH (ranks, a last dim other than E, a mask that doesn't fit), and the
  * statuses of ct_linear and ct_scaled_dot_product_attention. */
