@@ -191,3 +191,82 @@ ct_status charlm_greedy(const charlm *m, ct_device *d, int64_t *ids, int64_t n, 
   }
   return CT_OK;
 }
+
+/* ---- The same model as modules (module.h), PyTorch's CharGPT and Block of make_charlm.py ---- */
+
+/* Block.forward: x + proj(attention(qkv(ln1(x)))), then x + fc_proj(gelu_tanh(fc(ln2(x)))). */
+static ct_status block_forward(ct_tensor **y, ct_module *self, const ct_tensor *x, void *user) {
+  const int64_t heads = (int64_t)(intptr_t)user, *s = ct_tensor_shape(x), c = s[2];
+  ct_tensor *h = NULL, *qkv[3] = {0}, *a = NULL, *x1 = NULL;
+  ct_scope_begin(); /* a failed call makes the rest return at once: one status at the end */
+  ct_module_forward(&h, ct_module_get_submodule(self, "ln1"), x);
+  ct_module_forward(&h, ct_module_get_submodule(self, "qkv"), h);
+  for (int i = 0; i < 3; i++) { /* [B, T, C] -> [B, H, T, D], as view(B, T, H, D).transpose(1, 2) */
+    ct_slice(&qkv[i], h, 2, i * c, (i + 1) * c, 1);
+    ct_reshape(&qkv[i], qkv[i], 4, (int64_t[]){s[0], s[1], heads, c / heads});
+    ct_transpose(&qkv[i], qkv[i], 1, 2);
+  }
+  ct_scaled_dot_product_attention(&a, qkv[0], qkv[1], qkv[2], NULL, true, NAN);
+  ct_transpose(&a, a, 1, 2);
+  ct_reshape(&a, a, 3, s);
+  ct_module_forward(&a, ct_module_get_submodule(self, "proj"), a);
+  ct_add(&x1, x, a);
+  ct_module_forward(&h, ct_module_get_submodule(self, "ln2"), x1);
+  ct_module_forward(&h, ct_module_get_submodule(self, "fc"), h);
+  ct_gelu_tanh(&h, h);
+  ct_module_forward(&h, ct_module_get_submodule(self, "fc_proj"), h);
+  ct_add(y, x1, h);
+  return ct_scope_end_keep(y);
+}
+
+/* CharGPT.forward: wte(ids) + wpe(arange(T)), the blocks, ln_f, the tied head (wte's weight). */
+static ct_status gpt_forward(ct_tensor **y, ct_module *self, const ct_tensor *ids, void *user) {
+  (void)user;
+  ct_tensor *x = NULL, *pos = NULL;
+  ct_scope_begin();
+  ct_module_forward(&x, ct_module_get_submodule(self, "wte"), ids);
+  ct_slice(&pos, ct_module_get_parameter(self, "wpe.weight"), 0, 0, ct_tensor_shape(ids)[1], 1);
+  ct_add(&x, x, pos); /* [B, T, C] + [T, C] broadcasts */
+  ct_module_forward(&x, ct_module_get_submodule(self, "h"), x);
+  ct_module_forward(&x, ct_module_get_submodule(self, "ln_f"), x);
+  ct_linear(y, x, ct_module_get_parameter(self, "wte.weight"), NULL);
+  return ct_scope_end_keep(y);
+}
+
+/* Adds child under name and drops the caller's reference (also when st already failed). */
+static ct_status add(ct_module *m, const char *name, ct_module *child, ct_status st) {
+  if (st == CT_OK) st = ct_module_add_child(m, name, child);
+  ct_module_release(child);
+  return st;
+}
+
+ct_status charlm_module(ct_module **out, ct_device *d, int64_t vocab, int layers, int heads, int64_t c,
+                        int64_t context, double eps) {
+  ct_module *m = NULL, *h = NULL, *x = NULL;
+  const int64_t shape[1] = {c};
+  ct_status st = ct_module_custom(&m, "CharGPT", gpt_forward, NULL, NULL);
+  if (st == CT_OK) st = ct_module_embedding(&x, d, vocab, c);
+  st = add(m, "wte", x, st), x = NULL;
+  if (st == CT_OK) st = ct_module_embedding(&x, d, context, c);
+  st = add(m, "wpe", x, st), x = NULL;
+  if (st == CT_OK) st = ct_module_sequential(&h, NULL, 0); /* the ModuleList: "h.0", "h.1", ... */
+  for (int l = 0; l < layers && st == CT_OK; l++) {
+    ct_module *b = NULL;
+    st = ct_module_custom(&b, "Block", block_forward, (void *)(intptr_t)heads, NULL);
+    static const char *const names[6] = {"ln1", "qkv", "proj", "ln2", "fc", "fc_proj"};
+    const int64_t outs[6] = {0, 3 * c, c, 0, 4 * c, c};
+    for (int i = 0; i < 6 && st == CT_OK; i++) {
+      st = outs[i] ? ct_module_linear(&x, d, i == 5 ? 4 * c : c, outs[i], true)
+                   : ct_module_layer_norm(&x, d, 1, shape, eps, true, true);
+      st = add(b, names[i], x, st), x = NULL;
+    }
+    if (st == CT_OK) st = ct_module_append(h, b);
+    ct_module_release(b);
+  }
+  st = add(m, "h", h, st);
+  if (st == CT_OK) st = ct_module_layer_norm(&x, d, 1, shape, eps, true, true);
+  st = add(m, "ln_f", x, st);
+  if (st != CT_OK) ct_module_release(m), m = NULL;
+  *out = m;
+  return st;
+}

@@ -43,6 +43,13 @@ int charlm_params(const charlm *m, ct_tensor **p, char (*names)[64]);
 ct_status charlm_cast(charlm *dst, const charlm *src, ct_dtype dt);
 /* OUT: *logits [B, T, V] of token ids [B, T] (i64, T <= context), in the weights' dtype. */
 ct_status charlm_forward(ct_tensor **logits, const charlm *m, const ct_tensor *ids);
+/* The same model as modules, PyTorch's CharGPT of make_charlm.py: children wte and wpe
+ * (Embedding), h (a Sequential of Blocks, each ln1, qkv, proj, ln2, fc, fc_proj), ln_f, so that
+ * its state_dict names are PyTorch's ("h.0.qkv.weight") and a PyTorch state_dict loads by name.
+ * Forward: token ids [B, T] to logits [B, T, vocab], as charlm_forward. New module in *out, with
+ * the modules' default initialization (load the weights after). */
+ct_status charlm_module(ct_module **out, ct_device *d, int64_t vocab, int layers, int heads, int64_t d_model,
+                        int64_t context, double eps);
 /* Greedy decoding on d: appends steps token ids to ids[0..n) (which has room for n + steps),
  * each the argmax of the last position's logits with the last `context` tokens as input. */
 ct_status charlm_greedy(const charlm *m, ct_device *d, int64_t *ids, int64_t n, int64_t steps);

@@ -1,5 +1,6 @@
 /* The digits CNN of examples/make_digits_cnn.py, built from modules (module.h) as PyTorch's
- * DigitsCNN is; shared by the digits_cnn and train_digits examples and cltensor-bench.
+ * DigitsCNN is; shared by the digits_cnn example and cltensor-bench
+ * (train_digits.c builds the same model in a few lines of its own).
  *
  *   conv1 1->16 3x3 pad 1, bn1, relu                      [N, 16, 8, 8]
  *   conv2 16->32 3x3 pad 1, bn2, relu, max_pool 2x2       [N, 32, 4, 4]

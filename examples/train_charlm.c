@@ -1,5 +1,6 @@
-/* Trains the character transformer (charlm_model.c) from PyTorch's initial weights with AdamW,
- * on any OpenCL device, and checks that the losses are PyTorch's.
+/* Trains the character transformer, built from modules (charlm_module, charlm_model.c), from
+ * PyTorch's initial state_dict with AdamW, on any OpenCL device, and checks that the losses are
+ * PyTorch's.
  *
  *   train_charlm [FIXTURE] [--device SPEC] [--steps N] [--check] [--bf16] [--quiet]
  *
@@ -34,7 +35,8 @@
 
 typedef struct trainer {
   ct_device *d;
-  charlm m;
+  charlm m;          /* the dimensions (charlm_load's); the weights live in model */
+  ct_module *model;  /* CharGPT */
   ct_optimizer *opt;
   uint8_t *text;
   int16_t *starts; /* [steps][batch] */
@@ -44,6 +46,7 @@ typedef struct trainer {
 
 static void trainer_free(trainer *t) {
   ct_optimizer_free(t->opt);
+  ct_module_release(t->model);
   charlm_release(&t->m);
   free(t->text);
   free(t->starts);
@@ -60,11 +63,21 @@ static ct_status trainer_init(trainer *t, ct_device *d, const ct_safetensors *f)
   if (!lr || !wd || !batch || !steps) return CT_ERR_FORMAT;
   t->batch = atoll(batch);
   t->steps = atoll(steps);
-  ct_status st = charlm_load(&t->m, f);
+  ct_status st = charlm_load(&t->m, f); /* the dimensions from the metadata */
   if (st != CT_OK) return st;
   ct_tensor *p[CHARLM_MAX_PARAMS];
-  const int np = charlm_params(&t->m, p, NULL);
-  for (int i = 0; i < np && st == CT_OK; i++) st = ct_set_requires_grad(p[i], true);
+  int np = 0;
+  /* PyTorch's initial state_dict, by name: the fixture also holds the text and the losses, so
+   * not strictly; every parameter must have been loaded, which the report's count says. */
+  st = charlm_module(&t->model, d, t->m.vocab, t->m.layers, t->m.heads, t->m.d_model, t->m.context, t->m.eps);
+  if (st == CT_OK) st = ct_module_load_state_dict_from(t->model, f, false);
+  if (st == CT_OK) st = ct_module_parameters(p, CHARLM_MAX_PARAMS, &np, t->model);
+  char loaded[32];
+  snprintf(loaded, sizeof loaded, "loaded %d of %d", np, np);
+  if (st == CT_OK && strncmp(ct_module_load_report(t->model), loaded, strlen(loaded)) != 0) {
+    fprintf(stderr, PROG ": the fixture's state_dict does not fit: %s\n", ct_module_load_report(t->model));
+    st = CT_ERR_FORMAT;
+  }
   /* torch.optim.AdamW with PyTorch's betas and eps. */
   if (st == CT_OK) st = ct_adam_new(&t->opt, p, np, atof(lr), 0.9, 0.999, 1e-8, atof(wd), true);
   if (st == CT_OK) st = train_host_copy((void **)&t->text, f, "text", &t->ntext);
@@ -94,7 +107,7 @@ static ct_status train_step(trainer *t, int64_t s, bool bf16, double *loss) {
   /* Autocast around the forward and the loss only, as torch.autocast's documented use: the
    * backward then runs each op's gradient in the dtype its forward used. */
   if (st == CT_OK && bf16) st = ct_autocast_set_dtype(CT_BF16);
-  if (st == CT_OK) st = charlm_forward(&logits, &t->m, ids);
+  if (st == CT_OK) st = ct_module_forward(&logits, t->model, ids);
   if (st == CT_OK) st = ct_reshape(&flat, logits, 2, (int64_t[]){b * tt, t->m.vocab});
   if (st == CT_OK) st = ct_cross_entropy(&l, flat, tgt, -100, 0.0, CT_REDUCTION_MEAN);
   if (bf16) ct_autocast_set_dtype(CT_F32);

@@ -1,426 +1,369 @@
-/* Trains the digits CNN (digits_cnn_model.c) from PyTorch's initial weights with Adam, on any
- * OpenCL device, and checks that the losses are PyTorch's.
+/* Trains the digits CNN of make_digits_cnn.py, built from modules, from PyTorch's initial weights
+ * with Adam, and checks that the losses are PyTorch's (fixture: train_digits.py).
  *
  *   train_digits [FIXTURE] [--device SPEC] [--epochs N | --steps N] [--check] [--save PATH]
  *                [--resume PATH] [--resume-check N] [--quiet]
  *
- * FIXTURE (default examples/data/train_digits.safetensors) is made by examples/train_digits.py:
- * the initial weights, the training and test splits, the batch order of every epoch and
- * PyTorch's losses. The program trains as the script did: batches of 64 in the stored order,
- * cross entropy, Adam (lr 3e-3), batch norm in training mode, dropout drawing its masks from
- * ct_manual_seed(seed) (the script feeds PyTorch the same masks), and prints one line per epoch:
- * the mean training loss, the test accuracy (eval mode) and the training examples per second.
- *
- *   (no option)      the full run of the fixture (20 epochs); fails below 97% test accuracy
- *   --epochs N       N epochs; --steps N: N steps (batches)
- *   --check          compares each of the first 50 losses (or --steps N) with PyTorch's, and
- *                    the gradients of step 0 (within 1e-3 of the largest); exits 1 on a
- *                    mismatch. A loss must be within 1e-4 relative, or LOSS_SPREAD_FACTOR
- *                    times the largest difference between PyTorch's own runs up to that step
- *                    (f32 vs f64, and f32 on 2 threads vs 1), whichever is larger: this
- *                    training amplifies rounding differences chaotically from step 14 on
- *                    (PyTorch on 1 thread leaves its 2-thread run by 1.4e-5 at step 15, 1e-4
- *                    at 21, 6.6e-3 at 43; see train_digits.py)
- *   --save PATH      writes a checkpoint at the end: the weights and running statistics, Adam's
- *                    state (ct_optimizer_save), the step and the generator's state
- *   --resume PATH    continues from such a checkpoint (bit-identical to an uninterrupted run)
- *   --resume-check N trains N steps while saving a checkpoint after N / 2 (to --save PATH, or
- *                    train_digits.ckpt in the current folder), then resumes a fresh model from
- *                    it and checks that steps N / 2 .. N give the same losses and weights, bit
- *                    for bit; exits 1 otherwise
- * The device is --device SPEC, else $CLTENSOR_DEVICE or the default. */
+ * As the script: batches of 64 in the stored order, cross entropy, Adam (lr 3e-3), dropout masks
+ * from ct_manual_seed(seed) (the script feeds PyTorch the same masks); a line per epoch. No
+ * option: the fixture's 20 epochs, failing below 97% test accuracy. --check: the first
+ * check_steps losses within 1e-4 relative or 4x the largest spread between PyTorch's own runs so
+ * far (f32/f64, 2 threads/1: rounding grows chaotically from step 14 on, see train_digits.py),
+ * and step 0's gradients within 1e-3 of each tensor's largest (floor 1e-3). --save/--resume: a
+ * checkpoint (state_dict, Adam's state, step, generator). --resume-check N: N steps saving at
+ * N / 2, a fresh model resumed from there; steps N / 2 .. N and the final checkpoints must be
+ * bit-identical. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cltensor/cltensor.h"
-#include "digits_cnn_model.h"
-#include "train_common.h"
 
 #define PROG "train_digits"
-#define LOSS_RTOL 1e-4
-#define LOSS_SPREAD_FACTOR 4.0
-#define GRAD_RTOL 1e-3
-#define GRAD_FLOOR 1e-3
-#define MIN_ACCURACY 0.97
-#define MAX_BATCH 512
+#define FAIL(what) (fprintf(stderr, PROG ": %s: %s\n", what, ct_last_error()), 1)
 
 typedef struct trainer {
-  ct_device *d;
-  ct_safetensors *fix;
-  digits_cnn m;
+  ct_module *model;
   ct_optimizer *opt;
-  ct_tensor *x, *y, *tx, *ty; /* training and test images (f32, scaled) and labels */
-  int16_t *order;             /* [epochs][n] */
-  int64_t n, epochs, batch, steps_per_epoch, step;
-  uint64_t seed;
+  ct_tensor *x, *y, *tx, *ty, *order; /* images in [0, 1], labels; order [epochs, n] (i16) */
+  int64_t n, epochs, batch, per_epoch, step;
 } trainer;
 
-static ct_status images(ct_tensor **out, const ct_safetensors *f, const char *name) {
-  ct_tensor *u8 = NULL, *x = NULL;
-  ct_status st = ct_safetensors_get(&u8, f, name);
-  if (st == CT_OK) st = ct_cast(&x, u8, CT_F32);
-  if (st == CT_OK) st = ct_mul_scalar(out, x, 1.0 / 16.0); /* exact: pixel values 0..16 */
-  ct_release(x);
-  ct_release(u8);
+static const ct_safetensors *g_fix; /* the fixture */
+static bool g_check, g_quiet;
+static int64_t g_check_steps;
+static float *g_losses;             /* PyTorch's */
+static double *g_tol;               /* the relative limit of each checked step */
+
+static const char *meta(const ct_safetensors *f, const char *key) {
+  const char *v = ct_safetensors_metadata_get(f, key);
+  if (!v) fprintf(stderr, PROG ": no metadata \"%s\"\n", key);
+  return v ? v : "0";
+}
+
+/* DigitsCNN.forward: the children in this order (relu ... flat too, so the forward is a list). */
+static const char *const k_order[] = {"conv1", "bn1",  "relu", "conv2", "bn2", "relu", "pool",
+                                      "drop",  "conv3", "bn3", "relu",  "gap", "flat", "fc"};
+
+static ct_status forward(ct_tensor **y, ct_module *self, const ct_tensor *x, void *user) {
+  (void)user;
+  ct_tensor *cur = (ct_tensor *)x;
+  ct_scope_begin(); /* each output replaces cur; the scope releases all but the last */
+  for (size_t i = 0; i < sizeof k_order / sizeof *k_order; i++)
+    ct_module_forward(&cur, ct_module_get_submodule(self, k_order[i]), cur);
+  *y = cur;
+  return ct_scope_end_keep(y);
+}
+
+/* DigitsCNN.__init__ in PyTorch's order: conv1 1->16, bn1, conv2 16->32, bn2, dropout 0.25,
+ * conv3 32->64, bn3 (3x3 convs, padding 1), fc 64->10; then the modules without parameters. */
+static ct_status build(ct_module **out, ct_device *d, double eps) {
+  static const int k3[2] = {3, 3}, pad1[2] = {1, 1}, two[2] = {2, 2};
+  static const int64_t one[2] = {1, 1};
+  static const char *const names[12] = {"conv1", "bn1",  "conv2", "bn2", "drop", "conv3",
+                                        "bn3",   "fc",   "relu",  "pool", "gap", "flat"};
+  ct_module *c[12] = {0};
+  ct_status st = ct_module_custom(out, "DigitsCNN", forward, NULL, NULL);
+  for (int i = 0, j = 0; i < 3 && st == CT_OK; i++, j += 2 + (i == 2)) {
+    st = ct_module_conv2d(&c[j], d, i ? 8 << i : 1, 16 << i, k3, NULL, pad1, NULL, 1, true);
+    if (st == CT_OK) st = ct_module_batch_norm2d(&c[j + 1], d, 16 << i, eps, 0.1, true, true);
+  }
+  if (st == CT_OK) st = ct_module_dropout(&c[4], 0.25);
+  if (st == CT_OK) st = ct_module_linear(&c[7], d, 64, 10, true);
+  if (st == CT_OK) st = ct_module_relu(&c[8]);
+  if (st == CT_OK) st = ct_module_max_pool2d(&c[9], two, NULL, NULL);
+  if (st == CT_OK) st = ct_module_adaptive_avg_pool2d(&c[10], one);
+  if (st == CT_OK) st = ct_module_flatten(&c[11], 1, -1);
+  for (int i = 0; i < 12; i++) {
+    if (st == CT_OK) st = ct_module_add_child(*out, names[i], c[i]);
+    ct_module_release(c[i]);
+  }
   return st;
+}
+
+/* A fresh model with PyTorch's initial state_dict (not strict: the fixture holds the data too,
+ * and no num_batches_tracked), Adam with PyTorch's defaults, the data, the generator seeded. */
+static ct_status trainer_init(trainer *t, ct_device *d) {
+  const ct_safetensors *f = g_fix;
+  *t = (trainer){.batch = atoll(meta(f, "batch")), .epochs = atoll(meta(f, "epochs"))};
+  if (t->batch < 1 || t->epochs < 1)
+    return fprintf(stderr, PROG ": batch %" PRId64 ", epochs %" PRId64 " in the fixture\n", t->batch, t->epochs),
+           CT_ERR_FORMAT;
+  ct_tensor *params[16], *u8 = NULL, *tu8 = NULL;
+  int np = 0;
+  ct_status st = build(&t->model, d, atof(meta(f, "bn_eps")));
+  if (st == CT_OK) st = ct_module_load_state_dict_from(t->model, f, false);
+  if (st == CT_OK) st = ct_module_parameters(params, 16, &np, t->model);
+  if (st == CT_OK) st = ct_adam_new(&t->opt, params, np, atof(meta(f, "lr")), 0.9, 0.999, 1e-8, 0.0, false);
+  ct_scope_begin(); /* after a failure each call returns at once: one check at the end */
+  ct_safetensors_get(&u8, f, "train.x");
+  ct_safetensors_get(&tu8, f, "test.x");
+  ct_mul_scalar(&t->x, ct_cast(&u8, u8, CT_F32) ? NULL : u8, 1.0 / 16.0); /* pixels 0..16: exact */
+  ct_mul_scalar(&t->tx, ct_cast(&tu8, tu8, CT_F32) ? NULL : tu8, 1.0 / 16.0);
+  ct_safetensors_get(&t->y, f, "train.y");
+  ct_safetensors_get(&t->ty, f, "test.y");
+  ct_safetensors_get(&t->order, f, "order");
+  ct_keep(t->x), ct_keep(t->tx), ct_keep(t->y), ct_keep(t->ty), ct_keep(t->order);
+  const ct_status data = ct_scope_end();
+  t->n = ct_tensor_shape(t->y) ? ct_tensor_shape(t->y)[0] : 0;
+  t->per_epoch = (t->n + t->batch - 1) / t->batch;
+  ct_manual_seed(strtoull(meta(f, "seed"), NULL, 10)); /* after the modules' initialization */
+  return st == CT_OK ? data : st;
 }
 
 static void trainer_free(trainer *t) {
   ct_optimizer_free(t->opt);
-  digits_cnn_release(&t->m);
-  ct_release(t->x);
-  ct_release(t->y);
-  ct_release(t->tx);
-  ct_release(t->ty);
-  free(t->order);
-  memset(t, 0, sizeof *t);
+  ct_module_release(t->model);
+  ct_release(t->x), ct_release(t->y), ct_release(t->tx), ct_release(t->ty), ct_release(t->order);
 }
 
-/* A fresh model at PyTorch's initial weights, the data and Adam; the generator seeded. */
-static ct_status trainer_init(trainer *t, ct_device *d, const ct_safetensors *f) {
-  memset(t, 0, sizeof *t);
-  t->d = d;
-  const char *lr = train_meta(PROG, f, "lr"), *batch = train_meta(PROG, f, "batch");
-  const char *seed = train_meta(PROG, f, "seed"), *ep = train_meta(PROG, f, "epochs");
-  if (!lr || !batch || !seed || !ep) return CT_ERR_FORMAT;
-  t->batch = atoll(batch);
-  if (t->batch < 1 || t->batch > MAX_BATCH) {
-    fprintf(stderr, PROG ": batch %s in the fixture (expected 1..%d)\n", batch, MAX_BATCH);
-    return CT_ERR_FORMAT;
-  }
-  t->seed = strtoull(seed, NULL, 10);
-  ct_status st = digits_cnn_load(&t->m, f);
-  if (st != CT_OK) return st;
-  t->m.training = true;
-  ct_tensor *params[DIGITS_NPARAMS];
-  for (int i = 0; i < DIGITS_NPARAMS && st == CT_OK; i++) {
-    params[i] = t->m.w[digits_cnn_param_index[i]];
-    st = ct_set_requires_grad(params[i], true);
-  }
-  /* PyTorch's Adam defaults: betas (0.9, 0.999), eps 1e-8, no weight decay. */
-  if (st == CT_OK) st = ct_adam_new(&t->opt, params, DIGITS_NPARAMS, atof(lr), 0.9, 0.999, 1e-8, 0.0, false);
-  if (st == CT_OK) st = images(&t->x, f, "train.x");
-  if (st == CT_OK) st = images(&t->tx, f, "test.x");
-  if (st == CT_OK) st = ct_safetensors_get(&t->y, f, "train.y");
-  if (st == CT_OK) st = ct_safetensors_get(&t->ty, f, "test.y");
-  if (st == CT_OK) st = train_host_copy((void **)&t->order, f, "order", NULL);
-  if (st == CT_OK) {
-    t->epochs = atoll(ep);
-    t->n = ct_tensor_shape(t->y)[0];
-    t->steps_per_epoch = (t->n + t->batch - 1) / t->batch;
-  }
-  ct_manual_seed(t->seed);
-  if (st != CT_OK) trainer_free(t);
-  return st;
-}
-
-/* The tensors a checkpoint holds: every weight and running statistic, by their state-dict names. */
-static void ckpt_names(const char **names) {
-  for (int i = 0; i < DIGITS_NWEIGHTS; i++) names[i] = digits_cnn_name(i);
-}
-
-static ct_status save(const trainer *t, const char *path) {
-  const char *names[DIGITS_NWEIGHTS];
-  ckpt_names(names);
-  return train_checkpoint_save(path, t->m.w, names, DIGITS_NWEIGHTS, t->opt, t->step);
-}
-
-static ct_status resume(trainer *t, const char *path) {
-  const char *names[DIGITS_NWEIGHTS];
-  ckpt_names(names);
-  return train_checkpoint_load(path, t->d, t->m.w, names, DIGITS_NWEIGHTS, t->opt, &t->step);
-}
-
-/* One step: forward on batch t->step, cross entropy, backward, Adam. *loss: the loss. */
-static ct_status train_step(trainer *t, double *loss, int64_t *count, ct_tensor **grads_out) {
-  const int64_t e = (t->step / t->steps_per_epoch) % t->epochs, b = t->step % t->steps_per_epoch;
-  const int64_t lo = b * t->batch, hi = lo + t->batch < t->n ? lo + t->batch : t->n;
-  int64_t idx[MAX_BATCH];
-  for (int64_t i = lo; i < hi; i++) idx[i - lo] = t->order[e * t->n + i];
-  ct_tensor *ix = NULL, *xb = NULL, *yb = NULL, *logits = NULL, *l = NULL;
-  ct_status st = ct_from_host(&ix, t->d, CT_I64, 1, (int64_t[]){hi - lo}, idx);
-  if (st == CT_OK) st = ct_index_select(&xb, t->x, 0, ix);
-  if (st == CT_OK) st = ct_index_select(&yb, t->y, 0, ix);
-  if (st == CT_OK) st = digits_cnn_forward(&logits, &t->m, xb);
-  if (st == CT_OK) st = ct_cross_entropy(&l, logits, yb, -100, 0.0, CT_REDUCTION_MEAN);
-  if (st == CT_OK) st = ct_optimizer_zero_grad(t->opt);
-  if (st == CT_OK) st = ct_backward(l, NULL);
-  for (int i = 0; grads_out && i < DIGITS_NPARAMS && st == CT_OK; i++) {
-    ct_tensor *g = NULL;
-    st = ct_grad(&g, t->m.w[digits_cnn_param_index[i]]);
-    if (st == CT_OK) st = g ? ct_clone(&grads_out[i], g) : CT_ERR_INVALID_ARGUMENT;
-    ct_release(g);
-  }
-  if (st == CT_OK) st = ct_optimizer_step(t->opt);
-  if (st == CT_OK) st = train_item(loss, l);
-  *count = hi - lo;
-  if (st == CT_OK) t->step++;
-  ct_release(l);
-  ct_release(logits);
-  ct_release(yb);
-  ct_release(xb);
-  ct_release(ix);
+/* One step on batch t->step of the stored order: *loss, *count examples. */
+static ct_status train_step(trainer *t, double *loss, int64_t *count) {
+  const int64_t e = t->step / t->per_epoch % t->epochs, lo = t->step % t->per_epoch * t->batch;
+  ct_tensor *idx = NULL, *xb = NULL, *yb = NULL, *logits = NULL, *l = NULL;
+  *count = lo + t->batch < t->n ? t->batch : t->n - lo;
+  ct_scope_begin();
+  ct_slice(&idx, t->order, 0, e, e + 1, 1);
+  ct_slice(&idx, idx, 1, lo, lo + *count, 1);
+  ct_cast(&idx, idx, CT_I64);
+  ct_reshape(&idx, idx, 1, count);
+  ct_index_select(&xb, t->x, 0, idx);
+  ct_index_select(&yb, t->y, 0, idx);
+  ct_module_forward(&logits, t->model, xb);
+  ct_cross_entropy(&l, logits, yb, -100, 0.0, CT_REDUCTION_MEAN);
+  ct_optimizer_zero_grad(t->opt);
+  ct_backward(l, NULL);
+  ct_optimizer_step(t->opt);
+  ct_item(loss, l);
+  ct_status st = ct_scope_end();
+  t->step += st == CT_OK;
   return st;
 }
 
 /* Test accuracy in eval mode (running statistics, no dropout), without recording. */
 static ct_status test_accuracy(trainer *t, double *acc) {
   const bool grad = ct_set_grad_enabled(false);
-  t->m.training = false;
   ct_tensor *logits = NULL, *pred = NULL, *eq = NULL, *sum = NULL;
-  ct_status st = digits_cnn_forward(&logits, &t->m, t->tx);
-  if (st == CT_OK) st = ct_argmax(&pred, logits, 1, false);
-  if (st == CT_OK) st = ct_eq(&eq, pred, t->ty);
-  if (st == CT_OK) st = ct_sum(&sum, eq, 0, NULL, false);
-  int64_t correct = 0;
-  if (st == CT_OK) st = ct_to_host(sum, &correct, sizeof correct);
-  *acc = (double)correct / (double)ct_tensor_shape(t->ty)[0];
-  ct_release(sum);
-  ct_release(eq);
-  ct_release(pred);
-  ct_release(logits);
-  t->m.training = true;
+  ct_scope_begin();
+  ct_module_eval(t->model);
+  ct_module_forward(&logits, t->model, t->tx);
+  ct_argmax(&pred, logits, 1, false);
+  ct_eq(&eq, pred, t->ty);
+  ct_sum(&sum, eq, 0, NULL, false);
+  ct_item(acc, sum);
+  ct_module_train(t->model, true);
+  *acc /= t->ty ? (double)ct_tensor_shape(t->ty)[0] : 1.0;
   ct_set_grad_enabled(grad);
-  return st;
+  return ct_scope_end();
 }
 
-/* Step 0's gradients against PyTorch's (relative to the largest |gradient| of each tensor). */
-static bool check_grads(const trainer *t, ct_tensor *const *g, bool verbose) {
-  bool ok = true;
-  for (int i = 0; i < DIGITS_NPARAMS; i++) {
-    char name[96];
-    snprintf(name, sizeof name, "torch.grad0.%s", digits_cnn_name(digits_cnn_param_index[i]));
-    ct_tensor *ref = NULL;
-    const int64_t n = ct_numel(g[i]);
-    float *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)n * sizeof *b);
-    ct_status st = ct_safetensors_get(&ref, t->fix, name);
-    if (st == CT_OK && a && b && ct_numel(ref) == n) st = ct_to_host(g[i], a, (size_t)n * sizeof *a);
-    else if (st == CT_OK) st = CT_ERR_INVALID_ARGUMENT;
-    if (st == CT_OK) st = ct_to_host(ref, b, (size_t)n * sizeof *b);
-    double diff = 0, mx = 0;
-    for (int64_t k = 0; st == CT_OK && k < n; k++) {
-      diff = fmax(diff, fabs((double)a[k] - b[k]));
-      mx = fmax(mx, fabs((double)b[k]));
-    }
-    /* The conv biases before a batch norm have a zero gradient (the norm removes any shift):
-     * both sides are rounding noise there (~1e-7), so the scale has a floor of 1e-3, below
-     * every other tensor's largest gradient (3.7e-3 .. 8e-2 here). */
-    const bool good = st == CT_OK && diff <= GRAD_RTOL * fmax(mx, GRAD_FLOOR);
-    if (verbose || !good)
-      printf(PROG ": step 0 gradient of %-14s max |difference| %.2e, max |PyTorch| %.2e%s\n",
-             digits_cnn_name(digits_cnn_param_index[i]), diff, mx, good ? "" : "  MISMATCH");
-    ok = ok && good;
-    free(a);
-    free(b);
-    ct_release(ref);
+/* Step 0's gradients against PyTorch's, relative to each tensor's largest (floor 1e-3: the conv
+ * biases before a batch norm have zero gradients, rounding noise on both sides). */
+static int check_grads(trainer *t) {
+  const char *names[16];
+  ct_tensor *params[16];
+  int np = 0, bad = 0;
+  ct_module_named_parameters(names, params, 16, &np, t->model);
+  for (int i = 0; i < np; i++) {
+    char key[96];
+    ct_tensor *g = NULL, *ref = NULL, *md = NULL, *mr = NULL;
+    double dmax = NAN, rmax = NAN;
+    snprintf(key, sizeof key, "torch.grad0.%s", names[i]);
+    ct_scope_begin();
+    ct_grad(&g, params[i]);
+    ct_safetensors_get(&ref, g_fix, key);
+    ct_sub(&g, g, ref);
+    ct_max(&md, ct_abs(&g, g) ? NULL : g, 0, NULL, false);
+    ct_max(&mr, ct_abs(&ref, ref) ? NULL : ref, 0, NULL, false);
+    ct_item(&dmax, md);
+    ct_item(&rmax, mr);
+    const bool ok = ct_scope_end() == CT_OK && dmax <= 1e-3 * fmax(rmax, 1e-3);
+    if (!g_quiet || !ok)
+      printf(PROG ": step 0 gradient of %-14s max |difference| %.2e, max |PyTorch| %.2e%s\n", names[i], dmax, rmax,
+             ok ? "" : "  MISMATCH");
+    bad += !ok;
   }
-  return ok;
+  return bad;
 }
 
-typedef struct run_opts {
-  int64_t steps;        /* total steps to reach (absolute), -1: from epochs */
-  bool check, quiet;
-  const float *losses;  /* PyTorch's, check_steps of them */
-  const double *tol;    /* the relative limit of each checked step */
-  int64_t check_steps;
-  double *record;       /* when not NULL: the loss of each step (by absolute step) */
-} run_opts;
-
-/* Trains until t->step == until; prints a line per completed epoch. Returns the number of loss
- * mismatches (check), or -1 on an error (printed). */
-static int run(trainer *t, int64_t until, const run_opts *o) {
-  int mismatches = 0;
-  double ep_loss = 0, ep_ms = 0;
-  int64_t ep_count = 0;
+/* Trains until t->step == until, a line per epoch; record (if not NULL) gets each step's loss.
+ * Returns the number of mismatches with PyTorch (--check), -1 on an error. */
+static int run(trainer *t, int64_t until, double *record) {
+  int bad = 0;
+  double ep_loss = 0, ep_s = 0, acc = 0, loss = 0;
+  int64_t ep_count = 0, count = 0;
+  struct timespec t0, t1;
   while (t->step < until) {
     const int64_t s = t->step;
-    double loss = 0, t0 = train_now_ms();
-    int64_t count = 0;
-    ct_tensor *g[DIGITS_NPARAMS] = {0};
-    const bool grads = o->check && s == 0;
-    ct_status st = train_step(t, &loss, &count, grads ? g : NULL);
-    ep_ms += train_now_ms() - t0;
-    if (st != CT_OK) {
-      train_fail(PROG, "training step");
-      return -1;
-    }
-    if (grads) mismatches += !check_grads(t, g, !o->quiet);
-    for (int i = 0; i < DIGITS_NPARAMS; i++) ct_release(g[i]);
-    if (o->record) o->record[s] = loss;
-    if (o->check && s < o->check_steps)
-      mismatches += !train_check_loss(PROG, s, loss, o->losses[s], o->tol[s], !o->quiet);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (train_step(t, &loss, &count) != CT_OK) return -FAIL("training step");
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    ep_s += (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    if (g_check && s == 0) bad += check_grads(t);
+    if (record) record[s] = loss;
+    const double rel = s < g_check_steps ? fabs(loss - g_losses[s]) / g_losses[s] : 0;
+    if (g_check && s < g_check_steps && (!g_quiet || !(rel <= g_tol[s])))
+      printf(PROG ": step %3" PRId64 ": loss %.7f, PyTorch %.7f, relative difference %.2e (limit %.0e)%s\n", s, loss,
+             g_losses[s], rel, g_tol[s], rel <= g_tol[s] ? "" : "  MISMATCH");
+    bad += g_check && !(rel <= (s < g_check_steps ? g_tol[s] : 0));
     ep_loss += loss * (double)count;
     ep_count += count;
-    if (t->step % t->steps_per_epoch == 0 || t->step == until) {
-      double acc = 0;
-      if (test_accuracy(t, &acc) != CT_OK) {
-        train_fail(PROG, "test accuracy");
-        return -1;
-      }
-      printf("epoch %" PRId64 "%s (step %" PRId64 "): loss %.4f, test accuracy %.2f%%, %.0f examples/s\n",
-             (t->step - 1) / t->steps_per_epoch + 1, t->step % t->steps_per_epoch ? " (partial)" : "", t->step,
-             ep_loss / (double)ep_count, 100 * acc, (double)ep_count / (ep_ms / 1e3));
-      fflush(stdout);
-      ep_loss = 0;
-      ep_ms = 0;
-      ep_count = 0;
-    }
+    if (t->step % t->per_epoch && t->step != until) continue;
+    if (test_accuracy(t, &acc) != CT_OK) return -FAIL("test accuracy");
+    printf("epoch %" PRId64 "%s (step %" PRId64 "): loss %.4f, test accuracy %.2f%%, %.0f examples/s\n",
+           (t->step - 1) / t->per_epoch + 1, t->step % t->per_epoch ? " (partial)" : "", t->step,
+           ep_loss / (double)ep_count, 100 * acc, (double)ep_count / ep_s);
+    fflush(stdout);
+    ep_loss = ep_s = 0;
+    ep_count = 0;
   }
-  return mismatches;
+  return bad;
 }
 
-/* Compares two trainers' weights, running statistics included, bit for bit. */
-static bool same_weights(const trainer *a, const trainer *b) {
-  bool same = true;
-  for (int i = 0; i < DIGITS_NWEIGHTS; i++) {
-    const size_t n = ct_tensor_nbytes(a->m.w[i]);
-    void *x = malloc(n), *y = malloc(n);
-    same = same && x && y && ct_to_host(a->m.w[i], x, n) == CT_OK && ct_to_host(b->m.w[i], y, n) == CT_OK &&
-           memcmp(x, y, n) == 0;
-    if (!same) printf(PROG ": %s differs after resuming\n", digits_cnn_name(i));
-    free(x);
-    free(y);
-    if (!same) break;
+/* A checkpoint: the state_dict, Adam's state, and the step and generator state as metadata. */
+static ct_status save(const trainer *t, const char *path) {
+  ct_safetensors *st = NULL;
+  uint64_t v[3] = {(uint64_t)t->step, 0, 0};
+  static const char *const keys[3] = {"train.step", "train.rng_seed", "train.rng_offset"};
+  ct_status s = ct_module_state_dict(&st, t->model);
+  if (s == CT_OK) s = ct_optimizer_save(t->opt, st);
+  if (s == CT_OK) s = ct_rng_get_state(&v[1], &v[2]);
+  for (int i = 0; i < 3 && s == CT_OK; i++) {
+    char buf[32]; /* text: exact 64-bit integers */
+    snprintf(buf, sizeof buf, "%" PRIu64, v[i]);
+    s = ct_safetensors_metadata_set(st, keys[i], buf);
   }
+  if (s == CT_OK) s = ct_safetensors_save(st, path);
+  ct_safetensors_free(st);
+  return s;
+}
+
+/* Loads save()'s checkpoint into t (not strictly: Adam's entries are not the model's). */
+static ct_status resume(trainer *t, const char *path, ct_device *d) {
+  ct_safetensors *st = NULL;
+  ct_status s = ct_safetensors_load(&st, path, d);
+  if (s == CT_OK) s = ct_module_load_state_dict_from(t->model, st, false);
+  if (s == CT_OK) s = ct_optimizer_load(t->opt, st);
+  if (s == CT_OK) t->step = atoll(meta(st, "train.step"));
+  if (s == CT_OK) ct_rng_set_state(strtoull(meta(st, "train.rng_seed"), NULL, 10),
+                                   strtoull(meta(st, "train.rng_offset"), NULL, 10));
+  ct_safetensors_free(st);
+  return s;
+}
+
+/* Whether two files have the same bytes. */
+static bool same_file(const char *a, const char *b) {
+  FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+  int ca = 0, cb = 0;
+  while (fa && fb && (ca = getc(fa)) == (cb = getc(fb)) && ca != EOF) continue;
+  const bool same = fa && fb && ca == EOF && cb == EOF;
+  if (fa) fclose(fa);
+  if (fb) fclose(fb);
   return same;
 }
 
-static int resume_check(ct_device *d, ct_safetensors *f, int64_t n, const char *path, const run_opts *base) {
+static int resume_check(ct_device *d, int64_t n, const char *path) {
   trainer a, b;
+  char end_a[1024], end_b[1024];
   double *la = calloc((size_t)n, sizeof *la), *lb = calloc((size_t)n, sizeof *lb);
-  if (!la || !lb || trainer_init(&a, d, f) != CT_OK) return train_fail(PROG, "setting up");
-  a.fix = f;
-  run_opts o = *base;
-  o.record = la;
-  if (run(&a, n / 2, &o) < 0) return 1;
-  if (save(&a, path) != CT_OK) return train_fail(PROG, "saving the checkpoint");
-  if (run(&a, n, &o) < 0) return 1;
-  if (trainer_init(&b, d, f) != CT_OK) return train_fail(PROG, "setting up");
-  b.fix = f;
-  if (resume(&b, path) != CT_OK) return train_fail(PROG, "resuming");
+  snprintf(end_a, sizeof end_a, "%s.end", path);
+  snprintf(end_b, sizeof end_b, "%s.resumed", path);
+  if (!la || !lb || trainer_init(&a, d) != CT_OK || run(&a, n / 2, la) < 0 || save(&a, path) != CT_OK ||
+      run(&a, n, la) < 0 || trainer_init(&b, d) != CT_OK || resume(&b, path, d) != CT_OK)
+    return FAIL("resume check");
   printf(PROG ": resumed at step %" PRId64 " from %s\n", b.step, path);
-  o.record = lb;
-  if (run(&b, n, &o) < 0) return 1;
-  int bad = 0;
+  if (run(&b, n, lb) < 0 || save(&a, end_a) != CT_OK || save(&b, end_b) != CT_OK) return FAIL("resume check");
+  int bad = !same_file(end_a, end_b); /* every weight, running statistic, Adam state, the generator */
+  if (bad) printf(PROG ": the checkpoints after step %" PRId64 " differ (%s, %s)\n", n, end_a, end_b);
   for (int64_t s = n / 2; s < n; s++)
-    if (memcmp(&la[s], &lb[s], sizeof la[s]) != 0) {
+    if (memcmp(&la[s], &lb[s], sizeof la[s]) && ++bad)
       printf(PROG ": step %" PRId64 ": loss %.9g uninterrupted, %.9g resumed\n", s, la[s], lb[s]);
-      bad++;
-    }
-  if (!same_weights(&a, &b)) bad++;
   printf(PROG ": resume check over steps %" PRId64 "..%" PRId64 ": %s\n", n / 2, n, bad ? "FAILED" : "identical");
-  trainer_free(&a);
-  trainer_free(&b);
-  free(la);
-  free(lb);
+  trainer_free(&a), trainer_free(&b);
+  free(la), free(lb);
   return bad ? 1 : 0;
+}
+
+/* The first n values of the fixture's float tensor name on the host, as floats. */
+static float *host_floats(const char *name, int64_t n) {
+  ct_tensor *t = NULL;
+  float *h = malloc((size_t)n * sizeof *h + 1);
+  ct_scope_begin();
+  ct_safetensors_get(&t, g_fix, name);
+  ct_slice(&t, t, 0, 0, n, 1);
+  ct_cast(&t, t, CT_F32);
+  ct_to_host(t, h, (size_t)n * sizeof *h);
+  const bool ok = ct_numel(t) == n;
+  if (ct_scope_end() != CT_OK || !ok) free(h), h = NULL;
+  return h;
 }
 
 int main(int argc, char **argv) {
   const char *path = "examples/data/train_digits.safetensors", *spec = NULL, *save_path = NULL, *resume_path = NULL;
   int64_t epochs = -1, steps = -1, rcheck = -1;
-  bool check = false, quiet = false;
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    const bool has = i + 1 < argc;
-    if (!strcmp(a, "--device") && has) spec = argv[++i];
-    else if (!strcmp(a, "--epochs") && has) epochs = atoll(argv[++i]);
-    else if (!strcmp(a, "--steps") && has) steps = atoll(argv[++i]);
-    else if (!strcmp(a, "--save") && has) save_path = argv[++i];
-    else if (!strcmp(a, "--resume") && has) resume_path = argv[++i];
-    else if (!strcmp(a, "--resume-check") && has) rcheck = atoll(argv[++i]);
-    else if (!strcmp(a, "--check")) check = true;
-    else if (!strcmp(a, "--quiet")) quiet = true;
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--check")) g_check = true;
+    else if (!strcmp(a, "--quiet")) g_quiet = true;
     else if (a[0] != '-') path = a;
-    else {
-      fprintf(stderr, "usage: " PROG " [FIXTURE] [--device SPEC] [--epochs N | --steps N] [--check] [--save PATH]\n"
-                      "       [--resume PATH] [--resume-check N] [--quiet]\n");
-      return 2;
-    }
+    else if (v && !strcmp(a, "--device")) spec = argv[++i];
+    else if (v && !strcmp(a, "--epochs")) epochs = atoll(argv[++i]);
+    else if (v && !strcmp(a, "--steps")) steps = atoll(argv[++i]);
+    else if (v && !strcmp(a, "--save")) save_path = argv[++i];
+    else if (v && !strcmp(a, "--resume")) resume_path = argv[++i];
+    else if (v && !strcmp(a, "--resume-check")) rcheck = atoll(argv[++i]);
+    else return fprintf(stderr, "usage: " PROG " [FIXTURE] [--device SPEC] [--epochs N | --steps N] [--check]"
+                                " [--save PATH] [--resume PATH] [--resume-check N] [--quiet]\n"), 2;
   }
   ct_device *d;
-  if ((spec ? ct_device_find(&d, spec) : ct_device_default(&d)) != CT_OK) return train_fail(PROG, "choosing a device");
-  printf("device: %s (%s)\n", ct_device_spec(d), ct_device_properties(d)->name);
   ct_safetensors *f = NULL;
-  if (train_fixture_load(&f, path, d) != CT_OK) return train_fail(PROG, "loading the fixture");
-  const char *cs = train_meta(PROG, f, "check_steps");
-  if (!cs) return 1;
-  run_opts o = {.check = check, .quiet = quiet, .check_steps = atoll(cs)};
-  float *losses = NULL;
-  double *f64 = NULL, *f1t = NULL;
-  int64_t n32 = 0, n64 = 0, n1t = 0;
-  if (train_host_copy((void **)&losses, f, "torch.losses", &n32) != CT_OK ||
-      train_host_doubles(&f64, f, "torch.losses_f64", &n64) != CT_OK ||
-      train_host_doubles(&f1t, f, "torch.losses_1t", &n1t) != CT_OK)
-    return train_fail(PROG, "reading PyTorch's losses");
-  if (n32 < o.check_steps || n64 < o.check_steps || n1t < o.check_steps) {
-    fprintf(stderr, PROG ": the fixture has %" PRId64 ", %" PRId64 " and %" PRId64 " losses for check_steps %" PRId64 "\n",
-            n32, n64, n1t, o.check_steps);
-    return 1;
+  if ((spec ? ct_device_find(&d, spec) : ct_device_default(&d)) != CT_OK) return FAIL("choosing a device");
+  printf("device: %s (%s)\n", ct_device_spec(d), ct_device_properties(d)->name);
+  /* PyTorch's f64 losses as f32 on a device without cl_khr_fp64 */
+  if (ct_safetensors_load_as(&f, path, d, CT_F64, ct_device_properties(d)->fp64 ? CT_F64 : CT_F32) != CT_OK)
+    return FAIL("loading the fixture");
+  g_fix = f;
+  g_check_steps = atoll(meta(f, "check_steps"));
+  float *f64 = host_floats("torch.losses_f64", g_check_steps), *f1t = host_floats("torch.losses_1t", g_check_steps);
+  g_losses = host_floats("torch.losses", g_check_steps);
+  g_tol = calloc((size_t)g_check_steps + 1, sizeof *g_tol);
+  if (!g_losses || !f64 || !f1t || !g_tol) return FAIL("reading PyTorch's losses");
+  for (int64_t s = 0; s < g_check_steps; s++) { /* 1e-4, or 4x PyTorch's own spread so far */
+    const double spread = fmax(fabs(g_losses[s] - f64[s]) / f64[s], fabs(g_losses[s] - f1t[s]) / g_losses[s]);
+    g_tol[s] = fmax(s ? g_tol[s - 1] : 1e-4, 4 * spread);
   }
-  o.losses = losses;
-  /* The limit of each step: 1e-4, or LOSS_SPREAD_FACTOR times the largest relative difference
-   * between PyTorch's own runs so far (f32 and f64; f32 on 2 threads and on 1), whichever is
-   * larger. */
-  double *tol = calloc((size_t)o.check_steps, sizeof *tol);
-  if (!tol) return train_fail(PROG, "out of host memory");
-  double spread = 0;
-  for (int64_t s = 0; s < o.check_steps; s++) {
-    spread = fmax(spread, fabs(losses[s] - f64[s]) / f64[s]);
-    spread = fmax(spread, fabs(losses[s] - f1t[s]) / fabs(losses[s]));
-    tol[s] = fmax(LOSS_RTOL, LOSS_SPREAD_FACTOR * spread);
-  }
-  free(f64);
-  free(f1t);
-  o.tol = tol;
-  if (rcheck > 0) {
-    int rc = resume_check(d, f, rcheck, save_path ? save_path : "train_digits.ckpt", &o);
-    ct_safetensors_free(f);
-    free(losses);
-    free(tol);
-    return rc;
-  }
-
+  if (rcheck > 0) return resume_check(d, rcheck, save_path ? save_path : "train_digits.ckpt");
   trainer t;
-  if (trainer_init(&t, d, f) != CT_OK) return train_fail(PROG, "setting up");
-  t.fix = f;
-  if (resume_path) {
-    if (resume(&t, resume_path) != CT_OK) return train_fail(PROG, "resuming");
-    printf(PROG ": resumed at step %" PRId64 " from %s\n", t.step, resume_path);
-  }
-  const bool full = steps < 0 && epochs < 0 && !check;
-  int64_t until;
-  if (steps >= 0) until = t.step + steps;
-  else if (epochs >= 0) until = t.step + epochs * t.steps_per_epoch;
-  else if (check) until = o.check_steps;
-  else until = t.epochs * t.steps_per_epoch;
-  if (check && until > o.check_steps) until = o.check_steps;
+  if (trainer_init(&t, d) != CT_OK) return FAIL("setting up");
+  if (resume_path && resume(&t, resume_path, d) != CT_OK) return FAIL("resuming");
+  if (resume_path) printf(PROG ": resumed at step %" PRId64 " from %s\n", t.step, resume_path);
+  const bool full = steps < 0 && epochs < 0 && !g_check;
+  int64_t until = steps >= 0 ? t.step + steps : epochs >= 0 ? t.step + epochs * t.per_epoch
+                  : g_check ? g_check_steps : t.epochs * t.per_epoch;
+  if (g_check && until > g_check_steps) until = g_check_steps;
   printf(PROG ": %" PRId64 " training images, batch %" PRId64 ", %" PRId64 " steps per epoch; steps %" PRId64
-              " to %" PRId64 "\n", t.n, t.batch, t.steps_per_epoch, t.step, until);
+              " to %" PRId64 "\n", t.n, t.batch, t.per_epoch, t.step, until);
   ct_memory_reset_peak(d);
-  int bad = run(&t, until, &o);
-  if (bad < 0) return 1;
-  printf(PROG ": peak device memory held by tensors: %.2f MiB\n", train_peak_mib(d));
-  if (check) printf(PROG ": %d mismatches with PyTorch's losses and step 0's gradients\n", bad);
-  if (save_path) {
-    if (save(&t, save_path) != CT_OK) return train_fail(PROG, "saving the checkpoint");
-    printf(PROG ": checkpoint at step %" PRId64 " saved to %s\n", t.step, save_path);
-  }
-  int rc = bad ? 1 : 0;
-  if (full) {
-    double acc = 0;
-    if (test_accuracy(&t, &acc) != CT_OK) return train_fail(PROG, "test accuracy");
-    const char *ta = ct_safetensors_metadata_get(f, "torch_test_accuracy");
-    printf(PROG ": final test accuracy %.2f%% (PyTorch's run: %.2f%%)\n", 100 * acc, ta ? 100 * atof(ta) : NAN);
-    if (acc < MIN_ACCURACY) rc = 1;
+  int bad = run(&t, until, NULL);
+  ct_memory_stats ms = {.size = sizeof ms};
+  if (bad >= 0 && ct_device_get_memory_stats(&ms, d) == CT_OK)
+    printf(PROG ": peak device memory held by tensors: %.2f MiB\n", (double)ms.peak_allocated_bytes / 1048576.0);
+  if (bad >= 0 && g_check) printf(PROG ": %d mismatches with PyTorch's losses and step 0's gradients\n", bad);
+  if (bad >= 0 && save_path && save(&t, save_path) != CT_OK) return FAIL("saving the checkpoint");
+  if (bad >= 0 && save_path) printf(PROG ": checkpoint at step %" PRId64 " saved to %s\n", t.step, save_path);
+  double acc = 0;
+  if (bad >= 0 && full) {
+    if (test_accuracy(&t, &acc) != CT_OK) return FAIL("test accuracy");
+    printf(PROG ": final test accuracy %.2f%% (PyTorch's run: %.2f%%)\n", 100 * acc,
+           100 * atof(meta(f, "torch_test_accuracy")));
+    bad += acc < 0.97;
   }
   trainer_free(&t);
   ct_safetensors_free(f);
-  free(losses);
-  free(tol);
+  free(g_losses), free(f64), free(f1t), free(g_tol);
   ct_shutdown(); /* prints the CLTENSOR_PROFILE table */
-  return rc;
+  return bad ? 1 : 0;
 }

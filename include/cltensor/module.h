@@ -124,6 +124,34 @@ CT_API ct_status ct_module_layer_norm(ct_module **out, ct_device *d, int ndim, c
 CT_API ct_status ct_module_rms_norm(ct_module **out, ct_device *d, int ndim, const int64_t *normalized_shape,
                                     double eps, bool elementwise_affine);
 
+/* ---- Attention ---- */
+/* torch.nn.MultiheadAttention(embed_dim, num_heads, dropout=0.0, bias=True, batch_first=False)
+ * (add_bias_kv, add_zero_attn, kdim and vdim are not offered; dropout must be 0.0, since the
+ * attention op has none). num_heads >= 1 divides embed_dim. Parameters under PyTorch's
+ * state_dict names: in_proj_weight [3E, E] (q, k, v stacked), in_proj_bias [3E] when bias, and
+ * the child out_proj, a Linear(E, E, bias): out_proj.weight, out_proj.bias. Initialized as
+ * PyTorch's _reset_parameters: xavier_uniform_ on in_proj_weight, zero biases, out_proj.weight
+ * as Linear's. batch_first: inputs and output [N, L, E]; else (PyTorch's default) [L, N, E];
+ * unbatched [L, E] either way.
+ * ct_module_forward(&y, m, x) is self-attention without a mask: PyTorch's m(x, x, x)[0]. */
+CT_API ct_status ct_module_multihead_attention(ct_module **out, ct_device *d, int64_t embed_dim, int64_t num_heads,
+                                               double dropout, bool bias, bool batch_first);
+/* OUT: *out, MultiheadAttention.forward(query, key, value, attn_mask=attn_mask,
+ * need_weights=False, is_causal=is_causal)[0]: query [L, N, E] (batch_first: [N, L, E]; or
+ * [L, E]), key and value of S positions in the same layout. attn_mask (may be NULL), as
+ * PyTorch's: [L, S] or [N * num_heads, L, S]; bool true where attending is NOT allowed, or a
+ * float mask added to the scores. is_causal: query i attends keys j <= i only (PyTorch takes it
+ * as a hint that attn_mask is that mask and needs both; here either alone works, and both are
+ * applied). When query, key and value are the same tensor the projection is one product (as
+ * PyTorch's). Not offered: key_padding_mask (fold it into a [N * num_heads, L, S] attn_mask) and
+ * the attention weights (need_weights). The result is a new tensor (with batch_first false, a transposed view of one);
+ * recorded for autograd. CT_ERR_INVALID_ARGUMENT (NULL, m not a MultiheadAttention),
+ * CT_ERR_SHAPE_MISMATCH (ranks, a last dim other than E, a mask that doesn't fit), and the
+ * statuses of ct_linear and ct_scaled_dot_product_attention. */
+CT_API ct_status ct_module_multihead_attention_forward(ct_tensor **out, ct_module *m, const ct_tensor *query,
+                                                       const ct_tensor *key, const ct_tensor *value,
+                                                       const ct_tensor *attn_mask, bool is_causal);
+
 /* ---- Without parameters ---- */
 /* torch.nn.Dropout(p=0.5): ct_dropout(x, p, training flag); p in [0, 1]. */
 CT_API ct_status ct_module_dropout(ct_module **out, double p);
@@ -179,7 +207,10 @@ CT_API ct_status ct_module_append(ct_module *seq, ct_module *child);
  *   ct_module_linear(&fc1, dev, 64, 32, true); ct_module_add_child(m, "fc1", fc1); ct_module_release(fc1);
  *
  * forward must store a new tensor in *y and return CT_OK, or return a failing status (it should
- * set the message through the library's calls; *y is then released if set). type_name NULL means
+ * set the message through the library's calls; *y is then released if set). *y must come from a
+ * library call (an op, a view, ct_module_forward, or kept out of the callback's own scope with
+ * ct_scope_end_keep): when the caller has a scope open, that scope owns it once, as any result
+ * (a callback returning its input returns a view of it, not ct_retain(x)). type_name NULL means
  * "Module". destroy (may be NULL) is called with user once, by the last release. */
 typedef ct_status (*ct_module_forward_fn)(ct_tensor **y, ct_module *self, const ct_tensor *x, void *user);
 typedef void (*ct_module_destroy_fn)(void *user);

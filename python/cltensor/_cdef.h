@@ -515,6 +515,8 @@ ct_status ct_module_batch_norm1d(ct_module **out, ct_device *d, int64_t num_feat
 ct_status ct_module_batch_norm2d(ct_module **out, ct_device *d, int64_t num_features, double eps, double momentum, bool affine, bool track_running_stats);
 ct_status ct_module_layer_norm(ct_module **out, ct_device *d, int ndim, const int64_t *normalized_shape, double eps, bool elementwise_affine, bool bias);
 ct_status ct_module_rms_norm(ct_module **out, ct_device *d, int ndim, const int64_t *normalized_shape, double eps, bool elementwise_affine);
+ct_status ct_module_multihead_attention(ct_module **out, ct_device *d, int64_t embed_dim, int64_t num_heads, double dropout, bool bias, bool batch_first);
+ct_status ct_module_multihead_attention_forward(ct_tensor **out, ct_module *m, const ct_tensor *query, const ct_tensor *key, const ct_tensor *value, const ct_tensor *attn_mask, bool is_causal);
 ct_status ct_module_dropout(ct_module **out, double p);
 ct_status ct_module_relu(ct_module **out);
 ct_status ct_module_gelu(ct_module **out, bool approximate_tanh);

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "module/module.h"
+#include "tensor/scope.h"
 
 static const char k_prefix[] = "ct_module_forward: ";
 
@@ -38,6 +39,10 @@ ct_status ct_module_forward(ct_tensor **y, ct_module *m, const ct_tensor *x) {
     st = m->kind->forward(y, m, x);
   } else {
     st = m->user_forward(y, m, x, m->user);
+    /* The callback made *y through a public call (or kept it out of its own scope): a scope
+     * open around this call owns it, and this call's wrapper registers it once more as its
+     * result. Taken over here, so that the scope releases it once. */
+    if (st == CT_OK && *y) ct__scope_adopt(*y);
     if (st == CT_OK && !*y)
       st = ct__error(CT_ERR_INVALID_ARGUMENT, "the forward callback returned CT_OK without a result");
   }

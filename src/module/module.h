@@ -43,6 +43,8 @@ typedef struct ct__module_options {
   double eps, momentum, p, slope;
   int dim, end_dim;  /* softmax dim; flatten start and end */
   bool flag;         /* gelu: tanh approximation */
+  int heads;         /* multihead attention: num_heads */
+  bool batch_first;  /* multihead attention: inputs [N, L, E] (else [L, N, E]) */
 } ct__module_options;
 
 struct ct_module {

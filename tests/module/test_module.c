@@ -675,6 +675,46 @@ static ct_status mlp_forward(ct_tensor **y, ct_module *self, const ct_tensor *x,
 
 static void mlp_destroy(void *user) { ((struct mlp_state *)user)->destroyed++; }
 
+/* A forward that uses a scope of its own, as a user writes one (scope.h). */
+static ct_status scoped_forward(ct_tensor **y, ct_module *self, const ct_tensor *x, void *user) {
+  (void)user;
+  ct_tensor *h = NULL;
+  ct_scope_begin();
+  ct_module_forward(&h, ct_module_get_submodule(self, "fc"), x);
+  ct_relu(y, h);
+  return ct_scope_end_keep(y);
+}
+
+/* Called inside the caller's scope, a user module's result belongs to that scope once (the
+ * callback's own call handed it out too): kept, it outlives the scope; left, it goes with it. */
+START_TEST(user_forward_inside_a_scope) {
+  ct_device *d = ct_test_device();
+  ct_module *m = NULL, *fc = NULL;
+  ck_assert_ct_ok(ct_module_custom(&m, "Scoped", scoped_forward, NULL, NULL));
+  ck_assert_ct_ok(ct_module_linear(&fc, d, 4, 3, true));
+  ck_assert_ct_ok(ct_module_add_child(m, "fc", fc));
+  ct_module_release(fc);
+  ct_tensor *x = NULL, *ref = NULL, *y = NULL, *left = NULL;
+  ck_assert_ct_ok(ct_randn(&x, d, CT_F32, 2, (int64_t[]){2, 4}));
+  ck_assert_ct_ok(ct_module_forward(&ref, m, x)); /* outside any scope */
+  for (int round = 0; round < 3; round++) {
+    ck_assert_ct_ok(ct_scope_begin());
+    ck_assert_ct_ok(ct_module_forward(&y, m, x));
+    ck_assert_ct_ok(ct_keep(y));
+    ck_assert_ct_ok(ct_module_forward(&left, m, x));
+    ck_assert_ct_ok(ct_scope_end());
+    float got[6], want[6];
+    ck_assert_ct_ok(ct_to_host(y, got, sizeof got));
+    ck_assert_ct_ok(ct_to_host(ref, want, sizeof want));
+    for (int i = 0; i < 6; i++) ck_assert_float_eq(got[i], want[i]);
+    ct_release(y);
+  }
+  ct_release(ref);
+  ct_release(x);
+  ct_module_release(m);
+}
+END_TEST
+
 START_TEST(user_modules) {
   ct_device *d = ct_test_device();
   struct mlp_state s = {0};
@@ -949,6 +989,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, default_initialization);
   tc = ct_test_case(s, "structure", 600);
   tcase_add_test(tc, user_modules);
+  tcase_add_test(tc, user_forward_inside_a_scope);
   tcase_add_test(tc, sequential_and_lists);
   tc = ct_test_case(s, "devices", 600);
   tcase_add_test(tc, module_to_same_device_keeps_everything);

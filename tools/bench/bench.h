@@ -245,6 +245,7 @@ void clref_job_free(clref_job *j);
 /* Hidden child modes (child.c); each returns the process exit status. */
 int bench_child_matmul(const bench_opts *o);
 int bench_child_first_result(const bench_opts *o);
+int bench_child_first_train_step(const bench_opts *o); /* group_train.c */
 int bench_child_first_fusion(const bench_opts *o); /* group_fusion.c */
 int bench_child_clblast_defaults(const bench_opts *o, int platform_index, int device_index);
 

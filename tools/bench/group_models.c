@@ -8,7 +8,9 @@
  * (the two medians), as the nn group does with torch_conv.py. `torch_models.py --bench` runs
  * this group and prints the ratios as well (docs/PERFORMANCE.md). The fixtures are read from
  * $CLTENSOR_BENCH_MODELS (a folder) or the source tree's examples/data; without them the
- * figures are skipped. */
+ * figures are skipped. The digits CNN also has the reference "handwritten_forward": the same
+ * forward written with the functional ops on the module's own tensors (as digits_cnn_model.c was
+ * before it became modules), timed in turns with the modules' (issue #30: the modules' cost). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +37,38 @@ static int do_cnn(void *p) {
   ct_release(pred);
   ct_release(logits);
   return st == CT_OK ? 0 : bench_ct_fail("the digits CNN forward", st);
+}
+
+/* DigitsCNN's eval forward without modules: the same ops, on the module's tensors. */
+static ct_status cnn_ops_forward(ct_tensor **logits, const digits_cnn *m, const ct_tensor *x) {
+  static const int one[2] = {1, 1}, pad[2] = {1, 1}, two[2] = {2, 2}, zero[2] = {0, 0};
+  static const int64_t one_by_one[2] = {1, 1};
+  ct_tensor *const *w = m->w;
+  ct_tensor *cur = (ct_tensor *)x, *t = NULL;
+  ct_scope_begin();
+  for (int i = 0; i < 3; i++) {
+    ct_tensor *const *l = w + 6 * i; /* conv weight, bias, bn mean, var, weight, bias */
+    ct_conv2d(&t, cur, l[0], l[1], one, pad, one, 1);
+    ct_batch_norm(&t, t, l[2], l[3], l[4], l[5], false, 0.1, m->eps);
+    ct_relu(&cur, t);
+    if (i == 1) ct_max_pool2d(&cur, cur, two, two, zero);
+    if (i == 1) ct_dropout(&cur, cur, 0.25, false);
+  }
+  ct_adaptive_avg_pool2d(&t, cur, one_by_one);
+  ct_view(&t, t, 2, (int64_t[]){ct_tensor_shape(x)[0], 64});
+  ct_linear(logits, t, w[DIGITS_FC_W], w[DIGITS_FC_B]);
+  return ct_scope_end_keep(logits);
+}
+
+static int do_cnn_ops(void *p) {
+  models_ctx *c = p;
+  ct_tensor *logits = NULL, *pred = NULL;
+  ct_status st = cnn_ops_forward(&logits, &c->cnn, c->x);
+  if (st == CT_OK) st = ct_argmax(&pred, logits, 1, false);
+  if (st == CT_OK) st = ct_to_host(pred, c->host, c->host_bytes);
+  ct_release(pred);
+  ct_release(logits);
+  return st == CT_OK ? 0 : bench_ct_fail("the digits CNN forward with ops", st);
 }
 
 static int do_gpt(void *p) {
@@ -99,14 +133,22 @@ void bench_add_torch_ref(bench_fig *f, const char *ref_name, double before_ms, d
 }
 
 /* Measures fn once the setup (st, the result buffer) succeeded, else records why not; PyTorch's
- * time right before and right after, as the reference, when it can be run. */
-static void measure_model(const bench_opts *o, bench_fig *f, ct_status st, bench_fn fn, models_ctx *c) {
+ * time right before and right after, as the reference, when it can be run; with ops_fn, also the
+ * reference "handwritten_forward", timed in turns with fn. */
+static void measure_model(const bench_opts *o, bench_fig *f, ct_status st, bench_fn fn, bench_fn ops_fn,
+                          models_ctx *c) {
   if (st != CT_OK || !c->host) {
     bench_fig_fail(f, false, st != CT_OK ? ct_last_error() : "out of host memory");
     return;
   }
   const double before = torch_ms(f->name);
-  if (bench_measure(o, f, fn, NULL, c, 1000, 1e3) != 0) return;
+  bench_fig ops;
+  bench_fig_init(&ops, "handwritten_forward", f->size, f->shape, "f32", "ms");
+  bench_item items[2] = {{.fig = f, .fn = fn, .ctx = c, .max_reps = 1000, .work = 1e3},
+                         {.fig = &ops, .fn = ops_fn, .ctx = c, .max_reps = 1000, .work = 1e3}};
+  bench_measure_set(o, items, ops_fn ? 2 : 1);
+  if (f->error[0]) return;
+  if (ops_fn && !ops.error[0]) bench_fig_add_ref(f, &ops);
   bench_gemm_note(c->d, f->note, sizeof f->note); /* the convolutions and linears go through it */
   const double after = before > 0 ? torch_ms(f->name) : -1;
   bench_add_torch_ref(f, "torch_forward", before, after);
@@ -125,7 +167,7 @@ static void bench_cnn(const bench_opts *o, ct_device *d) {
       c.host_bytes = (size_t)ct_tensor_shape(c.x)[0] * sizeof(int64_t);
       c.host = malloc(c.host_bytes);
     }
-    measure_model(o, &f, st, do_cnn, &c);
+    measure_model(o, &f, st, do_cnn, do_cnn_ops, &c);
   }
   bench_emit(o, &f);
   digits_cnn_release(&c.cnn);
@@ -151,7 +193,7 @@ static void bench_gpt(const bench_opts *o, ct_device *d) {
       c.host_bytes = (size_t)(s[0] * s[1] * c.gpt.vocab) * sizeof(float);
       c.host = malloc(c.host_bytes);
     }
-    measure_model(o, &f, st, do_gpt, &c);
+    measure_model(o, &f, st, do_gpt, NULL, &c);
   }
   bench_emit(o, &f);
   charlm_release(&c.gpt);

@@ -6,7 +6,9 @@
  * each time, as training does; the work per step does not change. When $CLTENSOR_BENCH_PYTHON
  * names a Python with PyTorch, tools/bench/torch_train.py times PyTorch's same step (CPU) right
  * before and right after ours, with PyTorch's default threads ("torch_train") and one thread
- * ("torch_train_1t"). `torch_train.py --bench` runs this group and prints the ratios. */
+ * ("torch_train_1t"). `torch_train.py --bench` runs this group and prints the ratios.
+ * digits_first_step.cold/.warm: the first step of a new process (child mode first-train-step)
+ * with empty kernel caches, then with the caches it filled (issue #30). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,50 +72,115 @@ static void measure_step(const bench_opts *o, bench_fig *f, ct_status st, train_
   bench_add_torch_ref(f, "torch_train_1t", before1, after1);
 }
 
+/* The digits CNN at PyTorch's initial weights, Adam, and the first batch of the first epoch (the
+ * example's step 0) in c->x, c->y. */
+static ct_status cnn_setup(train_ctx *c, const ct_safetensors *file) {
+  ct_tensor *xs = NULL, *ys = NULL, *u8 = NULL, *xf = NULL, *order = NULL, *row = NULL, *idx = NULL, *idx64 = NULL;
+  ct_tensor *params[DIGITS_NPARAMS];
+  ct_status st = digits_cnn_load(&c->cnn, file);
+  c->cnn.training = true;
+  for (int i = 0; i < DIGITS_NPARAMS && st == CT_OK; i++) params[i] = c->cnn.w[digits_cnn_param_index[i]];
+  if (st == CT_OK) st = make_opt(c, params, DIGITS_NPARAMS, 3e-3, 0.0, false);
+  if (st == CT_OK) st = ct_safetensors_get(&u8, file, "train.x");
+  if (st == CT_OK) st = ct_cast(&xf, u8, CT_F32);
+  if (st == CT_OK) st = ct_mul_scalar(&xs, xf, 1.0 / 16.0);
+  if (st == CT_OK) st = ct_safetensors_get(&ys, file, "train.y");
+  if (st == CT_OK) st = ct_safetensors_get(&order, file, "order");
+  if (st == CT_OK) st = ct_slice(&row, order, 0, 0, 1, 1); /* order is [epochs, n] */
+  if (st == CT_OK) st = ct_slice(&idx, row, 1, 0, 64, 1);
+  if (st == CT_OK) st = ct_reshape(&idx64, idx, 1, (int64_t[]){64});
+  ct_release(idx);
+  idx = NULL;
+  if (st == CT_OK) st = ct_cast(&idx, idx64, CT_I64);
+  if (st == CT_OK) st = ct_index_select(&c->x, xs, 0, idx);
+  if (st == CT_OK) st = ct_index_select(&c->y, ys, 0, idx);
+  ct_manual_seed(0);
+  ct_release(idx64);
+  ct_release(idx);
+  ct_release(row);
+  ct_release(order);
+  ct_release(xf);
+  ct_release(u8);
+  ct_release(ys);
+  ct_release(xs);
+  return st;
+}
+
+static void cnn_free(train_ctx *c) {
+  ct_optimizer_free(c->opt);
+  digits_cnn_release(&c->cnn);
+  ct_release(c->x);
+  ct_release(c->y);
+}
+
 static void bench_cnn(const bench_opts *o, ct_device *d) {
   bench_fig f;
   bench_fig_init(&f, "digits_cnn_train_step", 64, "64x1x8x8, Adam", "f32", "ms");
   train_ctx c = {.d = d};
   bench_progress(o, "digits CNN training step");
   ct_safetensors *file = bench_load_fixture(&f, d, "train_digits.safetensors");
-  if (file) {
-    ct_tensor *xs = NULL, *ys = NULL, *u8 = NULL, *xf = NULL, *order = NULL, *row = NULL, *idx = NULL, *idx64 = NULL;
-    ct_tensor *params[DIGITS_NPARAMS];
-    ct_status st = digits_cnn_load(&c.cnn, file);
-    c.cnn.training = true;
-    for (int i = 0; i < DIGITS_NPARAMS && st == CT_OK; i++) params[i] = c.cnn.w[digits_cnn_param_index[i]];
-    if (st == CT_OK) st = make_opt(&c, params, DIGITS_NPARAMS, 3e-3, 0.0, false);
-    /* The first batch of the first epoch, as the example's step 0. */
-    if (st == CT_OK) st = ct_safetensors_get(&u8, file, "train.x");
-    if (st == CT_OK) st = ct_cast(&xf, u8, CT_F32);
-    if (st == CT_OK) st = ct_mul_scalar(&xs, xf, 1.0 / 16.0);
-    if (st == CT_OK) st = ct_safetensors_get(&ys, file, "train.y");
-    if (st == CT_OK) st = ct_safetensors_get(&order, file, "order");
-    if (st == CT_OK) st = ct_slice(&row, order, 0, 0, 1, 1); /* order is [epochs, n] */
-    if (st == CT_OK) st = ct_slice(&idx, row, 1, 0, 64, 1);
-    if (st == CT_OK) st = ct_reshape(&idx64, idx, 1, (int64_t[]){64});
-    ct_release(idx);
-    idx = NULL;
-    if (st == CT_OK) st = ct_cast(&idx, idx64, CT_I64);
-    if (st == CT_OK) st = ct_index_select(&c.x, xs, 0, idx);
-    if (st == CT_OK) st = ct_index_select(&c.y, ys, 0, idx);
-    ct_manual_seed(0);
-    measure_step(o, &f, st, &c);
-    ct_release(idx64);
-    ct_release(idx);
-    ct_release(row);
-    ct_release(order);
-    ct_release(xf);
-    ct_release(u8);
-    ct_release(ys);
-    ct_release(xs);
-  }
+  if (file) measure_step(o, &f, cnn_setup(&c, file), &c);
   bench_emit(o, &f);
-  ct_optimizer_free(c.opt);
-  digits_cnn_release(&c.cnn);
-  ct_release(c.x);
-  ct_release(c.y);
+  cnn_free(&c);
   ct_safetensors_free(file);
+}
+
+/* Child mode "first-train-step": a new process's first digits CNN training step, from loading the
+ * fixture to the loss on the host, kernel builds included; ready once the loss is there. */
+int bench_child_first_train_step(const bench_opts *o) {
+  bench_fig f;
+  bench_fig_init(&f, "digits_first_step", 64, "", "f32", "ms");
+  train_ctx c = {0};
+  ct_safetensors *file = NULL;
+  ct_status st = ct_device_find(&c.d, o->device_spec);
+  if (st == CT_OK) file = bench_load_fixture(&f, c.d, "train_digits.safetensors");
+  if (st == CT_OK && file) st = cnn_setup(&c, file);
+  const int rc = st == CT_OK && file ? do_step(&c) : 1;
+  if (rc == 0) {
+    bench_child_ready(o);
+  } else {
+    if (!f.error[0]) bench_fig_fail(&f, false, st != CT_OK ? ct_last_error() : bench_error());
+    bench_emit(o, &f);
+  }
+  cnn_free(&c);
+  ct_safetensors_free(file);
+  ct_shutdown();
+  return rc;
+}
+
+/* The first training step of a new process (issue #30): "digits_first_step.cold" with both kernel
+ * caches empty (the library's and PoCL's), then ".warm" twice (once with --quick) with the
+ * caches that run filled; in rounds, so that cold and warm see the same moments of the machine. */
+static void bench_first_step(const bench_opts *o) {
+  bench_samples s[2] = {{.n = 0}, {.n = 0}};
+  char err[320] = "", *root = bench_mkdtemp();
+  const int rounds = o->quick ? 1 : 2;
+  if (!root) snprintf(err, sizeof err, "%s", bench_error());
+  for (int r = 0; r < rounds && !err[0]; r++) {
+    char run[1024], ct_dir[1100], drv_dir[1100];
+    snprintf(run, sizeof run, "%s/round%d", root, r);
+    snprintf(ct_dir, sizeof ct_dir, "%s/ct", run);
+    snprintf(drv_dir, sizeof drv_dir, "%s/driver", run);
+    bench_progress(o, "first digits training step of a new process, round %d/%d", r + 1, rounds);
+    for (int k = 0; k < (o->quick ? 2 : 3) && !err[0]; k++) { /* cold, then one or two warm */
+      bench_samples *into = &s[k ? 1 : 0];
+      if (bench_make_dir(run) || bench_make_dir(ct_dir) || bench_make_dir(drv_dir) ||
+          bench_first_result_once(o, "first-train-step", NULL, ct_dir, drv_dir, &into->s[into->n]) != 0)
+        snprintf(err, sizeof err, "%s", bench_error());
+      else
+        into->n++;
+    }
+  }
+  static const char *const names[2] = {"digits_first_step.cold", "digits_first_step.warm"};
+  for (int i = 0; i < 2; i++) {
+    bench_fig f;
+    bench_fig_init(&f, names[i], 64, "new process, 64x1x8x8, Adam", "f32", "ms");
+    if (err[0]) bench_fig_fail(&f, false, err);
+    else bench_fig_set(&f, &s[i], 1e3);
+    bench_emit(o, &f);
+  }
+  if (root) bench_rmtree(root);
+  free(root);
 }
 
 static void bench_gpt(const bench_opts *o, ct_device *d) {
@@ -166,6 +233,7 @@ static void bench_gpt(const bench_opts *o, ct_device *d) {
 
 void bench_group_train(const bench_opts *o, ct_device *d) {
   bench_cnn(o, d);
+  bench_first_step(o);
   bench_gpt(o, d);
   ct_empty_cache(d);
 }

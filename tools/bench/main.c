@@ -142,6 +142,7 @@ int main(int argc, char **argv) {
     if (strcmp(child, "matmul") == 0) return bench_child_matmul(&o);
     if (strcmp(child, "first-result") == 0) return bench_child_first_result(&o);
     if (strcmp(child, "first-fusion") == 0) return bench_child_first_fusion(&o);
+    if (strcmp(child, "first-train-step") == 0) return bench_child_first_train_step(&o);
     if (strcmp(child, "clblast-defaults") == 0) {
       int p = -1, d = -1;
       if (!cl || sscanf(cl, "%d:%d", &p, &d) != 2) return 2;
