@@ -8,9 +8,12 @@
  *           the same step, the hooks on, the all-reduces off);
  *   allred  the bare all-reduce (AVG) of one flat f32 tensor as large as all the gradients;
  *   ddp     the DDP step on the half batch: the buckets' all-reduces during the backward.
- * overlap = ddp / (local + allred); the issue asks for at most 1.3 ("mostly hidden"), and 1.0
- * would mean nothing hidden but nothing lost either; below 1 the backward hides part of it.
- * Both ranks compute in all three, so the machine is as loaded in each. Rank 0 prints. */
+ * overlap = ddp / (local + allred); the issue asks for at most 1.3 ("mostly hidden"); 1.0 means
+ * the all-reduce costs what it costs alone, below 1 the backward hides part of it. Both ranks
+ * compute in all three, so the machine is as loaded in each. Each time is the slower rank's of
+ * each repetition (a synchronous step waits for the slower rank, so a local step that one rank
+ * takes longer is a cost of DDP that no communication causes); local0 is rank 0's own, and
+ * overlap0 = ddp / (local0 + allred) is the issue's "one rank's step". Rank 0 prints. */
 #include <mpi.h>
 
 #include <stdio.h>
@@ -32,7 +35,7 @@
     }                                                                                                 \
   } while (0)
 
-enum { REPS = 15 };
+enum { REPS = 21 };
 
 typedef struct model {
   const char *name, *what;
@@ -155,7 +158,7 @@ static int measure(model *m, ct_dist *d, ct_device *dev) {
   ct_ddp *ddp = NULL;
   DTRY(ct_zeros(&flat, dev, CT_F32, 1, &total));
   DTRY(ct_ddp_new(&ddp, d, m->params, m->np, NULL));
-  double tl[REPS], ta[REPS], td[REPS];
+  double tl[REPS], tl0[REPS], ta[REPS], td[REPS];
   /* Warm-up: kernels, buckets, MPI connections; the agreement checks of the first DDP step. */
   DTRY(ct_ddp_set_sync(ddp, false));
   DTRY(step(m));
@@ -177,14 +180,23 @@ static int measure(model *m, ct_dist *d, ct_device *dev) {
     t0 = now();
     DTRY(step(m));
     td[r] = now() - t0;
+    /* The slower rank's times (the program's own MPI call: the group is idle after a
+     * synchronous collective). */
+    double mine[3] = {tl[r], ta[r], td[r]}, slow[3];
+    MPI_Allreduce(mine, slow, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    tl0[r] = tl[r];
+    tl[r] = slow[0];
+    ta[r] = slow[1];
+    td[r] = slow[2];
   }
   qsort(tl, REPS, sizeof *tl, cmp);
+  qsort(tl0, REPS, sizeof *tl0, cmp);
   qsort(ta, REPS, sizeof *ta, cmp);
   qsort(td, REPS, sizeof *td, cmp);
-  double l = tl[REPS / 2], a = ta[REPS / 2], s = td[REPS / 2];
+  double l = tl[REPS / 2], l0 = tl0[REPS / 2], a = ta[REPS / 2], s = td[REPS / 2];
   if (ct_dist_rank(d) == 0)
-    printf("%-22s %-32s %9lld %10.2f %10.2f %10.2f %8.2f\n", m->name, m->what, (long long)total, l * 1e3, a * 1e3,
-           s * 1e3, s / (l + a));
+    printf("%-22s %-30s %8lld %9.2f %9.2f %9.2f %9.2f %8.2f %8.2f\n", m->name, m->what, (long long)total, l0 * 1e3,
+           l * 1e3, a * 1e3, s * 1e3, s / (l + a), s / (l0 + a));
   fflush(stdout);
   ct_ddp_free(ddp);
   ct_release(flat);
@@ -198,10 +210,11 @@ int dist_bench_ddp(ct_dist *d, ct_device *dev, const char *data_dir) {
     return 1;
   }
   if (rank == 0) {
-    printf("# DDP steps on 2 ranks, device %s; ms, medians of %d; overlap = ddp / (local + allred)\n",
+    printf("# DDP steps on 2 ranks, device %s; ms, medians of %d (the slower rank's); overlap = ddp / (local + "
+           "allred)\n",
            ct_device_spec(dev), REPS);
-    printf("%-22s %-32s %9s %10s %10s %10s %8s\n", "model", "per rank", "params", "local_ms", "allred_ms", "ddp_ms",
-           "overlap");
+    printf("%-22s %-30s %8s %9s %9s %9s %9s %8s %8s\n", "model", "per rank", "params", "local0_ms", "local_ms",
+           "allred_ms", "ddp_ms", "overlap", "overlap0");
   }
   char path[1024];
   int rc = 0;
