@@ -73,7 +73,7 @@ struct ct_dist {
   int timeout_ms;
   bool checks;
   size_t chunk_bytes;
-  bool zero_copy;    /* CLTENSOR_DIST_ZERO_COPY: mapped.c's path where it applies */
+  bool zero_copy;    /* CLTENSOR_DIST_ZERO_COPY=1: mapped.c's path where it applies (off by default) */
   /* The queue and the communication thread. */
   pthread_mutex_t lock;
   pthread_cond_t cond;

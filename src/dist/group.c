@@ -228,7 +228,7 @@ static ct_status ct__dist_alloc(struct ct_dist **out, const char *fn) {
   CT__TRY(ct__env_int("CLTENSOR_DIST_TIMEOUT_MS", 1, INT_MAX, CT__DEFAULT_TIMEOUT_MS, &tmo, fn));
   CT__TRY(ct__env_int("CLTENSOR_DIST_CHUNK_BYTES", 64, (long long)1 << 28, (long long)CT__DEFAULT_CHUNK, &chunk, fn));
   bool zero_copy;
-  CT__TRY(ct__env_bool(fn, "CLTENSOR_DIST_ZERO_COPY", true, &zero_copy));
+  CT__TRY(ct__env_bool(fn, "CLTENSOR_DIST_ZERO_COPY", false, &zero_copy));
   struct ct_dist *d = calloc(1, sizeof *d);
   if (!d) return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
   d->timeout_ms = (int)tmo;

@@ -1,25 +1,30 @@
 /* The zero-copy path: all-reduce and broadcast of an MPI group straight in the tensor's memory,
- * on devices whose memory is the host's (issue #31's staging figure).
+ * on devices whose memory is the host's. Off unless CLTENSOR_DIST_ZERO_COPY=1 (measured below).
  *
  * On a CPU device with host-unified memory (PoCL's CPU devices) a buffer's memory is host
- * memory and mapping it returns a pointer into it: MPI can work there in place. The staging
- * pipeline (collective.c) instead copies every chunk device -> pinned slot -> MPI -> slot ->
- * device, and on a machine with few cores those two extra copies (run by the device's worker
- * threads, which compete with MPI and the other ranks for the same cores) and the waits for
- * their events cost 40-70% of MPI's own time. Here one blocking map (which, on the in-order
- * queue, also waits for the kernels that computed the values) gives the pointer, MPI runs in
- * chunks of CLTENSOR_DIST_CHUNK_BYTES on it, and one unmap ends it.
+ * memory and mapping it returns a pointer into it: MPI can work there in place, where the
+ * staging pipeline (collective.c) copies every chunk device -> pinned slot -> MPI -> slot ->
+ * device. Here one blocking map (which, on the in-order queue, also waits for the kernels that
+ * computed the values) gives the pointer, MPI runs in chunks of CLTENSOR_DIST_CHUNK_BYTES on it,
+ * and one unmap ends it.
+ *
+ * Why it is off: on PoCL 3.1 (2 shared cores, 2 ranks; docs/DISTRIBUTED.md) it was no faster. A
+ * map and an unmap cost ~25 us each (a round trip through PoCL's queue each), as much as the
+ * pipeline's first read and last write; and MPI on the tensor's own memory was slower at 16-64
+ * MiB than on the pipeline's three reused slots (0.3-0.6x of MPI_Allreduce against 0.15-1.2x,
+ * both noisy). It stays as an option for CPU runtimes or machines where that differs, and the
+ * tests run it (tests/dist, *-zerocopy).
  *
  * Taken only where mapping costs no copy and the values need no conversion: an MPI group, one
  * contiguous tensor on a CPU device with host_unified_memory, a dtype that travels as itself
- * (f16 and bf16 travel as f32 and are staged), CLTENSOR_DIST_ZERO_COPY not off. On a GPU a map
- * is a copy (often a slower one than the pipeline's), so GPUs keep the pipeline.
+ * (f16 and bf16 travel as f32 and are staged). On a GPU a map is a copy, so GPUs keep the
+ * pipeline.
  *
  * OpenCL leaves it undefined to run a kernel on a buffer while another range of it is mapped;
  * the allocator hands out ranges of shared buffers, so DDP's backward may run kernels on other
  * tensors of the mapped buffer while MPI works. On host-unified CPU devices (PoCL) a mapping is
- * the buffer's own memory and disjoint ranges do not interact; CLTENSOR_DIST_ZERO_COPY=0 turns
- * the path off for an implementation where that does not hold. */
+ * the buffer's own memory and disjoint ranges do not interact; that is one more reason the path
+ * is not the default. */
 #include <CL/cl.h>
 
 #include "core/error.h"
