@@ -10,10 +10,11 @@
  *
  * Why it is off: on PoCL 3.1 (2 shared cores, 2 ranks; docs/DISTRIBUTED.md) it was no faster. A
  * map and an unmap cost ~25 us each (a round trip through PoCL's queue each), as much as the
- * pipeline's first read and last write; and MPI on the tensor's own memory was slower at 16-64
- * MiB than on the pipeline's three reused slots (0.3-0.6x of MPI_Allreduce against 0.15-1.2x,
- * both noisy). It stays as an option for CPU runtimes or machines where that differs, and the
- * tests run it (tests/dist, *-zerocopy).
+ * pipeline's first read and last write it saves (0.51-0.65x of MPI_Allreduce at 256 KiB-1 MiB
+ * against the pipeline's 0.60-0.78x); and MPI on the tensor's own memory was slower at 16-64 MiB
+ * than on the pipeline's three reused slots (64-352 ms against 18-194 ms, noisy). It stays as an
+ * option for CPU runtimes or machines where that differs, and the tests run it (tests/dist,
+ * *-zerocopy).
  *
  * Taken only where mapping costs no copy and the values need no conversion: an MPI group, one
  * contiguous tensor on a CPU device with host_unified_memory, a dtype that travels as itself
