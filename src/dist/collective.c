@@ -301,6 +301,7 @@ ct_status ct__dist_run(struct ct_dist *d, struct ct_dist_work *w) {
     CT__TRY(ct__mpi_agree(d, f, names, 6, w->fn));
   }
   if (w->kind == CT__DK_BARRIER) return d->local ? CT_OK : ct__mpi_barrier(d, w->fn);
+  if (ct__dist_mapped_ok(d, w)) return ct__dist_mapped_run(d, w);
 
   if (w->kind == CT__DK_SEND || w->kind == CT__DK_RECV) {
     /* A header first, so that a receive of another dtype or size is an error, not garbage. */

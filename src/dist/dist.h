@@ -4,6 +4,7 @@
  *                 ct_dist_wait, the broken state, device choice
  *   collective.c  the public collectives: argument checks, works, and the staging pipeline that
  *                 moves chunks between devices and host memory around each step
+ *   mapped.c      the zero-copy path: MPI in place in a mapped tensor on host-memory devices
  *   wire.c        host side of the values: the wire dtype (f16/bf16 travel as f32), conversions,
  *                 host reductions for device groups, AVG's division
  *   mpi.c         every MPI call (built with MPI), each bounded by the work's deadline;
@@ -52,6 +53,7 @@ struct ct_dist_work {
   pthread_cond_t cond;
   bool done;
   ct_status status;
+  int waiters;       /* threads in ct_dist_wait on it (under lock; also counted in d->waiting) */
   char *msg;         /* the failure's message (malloc'ed), copied from the thread that failed */
   struct ct_dist_work *next;
 };
@@ -71,6 +73,7 @@ struct ct_dist {
   int timeout_ms;
   bool checks;
   size_t chunk_bytes;
+  bool zero_copy;    /* CLTENSOR_DIST_ZERO_COPY=1: mapped.c's path where it applies (off by default) */
   /* The queue and the communication thread. */
   pthread_mutex_t lock;
   pthread_cond_t cond;
@@ -84,6 +87,10 @@ struct ct_dist {
   int cur_timeout_ms; /* timeout_ms when the running work started */
   char what[192]; /* the running work, for messages: "all_reduce #12 of 4096 bytes" */
   atomic_int broken;
+  /* Threads blocked in ct_dist_wait on works of this group: while one is, nothing else of the
+   * process needs the cores, and MPI is polled without yielding (mpi.c). Changed only under a
+   * work's lock while the work is not done (ct_dist_wait; its completion subtracts the rest). */
+  atomic_int waiting;
   char *broken_msg;
   struct ct__dist_slot slots[3];
 };
@@ -104,6 +111,13 @@ ct_status ct__dist_all_reduce_work(ct_dist_work **work, struct ct_dist *d, ct_te
                                    bool check, const char *fn);
 /* Runs w on the communication thread: the agreement check, then the pipeline. */
 ct_status ct__dist_run(struct ct_dist *d, struct ct_dist_work *w);
+
+/* ---- mapped.c ---- */
+/* Whether w runs in place in its mapped tensor: an MPI group's all_reduce or broadcast of one
+ * contiguous tensor on a host-unified CPU device, in a dtype that travels as itself. */
+bool ct__dist_mapped_ok(const struct ct_dist *d, const struct ct_dist_work *w);
+/* Runs w so (after the agreement check): map, MPI in chunks, unmap and wait for it. */
+ct_status ct__dist_mapped_run(struct ct_dist *d, struct ct_dist_work *w);
 
 /* ---- wire.c ---- */
 /* The dtype values travel and reduce in: f32 for f16 and bf16, t itself otherwise. */

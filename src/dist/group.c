@@ -92,6 +92,8 @@ static void ct__work_finish(struct ct_dist_work *w, ct_status st, const char *ms
   /* The tensors go before done is set: a program that waited may free everything at once. */
   ct__work_drop_tensors(w);
   pthread_mutex_lock(&w->lock);
+  if (w->waiters) atomic_fetch_sub(&w->d->waiting, w->waiters);
+  w->waiters = 0;
   w->status = st;
   w->msg = m;
   w->done = true;
@@ -104,6 +106,10 @@ ct_status ct_dist_wait(ct_dist_work *w, int timeout_ms) {
   CT__CHECK_NOT_NULL("ct_dist_wait", w);
   pthread_mutex_lock(&w->lock);
   if (!w->done && timeout_ms != 0) {
+    /* w->d is valid until done; the completion takes this waiter off d->waiting. */
+    struct ct_dist *d = w->d;
+    w->waiters++;
+    atomic_fetch_add(&d->waiting, 1);
     if (timeout_ms < 0) {
       while (!w->done) pthread_cond_wait(&w->cond, &w->lock);
     } else {
@@ -111,6 +117,10 @@ ct_status ct_dist_wait(ct_dist_work *w, int timeout_ms) {
       struct timespec ts = {(time_t)(end / 1000000000), (long)(end % 1000000000)};
       while (!w->done && pthread_cond_timedwait(&w->cond, &w->lock, &ts) != ETIMEDOUT) {
       }
+    }
+    if (!w->done) {
+      w->waiters--;
+      atomic_fetch_sub(&d->waiting, 1);
     }
   }
   bool done = w->done;
@@ -217,10 +227,13 @@ static ct_status ct__dist_alloc(struct ct_dist **out, const char *fn) {
   long long tmo, chunk;
   CT__TRY(ct__env_int("CLTENSOR_DIST_TIMEOUT_MS", 1, INT_MAX, CT__DEFAULT_TIMEOUT_MS, &tmo, fn));
   CT__TRY(ct__env_int("CLTENSOR_DIST_CHUNK_BYTES", 64, (long long)1 << 28, (long long)CT__DEFAULT_CHUNK, &chunk, fn));
+  bool zero_copy;
+  CT__TRY(ct__env_bool(fn, "CLTENSOR_DIST_ZERO_COPY", false, &zero_copy));
   struct ct_dist *d = calloc(1, sizeof *d);
   if (!d) return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
   d->timeout_ms = (int)tmo;
   d->chunk_bytes = (size_t)chunk;
+  d->zero_copy = zero_copy;
   d->checks = true;
   pthread_mutex_init(&d->lock, NULL);
   pthread_cond_init(&d->cond, NULL);

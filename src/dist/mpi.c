@@ -177,9 +177,14 @@ static ct_status ct__mpi_timeout(struct ct_dist *d, const char *fn) {
                    d->cur_timeout_ms, d->rank, d->size, story);
 }
 
-/* Drives req to completion, an MPI error, or the deadline. Spins (yielding the core) for the
- * first 2 ms, since most chunks finish within that, then sleeps 100 us between tests so that a
- * long wait leaves the cores to the backward pass. */
+/* Drives req to completion, an MPI error, or the deadline. Open MPI progresses a non-blocking
+ * collective only inside MPI_Test, so the polling decides its speed. While the program waits for
+ * the group (ct_dist_wait), nothing else of this process needs the cores: MPI_Test runs back to
+ * back, as MPI's blocking calls poll (a yielded core can go to another process for a whole time
+ * slice), for up to 1 s, far more than a chunk takes, so that a dead peer does not keep a core
+ * busy until the deadline. Otherwise (DDP's backward runs beside it) it spins yielding the core
+ * for the first 2 ms, since most chunks finish within that, then sleeps 100 us between tests so
+ * that a long wait leaves the cores to the backward pass. */
 static ct_status ct__mpi_wait(struct ct_dist *d, MPI_Request *req, const char *fn, const char *call) {
   int64_t start = ct__dist_now_ns();
   for (;;) {
@@ -189,6 +194,7 @@ static ct_status ct__mpi_wait(struct ct_dist *d, MPI_Request *req, const char *f
     if (flag) return CT_OK;
     int64_t now = ct__dist_now_ns();
     if (now > d->deadline_ns) return ct__mpi_timeout(d, fn);
+    if (now - start < 1000000000 && atomic_load_explicit(&d->waiting, memory_order_relaxed) > 0) continue;
     if (now - start < 2000000) {
       sched_yield();
     } else {

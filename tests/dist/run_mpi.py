@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """Runs a test program under mpirun and checks every rank's verdict (tests/dist/meson.build).
 
-  run_mpi.py --np N [--tcp] [--recovery] [--dead R]... [--tag T] -- PROGRAM ARGS...
+  run_mpi.py --np N [--tcp] [--recovery] [--dead R]... [--tag T] [--mpich] -- PROGRAM ARGS...
 
 Each rank of PROGRAM prints "T rank R: ok" (T: dist-test unless --tag) when its checks passed. This passes when
 every rank but the --dead ones printed it within the time limit and, without --recovery,
 mpirun exited 0 (with --enable-recovery, Open MPI's mpirun exits 0 whatever the ranks did, so
 the lines are the verdict). --tcp forces the TCP transport (--mca pml ob1 --mca btl tcp,self);
 otherwise Open MPI picks shared memory. As root, Open MPI needs OMPI_ALLOW_RUN_AS_ROOT*: set
-here. Exit 77 (skip) when mpirun is missing."""
+here. --mpich runs MPICH's mpiexec.mpich instead (a build with -Dmpi_impl=mpich): --tcp sets
+UCX_TLS=tcp,self (Debian's MPICH talks through UCX), --recovery passes -disable-auto-cleanup (so
+hydra does not kill the survivors when a rank dies). Exit 77 (skip) when the launcher is
+missing."""
 import os
 import re
 import shutil
@@ -17,7 +20,7 @@ import sys
 
 
 def main(argv):
-    np_, tcp, recovery, dead, tag = 2, False, False, set(), 'dist-test'
+    np_, tcp, recovery, dead, tag, mpich = 2, False, False, set(), 'dist-test', False
     i = 0
     while i < len(argv) and argv[i] != '--':
         a = argv[i]
@@ -28,6 +31,8 @@ def main(argv):
             tcp = True
         elif a == '--recovery':
             recovery = True
+        elif a == '--mpich':
+            mpich = True
         elif a == '--tag':
             tag = argv[i + 1]
             i += 1
@@ -39,17 +44,24 @@ def main(argv):
             return 2
         i += 1
     prog = argv[i + 1:]
-    mpirun = shutil.which('mpirun')
+    mpirun = shutil.which('mpiexec.mpich' if mpich else 'mpirun')
     if not mpirun:
-        print('1..0 # SKIP mpirun not found')
+        print('1..0 # SKIP', 'mpiexec.mpich' if mpich else 'mpirun', 'not found')
         return 77
-    cmd = [mpirun, '--oversubscribe', '-np', str(np_)]
-    if tcp:
-        cmd += ['--mca', 'pml', 'ob1', '--mca', 'btl', 'tcp,self']
-    if recovery:
-        cmd += ['--enable-recovery']
-    cmd += prog
     env = dict(os.environ)
+    if mpich:
+        cmd = [mpirun, '-n', str(np_)]
+        if tcp:
+            env['UCX_TLS'] = 'tcp,self'
+        if recovery:
+            cmd += ['-disable-auto-cleanup']
+    else:
+        cmd = [mpirun, '--oversubscribe', '-np', str(np_)]
+        if tcp:
+            cmd += ['--mca', 'pml', 'ob1', '--mca', 'btl', 'tcp,self']
+        if recovery:
+            cmd += ['--enable-recovery']
+    cmd += prog
     env.setdefault('OMPI_ALLOW_RUN_AS_ROOT', '1')
     env.setdefault('OMPI_ALLOW_RUN_AS_ROOT_CONFIRM', '1')
     # PoCL: one device per rank, few threads each (the ranks share the machine's cores).

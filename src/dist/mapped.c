@@ -1,0 +1,80 @@
+/* The zero-copy path: all-reduce and broadcast of an MPI group straight in the tensor's memory,
+ * on devices whose memory is the host's. Off unless CLTENSOR_DIST_ZERO_COPY=1 (measured below).
+ *
+ * On a CPU device with host-unified memory (PoCL's CPU devices) a buffer's memory is host
+ * memory and mapping it returns a pointer into it: MPI can work there in place, where the
+ * staging pipeline (collective.c) copies every chunk device -> pinned slot -> MPI -> slot ->
+ * device. Here one blocking map (which, on the in-order queue, also waits for the kernels that
+ * computed the values) gives the pointer, MPI runs in chunks of CLTENSOR_DIST_CHUNK_BYTES on it,
+ * and one unmap ends it.
+ *
+ * Why it is off: on PoCL 3.1 (2 shared cores, 2 ranks; docs/DISTRIBUTED.md) it was no faster. A
+ * map and an unmap cost ~25 us each (a round trip through PoCL's queue each), as much as the
+ * pipeline's first read and last write it saves (0.51-0.65x of MPI_Allreduce at 256 KiB-1 MiB
+ * against the pipeline's 0.60-0.78x); and MPI on the tensor's own memory was slower at 16-64 MiB
+ * than on the pipeline's three reused slots (64-352 ms against 18-194 ms, noisy). It stays as an
+ * option for CPU runtimes or machines where that differs, and the tests run it (tests/dist,
+ * *-zerocopy).
+ *
+ * Taken only where mapping costs no copy and the values need no conversion: an MPI group, one
+ * contiguous tensor on a CPU device with host_unified_memory, a dtype that travels as itself
+ * (f16 and bf16 travel as f32 and are staged). On a GPU a map is a copy, so GPUs keep the
+ * pipeline.
+ *
+ * OpenCL leaves it undefined to run a kernel on a buffer while another range of it is mapped;
+ * the allocator hands out ranges of shared buffers, so DDP's backward may run kernels on other
+ * tensors of the mapped buffer while MPI works. On host-unified CPU devices (PoCL) a mapping is
+ * the buffer's own memory and disjoint ranges do not interact; that is one more reason the path
+ * is not the default. */
+#include <CL/cl.h>
+
+#include "core/error.h"
+#include "device/device.h"
+#include "dist/dist.h"
+#include "tensor/graph.h"
+
+bool ct__dist_mapped_ok(const struct ct_dist *d, const struct ct_dist_work *w) {
+  if (d->local || !d->zero_copy || w->nt != 1) return false;
+  if (w->kind != CT__DK_ALL_REDUCE && w->kind != CT__DK_BROADCAST) return false;
+  const ct_tensor *t = w->t[0];
+  const ct_device *dev = t->storage->device;
+  return dev->props.type == CT_DEVICE_CPU && dev->props.host_unified_memory && ct_tensor_is_contiguous(t) &&
+         ct__dist_wire(t->dtype) == t->dtype && t->storage->mem != NULL;
+}
+
+ct_status ct__dist_mapped_run(struct ct_dist *d, struct ct_dist_work *w) {
+  ct_tensor *t = w->t[0];
+  const ct_device *dev = t->storage->device;
+  size_t es = ct_dtype_size(t->dtype), n = (size_t)ct_numel(t), bytes = n * es;
+  if (n == 0) return CT_OK;
+  if (w->kind == CT__DK_ALL_REDUCE || d->rank != w->peer) ct__tensor_bump_version(t);
+  size_t off = t->storage->offset + (size_t)t->offset * es;
+  cl_command_queue q = ct__device_queue(dev);
+  cl_int err = CL_SUCCESS;
+  unsigned char *p = clEnqueueMapBuffer(q, t->storage->mem, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, off, bytes, 0, NULL,
+                                        NULL, &err);
+  if (!p)
+    return ct__cl_error(err, "%s: mapping the %zu bytes of %s on %s", w->fn, bytes, d->what, dev->spec);
+  /* Chunks as the pipeline's: MPI takes int counts, and every rank cuts at the same places. */
+  size_t c = d->chunk_bytes / es > 0 ? d->chunk_bytes / es : 1;
+  ct_status st = CT_OK;
+  for (size_t at = 0; at < n && st == CT_OK; at += c) {
+    size_t len = n - at < c ? n - at : c;
+    if (w->kind == CT__DK_ALL_REDUCE) {
+      st = ct__mpi_all_reduce(d, p + at * es, len, t->dtype, w->op, w->fn);
+      if (st == CT_OK && w->op == CT_DIST_AVG) ct__dist_divide(t->dtype, p + at * es, len, d->size);
+    } else {
+      st = ct__mpi_broadcast(d, p + at * es, len * es, w->peer, w->fn);
+    }
+  }
+  /* The unmap is flushed, not waited for: the library uses the tensor's memory only through the
+   * device's in-order queue, where everything queued later runs after it, and a program's own
+   * queue synchronizes with ct_device_synchronize (interop.h), which waits for it too. Waiting
+   * here would add another round trip through the device's queue (~25 us on PoCL) to every
+   * collective. */
+  err = clEnqueueUnmapMemObject(q, t->storage->mem, p, 0, NULL, NULL);
+  if (err == CL_SUCCESS) err = clFlush(q);
+  if (err != CL_SUCCESS && st == CT_OK)
+    st = ct__cl_error(err, "%s: unmapping the %zu bytes of %s on %s", w->fn, bytes, d->what, dev->spec);
+  return st;
+}

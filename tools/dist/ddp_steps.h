@@ -1,0 +1,12 @@
+/* cltensor-dist-bench --ddp (ddp_steps.c): the DDP overlap figure of the digits CNN and the
+ * character GPT on 2 ranks. */
+#ifndef CT_TOOLS_DIST_DDP_STEPS_H
+#define CT_TOOLS_DIST_DDP_STEPS_H
+
+#include "cltensor/cltensor.h"
+
+/* Times both models' local, bare all-reduce and DDP steps on the fixtures in data_dir; rank 0
+ * prints a table. Returns 0, or 1 after printing why not. */
+int dist_bench_ddp(ct_dist *d, ct_device *dev, const char *data_dir);
+
+#endif
