@@ -97,6 +97,18 @@ static inline bool ct_test_needs(bool have, const char *what, const char *need, 
   return false;
 }
 
+/* Devices 0 and 1 for a test of two devices (POCL_DEVICES="pthread pthread" on PoCL). False,
+ * after a TAP skip comment ("needs a second device: <device> has none"), where the
+ * implementation has one device (rusticl's llvmpipe). */
+static inline bool ct_test_two_devices(ct_device **d0, ct_device **d1, const char *what) {
+  int n = 0;
+  ck_assert_ct_ok(ct_device_count(&n));
+  ck_assert_ct_ok(ct_device_get(d0, 0));
+  if (!ct_test_needs(n >= 2, what, "a second device", *d0)) return false;
+  ck_assert_ct_ok(ct_device_get(d1, 1));
+  return true;
+}
+
 /* Why host memory figures mean nothing in this run (a sanitizer's allocator keeps freed memory
  * in quarantine and adds shadow memory; valgrind replaces malloc), or NULL when they do. Tests
  * then skip their heap and RSS bounds (leak, soak, the safetensors header's peak), and
