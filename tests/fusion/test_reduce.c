@@ -137,16 +137,16 @@ START_TEST(gpu_layout) {
 END_TEST
 
 /* The GPU layout's grid-stride loop (issue #27): a few groups per compute unit, each work-item
- * summing many elements, then a tree. 2^20 elements give every work-item several on a device of
- * up to a few dozen compute units; a small loop budget (llvmpipe's limit, planted on whatever
+ * summing many elements, then a tree. 2^18 elements give every work-item several on a device of
+ * up to a few dozen compute units (groups of up to 1024 items); a small loop budget (llvmpipe's limit, planted on whatever
  * device runs the suite) must raise the group count so that no item's loop passes it, and the
  * results stay the eager ones. */
 START_TEST(gpu_grid_stride) {
   ct_device *d = ct_test_device();
-  check_ops(true, ((int64_t)1 << 20) + 77);
+  check_ops(true, ((int64_t)1 << 18) + 77);
   uint32_t limit = d->loop_limit;
   d->loop_limit = 400; /* a budget of 100 back edges per item */
-  int64_t n = 300007;
+  int64_t n = 30011;
   struct ct__fkern K;
   memset(&K, 0, sizeof K);
   K.dev = d;
