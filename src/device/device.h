@@ -48,6 +48,7 @@ struct ct_device {
   const char *style_reason;
   char style_error[160];       /* empty unless $CLTENSOR_KERNEL_STYLE is invalid */
   uint32_t loop_limit;
+  bool kargs_retain;           /* a kernel keeps the buffers of its arguments alive (ct__kernel_unlock) */
   bool fast_fma;               /* CL_FP_FMA: fma() is an instruction, not a software routine */
 
   pthread_mutex_t lock;        /* guards opening and slot creation */
@@ -81,6 +82,9 @@ static inline bool ct__device_fast_fma(const ct_device *d) { return d->fast_fma;
 /* Tests: nonzero makes every device listed afterwards take the mad() path, as a device without
  * CL_FP_FMA does (elementwise-sweep-soft-fma runs the sweep so on PoCL). */
 extern int ct__device_force_soft_fma;
+/* Tests: nonzero makes every device listed afterwards drop its kernels' buffer arguments at
+ * unlock, as on implementations whose kernels retain them (interop runs that path on PoCL). */
+extern int ct__device_force_drop_kargs;
 
 /* How many iterations one loop of a work-item may take on d: UINT64_MAX unless the driver ends
  * loops early (llvmpipe), then a share of its limit. Host code that sizes per-item loops from

@@ -23,7 +23,10 @@
  * compiler's target (llvmpipe reports no CL_FP_FMA on an AVX-512 CPU that has it) computes it in
  * software: 4 ns a call there, so the library's exp with its nine fma's ran at 0.1x the builtin.
  * Kernels evaluate polynomials with CT_FMA (common.cl): fma() where CL_FP_FMA is reported, mad()
- * elsewhere; fma()'s exactness is kept where an algorithm needs it (error terms, optimizers). */
+ * elsewhere; fma()'s exactness is kept where an algorithm needs it (error terms, optimizers).
+ *
+ * Kernel arguments. Where kernels retain their buffer arguments (rusticl), ct__kernel_unlock()
+ * sets them back to NULL, so that a released buffer is not kept alive by a cached kernel. */
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -33,6 +36,7 @@
 #include "device/device.h"
 
 int ct__device_force_soft_fma = 0;
+int ct__device_force_drop_kargs = 0;
 
 static bool ct__contains(const char *hay, const char *needle) { return hay && strstr(hay, needle) != NULL; }
 
@@ -40,6 +44,11 @@ void ct__device_init_quirks(ct_device *d) {
   const ct_device_props *p = &d->props;
   d->pocl_cpu = ct__contains(p->platform_name, "Portable Computing Language") && p->type == CT_DEVICE_CPU;
   d->loop_limit = ct__contains(p->name, "llvmpipe") ? 65535u : 0u;
+  /* rusticl's kernels hold a reference to each buffer last set as their argument until another
+   * is set: a cached kernel kept a released tensor's buffer (the caller's, or the allocator's
+   * after ct_empty_cache) alive. PoCL's do not; other implementations are not known, and
+   * dropping the arguments costs a clSetKernelArg per buffer, so only PoCL is spared. */
+  d->kargs_retain = !ct__contains(p->platform_name, "Portable Computing Language") || ct__device_force_drop_kargs;
   d->chunked = d->pocl_cpu;
   cl_device_fp_config fp = 0;
   d->fast_fma = clGetDeviceInfo(d->id, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL) == CL_SUCCESS &&

@@ -239,9 +239,10 @@ void ct__lru_drop(void);
 
 /* ---- Launching (launch.c) ---- */
 
-/* A fused reduction's split into parts: K->parts partials of K->chunk elements. GPUs: a
- * work-item per element, a partial per work-group of `local`. CPUs (cpu): a work-item alone in
- * its group per chunk, four per compute unit, chunks of at least 8192 elements. */
+/* A fused reduction's split into K->parts partials. Lanes: K->parts groups of `local` items in
+ * a grid-stride loop of K->chunk elements an item (a few groups per compute unit, each loop
+ * within ct__device_loop_budget). Chunked (cpu): a work-item alone in its group per chunk of
+ * K->chunk, four per compute unit, chunks of at least 8192 elements. */
 void ct__red_split(struct ct__fkern *K, size_t local, bool cpu);
 /* Enqueues kernel K, whose operand table g holds (ct__gen_kernel with b->skip): its launches,
  * and a reduction's second pass. Errors name fn. */

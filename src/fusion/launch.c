@@ -11,9 +11,12 @@
 #include "kernel/kargs.h"
 #include "tensor/tensor.h"
 
-/* A fused reduction's first pass. GPUs: a work-item per element, a partial per work-group of
- * `local`. CPUs: a work-item (alone in its group) per chunk, four per compute unit, chunks of
- * at least 8192 elements. */
+/* A fused reduction's first pass. Lanes: groups of `local` work-items in a grid-stride loop, a
+ * partial per group; eight groups per compute unit (enough to fill a GPU's, and a CPU driver's
+ * threads), fewer when n has fewer elements than that many items, more when each item's loop
+ * would pass the device's loop budget (llvmpipe ends every loop after 65535 back edges).
+ * Chunked: a work-item (alone in its group) per chunk, four per compute unit, chunks of at
+ * least 8192 elements. */
 void ct__red_split(struct ct__fkern *K, size_t local, bool cpu) {
   if (cpu) {
     int64_t cu = K->dev->props.compute_units ? K->dev->props.compute_units : 1;
@@ -25,8 +28,18 @@ void ct__red_split(struct ct__fkern *K, size_t local, bool cpu) {
     K->parts = (K->n + K->chunk - 1) / K->chunk;
     return;
   }
-  K->chunk = (int64_t)local;
-  K->parts = (K->n + (int64_t)local - 1) / (int64_t)local;
+  int64_t cu = K->dev->props.compute_units ? K->dev->props.compute_units : 1, l = (int64_t)local;
+  int64_t groups = (K->n + l - 1) / l;
+  if (groups > 8 * cu) groups = 8 * cu;
+  uint64_t budget = ct__device_loop_budget(K->dev);
+  if (budget < (uint64_t)K->n) {
+    /* Each item's loop runs ceil(n / (groups * local)) times: at most the budget. */
+    int64_t items = (int64_t)(((uint64_t)K->n + budget - 1) / budget), need = (items + l - 1) / l;
+    if (groups < need) groups = need;
+  }
+  if (groups < 1) groups = 1;
+  K->parts = groups;
+  K->chunk = (K->n + groups * l - 1) / (groups * l); /* elements per work-item */
 }
 
 static void ct__karg_common(struct ct__kargs *a, struct ct__fgen *g) {

@@ -37,6 +37,8 @@ struct ct__kernel {
   size_t max_items[3];     /* CL_DEVICE_MAX_WORK_ITEM_SIZES of dims 0-2, floored to powers of two */
   size_t tile0;            /* at most this many work-items along dim 0 in a 2-D or 3-D launch */
   cl_uint nargs;           /* CL_KERNEL_NUM_ARGS, or CT__KERNEL_NARGS_UNKNOWN */
+  bool drop_mems;          /* its device's kernels retain buffer arguments: drop them at unlock */
+  uint64_t mems;           /* buffer arguments set since the lock (bit i: argument i < 64) */
   struct ct__kernel *next; /* in its program */
   char name[];
 };
@@ -94,6 +96,8 @@ static ct_status ct__kernel_wrap(ct__kernel **out, cl_kernel ck, ct_device *d, c
     return ct__error(CT_ERR_OUT_OF_MEMORY, "kernel engine: out of host memory");
   }
   k->k = ck;
+  k->drop_mems = d->kargs_retain;
+  k->mems = 0;
   ct__kernel_limits(k, d);
   pthread_mutex_init(&k->lock, NULL);
   strcpy(k->name, name);
@@ -692,7 +696,17 @@ cl_kernel ct__kernel_lock(ct__kernel *k) {
   return k->k;
 }
 
-void ct__kernel_unlock(ct__kernel *k) { pthread_mutex_unlock(&k->lock); }
+void ct__kernel_note_mem(ct__kernel *k, cl_uint index) {
+  if (k->drop_mems && index < 64) k->mems |= (uint64_t)1 << index;
+}
+
+void ct__kernel_unlock(ct__kernel *k) {
+  /* A NULL buffer is a valid argument value (OpenCL 1.2, clSetKernelArg); a failure here only
+   * leaves the reference held, as before. */
+  for (cl_uint i = 0; k->mems; i++, k->mems >>= 1)
+    if (k->mems & 1) clSetKernelArg(k->k, i, sizeof(cl_mem), NULL);
+  pthread_mutex_unlock(&k->lock);
+}
 
 const char *ct__kernel_name(const ct__kernel *k) { return k->name; }
 

@@ -57,7 +57,12 @@ ct_status ct__kernel_build_owned(ct__kernel **out, ct_device *d, const char *sou
                                  const char *options);
 void ct__kernel_free_owned(ct__kernel *k);
 cl_kernel ct__kernel_lock(ct__kernel *k);
+/* Unlocks k. On a device whose kernels retain their buffer arguments (d->kargs_retain), first
+ * sets every buffer argument noted since the lock (ct__kernel_note_mem) to NULL: the launches
+ * enqueued keep what they need, and a released buffer is freed rather than held by the kernel. */
 void ct__kernel_unlock(ct__kernel *k);
+/* Notes that argument index of the locked k was set to a buffer (kargs.c's ct__karg_mem). */
+void ct__kernel_note_mem(ct__kernel *k, cl_uint index);
 
 /* Enqueues k (locked by the caller) on d's queue. local may be NULL. Zero-sized launches are
  * skipped and return CT_OK. The launch observer, when one is installed, sees each enqueued

@@ -68,13 +68,18 @@ ct_status ct__kargs_end(struct ct__kargs *a, const char *fn);
   static inline void ct__karg_##suffix(struct ct__kargs *a, const char *name, type v) { \
     ct__karg(a, name, sizeof v, &v);                                               \
   }
-CT__KARG_TYPED(mem, cl_mem)
 CT__KARG_TYPED(int, cl_int)
 CT__KARG_TYPED(long, cl_long)
 CT__KARG_TYPED(ulong, cl_ulong)
 CT__KARG_TYPED(float, cl_float)
 CT__KARG_TYPED(double, cl_double)
 #undef CT__KARG_TYPED
+
+/* A buffer (NULL allowed), noted for ct__kernel_unlock() to drop where kernels retain buffers. */
+static inline void ct__karg_mem(struct ct__kargs *a, const char *name, cl_mem v) {
+  ct__kernel_note_mem(a->k, a->next);
+  ct__karg(a, name, sizeof v, &v);
+}
 
 /* __local memory of bytes bytes. */
 static inline void ct__karg_local(struct ct__kargs *a, const char *name, size_t bytes) {

@@ -86,6 +86,29 @@ static inline bool ct_test_fp64(ct_device *d, const char *what) {
   return false;
 }
 
+/* True when `have`. Otherwise prints a TAP comment, "# skip: what: needs need: <device> has
+ * none", and returns false: a test of a behaviour only some implementations have (PoCL's native
+ * kernels, a second device, a driver that reports failures the test injects) asks for it through
+ * the library's own queries and says where it is skipped, never passing silently. */
+static inline bool ct_test_needs(bool have, const char *what, const char *need, ct_device *d) {
+  if (have) return true;
+  printf("# skip: %s: needs %s: %s has none\n", what, need, ct_device_properties(d)->name);
+  fflush(stdout);
+  return false;
+}
+
+/* Devices 0 and 1 for a test of two devices (POCL_DEVICES="pthread pthread" on PoCL). False,
+ * after a TAP skip comment ("needs a second device: <device> has none"), where the
+ * implementation has one device (rusticl's llvmpipe). */
+static inline bool ct_test_two_devices(ct_device **d0, ct_device **d1, const char *what) {
+  int n = 0;
+  ck_assert_ct_ok(ct_device_count(&n));
+  ck_assert_ct_ok(ct_device_get(d0, 0));
+  if (!ct_test_needs(n >= 2, what, "a second device", *d0)) return false;
+  ck_assert_ct_ok(ct_device_get(d1, 1));
+  return true;
+}
+
 /* Why host memory figures mean nothing in this run (a sanitizer's allocator keeps freed memory
  * in quarantine and adds shadow memory; valgrind replaces malloc), or NULL when they do. Tests
  * then skip their heap and RSS bounds (leak, soak, the safetensors header's peak), and

@@ -1,8 +1,9 @@
 /* Autograd over the fusion graph (issue #16: "autograd records the user-level ops; backward
  * chains fuse the same way"): a small two-layer model, linear -> GELU written out with the tanh
  * formula (8 elementwise calls) -> linear -> mean squared error written out, forward and
- * backward with fusion on and off: the loss and every gradient (both weights, both biases, the
- * input) agree bit for bit, and the fused run really fused (fewer kernels than calls). */
+ * backward with fusion on and off: every gradient (both weights, both biases, the input) agrees
+ * bit for bit, the loss within the rounding of its sum's order, and the fused run really fused
+ * (fewer kernels than calls). */
 #include "fz_util.h"
 
 enum { B = 8, IN = 16, HID = 32, OUT = 4 };
@@ -102,7 +103,12 @@ START_TEST(model_gradients_fused_equal_eager) {
   step(d, 0, &eager);
   step(d, 1, &fused);
   ck_assert_msg(isfinite(eager.loss) && eager.loss > 0, "loss %g", eager.loss);
-  fz_assert_bits(&fused.loss, &eager.loss, sizeof eager.loss, CT_F32, "loss");
+  /* The loss is a mean of 32 squares: the fused reduction adds them in its own order (a chunk per
+   * work-item on PoCL, a tree in the lanes style that rusticl and GPUs run), ct_mean's kernels in
+   * theirs, so the sums may differ by rounding (docs/FUSION.md); a few ulps of the sum of
+   * magnitudes (all terms are positive). The gradients do not depend on that order. */
+  ck_assert_msg(fabsf(fused.loss - eager.loss) <= 1e-6f * eager.loss, "loss: fused %.9g eager %.9g", fused.loss,
+                eager.loss);
   static const char *const names[5] = {"grad x", "grad w1", "grad b1", "grad w2", "grad b2"};
   for (int i = 0; i < 5; i++) {
     ck_assert_uint_eq(fused.bytes[i], eager.bytes[i]);

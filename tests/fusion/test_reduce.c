@@ -13,6 +13,7 @@
 
 #include "ct_fixture.h"
 #include "ct_test.h"
+#include "device/device.h"
 #include "elementwise/elementwise.h"
 #include "fusion/fusion.h"
 
@@ -132,6 +133,29 @@ END_TEST
 START_TEST(gpu_layout) {
   check_ops(true, 7);
   check_ops(true, 1024 * 3 + 5);
+}
+END_TEST
+
+/* The GPU layout's grid-stride loop (issue #27): a few groups per compute unit, each work-item
+ * summing many elements, then a tree. 2^18 elements give every work-item several on a device of
+ * up to a few dozen compute units (groups of up to 1024 items); a small loop budget (llvmpipe's limit, planted on whatever
+ * device runs the suite) must raise the group count so that no item's loop passes it, and the
+ * results stay the eager ones. */
+START_TEST(gpu_grid_stride) {
+  ct_device *d = ct_test_device();
+  check_ops(true, ((int64_t)1 << 18) + 77);
+  uint32_t limit = d->loop_limit;
+  d->loop_limit = 400; /* a budget of 100 back edges per item */
+  int64_t n = 30011;
+  struct ct__fkern K;
+  memset(&K, 0, sizeof K);
+  K.dev = d;
+  K.n = n;
+  ct__red_split(&K, 64, false);
+  ck_assert_int_le(K.chunk, 100);
+  ck_assert_int_ge(K.parts * 64 * K.chunk, n);
+  check_ops(true, n);
+  d->loop_limit = limit;
 }
 END_TEST
 
@@ -451,6 +475,7 @@ int main(void) {
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, cpu_layout);
   tcase_add_test(tc, gpu_layout);
+  tcase_add_test(tc, gpu_grid_stride);
   tcase_add_test(tc, nan_propagates);
   tcase_add_test(tc, integer_wrap_as_eager);
   tcase_add_test(tc, dtypes);

@@ -1,6 +1,6 @@
 #!/bin/sh
 # cltensor-info as a user sees it: the table, --json (valid JSON), --device, --help,
-# --version, two PoCL devices, an invalid $CLTENSOR_DEVICE (listed anyway, with a warning), and
+# --version, two PoCL devices (skipped, and said, where the implementation has one), an invalid $CLTENSOR_DEVICE (listed anyway, with a warning), and
 # no ICD at all (nonzero exit with the install hint).
 set -u
 info=$1
@@ -17,16 +17,24 @@ check "table exits 0" "[ $? -eq 0 ]"
 check "table lists cpu:0 as default" "grep -q '^\* cpu:0' '$tmp/one'"
 check "table has one device" "[ \$(grep -c 'cpu:' '$tmp/one') -eq 1 ]"
 
-POCL_DEVICES="pthread pthread" "$info" >"$tmp/two" 2>&1
-check "two PoCL devices listed" "grep -q 'cpu:0' '$tmp/two' && grep -q 'cpu:1' '$tmp/two'"
-
+# Two devices where the implementation gives two (PoCL with POCL_DEVICES); one with a single
+# device (rusticl's llvmpipe) skips the checks that need a second, naming the device.
 POCL_DEVICES="pthread pthread" "$info" --json >"$tmp/json" 2>&1
 check "--json exits 0" "[ $? -eq 0 ]"
-check "--json is valid JSON with two devices" \
-  "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d)==2 and d[0][\"spec\"]==\"cpu:0\" and d[0][\"default\"] and \"extensions\" in d[0]' '$tmp/json'"
+ndev=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$tmp/json" 2>/dev/null || echo 0)
+first=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["name"])' "$tmp/json" 2>/dev/null)
+two() {
+  if [ "$ndev" -ge 2 ]; then check "$1" "$2"
+  else n=$((n + 1)); echo "ok $n - $1 # SKIP needs a second device: $first has none"; fi
+}
+POCL_DEVICES="pthread pthread" "$info" >"$tmp/two" 2>&1
+check "every device listed" "[ \$(grep -c '^[* ] cpu:' '$tmp/two') -eq $ndev ]"
+two "two PoCL devices listed" "grep -q 'cpu:0' '$tmp/two' && grep -q 'cpu:1' '$tmp/two'"
+check "--json is valid JSON, its first device the default" \
+  "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d)>=1 and d[0][\"spec\"]==\"cpu:0\" and d[0][\"default\"] and \"extensions\" in d[0]' '$tmp/json'"
 
 POCL_DEVICES="pthread pthread" "$info" --device cpu:1 >"$tmp/dev" 2>&1
-check "--device cpu:1 lists only cpu:1" "grep -q 'cpu:1' '$tmp/dev' && ! grep -q 'cpu:0' '$tmp/dev'"
+two "--device cpu:1 lists only cpu:1" "grep -q 'cpu:1' '$tmp/dev' && ! grep -q 'cpu:0' '$tmp/dev'"
 
 "$info" --device bogus >"$tmp/bad" 2>&1
 check "--device with a malformed spec fails" "[ $? -ne 0 ]"
@@ -48,7 +56,7 @@ check "--version" "[ $? -eq 0 ] && grep -q 'cltensor-info [0-9]' '$tmp/ver'"
 # spec), no device is marked, and a warning on stderr names the value.
 POCL_DEVICES="pthread pthread" CLTENSOR_DEVICE=nonsense "$info" >"$tmp/envbad" 2>"$tmp/envbad.err"
 check "an invalid CLTENSOR_DEVICE: exit 0" "[ $? -eq 0 ]"
-check "  every device listed" "grep -q 'cpu:0' '$tmp/envbad' && grep -q 'cpu:1' '$tmp/envbad'"
+check "  every device listed" "[ \$(grep -c 'cpu:' '$tmp/envbad') -eq $ndev ]"
 check "  no default marked" "! grep -q '^\*' '$tmp/envbad'"
 check "  a warning naming the value" "grep -q \"warning: \\\$CLTENSOR_DEVICE='nonsense'\" '$tmp/envbad.err'"
 

@@ -2,10 +2,12 @@
  * reference counts, lifetimes), and DLPack export/import with the deleter honoured. */
 #include <CL/cl.h>
 #include <dlpack/dlpack.h>
+#include <math.h>
 #include <sched.h>
 #include <stdatomic.h>
 
 #include "ct_test.h"
+#include "device/device.h"
 
 static cl_uint mem_refs(cl_mem m) {
   cl_uint n = 0;
@@ -239,6 +241,37 @@ START_TEST(test_wrap_does_not_outlive) {
   ck_assert_int_eq(clEnqueueWriteBuffer(q, m, CL_TRUE, 0, sizeof one, &one, 0, NULL, NULL), CL_SUCCESS);
   clReleaseMemObject(m);
   ck_assert_int_eq(wait_destroyed(1), 1);
+}
+END_TEST
+
+/* A cached kernel does not keep a buffer alive once the tensors over it are released: rusticl's
+ * kernels hold their last buffer arguments (CL_MEM_REFERENCE_COUNT stayed 2), and
+ * ct__kernel_unlock() sets them back to NULL there. The kernels still compute right on the next
+ * buffers. _i == 1 drops the arguments on any device (ct__device_force_drop_kargs), PoCL too. */
+START_TEST(test_kernels_release_buffers) {
+  ct__device_force_drop_kargs = _i;
+  ct_device *d = ct_test_device();
+  float host[32], got[32];
+  for (int i = 0; i < 32; i++) host[i] = (float)i * 0.25f - 2.0f;
+  int64_t n = 32;
+  for (int round = 0; round < 2; round++) {
+    cl_mem m = host_buffer(d, host, sizeof host);
+    atomic_store(&destroyed, 0);
+    ck_assert_int_eq(clSetMemObjectDestructorCallback(m, on_destroy, NULL), CL_SUCCESS);
+    ct_tensor *t = NULL, *e = NULL;
+    ck_assert_ct_ok(ct_from_cl_mem(&t, d, m, 0, CT_F32, 1, &n, NULL));
+    ck_assert_ct_ok(ct_exp(&e, t));
+    ck_assert_ct_ok(ct_to_host(e, got, sizeof got));
+    for (int i = 0; i < 32; i++)
+      ck_assert_msg(fabsf(got[i] - expf(host[i])) <= 1e-5f * expf(host[i]), "round %d: exp(%g) = %g", round,
+                    (double)host[i], (double)got[i]);
+    ct_release(e);
+    ct_release(t);
+    ck_assert_uint_eq(mem_refs(m), 1);
+    clReleaseMemObject(m);
+    ck_assert_int_eq(wait_destroyed(1), 1);
+  }
+  ct__device_force_drop_kargs = 0;
 }
 END_TEST
 
@@ -569,6 +602,7 @@ int main(void) {
   tcase_add_test(tc, test_wrap_outlives_caller_reference);
   tcase_add_test(tc, test_wrap_does_not_outlive);
   tcase_add_test(tc, test_wrap_checks);
+  tcase_add_loop_test(tc, test_kernels_release_buffers, 0, 2);
   suite_add_tcase(s, tc);
   tc = tcase_create("dlpack");
   tcase_add_test(tc, test_dlpack_export_fields);

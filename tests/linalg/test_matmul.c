@@ -462,8 +462,7 @@ END_TEST
 /* Needs two devices (POCL_DEVICES="pthread pthread"). */
 START_TEST(test_device_mismatch) {
   ct_device *d0, *d1;
-  ck_assert_ct_ok(ct_device_get(&d0, 0));
-  ck_assert_ct_ok(ct_device_get(&d1, 1));
+  if (!ct_test_two_devices(&d0, &d1, "matmul's device mismatch")) return;
   ct_tensor *a = rnd(d0, CT_F32, 2, SHAPE(2, 3), 1), *b = rnd(d1, CT_F32, 2, SHAPE(3, 2), 2), *c = NULL;
   ck_assert_ct_status(ct_matmul(&c, a, b), CT_ERR_DEVICE_MISMATCH);
   ck_assert_error_contains(ct_device_spec(d0));
@@ -490,8 +489,7 @@ END_TEST
  * takes the host BLAS and device 1 CLBlast; results agree within the bound of each. */
 START_TEST(test_routes_agree) {
   ct_device *d0, *d1;
-  ck_assert_ct_ok(ct_device_get(&d0, 0));
-  ck_assert_ct_ok(ct_device_get(&d1, 1));
+  if (!ct_test_two_devices(&d0, &d1, "both GEMM routes in one process")) return;
   ct_gemm_route r0, r1;
   setenv("CLTENSOR_GEMM", "host", 1);
   ct_status st = ct_gemm_route_get(&r0, d0);

@@ -262,7 +262,8 @@ static void compute_ok(ct_device *d) {
 
 /* Holds untouched tensors of chunk bytes (ct_empty) until the allocator refuses; returns how
  * many it held, releasing them, and leaves the refusal's message in msg. Never writes them:
- * on PoCL they stay virtual memory. */
+ * on PoCL they stay virtual memory. Where they do not (they became resident), -1 after a TAP
+ * skip comment saying so. */
 /* Resident memory of this process in bytes (0 where /proc is missing). */
 static uint64_t rss_bytes(void) {
   FILE *f = fopen("/proc/self/status", "r");
@@ -287,7 +288,13 @@ static int fill_untouched(ct_device *d, int64_t chunk, int max, char *msg, size_
     if (rss_bytes() > rss0 + (512ull << 20)) {
       for (int i = 0; i < n; i++) ct_release(held[i]);
       free(held);
-      ck_abort_msg("untouched buffers became resident (%d of %lld bytes): cannot test the cap here", n, (long long)chunk);
+      /* rusticl's llvmpipe buffers are resident from their creation: the cap cannot be reached
+       * here without using the memory for real. */
+      char what[96];
+      snprintf(what, sizeof what, "the default cap (%d untouched buffers of %lld bytes became resident)", n,
+               (long long)chunk);
+      ct_test_needs(false, what, "buffers that stay virtual memory until written", d);
+      return -1;
     }
   }
   ck_assert_msg(st == CT_ERR_OUT_OF_MEMORY, "after %d tensors of %lld bytes: %s: %s", n, (long long)chunk,
@@ -329,6 +336,7 @@ START_TEST(test_default_cap_untouched) {
   char msg[2048];
   int n = fill_untouched(d, chunk, max, msg, sizeof msg);
   unlink(path);
+  if (n < 0) return;
   ck_assert_msg(strstr(msg, "out of memory on") != NULL, "%s", msg);
   assert_sizes_once(msg);
   /* Refused by the cap, exactly when the next chunk would not fit; or, where the driver refuses
@@ -358,8 +366,9 @@ START_TEST(test_limit_above_device) {
   int64_t chunk = 1ll << 30;
   if ((uint64_t)chunk > p->max_alloc_bytes) chunk = (int64_t)(p->max_alloc_bytes / (2u << 20) * (2u << 20));
   char msg[2048];
-  fill_untouched(d, chunk, (int)(p->global_mem_bytes / (uint64_t)chunk) + 3, msg, sizeof msg);
+  int n = fill_untouched(d, chunk, (int)(p->global_mem_bytes / (uint64_t)chunk) + 3, msg, sizeof msg);
   unlink(path);
+  if (n < 0) return;
   if (strstr(msg, "OpenCL refused") == NULL) ck_assert_msg(strstr(msg, "can lower that cap but not raise it") != NULL, "%s", msg);
 }
 END_TEST

@@ -47,12 +47,6 @@ static scene scene_open(void) {
   return s;
 }
 
-static void fail_marker(scene *s) {
-  ck_assert_int_eq(clSetUserEventStatus(s->user, FAILED_STATUS), CL_SUCCESS);
-  clReleaseEvent(s->marker);
-  clReleaseEvent(s->user);
-}
-
 /* After the report the device works again: a fresh a + a is right. */
 static void scene_close(scene *s) {
   ct_tensor *sum = NULL;
@@ -65,10 +59,38 @@ static void scene_close(scene *s) {
   ct_release(s->a);
 }
 
+/* Fails the marker. Returns whether the implementation fails the commands queued behind it as
+ * well (PoCL does; rusticl 22.3 fails only the marker and runs the rest): a second marker, queued
+ * behind the op, tells. Where it does not, there is no failure for the library to report, and the
+ * test skips, saying so, after checking that the op's result is there (want: c's values) and the
+ * blocking calls report nothing. */
+static bool fail_marker(scene *s, const float *want) {
+  cl_command_queue q;
+  cl_event probe;
+  ck_assert_ct_ok(ct_device_cl_queue(&q, s->d));
+  ck_assert_int_eq(clEnqueueMarkerWithWaitList(q, 0, NULL, &probe), CL_SUCCESS);
+  ck_assert_int_eq(clSetUserEventStatus(s->user, FAILED_STATUS), CL_SUCCESS);
+  clReleaseEvent(s->marker);
+  clReleaseEvent(s->user);
+  clWaitForEvents(1, &probe); /* an error when it failed: the status below says */
+  cl_int exec = CL_COMPLETE;
+  ck_assert_int_eq(clGetEventInfo(probe, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof exec, &exec, NULL), CL_SUCCESS);
+  clReleaseEvent(probe);
+  if (ct_test_needs(exec < 0, "failures reported after the enqueue",
+                    "an implementation that fails the commands queued behind a failed one", s->d))
+    return true;
+  float r[4];
+  ck_assert_ct_ok(ct_device_synchronize(s->d));
+  ck_assert_ct_ok(ct_to_host(s->c, r, sizeof r));
+  for (int i = 0; i < 4; i++) ck_assert_float_eq(r[i], want[i]);
+  scene_close(s);
+  return false;
+}
+
 START_TEST(test_to_host_reports) {
   scene s = scene_open();
   ck_assert_ct_ok(ct_add_out(s.c, s.a, s.a)); /* enqueued behind the marker: it never runs */
-  fail_marker(&s);
+  if (!fail_marker(&s, (const float[]){2, 4, 6, 8})) return;
   float r[4];
   ck_assert_ct_status(ct_to_host(s.c, r, sizeof r), CT_ERR_OPENCL);
   ck_assert_error_contains("ct_to_host: a command enqueued earlier on ");
@@ -81,7 +103,7 @@ END_TEST
 START_TEST(test_synchronize_reports) {
   scene s = scene_open();
   ck_assert_ct_ok(ct_mul_scalar_out(s.c, s.a, 3.0));
-  fail_marker(&s);
+  if (!fail_marker(&s, (const float[]){3, 6, 9, 12})) return;
   ck_assert_ct_status(ct_device_synchronize(s.d), CT_ERR_OPENCL);
   ck_assert_error_contains("ct_device_synchronize: a command enqueued earlier on ");
   float r[4];
@@ -97,7 +119,11 @@ START_TEST(test_event_wait_reports) {
   float r[4];
   ct_event *ev = NULL;
   ck_assert_ct_ok(ct_to_host_async(&ev, s.a, r, sizeof r));
-  fail_marker(&s);
+  if (!fail_marker(&s, (const float[]){-1, -2, -3, -4})) {
+    ck_assert_ct_ok(ct_event_wait(ev));
+    ct_event_release(ev);
+    return;
+  }
   ck_assert_ct_status(ct_event_wait(ev), CT_ERR_OPENCL);
   ck_assert_error_contains("ct_event_wait: ");
   ct_event_free(ev);
@@ -108,7 +134,7 @@ END_TEST
 START_TEST(test_copy_from_host_reports) {
   scene s = scene_open();
   ck_assert_ct_ok(ct_neg_out(s.c, s.a));
-  fail_marker(&s);
+  if (!fail_marker(&s, (const float[]){-1, -2, -3, -4})) return;
   const float twos[4] = {2, 2, 2, 2};
   ck_assert_ct_status(ct_copy_from_host(s.a, twos, sizeof twos), CT_ERR_OPENCL);
   ck_assert_error_contains("ct_copy_from_host: a command enqueued earlier on ");

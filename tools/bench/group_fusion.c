@@ -18,7 +18,8 @@
  *                      builtin takes ~100x the time of tanh (pow and pown alike), so the form
  *                      above measures pow, and this one what fusion saves.
  *   fusion.sum_sq_diff sum((a - b)^2) on 2^25, the scalar read back: GB/s on the bytes of a and
- *                      b, against the one-thread C loop's host_sum on one array (target 0.9x).
+ *                      b, against the one-thread C loop's host_sum on one array (target 0.9x)
+ *                      and against cl_sum, the one-line sum over 2n floats (the same bytes).
  *                      The note says how many fused kernels a call ran.
  *   fusion.add10       10 chained ct_add on 1024 elements, then ct_device_synchronize: the time
  *                      of the whole chain against one bare launch of the one-line add and a
@@ -292,7 +293,7 @@ fail:
   free(h);
 }
 
-static void sum_sq_fig(const bench_opts *o, ct_device *d, int64_t n) {
+static void sum_sq_fig(const bench_opts *o, ct_device *d, clref *r, int64_t n) {
   char sz[32];
   snprintf(sz, sizeof sz, "2^%d", (int)lround(log2((double)n)));
   bench_fig f, unfused, host;
@@ -319,14 +320,23 @@ static void sum_sq_fig(const bench_opts *o, ct_device *d, int64_t n) {
   double gb2 = 2.0 * (double)n * sizeof(float) / 1e9, gb1 = gb2 / 2;
   fz_ctx cf = {.d = d, .x = a, .y = b, .fusion = 1}, cu = cf, ch = {.hx = ha, .n = (size_t)n};
   cu.fusion = 0;
-  bench_item items[3] = {{&f, do_sum_sq, NULL, &cf, 1000, gb2, false},
+  bench_item items[4] = {{&f, do_sum_sq, NULL, &cf, 1000, gb2, false},
                          {&unfused, do_sum_sq, NULL, &cu, 1000, gb2, false},
                          {&host, do_host_sum, NULL, &ch, 1000, gb1, false}};
-  bench_measure_set(o, items, 3);
+  /* cl_sum: the one-line two-stage sum over 2n floats, the bytes ours moves (issue #27's target
+   * for the fused reduction is half its rate). */
+  int ni = 3;
+  bench_fig clsum;
+  bench_fig_init(&clsum, "cl_sum", n, sz, "f32", "GB/s");
+  clref_job *job = clref_job_new(o, r, "sum", 2 * (size_t)n);
+  if (job) items[ni++] = (bench_item){&clsum, clref_job_run, clref_job_sync, job, 1000, gb2, false};
+  bench_measure_set(o, items, ni);
   if (!f.error[0]) kernel_note(&f, do_sum_sq, &cf);
   ctt_fusion_set(-1);
   bench_fig_add_ref(&f, &host);
   bench_fig_add_ref(&f, &unfused);
+  if (job && !clsum.error[0]) bench_fig_add_ref(&f, &clsum);
+  clref_job_free(job);
 done:
   bench_emit(o, &f);
   ct_release(a);
@@ -482,7 +492,7 @@ void bench_group_fusion(const bench_opts *o, ct_device *d, clref *r) {
   chain_fig(o, d, r, "fusion.gelu_tanh", do_gelu_chain, n_pow, -4.0f, 4.0f, gelu_refs, 2, false, gelu_py, 2);
   const fz_other cube_refs[] = {{"unfused", do_gelu_cube, 0}, {"gelu_tanh_op", do_gelu_op, 1}};
   chain_fig(o, d, r, "fusion.gelu_tanh_cube", do_gelu_cube, n, -4.0f, 4.0f, cube_refs, 2, false, NULL, 0);
-  sum_sq_fig(o, d, n);
+  sum_sq_fig(o, d, r, n);
   add10_fig(o, d, r);
   first_fusion_figs(o);
 }
