@@ -419,8 +419,10 @@ static ct_status ct__build(cl_program *out, bool *from_binary, ct_device *d, con
                            const struct ct__pieces *text, const char *options, bool from_source) {
   *from_binary = false;
   /* A $CLTENSOR_CACHE that is not a boolean is refused here, where it can be reported. */
-  bool cache_on;
+  bool cache_on, store = true;
   CT__TRY(ct__cache_enabled(&cache_on));
+  /* On PoCL's CPU driver storing a binary costs more than it saves (ct__cache_pocl_binaries()). */
+  if (ct__device_pocl_cpu(d)) CT__TRY(ct__cache_pocl_binaries(&store));
   struct ct__cache_key key = {
       .device_name = d->props.name,
       .device_vendor = d->props.vendor,
@@ -474,7 +476,7 @@ static ct_status ct__build(cl_program *out, bool *from_binary, ct_device *d, con
     return st;
   }
   atomic_fetch_add(&ct__stats.builds_from_source, 1);
-  if (cached != CT__CACHE_OFF) {
+  if (cached != CT__CACHE_OFF && store) {
     bin = ct__program_binary(prog, d->id, &len);
     if (bin && ct__cache_store(&key, bin, len)) atomic_fetch_add(&ct__stats.cache_writes, 1);
     free(bin);
