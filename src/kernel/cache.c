@@ -119,6 +119,10 @@ ct_status ct__cache_enabled(bool *on) {
   return ct__env_bool("kernel cache", "CLTENSOR_CACHE", true, on);
 }
 
+ct_status ct__cache_pocl_binaries(bool *on) {
+  return ct__env_bool("kernel cache", "CLTENSOR_CACHE_POCL", false, on);
+}
+
 /* As ct__cache_enabled(), quietly: an invalid value means off here (the cache is best-effort and
  * must not clobber the caller's message); ct__cache_enabled() is where it gets reported. */
 static bool ct__cache_on(void) {

@@ -107,6 +107,15 @@ int ct__read_exact(int fd, void *buf, size_t n);
  * below treat such a value as off, silently; callers that can report it call this. */
 ct_status ct__cache_enabled(bool *on);
 
+/* *on = whether $CLTENSOR_CACHE_POCL asks for binaries to be stored on PoCL's CPU driver too
+ * (default off, issue #30): there, handing out a program's binary makes PoCL compile a
+ * work-group function of unknown local size for every kernel of the program (0.1-0.8 s each,
+ * unused kernels included), which no launch runs, since PoCL compiles each kernel again for
+ * the local size it is launched with; and PoCL's own kernel cache ($POCL_CACHE_DIR) already
+ * keeps the program and those launch-time compilations for the next process. Entries stored
+ * earlier are still read. CT_ERR_INVALID_ARGUMENT naming the variable for a non-boolean. */
+ct_status ct__cache_pocl_binaries(bool *on);
+
 /* ---- The cache ---- */
 enum ct__cache_result {
   CT__CACHE_OFF,       /* $CLTENSOR_CACHE off, no location, or a folder the trust rules refuse */

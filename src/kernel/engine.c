@@ -36,6 +36,7 @@ struct ct__kernel {
   size_t group;            /* work-group size ct__launch_dims() uses: a power of two */
   size_t max_items[3];     /* CL_DEVICE_MAX_WORK_ITEM_SIZES of dims 0-2, floored to powers of two */
   size_t tile0;            /* at most this many work-items along dim 0 in a 2-D or 3-D launch */
+  bool whole1;             /* 1-D launches shorter than the group still get the whole group */
   cl_uint nargs;           /* CL_KERNEL_NUM_ARGS, or CT__KERNEL_NARGS_UNKNOWN */
   bool drop_mems;          /* its device's kernels retain buffer arguments: drop them at unlock */
   uint64_t mems;           /* buffer arguments set since the lock (bit i: argument i < 64) */
@@ -84,6 +85,10 @@ static void ct__kernel_limits(ct__kernel *k, ct_device *d) {
    * llvmpipe ran a 2-D copy into a strided slice at 0.5 GB/s with [64, 4] groups and 1.0 with
    * [256, 1] (its one-line copy: 1.0), and on GPUs a row of 256 is as coalesced as 64. */
   k->tile0 = ct__device_chunked(d) && k->group > 64 ? 64 : k->group;
+  /* PoCL's CPU driver compiles a kernel anew for each local size (0.05-0.3 s each, issue #30):
+   * one size per kernel there, as a group is a loop whose idle work-items exit at their bounds
+   * check; elsewhere a short launch keeps the smallest power of two that covers it. */
+  k->whole1 = ct__device_pocl_cpu(d);
   if (clGetKernelInfo(k->k, CL_KERNEL_NUM_ARGS, sizeof k->nargs, &k->nargs, NULL) != CL_SUCCESS)
     k->nargs = CT__KERNEL_NARGS_UNKNOWN;
 }
@@ -423,8 +428,10 @@ static ct_status ct__build(cl_program *out, bool *from_binary, ct_device *d, con
                            const struct ct__pieces *text, const char *options, bool from_source) {
   *from_binary = false;
   /* A $CLTENSOR_CACHE that is not a boolean is refused here, where it can be reported. */
-  bool cache_on;
+  bool cache_on, store = true;
   CT__TRY(ct__cache_enabled(&cache_on));
+  /* On PoCL's CPU driver storing a binary costs more than it saves (ct__cache_pocl_binaries()). */
+  if (ct__device_pocl_cpu(d)) CT__TRY(ct__cache_pocl_binaries(&store));
   struct ct__cache_key key = {
       .device_name = d->props.name,
       .device_vendor = d->props.vendor,
@@ -478,7 +485,7 @@ static ct_status ct__build(cl_program *out, bool *from_binary, ct_device *d, con
     return st;
   }
   atomic_fetch_add(&ct__stats.builds_from_source, 1);
-  if (cached != CT__CACHE_OFF) {
+  if (cached != CT__CACHE_OFF && store) {
     bin = ct__program_binary(prog, d->id, &len);
     if (bin && ct__cache_store(&key, bin, len)) atomic_fetch_add(&ct__stats.cache_writes, 1);
     free(bin);
@@ -749,6 +756,7 @@ void ct__launch_shape(const ct__kernel *k, cl_uint dims, size_t cap0, size_t *gl
    * group is always full, so local[0] alone picks the shape. */
   size_t l0 = 1;
   while (l0 < global[0] && l0 < cap0) l0 <<= 1;
+  if (dims == 1 && k->whole1) l0 = cap0;
   if (dims >= 2) {
     size_t p1 = 1;
     while (p1 < global[1] && p1 < k->group) p1 <<= 1;

@@ -85,7 +85,7 @@ void ct__kernel_set_launch_observer(ct__launch_observer obs);
  * every new tensor shape costs a compile. Groups are always the kernel's group size (1024
  * work-items on CPUs, 256 elsewhere, within CL_KERNEL_WORK_GROUP_SIZE and
  * CL_DEVICE_MAX_WORK_ITEM_SIZES), except 1-D launches shorter than that, which get the power of
- * two at least global[0]; dim 2 gets 1. So a kernel sees at most log2(group size) + 1 shapes
+ * two at least global[0] (on PoCL's CPU driver the whole group too, issue #30); dim 2 gets 1. So a kernel sees at most log2(group size) + 1 shapes
  * per number of dims. This and the two below are the one work-group-size policy: every launch
  * with a free group size takes its size and shape from them. */
 void ct__launch_dims(const ct__kernel *k, cl_uint dims, size_t *global, size_t *local);

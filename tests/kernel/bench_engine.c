@@ -321,6 +321,8 @@ int main(int argc, char **argv) {
   if (n <= 0) FAIL("readlink");
   self[n] = '\0';
   unsetenv("CLTENSOR_CACHE");
+  /* Its figures are the disk cache's: binaries stored on PoCL's CPU driver too (issue #30). */
+  setenv("CLTENSOR_CACHE_POCL", "1", 1);
   unsetenv("CLTENSOR_PROFILE");
   spawn_wait(self, "launch");
   setenv("CLTENSOR_PROFILE", "1", 1);

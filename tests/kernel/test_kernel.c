@@ -403,6 +403,45 @@ START_TEST(test_cache_location_from_xdg_and_home) {
 }
 END_TEST
 
+START_TEST(test_pocl_cpu_stores_no_binary_by_default) {
+  /* PoCL's CPU driver: no binary fetched or stored unless $CLTENSOR_CACHE_POCL asks (issue #30);
+   * every other driver stores as before. A stored entry is still read either way. */
+  char *dir = use_fresh_cache();
+  unsetenv("CLTENSOR_CACHE_POCL");
+  ct_device *d = ct_test_device();
+  const bool pocl = ct__device_pocl_cpu(d);
+  struct ct__engine_stats s0 = stats();
+  run_scale(d, get_scale(d, "-DCT_ADD=4"), 2.0f, 4.0f);
+  struct ct__engine_stats s1 = stats();
+  ck_assert_uint_eq(s1.builds_from_source - s0.builds_from_source, 1);
+  ck_assert_uint_eq(s1.cache_writes - s0.cache_writes, pocl ? 0 : 1);
+  ck_assert_int_eq(count_files(dir, ".clbin"), pocl ? 0 : 1);
+  ct_shutdown();
+  setenv("CLTENSOR_CACHE_POCL", "1", 1);
+  d = ct_test_device();
+  run_scale(d, get_scale(d, "-DCT_ADD=5"), 2.0f, 5.0f);
+  ck_assert_int_eq(count_files(dir, ".clbin"), pocl ? 1 : 2);
+  ct_shutdown();
+  unsetenv("CLTENSOR_CACHE_POCL");
+  d = ct_test_device();
+  struct ct__engine_stats s2 = stats();
+  run_scale(d, get_scale(d, "-DCT_ADD=5"), 2.0f, 5.0f);
+  ck_assert_uint_eq(stats().loads_from_binary - s2.loads_from_binary, 1);
+  ct_shutdown();
+  if (pocl) {
+    setenv("CLTENSOR_CACHE_POCL", "maybe", 1);
+    d = ct_test_device();
+    ct__kernel *k = NULL;
+    ck_assert_ct_status(ct__kernel_get_source(&k, d, SCALE_SRC, "scale", "-DCT_ADD=6"), CT_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(ct_last_error(), "CLTENSOR_CACHE_POCL"));
+    ct_shutdown();
+  }
+  setenv("CLTENSOR_CACHE_POCL", "1", 1);
+  rm_rf(dir);
+  free(dir);
+}
+END_TEST
+
 START_TEST(test_cache_off_writes_nothing) {
   char *base = make_tmpdir();
   char dir[4096];
@@ -1309,6 +1348,10 @@ static void child_setup(void) {
 }
 
 int main(int argc, char **argv) {
+  /* The disk-cache tests check stored binaries on every driver: PoCL's CPU driver stores them
+   * only when asked (test_pocl_cpu_stores_no_binary_by_default checks its default). Before
+   * child-load, which the tests run as a second process. */
+  setenv("CLTENSOR_CACHE_POCL", "1", 1);
   if (argc == 3 && strcmp(argv[1], "child-load") == 0) return child_load(argv[2]);
   Suite *s = suite_create("kernel");
   TCase *tc = tcase_create("engine");
@@ -1333,6 +1376,7 @@ int main(int argc, char **argv) {
   tcase_add_test(cache, test_second_process_loads_binaries);
   tcase_add_test(cache, test_cache_folder_created_private);
   tcase_add_test(cache, test_cache_off_writes_nothing);
+  tcase_add_test(cache, test_pocl_cpu_stores_no_binary_by_default);
   tcase_add_test(cache, test_unwritable_cache_is_harmless);
   tcase_add_test(cache, test_shared_folder_is_not_used);
   tcase_add_test(cache, test_corrupt_cache_file_is_rebuilt);
