@@ -63,6 +63,11 @@ struct ct__dist_slot {
   ct_pinned *mem;
   size_t cap;
   ct_device *device;
+  /* Host-to-device writes out of the slot not yet waited for. An MPI group leaves the last
+   * chunk's writes of a work pending (the device's in-order queue orders every later command
+   * after them); they are waited for before the host touches the slot again or frees it. */
+  ct_event **wev;
+  int nwev, capwev;
 };
 
 struct ct_dist {
@@ -79,6 +84,9 @@ struct ct_dist {
   pthread_cond_t cond;
   pthread_t thread;
   bool thread_started, stop;
+  /* A thread runs a work: the communication thread, or the program's thread running a
+   * synchronous collective itself (ct__dist_submit_sync). Whoever holds it makes the MPI calls. */
+  bool busy;
   struct ct_dist_work *head, *tail;
   uint64_t next_seq;
   /* Communication thread only: the deadline of the running work (CLOCK_MONOTONIC ns), the
@@ -101,6 +109,10 @@ int64_t ct__dist_now_ns(void);
 void ct__dist_break(struct ct_dist *d, ct_status st);
 /* Queues w (takes the thread's reference; sets w->seq). CT_ERR_DIST when the group is broken. */
 ct_status ct__dist_submit(struct ct_dist *d, struct ct_dist_work *w);
+/* A synchronous collective's submission: when the queue is empty and no work runs, the calling
+ * thread runs w itself (the hand-over to the communication thread and back costs 10-15 us per
+ * collective); otherwise as ct__dist_submit. Either way ct_dist_wait(w) then gives the outcome. */
+ct_status ct__dist_submit_sync(struct ct_dist *d, struct ct_dist_work *w);
 /* A new work (one reference, the caller's) with room for nt tensors; NULL when out of memory. */
 struct ct_dist_work *ct__dist_work_new(struct ct_dist *d, enum ct__dist_kind kind, const char *fn, int nt);
 
@@ -109,8 +121,10 @@ struct ct_dist_work *ct__dist_work_new(struct ct_dist *d, enum ct__dist_kind kin
  * first step only) and fn for messages. */
 ct_status ct__dist_all_reduce_work(ct_dist_work **work, struct ct_dist *d, ct_tensor *const *ts, ct_dist_op op,
                                    bool check, const char *fn);
-/* Runs w on the communication thread: the agreement check, then the pipeline. */
+/* Runs w on the thread that holds d->busy: the agreement check, then the pipeline. */
 ct_status ct__dist_run(struct ct_dist *d, struct ct_dist_work *w);
+/* Waits for and frees slot s's pending writes; st is kept when it is a failure already. */
+ct_status ct__dist_slot_wait(struct ct_dist *d, int s, ct_status st);
 
 /* ---- mapped.c ---- */
 /* Whether w runs in place in its mapped tensor: an MPI group's all_reduce or broadcast of one
