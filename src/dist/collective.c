@@ -172,7 +172,7 @@ static ct_status ct__pipe_step(struct ct__pipe *pp, int64_t k, int s) {
       if (d->local) {
         for (int j = 1; j < pp->N; j++) ct__dist_reduce(pp->wt, w->op, v, v + j * (pp->conv ? wcb : cb), n);
       } else {
-        CT__TRY(ct__mpi_all_reduce(d, v, n, pp->wt, w->op, fn));
+        CT__TRY(ct__mpi_all_reduce(d, v, pp->conv ? wo : rb, n, pp->wt, w->op, fn));
       }
       if (avg) ct__dist_divide(pp->wt, v, n, pp->W);
       if (pp->conv) ct__dist_from_wire(pp->dt, sb, wi, n);
@@ -344,7 +344,10 @@ ct_status ct__dist_run(struct ct_dist *d, struct ct_dist_work *w) {
   if (pp.nch == 0) return CT_OK;
   int N = pp.N, W = pp.W;
   switch (w->kind) {
-    case CT__DK_ALL_REDUCE: pp.S = N * pp.c; break;
+    case CT__DK_ALL_REDUCE:
+      pp.S = N * pp.c;
+      pp.R = d->local ? 0 : pp.c; /* the peer's part in MPI's exchanges (mpi.c) */
+      break;
     case CT__DK_BROADCAST:
     case CT__DK_SEND:
     case CT__DK_RECV: pp.S = pp.c; break;

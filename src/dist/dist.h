@@ -141,6 +141,9 @@ void ct__dist_to_wire(ct_dtype t, void *dst, const void *src, size_t n);
 void ct__dist_from_wire(ct_dtype t, void *dst, const void *src, size_t n);
 /* acc[i] = acc[i] op x[i] for n elements of wire dtype w (op SUM, MAX or MIN; bool: or / and). */
 void ct__dist_reduce(ct_dtype w, ct_dist_op op, void *acc, const void *x, size_t n);
+/* out[i] = x[i] op y[i] (out may be x or y): the operands in a given order, since MAX and MIN
+ * of floats are not commutative in their bits (NaN payloads, -0 and +0). */
+void ct__dist_reduce3(ct_dtype w, ct_dist_op op, void *out, const void *x, const void *y, size_t n);
 /* acc[i] /= world (AVG, floating wire dtypes). */
 void ct__dist_divide(ct_dtype w, void *acc, size_t n, int world);
 /* Whether op is defined for dtype t: AVG needs a floating t. Sets the error naming fn. */
@@ -154,7 +157,9 @@ void ct__mpi_close(struct ct_dist *d, bool finalize);
 /* The agreement check: every rank's n fields (names for the message) must be equal. */
 ct_status ct__mpi_agree(struct ct_dist *d, const int64_t *fields, const char *const *names, int n,
                         const char *fn);
-ct_status ct__mpi_all_reduce(struct ct_dist *d, void *buf, size_t count, ct_dtype wire, ct_dist_op op,
+/* In place in buf. tmp: room for count more elements, or NULL; with it, a group whose size is a
+ * power of two exchanges with point-to-point messages (mpi.c says why). */
+ct_status ct__mpi_all_reduce(struct ct_dist *d, void *buf, void *tmp, size_t count, ct_dtype wire, ct_dist_op op,
                              const char *fn);
 ct_status ct__mpi_broadcast(struct ct_dist *d, void *buf, size_t bytes, int root, const char *fn);
 ct_status ct__mpi_all_gather(struct ct_dist *d, const void *send, void *recv, size_t bytes, const char *fn);
