@@ -40,7 +40,7 @@ const char *ct__dist_kind_name(enum ct__dist_kind k) {
   return "?";
 }
 
-/* ---- the pipeline (communication thread) ---- */
+/* ---- the pipeline (the thread holding d->busy) ---- */
 
 struct ct__pipe {
   struct ct_dist *d;

@@ -58,7 +58,7 @@ struct ct_dist_work {
   struct ct_dist_work *next;
 };
 
-/* Staging buffers of one pipeline slot (the communication thread's, reused across works). */
+/* Staging buffers of one pipeline slot (the running work's, reused across works). */
 struct ct__dist_slot {
   ct_pinned *mem;
   size_t cap;
@@ -89,7 +89,7 @@ struct ct_dist {
   bool busy;
   struct ct_dist_work *head, *tail;
   uint64_t next_seq;
-  /* Communication thread only: the deadline of the running work (CLOCK_MONOTONIC ns), the
+  /* The thread holding busy only: the deadline of the running work (CLOCK_MONOTONIC ns), the
    * broken state (CT_OK while usable) and the staging slots. */
   int64_t deadline_ns;
   int cur_timeout_ms; /* timeout_ms when the running work started */
@@ -149,7 +149,7 @@ void ct__dist_divide(ct_dtype w, void *acc, size_t n, int world);
 /* Whether op is defined for dtype t: AVG needs a floating t. Sets the error naming fn. */
 ct_status ct__dist_check_op(ct_dist_op op, ct_dtype t, const char *fn);
 
-/* ---- mpi.c / mpi_none.c (every call but open/close on the communication thread) ---- */
+/* ---- mpi.c / mpi_none.c (every call but open/close on the thread holding d->busy) ---- */
 ct_status ct__mpi_open(struct ct_dist *d, int *argc, char ***argv, const void *comm, size_t comm_size,
                        const char *fn);
 /* Frees the communicator; finalizes MPI when open started it and finalize is true. */

@@ -1,8 +1,10 @@
 /* Every MPI call of the library (built when meson finds MPI; mpi_none.c otherwise).
  *
- * Only ct__mpi_open and ct__mpi_close run on the program's thread; everything else runs on the
- * group's communication thread, so MPI_THREAD_SERIALIZED is enough. Each collective is the
- * non-blocking MPI call plus MPI_Test in a loop until it completes, MPI reports an error (the
+ * ct__mpi_open and ct__mpi_close run on the program's thread; everything else on the thread that
+ * holds the group's busy flag (its communication thread, or a caller running a synchronous
+ * collective itself, group.c), one at a time, so MPI_THREAD_SERIALIZED is enough. Each collective
+ * is non-blocking MPI calls (the all-reduce of a power-of-two group: point-to-point exchanges)
+ * plus MPI_Test in a loop until it completes, MPI reports an error (the
  * communicator has MPI_ERRORS_RETURN), or the work's deadline passes: a dead peer or a rank that
  * stopped calling collectives becomes CT_ERR_DIST instead of a hang. MPI 3 cannot cancel a
  * collective, so after a timeout the request is abandoned and the group is broken (group.c).
