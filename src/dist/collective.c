@@ -14,8 +14,8 @@
  * reads into the slot) after them, and the wait was one ~25 us round trip through PoCL's queue per
  * collective. They stay with the slot (ct__dist_slot.wev) and are waited for before the host
  * touches the slot again or frees it; a failure is reported by the device's next blocking call
- * (every write is tracked as a kernel is, ct__event_track) and by that wait. A device group's devices have a queue each, so it waits for
- * every write before the work is done.
+ * (every write is tracked as a kernel is, ct__event_track) and by that wait. A device group's
+ * devices have a queue each, so it waits for every write before the work is done.
  *
  * Tensors that are not contiguous go through a contiguous copy (made on the communication
  * thread, copied back into t at the end). */
