@@ -29,13 +29,16 @@
  *     bool it is CT_ERR_DTYPE_MISMATCH (sum, then divide as you mean it: PyTorch's backends
  *     disagree on what an integer average is);
  *   - f16 and bf16 reduce in f32 and round once at the end, so every rank gets the same bits.
- * Every rank receives bit-identical results (MPI's reduction for MPI groups; a fixed order,
- * device 0 first, for device groups).
+ * Every rank receives bit-identical results (an MPI group of a power-of-two size all-reduces by
+ * its own exchanges, combining in an order every rank shares; otherwise MPI's reduction; a fixed
+ * order, device 0 first, for device groups).
  *
  * Threads. All MPI calls of a group come from its communication thread, one per group
- * (MPI_THREAD_SERIALIZED is what ct_dist_init asks for). The asynchronous forms queue work on
- * that thread and return a ct_dist_work; the synchronous forms are the asynchronous form plus
- * ct_dist_wait. Works run in the order they were queued, so every rank must queue them in the
+ * (MPI_THREAD_SERIALIZED is what ct_dist_init asks for), except that a synchronous collective
+ * called while the group has no work queued or running runs on the calling thread (it would
+ * only wait there), never at the same time as the thread's calls. The asynchronous forms queue
+ * work on that thread and return a ct_dist_work; the synchronous forms are the asynchronous form
+ * plus ct_dist_wait. Works run in the order they were queued, so every rank must queue them in the
  * same order (a program that queues from several threads must order them itself). A group is
  * used by one program thread at a time, except that ct_dist_wait and ct_dist_work_release may be
  * called from any thread.

@@ -7,8 +7,15 @@
  * host-to-device writes (non-blocking). So while MPI works on chunk k-1, the read of chunk k and
  * the write of chunk k-2 run on the device's queue. A slot is refilled three chunks later; the
  * device's queue is in order, so its earlier write (which reads the slot) has finished before the
- * new read (which fills it) starts. The communication thread waits for every write before it
- * marks the work done.
+ * new read (which fills it) starts.
+ *
+ * An MPI group does not wait for the last chunk's writes before the work is done: its one device's
+ * in-order queue runs every later command (the program's reads of the result, the next work's
+ * reads into the slot) after them, and the wait was one ~25 us round trip through PoCL's queue per
+ * collective. They stay with the slot (ct__dist_slot.wev) and are waited for before the host
+ * touches the slot again or frees it; a failure is reported by the device's next blocking call
+ * (every write is tracked as a kernel is, ct__event_track) and by that wait. A device group's
+ * devices have a queue each, so it waits for every write before the work is done.
  *
  * Tensors that are not contiguous go through a contiguous copy (made on the communication
  * thread, copied back into t at the end). */
@@ -33,7 +40,7 @@ const char *ct__dist_kind_name(enum ct__dist_kind k) {
   return "?";
 }
 
-/* ---- the pipeline (communication thread) ---- */
+/* ---- the pipeline (the thread holding d->busy) ---- */
 
 struct ct__pipe {
   struct ct_dist *d;
@@ -53,8 +60,6 @@ struct ct__pipe {
   unsigned char *sb[3], *rb[3], *wi[3], *wo[3];
   ct_event **rev[3];
   int nrev[3], caprev;
-  ct_event **wev[3]; /* writes from each slot */
-  int nwev[3], capwev[3];
 };
 
 static int64_t ct__pipe_len(const struct ct__pipe *pp, int64_t k) {
@@ -79,12 +84,13 @@ static ct_status ct__pipe_read(struct ct__pipe *pp, int s, ct_tensor *flat, int6
 static ct_status ct__pipe_write(struct ct__pipe *pp, int s, ct_tensor *flat, int64_t off, int64_t len,
                                 const void *host) {
   if (len == 0) return CT_OK;
-  if (pp->nwev[s] == pp->capwev[s]) {
-    int cap = pp->capwev[s] ? 2 * pp->capwev[s] : 16;
-    ct_event **v = realloc(pp->wev[s], (size_t)cap * sizeof *v);
+  struct ct__dist_slot *sl = &pp->d->slots[s];
+  if (sl->nwev == sl->capwev) {
+    int cap = sl->capwev ? 2 * sl->capwev : 16;
+    ct_event **v = realloc(sl->wev, (size_t)cap * sizeof *v);
     if (!v) return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", pp->w->fn);
-    pp->wev[s] = v;
-    pp->capwev[s] = cap;
+    sl->wev = v;
+    sl->capwev = cap;
   }
   ct_tensor *v = NULL;
   CT__TRY(ct_slice(&v, flat, 0, off, off + len, 1));
@@ -92,7 +98,8 @@ static ct_status ct__pipe_write(struct ct__pipe *pp, int s, ct_tensor *flat, int
   ct_status st = ct_copy_from_host_async(&ev, v, host, (size_t)len * pp->es);
   ct_release(v);
   if (st != CT_OK) return st;
-  pp->wev[s][pp->nwev[s]++] = ev;
+  sl->wev[sl->nwev++] = ev;
+  ct__event_track(ev); /* a failure is reported by the device's next blocking call */
   return CT_OK;
 }
 
@@ -108,21 +115,23 @@ static ct_status ct__pipe_wait_reads(struct ct__pipe *pp, int s) {
 }
 
 /* Waits for the writes out of slot s. On one device the in-order queue would run them before a
- * later read refills the slot anyway, but a device group's devices have a queue each. */
-static ct_status ct__pipe_wait_writes(struct ct__pipe *pp, int s, ct_status st) {
-  for (int i = 0; i < pp->nwev[s]; i++) {
-    ct_status e = ct_event_wait(pp->wev[s][i]);
+ * later read refills the slot anyway, but a device group's devices have a queue each, and the
+ * host itself writes some slots (MPI's receive of a broadcast or recv). */
+ct_status ct__dist_slot_wait(struct ct_dist *d, int s, ct_status st) {
+  struct ct__dist_slot *sl = &d->slots[s];
+  for (int i = 0; i < sl->nwev; i++) {
+    ct_status e = ct_event_wait(sl->wev[i]);
     if (st == CT_OK) st = e;
-    ct_event_free(pp->wev[s][i]);
+    ct_event_free(sl->wev[i]);
   }
-  pp->nwev[s] = 0;
+  sl->nwev = 0;
   return st;
 }
 
 /* Enqueues the reads of chunk k into slot s (once the slot's earlier writes are done). */
 static ct_status ct__pipe_reads(struct ct__pipe *pp, int64_t k, int s) {
   struct ct_dist_work *w = pp->w;
-  CT__TRY(ct__pipe_wait_writes(pp, s, CT_OK));
+  CT__TRY(ct__dist_slot_wait(pp->d, s, CT_OK));
   int64_t off = k * pp->c, len = ct__pipe_len(pp, k);
   size_t cb = (size_t)pp->c * pp->es; /* bytes of one chunk-sized part of a slot */
   ct_status st = CT_OK;
@@ -163,7 +172,7 @@ static ct_status ct__pipe_step(struct ct__pipe *pp, int64_t k, int s) {
       if (d->local) {
         for (int j = 1; j < pp->N; j++) ct__dist_reduce(pp->wt, w->op, v, v + j * (pp->conv ? wcb : cb), n);
       } else {
-        CT__TRY(ct__mpi_all_reduce(d, v, n, pp->wt, w->op, fn));
+        CT__TRY(ct__mpi_all_reduce(d, v, pp->conv ? wo : rb, n, pp->wt, w->op, fn));
       }
       if (avg) ct__dist_divide(pp->wt, v, n, pp->W);
       if (pp->conv) ct__dist_from_wire(pp->dt, sb, wi, n);
@@ -239,6 +248,7 @@ static ct_status ct__pipe_slots(struct ct__pipe *pp) {
   for (int s = 0; s < 3; s++) {
     struct ct__dist_slot *sl = &d->slots[s];
     if (!sl->mem || sl->cap < need || sl->device != dev) {
+      CT__TRY(ct__dist_slot_wait(d, s, CT_OK)); /* no write may still read the memory */
       ct_pinned_free(sl->mem);
       sl->mem = NULL;
       sl->cap = 0;
@@ -278,11 +288,15 @@ static ct_status ct__pipe_run(struct ct__pipe *pp) {
       if (st == CT_OK) st = ct__pipe_step(pp, k - 1, (int)((k - 1) % 3));
     }
   }
-  /* Whatever happened, no transfer may still use the slots when they are reused. */
+  /* Whatever happened, no read may still fill a slot when the host reuses it. The writes too,
+   * unless this is an MPI group that succeeded (the file's comment): then they stay pending. */
   for (int s = 0; s < 3; s++) {
     ct_status e = ct__pipe_wait_reads(pp, s);
     if (st == CT_OK) st = e;
-    st = ct__pipe_wait_writes(pp, s, st);
+  }
+  bool defer = st == CT_OK && !pp->d->local;
+  for (int s = 0; s < 3; s++) {
+    if (!defer) st = ct__dist_slot_wait(pp->d, s, st);
   }
   return st;
 }
@@ -330,7 +344,10 @@ ct_status ct__dist_run(struct ct_dist *d, struct ct_dist_work *w) {
   if (pp.nch == 0) return CT_OK;
   int N = pp.N, W = pp.W;
   switch (w->kind) {
-    case CT__DK_ALL_REDUCE: pp.S = N * pp.c; break;
+    case CT__DK_ALL_REDUCE:
+      pp.S = N * pp.c;
+      pp.R = d->local ? 0 : pp.c; /* the peer's part in MPI's exchanges (mpi.c) */
+      break;
     case CT__DK_BROADCAST:
     case CT__DK_SEND:
     case CT__DK_RECV: pp.S = pp.c; break;
@@ -383,7 +400,6 @@ ct_status ct__dist_run(struct ct_dist *d, struct ct_dist_work *w) {
   }
   if (mem != arrays) free(mem);
   free(revs);
-  for (int s = 0; s < 3; s++) free(pp.wev[s]);
   return st;
 }
 
@@ -391,9 +407,11 @@ ct_status ct__dist_run(struct ct_dist *d, struct ct_dist_work *w) {
 
 static bool ct__reduces(enum ct__dist_kind k) { return k == CT__DK_ALL_REDUCE || k == CT__DK_REDUCE_SCATTER; }
 
-/* Checks the arguments, makes the outputs, queues the work. ts: nt tensors. */
+/* Checks the arguments, makes the outputs, queues the work. ts: nt tensors. sync: the caller
+ * waits for the work at once, so it may run it itself (ct__dist_submit_sync). */
 static ct_status ct__queue_checked(ct_dist_work **work, ct_tensor **outs, struct ct_dist *d, enum ct__dist_kind kind,
-                                   const char *fn, ct_tensor *const *ts, int nt, ct_dist_op op, int peer, bool check) {
+                                   const char *fn, ct_tensor *const *ts, int nt, ct_dist_op op, int peer, bool check,
+                                   bool sync) {
   char sa[200], sb[200];
   CT__CHECK_NOT_NULL(fn, work);
   *work = NULL;
@@ -474,7 +492,7 @@ static ct_status ct__queue_checked(ct_dist_work **work, ct_tensor **outs, struct
    * drops the work's own as soon as it finishes. */
   if (st == CT_OK && outs)
     for (int i = 0; i < nt; i++) outs[i] = ct_retain(w->out[i]);
-  if (st == CT_OK) st = ct__dist_submit(d, w);
+  if (st == CT_OK) st = sync ? ct__dist_submit_sync(d, w) : ct__dist_submit(d, w);
   if (st != CT_OK) {
     if (outs)
       for (int i = 0; i < nt; i++) {
@@ -490,12 +508,12 @@ static ct_status ct__queue_checked(ct_dist_work **work, ct_tensor **outs, struct
 
 static ct_status ct__queue(ct_dist_work **work, ct_tensor **outs, struct ct_dist *d, enum ct__dist_kind kind,
                            const char *fn, ct_tensor *const *ts, int nt, ct_dist_op op, int peer) {
-  return ct__queue_checked(work, outs, d, kind, fn, ts, nt, op, peer, true);
+  return ct__queue_checked(work, outs, d, kind, fn, ts, nt, op, peer, true, false);
 }
 
 ct_status ct__dist_all_reduce_work(ct_dist_work **work, struct ct_dist *d, ct_tensor *const *ts, ct_dist_op op,
                                    bool check, const char *fn) {
-  return ct__queue_checked(work, NULL, d, CT__DK_ALL_REDUCE, fn, ts, d ? d->nlocal : 0, op, 0, check);
+  return ct__queue_checked(work, NULL, d, CT__DK_ALL_REDUCE, fn, ts, d ? d->nlocal : 0, op, 0, check, false);
 }
 
 /* The synchronous form: queue, wait, hand the results over only on success. */
@@ -509,7 +527,7 @@ static ct_status ct__sync(ct_tensor **outs, struct ct_dist *d, enum ct__dist_kin
     for (int i = 0; i < nt; i++) outs[i] = NULL;
   }
   ct_dist_work *w = NULL;
-  ct_status st = ct__queue(&w, o, d, kind, fn, ts, nt, op, peer);
+  ct_status st = ct__queue_checked(&w, o, d, kind, fn, ts, nt, op, peer, true, true);
   if (st == CT_OK) st = ct_dist_wait(w, -1);
   ct_dist_work_release(w);
   if (outs) {

@@ -58,11 +58,16 @@ struct ct_dist_work {
   struct ct_dist_work *next;
 };
 
-/* Staging buffers of one pipeline slot (the communication thread's, reused across works). */
+/* Staging buffers of one pipeline slot (the running work's, reused across works). */
 struct ct__dist_slot {
   ct_pinned *mem;
   size_t cap;
   ct_device *device;
+  /* Host-to-device writes out of the slot not yet waited for. An MPI group leaves the last
+   * chunk's writes of a work pending (the device's in-order queue orders every later command
+   * after them); they are waited for before the host touches the slot again or frees it. */
+  ct_event **wev;
+  int nwev, capwev;
 };
 
 struct ct_dist {
@@ -79,9 +84,12 @@ struct ct_dist {
   pthread_cond_t cond;
   pthread_t thread;
   bool thread_started, stop;
+  /* A thread runs a work: the communication thread, or the program's thread running a
+   * synchronous collective itself (ct__dist_submit_sync). Whoever holds it makes the MPI calls. */
+  bool busy;
   struct ct_dist_work *head, *tail;
   uint64_t next_seq;
-  /* Communication thread only: the deadline of the running work (CLOCK_MONOTONIC ns), the
+  /* The thread holding busy only: the deadline of the running work (CLOCK_MONOTONIC ns), the
    * broken state (CT_OK while usable) and the staging slots. */
   int64_t deadline_ns;
   int cur_timeout_ms; /* timeout_ms when the running work started */
@@ -101,6 +109,10 @@ int64_t ct__dist_now_ns(void);
 void ct__dist_break(struct ct_dist *d, ct_status st);
 /* Queues w (takes the thread's reference; sets w->seq). CT_ERR_DIST when the group is broken. */
 ct_status ct__dist_submit(struct ct_dist *d, struct ct_dist_work *w);
+/* A synchronous collective's submission: when the queue is empty and no work runs, the calling
+ * thread runs w itself (the hand-over to the communication thread and back costs 10-15 us per
+ * collective); otherwise as ct__dist_submit. Either way ct_dist_wait(w) then gives the outcome. */
+ct_status ct__dist_submit_sync(struct ct_dist *d, struct ct_dist_work *w);
 /* A new work (one reference, the caller's) with room for nt tensors; NULL when out of memory. */
 struct ct_dist_work *ct__dist_work_new(struct ct_dist *d, enum ct__dist_kind kind, const char *fn, int nt);
 
@@ -109,8 +121,10 @@ struct ct_dist_work *ct__dist_work_new(struct ct_dist *d, enum ct__dist_kind kin
  * first step only) and fn for messages. */
 ct_status ct__dist_all_reduce_work(ct_dist_work **work, struct ct_dist *d, ct_tensor *const *ts, ct_dist_op op,
                                    bool check, const char *fn);
-/* Runs w on the communication thread: the agreement check, then the pipeline. */
+/* Runs w on the thread that holds d->busy: the agreement check, then the pipeline. */
 ct_status ct__dist_run(struct ct_dist *d, struct ct_dist_work *w);
+/* Waits for and frees slot s's pending writes; st is kept when it is a failure already. */
+ct_status ct__dist_slot_wait(struct ct_dist *d, int s, ct_status st);
 
 /* ---- mapped.c ---- */
 /* Whether w runs in place in its mapped tensor: an MPI group's all_reduce or broadcast of one
@@ -127,12 +141,15 @@ void ct__dist_to_wire(ct_dtype t, void *dst, const void *src, size_t n);
 void ct__dist_from_wire(ct_dtype t, void *dst, const void *src, size_t n);
 /* acc[i] = acc[i] op x[i] for n elements of wire dtype w (op SUM, MAX or MIN; bool: or / and). */
 void ct__dist_reduce(ct_dtype w, ct_dist_op op, void *acc, const void *x, size_t n);
+/* out[i] = x[i] op y[i] (out may be x or y): the operands in a given order, since MAX and MIN
+ * of floats are not commutative in their bits (NaN payloads, -0 and +0). */
+void ct__dist_reduce3(ct_dtype w, ct_dist_op op, void *out, const void *x, const void *y, size_t n);
 /* acc[i] /= world (AVG, floating wire dtypes). */
 void ct__dist_divide(ct_dtype w, void *acc, size_t n, int world);
 /* Whether op is defined for dtype t: AVG needs a floating t. Sets the error naming fn. */
 ct_status ct__dist_check_op(ct_dist_op op, ct_dtype t, const char *fn);
 
-/* ---- mpi.c / mpi_none.c (every call but open/close on the communication thread) ---- */
+/* ---- mpi.c / mpi_none.c (every call but open/close on the thread holding d->busy) ---- */
 ct_status ct__mpi_open(struct ct_dist *d, int *argc, char ***argv, const void *comm, size_t comm_size,
                        const char *fn);
 /* Frees the communicator; finalizes MPI when open started it and finalize is true. */
@@ -140,7 +157,9 @@ void ct__mpi_close(struct ct_dist *d, bool finalize);
 /* The agreement check: every rank's n fields (names for the message) must be equal. */
 ct_status ct__mpi_agree(struct ct_dist *d, const int64_t *fields, const char *const *names, int n,
                         const char *fn);
-ct_status ct__mpi_all_reduce(struct ct_dist *d, void *buf, size_t count, ct_dtype wire, ct_dist_op op,
+/* In place in buf. tmp: room for count more elements, or NULL; with it, a group whose size is a
+ * power of two exchanges with point-to-point messages (mpi.c says why). */
+ct_status ct__mpi_all_reduce(struct ct_dist *d, void *buf, void *tmp, size_t count, ct_dtype wire, ct_dist_op op,
                              const char *fn);
 ct_status ct__mpi_broadcast(struct ct_dist *d, void *buf, size_t bytes, int root, const char *fn);
 ct_status ct__mpi_all_gather(struct ct_dist *d, const void *send, void *recv, size_t bytes, const char *fn);

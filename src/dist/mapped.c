@@ -61,7 +61,7 @@ ct_status ct__dist_mapped_run(struct ct_dist *d, struct ct_dist_work *w) {
   for (size_t at = 0; at < n && st == CT_OK; at += c) {
     size_t len = n - at < c ? n - at : c;
     if (w->kind == CT__DK_ALL_REDUCE) {
-      st = ct__mpi_all_reduce(d, p + at * es, len, t->dtype, w->op, w->fn);
+      st = ct__mpi_all_reduce(d, p + at * es, NULL, len, t->dtype, w->op, w->fn);
       if (st == CT_OK && w->op == CT_DIST_AVG) ct__dist_divide(t->dtype, p + at * es, len, d->size);
     } else {
       st = ct__mpi_broadcast(d, p + at * es, len * es, w->peer, w->fn);

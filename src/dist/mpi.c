@@ -1,8 +1,10 @@
 /* Every MPI call of the library (built when meson finds MPI; mpi_none.c otherwise).
  *
- * Only ct__mpi_open and ct__mpi_close run on the program's thread; everything else runs on the
- * group's communication thread, so MPI_THREAD_SERIALIZED is enough. Each collective is the
- * non-blocking MPI call plus MPI_Test in a loop until it completes, MPI reports an error (the
+ * ct__mpi_open and ct__mpi_close run on the program's thread; everything else on the thread that
+ * holds the group's busy flag (its communication thread, or a caller running a synchronous
+ * collective itself, group.c), one at a time, so MPI_THREAD_SERIALIZED is enough. Each collective
+ * is non-blocking MPI calls (the all-reduce of a power-of-two group: point-to-point exchanges)
+ * plus MPI_Test in a loop until it completes, MPI reports an error (the
  * communicator has MPI_ERRORS_RETURN), or the work's deadline passes: a dead peer or a rank that
  * stopped calling collectives becomes CT_ERR_DIST instead of a hang. MPI 3 cannot cancel a
  * collective, so after a timeout the request is abandoned and the group is broken (group.c).
@@ -264,9 +266,45 @@ ct_status ct__mpi_agree(struct ct_dist *d, const int64_t *fields, const char *co
   return CT_OK;
 }
 
-ct_status ct__mpi_all_reduce(struct ct_dist *d, void *buf, size_t count, ct_dtype wire, ct_dist_op op,
+/* Tags of the library's point-to-point messages: ct_dist_send/recv's, and the all-reduce's
+ * exchanges, apart so that neither matches the other's. */
+enum { CT__TAG = 31, CT__TAG_ALL_REDUCE = 32 };
+
+/* Sends buf to peer and receives peer's buf into tmp, both bounded by the deadline. */
+static ct_status ct__mpi_exchange(struct ct_dist *d, const void *buf, void *tmp, int bytes, int peer,
+                                  const char *fn) {
+  struct ct__mpi *m = d->mpi;
+  MPI_Request req[2];
+  int rc = MPI_Irecv(tmp, bytes, MPI_BYTE, peer, CT__TAG_ALL_REDUCE, m->comm, &req[0]);
+  if (rc != MPI_SUCCESS) return ct__mpi_fail(rc, fn, "MPI_Irecv (all-reduce exchange)");
+  rc = MPI_Isend(buf, bytes, MPI_BYTE, peer, CT__TAG_ALL_REDUCE, m->comm, &req[1]);
+  if (rc != MPI_SUCCESS) return ct__mpi_fail(rc, fn, "MPI_Isend (all-reduce exchange)");
+  CT__TRY(ct__mpi_wait(d, &req[0], fn, "MPI_Irecv (all-reduce exchange)"));
+  return ct__mpi_wait(d, &req[1], fn, "MPI_Isend (all-reduce exchange)");
+}
+
+/* The all-reduce. The library must poll a non-blocking call (a dead rank is a timeout, not a
+ * hang), and Open MPI serves MPI_Iallreduce with libnbc's schedules, which took 1.2-2.2x as long
+ * as the blocking MPI_Allreduce here (2 ranks, shared memory, 1 KiB-16 MiB); an exchange of
+ * MPI_Isend/MPI_Irecv plus the reduction on this thread took 0.85-1.1x of it. So a group whose
+ * size is a power of two runs recursive doubling itself: at step k each rank swaps its partial
+ * result with rank ^ 2^k and combines the two, the lower rank's operand first on both sides,
+ * so every rank computes the same bits (MAX and MIN of floats are not commutative in their bits).
+ * log2(size) exchanges of the whole buffer: as many bytes as a ring at 2 and 4 ranks. Other
+ * sizes, and callers without a second buffer, use MPI_Iallreduce. */
+ct_status ct__mpi_all_reduce(struct ct_dist *d, void *buf, void *tmp, size_t count, ct_dtype wire, ct_dist_op op,
                              const char *fn) {
   struct ct__mpi *m = d->mpi;
+  size_t bytes = count * ct_dtype_size(wire);
+  if (tmp && d->size > 1 && (d->size & (d->size - 1)) == 0 && bytes <= INT_MAX) {
+    for (int mask = 1; mask < d->size; mask <<= 1) {
+      int peer = d->rank ^ mask;
+      CT__TRY(ct__mpi_exchange(d, buf, tmp, (int)bytes, peer, fn));
+      if (d->rank < peer) ct__dist_reduce3(wire, op, buf, buf, tmp, count);
+      else ct__dist_reduce3(wire, op, buf, tmp, buf, count);
+    }
+    return CT_OK;
+  }
   MPI_Request req;
   int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, ct__mpi_type(wire), ct__mpi_op(wire, op), m->comm, &req);
   if (rc != MPI_SUCCESS) return ct__mpi_fail(rc, fn, "MPI_Iallreduce");
@@ -306,10 +344,9 @@ ct_status ct__mpi_barrier(struct ct_dist *d, const char *fn) {
   return ct__mpi_wait(d, &req, fn, "MPI_Ibarrier");
 }
 
-/* Point to point: one tag for everything, so that messages between two ranks match in the order
- * they were queued (MPI keeps that order for one source, tag and communicator). */
-enum { CT__TAG = 31 };
-
+/* Point to point: one tag (CT__TAG) for every ct_dist_send/recv, so that messages between two
+ * ranks match in the order they were queued (MPI keeps that order for one source, tag and
+ * communicator). */
 ct_status ct__mpi_send(struct ct_dist *d, const void *buf, size_t bytes, int dst, const char *fn) {
   struct ct__mpi *m = d->mpi;
   MPI_Request req;

@@ -22,9 +22,9 @@ ct_status ct__mpi_agree(struct ct_dist *d, const int64_t *fields, const char *co
   (void)d, (void)fields, (void)names, (void)n;
   return CT__NO_MPI(fn);
 }
-ct_status ct__mpi_all_reduce(struct ct_dist *d, void *buf, size_t count, ct_dtype wire, ct_dist_op op,
+ct_status ct__mpi_all_reduce(struct ct_dist *d, void *buf, void *tmp, size_t count, ct_dtype wire, ct_dist_op op,
                              const char *fn) {
-  (void)d, (void)buf, (void)count, (void)wire, (void)op;
+  (void)d, (void)buf, (void)tmp, (void)count, (void)wire, (void)op;
   return CT__NO_MPI(fn);
 }
 ct_status ct__mpi_broadcast(struct ct_dist *d, void *buf, size_t bytes, int root, const char *fn) {

@@ -38,36 +38,40 @@ void ct__dist_from_wire(ct_dtype t, void *dst, const void *src, size_t n) {
  * in T. Floats: plain IEEE operations; MAX/MIN keep NaN (a NaN on any rank gives NaN). */
 #define CT__RED_INT(T, U)                                                     \
   do {                                                                        \
-    T *a = acc;                                                               \
-    const T *b = x;                                                           \
+    T *o = out;                                                               \
+    const T *a = x, *b = y;                                                   \
     if (op == CT_DIST_SUM || op == CT_DIST_AVG)                               \
-      for (size_t i = 0; i < n; i++) a[i] = (T)((U)a[i] + (U)b[i]);           \
+      for (size_t i = 0; i < n; i++) o[i] = (T)((U)a[i] + (U)b[i]);           \
     else if (op == CT_DIST_MAX)                                               \
-      for (size_t i = 0; i < n; i++) a[i] = b[i] > a[i] ? b[i] : a[i];        \
+      for (size_t i = 0; i < n; i++) o[i] = b[i] > a[i] ? b[i] : a[i];        \
     else                                                                      \
-      for (size_t i = 0; i < n; i++) a[i] = b[i] < a[i] ? b[i] : a[i];        \
+      for (size_t i = 0; i < n; i++) o[i] = b[i] < a[i] ? b[i] : a[i];        \
   } while (0)
 #define CT__RED_FLT(T)                                                                  \
   do {                                                                                  \
-    T *a = acc;                                                                         \
-    const T *b = x;                                                                     \
+    T *o = out;                                                                         \
+    const T *a = x, *b = y;                                                             \
     if (op == CT_DIST_SUM || op == CT_DIST_AVG)                                         \
-      for (size_t i = 0; i < n; i++) a[i] += b[i];                                      \
+      for (size_t i = 0; i < n; i++) o[i] = a[i] + b[i];                                \
     else if (op == CT_DIST_MAX)                                                         \
-      for (size_t i = 0; i < n; i++) a[i] = (b[i] > a[i] || b[i] != b[i]) ? b[i] : a[i]; \
+      for (size_t i = 0; i < n; i++) o[i] = (b[i] > a[i] || b[i] != b[i]) ? b[i] : a[i]; \
     else                                                                                \
-      for (size_t i = 0; i < n; i++) a[i] = (b[i] < a[i] || b[i] != b[i]) ? b[i] : a[i]; \
+      for (size_t i = 0; i < n; i++) o[i] = (b[i] < a[i] || b[i] != b[i]) ? b[i] : a[i]; \
   } while (0)
 
 void ct__dist_reduce(ct_dtype w, ct_dist_op op, void *acc, const void *x, size_t n) {
+  ct__dist_reduce3(w, op, acc, acc, x, n);
+}
+
+void ct__dist_reduce3(ct_dtype w, ct_dist_op op, void *out, const void *x, const void *y, size_t n) {
   switch (w) {
     case CT_BOOL: {
-      uint8_t *a = acc;
-      const uint8_t *b = x;
+      uint8_t *o = out;
+      const uint8_t *a = x, *b = y;
       if (op == CT_DIST_MIN)
-        for (size_t i = 0; i < n; i++) a[i] = (uint8_t)(a[i] && b[i]);
+        for (size_t i = 0; i < n; i++) o[i] = (uint8_t)(a[i] && b[i]);
       else
-        for (size_t i = 0; i < n; i++) a[i] = (uint8_t)(a[i] || b[i]);
+        for (size_t i = 0; i < n; i++) o[i] = (uint8_t)(a[i] || b[i]);
       break;
     }
     case CT_U8: CT__RED_INT(uint8_t, uint8_t); break;

@@ -208,6 +208,9 @@ void ct__host_store_double(ct_dtype t, void *p, double x);
  * force is 0, else a new copy. */
 ct_status ct__copy(ct_tensor *dst, const ct_tensor *src, const char *fn);
 ct_status ct__contiguous(ct_tensor **out, const ct_tensor *t, ct_dtype dt, int force, const char *fn);
+/* Hands ev's OpenCL event to ct__device_track (transfer.c), as a kernel's is: a transfer whose
+ * wait is deferred still has its failure reported by the device's next blocking call. */
+void ct__event_track(const ct_event *ev);
 
 /* Sets every element of t (any strides) to one element's bits (ct_dtype_size(t) bytes), or to
  * value converted as ct_cast() converts. */

@@ -244,6 +244,12 @@ ct_status ct_event_wait(ct_event *ev) {
   return ev->status;
 }
 
+void ct__event_track(const ct_event *ev) {
+  if (!ev || ev->done || !ev->ev) return;
+  clRetainEvent(ev->ev); /* the device's reference; the handle keeps its own */
+  ct__device_track(ev->device, ev->ev);
+}
+
 void ct_event_free(ct_event *ev) {
   if (!ev) return;
   /* Waits without touching the thread's error message: releasing is not a failing call. */

@@ -12,9 +12,9 @@
  * and the ratio of the two times (>= 0.8 means the staging costs at most 20%). Rank 0 prints.
  *
  * Also MPI_Iallreduce on the host array, completed by MPI_Test in a loop on the main thread
- * (mpi_i_us): the library's communication thread makes that call, and with Open MPI a
- * non-blocking collective (libnbc) takes other algorithms than the blocking one (tuned), so
- * ct_us / mpi_i_us is what the device and the thread add to MPI itself. */
+ * (mpi_i_us): the library makes that call for groups whose size is not a power of two (others
+ * exchange with MPI_Isend/MPI_Irecv, src/dist/mpi.c), and with Open MPI a non-blocking collective
+ * (libnbc) takes other algorithms than the blocking one (tuned). */
 #include <mpi.h>
 
 #include <stdio.h>
