@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "core/text.h"
 #include "elementwise/elementwise.h"
 #include "kernel/engine.h"
 #include "reduce/reduce.h"
@@ -80,9 +81,7 @@ struct ct__fnode {
 
 /* A growing text buffer for generated source. */
 struct ct__buf {
-  char *p;
-  size_t n, cap;
-  bool oom;
+  struct ct__text t;
   bool skip; /* collect the operands only, no text */
 };
 
