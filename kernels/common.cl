@@ -151,6 +151,46 @@ inline ushort ct_f32_to_bf16(float f) {
 #define CT_STOREF_12(p, i, v) ((p)[i] = convert_ulong_sat_rtz(v))
 #define CT_STOREF(dt, p, i, v) CT_CAT(CT_STOREF_, dt)(p, i, v)
 
+/* CT_STORE_CASES(out, i, v, TO_F, TO_D): the cases of a switch on a dtype known only at run time
+ * (a kernel argument, not a build option: the reductions' and randint's outputs) that store v as
+ * element i of out: bool as v != 0, the integers by C's conversion, the floats through TO_F (to
+ * float, then f16, bf16 or f32) and TO_D (to double, where f64 exists). u64 is the caller's. */
+#define CT_STORE_CASES(out, i, v, TO_F, TO_D)                                               \
+  case CT_DT_BOOL: ((__global uchar *)(out))[i] = (uchar)((v) != 0); break;                 \
+  case CT_DT_U8: ((__global uchar *)(out))[i] = (uchar)(v); break;                          \
+  case CT_DT_I8: ((__global char *)(out))[i] = (char)(v); break;                            \
+  case CT_DT_I16: ((__global short *)(out))[i] = (short)(v); break;                         \
+  case CT_DT_U16: ((__global ushort *)(out))[i] = (ushort)(v); break;                       \
+  case CT_DT_I32: ((__global int *)(out))[i] = (int)(v); break;                             \
+  case CT_DT_U32: ((__global uint *)(out))[i] = (uint)(v); break;                           \
+  case CT_DT_I64: ((__global long *)(out))[i] = (long)(v); break;                           \
+  case CT_DT_F16: vstore_half_rte(TO_F(v), (size_t)(i), (__global half *)(out)); break;      \
+  case CT_DT_BF16: ((__global ushort *)(out))[i] = ct_f32_to_bf16(TO_F(v)); break;          \
+  case CT_DT_F32: ((__global float *)(out))[i] = TO_F(v); break;                            \
+  CT_STORE_CASE_F64(out, i, v, TO_D)
+#if defined(CT_HAS_FP64) && CT_HAS_FP64
+#define CT_STORE_CASE_F64(out, i, v, TO_D) \
+  case CT_DT_F64: ((__global double *)(out))[i] = TO_D(v); break;
+#else
+#define CT_STORE_CASE_F64(out, i, v, TO_D)
+#endif
+
+/* CT_UNIT(u, count): the unit of work (a row, an output) of a kernel built for either layout
+ * (-DCT_CHUNKED, reduce.cl and softmax.cl): on CPUs (CT_CHUNKED=1) work-item u does unit u alone
+ * (lid 0 of L = 1) and those past count return; on GPUs work-group u does it, its items lid of L.
+ * Declares u, lid and L. */
+#if defined(CT_CHUNKED) && CT_CHUNKED
+#define CT_UNIT(u, count)       \
+  long u = get_global_id(0);   \
+  if (u >= (count)) return;    \
+  const int lid = 0, L = 1
+#else
+#define CT_UNIT(u, count)                                           \
+  long u = get_group_id(0);                                        \
+  int lid = (int)get_local_id(0), L = (int)get_local_size(0);      \
+  (void)(count)
+#endif
+
 /* 1 when dt is a floating dtype. */
 #define CT_ISFLOAT_0 0
 #define CT_ISFLOAT_1 0

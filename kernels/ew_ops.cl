@@ -343,31 +343,21 @@ EW_INLINE EW_MT() ew_logical_and(EW_WT() x, EW_WT() y) { return EW_M(, (x != EW_
 EW_INLINE EW_MT() ew_logical_or(EW_WT() x, EW_WT() y) { return EW_M(, (x != EW_CST(, 0)) | (y != EW_CST(, 0))); }
 EW_INLINE EW_MT() ew_logical_not(EW_WT() x) { return EW_M(, x == EW_CST(, 0)); }
 
-/* isnan, isinf, isfinite: integers and bool hold no NaN or infinity. */
-EW_INLINE EW_MT() ew_isnan(EW_WT() x) {
+/* isnan, isinf, isfinite: integers and bool hold no NaN or infinity, so for them each is the
+ * constant int_value (EW_CLASS_TEST(name, float test, int_value)). */
 #if EW_FLT
-  return EW_M(, x != x);
+#define EW_CLASS_TEST(name, test, int_value) \
+  EW_INLINE EW_MT() name(EW_WT() x) { return EW_M(, test); }
 #else
-  (void)x;
-  return EW_M(, 0);
+#define EW_CLASS_TEST(name, test, int_value) \
+  EW_INLINE EW_MT() name(EW_WT() x) {        \
+    (void)x;                                 \
+    return EW_M(, int_value);                \
+  }
 #endif
-}
-EW_INLINE EW_MT() ew_isinf(EW_WT() x) {
-#if EW_FLT
-  return EW_M(, fabs(x) == (EW_WB)INFINITY);
-#else
-  (void)x;
-  return EW_M(, 0);
-#endif
-}
-EW_INLINE EW_MT() ew_isfinite(EW_WT() x) {
-#if EW_FLT
-  return EW_M(, fabs(x) < (EW_WB)INFINITY); /* false for NaN */
-#else
-  (void)x;
-  return EW_M(, 1);
-#endif
-}
+EW_CLASS_TEST(ew_isnan, x != x, 0)
+EW_CLASS_TEST(ew_isinf, fabs(x) == (EW_WB)INFINITY, 0)
+EW_CLASS_TEST(ew_isfinite, fabs(x) < (EW_WB)INFINITY, 1) /* false for NaN */
 
 /* -- unary ops that keep the dtype -- */
 #if EW_FLT
@@ -646,20 +636,30 @@ EW_INLINE ushort ew_f2bf(float f) {
 #define EW_LDBF(p, i) as_float(((uint)(p)[i]) << 16)
 #define EW_STBF(p, i, v) ((p)[i] = ew_f2bf(v))
 
+/* A dtype's load class: bool and the integers (ew_cls_int) load alike into every compute type;
+ * f16, bf16, f32 and f64 each have their own. The load and rounding tables below are written once
+ * per class, not once per dtype: EW_BY_CLASS(EW_LF_, dt) names EW_LF_ew_cls_f16 for dt = 5. */
+#define EW_CLS_0 ew_cls_int
+#define EW_CLS_1 ew_cls_int
+#define EW_CLS_2 ew_cls_int
+#define EW_CLS_3 ew_cls_int
+#define EW_CLS_4 ew_cls_int
+#define EW_CLS_5 ew_cls_f16
+#define EW_CLS_6 ew_cls_bf16
+#define EW_CLS_7 ew_cls_f32
+#define EW_CLS_8 ew_cls_f64
+#define EW_CLS_9 ew_cls_int
+#define EW_CLS_10 ew_cls_int
+#define EW_CLS_11 ew_cls_int
+#define EW_CLS_12 ew_cls_int
+#define EW_BY_CLASS(prefix, dt) CT_CAT(prefix, CT_CAT(EW_CLS_, dt))
+
 /* Element i of p (dtype dt) as float, one rounding for i64. */
-#define EW_LF_0(p, i) ((float)(p)[i])
-#define EW_LF_1 EW_LF_0
-#define EW_LF_2 EW_LF_0
-#define EW_LF_3 EW_LF_0
-#define EW_LF_4 EW_LF_0
-#define EW_LF_9 EW_LF_0
-#define EW_LF_10 EW_LF_0
-#define EW_LF_11 EW_LF_0
-#define EW_LF_12 EW_LF_0
-#define EW_LF_5(p, i) EW_LDH(p, i)
-#define EW_LF_6(p, i) EW_LDBF(p, i)
-#define EW_LF_7(p, i) ((p)[i])
-#define EW_LF(dt, p, i) CT_CAT(EW_LF_, dt)(p, i)
+#define EW_LF_ew_cls_int(p, i) ((float)(p)[i])
+#define EW_LF_ew_cls_f16(p, i) EW_LDH(p, i)
+#define EW_LF_ew_cls_bf16(p, i) EW_LDBF(p, i)
+#define EW_LF_ew_cls_f32(p, i) ((p)[i])
+#define EW_LF(dt, p, i) EW_BY_CLASS(EW_LF_, dt)(p, i)
 /* A zero-dim operand of a wider float dtype than the common one (f32[2] + f64 zero-dim computes
  * in f32, PyTorch's ranking) is converted like ct_cast: f64 rounds to f32 once; into f16 and
  * bf16 through float rounded to odd, so that the second rounding is exact. */
@@ -669,9 +669,9 @@ EW_INLINE float ew_f64_to_f32_odd(double v) {
   return (isnan(v) || (double)f == v) ? f : as_float(as_uint(f) | 1u);
 }
 #if EW_K == CT_DT_F16 || EW_K == CT_DT_BF16
-#define EW_LF_8(p, i) ew_f64_to_f32_odd((p)[i])
+#define EW_LF_ew_cls_f64(p, i) ew_f64_to_f32_odd((p)[i])
 #else
-#define EW_LF_8(p, i) ((float)(p)[i])
+#define EW_LF_ew_cls_f64(p, i) ((float)(p)[i])
 #endif
 #endif
 
@@ -698,106 +698,51 @@ EW_INLINE float8 ew_round_f16_8(float8 v) {
  * float, as c10::Half(float(x)) does. */
 #if EW_K == CT_DT_F32
 #define EW_LOAD(dt, p, i) EW_LF(dt, p, i)
-#define EW_V_0(p, i) convert_float8(vload8(0, (p) + (i)))
-#define EW_V_1 EW_V_0
-#define EW_V_2 EW_V_0
-#define EW_V_3 EW_V_0
-#define EW_V_4 EW_V_0
-#define EW_V_9 EW_V_0
-#define EW_V_10 EW_V_0
-#define EW_V_11 EW_V_0
-#define EW_V_12 EW_V_0
-#define EW_V_5(p, i) vload_half8(0, (p) + (i))
-#define EW_V_6(p, i) ew_bf16_to_f32_8(vload8(0, (p) + (i)))
-#define EW_V_7(p, i) vload8(0, (p) + (i))
-#elif EW_K == CT_DT_F16
-#define EW_RK_0(v) ew_round_f16(v)
-#define EW_RK_1 EW_RK_0
-#define EW_RK_2 EW_RK_0
-#define EW_RK_3 EW_RK_0
-#define EW_RK_4 EW_RK_0
-#define EW_RK_9 EW_RK_0
-#define EW_RK_10 EW_RK_0
-#define EW_RK_11 EW_RK_0
-#define EW_RK_12 EW_RK_0
-#define EW_RK_5(v) (v)
-#define EW_RK_6 EW_RK_0
-#define EW_RK_7 EW_RK_0
-#define EW_RK_8 EW_RK_0
-#define EW_LOAD(dt, p, i) CT_CAT(EW_RK_, dt)(EW_LF(dt, p, i))
-#define EW_V_0(p, i) ew_round_f16_8(convert_float8(vload8(0, (p) + (i))))
-#define EW_V_1 EW_V_0
-#define EW_V_2 EW_V_0
-#define EW_V_3 EW_V_0
-#define EW_V_4 EW_V_0
-#define EW_V_9 EW_V_0
-#define EW_V_10 EW_V_0
-#define EW_V_11 EW_V_0
-#define EW_V_12 EW_V_0
-#define EW_V_5(p, i) vload_half8(0, (p) + (i))
-#elif EW_K == CT_DT_BF16
-#define EW_RK_0(v) ew_round_bf16(v)
-#define EW_RK_1 EW_RK_0
-#define EW_RK_2 EW_RK_0
-#define EW_RK_3 EW_RK_0
-#define EW_RK_4 EW_RK_0
-#define EW_RK_9 EW_RK_0
-#define EW_RK_10 EW_RK_0
-#define EW_RK_11 EW_RK_0
-#define EW_RK_12 EW_RK_0
-#define EW_RK_6(v) (v)
-#define EW_RK_5 EW_RK_0
-#define EW_RK_7 EW_RK_0
-#define EW_RK_8 EW_RK_0
-#define EW_LOAD(dt, p, i) CT_CAT(EW_RK_, dt)(EW_LF(dt, p, i))
+#define EW_V_ew_cls_int(p, i) convert_float8(vload8(0, (p) + (i)))
+#define EW_V_ew_cls_f16(p, i) vload_half8(0, (p) + (i))
+#define EW_V_ew_cls_bf16(p, i) ew_bf16_to_f32_8(vload8(0, (p) + (i)))
+#define EW_V_ew_cls_f32(p, i) vload8(0, (p) + (i))
+#elif EW_K == CT_DT_F16 || EW_K == CT_DT_BF16
+/* Rounded to the compute type once loaded as float, except the compute type's own dtype. */
+#if EW_K == CT_DT_F16
+#define EW_RK_ew_cls_int(v) ew_round_f16(v)
+#define EW_RK_ew_cls_f16(v) (v)
+#define EW_RK_ew_cls_bf16 EW_RK_ew_cls_int
+#else
+#define EW_RK_ew_cls_int(v) ew_round_bf16(v)
+#define EW_RK_ew_cls_f16 EW_RK_ew_cls_int
+#define EW_RK_ew_cls_bf16(v) (v)
+#endif
+#define EW_RK_ew_cls_f32 EW_RK_ew_cls_int
+#define EW_RK_ew_cls_f64 EW_RK_ew_cls_int
+#define EW_LOAD(dt, p, i) EW_BY_CLASS(EW_RK_, dt)(EW_LF(dt, p, i))
+#if EW_K == CT_DT_F16
+#define EW_V_ew_cls_int(p, i) ew_round_f16_8(convert_float8(vload8(0, (p) + (i))))
+#define EW_V_ew_cls_f16(p, i) vload_half8(0, (p) + (i))
+#endif
 #elif EW_K == CT_DT_F64
-#define EW_LD64_0(p, i) ((double)(p)[i])
-#define EW_LD64_1 EW_LD64_0
-#define EW_LD64_2 EW_LD64_0
-#define EW_LD64_3 EW_LD64_0
-#define EW_LD64_4 EW_LD64_0
-#define EW_LD64_9 EW_LD64_0
-#define EW_LD64_10 EW_LD64_0
-#define EW_LD64_11 EW_LD64_0
-#define EW_LD64_12 EW_LD64_0
-#define EW_LD64_5(p, i) ((double)EW_LDH(p, i))
-#define EW_LD64_6(p, i) ((double)EW_LDBF(p, i))
-#define EW_LD64_7 EW_LD64_0
-#define EW_LD64_8(p, i) ((p)[i])
-#define EW_LOAD(dt, p, i) CT_CAT(EW_LD64_, dt)(p, i)
-#define EW_V_0(p, i) convert_double8(vload8(0, (p) + (i)))
-#define EW_V_1 EW_V_0
-#define EW_V_2 EW_V_0
-#define EW_V_3 EW_V_0
-#define EW_V_4 EW_V_0
-#define EW_V_9 EW_V_0
-#define EW_V_10 EW_V_0
-#define EW_V_11 EW_V_0
-#define EW_V_12 EW_V_0
-#define EW_V_5(p, i) convert_double8(vload_half8(0, (p) + (i)))
-#define EW_V_6(p, i) convert_double8(ew_bf16_to_f32_8(vload8(0, (p) + (i))))
-#define EW_V_7 EW_V_0
-#define EW_V_8(p, i) vload8(0, (p) + (i))
+#define EW_LD64_ew_cls_int(p, i) ((double)(p)[i])
+#define EW_LD64_ew_cls_f16(p, i) ((double)EW_LDH(p, i))
+#define EW_LD64_ew_cls_bf16(p, i) ((double)EW_LDBF(p, i))
+#define EW_LD64_ew_cls_f32 EW_LD64_ew_cls_int
+#define EW_LD64_ew_cls_f64(p, i) ((p)[i])
+#define EW_LOAD(dt, p, i) EW_BY_CLASS(EW_LD64_, dt)(p, i)
+#define EW_V_ew_cls_int(p, i) convert_double8(vload8(0, (p) + (i)))
+#define EW_V_ew_cls_f16(p, i) convert_double8(vload_half8(0, (p) + (i)))
+#define EW_V_ew_cls_bf16(p, i) convert_double8(ew_bf16_to_f32_8(vload8(0, (p) + (i))))
+#define EW_V_ew_cls_f32 EW_V_ew_cls_int
+#define EW_V_ew_cls_f64(p, i) vload8(0, (p) + (i))
 #else
 #define EW_LOAD(dt, p, i) ((EW_WB)(p)[i])
 #endif
-#define EW_LOAD8(dt, p, i) CT_CAT(EW_V_, dt)(p, i)
+#define EW_LOAD8(dt, p, i) EW_BY_CLASS(EW_V_, dt)(p, i)
 
 /* Nonzero test of a where() condition in its own dtype (NaN is true, -0.0 false), as a mask of
  * the compute type's size. */
-#define EW_NZ_5(p, i) ((((__global const ushort *)(p))[i] & 0x7fff) != 0)
-#define EW_NZ_6(p, i) (((p)[i] & 0x7fff) != 0)
-#define EW_NZX(p, i) ((p)[i] != 0)
-#define EW_NZ_0 EW_NZX
-#define EW_NZ_1 EW_NZX
-#define EW_NZ_2 EW_NZX
-#define EW_NZ_3 EW_NZX
-#define EW_NZ_4 EW_NZX
-#define EW_NZ_7 EW_NZX
-#define EW_NZ_8 EW_NZX
-#define EW_NZ_9 EW_NZX
-#define EW_NZ_10 EW_NZX
-#define EW_NZ_11 EW_NZX
-#define EW_NZ_12 EW_NZX
-#define EW_NZ(dt, p, i) EW_M(, CT_CAT(EW_NZ_, dt)(p, i))
+#define EW_NZ_ew_cls_f16(p, i) ((((__global const ushort *)(p))[i] & 0x7fff) != 0)
+#define EW_NZ_ew_cls_bf16(p, i) (((p)[i] & 0x7fff) != 0)
+#define EW_NZ_ew_cls_int(p, i) ((p)[i] != 0)
+#define EW_NZ_ew_cls_f32 EW_NZ_ew_cls_int
+#define EW_NZ_ew_cls_f64 EW_NZ_ew_cls_int
+#define EW_NZ(dt, p, i) EW_M(, EW_BY_CLASS(EW_NZ_, dt)(p, i))
 

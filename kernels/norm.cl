@@ -173,6 +173,22 @@ inline void ct_row_stats(__global const io_t *x, long xb, int indim, long8 ishap
   *rstd_out = (acc_t)1 / sqrt(m2 / (acc_t)n + eps);
 }
 
+/* The arguments the row kernels begin with (karg_rows_begin in src/nn/norm.c): x as nrows rows of
+ * n elements, the rows over its first kndim dims (or rstride apart), a row's elements over the
+ * last indim dims (or contiguous: inner_flat). */
+#define CT_ROWS_ARGS                                                                                      \
+  __global const io_t *x, long x_off, int kndim, long8 kshape, long8 kstr, long rstride, int indim,        \
+      long8 ishape, long8 istr, int inner_flat, long nrows, long n
+
+/* The start of a work-item of norm_rows and its backward: its row (none past nrows), xb the row's
+ * first element in x, and the row's mean and rstd (ct_row_stats). */
+#define CT_ROW_BEGIN                                                             \
+  long row = get_global_id(0);                                                   \
+  if (row >= nrows) return;                                                      \
+  long xb = x_off + ROW(row);                                                    \
+  acc_t mean, rstd;                                                              \
+  ct_row_stats(x, xb, indim, ishape, istr, inner_flat, n, mode, eps, &mean, &rstd)
+
 /* y = xhat v's weight and bias (one element, or a vector of 16 with RND and LDP to match):
  * rms_norm rounds xhat and the weight to the I/O dtype first (PyTorch's rms_norm). */
 #define CT_NORM_AFFINE(v, RND, LDP, j)                             \
@@ -187,16 +203,10 @@ inline void ct_row_stats(__global const io_t *x, long xb, int indim, long8 ishap
   } while (0)
 
 /* mode 0: layer_norm (mean, biased variance), mode 1: rms_norm (mean of squares). */
-__kernel void norm_rows(__global const io_t *x, long x_off, int kndim, long8 kshape, long8 kstr, long rstride,
-                        int indim, long8 ishape, long8 istr, int inner_flat, long nrows, long n,
-                        __global io_t *out, long out_off, __global const pd_t *w, long w_off, int has_w,
-                        __global const pd_t *b, long b_off, int has_b, int mode, acc_t eps) {
-  long row = get_global_id(0);
-  if (row >= nrows) return;
-  long xb = x_off + ROW(row);
+__kernel void norm_rows(CT_ROWS_ARGS, __global io_t *out, long out_off, __global const pd_t *w, long w_off,
+                        int has_w, __global const pd_t *b, long b_off, int has_b, int mode, acc_t eps) {
+  CT_ROW_BEGIN;
   long ob = out_off + row * n;
-  acc_t mean, rstd;
-  ct_row_stats(x, xb, indim, ishape, istr, inner_flat, n, mode, eps, &mean, &rstd);
   long j = 0;
   if (inner_flat) {
     for (; j + 16 <= n; j += 16) {
@@ -413,17 +423,11 @@ __kernel void bn_apply(__global const io_t *x, long x_off, long N, long C, long 
 #define XHAT(j) ((LOADA(x, xb + ELEM(j)) - mean) * rstd)
 #define GYV(j) (has_w ? LOADV(g, gb + (j)) * LOADPV(w, w_off + (j)) : LOADV(g, gb + (j)))
 #define XHATV(j) ((LOADV(x, xb + (j)) - (acc16_t)mean) * (acc16_t)rstd)
-__kernel void norm_rows_bwd(__global const io_t *x, long x_off, int kndim, long8 kshape, long8 kstr,
-                            long rstride, int indim, long8 ishape, long8 istr, int inner_flat, long nrows,
-                            long n, __global const io_t *g, long g_off, __global const pd_t *w, long w_off,
+__kernel void norm_rows_bwd(CT_ROWS_ARGS, __global const io_t *g, long g_off, __global const pd_t *w, long w_off,
                             int has_w, int mode, acc_t eps, __global acc_t *stats, long stats_off,
                             int want_dx, __global io_t *dx, long dx_off) {
-  long row = get_global_id(0);
-  if (row >= nrows) return;
-  long xb = x_off + ROW(row);
+  CT_ROW_BEGIN;
   long gb = g_off + row * n;
-  acc_t mean, rstd;
-  ct_row_stats(x, xb, indim, ishape, istr, inner_flat, n, mode, eps, &mean, &rstd);
   stats[stats_off + 2 * row] = mean;
   stats[stats_off + 2 * row + 1] = rstd;
   if (!want_dx) return;
@@ -450,9 +454,7 @@ __kernel void norm_rows_bwd(__global const io_t *x, long x_off, int kndim, long8
  * column j into pw[rb * n + j] (g * xhat, for dweight) and pb[rb * n + j] (g, for dbias), from
  * the stats norm_rows_bwd wrote; the host sums the blocks (ct_sum). A work-item per column alone
  * left most of a CPU idle for the few hundred columns of a transformer, walking 8192 rows each. */
-__kernel void norm_cols_bwd(__global const io_t *x, long x_off, int kndim, long8 kshape, long8 kstr,
-                            long rstride, int indim, long8 ishape, long8 istr, int inner_flat, long nrows,
-                            long n, __global const io_t *g, long g_off, __global const acc_t *stats,
+__kernel void norm_cols_bwd(CT_ROWS_ARGS, __global const io_t *g, long g_off, __global const acc_t *stats,
                             long stats_off, long rblk, long nblk, int want_w, __global acc_t *pw,
                             long pw_off, int want_b, __global acc_t *pb, long pb_off) {
   /* columns [j0, j0 + 16): one vector of them when whole and contiguous (each lane adds its

@@ -111,21 +111,8 @@ __kernel void rand_fill(__global void *out, long out_off, long n, int dt, int no
  * (w1 << 32 | w0) and (w3 << 32 | w2) (two per block). */
 inline void ct_store_int(__global void *out, long i, int dt, long v) {
   switch (dt) {
-    case CT_DT_BOOL: ((__global uchar *)out)[i] = (uchar)(v != 0); break;
-    case CT_DT_U8: ((__global uchar *)out)[i] = (uchar)v; break;
-    case CT_DT_I8: ((__global char *)out)[i] = (char)v; break;
-    case CT_DT_I16: ((__global short *)out)[i] = (short)v; break;
-    case CT_DT_U16: ((__global ushort *)out)[i] = (ushort)v; break;
-    case CT_DT_I32: ((__global int *)out)[i] = (int)v; break;
-    case CT_DT_U32: ((__global uint *)out)[i] = (uint)v; break;
-    case CT_DT_I64: ((__global long *)out)[i] = v; break;
+    CT_STORE_CASES(out, i, v, convert_float_rte, convert_double_rte)
     case CT_DT_U64: ((__global ulong *)out)[i] = (ulong)v; break;
-    case CT_DT_F16: vstore_half_rte(convert_float_rte(v), (size_t)i, (__global half *)out); break;
-    case CT_DT_BF16: ((__global ushort *)out)[i] = ct_f32_to_bf16(convert_float_rte(v)); break;
-    case CT_DT_F32: ((__global float *)out)[i] = convert_float_rte(v); break;
-#if defined(CT_HAS_FP64) && CT_HAS_FP64
-    case CT_DT_F64: ((__global double *)out)[i] = convert_double_rte(v); break;
-#endif
     default: break;
   }
 }

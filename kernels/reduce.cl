@@ -184,20 +184,7 @@ inline acc_t ct_epilogue(int epi, acc_t v, long count, long corr) {
 
 inline void ct_store_out(__global void *out, long i, int out_dt, acc_t v) {
   switch (out_dt) {
-    case CT_DT_BOOL: ((__global uchar *)out)[i] = (uchar)(v != (acc_t)0); break;
-    case CT_DT_U8: ((__global uchar *)out)[i] = (uchar)v; break;
-    case CT_DT_I8: ((__global char *)out)[i] = (char)v; break;
-    case CT_DT_I32: ((__global int *)out)[i] = (int)v; break;
-    case CT_DT_I64: ((__global long *)out)[i] = (long)v; break;
-    case CT_DT_I16: ((__global short *)out)[i] = (short)v; break;
-    case CT_DT_U16: ((__global ushort *)out)[i] = (ushort)v; break;
-    case CT_DT_U32: ((__global uint *)out)[i] = (uint)v; break;
-    case CT_DT_F16: vstore_half_rte((float)v, (size_t)i, (__global half *)out); break;
-    case CT_DT_BF16: ((__global ushort *)out)[i] = ct_f32_to_bf16((float)v); break;
-    case CT_DT_F32: ((__global float *)out)[i] = (float)v; break;
-#if defined(CT_HAS_FP64) && CT_HAS_FP64
-    case CT_DT_F64: ((__global double *)out)[i] = (double)v; break;
-#endif
+    CT_STORE_CASES(out, i, v, (float), (double))
     default: break;
   }
 }
@@ -246,16 +233,10 @@ inline long ct_red_offset(long j, int rndim, long8 rshape, long8 rstride) {
  * nothing, and no barriers or local memory are needed. */
 inline void ct_rows(int op, CT_ROWS_ARGS, __local acc_t *lv, __local long *li) {
   bool arg = op == CT_OP_ARGMAX || op == CT_OP_ARGMIN;
+  CT_UNIT(g, nout * parts);
 #if CT_CHUNKED
-  long g = get_global_id(0);
-  if (g >= nout * parts) return;
-  const int lid = 0, L = 1;
   (void)lv;
   (void)li;
-#else
-  long g = get_group_id(0);
-  int lid = (int)get_local_id(0), L = (int)get_local_size(0);
-  (void)nout;
 #endif
   long o = g / parts, p = g - o * parts;
   long lo = p * chunk, hi = min(nred, lo + chunk);

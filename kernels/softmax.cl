@@ -93,15 +93,9 @@ inline acc_t ct_sumexp1(__global const io_t *in, long ib, long in_step, long j0,
 __kernel void softmax_rows(__global const io_t *in, long in_off, __global io_t *out, long out_off,
                            long n, long in_step, long out_step, int kndim, long8 kshape,
                            long8 kin, long8 kout, int logsm, long nrows, __local acc_t *lv) {
+  CT_UNIT(row, nrows);
 #if CT_CHUNKED
-  long row = get_global_id(0);
-  if (row >= nrows) return;
-  const int lid = 0, L = 1;
   (void)lv;
-#else
-  long row = get_group_id(0);
-  int lid = (int)get_local_id(0), L = (int)get_local_size(0);
-  (void)nrows;
 #endif
   long ib = in_off + ct_offset(row, kndim, kshape, kin);
   long ob = out_off + ct_offset(row, kndim, kshape, kout);

@@ -33,8 +33,8 @@ reduce reduce-gpu-layout reduce_large softmax logsumexp random shape order index
 nn-pool nn-norm nn-batch-norm attention loss dropout optim linalg-matmul-auto models-charlm
 differential-binary fusion-random
 autograd-engine autograd-ew autograd-reduce autograd-view autograd-shape autograd-linalg
-autograd-index autograd-conv autograd-nn autograd-composite autograd-review
-fusion-graph fusion-reduce fusion-review elementwise-layout elementwise-dtypes
+autograd-index autograd-conv autograd-nn autograd-composite autograd-backward
+fusion-graph fusion-reduce fusion-errors elementwise-layout elementwise-dtypes
 models-train-digits-check models-train-digits-resume
 tensor-cast differential-tensor kernel elementwise-sweep models-train-charlm-check tensor-views
 fusion-cast init module module-mha scope dataloader sched tensor-utils"

@@ -67,18 +67,26 @@ static int64_t ct__pipe_len(const struct ct__pipe *pp, int64_t k) {
   return rest < pp->c ? rest : pp->c;
 }
 
+/* Enqueues the copy between elements [off, off + len) of flat and host (to the host when
+ * to_host; host is then written) and appends its event to evs (the caller made room). */
+static ct_status ct__pipe_copy(struct ct__pipe *pp, ct_tensor *flat, int64_t off, int64_t len, const void *host,
+                               bool to_host, ct_event **evs, int *n) {
+  ct_tensor *v = NULL;
+  CT__TRY(ct_slice(&v, flat, 0, off, off + len, 1));
+  ct_event *ev = NULL;
+  size_t bytes = (size_t)len * pp->es;
+  ct_status st = to_host ? ct_to_host_async(&ev, v, (void *)host, bytes) : ct_copy_from_host_async(&ev, v, host, bytes);
+  ct_release(v);
+  if (st != CT_OK) return st;
+  evs[(*n)++] = ev;
+  return CT_OK;
+}
+
 static ct_status ct__pipe_read(struct ct__pipe *pp, int s, ct_tensor *flat, int64_t off, int64_t len, void *host) {
   if (len == 0) return CT_OK;
   if (pp->nrev[s] == pp->caprev)
     return ct__error(CT_ERR_INTERNAL, "%s: more reads per chunk than planned", pp->w->fn);
-  ct_tensor *v = NULL;
-  CT__TRY(ct_slice(&v, flat, 0, off, off + len, 1));
-  ct_event *ev = NULL;
-  ct_status st = ct_to_host_async(&ev, v, host, (size_t)len * pp->es);
-  ct_release(v);
-  if (st != CT_OK) return st;
-  pp->rev[s][pp->nrev[s]++] = ev;
-  return CT_OK;
+  return ct__pipe_copy(pp, flat, off, len, host, true, pp->rev[s], &pp->nrev[s]);
 }
 
 static ct_status ct__pipe_write(struct ct__pipe *pp, int s, ct_tensor *flat, int64_t off, int64_t len,
@@ -92,26 +100,25 @@ static ct_status ct__pipe_write(struct ct__pipe *pp, int s, ct_tensor *flat, int
     sl->wev = v;
     sl->capwev = cap;
   }
-  ct_tensor *v = NULL;
-  CT__TRY(ct_slice(&v, flat, 0, off, off + len, 1));
-  ct_event *ev = NULL;
-  ct_status st = ct_copy_from_host_async(&ev, v, host, (size_t)len * pp->es);
-  ct_release(v);
-  if (st != CT_OK) return st;
-  sl->wev[sl->nwev++] = ev;
-  ct__event_track(ev); /* a failure is reported by the device's next blocking call */
+  CT__TRY(ct__pipe_copy(pp, flat, off, len, host, false, sl->wev, &sl->nwev));
+  ct__event_track(sl->wev[sl->nwev - 1]); /* a failure is reported by the device's next blocking call */
   return CT_OK;
 }
 
-static ct_status ct__pipe_wait_reads(struct ct__pipe *pp, int s) {
-  ct_status st = CT_OK;
-  for (int i = 0; i < pp->nrev[s]; i++) {
-    ct_status e = ct_event_wait(pp->rev[s][i]);
+/* Waits for and frees the *n events of evs, then empties the list; st, or the first failure
+ * when st is CT_OK (every event is waited for either way). */
+static ct_status ct__pipe_wait_events(ct_event **evs, int *n, ct_status st) {
+  for (int i = 0; i < *n; i++) {
+    ct_status e = ct_event_wait(evs[i]);
     if (st == CT_OK) st = e;
-    ct_event_free(pp->rev[s][i]);
+    ct_event_free(evs[i]);
   }
-  pp->nrev[s] = 0;
+  *n = 0;
   return st;
+}
+
+static ct_status ct__pipe_wait_reads(struct ct__pipe *pp, int s) {
+  return ct__pipe_wait_events(pp->rev[s], &pp->nrev[s], CT_OK);
 }
 
 /* Waits for the writes out of slot s. On one device the in-order queue would run them before a
@@ -119,13 +126,7 @@ static ct_status ct__pipe_wait_reads(struct ct__pipe *pp, int s) {
  * host itself writes some slots (MPI's receive of a broadcast or recv). */
 ct_status ct__dist_slot_wait(struct ct_dist *d, int s, ct_status st) {
   struct ct__dist_slot *sl = &d->slots[s];
-  for (int i = 0; i < sl->nwev; i++) {
-    ct_status e = ct_event_wait(sl->wev[i]);
-    if (st == CT_OK) st = e;
-    ct_event_free(sl->wev[i]);
-  }
-  sl->nwev = 0;
-  return st;
+  return ct__pipe_wait_events(sl->wev, &sl->nwev, st);
 }
 
 /* Enqueues the reads of chunk k into slot s (once the slot's earlier writes are done). */

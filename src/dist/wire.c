@@ -12,27 +12,22 @@
 
 ct_dtype ct__dist_wire(ct_dtype t) { return t == CT_F16 || t == CT_BF16 ? CT_F32 : t; }
 
-void ct__dist_to_wire(ct_dtype t, void *dst, const void *src, size_t n) {
-  const uint16_t *s = src;
-  float *o = dst;
-  if (t == CT_F16)
-    for (size_t i = 0; i < n; i++) o[i] = ct_f16_to_f32(s[i]);
-  else if (t == CT_BF16)
-    for (size_t i = 0; i < n; i++) o[i] = ct_bf16_to_f32(s[i]);
-  else if (dst != src)
-    memcpy(dst, src, n * ct_dtype_size(t));
-}
-
-void ct__dist_from_wire(ct_dtype t, void *dst, const void *src, size_t n) {
-  const float *s = src;
-  uint16_t *o = dst;
-  if (t == CT_F16)
-    for (size_t i = 0; i < n; i++) o[i] = ct_f32_to_f16(s[i]);
-  else if (t == CT_BF16)
-    for (size_t i = 0; i < n; i++) o[i] = ct_f32_to_bf16(s[i]);
-  else if (dst != src)
-    memcpy(dst, src, n * ct_dtype_size(t));
-}
+/* The conversion `name` of n values of dtype t between storage and the wire: f16 and bf16 from
+ * S to D by F16 and BF16, every other dtype copied as it is (nothing to do in place). */
+#define CT__WIRE_CONVERT(name, S, D, F16, BF16)                              \
+  void name(ct_dtype t, void *dst, const void *src, size_t n) {             \
+    const S *s = src;                                                        \
+    D *o = dst;                                                              \
+    if (t == CT_F16)                                                         \
+      for (size_t i = 0; i < n; i++) o[i] = F16(s[i]);                       \
+    else if (t == CT_BF16)                                                   \
+      for (size_t i = 0; i < n; i++) o[i] = BF16(s[i]);                      \
+    else if (dst != src)                                                     \
+      memcpy(dst, src, n * ct_dtype_size(t));                                \
+  }
+CT__WIRE_CONVERT(ct__dist_to_wire, uint16_t, float, ct_f16_to_f32, ct_bf16_to_f32)
+CT__WIRE_CONVERT(ct__dist_from_wire, float, uint16_t, ct_f32_to_f16, ct_f32_to_bf16)
+#undef CT__WIRE_CONVERT
 
 /* SUM in the unsigned type U of the same width (wraps without undefined behaviour), MAX and MIN
  * in T. Floats: plain IEEE operations; MAX/MIN keep NaN (a NaN on any rank gives NaN). */

@@ -9,30 +9,11 @@
 #include "fusion/fusion.h"
 
 void ct__put(struct ct__buf *b, const char *fmt, ...) {
-  if (b->oom || b->skip) return;
-  for (;;) {
-    va_list ap;
-    va_start(ap, fmt);
-    int w = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
-    va_end(ap);
-    if (w < 0) {
-      b->oom = true;
-      return;
-    }
-    if (b->p && b->n + (size_t)w < b->cap) {
-      b->n += (size_t)w;
-      return;
-    }
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap <= b->n + (size_t)w) cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) {
-      b->oom = true;
-      return;
-    }
-    b->p = p;
-    b->cap = cap;
-  }
+  if (b->skip) return;
+  va_list ap;
+  va_start(ap, fmt);
+  ct__text_vadd(&b->t, fmt, ap);
+  va_end(ap);
 }
 
 /* A trailing op's name: the table's row, or softmax's. */
@@ -378,8 +359,8 @@ void ct__gen_kernel(struct ct__buf *b, struct ct__fgen *g, struct ct__fnode **no
    * with a reduction, its input as fz_in. Written once, pasted where the layout needs it. */
   struct ct__buf body = {.skip = b->skip};
   ct__gen_body(&body, g, nodes, nn, opidx);
-  if (body.oom) b->oom = true;
-  const char *bt = body.p ? body.p : "";
+  if (body.t.oom) b->t.oom = true;
+  const char *bt = body.t.s ? body.t.s : "";
   ct__signature(g, nodes, nn, opidx, full, red);
   if (red && CT__FR_IS_SOFTMAX(red->red)) {
     /* A work-item per row of ncols elements: the producer's values (and the results kept) in a
@@ -473,7 +454,7 @@ void ct__gen_kernel(struct ct__buf *b, struct ct__fgen *g, struct ct__fnode **no
     else ct__put(b, "  (void)n;\n");
     ct__put(b, "%s}\n", bt);
   }
-  free(body.p);
+  free(body.t.s);
 }
 
 /* The second pass of a fused reduction: one work-group combines the parts and writes the

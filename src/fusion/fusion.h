@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "core/text.h"
 #include "elementwise/elementwise.h"
 #include "kernel/engine.h"
 #include "reduce/reduce.h"
@@ -25,16 +26,20 @@ extern int ct__fusion_override;
 /* Tests: each build of a fused kernel fails with CT_ERR_KERNEL_BUILD while this is > 0 (and
  * counts it down). */
 extern atomic_int ct__fusion_fail_builds;
-/* Process-wide counters of the fusion graph, for tests and diagnostics. */
+/* Process-wide counters of the fusion graph, for tests and diagnostics: the one list (X(name))
+ * that the snapshot's fields, the atomic counters (ct__fstats) and ct__fusion_stats() are made of. */
+#define CT__FUSION_COUNTERS(X)                                                                          \
+  X(realizes) /* realizes that ran a non-empty graph to completion */                                  \
+  X(kernels)  /* fused kernels enqueued (one per kernel, whatever its launches) */                     \
+  X(launches) /* their clEnqueueNDRangeKernel calls (a tail group is a second one) */                  \
+  X(nodes)    /* recorded calls computed */                                                            \
+  X(dropped)  /* recorded calls never computed (results released, nothing needed them) */              \
+  X(temps)    /* temporaries allocated for released values that crossed kernels */                    \
+  X(builds)   /* fused programs built (or loaded from the disk cache) */
+#define CT__FUSION_STAT_FIELD(name) unsigned long name;
 struct ct__fusion_stats {
-  unsigned long realizes;  /* realizes that ran a non-empty graph to completion */
-  unsigned long kernels;   /* fused kernels enqueued (one per kernel, whatever its launches) */
-  unsigned long launches;  /* their clEnqueueNDRangeKernel calls (a tail group is a second one) */
-  unsigned long nodes;     /* recorded calls computed */
-  unsigned long dropped;   /* recorded calls never computed (results released, nothing needed them) */
-  unsigned long temps;     /* temporaries allocated for released values that crossed kernels */
-  unsigned long builds;    /* fused programs built (or loaded from the disk cache) */
-  unsigned long pending;   /* recorded calls not yet realized, now */
+  CT__FUSION_COUNTERS(CT__FUSION_STAT_FIELD)
+  unsigned long pending; /* recorded calls not yet realized, now */
 };
 void ct__fusion_stats(struct ct__fusion_stats *out);
 
@@ -80,9 +85,7 @@ struct ct__fnode {
 
 /* A growing text buffer for generated source. */
 struct ct__buf {
-  char *p;
-  size_t n, cap;
-  bool oom;
+  struct ct__text t;
   bool skip; /* collect the operands only, no text */
 };
 
@@ -172,8 +175,9 @@ void ct__fnode_free(struct ct__fnode *nd);
 /* Whether $CLTENSOR_DEBUG_FUSION is on (read once). */
 bool ct__fusion_debug(void);
 /* The counters behind ct__fusion_stats(). */
+#define CT__FUSION_COUNTER(name) atomic_ulong name;
 struct ct__fusion_counters {
-  atomic_ulong realizes, kernels, launches, nodes, dropped, temps, builds;
+  CT__FUSION_COUNTERS(CT__FUSION_COUNTER)
 };
 extern struct ct__fusion_counters ct__fstats;
 

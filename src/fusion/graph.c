@@ -61,13 +61,9 @@ atomic_int ct__fusion_fail_builds;
 struct ct__fusion_counters ct__fstats;
 
 void ct__fusion_stats(struct ct__fusion_stats *out) {
-  out->realizes = atomic_load(&ct__fstats.realizes);
-  out->kernels = atomic_load(&ct__fstats.kernels);
-  out->launches = atomic_load(&ct__fstats.launches);
-  out->nodes = atomic_load(&ct__fstats.nodes);
-  out->dropped = atomic_load(&ct__fstats.dropped);
-  out->temps = atomic_load(&ct__fstats.temps);
-  out->builds = atomic_load(&ct__fstats.builds);
+#define CT__LOAD(name) out->name = atomic_load(&ct__fstats.name);
+  CT__FUSION_COUNTERS(CT__LOAD)
+#undef CT__LOAD
   out->pending = (unsigned long)atomic_load(&ct__deferred_nodes);
 }
 static atomic_int ct__fusion_env = -1; /* -1 unread, 0 off, 1 on, 2 invalid */

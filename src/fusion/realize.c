@@ -156,15 +156,15 @@ static ct_status ct__realize_once(struct ct__fgraph *gr, const char *fn, struct 
     struct ct__buf none = {.skip = true};
     ct__gen_kernel(&none, g, order + K->first, K->count, name, full, K->red);
     ct__kernel **kp = full ? &K->kf : &K->kc;
-    b.n = 0;
-    b.oom = false;
+    b.t.len = 0;
+    b.t.oom = false;
     if ((K->pin[0] = ct__lru_pin(K->dev, g->sig, g->nsig))) {
       *kp = K->pin[0]->k;
     } else {
       ct__gen_kernel(&b, g, order + K->first, K->count, name, full, K->red);
-      if (!b.oom) ct__builds_add(bl, K->dev, g->sig, g->nsig, b.p, name, opts, order + K->first, K->count);
+      if (!b.t.oom) ct__builds_add(bl, K->dev, g->sig, g->nsig, b.t.s, name, opts, order + K->first, K->count);
     }
-    if (st == CT_OK && !b.oom && K->red && !CT__FR_IS_SOFTMAX(K->red->red)) {
+    if (st == CT_OK && !b.t.oom && K->red && !CT__FR_IS_SOFTMAX(K->red->red)) {
       char fname[32];
       snprintf(fname, sizeof fname, "fz_final_%s", ct__node_name(K->red));
       /* The second pass depends on the reduction, its accumulator and its result dtype. */
@@ -172,18 +172,18 @@ static ct_status ct__realize_once(struct ct__fgraph *gr, const char *fn, struct 
       if ((K->pin[1] = ct__lru_pin(K->dev, fsig, 5))) {
         K->kfin = K->pin[1]->k;
       } else {
-        b.n = 0;
+        b.t.len = 0;
         ct__gen_final(&b, K->red, fname);
-        if (!b.oom) ct__builds_add(bl, K->dev, fsig, 5, b.p, fname, opts, order + K->first, K->count);
+        if (!b.t.oom) ct__builds_add(bl, K->dev, fsig, 5, b.t.s, fname, opts, order + K->first, K->count);
       }
-      if (st == CT_OK && !b.oom && !bl->n) {
+      if (st == CT_OK && !b.t.oom && !bl->n) {
         ct__red_split(K, ct__kernel_group_size(K->kc), g->cpu_red);
         int64_t pn = K->parts;
         ct_dtype adt = ct__reduce_acc_dtype(ct__red_acc_dtype(K->red));
         st = ct__tensor_new(&K->part, K->dev, adt, 1, &pn, fn);
       }
     }
-    if ((b.oom || bl->oom) && st == CT_OK)
+    if ((b.t.oom || bl->oom) && st == CT_OK)
       st = ct__error(CT_ERR_OUT_OF_MEMORY, "%s: realizing deferred elementwise work: out of host memory", fn);
     else if (st != CT_OK)
       st = ct__realize_error(st, fn, order + K->first, K->count);
@@ -209,7 +209,7 @@ static ct_status ct__realize_once(struct ct__fgraph *gr, const char *fn, struct 
     st = ct__fusion_launch(K, g, fn);
     if (st != CT_OK) st = ct__realize_error(st, fn, order + K->first, K->count);
   }
-  free(b.p);
+  free(b.t.s);
   free(g);
   /* The queue is in order: whoever gets the partials' blocks next is queued after them. */
   for (int q = 0; q < nk; q++) {

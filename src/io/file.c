@@ -1,6 +1,7 @@
 /* Reading files whole-or-error, and the helpers the formats share. */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,4 +143,24 @@ ct_status ct__rfile_header(struct ct__rfile *f, void **header, uint64_t *header_
   if (st == CT_OK) st = ct__host_malloc(header, (size_t)*header_end, fn);
   if (st == CT_OK) st = ct__rfile_read(f, *header, (size_t)*header_end, 0);
   return st;
+}
+
+ct_status ct__header_have(uint64_t *have, size_t len, uint64_t file_size, const char *format, const char *preamble,
+                          const char *path, const char *fn) {
+  uint64_t h = len < file_size ? len : file_size;
+  if (have) *have = h;
+  if (h < 8)
+    return ct__error(CT_ERR_FORMAT, "%s: '%s' is not %s: %" PRIu64 " bytes, shorter than the 8-byte %s", fn, path,
+                     format, h, preamble);
+  return CT_OK;
+}
+
+ct_status ct__header_end(uint64_t *header_end, ct__header_size_fn size, const void *buf, size_t len,
+                         uint64_t file_size, const char *path, const char *fn) {
+  CT__TRY(size(header_end, buf, len, file_size, path));
+  if (*header_end > len)
+    return ct__error(CT_ERR_FORMAT,
+                     "%s: '%s' is truncated: the header ends at byte %" PRIu64 ", only %zu bytes are present", fn,
+                     path, *header_end, len);
+  return CT_OK;
 }

@@ -117,6 +117,16 @@ typedef ct_status (*ct__header_size_fn)(uint64_t *header_end, const void *buf, s
  * whatever the result. */
 ct_status ct__rfile_header(struct ct__rfile *f, void **header, uint64_t *header_end, size_t pre,
                            ct__header_size_fn size, const char *path, const char *fn);
+/* *have (when not NULL): the bytes of a header present, len but at most file_size; CT_ERR_FORMAT "<fn>: '<path>' is
+ * not <format>: N bytes, shorter than the 8-byte <preamble>" when fewer than the 8 both formats
+ * begin with. */
+ct_status ct__header_have(uint64_t *have, size_t len, uint64_t file_size, const char *format, const char *preamble,
+                          const char *path, const char *fn);
+/* The parsers' first step over a header in memory (len bytes of buf, from a file of file_size
+ * bytes): *header_end from size(), CT_ERR_FORMAT "<fn>: '<path>' is truncated: the header ends at
+ * byte E, only L bytes are present" when it ends past them. */
+ct_status ct__header_end(uint64_t *header_end, ct__header_size_fn size, const void *buf, size_t len,
+                         uint64_t file_size, const char *path, const char *fn);
 
 /* ---- shared helpers (file.c; host memory and bools are in core/host.h) ---- */
 

@@ -36,12 +36,8 @@ static uint64_t ct__le(const uint8_t *p, int n) {
 ct_status ct__npy_header_size(uint64_t *header_end, const void *buf, size_t len, uint64_t file_size,
                               const char *path) {
   const uint8_t *p = buf;
-  uint64_t have = len < file_size ? len : file_size;
-  if (have < 8)
-    return ct__error(CT_ERR_FORMAT,
-                     CT__NPY_LOAD ": '%s' is not an .npy file: %" PRIu64
-                                  " bytes, shorter than the 8-byte magic and version",
-                     path, have);
+  uint64_t have;
+  CT__TRY(ct__header_have(&have, len, file_size, "an .npy file", "magic and version", path, CT__NPY_LOAD));
   if (memcmp(p, ct__npy_magic, sizeof ct__npy_magic) != 0)
     return ct__error(CT_ERR_FORMAT,
                      CT__NPY_LOAD ": '%s' is not an .npy file (bad magic): it starts with bytes "
@@ -209,12 +205,7 @@ ct_status ct__npy_parse_header(struct ct__npy_header *out, const void *buf, size
                                uint64_t file_size, const char *path) {
   memset(out, 0, sizeof *out);
   uint64_t header_end;
-  CT__TRY(ct__npy_header_size(&header_end, buf, len, file_size, path));
-  if (header_end > len)
-    return ct__error(CT_ERR_FORMAT,
-                     CT__NPY_LOAD ": '%s' is truncated: the header ends at byte %" PRIu64
-                                  ", only %zu bytes are present",
-                     path, header_end, len);
+  CT__TRY(ct__header_end(&header_end, ct__npy_header_size, buf, len, file_size, path, CT__NPY_LOAD));
   const uint8_t *p = buf;
   out->version = p[6];
   size_t pre = out->version == 1 ? 10 : 12;

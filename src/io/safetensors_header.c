@@ -36,12 +36,7 @@ static const char *const ct__st_unsupported[] = {"F8_E5M2", "F8_E4M3", "F8_E8M0"
 ct_status ct__safetensors_header_size(uint64_t *header_end, const void *buf, size_t len,
                                       uint64_t file_size, const char *path) {
   const uint8_t *p = buf;
-  uint64_t have = len < file_size ? len : file_size;
-  if (have < 8)
-    return ct__error(CT_ERR_FORMAT,
-                     CT__ST_LOAD ": '%s' is not a safetensors file: %" PRIu64
-                                 " bytes, shorter than the 8-byte header length",
-                     path, have);
+  CT__TRY(ct__header_have(NULL, len, file_size, "a safetensors file", "header length", path, CT__ST_LOAD));
   uint64_t n = 0;
   for (int i = 7; i >= 0; i--) n = (n << 8) | p[i];
   if (n > CT__IO_MAX_HEADER)
@@ -608,12 +603,7 @@ ct_status ct__safetensors_parse(struct ct__st_header *out, const void *buf, size
                                 uint64_t file_size, const char *path) {
   memset(out, 0, sizeof *out);
   uint64_t header_end;
-  CT__TRY(ct__safetensors_header_size(&header_end, buf, len, file_size, path));
-  if (header_end > len)
-    return ct__error(CT_ERR_FORMAT,
-                     CT__ST_LOAD ": '%s' is truncated: the header ends at byte %" PRIu64
-                                 ", only %zu bytes are present",
-                     path, header_end, len);
+  CT__TRY(ct__header_end(&header_end, ct__safetensors_header_size, buf, len, file_size, path, CT__ST_LOAD));
   size_t jn = (size_t)header_end - 8;
   const char *json = (const char *)buf + 8;
   struct ct__js x = {json, json + jn, NULL, NULL};

@@ -152,18 +152,16 @@ struct ct__engine {
   char base_options[128];
 };
 
+#define CT__COUNTER(name) atomic_ulong name;
 static struct {
-  atomic_ulong builds_from_source, loads_from_binary, cache_rejected, binary_refused,
-      cache_writes, build_failures;
+  CT__ENGINE_COUNTERS(CT__COUNTER)
 } ct__stats;
+#undef CT__COUNTER
 
 void ct__engine_stats(struct ct__engine_stats *out) {
-  out->builds_from_source = atomic_load(&ct__stats.builds_from_source);
-  out->loads_from_binary = atomic_load(&ct__stats.loads_from_binary);
-  out->cache_rejected = atomic_load(&ct__stats.cache_rejected);
-  out->binary_refused = atomic_load(&ct__stats.binary_refused);
-  out->cache_writes = atomic_load(&ct__stats.cache_writes);
-  out->build_failures = atomic_load(&ct__stats.build_failures);
+#define CT__LOAD(name) out->name = atomic_load(&ct__stats.name);
+  CT__ENGINE_COUNTERS(CT__LOAD)
+#undef CT__LOAD
 }
 
 /* A fast multiplicative hash taking 8 bytes per step, so a long generated source costs little

@@ -143,15 +143,19 @@ const struct ct__embedded_source *ct__embedded_find(const char *name);
  * embedded sources are used. */
 const char *ct__kernel_dir(void);
 
-/* Process-wide counters, for tests and diagnostics. */
+/* Process-wide counters, for tests and diagnostics: the one list (X(name)) that the snapshot's
+ * fields, the engine's atomic counters and ct__engine_stats() are made of. */
+#define CT__ENGINE_COUNTERS(X)                                                                          \
+  X(builds_from_source) /* successful compilations from source */                                      \
+  X(loads_from_binary)  /* programs created from a disk-cache binary */                                \
+  X(cache_rejected)     /* cache files ignored: corrupt, truncated or mismatched */                    \
+  X(binary_refused)     /* valid cache files the driver would not load, or whose program lacked a      \
+                           kernel its source has */                                                    \
+  X(cache_writes)       /* cache files written */                                                      \
+  X(build_failures)     /* builds that returned CT_ERR_KERNEL_BUILD */
+#define CT__ENGINE_STAT_FIELD(name) unsigned long name;
 struct ct__engine_stats {
-  unsigned long builds_from_source; /* successful compilations from source */
-  unsigned long loads_from_binary;  /* programs created from a disk-cache binary */
-  unsigned long cache_rejected;     /* cache files ignored: corrupt, truncated or mismatched */
-  unsigned long binary_refused;     /* valid cache files the driver would not load, or whose
-                                       program lacked a kernel its source has */
-  unsigned long cache_writes;       /* cache files written */
-  unsigned long build_failures;     /* builds that returned CT_ERR_KERNEL_BUILD */
+  CT__ENGINE_COUNTERS(CT__ENGINE_STAT_FIELD)
 };
 void ct__engine_stats(struct ct__engine_stats *out);
 

@@ -212,9 +212,9 @@ ct_status ct__native_enqueue(ct_device *d, cl_command_queue q, ct__native_fn fn,
 
 /* ---- A team of two: the device's second worker helps the command that runs ----
  * PoCL 3.1's workers sleep between commands, and waking one takes 25-90 us on a small virtual
- * machine (docs/PERFORMANCE.md, "Session 10"); its scheduler also runs every kernel it expects
- * to take under 200 us on one worker. So two halves of a product on two queues mostly ran one
- * after the other. Instead, a command that can be cut into parts (a product's rows, the
+ * machine (docs/PERFORMANCE.md, "Example models and training"); its scheduler also runs every
+ * kernel it expects to take under 200 us on one worker. So two halves of a product on two
+ * queues mostly ran one after the other. Instead, a command that can be cut into parts (a product's rows, the
  * attention's batch entries) posts them as a job on its device's team and claims parts itself,
  * one by one; a helper command on the side queue, started by a marker just before it, claims
  * the others once its worker is awake, and then stays (spinning, yielding its CPU to anyone

@@ -52,6 +52,17 @@ static ct_status check_size(int64_t v, const char *what, int64_t min, const char
                                       (long long)v, (long long)min);
 }
 
+/* The start of the Linear and Embedding constructors: out checked and NULLed, their two sizes
+ * (names[i] = v[i]) >= 0, d resolved (ct__module_device), *m a new module of kind. */
+static ct_status begin_sized(ct_module **m, ct_module **out, ct_device **d, const ct__module_kind *kind,
+                             const int64_t v[2], const char *const names[2], const char *fn) {
+  CT__CHECK_NOT_NULL(fn, out);
+  *out = NULL;
+  for (int i = 0; i < 2; i++) CT__TRY(check_size(v[i], names[i], 0, fn));
+  CT__TRY(ct__module_device(d, *d, fn));
+  return ct__module_new(m, kind, fn);
+}
+
 /* ---- Linear ---- */
 
 static ct_status linear_forward(ct_tensor **y, ct_module *m, const ct_tensor *x) {
@@ -62,13 +73,9 @@ static const ct__module_kind k_linear = {"Linear", linear_forward};
 
 ct_status ct_module_linear(ct_module **out, ct_device *d, int64_t in_features, int64_t out_features, bool bias) {
   static const char fn[] = "ct_module_linear";
-  CT__CHECK_NOT_NULL(fn, out);
-  *out = NULL;
-  CT__TRY(check_size(in_features, "in_features", 0, fn));
-  CT__TRY(check_size(out_features, "out_features", 0, fn));
-  CT__TRY(ct__module_device(&d, d, fn));
   ct_module *m;
-  CT__TRY(ct__module_new(&m, &k_linear, fn));
+  CT__TRY(begin_sized(&m, out, &d, &k_linear, (const int64_t[]){in_features, out_features},
+                      (const char *const[]){"in_features", "out_features"}, fn));
   return ct__module_done(out, m, add_weight_bias(m, d, 2, (int64_t[]){out_features, in_features}, bias, fn));
 }
 
@@ -146,13 +153,9 @@ static const ct__module_kind k_embedding = {"Embedding", embedding_forward};
 
 ct_status ct_module_embedding(ct_module **out, ct_device *d, int64_t num_embeddings, int64_t embedding_dim) {
   static const char fn[] = "ct_module_embedding";
-  CT__CHECK_NOT_NULL(fn, out);
-  *out = NULL;
-  CT__TRY(check_size(num_embeddings, "num_embeddings", 0, fn));
-  CT__TRY(check_size(embedding_dim, "embedding_dim", 0, fn));
-  CT__TRY(ct__module_device(&d, d, fn));
   ct_module *m;
-  CT__TRY(ct__module_new(&m, &k_embedding, fn));
+  CT__TRY(begin_sized(&m, out, &d, &k_embedding, (const int64_t[]){num_embeddings, embedding_dim},
+                      (const char *const[]){"num_embeddings", "embedding_dim"}, fn));
   ct_tensor *w = NULL;
   ct_status st = new_tensor(&w, d, CT_F32, 2, (int64_t[]){num_embeddings, embedding_dim}, fn);
   if (st == CT_OK) st = ct_normal_(w, 0.0, 1.0);

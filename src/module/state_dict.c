@@ -8,6 +8,7 @@
 
 #include "cltensor/autograd.h"
 #include "core/error.h"
+#include "core/text.h"
 #include "module/module.h"
 #include "tensor/tensor.h"
 
@@ -47,37 +48,10 @@ ct_status ct_module_save_state_dict(const ct_module *m, const char *path) {
 
 /* ---- Loading ---- */
 
-/* A growing string; on allocation failure it stops growing (the report is then cut short). */
-struct text {
-  char *s;
-  size_t len, cap;
-};
-
-static void add(struct text *t, const char *fmt, ...) CT__PRINTF(2, 3);
-static void add(struct text *t, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  int need = vsnprintf(NULL, 0, fmt, ap);
-  va_end(ap);
-  if (need < 0) return;
-  if (t->len + (size_t)need + 1 > t->cap) {
-    size_t c = t->cap ? t->cap : 256;
-    while (c < t->len + (size_t)need + 1) c *= 2;
-    char *p = realloc(t->s, c);
-    if (!p) return;
-    t->s = p;
-    t->cap = c;
-  }
-  va_start(ap, fmt);
-  vsnprintf(t->s + t->len, t->cap - t->len, fmt, ap);
-  va_end(ap);
-  t->len += (size_t)need;
-}
-
-static void add_shape(struct text *t, const ct_tensor *x) {
-  add(t, "[");
-  for (int i = 0; i < x->ndim; i++) add(t, "%s%lld", i ? ", " : "", (long long)x->shape[i]);
-  add(t, "]");
+static void add_shape(struct ct__text *t, const ct_tensor *x) {
+  ct__text_add(t, "[");
+  for (int i = 0; i < x->ndim; i++) ct__text_add(t, "%s%lld", i ? ", " : "", (long long)x->shape[i]);
+  ct__text_add(t, "]");
 }
 
 /* The module's entries, in state_dict order. */
@@ -115,7 +89,7 @@ static void entries_free(struct entries *e) {
 struct plan {
   long *src;          /* per module entry */
   bool *used;         /* per file entry */
-  struct text missing, unexpected, shape, dtype;
+  struct ct__text missing, unexpected, shape, dtype;
   int nmissing, nunexpected, nshape, ndtype, nload;
 };
 
@@ -138,7 +112,7 @@ static ct_status make_plan(struct plan *p, const struct entries *e, const ct_saf
     size_t j = 0;
     while (j < nf && strcmp(ct_safetensors_name(st, j), e->names[i]) != 0) j++;
     if (j == nf) {
-      add(&p->missing, "%s%s", p->nmissing++ ? ", " : "", e->names[i]);
+      ct__text_add(&p->missing, "%s%s", p->nmissing++ ? ", " : "", e->names[i]);
       continue;
     }
     p->used[j] = true;
@@ -148,13 +122,13 @@ static ct_status make_plan(struct plan *p, const struct entries *e, const ct_saf
     bool same_shape = f->ndim == t->ndim;
     for (int k = 0; same_shape && k < t->ndim; k++) same_shape = f->shape[k] == t->shape[k];
     if (!same_shape) {
-      add(&p->shape, "%s%s (file ", p->nshape++ ? ", " : "", e->names[i]);
+      ct__text_add(&p->shape, "%s%s (file ", p->nshape++ ? ", " : "", e->names[i]);
       add_shape(&p->shape, f);
-      add(&p->shape, ", model ");
+      ct__text_add(&p->shape, ", model ");
       add_shape(&p->shape, t);
-      add(&p->shape, ")");
+      ct__text_add(&p->shape, ")");
     } else if (f->dtype != t->dtype) {
-      add(&p->dtype, "%s%s (file %s, model %s)", p->ndtype++ ? ", " : "", e->names[i], ct_dtype_name(f->dtype),
+      ct__text_add(&p->dtype, "%s%s (file %s, model %s)", p->ndtype++ ? ", " : "", e->names[i], ct_dtype_name(f->dtype),
           ct_dtype_name(t->dtype));
     } else {
       p->src[i] = (long)j;
@@ -163,17 +137,17 @@ static ct_status make_plan(struct plan *p, const struct entries *e, const ct_saf
     ct_release(f);
   }
   for (size_t j = 0; j < nf; j++)
-    if (!p->used[j]) add(&p->unexpected, "%s%s", p->nunexpected++ ? ", " : "", ct_safetensors_name(st, j));
+    if (!p->used[j]) ct__text_add(&p->unexpected, "%s%s", p->nunexpected++ ? ", " : "", ct_safetensors_name(st, j));
   return CT_OK;
 }
 
 static char *report_text(const struct plan *p, int n) {
-  struct text r = {0};
-  add(&r, "loaded %d of %d", p->nload, n);
-  if (p->nmissing) add(&r, "; missing: %s", p->missing.s);
-  if (p->nunexpected) add(&r, "; unexpected: %s", p->unexpected.s);
-  if (p->nshape) add(&r, "; shape mismatch: %s", p->shape.s);
-  if (p->ndtype) add(&r, "; dtype mismatch: %s", p->dtype.s);
+  struct ct__text r = {0};
+  ct__text_add(&r, "loaded %d of %d", p->nload, n);
+  if (p->nmissing) ct__text_add(&r, "; missing: %s", p->missing.s);
+  if (p->nunexpected) ct__text_add(&r, "; unexpected: %s", p->unexpected.s);
+  if (p->nshape) ct__text_add(&r, "; shape mismatch: %s", p->shape.s);
+  if (p->ndtype) ct__text_add(&r, "; dtype mismatch: %s", p->dtype.s);
   return r.s;
 }
 

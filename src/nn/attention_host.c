@@ -134,27 +134,6 @@ static void ct__gemm(ct_dtype dt, bool ta, const char *pa, int64_t lda, bool tb,
                 (const float *)pb, (int)ldb, 0.0f, (float *)pc, (int)ldc);
 }
 
-/* The entries of a command cut into nparts runs that the command shares with its team
- * (host_native.c): fn(args, base, first, count) computes entries [first, first + count). */
-typedef void (*ct__entries_fn)(const void *args, char *const *base, int64_t first, int64_t count);
-struct ct__entries_run {
-  ct__entries_fn fn;
-  const void *args;
-  const struct ct__sdpa_geom *g;
-  char *const *base;
-};
-
-static void ct__entries_part(void *ctx, int64_t i) {
-  const struct ct__entries_run *r = ctx;
-  int64_t n = r->g->count, per = (n + r->g->nparts - 1) / r->g->nparts, lo = i * per, hi = lo + per < n ? lo + per : n;
-  if (lo < hi) r->fn(r->args, r->base, lo, hi - lo);
-}
-
-static void ct__entries_team(const struct ct__sdpa_geom *g, ct__entries_fn fn, const void *args, char *const *base) {
-  struct ct__entries_run r = {fn, args, g, base};
-  ct__team_run(g->team, g->seq, ct__entries_part, &r, g->nparts);
-}
-
 /* x[j]: the host pointer of matrix j (of nmat, in buffer which[j] of base) for batch entry e. */
 static void ct__entry_ptrs(char **x, const struct ct__sdpa_geom *g, const struct ct__gemm_mat *m, const int *which,
                            int nmat, char *const *base, int64_t e) {
@@ -167,28 +146,60 @@ static void ct__entry_ptrs(char **x, const struct ct__sdpa_geom *g, const struct
   for (int j = 0; j < nmat; j++) x[j] = base[which[j]] + (m[j].off + off[j]) * es;
 }
 
-/* Batch entries [first, first + count) of the forward. */
-static void ct__sdpa_host_entries(const void *args, char *const *base, int64_t first, int64_t count) {
-  const struct ct__sdpa_host *h = args;
-  const struct ct__sdpa_geom *g = &h->g;
-  const struct ct__gemm_mat *m = h->m;
+/* One batch entry of a command (the forward's or the backward's; args, its arguments), its
+ * matrices at x. */
+typedef void (*ct__entry_fn)(const void *args, char **x);
+
+/* A command's batch entries, cut into g->nparts runs that the command shares with its team
+ * (host_native.c). */
+struct ct__entries_run {
+  const struct ct__sdpa_geom *g;
+  const struct ct__gemm_mat *m; /* nmat matrices, matrix j in buffer which[j] of base */
+  const int *which;
+  int nmat;
+  ct__entry_fn entry;
+  const void *args;
+  char *const *base;
+};
+
+/* Run i of r: its entries' matrices located, each entry computed. The small GEMMs of the whole
+ * run go on this thread (ct__host_blas_small_begin). */
+static void ct__entries_part(void *ctx, int64_t i) {
+  const struct ct__entries_run *r = ctx;
+  const struct ct__sdpa_geom *g = r->g;
+  int64_t n = g->count, per = (n + g->nparts - 1) / g->nparts, lo = i * per, hi = lo + per < n ? lo + per : n;
+  if (lo >= hi) return;
   bool one = ct__host_blas_small_begin(g->L * g->S * (g->E > g->Ev ? g->E : g->Ev));
-  for (int64_t e = first; e < first + count; e++) {
-    char *x[5];
-    ct__entry_ptrs(x, g, m, h->which, 5, base, e);
-    ct__gemm(g->dt, m[CT__F_Q].trans, x[CT__F_Q], m[CT__F_Q].ld, m[CT__F_KT].trans, x[CT__F_KT], m[CT__F_KT].ld, g->L,
-             g->S, g->E, g->scale, x[CT__F_P], g->S);
-    if (g->dt == CT_F64) ct__softmax_rows_f64((double *)x[CT__F_P], g->L, g->S, h->causal);
-    else ct__softmax_rows_f32((float *)x[CT__F_P], g->L, g->S, h->causal);
-    ct__gemm(g->dt, false, x[CT__F_P], g->S, m[CT__F_V].trans, x[CT__F_V], m[CT__F_V].ld, g->L, g->Ev, g->S, 1.0,
-             x[CT__F_O], m[CT__F_O].ld);
+  for (int64_t e = lo; e < hi; e++) {
+    char *x[9];
+    ct__entry_ptrs(x, g, r->m, r->which, r->nmat, r->base, e);
+    r->entry(r->args, x);
   }
   ct__host_blas_small_end(one);
 }
 
+static void ct__entries_team(const struct ct__sdpa_geom *g, const struct ct__gemm_mat *m, const int *which, int nmat,
+                             ct__entry_fn entry, const void *args, char *const *base) {
+  struct ct__entries_run r = {g, m, which, nmat, entry, args, base};
+  ct__team_run(g->team, g->seq, ct__entries_part, &r, g->nparts);
+}
+
+/* One batch entry of the forward, its matrices at x. */
+static void ct__sdpa_host_entry(const void *args, char **x) {
+  const struct ct__sdpa_host *h = args;
+  const struct ct__sdpa_geom *g = &h->g;
+  const struct ct__gemm_mat *m = h->m;
+  ct__gemm(g->dt, m[CT__F_Q].trans, x[CT__F_Q], m[CT__F_Q].ld, m[CT__F_KT].trans, x[CT__F_KT], m[CT__F_KT].ld, g->L,
+           g->S, g->E, g->scale, x[CT__F_P], g->S);
+  if (g->dt == CT_F64) ct__softmax_rows_f64((double *)x[CT__F_P], g->L, g->S, h->causal);
+  else ct__softmax_rows_f32((float *)x[CT__F_P], g->L, g->S, h->causal);
+  ct__gemm(g->dt, false, x[CT__F_P], g->S, m[CT__F_V].trans, x[CT__F_V], m[CT__F_V].ld, g->L, g->Ev, g->S, 1.0,
+           x[CT__F_O], m[CT__F_O].ld);
+}
+
 static void ct__sdpa_host_run(void *args, char *const *base) {
   const struct ct__sdpa_host *h = args;
-  ct__entries_team(&h->g, ct__sdpa_host_entries, h, base);
+  ct__entries_team(&h->g, h->m, h->which, 5, ct__sdpa_host_entry, h, base);
 }
 
 /* ---- The backward ----
@@ -219,33 +230,28 @@ static void ct__softmax_bwd_rows(ct_dtype dt, const char *pp, char *pds, int64_t
   }
 }
 
-static void ct__sdpa_bwd_entries(const void *args, char *const *base, int64_t first, int64_t count) {
+/* One batch entry of the backward, its matrices at x. */
+static void ct__sdpa_bwd_entry(const void *args, char **x) {
   const struct ct__sdpa_bwd *h = args;
   const struct ct__sdpa_geom *g = &h->g;
   const struct ct__gemm_mat *m = h->m;
-  bool one = ct__host_blas_small_begin(g->L * g->S * (g->E > g->Ev ? g->E : g->Ev));
-  for (int64_t e = first; e < first + count; e++) {
-    char *x[9];
-    ct__entry_ptrs(x, g, m, h->which, 9, base, e);
-    /* dV = P^T G */
-    ct__gemm(g->dt, true, x[CT__B_P], g->S, m[CT__B_G].trans, x[CT__B_G], m[CT__B_G].ld, g->S, g->Ev, g->L, 1.0,
-             x[CT__B_DV], m[CT__B_DV].ld);
-    /* dP = G V^T, then dS in place */
-    ct__gemm(g->dt, m[CT__B_G].trans, x[CT__B_G], m[CT__B_G].ld, !m[CT__B_V].trans, x[CT__B_V], m[CT__B_V].ld, g->L,
-             g->S, g->Ev, 1.0, x[CT__B_DS], g->S);
-    ct__softmax_bwd_rows(g->dt, x[CT__B_P], x[CT__B_DS], g->L, g->S);
-    /* dQ = scale dS K;  dK = scale dS^T Q */
-    ct__gemm(g->dt, false, x[CT__B_DS], g->S, m[CT__B_K].trans, x[CT__B_K], m[CT__B_K].ld, g->L, g->E, g->S,
-             g->scale, x[CT__B_DQ], m[CT__B_DQ].ld);
-    ct__gemm(g->dt, true, x[CT__B_DS], g->S, m[CT__B_Q].trans, x[CT__B_Q], m[CT__B_Q].ld, g->S, g->E, g->L,
-             g->scale, x[CT__B_DK], m[CT__B_DK].ld);
-  }
-  ct__host_blas_small_end(one);
+  /* dV = P^T G */
+  ct__gemm(g->dt, true, x[CT__B_P], g->S, m[CT__B_G].trans, x[CT__B_G], m[CT__B_G].ld, g->S, g->Ev, g->L, 1.0,
+           x[CT__B_DV], m[CT__B_DV].ld);
+  /* dP = G V^T, then dS in place */
+  ct__gemm(g->dt, m[CT__B_G].trans, x[CT__B_G], m[CT__B_G].ld, !m[CT__B_V].trans, x[CT__B_V], m[CT__B_V].ld, g->L,
+           g->S, g->Ev, 1.0, x[CT__B_DS], g->S);
+  ct__softmax_bwd_rows(g->dt, x[CT__B_P], x[CT__B_DS], g->L, g->S);
+  /* dQ = scale dS K;  dK = scale dS^T Q */
+  ct__gemm(g->dt, false, x[CT__B_DS], g->S, m[CT__B_K].trans, x[CT__B_K], m[CT__B_K].ld, g->L, g->E, g->S,
+           g->scale, x[CT__B_DQ], m[CT__B_DQ].ld);
+  ct__gemm(g->dt, true, x[CT__B_DS], g->S, m[CT__B_Q].trans, x[CT__B_Q], m[CT__B_Q].ld, g->S, g->E, g->L,
+           g->scale, x[CT__B_DK], m[CT__B_DK].ld);
 }
 
 static void ct__sdpa_bwd_run(void *args, char *const *base) {
   const struct ct__sdpa_bwd *h = args;
-  ct__entries_team(&h->g, ct__sdpa_bwd_entries, h, base);
+  ct__entries_team(&h->g, h->m, h->which, 9, ct__sdpa_bwd_entry, h, base);
 }
 
 /* ---- Enqueueing both ---- */

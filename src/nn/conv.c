@@ -558,8 +558,9 @@ static ct_status conv2d_impl(ct_tensor **out, const ct_tensor *x, const ct_tenso
   return ct__tensor_result(out, o, st);
 }
 
+/* stride, padding and dilation as the 2-d form's: {1, s}, {0, p}, {1, d}. */
 static ct_status conv1d_impl(ct_tensor **out, const ct_tensor *x, const ct_tensor *w, const ct_tensor *bias,
-                             int stride, int padding, int dilation, int groups) {
+                             const int stride[2], const int padding[2], const int dilation[2], int groups) {
   const char *fn = "ct_conv1d";
   char s1[160];
   if (x->ndim != 3 && x->ndim != 2)
@@ -572,9 +573,8 @@ static ct_status conv1d_impl(ct_tensor **out, const ct_tensor *x, const ct_tenso
   ct_tensor *x4 = NULL, *w4 = NULL, *o = NULL;
   ct_status st = ct__nn_conv1d_view4(&x4, x);
   if (st == CT_OK) st = ct__nn_conv1d_view4(&w4, w);
-  int sv[2] = {1, stride}, pv[2] = {0, padding}, dv[2] = {1, dilation};
   struct ct__conv cv = {.fn = fn};
-  if (st == CT_OK) st = ct__conv_check(&cv, x4, w4, bias, sv, pv, dv, groups, true);
+  if (st == CT_OK) st = ct__conv_check(&cv, x4, w4, bias, stride, padding, dilation, groups, true);
   if (st == CT_OK) st = ct__conv_run(&o, &cv, x4, w4, bias);
   if (st == CT_OK) {
     /* [N, Cout, 1, OL] -> [N, Cout, OL] (or [Cout, OL]). */
@@ -605,30 +605,30 @@ static ct_status conv_autocast(ct_tensor *c[3], const ct_tensor *const in[3], co
   return CT_OK;
 }
 
-ct_status ct_conv2d(ct_tensor **out, const ct_tensor *x, const ct_tensor *w, const ct_tensor *bias,
-                    const int stride[2], const int padding[2], const int dilation[2], int groups) {
-  const char *fn = "ct_conv2d";
+/* ct_conv2d and ct_conv1d (one_d): the argument checks and autocast both do, then the form's own
+ * implementation. */
+static ct_status conv_api(ct_tensor **out, const ct_tensor *x, const ct_tensor *w, const ct_tensor *bias,
+                          const int stride[2], const int padding[2], const int dilation[2], int groups, bool one_d) {
+  const char *fn = one_d ? "ct_conv1d" : "ct_conv2d";
   CT__CHECK_NOT_NULL(fn, out);
   *out = NULL;
   CT__CHECK_NOT_NULL(fn, x);
   CT__CHECK_NOT_NULL(fn, w);
   ct_tensor *c[3] = {NULL, NULL, NULL};
   ct_status st = conv_autocast(c, (const ct_tensor *[]){x, w, bias}, fn);
-  if (st == CT_OK) st = conv2d_impl(out, c[0], c[1], c[2], stride, padding, dilation, groups);
+  if (st == CT_OK)
+    st = (one_d ? conv1d_impl : conv2d_impl)(out, c[0], c[1], c[2], stride, padding, dilation, groups);
   for (int i = 0; i < 3; i++) ct_release(c[i]);
   return st;
 }
 
+ct_status ct_conv2d(ct_tensor **out, const ct_tensor *x, const ct_tensor *w, const ct_tensor *bias,
+                    const int stride[2], const int padding[2], const int dilation[2], int groups) {
+  return conv_api(out, x, w, bias, stride, padding, dilation, groups, false);
+}
+
 ct_status ct_conv1d(ct_tensor **out, const ct_tensor *x, const ct_tensor *w, const ct_tensor *bias, int stride,
                     int padding, int dilation, int groups) {
-  const char *fn = "ct_conv1d";
-  CT__CHECK_NOT_NULL(fn, out);
-  *out = NULL;
-  CT__CHECK_NOT_NULL(fn, x);
-  CT__CHECK_NOT_NULL(fn, w);
-  ct_tensor *c[3] = {NULL, NULL, NULL};
-  ct_status st = conv_autocast(c, (const ct_tensor *[]){x, w, bias}, fn);
-  if (st == CT_OK) st = conv1d_impl(out, c[0], c[1], c[2], stride, padding, dilation, groups);
-  for (int i = 0; i < 3; i++) ct_release(c[i]);
-  return st;
+  return conv_api(out, x, w, bias, (const int[2]){1, stride}, (const int[2]){0, padding}, (const int[2]){1, dilation},
+                  groups, true);
 }

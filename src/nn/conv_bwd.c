@@ -85,40 +85,58 @@ static ct_status gx_transposed_prep(struct ct__conv *c2, ct_tensor **wf, ct_tens
   return st;
 }
 
+/* What both GEMM routes below start from: the GEMM state of g's device, the compute dtype (g's),
+ * and the geometry of a group: og output channels, K = Cg kh kw input taps (KK over all groups),
+ * P output pixels an image. */
+struct gemm_route {
+  const char *fn;
+  ct_device *d;
+  struct ct__gemm_state *s;
+  ct_dtype cdt;
+  int64_t g, og, K, KK, P;
+};
+
+static ct_status gemm_route(struct gemm_route *r, const struct ct__conv *cv, const ct_tensor *gc) {
+  r->fn = cv->fn;
+  r->d = gc->storage->device;
+  r->cdt = gc->dtype;
+  r->g = cv->groups;
+  r->og = cv->Cout / r->g;
+  r->K = cv->C / r->g * cv->kh * cv->kw;
+  r->KK = cv->C * cv->kh * cv->kw;
+  r->P = cv->OH * cv->OW;
+  return ct__conv_gemm_state(&r->s, r->d, r->fn);
+}
+
 /* The input gradient through the GEMM route: col[n, g] = w[g]^T g[n, g], then conv_col2im.
  * gc and wc are contiguous, of the compute dtype; the result has dtype xdt. */
 static ct_status gx_col2im(ct_tensor **gx, const struct ct__conv *cv, const ct_tensor *gc, const ct_tensor *wc,
                            ct_dtype xdt) {
-  const char *fn = cv->fn;
-  ct_device *d = gc->storage->device;
-  struct ct__gemm_state *s;
-  CT__TRY(ct__conv_gemm_state(&s, d, fn));
-  ct_dtype cdt = gc->dtype;
-  int64_t g = cv->groups, og = cv->Cout / g, K = cv->C / g * cv->kh * cv->kw, KK = cv->C * cv->kh * cv->kw;
-  int64_t P = cv->OH * cv->OW;
-  int64_t chunk = chunk_of(KK * P * (int64_t)ct_dtype_size(cdt), cv->N);
+  struct gemm_route r;
+  CT__TRY(gemm_route(&r, cv, gc));
+  int64_t chunk = chunk_of(r.KK * r.P * (int64_t)ct_dtype_size(r.cdt), cv->N);
   ct__kernel *k;
-  CT__TRY(ct__kernel_for(&k, d, "conv.cl", "conv_col2im", (int)xdt, NULL, fn));
+  CT__TRY(ct__kernel_for(&k, r.d, "conv.cl", "conv_col2im", (int)xdt, NULL, r.fn));
   ct_tensor *col = NULL, *o = NULL;
-  int64_t cshape[3] = {chunk, KK, P}, oshape[4] = {cv->N, cv->C, cv->H, cv->W};
-  ct_status st = ct__tensor_new(&col, d, cdt, 3, cshape, fn);
-  if (st == CT_OK) st = ct__tensor_new(&o, d, xdt, 4, oshape, fn);
+  int64_t cshape[3] = {chunk, r.KK, r.P}, oshape[4] = {cv->N, cv->C, cv->H, cv->W};
+  ct_status st = ct__tensor_new(&col, r.d, r.cdt, 3, cshape, r.fn);
+  if (st == CT_OK) st = ct__tensor_new(&o, r.d, xdt, 4, oshape, r.fn);
   for (int64_t n0 = 0; st == CT_OK && n0 < cv->N; n0 += chunk) {
     int64_t nimg = cv->N - n0 < chunk ? cv->N - n0 : chunk;
     struct ct__gemm_op op;
-    ct__conv_gemm_op(&op, fn, cdt, K, P, og, 0);
+    ct__conv_gemm_op(&op, r.fn, r.cdt, r.K, r.P, r.og, 0);
     op.nbatch = 2;
     op.bshape[0] = nimg;
-    op.bshape[1] = g;
-    op.a = (struct ct__gemm_mat){.mem = ct__tensor_mem(wc), .off = elem_off(wc), .ld = K, .trans = true};
-    op.a.bstride[1] = og * K;
-    op.b = (struct ct__gemm_mat){.mem = ct__tensor_mem(gc), .off = elem_off(gc) + n0 * cv->Cout * P, .ld = P};
-    op.b.bstride[0] = cv->Cout * P;
-    op.b.bstride[1] = og * P;
-    op.c = (struct ct__gemm_mat){.mem = ct__tensor_mem(col), .off = elem_off(col), .ld = P};
-    op.c.bstride[0] = KK * P;
-    op.c.bstride[1] = K * P;
-    st = ct__conv_gemm(s, d, &op);
+    op.bshape[1] = r.g;
+    op.a = (struct ct__gemm_mat){.mem = ct__tensor_mem(wc), .off = elem_off(wc), .ld = r.K, .trans = true};
+    op.a.bstride[1] = r.og * r.K;
+    op.b = (struct ct__gemm_mat){.mem = ct__tensor_mem(gc), .off = elem_off(gc) + n0 * cv->Cout * r.P, .ld = r.P};
+    op.b.bstride[0] = cv->Cout * r.P;
+    op.b.bstride[1] = r.og * r.P;
+    op.c = (struct ct__gemm_mat){.mem = ct__tensor_mem(col), .off = elem_off(col), .ld = r.P};
+    op.c.bstride[0] = r.KK * r.P;
+    op.c.bstride[1] = r.K * r.P;
+    st = ct__conv_gemm(r.s, r.d, &op);
     if (st != CT_OK) break;
     struct ct__kargs a;
     ct__kargs_begin(&a, k, ct__kernel_lock(k));
@@ -130,7 +148,7 @@ static ct_status gx_col2im(ct_tensor **gx, const struct ct__conv *cv, const ct_t
     ct__karg_long(&a, "n0", n0);
     ct__karg_int(&a, "nimg", (cl_int)nimg);
     ct__karg_tensor(&a, "gx", o, 0);
-    st = ct__launch1(k, &a, d, nimg * cv->C * cv->H * cv->W, 0, fn);
+    st = ct__launch1(k, &a, r.d, nimg * cv->C * cv->H * cv->W, 0, r.fn);
   }
   ct_release(col);
   return ct__tensor_result(gx, o, st);
@@ -139,36 +157,31 @@ static ct_status gx_col2im(ct_tensor **gx, const struct ct__conv *cv, const ct_t
 /* The weight gradient through the GEMM route (see the top of the file). gc is contiguous, of the
  * compute dtype cdt, which the result has. */
 static ct_status gw_gemm(ct_tensor **gw, const struct ct__conv *cv, const ct_tensor *gc, const ct_tensor *x4) {
-  const char *fn = cv->fn;
-  ct_device *d = gc->storage->device;
-  struct ct__gemm_state *s;
-  CT__TRY(ct__conv_gemm_state(&s, d, fn));
-  ct_dtype cdt = gc->dtype;
-  int64_t g = cv->groups, og = cv->Cout / g, K = cv->C / g * cv->kh * cv->kw, KK = cv->C * cv->kh * cv->kw;
-  int64_t P = cv->OH * cv->OW;
-  int64_t chunk = chunk_of((KK + cv->Cout) * P * (int64_t)ct_dtype_size(cdt), cv->N);
+  struct gemm_route r;
+  CT__TRY(gemm_route(&r, cv, gc));
+  int64_t chunk = chunk_of((r.KK + cv->Cout) * r.P * (int64_t)ct_dtype_size(r.cdt), cv->N);
   ct__kernel *kcol;
-  CT__TRY(ct__kernel_for(&kcol, d, "conv.cl", "conv_im2col", (int)x4->dtype, NULL, fn));
+  CT__TRY(ct__kernel_for(&kcol, r.d, "conv.cl", "conv_im2col", (int)x4->dtype, NULL, r.fn));
   ct_tensor *col = NULL, *gt = NULL, *o = NULL;
-  int64_t cshape[2] = {KK, chunk * P}, tshape[3] = {cv->Cout, chunk, P};
-  int64_t oshape[4] = {cv->Cout, cv->C / g, cv->kh, cv->kw};
-  ct_status st = ct__tensor_new(&col, d, cdt, 2, cshape, fn);
+  int64_t cshape[2] = {r.KK, chunk * r.P}, tshape[3] = {cv->Cout, chunk, r.P};
+  int64_t oshape[4] = {cv->Cout, cv->C / r.g, cv->kh, cv->kw};
+  ct_status st = ct__tensor_new(&col, r.d, r.cdt, 2, cshape, r.fn);
   /* One image needs no transposition: g's [Cout, P] is already the GEMM's operand. */
-  if (st == CT_OK && chunk > 1) st = ct__tensor_new(&gt, d, cdt, 3, tshape, fn);
-  if (st == CT_OK) st = ct__tensor_new(&o, d, cdt, 4, oshape, fn);
+  if (st == CT_OK && chunk > 1) st = ct__tensor_new(&gt, r.d, r.cdt, 3, tshape, r.fn);
+  if (st == CT_OK) st = ct__tensor_new(&o, r.d, r.cdt, 4, oshape, r.fn);
   for (int64_t n0 = 0; st == CT_OK && n0 < cv->N; n0 += chunk) {
     int64_t nimg = cv->N - n0 < chunk ? cv->N - n0 : chunk;
-    int64_t np = nimg * P;
-    st = ct__conv_im2col(kcol, d, cv, x4, n0, nimg, col, P, np);
+    int64_t np = nimg * r.P;
+    st = ct__conv_im2col(kcol, r.d, cv, x4, n0, nimg, col, r.P, np);
     const ct_tensor *a_t = gc;
-    int64_t a_off = elem_off(gc) + n0 * cv->Cout * P;
+    int64_t a_off = elem_off(gc) + n0 * cv->Cout * r.P;
     if (st == CT_OK && nimg > 1) {
       /* g's images n0 .. n0 + nimg as [Cout, nimg, P]. */
       ct_tensor *src = NULL, *dst = NULL;
-      int64_t sh[3] = {cv->Cout, nimg, P}, sst[3] = {P, cv->Cout * P, 1}, dst_st[3] = {nimg * P, P, 1};
-      st = ct__tensor_view(&src, gc, 3, sh, sst, gc->offset + n0 * cv->Cout * P);
+      int64_t sh[3] = {cv->Cout, nimg, r.P}, sst[3] = {r.P, cv->Cout * r.P, 1}, dst_st[3] = {nimg * r.P, r.P, 1};
+      st = ct__tensor_view(&src, gc, 3, sh, sst, gc->offset + n0 * cv->Cout * r.P);
       if (st == CT_OK) st = ct__tensor_view(&dst, gt, 3, sh, dst_st, gt->offset);
-      if (st == CT_OK) st = ct__copy(dst, src, fn);
+      if (st == CT_OK) st = ct__copy(dst, src, r.fn);
       ct_release(src);
       ct_release(dst);
       a_t = gt;
@@ -176,16 +189,16 @@ static ct_status gw_gemm(ct_tensor **gw, const struct ct__conv *cv, const ct_ten
     }
     if (st != CT_OK) break;
     struct ct__gemm_op op;
-    ct__conv_gemm_op(&op, fn, cdt, og, K, np, n0 > 0 ? 1 : 0);
+    ct__conv_gemm_op(&op, r.fn, r.cdt, r.og, r.K, np, n0 > 0 ? 1 : 0);
     op.nbatch = 1;
-    op.bshape[0] = g;
+    op.bshape[0] = r.g;
     op.a = (struct ct__gemm_mat){.mem = ct__tensor_mem(a_t), .off = a_off, .ld = np};
-    op.a.bstride[0] = og * np;
+    op.a.bstride[0] = r.og * np;
     op.b = (struct ct__gemm_mat){.mem = ct__tensor_mem(col), .off = elem_off(col), .ld = np, .trans = true};
-    op.b.bstride[0] = K * np;
-    op.c = (struct ct__gemm_mat){.mem = ct__tensor_mem(o), .off = elem_off(o), .ld = K};
-    op.c.bstride[0] = og * K;
-    st = ct__conv_gemm(s, d, &op);
+    op.b.bstride[0] = r.K * np;
+    op.c = (struct ct__gemm_mat){.mem = ct__tensor_mem(o), .off = elem_off(o), .ld = r.K};
+    op.c.bstride[0] = r.og * r.K;
+    st = ct__conv_gemm(r.s, r.d, &op);
   }
   ct_release(col);
   ct_release(gt);
@@ -294,14 +307,7 @@ static ct_status gw_blocked(ct_tensor **gw, ct_tensor **gb, const struct ct__con
   ct_release(gq);
   ct_release(pw);
   ct_release(pb);
-  if (st != CT_OK) {
-    ct_release(ow);
-    ct_release(ob);
-    return st;
-  }
-  *gw = ow;
-  if (gb) *gb = ob;
-  return CT_OK;
+  return ct__tensor_results(2, (ct_tensor **const[]){gw, gb}, (ct_tensor *const[]){ow, ob}, st);
 }
 
 /* *gx (new) = the input gradient of a stride-1 conv: the conv of g with the flipped, transposed
@@ -417,14 +423,5 @@ ct_status ct__nn_conv_backward(ct_tensor **gx, ct_tensor **gw, ct_tensor **gb, c
   ct_release(g4);
   ct_release(gc);
   ct_release(gp);
-  if (st != CT_OK) {
-    ct_release(rx);
-    ct_release(rw);
-    ct_release(rb);
-    return st;
-  }
-  if (gx) *gx = rx;
-  if (gw) *gw = rw;
-  if (gb) *gb = rb;
-  return CT_OK;
+  return ct__tensor_results(3, (ct_tensor **const[]){gx, gw, gb}, (ct_tensor *const[]){rx, rw, rb}, st);
 }

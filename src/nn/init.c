@@ -81,6 +81,14 @@ static ct_status check_finite(double v, const char *what, const char *fn) {
   return isfinite(v) ? CT_OK : ct__error(CT_ERR_INVALID_ARGUMENT, "%s: %s %g is not finite", fn, what, v);
 }
 
+/* The checks of a random initializer whose n parameters (names[i] = v[i]) must be finite. */
+static ct_status check_random(const ct_tensor *t, bool *empty, int n, const double *v, const char *const *names,
+                              const char *fn) {
+  CT__TRY(check_target(t, true, empty, fn));
+  for (int i = 0; i < n; i++) CT__TRY(check_finite(v[i], names[i], fn));
+  return CT_OK;
+}
+
 /* The dtype draws are made and mapped in: f64 for f64, else f32 (f16/bf16 are rounded once, at
  * the copy into t). */
 static ct_dtype draw_dtype(const ct_tensor *t) { return t->dtype == CT_F64 ? CT_F64 : CT_F32; }
@@ -106,12 +114,17 @@ static ct_status draw_affine(ct_tensor *t, bool normal, double scale, double shi
   return st == CT_OK ? store(t, z) : st;
 }
 
+/* t = a fresh draw of mean 0 and standard deviation std: normal, or uniform in [-bound, bound)
+ * with bound = sqrt(3) std (the kaiming and xavier initializers). */
+static ct_status draw_std(ct_tensor *t, bool normal, double std) {
+  double bound = sqrt(3.0) * std;
+  return normal ? draw_affine(t, true, std, 0.0) : draw_affine(t, false, 2 * bound, -bound);
+}
+
 ct_status ct_uniform_(ct_tensor *t, double a, double b) {
   static const char fn[] = "ct_uniform_";
   bool empty;
-  CT__TRY(check_target(t, true, &empty, fn));
-  CT__TRY(check_finite(a, "a", fn));
-  CT__TRY(check_finite(b, "b", fn));
+  CT__TRY(check_random(t, &empty, 2, (const double[]){a, b}, (const char *const[]){"a", "b"}, fn));
   if (a > b) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: expects a <= b, got a = %g > b = %g", fn, a, b);
   return empty ? CT_OK : draw_affine(t, false, b - a, a);
 }
@@ -119,9 +132,7 @@ ct_status ct_uniform_(ct_tensor *t, double a, double b) {
 ct_status ct_normal_(ct_tensor *t, double mean, double std) {
   static const char fn[] = "ct_normal_";
   bool empty;
-  CT__TRY(check_target(t, true, &empty, fn));
-  CT__TRY(check_finite(mean, "mean", fn));
-  CT__TRY(check_finite(std, "std", fn));
+  CT__TRY(check_random(t, &empty, 2, (const double[]){mean, std}, (const char *const[]){"mean", "std"}, fn));
   if (std < 0) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: expects std >= 0, got %g", fn, std);
   return empty ? CT_OK : draw_affine(t, true, std, mean);
 }
@@ -166,11 +177,8 @@ static double norm_cdf(double x) { return (1.0 + erf(x / sqrt(2.0))) / 2.0; }
 ct_status ct_trunc_normal_(ct_tensor *t, double mean, double std, double a, double b) {
   static const char fn[] = "ct_trunc_normal_";
   bool empty;
-  CT__TRY(check_target(t, true, &empty, fn));
-  CT__TRY(check_finite(mean, "mean", fn));
-  CT__TRY(check_finite(std, "std", fn));
-  CT__TRY(check_finite(a, "a", fn));
-  CT__TRY(check_finite(b, "b", fn));
+  CT__TRY(check_random(t, &empty, 4, (const double[]){mean, std, a, b},
+                       (const char *const[]){"mean", "std", "a", "b"}, fn));
   if (!(std > 0)) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: expects std > 0, got %g", fn, std);
   if (!(a < b)) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: expects a < b, got a = %g, b = %g", fn, a, b);
   if (empty) return CT_OK;
@@ -216,23 +224,21 @@ static ct_status kaiming_std(double *std, const ct_tensor *t, double a, ct_fan_m
   return CT_OK;
 }
 
-ct_status ct_kaiming_uniform_(ct_tensor *t, double a, ct_fan_mode mode, ct_nonlinearity nl) {
-  static const char fn[] = "ct_kaiming_uniform_";
+static ct_status kaiming(ct_tensor *t, double a, ct_fan_mode mode, ct_nonlinearity nl, bool normal,
+                         const char *fn) {
   bool empty;
-  double std;
+  double std = 0;
   CT__TRY(check_target(t, true, &empty, fn));
   CT__TRY(kaiming_std(&std, t, a, mode, nl, fn));
-  double bound = sqrt(3.0) * std;
-  return empty ? CT_OK : draw_affine(t, false, 2 * bound, -bound);
+  return empty ? CT_OK : draw_std(t, normal, std);
+}
+
+ct_status ct_kaiming_uniform_(ct_tensor *t, double a, ct_fan_mode mode, ct_nonlinearity nl) {
+  return kaiming(t, a, mode, nl, false, "ct_kaiming_uniform_");
 }
 
 ct_status ct_kaiming_normal_(ct_tensor *t, double a, ct_fan_mode mode, ct_nonlinearity nl) {
-  static const char fn[] = "ct_kaiming_normal_";
-  bool empty;
-  double std;
-  CT__TRY(check_target(t, true, &empty, fn));
-  CT__TRY(kaiming_std(&std, t, a, mode, nl, fn));
-  return empty ? CT_OK : draw_affine(t, true, std, 0.0);
+  return kaiming(t, a, mode, nl, true, "ct_kaiming_normal_");
 }
 
 static ct_status xavier_std(double *std, const ct_tensor *t, double gain, const char *fn) {
@@ -244,24 +250,17 @@ static ct_status xavier_std(double *std, const ct_tensor *t, double gain, const 
   return CT_OK;
 }
 
-ct_status ct_xavier_uniform_(ct_tensor *t, double gain) {
-  static const char fn[] = "ct_xavier_uniform_";
+static ct_status xavier(ct_tensor *t, double gain, bool normal, const char *fn) {
   bool empty;
-  double std;
+  double std = 0;
   CT__TRY(check_target(t, true, &empty, fn));
   CT__TRY(xavier_std(&std, t, gain, fn));
-  double bound = sqrt(3.0) * std;
-  return empty ? CT_OK : draw_affine(t, false, 2 * bound, -bound);
+  return empty ? CT_OK : draw_std(t, normal, std);
 }
 
-ct_status ct_xavier_normal_(ct_tensor *t, double gain) {
-  static const char fn[] = "ct_xavier_normal_";
-  bool empty;
-  double std;
-  CT__TRY(check_target(t, true, &empty, fn));
-  CT__TRY(xavier_std(&std, t, gain, fn));
-  return empty ? CT_OK : draw_affine(t, true, std, 0.0);
-}
+ct_status ct_xavier_uniform_(ct_tensor *t, double gain) { return xavier(t, gain, false, "ct_xavier_uniform_"); }
+
+ct_status ct_xavier_normal_(ct_tensor *t, double gain) { return xavier(t, gain, true, "ct_xavier_normal_"); }
 
 static ct_status fill(ct_tensor *t, double v, const char *fn) {
   bool empty;

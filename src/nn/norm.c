@@ -44,8 +44,10 @@ static bool dims_flat(const ct_tensor *x, int from) {
   return true;
 }
 
-/* The arguments bn_stats and bn_apply begin with: x as [N, C, S...] (kernels/norm.cl, BN_ELEM). */
-static void karg_bn_x(struct ct__kargs *a, const ct_tensor *x, int64_t N, int64_t C, int64_t S) {
+/* Locks k and passes the arguments bn_part and the row kernels begin with: x as [N, C, S...]
+ * (kernels/norm.cl, BN_ELEM). */
+static void karg_bn_x(struct ct__kargs *a, ct__kernel *k, const ct_tensor *x, int64_t N, int64_t C, int64_t S) {
+  ct__kargs_begin(a, k, ct__kernel_lock(k));
   ct__karg_tensor(a, "x", x, 0);
   ct__karg_long(a, "N", N);
   ct__karg_long(a, "C", C);
@@ -73,10 +75,11 @@ static void karg_param(struct ct__kargs *a, const char *name, const char *hasnam
 /* karg_bn_x's arguments, then the row kernels' (bn_apply, bn_bwd_apply) chunks: rows of at most
  * 2048 elements are one work-item each, longer ones split evenly. *items gets the work-item
  * count. */
-static void karg_bn_rows(struct ct__kargs *a, int64_t *items, const ct_tensor *x, int64_t N, int64_t C, int64_t S) {
+static void karg_bn_rows(struct ct__kargs *a, int64_t *items, ct__kernel *k, const ct_tensor *x, int64_t N, int64_t C,
+                         int64_t S) {
   int64_t nchunk = (S + 2047) / 2048;
   if (nchunk < 1) nchunk = 1;
-  karg_bn_x(a, x, N, C, S);
+  karg_bn_x(a, k, x, N, C, S);
   ct__karg_long(a, "chunk", (S + nchunk - 1) / nchunk);
   ct__karg_long(a, "nchunk", nchunk);
   *items = N * C * nchunk;
@@ -103,8 +106,7 @@ static ct_status bn_part_launch(ct__kernel *k, ct_device *d, const ct_tensor *x,
                                 int64_t blk, int64_t nblk, const ct_tensor *g, const ct_tensor *ss,
                                 const ct_tensor *part, const char *fn) {
   struct ct__kargs a;
-  ct__kargs_begin(&a, k, ct__kernel_lock(k));
-  karg_bn_x(&a, x, N, C, S);
+  karg_bn_x(&a, k, x, N, C, S);
   ct__karg_long(&a, "blk", blk);
   ct__karg_long(&a, "nblk", nblk);
   ct__karg_int(&a, "backward", g != NULL);
@@ -114,9 +116,12 @@ static ct_status bn_part_launch(ct__kernel *k, ct_device *d, const ct_tensor *x,
   return ct__launch1(k, &a, d, nblk * C, 8, fn);
 }
 
-/* The arguments norm_rows and its backward kernels begin with: x as rows over its first outer
- * dims, each row its last n elements. */
-static void karg_rows_x(struct ct__kargs *a, const ct_tensor *x, int outer, int64_t nrows, int64_t n) {
+/* Locks k (norm_rows or one of its backward kernels) and passes the arguments they all begin
+ * with: x as rows over its first outer dims, each row its last n elements, then the row-shaped
+ * tensor t they write or read (the output, or the gradient g) as argument `name`. */
+static void karg_rows_begin(struct ct__kargs *a, ct__kernel *k, const ct_tensor *x, int outer, int64_t nrows,
+                            int64_t n, const char *name, const ct_tensor *t) {
+  ct__kargs_begin(a, k, ct__kernel_lock(k));
   int nnorm = x->ndim - outer;
   /* Outer dims that collapse to one are rows at a fixed stride: kndim 0 and that stride, which
    * the kernels use instead of dividing each row number (ROW() in kernels/norm.cl). */
@@ -135,6 +140,7 @@ static void karg_rows_x(struct ct__kargs *a, const ct_tensor *x, int outer, int6
   ct__karg_int(a, "inner_flat", dims_flat(x, outer));
   ct__karg_long(a, "nrows", nrows);
   ct__karg_long(a, "n", n);
+  ct__karg_tensor(a, name, t, 0);
 }
 
 /* Launches a row kernel (a work-item walks a whole row): groups of at most 64 rows, since a
@@ -222,9 +228,7 @@ static ct_status norm_api(ct_tensor **out, const ct_tensor *x, int nnorm, const 
     if (st == CT_OK) st = ct__kernel_for(&k, d, "norm.cl", "norm_rows", (int)x->dtype, extra, fn);
     if (st == CT_OK) {
       struct ct__kargs a;
-      ct__kargs_begin(&a, k, ct__kernel_lock(k));
-      karg_rows_x(&a, x, outer, nrows, n);
-      ct__karg_tensor(&a, "out", o, 0);
+      karg_rows_begin(&a, k, x, outer, nrows, n, "out", o);
       karg_param(&a, "w", "has_w", wc);
       karg_param(&a, "b", "has_b", bc);
       ct__karg_int(&a, "mode", mode);
@@ -301,9 +305,7 @@ ct_status ct__norm_backward(ct_tensor **dx, ct_tensor **dw, ct_tensor **db, cons
     if (st == CT_OK && (dw || db)) st = ct__kernel_for(&kc, d, "norm.cl", "norm_cols_bwd", (int)x->dtype, extra, fn);
     if (st == CT_OK) {
       struct ct__kargs a;
-      ct__kargs_begin(&a, kr, ct__kernel_lock(kr));
-      karg_rows_x(&a, x, outer, nrows, n);
-      ct__karg_tensor(&a, "g", gc, 0);
+      karg_rows_begin(&a, kr, x, outer, nrows, n, "g", gc);
       karg_param(&a, "w", "has_w", w);
       ct__karg_int(&a, "mode", mode);
       karg_acc(&a, "eps", x->dtype, eps);
@@ -321,9 +323,7 @@ ct_status ct__norm_backward(ct_tensor **dx, ct_tensor **dw, ct_tensor **db, cons
       if (st == CT_OK && db) st = ct__tensor_new(&pb, d, adt, 2, pshape, fn);
       if (st == CT_OK) {
         struct ct__kargs a;
-        ct__kargs_begin(&a, kc, ct__kernel_lock(kc));
-        karg_rows_x(&a, x, outer, nrows, n);
-        ct__karg_tensor(&a, "g", gc, 0);
+        karg_rows_begin(&a, kc, x, outer, nrows, n, "g", gc);
         ct__karg_tensor(&a, "stats", stats, 0);
         ct__karg_long(&a, "rblk", rblk);
         ct__karg_long(&a, "nblk", nblk);
@@ -348,16 +348,7 @@ ct_status ct__norm_backward(ct_tensor **dx, ct_tensor **dw, ct_tensor **db, cons
   }
   ct_release(gc);
   ct_release(stats);
-  if (st != CT_OK) {
-    ct_release(ox);
-    ct_release(ow);
-    ct_release(ob);
-    return st;
-  }
-  if (dx) *dx = ox;
-  if (dw) *dw = ow;
-  if (db) *db = ob;
-  return CT_OK;
+  return ct__tensor_results(3, (ct_tensor **const[]){dx, dw, db}, (ct_tensor *const[]){ox, ow, ob}, st);
 }
 
 static ct_status bn_api(ct_tensor **out, const ct_tensor *x, ct_tensor *running_mean, ct_tensor *running_var,
@@ -463,8 +454,7 @@ static ct_status bn_api(ct_tensor **out, const ct_tensor *x, ct_tensor *running_
   if (st == CT_OK && !empty && ct_numel(x) > 0) {
     struct ct__kargs a;
     int64_t items;
-    ct__kargs_begin(&a, ka, ct__kernel_lock(ka));
-    karg_bn_rows(&a, &items, x, N, C, S);
+    karg_bn_rows(&a, &items, ka, x, N, C, S);
     ct__karg_tensor(&a, "ss", ss, 0);
     ct__karg_tensor(&a, "out", o, 0);
     st = ct__launch1(ka, &a, d, items, 64, fn);
@@ -544,8 +534,7 @@ ct_status ct__bn_backward(ct_tensor **dx, ct_tensor **dw, ct_tensor **db, const 
     if (st == CT_OK && ka) {
       struct ct__kargs a;
       int64_t items;
-      ct__kargs_begin(&a, ka, ct__kernel_lock(ka));
-      karg_bn_rows(&a, &items, x, N, C, S);
+      karg_bn_rows(&a, &items, ka, x, N, C, S);
       ct__karg_tensor(&a, "g", gc, 0);
       ct__karg_tensor(&a, "ss", ss, 0);
       ct__karg_tensor(&a, "red", red, 0);

@@ -135,15 +135,24 @@ static ct_status ensure_state(ct_optimizer *o, int i) {
   return CT_OK;
 }
 
+/* The start of an update kernel's launch: the kernel `name` for p's dtype, locked, with its first
+ * two arguments, the parameter p and its gradient g (kernels/optim.cl). */
+static ct_status launch_begin(ct__kernel **k, struct ct__kargs *a, const char *name, ct_tensor *p, ct_tensor *g,
+                              const char *fn) {
+  CT__TRY(ct__optim_kernel(k, p->storage->device, name, p->dtype, fn));
+  *a = ct__kargs_lock(*k);
+  ct__karg_tensor(a, "p", p, 0);
+  ct__karg_tensor(a, "g", g, 0);
+  return CT_OK;
+}
+
 static ct_status sgd_launch(ct_optimizer *o, int i, ct_tensor *g, const char *fn) {
   ct_tensor *p = o->params[i], *b = o->s0[i];
   const ct__optim_group *gr = &o->groups[o->group[i]];
   ct_dtype dt = p->dtype;
   ct__kernel *k;
-  CT__TRY(ct__optim_kernel(&k, p->storage->device, "optim_sgd", dt, fn));
-  struct ct__kargs a = ct__kargs_lock(k);
-  ct__karg_tensor(&a, "p", p, 0);
-  ct__karg_tensor(&a, "g", g, 0);
+  struct ct__kargs a;
+  CT__TRY(launch_begin(&k, &a, "optim_sgd", p, g, fn));
   ct__karg_tensor(&a, "buf", b, 0);
   ct__optim_karg_geom(&a, 3, (const ct_tensor *[]){p, g, b ? b : p});
   ct__karg_long(&a, "n", ct_numel(p));
@@ -165,10 +174,8 @@ static ct_status adam_launch(ct_optimizer *o, int i, ct_tensor *g, const char *f
   double bc1 = 1 - pow(o->beta1, t), bc2 = 1 - pow(o->beta2, t);
   bool dw = wd != 0 && o->decoupled, cw = wd != 0 && !o->decoupled;
   ct__kernel *k;
-  CT__TRY(ct__optim_kernel(&k, p->storage->device, "optim_adam", dt, fn));
-  struct ct__kargs a = ct__kargs_lock(k);
-  ct__karg_tensor(&a, "p", p, 0);
-  ct__karg_tensor(&a, "g", g, 0);
+  struct ct__kargs a;
+  CT__TRY(launch_begin(&k, &a, "optim_adam", p, g, fn));
   ct__karg_tensor(&a, "m", m, 0);
   ct__karg_tensor(&a, "v", v, 0);
   ct__optim_karg_geom(&a, 3, (const ct_tensor *[]){p, g, m});

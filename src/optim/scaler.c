@@ -132,15 +132,23 @@ static ct_status unscale(ct_grad_scaler *s, ct_optimizer *opt, struct ct__scaler
   return CT_OK;
 }
 
-ct_status ct_grad_scaler_unscale(ct_grad_scaler *s, ct_optimizer *opt) {
-  const char *fn = "ct_grad_scaler_unscale";
+/* The entry of opt for unscale or step, which move it to `stage` once an iteration:
+ * CT_ERR_INVALID_ARGUMENT when it is there already (called twice since the last update). */
+static ct_status entry_once(struct ct__scaler_entry **e, ct_grad_scaler *s, ct_optimizer *opt, int stage,
+                            const char *fn) {
   CT__CHECK_NOT_NULL(fn, s);
   CT__CHECK_NOT_NULL(fn, opt);
-  struct ct__scaler_entry *e = NULL;
-  CT__TRY(entry_of(&e, s, opt, fn));
-  if (e->stage == CT__SCALER_UNSCALED)
+  CT__TRY(entry_of(e, s, opt, fn));
+  if ((*e)->stage == stage)
     return ct__error(CT_ERR_INVALID_ARGUMENT,
                      "%s: already called on this optimizer since the last ct_grad_scaler_update()", fn);
+  return CT_OK;
+}
+
+ct_status ct_grad_scaler_unscale(ct_grad_scaler *s, ct_optimizer *opt) {
+  const char *fn = "ct_grad_scaler_unscale";
+  struct ct__scaler_entry *e = NULL;
+  CT__TRY(entry_once(&e, s, opt, CT__SCALER_UNSCALED, fn));
   if (e->stage == CT__SCALER_STEPPED)
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: called after ct_grad_scaler_step() (call it before)", fn);
   return unscale(s, opt, e, fn);
@@ -148,13 +156,8 @@ ct_status ct_grad_scaler_unscale(ct_grad_scaler *s, ct_optimizer *opt) {
 
 ct_status ct_grad_scaler_step(ct_grad_scaler *s, ct_optimizer *opt) {
   const char *fn = "ct_grad_scaler_step";
-  CT__CHECK_NOT_NULL(fn, s);
-  CT__CHECK_NOT_NULL(fn, opt);
   struct ct__scaler_entry *e = NULL;
-  CT__TRY(entry_of(&e, s, opt, fn));
-  if (e->stage == CT__SCALER_STEPPED)
-    return ct__error(CT_ERR_INVALID_ARGUMENT,
-                     "%s: already called on this optimizer since the last ct_grad_scaler_update()", fn);
+  CT__TRY(entry_once(&e, s, opt, CT__SCALER_STEPPED, fn));
   if (e->stage == 0) CT__TRY(unscale(s, opt, e, fn));
   s->skipped = e->found_inf;
   if (!e->found_inf) CT__TRY(ct_optimizer_step(opt));

@@ -264,15 +264,23 @@ static ct_status sched_new(ct_lr_scheduler **sp, ct_lr_scheduler **out, ct_optim
   return CT_OK;
 }
 
-/* Marks the groups' initial_lr (only after the constructor's checks passed, so a refused
- * scheduler leaves the optimizer as it was) and takes the first step. */
-static ct_status sched_start(ct_lr_scheduler **out, ct_lr_scheduler *s, const char *fn) {
-  for (int g = 0; g < s->ngroups; g++)
-    if (isnan(s->opt->groups[g].initial_lr)) s->opt->groups[g].initial_lr = s->base_lrs[g];
-  ct_status st = advance(s, fn);
+/* The end of a constructor: *out = s when st is CT_OK, else s is freed (what the constructor set
+ * in it goes with it) and st returned. */
+static ct_status sched_finish(ct_lr_scheduler **out, ct_lr_scheduler *s, ct_status st) {
   if (st != CT_OK) ct_lr_scheduler_free(s);
   else *out = s;
   return st;
+}
+
+/* st, the constructor's checks, passed: marks the groups' initial_lr (only then, so a refused
+ * scheduler leaves the optimizer as it was) and takes the first step. */
+static ct_status sched_start(ct_lr_scheduler **out, ct_lr_scheduler *s, ct_status st, const char *fn) {
+  if (st == CT_OK) {
+    for (int g = 0; g < s->ngroups; g++)
+      if (isnan(s->opt->groups[g].initial_lr)) s->opt->groups[g].initial_lr = s->base_lrs[g];
+    st = advance(s, fn);
+  }
+  return sched_finish(out, s, st);
 }
 
 static ct_status check_gamma(double gamma, const char *fn) {
@@ -288,13 +296,9 @@ ct_status ct_lr_step_new(ct_lr_scheduler **out, ct_optimizer *opt, int64_t step_
   ct_status st = check_gamma(gamma, fn);
   if (st == CT_OK && step_size < 1)
     st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: step_size is %" PRId64 " (expected step_size >= 1)", fn, step_size);
-  if (st != CT_OK) {
-    ct_lr_scheduler_free(s);
-    return st;
-  }
   s->step_size = step_size;
   s->gamma = gamma;
-  return sched_start(out, s, fn);
+  return sched_start(out, s, st, fn);
 }
 
 ct_status ct_lr_multistep_new(ct_lr_scheduler **out, ct_optimizer *opt, const int64_t *milestones, int n,
@@ -308,14 +312,10 @@ ct_status ct_lr_multistep_new(ct_lr_scheduler **out, ct_optimizer *opt, const in
     st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: argument 'milestones' is NULL", fn);
   if (st == CT_OK && !(s->milestones = malloc(((size_t)n + 1) * sizeof *s->milestones)))
     st = ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
-  if (st != CT_OK) {
-    ct_lr_scheduler_free(s);
-    return st;
-  }
-  if (n > 0) memcpy(s->milestones, milestones, (size_t)n * sizeof *milestones);
+  if (st == CT_OK && n > 0) memcpy(s->milestones, milestones, (size_t)n * sizeof *milestones);
   s->nmilestones = n;
   s->gamma = gamma;
-  return sched_start(out, s, fn);
+  return sched_start(out, s, st, fn);
 }
 
 ct_status ct_lr_exponential_new(ct_lr_scheduler **out, ct_optimizer *opt, double gamma) {
@@ -323,12 +323,8 @@ ct_status ct_lr_exponential_new(ct_lr_scheduler **out, ct_optimizer *opt, double
   ct_lr_scheduler *s;
   CT__TRY(sched_new(&s, out, opt, K_EXPONENTIAL, fn));
   ct_status st = check_gamma(gamma, fn);
-  if (st != CT_OK) {
-    ct_lr_scheduler_free(s);
-    return st;
-  }
   s->gamma = gamma;
-  return sched_start(out, s, fn);
+  return sched_start(out, s, st, fn);
 }
 
 ct_status ct_lr_cosine_new(ct_lr_scheduler **out, ct_optimizer *opt, int64_t T_max, double eta_min) {
@@ -340,13 +336,9 @@ ct_status ct_lr_cosine_new(ct_lr_scheduler **out, ct_optimizer *opt, int64_t T_m
     st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: T_max is %" PRId64 " (expected T_max >= 1)", fn, T_max);
   else if (!(eta_min >= 0) || isinf(eta_min))
     st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: eta_min is %g (expected a finite eta_min >= 0)", fn, eta_min);
-  if (st != CT_OK) {
-    ct_lr_scheduler_free(s);
-    return st;
-  }
   s->T_max = T_max;
   s->eta_min = eta_min;
-  return sched_start(out, s, fn);
+  return sched_start(out, s, st, fn);
 }
 
 ct_status ct_lr_linear_new(ct_lr_scheduler **out, ct_optimizer *opt, double start_factor, double end_factor,
@@ -364,14 +356,10 @@ ct_status ct_lr_linear_new(ct_lr_scheduler **out, ct_optimizer *opt, double star
   else if (total_iters < 0)
     st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: total_iters is %" PRId64 " (expected total_iters >= 0)", fn,
                    total_iters);
-  if (st != CT_OK) {
-    ct_lr_scheduler_free(s);
-    return st;
-  }
   s->start_factor = start_factor;
   s->end_factor = end_factor;
   s->total_iters = total_iters;
-  return sched_start(out, s, fn);
+  return sched_start(out, s, st, fn);
 }
 
 ct_status ct_lr_one_cycle_new(ct_lr_scheduler **out, ct_optimizer *opt, double max_lr, int64_t total_steps,
@@ -440,7 +428,7 @@ ct_status ct_lr_one_cycle_new(ct_lr_scheduler **out, ct_optimizer *opt, double m
     s->base_lrs[g] = initial;
     opt->groups[g].initial_lr = initial;
   }
-  return sched_start(out, s, fn);
+  return sched_start(out, s, CT_OK, fn);
 }
 
 ct_status ct_lr_plateau_new(ct_lr_scheduler **out, ct_optimizer *opt, ct_plateau_mode mode, double factor,
@@ -466,10 +454,6 @@ ct_status ct_lr_plateau_new(ct_lr_scheduler **out, ct_optimizer *opt, ct_plateau
     st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: min_lr is %g (expected a finite min_lr >= 0)", fn, min_lr);
   else if (!(eps >= 0))
     st = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: eps is %g (expected eps >= 0)", fn, eps);
-  if (st != CT_OK) {
-    ct_lr_scheduler_free(s);
-    return st;
-  }
   s->mode = mode;
   s->threshold_mode = threshold_mode;
   s->factor = factor;
@@ -480,8 +464,7 @@ ct_status ct_lr_plateau_new(ct_lr_scheduler **out, ct_optimizer *opt, ct_plateau
   s->eps = eps;
   s->best = mode == CT_PLATEAU_MIN ? INFINITY : -INFINITY; /* PyTorch's mode_worse */
   s->last_epoch = 0; /* ReduceLROnPlateau takes no first step */
-  *out = s;
-  return CT_OK;
+  return sched_finish(out, s, st);
 }
 
 ct_status ct_lr_sequential_new(ct_lr_scheduler **out, ct_optimizer *opt, ct_lr_scheduler *const *schedulers, int n,

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/text.h"
 #include "device/device.h"
 #include "tensor/graph.h"
 #include "tensor/tensor.h"
@@ -18,37 +19,6 @@
 #define CT__SUMMARY_THRESHOLD 1000
 #define CT__EDGE 3
 #define CT__LINE_WIDTH 80
-
-typedef struct {
-  char *buf;
-  size_t len, cap;
-  int oom;
-} ct__str;
-
-static void ct__puts(ct__str *s, const char *fmt, ...) CT__PRINTF(2, 3);
-static void ct__puts(ct__str *s, const char *fmt, ...) {
-  if (s->oom) return;
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(NULL, 0, fmt, ap);
-  va_end(ap);
-  if (n < 0) return;
-  if (s->len + (size_t)n + 1 > s->cap) {
-    size_t cap = (s->cap ? s->cap * 2 : 256);
-    while (cap < s->len + (size_t)n + 1) cap *= 2;
-    char *b = realloc(s->buf, cap);
-    if (!b) {
-      s->oom = 1;
-      return;
-    }
-    s->buf = b;
-    s->cap = cap;
-  }
-  va_start(ap, fmt);
-  vsnprintf(s->buf + s->len, s->cap - s->len, fmt, ap);
-  va_end(ap);
-  s->len += (size_t)n;
-}
 
 /* How floats print, chosen from all shown finite values as PyTorch does. */
 enum ct__fmode { CT__FINT, CT__FFIXED, CT__FSCI };
@@ -78,16 +48,16 @@ static int ct__elem_text(char *out, size_t n, const ct__fmt *f, const unsigned c
   }
 }
 
-static void ct__emit(ct__str *s, const ct__fmt *f, int dim, int64_t *flat, int indent) {
+static void ct__emit(struct ct__text *s, const ct__fmt *f, int dim, int64_t *flat, int indent) {
   size_t es = ct_dtype_size(f->dtype);
   if (dim == f->ndim) {
     char e[64];
     ct__elem_text(e, sizeof e, f, f->data + (size_t)(*flat) * es);
-    ct__puts(s, "%*s", f->width, e);
+    ct__text_add(s, "%*s", f->width, e);
     (*flat)++;
     return;
   }
-  ct__puts(s, "[");
+  ct__text_add(s, "[");
   int64_t n = f->shown[dim];
   if (dim == f->ndim - 1) {
     /* The innermost dim wraps at 80 columns as PyTorch's does: as many items per line as fit
@@ -101,36 +71,36 @@ static void ct__emit(ct__str *s, const ct__fmt *f, int dim, int64_t *flat, int i
       int ellipsis = f->summarized[dim] && i == CT__EDGE;
       for (int k = ellipsis ? 0 : 1; k < 2; k++) {
         if (item > 0) {
-          if (item % per_line == 0) ct__puts(s, ",\n%*s", depth_indent + 1, "");
-          else ct__puts(s, ", ");
+          if (item % per_line == 0) ct__text_add(s, ",\n%*s", depth_indent + 1, "");
+          else ct__text_add(s, ", ");
         }
         item++;
         if (k == 0) {
-          ct__puts(s, " ...");
+          ct__text_add(s, " ...");
         } else {
           ct__elem_text(e, sizeof e, f, f->data + (size_t)(*flat) * es);
-          ct__puts(s, "%*s", f->width, e);
+          ct__text_add(s, "%*s", f->width, e);
           (*flat)++;
         }
       }
     }
-    ct__puts(s, "]");
+    ct__text_add(s, "]");
     return;
   }
   for (int64_t i = 0; i < n; i++) {
     if (i > 0) {
-      ct__puts(s, ",");
-      for (int k = 0; k < f->ndim - 1 - dim; k++) ct__puts(s, "\n");
-      ct__puts(s, "%*s", indent + dim + 1, "");
+      ct__text_add(s, ",");
+      for (int k = 0; k < f->ndim - 1 - dim; k++) ct__text_add(s, "\n");
+      ct__text_add(s, "%*s", indent + dim + 1, "");
     }
     if (f->summarized[dim] && i == CT__EDGE) {
-      ct__puts(s, "...,");
-      for (int k = 0; k < f->ndim - 1 - dim; k++) ct__puts(s, "\n");
-      ct__puts(s, "%*s", indent + dim + 1, "");
+      ct__text_add(s, "...,");
+      for (int k = 0; k < f->ndim - 1 - dim; k++) ct__text_add(s, "\n");
+      ct__text_add(s, "%*s", indent + dim + 1, "");
     }
     ct__emit(s, f, dim + 1, flat, indent);
   }
-  ct__puts(s, "]");
+  ct__text_add(s, "]");
 }
 
 /* Copies the shown part of t (edges of summarized dims) into a new contiguous tensor. */
@@ -251,27 +221,27 @@ static void grad_fn_name(char *buf, size_t size, const ct__node *n) {
 }
 
 /* The autograd part of the text: ", requires_grad=True" or ", grad_fn=<...>" (or nothing). */
-static void autograd_suffix(ct__str *s, const ct_tensor *t) {
+static void autograd_suffix(struct ct__text *s, const ct_tensor *t) {
   if (t->grad_fn) {
     char name[96];
     grad_fn_name(name, sizeof name, t->grad_fn);
-    ct__puts(s, ", grad_fn=<%s>", name);
+    ct__text_add(s, ", grad_fn=<%s>", name);
   } else if (t->requires_grad) {
-    ct__puts(s, ", requires_grad=True");
+    ct__text_add(s, ", requires_grad=True");
   }
 }
 
 /* Builds the whole text into s. */
-static ct_status ct__repr(ct__str *s, const ct_tensor *t) {
+static ct_status ct__repr(struct ct__text *s, const ct_tensor *t) {
   char shape[200];
   ct__shape_str(shape, sizeof shape, t->ndim, t->shape);
   int64_t numel = ct_numel(t);
   const char *suffix_fmt = ", shape=%s, dtype=%s, device=%s";
   if (numel == 0) {
-    ct__puts(s, "tensor([]");
-    ct__puts(s, suffix_fmt, shape, ct_dtype_name(t->dtype), t->storage->device->spec);
+    ct__text_add(s, "tensor([]");
+    ct__text_add(s, suffix_fmt, shape, ct_dtype_name(t->dtype), t->storage->device->spec);
     autograd_suffix(s, t);
-    ct__puts(s, ")");
+    ct__text_add(s, ")");
     return CT_OK;
   }
   int summ[CT_MAX_DIMS] = {0};
@@ -324,12 +294,12 @@ static ct_status ct__repr(ct__str *s, const ct_tensor *t) {
     int w = ct__elem_text(e, sizeof e, &f, data + (size_t)i * es);
     if (w > f.width) f.width = w;
   }
-  ct__puts(s, "tensor(");
+  ct__text_add(s, "tensor(");
   int64_t flat = 0;
   ct__emit(s, &f, 0, &flat, (int)strlen("tensor("));
-  ct__puts(s, suffix_fmt, shape, ct_dtype_name(t->dtype), t->storage->device->spec);
+  ct__text_add(s, suffix_fmt, shape, ct_dtype_name(t->dtype), t->storage->device->spec);
   autograd_suffix(s, t);
-  ct__puts(s, ")");
+  ct__text_add(s, ")");
   free(data);
   return CT_OK;
 }
@@ -337,32 +307,32 @@ static ct_status ct__repr(ct__str *s, const ct_tensor *t) {
 ct_status ct_format(char *buf, size_t size, size_t *needed, const ct_tensor *t) {
   CT__CHECK_NOT_NULL("ct_format", t);
   if (!buf && size > 0) return ct__error(CT_ERR_INVALID_ARGUMENT, "ct_format: argument 'buf' is NULL with size %zu", size);
-  ct__str s = {0};
+  struct ct__text s = {0};
   ct_status st = ct__repr(&s, t);
   if (st == CT_OK && s.oom) st = ct__error(CT_ERR_OUT_OF_MEMORY, "ct_format: out of host memory");
   if (st != CT_OK) {
-    free(s.buf);
+    free(s.s);
     return st;
   }
   if (needed) *needed = s.len;
   if (size > 0) {
     size_t c = s.len < size - 1 ? s.len : size - 1;
-    memcpy(buf, s.buf, c);
+    memcpy(buf, s.s, c);
     buf[c] = '\0';
   }
   if (s.len + 1 > size) st = ct__error(CT_ERR_INVALID_ARGUMENT, "ct_format: buffer of %zu bytes is too small for %zu bytes of text (and the NUL)", size, s.len);
-  free(s.buf);
+  free(s.s);
   return st;
 }
 
 ct_status ct_print(FILE *f, const ct_tensor *t) {
   CT__CHECK_NOT_NULL("ct_print", f);
   CT__CHECK_NOT_NULL("ct_print", t);
-  ct__str s = {0};
+  struct ct__text s = {0};
   ct_status st = ct__repr(&s, t);
   if (st == CT_OK && s.oom) st = ct__error(CT_ERR_OUT_OF_MEMORY, "ct_print: out of host memory");
-  if (st == CT_OK && (fwrite(s.buf, 1, s.len, f) != s.len || fputc('\n', f) == EOF))
+  if (st == CT_OK && (fwrite(s.s, 1, s.len, f) != s.len || fputc('\n', f) == EOF))
     st = ct__error(CT_ERR_IO, "ct_print: writing %zu bytes failed", s.len + 1);
-  free(s.buf);
+  free(s.s);
   return st;
 }

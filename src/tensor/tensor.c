@@ -272,6 +272,14 @@ ct_status ct__tensor_result(ct_tensor **out, ct_tensor *r, ct_status st) {
   return CT_OK;
 }
 
+ct_status ct__tensor_results(int n, ct_tensor **const outs[], ct_tensor *const rs[], ct_status st) {
+  for (int i = 0; i < n; i++) {
+    if (st == CT_OK && outs[i]) *outs[i] = rs[i];
+    else ct_release(rs[i]);
+  }
+  return st;
+}
+
 ct_device *ct_tensor_device(const ct_tensor *t) { return t ? t->storage->device : NULL; }
 ct_dtype ct_tensor_dtype(const ct_tensor *t) { return t ? t->dtype : (ct_dtype)-1; }
 int ct_tensor_ndim(const ct_tensor *t) { return t ? t->ndim : -1; }

@@ -117,6 +117,10 @@ void ct__tensor_headers_free(ct_tensor *x, ct__storage *s);
 /* How an op hands over the result r it built: on st == CT_OK *out = r (the caller's
  * reference), else r is released (NULL is fine) and *out left as it is. Returns st. */
 ct_status ct__tensor_result(ct_tensor **out, ct_tensor *r, ct_status st);
+/* The same for an op with n results, each optional (a backward's input, weight and bias
+ * gradients): on success *outs[i] = rs[i] where outs[i] is not NULL (rs[i] is released where it
+ * is NULL); on failure every rs[i] is released and st returned. */
+ct_status ct__tensor_results(int n, ct_tensor **const outs[], ct_tensor *const rs[], ct_status st);
 /* The opening of an op making one new tensor from x: out and x must not be NULL
  * (CT_ERR_INVALID_ARGUMENT "<fn>: argument 'out' is NULL", likewise 'x'); *out = NULL. */
 ct_status ct__op_begin(ct_tensor **out, const ct_tensor *x, const char *fn);

@@ -2,7 +2,8 @@
  * memory for a temporary, are returned by the call that triggered the realize, naming it and
  * the recorded calls of the failing kernel; nothing is enqueued, every node stays pending, and
  * a retry (after the cause is gone) gives the right values. An invalid $CLTENSOR_FUSION is
- * refused by each call. */
+ * refused by each call. A reduction or softmax whose input's realize fails names itself, not
+ * its kernel. */
 #include "device/device.h"
 #include "fz_util.h"
 
@@ -188,6 +189,42 @@ START_TEST(invalid_env_fusion_refused) {
 }
 END_TEST
 
+/* A realize that fails names the call that triggered it. A reduction over some dims (or a
+ * softmax over another dim) of a recorded tensor realized it from its kernel's launch, whose
+ * message named the kernel ("reduce_cols_sum: realizing ..."), not ct_sum (ct_any: "red_anyall"). */
+START_TEST(failed_realize_names_the_call) {
+  ct_device *d = ct_test_device();
+  ct__fusion_override = 1;
+  const int64_t sh[2] = {3, 40};
+  ct_tensor *a = NULL, *y = NULL, *r = NULL;
+  ck_assert_ct_ok(ct_ones(&a, d, CT_F32, 2, sh));
+  ck_assert_ct_ok(ct_mul_scalar(&y, a, 0.5));
+  int dim = 0;
+  atomic_store(&ct__fusion_fail_builds, 1);
+  ck_assert_ct_status(ct_sum(&r, y, 1, &dim, false), CT_ERR_KERNEL_BUILD);
+  ck_assert_ptr_null(r);
+  ck_assert_error_contains("ct_sum: realizing deferred elementwise work failed in the fused kernel of ct_mul_scalar");
+  atomic_store(&ct__fusion_fail_builds, 1);
+  ck_assert_ct_status(ct_softmax(&r, y, 0), CT_ERR_KERNEL_BUILD);
+  ck_assert_ptr_null(r);
+  ck_assert_error_contains("ct_softmax: realizing deferred elementwise work failed");
+  atomic_store(&ct__fusion_fail_builds, 1);
+  ck_assert_ct_status(ct_any(&r, y, 1, &dim, false), CT_ERR_KERNEL_BUILD);
+  ck_assert_ptr_null(r);
+  ck_assert_error_contains("ct_any: realizing deferred elementwise work failed");
+  /* The retry works. */
+  atomic_store(&ct__fusion_fail_builds, 0);
+  ck_assert_ct_ok(ct_sum(&r, y, 1, &dim, false));
+  float v[40];
+  ck_assert_ct_ok(ct_to_host(r, v, sizeof v));
+  for (int i = 0; i < 40; i++) ck_assert(v[i] == 1.5f);
+  ct_release(r);
+  ct_release(y);
+  ct_release(a);
+  ct__fusion_override = -1;
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("fusion-errors");
   TCase *tc = tcase_create("errors");
@@ -198,6 +235,7 @@ int main(void) {
   tcase_add_test(tc, build_failure_at_node_bound);
   tcase_add_test(tc, out_of_memory_at_realize);
   tcase_add_test(tc, invalid_env_fusion_refused);
+  tcase_add_test(tc, failed_realize_names_the_call);
   suite_add_tcase(s, tc);
   return ct_test_run(s);
 }

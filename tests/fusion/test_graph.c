@@ -5,7 +5,8 @@
  * GEMM and a reduction reading a pending tensor, ct_copy into and out of pending memory,
  * printing, saving, DLPack export); the 128-node bound; _out forms and in-place writes after a
  * recording; $CLTENSOR_FUSION=0 and $CLTENSOR_DEBUG_FUSION=1; results released before the
- * realize; ct_shutdown with pending work, then a new start.
+ * realize; ct_shutdown with pending work, then a new start; the strided kernels' division by
+ * multiplication (ct__fuse_magic) is exact for every index below 2^31 (host arithmetic).
  *
  * Values are checked against the same calls run eagerly (ct__fusion_override = 0) bit for bit,
  * or against exact host arithmetic where every step is exact. The tests share a few chains so
@@ -694,6 +695,47 @@ START_TEST(shutdown_with_pending_then_reinit) {
 }
 END_TEST
 
+/* The strided kernels' division by multiplication (ct__fuse_magic): q = (r m) >> s is r / d for
+ * every index r < 2^31, checked on every divisor below 4097, powers of two and their neighbours,
+ * and large divisors, at the indices where a floor is closest to going wrong (k d - 1, k d)
+ * and the largest ones, computed as the kernel does in 64-bit unsigned arithmetic. */
+START_TEST(fuse_magic_divides_exactly) {
+  int64_t ds[4096 + 3 * 31 + 4];
+  int nd = 0;
+  for (int64_t d = 1; d <= 4096; d++) ds[nd++] = d;
+  for (int p = 12; p < 31; p++) {
+    ds[nd++] = ((int64_t)1 << p) - 1;
+    ds[nd++] = (int64_t)1 << p;
+    ds[nd++] = ((int64_t)1 << p) + 1;
+  }
+  ds[nd++] = 1000003;
+  ds[nd++] = 2147483647; /* 2^31 - 1 */
+  ds[nd++] = 1073741823;
+  ds[nd++] = 45 * 64;
+  const uint64_t rmax = ((uint64_t)1 << 31) - 1;
+  for (int i = 0; i < nd; i++) {
+    int64_t m, sh;
+    ct__fuse_magic(ds[i], &m, &sh);
+    uint64_t d = (uint64_t)ds[i];
+    uint64_t rs[] = {0, 1, d - 1, d, d + 1, 2 * d - 1, 2 * d, rmax, rmax - 1, rmax - rmax % d, rmax - rmax % d - 1,
+                     (rmax / d) * d - 1};
+    for (size_t j = 0; j < sizeof rs / sizeof rs[0]; j++) {
+      uint64_t r = rs[j];
+      if (r > rmax) continue;
+      uint64_t q = (r * (uint64_t)m) >> sh;
+      ck_assert_msg(q == r / d, "d=%llu r=%llu: %llu, not %llu", (unsigned long long)d, (unsigned long long)r,
+                    (unsigned long long)q, (unsigned long long)(r / d));
+    }
+    /* every multiple's neighbours for the small divisors */
+    if (d <= 64)
+      for (uint64_t k = 1; k * d <= rmax; k += 9973) {
+        uint64_t r = k * d - 1;
+        ck_assert_uint_eq((r * (uint64_t)m) >> sh, r / d);
+      }
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("fusion-graph");
   TCase *tc = tcase_create("graph");
@@ -713,6 +755,7 @@ int main(void) {
   tcase_add_test(tc, env_debug_fusion);
   tcase_add_test(tc, released_before_realize);
   tcase_add_test(tc, shutdown_with_pending_then_reinit);
+  tcase_add_test(tc, fuse_magic_divides_exactly);
   suite_add_tcase(s, tc);
   return ct_test_run(s);
 }

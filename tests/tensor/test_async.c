@@ -121,7 +121,7 @@ START_TEST(test_event_wait_reports) {
   ck_assert_ct_ok(ct_to_host_async(&ev, s.a, r, sizeof r));
   if (!fail_marker(&s, (const float[]){-1, -2, -3, -4})) {
     ck_assert_ct_ok(ct_event_wait(ev));
-    ct_event_release(ev);
+    ct_event_free(ev);
     return;
   }
   ck_assert_ct_status(ct_event_wait(ev), CT_ERR_OPENCL);

@@ -262,7 +262,7 @@ done:
 /* Elementwise math functions through their _out forms (the per-op kernels, which call the same
  * functions as fused ones), against one pass of the one-line OpenCL exp kernel over the same
  * data: on PoCL a function that does not vectorize costs 10-100x that (docs/PERFORMANCE.md,
- * "Elementwise math functions on PoCL"). GB/s count the 2 arrays every element moves. */
+ * "Elementwise"). GB/s count the 2 arrays every element moves. */
 static ct_status (*math_fn)(ct_tensor *, const ct_tensor *);
 static const char *math_name;
 

@@ -1,4 +1,4 @@
-/* Review of the autograd engine (issue #15): the graph's lifetime and memory, leaf gradients that
+/* What one backward pass guarantees (issue #15): the graph's lifetime and memory, leaf gradients that
  * must never alias each other or the caller's tensors, failures in the middle of a pass (and in
  * its commit) that must change no leaf and leak nothing, requires-grad rules PyTorch has, and
  * grad mode per thread with two threads training at once.
@@ -838,8 +838,8 @@ START_TEST(threads_train_independently) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("autograd-review");
-  TCase *tc = tcase_create("review");
+  Suite *s = suite_create("autograd-backward");
+  TCase *tc = tcase_create("backward");
   tcase_add_checked_fixture(tc, NULL, ct_test_finish);
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, leaf_gradients_are_distinct);
