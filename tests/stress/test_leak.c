@@ -3,6 +3,8 @@
  * object the library created (counted by clcount.c), and repeating the whole cycle must not grow
  * the process. Under the asan and valgrind setups this binary is also the leak-checked program:
  * meson test --setup=valgrind --suite leak. */
+#include <CL/cl.h>
+
 #include "clcount.h"
 #include "ct_test.h"
 #include "stress.h"
@@ -118,6 +120,52 @@ START_TEST(test_failures_release) {
 }
 END_TEST
 
+/* A bare OpenCL cycle on the first device, without the library: context, queue, program, kernel
+ * and buffer made, used once and released. What it moves the heap by is the implementation's
+ * own noise, which the library's cycles carry too. */
+static void bare_cl_cycle(void) {
+  cl_platform_id pl;
+  cl_device_id dev;
+  cl_int err;
+  ck_assert_int_eq(clGetPlatformIDs(1, &pl, NULL), CL_SUCCESS);
+  ck_assert_int_eq(clGetDeviceIDs(pl, CL_DEVICE_TYPE_ALL, 1, &dev, NULL), CL_SUCCESS);
+  cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
+  ck_assert_int_eq(err, CL_SUCCESS);
+  cl_command_queue q = clCreateCommandQueue(ctx, dev, 0, &err);
+  ck_assert_int_eq(err, CL_SUCCESS);
+  static const char *src = "__kernel void k(__global float *o) { o[get_global_id(0)] *= 2.0f; }";
+  cl_program p = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+  ck_assert_int_eq(err, CL_SUCCESS);
+  ck_assert_int_eq(clBuildProgram(p, 1, &dev, NULL, NULL, NULL), CL_SUCCESS);
+  cl_kernel k = clCreateKernel(p, "k", &err);
+  ck_assert_int_eq(err, CL_SUCCESS);
+  float host[256] = {0};
+  cl_mem b = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof host, host, &err);
+  ck_assert_int_eq(err, CL_SUCCESS);
+  ck_assert_int_eq(clSetKernelArg(k, 0, sizeof b, &b), CL_SUCCESS);
+  size_t n = 256;
+  ck_assert_int_eq(clEnqueueNDRangeKernel(q, k, 1, NULL, &n, NULL, 0, NULL, NULL), CL_SUCCESS);
+  ck_assert_int_eq(clEnqueueReadBuffer(q, b, CL_TRUE, 0, sizeof host, host, 0, NULL, NULL), CL_SUCCESS);
+  clReleaseMemObject(b);
+  clReleaseKernel(k);
+  clReleaseProgram(p);
+  clReleaseCommandQueue(q);
+  clReleaseContext(ctx);
+}
+
+/* The most the heap moved, either way, over bare cycles 3 to 8 from where cycle 2 left it. */
+static int64_t bare_heap_noise(void) {
+  enum { CYCLES = 8 };
+  int64_t first = 0, most = 0;
+  for (int c = 0; c < CYCLES; c++) {
+    bare_cl_cycle();
+    int64_t h = (int64_t)stress_heap_bytes();
+    if (c == 1) first = h;
+    if (c >= 2) most = llabs(h - first) > most ? llabs(h - first) : most;
+  }
+  return most;
+}
+
 /* The whole cycle again and again: after the first two (which pay for the OpenCL
  * implementation's one-time setup and its caches), the host heap and RSS must stay flat. */
 START_TEST(test_repeated_cycles_flat) {
@@ -154,10 +202,29 @@ START_TEST(test_repeated_cycles_flat) {
     printf("# heap and RSS bounds not checked under %s\n", skip);
     return;
   }
-  ck_assert_msg(heap_growth <= heap_bound, "host heap grew by %lld bytes over %d shutdown cycles (bound %lld)",
-                (long long)heap_growth, CYCLES - 2, (long long)heap_bound);
   ck_assert_msg(rss_growth <= rss_bound, "host RSS grew by %lld bytes over %d shutdown cycles (bound %lld)",
                 (long long)rss_growth, CYCLES - 2, (long long)rss_bound);
+  /* The heap bound is only a leak check where the implementation's own cycles keep the heap
+   * still: PoCL's move it by a few KiB, rusticl's by 170 KB to 2.4 MB (docs/PORTABILITY.md). So
+   * the same process first measures a bare OpenCL cycle's movement, and where that alone exceeds
+   * half the bound the heap bound is skipped, naming the device and the figure; the OpenCL
+   * object counts above and the RSS bound still hold there. */
+  int64_t noise = bare_heap_noise();
+  char dev_name[256] = "";
+  ct_device *d0 = NULL;
+  const ct_device_props *props = ct_device_get(&d0, 0) == CT_OK ? ct_device_properties(d0) : NULL;
+  snprintf(dev_name, sizeof dev_name, "%s", props ? props->name : "the first device");
+  ct_shutdown();
+  printf("# a bare OpenCL cycle on %s moved the heap by up to %lld bytes\n", dev_name, (long long)noise);
+  fflush(stdout);
+  if (noise > heap_bound / 2) {
+    printf("# skip: heap bound (%lld bytes): a bare OpenCL cycle on %s moves the heap by %lld bytes by "
+           "itself\n", (long long)heap_bound, dev_name, (long long)noise);
+    fflush(stdout);
+    return;
+  }
+  ck_assert_msg(heap_growth <= heap_bound, "host heap grew by %lld bytes over %d shutdown cycles (bound %lld)",
+                (long long)heap_growth, CYCLES - 2, (long long)heap_bound);
 }
 END_TEST
 
