@@ -336,6 +336,37 @@ ct_status ct__module_walk(const ct_module *m, bool params, bool buffers, bool de
   return st;
 }
 
+static ct_status entries_visit(void *ctx, const char *name, ct_tensor *t, bool is_param) {
+  (void)is_param;
+  ct__entries *e = ctx;
+  if (e->n == e->cap) {
+    int c = e->cap ? 2 * e->cap : 16;
+    ct_tensor **tt = realloc(e->ts, (size_t)c * sizeof *tt);
+    if (tt) e->ts = tt;
+    char **nn = tt && e->with_names ? realloc(e->names, (size_t)c * sizeof *nn) : NULL;
+    if (nn) e->names = nn;
+    if (!tt || (e->with_names && !nn))
+      return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: no host memory for the module's entries", e->fn);
+    e->cap = c;
+  }
+  if (e->with_names && !(e->names[e->n] = strdup(name)))
+    return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: no host memory for the module's entry names", e->fn);
+  e->ts[e->n++] = t;
+  return CT_OK;
+}
+
+ct_status ct__module_entries(ct__entries *e, const ct_module *m, bool dedup, bool names, const char *fn) {
+  *e = (ct__entries){.with_names = names, .fn = fn};
+  return ct__module_walk(m, true, true, dedup, entries_visit, e);
+}
+
+void ct__entries_free(ct__entries *e) {
+  for (int i = 0; e->names && i < e->n; i++) free(e->names[i]);
+  free(e->names);
+  free(e->ts);
+  *e = (ct__entries){0};
+}
+
 /* ---- Lists ---- */
 
 struct list {

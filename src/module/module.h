@@ -86,4 +86,17 @@ typedef ct_status (*ct__module_visit)(void *ctx, const char *name, ct_tensor *t,
 ct_status ct__module_walk(const ct_module *m, bool params, bool buffers, bool dedup, ct__module_visit visit,
                           void *ctx);
 
+/* Every parameter and buffer under m (ct__module_walk's visits, dedup as there), collected: ts
+ * borrows the tensors; names, when asked for, holds copies of their full names. Free with
+ * ct__entries_free (also after a failure). */
+typedef struct ct__entries {
+  char **names; /* NULL unless asked for */
+  ct_tensor **ts;
+  int n, cap;
+  bool with_names;
+  const char *fn; /* the public call, for the out-of-memory message */
+} ct__entries;
+ct_status ct__module_entries(ct__entries *e, const ct_module *m, bool dedup, bool names, const char *fn);
+void ct__entries_free(ct__entries *e);
+
 #endif

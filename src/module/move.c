@@ -12,30 +12,6 @@
 #include "module/module.h"
 #include "tensor/tensor.h"
 
-struct moves {
-  ct_tensor **from, **to;
-  int n, cap;
-};
-
-static ct_status collect(void *ctx, const char *name, ct_tensor *t, bool is_param) {
-  (void)name;
-  (void)is_param;
-  struct moves *mv = ctx;
-  if (mv->n == mv->cap) {
-    int c = mv->cap ? 2 * mv->cap : 16;
-    ct_tensor **f = realloc(mv->from, (size_t)c * sizeof *f);
-    if (f) mv->from = f;
-    ct_tensor **g = f ? realloc(mv->to, (size_t)c * sizeof *g) : NULL;
-    if (!g) return ct__error(CT_ERR_OUT_OF_MEMORY, "ct_module_to: no host memory for the tensor list");
-    mv->to = g;
-    mv->cap = c;
-  }
-  mv->from[mv->n] = t;
-  mv->to[mv->n] = NULL;
-  mv->n++;
-  return CT_OK;
-}
-
 /* *out, t on d as a plain tensor marked as t is, with t's gradient moved too. */
 static ct_status move_one(ct_tensor **out, ct_tensor *t, ct_device *d) {
   *out = NULL;
@@ -57,33 +33,37 @@ static ct_status move_one(ct_tensor **out, ct_tensor *t, ct_device *d) {
   return CT_OK;
 }
 
-static void replace(ct_module *m, const struct moves *mv) {
+/* Points every entry of m (and its children) that holds from[j] at to[j]. */
+static void replace(ct_module *m, ct_tensor *const *from, ct_tensor *const *to, int n) {
   ct__module_entry *lists[2] = {m->params, m->buffers};
   int counts[2] = {m->nparams, m->nbuffers};
   for (int l = 0; l < 2; l++)
     for (int i = 0; i < counts[l]; i++)
-      for (int j = 0; j < mv->n; j++)
-        if (lists[l][i].t == mv->from[j]) {
+      for (int j = 0; j < n; j++)
+        if (lists[l][i].t == from[j]) {
           ct_release(lists[l][i].t);
-          lists[l][i].t = ct_retain(mv->to[j]);
+          lists[l][i].t = ct_retain(to[j]);
           break;
         }
-  for (int i = 0; i < m->nchildren; i++) replace(m->children[i].m, mv);
+  for (int i = 0; i < m->nchildren; i++) replace(m->children[i].m, from, to, n);
 }
 
 ct_status ct_module_to(ct_module *m, ct_device *d) {
   static const char fn[] = "ct_module_to";
   CT__CHECK_NOT_NULL(fn, m);
   CT__CHECK_NOT_NULL(fn, d);
-  struct moves mv = {0};
-  ct_status st = ct__module_walk(m, true, true, true, collect, &mv);
+  ct__entries e;
+  ct_tensor **to = NULL;
+  ct_status st = ct__module_entries(&e, m, true, false, fn);
+  if (st == CT_OK && e.n > 0 && !(to = calloc((size_t)e.n, sizeof *to)))
+    st = ct__error(CT_ERR_OUT_OF_MEMORY, "%s: no host memory for the moved tensors' list", fn);
   bool prev = ct_set_grad_enabled(false);
-  for (int i = 0; i < mv.n && st == CT_OK; i++) st = move_one(&mv.to[i], mv.from[i], d);
+  for (int i = 0; i < e.n && st == CT_OK; i++) st = move_one(&to[i], e.ts[i], d);
   ct_set_grad_enabled(prev);
-  if (st == CT_OK) replace(m, &mv);
+  if (st == CT_OK) replace(m, e.ts, to, e.n);
   else ct__error_append(" (%s)", fn);
-  for (int i = 0; i < mv.n; i++) ct_release(mv.to[i]);
-  free(mv.from);
-  free(mv.to);
+  for (int i = 0; to && i < e.n; i++) ct_release(to[i]);
+  free(to);
+  ct__entries_free(&e);
   return st;
 }

@@ -54,37 +54,6 @@ static void add_shape(struct ct__text *t, const ct_tensor *x) {
   ct__text_add(t, "]");
 }
 
-/* The module's entries, in state_dict order. */
-struct entries {
-  char **names;
-  ct_tensor **ts;
-  int n, cap;
-};
-
-static ct_status entry_visit(void *ctx, const char *name, ct_tensor *t, bool is_param) {
-  (void)is_param;
-  struct entries *e = ctx;
-  if (e->n == e->cap) {
-    int c = e->cap ? 2 * e->cap : 16;
-    char **nn = realloc(e->names, (size_t)c * sizeof *nn);
-    if (nn) e->names = nn;
-    ct_tensor **tt = nn ? realloc(e->ts, (size_t)c * sizeof *tt) : NULL;
-    if (!tt) return ct__error(CT_ERR_OUT_OF_MEMORY, "ct_module_load_state_dict: no host memory for the names");
-    e->ts = tt;
-    e->cap = c;
-  }
-  if (!(e->names[e->n] = strdup(name)))
-    return ct__error(CT_ERR_OUT_OF_MEMORY, "ct_module_load_state_dict: no host memory for the names");
-  e->ts[e->n++] = t;
-  return CT_OK;
-}
-
-static void entries_free(struct entries *e) {
-  for (int i = 0; i < e->n; i++) free(e->names[i]);
-  free(e->names);
-  free(e->ts);
-}
-
 /* Which file entry each module entry loads from (-1: none), and the report's lists. */
 struct plan {
   long *src;          /* per module entry */
@@ -102,7 +71,7 @@ static void plan_free(struct plan *p) {
   free(p->dtype.s);
 }
 
-static ct_status make_plan(struct plan *p, const struct entries *e, const ct_safetensors *st, const char *fn) {
+static ct_status make_plan(struct plan *p, const ct__entries *e, const ct_safetensors *st, const char *fn) {
   size_t nf = ct_safetensors_count(st);
   p->src = malloc(((size_t)e->n + 1) * sizeof *p->src);
   p->used = calloc(nf + 1, sizeof *p->used);
@@ -167,9 +136,9 @@ ct_status ct_module_load_state_dict_from(ct_module *m, const ct_safetensors *st,
   static const char fn[] = "ct_module_load_state_dict";
   CT__CHECK_NOT_NULL(fn, m);
   CT__CHECK_NOT_NULL(fn, st);
-  struct entries e = {0};
+  ct__entries e;
   struct plan p = {0};
-  ct_status s = ct__module_walk(m, true, true, false, entry_visit, &e);
+  ct_status s = ct__module_entries(&e, m, false, true, fn);
   if (s == CT_OK) s = make_plan(&p, &e, st, fn);
   if (s == CT_OK) {
     free(m->report);
@@ -187,7 +156,7 @@ ct_status ct_module_load_state_dict_from(ct_module *m, const ct_safetensors *st,
     }
   }
   plan_free(&p);
-  entries_free(&e);
+  ct__entries_free(&e);
   return s;
 }
 
