@@ -3,7 +3,10 @@
  * working. Each old name is still an exported function that does what its new name does
  * (CHANGELOG.md lists them, "Deprecated: old -> new"); they are removed in the release after.
  *
- * A use warns where the compiler knows the attribute (GCC, Clang: -Wdeprecated-declarations).
+ * They are declared through <cltensor/cltensor.h>, which includes this header: a program that
+ * includes only the family headers (<cltensor/tensor.h>, ...) and still uses an old name includes
+ * <cltensor/deprecated.h> as well. A use warns where the compiler knows the attribute (GCC,
+ * Clang: -Wdeprecated-declarations).
  * Define CT_NO_DEPRECATED before including a cltensor header to hide them all, which checks that
  * a program uses none.
  *

@@ -101,15 +101,21 @@ static ct_status ct__pipe_write(struct ct__pipe *pp, int s, ct_tensor *flat, int
     sl->capwev = cap;
   }
   CT__TRY(ct__pipe_copy(pp, flat, off, len, host, false, sl->wev, &sl->nwev));
-  ct__event_track(sl->wev[sl->nwev - 1]); /* a failure is reported by the device's next blocking call */
+  /* An MPI group leaves the last chunk's writes pending (ct__dist_slot_wait at the next use of the
+   * slot): tracked, a failure is reported by the device's next blocking call meanwhile. */
+  if (!pp->d->local) ct__event_track(sl->wev[sl->nwev - 1]);
   return CT_OK;
 }
 
 /* Waits for and frees the *n events of evs, then empties the list; st, or the first failure
- * when st is CT_OK (every event is waited for either way). */
+ * when st is CT_OK (every event is waited for either way). Each event's own status only: the
+ * slot's writes may be waited for at the next collective (on the communication thread, during a
+ * backward), and a failure of a kernel the program enqueued meanwhile is the program's to see at
+ * its next blocking call, not this collective's (the writes are tracked, so the device still
+ * reports theirs). */
 static ct_status ct__pipe_wait_events(ct_event **evs, int *n, ct_status st) {
   for (int i = 0; i < *n; i++) {
-    ct_status e = ct_event_wait(evs[i]);
+    ct_status e = ct__event_wait_own(evs[i]);
     if (st == CT_OK) st = e;
     ct_event_free(evs[i]);
   }

@@ -165,7 +165,9 @@ static void *ct__dist_thread(void *arg) {
   ct_set_grad_enabled(false);
   pthread_mutex_lock(&d->lock);
   for (;;) {
-    while ((!d->head || d->busy) && !d->stop) pthread_cond_wait(&d->cond, &d->lock);
+    /* A caller running a collective itself (busy) is waited for even when stopping: two threads
+     * must never make MPI calls at once. */
+    while (d->busy || (!d->head && !d->stop)) pthread_cond_wait(&d->cond, &d->lock);
     struct ct_dist_work *w = d->head;
     if (!w) break; /* stop, and the queue is empty */
     d->busy = true;
@@ -236,7 +238,7 @@ ct_status ct__dist_submit_sync(struct ct_dist *d, struct ct_dist_work *w) {
   ct__work_finish(w, st, st != CT_OK ? ct_last_error() : NULL);
   pthread_mutex_lock(&d->lock);
   d->busy = false;
-  if (d->head) pthread_cond_signal(&d->cond); /* works queued meanwhile by other threads */
+  pthread_cond_broadcast(&d->cond); /* works queued meanwhile by other threads, or a stop waiting */
   pthread_mutex_unlock(&d->lock);
   return CT_OK;
 }

@@ -270,17 +270,31 @@ ct_status ct__mpi_agree(struct ct_dist *d, const int64_t *fields, const char *co
  * exchanges, apart so that neither matches the other's. */
 enum { CT__TAG = 31, CT__TAG_ALL_REDUCE = 32 };
 
+/* Drops a request that will not be waited for: a failed or timed-out exchange must not leave a
+ * receive posted into slot memory that ct_dist_free releases (a slow rather than dead peer
+ * would write there later). A receive is cancelled first; a send is only freed. */
+static void ct__mpi_abandon(MPI_Request *req, bool recv) {
+  if (*req == MPI_REQUEST_NULL) return;
+  if (recv) MPI_Cancel(req);
+  MPI_Request_free(req);
+}
+
 /* Sends buf to peer and receives peer's buf into tmp, both bounded by the deadline. */
 static ct_status ct__mpi_exchange(struct ct_dist *d, const void *buf, void *tmp, int bytes, int peer,
                                   const char *fn) {
   struct ct__mpi *m = d->mpi;
-  MPI_Request req[2];
+  MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   int rc = MPI_Irecv(tmp, bytes, MPI_BYTE, peer, CT__TAG_ALL_REDUCE, m->comm, &req[0]);
   if (rc != MPI_SUCCESS) return ct__mpi_fail(rc, fn, "MPI_Irecv (all-reduce exchange)");
   rc = MPI_Isend(buf, bytes, MPI_BYTE, peer, CT__TAG_ALL_REDUCE, m->comm, &req[1]);
-  if (rc != MPI_SUCCESS) return ct__mpi_fail(rc, fn, "MPI_Isend (all-reduce exchange)");
-  CT__TRY(ct__mpi_wait(d, &req[0], fn, "MPI_Irecv (all-reduce exchange)"));
-  return ct__mpi_wait(d, &req[1], fn, "MPI_Isend (all-reduce exchange)");
+  ct_status st = rc != MPI_SUCCESS ? ct__mpi_fail(rc, fn, "MPI_Isend (all-reduce exchange)")
+                                   : ct__mpi_wait(d, &req[0], fn, "MPI_Irecv (all-reduce exchange)");
+  if (st == CT_OK) st = ct__mpi_wait(d, &req[1], fn, "MPI_Isend (all-reduce exchange)");
+  if (st != CT_OK) {
+    ct__mpi_abandon(&req[0], true);
+    ct__mpi_abandon(&req[1], false);
+  }
+  return st;
 }
 
 /* The all-reduce. The library must poll a non-blocking call (a dead rank is a timeout, not a

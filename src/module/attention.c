@@ -21,9 +21,11 @@ ct_status ct_module_multihead_attention(ct_module **out, ct_device *d, int64_t e
   static const char fn[] = "ct_module_multihead_attention";
   CT__CHECK_NOT_NULL(fn, out);
   *out = NULL;
-  if (embed_dim < 1 || num_heads < 1 || embed_dim % num_heads || num_heads > INT32_MAX)
-    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: embed_dim = %lld must be a positive multiple of num_heads = %lld",
-                     fn, (long long)embed_dim, (long long)num_heads);
+  /* embed_dim bounded so that the packed projection's 3 * embed_dim rows cannot overflow. */
+  if (embed_dim < 1 || num_heads < 1 || embed_dim % num_heads || num_heads > INT32_MAX || embed_dim > INT64_MAX / 3)
+    return ct__error(CT_ERR_INVALID_ARGUMENT,
+                     "%s: embed_dim = %lld must be a positive multiple of num_heads = %lld (and below 2^63 / 3)", fn,
+                     (long long)embed_dim, (long long)num_heads);
   /* PyTorch drops attention weights inside its attention; the library's attention has no
    * dropout, so only PyTorch's default (0.0) is offered rather than a silently different model. */
   if (dropout != 0.0)

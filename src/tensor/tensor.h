@@ -215,6 +215,10 @@ ct_status ct__contiguous(ct_tensor **out, const ct_tensor *t, ct_dtype dt, int f
 /* Hands ev's OpenCL event to ct__device_track (transfer.c), as a kernel's is: a transfer whose
  * wait is deferred still has its failure reported by the device's next blocking call. */
 void ct__event_track(const ct_event *ev);
+/* ct_event_wait for ev's own transfer only: a failure of another command of the device stays
+ * for the device's next blocking call (whose thread enqueued it), where ct_event_wait would
+ * take it. ev is not NULL. */
+ct_status ct__event_wait_own(ct_event *ev);
 
 /* Sets every element of t (any strides) to one element's bits (ct_dtype_size(t) bytes), or to
  * value converted as ct_cast() converts. */

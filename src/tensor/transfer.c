@@ -221,8 +221,9 @@ ct_status ct_copy_from_host_async(ct_event **ev, ct_tensor *t, const void *src, 
   return ct__transfer_async(ev, t, false, NULL, src, src_bytes, "ct_copy_from_host_async");
 }
 
-ct_status ct_event_wait(ct_event *ev) {
-  CT__CHECK_NOT_NULL("ct_event_wait", ev);
+/* Waits for ev; with device_errors, also reports (once) a failure of any earlier command of the
+ * device, as a blocking call does. */
+static ct_status event_wait(ct_event *ev, bool device_errors) {
   if (ev->done) {
     if (ev->status != CT_OK)
       return ct__error(ev->status, "ct_event_wait: the transfer (%s on %s) failed earlier", ev->what, ev->device->spec);
@@ -238,10 +239,19 @@ ct_status ct_event_wait(ct_event *ev) {
   if (exec < 0) err = exec;
   /* Every earlier command has finished: report one that failed, once (when the transfer
    * failed too, its failure is the report). */
-  ev->status = ct__device_async_check(ev->device, "ct_event_wait");
+  if (device_errors) ev->status = ct__device_async_check(ev->device, "ct_event_wait");
   if (err != CL_SUCCESS)
     ev->status = ct__cl_error(err, "ct_event_wait: the transfer (%s on %s) failed", ev->what, ev->device->spec);
   return ev->status;
+}
+
+ct_status ct_event_wait(ct_event *ev) {
+  CT__CHECK_NOT_NULL("ct_event_wait", ev);
+  return event_wait(ev, true);
+}
+
+ct_status ct__event_wait_own(ct_event *ev) {
+  return event_wait(ev, false);
 }
 
 void ct__event_track(const ct_event *ev) {
