@@ -335,6 +335,7 @@ int main(int argc, char **argv) {
     const double spread = fmax(fabs(g_losses[s] - f64[s]) / f64[s], fabs(g_losses[s] - f1t[s]) / g_losses[s]);
     g_tol[s] = fmax(s ? g_tol[s - 1] : 1e-4, 4 * spread);
   }
+  free(f64), free(f1t); /* only the tolerances need them */
   if (rcheck > 0) return resume_check(d, rcheck, save_path ? save_path : "train_digits.ckpt");
   trainer t;
   if (trainer_init(&t, d) != CT_OK) return FAIL("setting up");
@@ -363,7 +364,7 @@ int main(int argc, char **argv) {
   }
   trainer_free(&t);
   ct_safetensors_free(f);
-  free(g_losses), free(f64), free(f1t), free(g_tol);
+  free(g_losses), free(g_tol);
   ct_shutdown(); /* prints the CLTENSOR_PROFILE table */
   return bad ? 1 : 0;
 }

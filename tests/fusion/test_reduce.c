@@ -142,10 +142,9 @@ END_TEST
  * device runs the suite) must raise the group count so that no item's loop passes it, and the
  * results stay the eager ones. */
 START_TEST(gpu_grid_stride) {
+  check_ops(true, ((int64_t)1 << 18) + 77); /* ends with ct_test_finish: devices are released */
   ct_device *d = ct_test_device();
-  check_ops(true, ((int64_t)1 << 18) + 77);
-  uint32_t limit = d->loop_limit;
-  d->loop_limit = 400; /* a budget of 100 back edges per item */
+  d->loop_limit = 400; /* a budget of 100 back edges per item, until check_ops' ct_shutdown */
   int64_t n = 30011;
   struct ct__fkern K;
   memset(&K, 0, sizeof K);
@@ -154,8 +153,7 @@ START_TEST(gpu_grid_stride) {
   ct__red_split(&K, 64, false);
   ck_assert_int_le(K.chunk, 100);
   ck_assert_int_ge(K.parts * 64 * K.chunk, n);
-  check_ops(true, n);
-  d->loop_limit = limit;
+  check_ops(true, n); /* ends with ct_test_finish: d is released with the planted budget */
 }
 END_TEST
 
