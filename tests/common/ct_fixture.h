@@ -55,6 +55,27 @@ static inline double *ct_test_to_doubles(const ct_tensor *t) {
   return r;
 }
 
+/* got matches the reference want (PyTorch's, a fixture entry): the same shape, and every element
+ * within tol + tol * |want| (tol 0: equal). got may be a strided view. */
+static inline void ct_test_assert_close(const ct_tensor *got, const ct_tensor *want, double tol, const char *what) {
+  ck_assert_msg(ct_tensor_ndim(got) == ct_tensor_ndim(want), "%s: %d dims, PyTorch %d", what, ct_tensor_ndim(got),
+                ct_tensor_ndim(want));
+  for (int i = 0; i < ct_tensor_ndim(got); i++)
+    ck_assert_msg(ct_tensor_shape(got)[i] == ct_tensor_shape(want)[i], "%s: dim %d is %lld, PyTorch %lld", what, i,
+                  (long long)ct_tensor_shape(got)[i], (long long)ct_tensor_shape(want)[i]);
+  ct_tensor *c = NULL;
+  ck_assert_ct_ok(ct_contiguous(&c, got));
+  double *a = ct_test_to_doubles(c), *b = ct_test_to_doubles(want);
+  for (int64_t i = 0; i < ct_numel(c); i++) {
+    double d = a[i] - b[i];
+    ck_assert_msg((d < 0 ? -d : d) <= tol + tol * (b[i] < 0 ? -b[i] : b[i]), "%s[%lld]: %.9g, PyTorch %.9g", what,
+                  (long long)i, a[i], b[i]);
+  }
+  free(a);
+  free(b);
+  ct_release(c);
+}
+
 /* A new reference to the tensor of st named by the printf-style fmt (a fixture entry). */
 static inline ct_tensor *ct_test_fx(const ct_safetensors *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static inline ct_tensor *ct_test_fx(const ct_safetensors *st, const char *fmt, ...) {

@@ -32,23 +32,6 @@ static ct_safetensors *load_ref(ct_device *d) {
   return st;
 }
 
-static void assert_close(const ct_tensor *got, const ct_tensor *want, double tol, const char *what) {
-  ck_assert_msg(ct_tensor_ndim(got) == ct_tensor_ndim(want), "%s: %d dims, PyTorch %d", what, ct_tensor_ndim(got),
-                ct_tensor_ndim(want));
-  for (int i = 0; i < ct_tensor_ndim(got); i++)
-    ck_assert_msg(ct_tensor_shape(got)[i] == ct_tensor_shape(want)[i], "%s: dim %d is %lld, PyTorch %lld", what, i,
-                  (long long)ct_tensor_shape(got)[i], (long long)ct_tensor_shape(want)[i]);
-  ct_tensor *c = NULL;
-  ck_assert_ct_ok(ct_contiguous(&c, got));
-  double *a = ct_test_to_doubles(c), *b = ct_test_to_doubles(want);
-  for (int64_t i = 0; i < ct_numel(c); i++)
-    ck_assert_msg(fabs(a[i] - b[i]) <= tol + tol * fabs(b[i]), "%s[%lld]: %.9g, PyTorch %.9g", what, (long long)i,
-                  a[i], b[i]);
-  free(a);
-  free(b);
-  ct_release(c);
-}
-
 /* A MultiheadAttention(16, 4) with the fixture's state dict, loaded strictly from PyTorch's file. */
 static ct_module *pytorch_mha(ct_device *d, bool batch_first) {
   ct_module *m = NULL;
@@ -74,7 +57,7 @@ static void check_param_grads(ct_module *m, const ct_tensor *y, const ct_safeten
     ct_tensor *grad = NULL, *want = ct_test_fx(ref, "%s.grad.%s", prefix, names[i]);
     ck_assert_ct_ok(ct_grad(&grad, params[i]));
     ck_assert_ptr_nonnull(grad);
-    assert_close(grad, want, GRAD_TOL, names[i]);
+    ct_test_assert_close(grad, want, GRAD_TOL, names[i]);
     ct_release(grad);
     ct_release(want);
   }
@@ -87,7 +70,7 @@ static void check_input_grad(ct_tensor *x, const ct_safetensors *ref, const char
   ct_tensor *grad = NULL, *want = ct_test_fx(ref, "%s", name);
   ck_assert_ct_ok(ct_grad(&grad, x));
   ck_assert_ptr_nonnull(grad);
-  assert_close(grad, want, GRAD_TOL, name);
+  ct_test_assert_close(grad, want, GRAD_TOL, name);
   ct_release(grad);
   ct_release(want);
 }
@@ -149,7 +132,7 @@ START_TEST(causal_self_attention_matches_pytorch) {
   ct_module *m = pytorch_mha(d, true);
   ct_tensor *x = leaf(ref, "x"), *y = NULL, *want = ct_test_fx(ref, "causal.y");
   ck_assert_ct_ok(ct_module_multihead_attention_forward(&y, m, x, x, x, NULL, true));
-  assert_close(y, want, TOL, "causal.y");
+  ct_test_assert_close(y, want, TOL, "causal.y");
   check_param_grads(m, y, ref, "causal");
   check_input_grad(x, ref, "causal.grad.x");
   /* PyTorch's own call passes the causal mask too: the same values with it. */
@@ -157,10 +140,10 @@ START_TEST(causal_self_attention_matches_pytorch) {
   ck_assert_ct_ok(ct_ones(&ones, d, CT_BOOL, 2, (int64_t[]){5, 5}));
   ck_assert_ct_ok(ct_triu(&mask, ones, 1)); /* true above the diagonal: not allowed */
   ck_assert_ct_ok(ct_module_multihead_attention_forward(&y2, m, x, x, x, mask, true));
-  assert_close(y2, want, TOL, "causal.y with the mask");
+  ct_test_assert_close(y2, want, TOL, "causal.y with the mask");
   ct_release(y2);
   ck_assert_ct_ok(ct_module_multihead_attention_forward(&y2, m, x, x, x, mask, false));
-  assert_close(y2, want, TOL, "causal.y from the mask alone");
+  ct_test_assert_close(y2, want, TOL, "causal.y from the mask alone");
   ct_release(y2);
   ct_release(mask);
   ct_release(ones);
@@ -181,19 +164,19 @@ START_TEST(cross_attention_and_masks_match_pytorch) {
   {
     const bool grad = ct_set_grad_enabled(false);
     ck_assert_ct_ok(ct_module_multihead_attention_forward(&y, m, q, kv, kv, NULL, false));
-    assert_close(y, want, TOL, "cross.y");
+    ct_test_assert_close(y, want, TOL, "cross.y");
     ct_release(y);
     ct_release(want);
     want = ct_test_fx(ref, "fmask.y");
     ck_assert_ct_ok(ct_module_multihead_attention_forward(&y, m, q, kv, kv, fmask, false));
-    assert_close(y, want, TOL, "fmask.y");
+    ct_test_assert_close(y, want, TOL, "fmask.y");
     ct_release(y);
     ct_release(want);
     ct_set_grad_enabled(grad);
   }
   want = ct_test_fx(ref, "bmask.y");
   ck_assert_ct_ok(ct_module_multihead_attention_forward(&y, m, q, kv, kv, bmask, false));
-  assert_close(y, want, TOL, "bmask.y");
+  ct_test_assert_close(y, want, TOL, "bmask.y");
   check_param_grads(m, y, ref, "cross");
   check_input_grad(q, ref, "cross.grad.q");
   check_input_grad(kv, ref, "cross.grad.kv");
@@ -219,7 +202,7 @@ START_TEST(sequence_first_and_unbatched) {
   ck_assert_ct_ok(ct_module_multihead_attention_forward(&y, m, qt, kvt, kvt, NULL, false));
   ck_assert_int_eq(ct_tensor_shape(y)[0], 5);
   ck_assert_ct_ok(ct_transpose(&yt, y, 0, 1));
-  assert_close(yt, want, TOL, "cross.y, batch_first false");
+  ct_test_assert_close(yt, want, TOL, "cross.y, batch_first false");
   ct_release(yt);
   ct_release(y);
   ct_release(want);
@@ -229,7 +212,7 @@ START_TEST(sequence_first_and_unbatched) {
   ck_assert_ct_ok(ct_slice(&x0, x, 0, 0, 1, 1));
   ck_assert_ct_ok(ct_reshape(&seq, x0, 2, (int64_t[]){5, 16}));
   ck_assert_ct_ok(ct_module_forward(&y, m, seq));
-  assert_close(y, want, TOL, "seq.y");
+  ct_test_assert_close(y, want, TOL, "seq.y");
   ct_release(y);
   /* Errors: a last dim other than E, and a module of another type. */
   ct_tensor *bad = NULL;

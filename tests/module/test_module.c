@@ -35,22 +35,8 @@ static void net_state_path(char *path, size_t size) {
   snprintf(path, size, "%s/tests/module/data/net_state.safetensors", root ? root : ".");
 }
 
-static void assert_close(const ct_tensor *got, const ct_tensor *want, double tol, const char *what) {
-  ck_assert_msg(ct_tensor_ndim(got) == ct_tensor_ndim(want), "%s: %d dims, PyTorch %d", what, ct_tensor_ndim(got),
-                ct_tensor_ndim(want));
-  for (int i = 0; i < ct_tensor_ndim(got); i++)
-    ck_assert_msg(ct_tensor_shape(got)[i] == ct_tensor_shape(want)[i], "%s: dim %d is %lld, PyTorch %lld", what, i,
-                  (long long)ct_tensor_shape(got)[i], (long long)ct_tensor_shape(want)[i]);
-  double *a = ct_test_to_doubles(got), *b = ct_test_to_doubles(want);
-  for (int64_t i = 0; i < ct_numel(got); i++)
-    ck_assert_msg(fabs(a[i] - b[i]) <= tol + tol * fabs(b[i]), "%s[%lld]: %.9g, PyTorch %.9g", what, (long long)i,
-                  a[i], b[i]);
-  free(a);
-  free(b);
-}
-
 static void assert_equal(const ct_tensor *got, const ct_tensor *want, const char *what) {
-  assert_close(got, want, 0, what);
+  ct_test_assert_close(got, want, 0, what);
 }
 
 /* The module a constructor stored in *m (read after the call: argument order is unspecified). */
@@ -209,7 +195,7 @@ START_TEST(pytorch_checkpoint_forward_and_gradients) {
   ct_tensor *x = ct_test_fx(ref, "net.x"), *want = ct_test_fx(ref, "net.y"), *g = ct_test_fx(ref, "net.g"), *y = NULL, *yg = NULL,
             *loss = NULL;
   ck_assert_ct_ok(ct_module_forward(&y, net, x));
-  assert_close(y, want, 2e-5, "Net(x)");
+  ct_test_assert_close(y, want, 2e-5, "Net(x)");
   ck_assert_ct_ok(ct_mul(&yg, y, g));
   ck_assert_ct_ok(ct_sum(&loss, yg, 0, NULL, false));
   ck_assert_ct_ok(ct_backward(loss, NULL));
@@ -222,7 +208,7 @@ START_TEST(pytorch_checkpoint_forward_and_gradients) {
     ct_tensor *gr = NULL, *gw = ct_test_fx(ref, "grad.%s", names[i]);
     ck_assert_ct_ok(ct_grad(&gr, ps[i]));
     ck_assert_ptr_nonnull(gr);
-    assert_close(gr, gw, 1e-4, names[i]);
+    ct_test_assert_close(gr, gw, 1e-4, names[i]);
     ct_release(gr);
     ct_release(gw);
   }
@@ -277,7 +263,7 @@ START_TEST(each_module_matches_pytorch) {
     ck_assert_ct_ok(ct_module_eval(m));
     ct_tensor *x = ct_test_fx(ref, "%s.x", names[i]), *want = ct_test_fx(ref, "%s.y", names[i]), *y = NULL;
     ck_assert_ct_ok(ct_module_forward(&y, m, x));
-    assert_close(y, want, 2e-5, names[i]);
+    ct_test_assert_close(y, want, 2e-5, names[i]);
     ct_release(y);
     ct_release(want);
     ct_release(x);
@@ -310,14 +296,14 @@ START_TEST(batch_norm_train_then_eval) {
     char what[64];
     ct_tensor *w = ct_test_fx(ref, "%s.y_train", names[i]);
     snprintf(what, sizeof what, "%s train", names[i]);
-    assert_close(y, w, 2e-5, what);
+    ct_test_assert_close(y, w, 2e-5, what);
     ct_release(w);
     ct_release(y);
     w = ct_test_fx(ref, "%s.running_mean_after", names[i]);
-    assert_close(ct_module_get_buffer(m, "running_mean"), w, 2e-5, "running_mean");
+    ct_test_assert_close(ct_module_get_buffer(m, "running_mean"), w, 2e-5, "running_mean");
     ct_release(w);
     w = ct_test_fx(ref, "%s.running_var_after", names[i]);
-    assert_close(ct_module_get_buffer(m, "running_var"), w, 2e-5, "running_var");
+    ct_test_assert_close(ct_module_get_buffer(m, "running_var"), w, 2e-5, "running_var");
     ct_release(w);
     w = ct_test_fx(ref, "%s.nbt_after", names[i]);
     assert_equal(ct_module_get_buffer(m, "num_batches_tracked"), w, "num_batches_tracked");
@@ -326,7 +312,7 @@ START_TEST(batch_norm_train_then_eval) {
     ck_assert_ct_ok(ct_module_forward(&y, m, x));
     w = ct_test_fx(ref, "%s.y_eval", names[i]);
     snprintf(what, sizeof what, "%s eval", names[i]);
-    assert_close(y, w, 2e-5, what);
+    ct_test_assert_close(y, w, 2e-5, what);
     ct_release(w);
     ct_release(y);
     /* Eval does not count batches. */
@@ -384,7 +370,7 @@ START_TEST(activations_match_pytorch) {
     }
     ct_tensor *y = NULL, *want = ct_test_fx(ref, "act.%s", names[i]);
     ck_assert_ct_ok(ct_module_forward(&y, m, x));
-    assert_close(y, want, 2e-5, names[i]);
+    ct_test_assert_close(y, want, 2e-5, names[i]);
     int n = -1;
     ck_assert_ct_ok(ct_module_parameters(NULL, 0, &n, m));
     ck_assert_int_eq(n, 0);
