@@ -146,3 +146,30 @@ ct_status digits_cnn_forward(ct_tensor **logits, const digits_cnn *m, const ct_t
   ct_status st = ct_module_train(m->net, m->training);
   return st == CT_OK ? ct_module_forward(logits, m->net, x) : st;
 }
+
+ct_status digits_fixture_batch(ct_tensor **x, ct_tensor **y, const ct_safetensors *f, int64_t start, int64_t count) {
+  ct_tensor *xs = NULL, *ys = NULL, *u8 = NULL, *xf = NULL, *order = NULL, *row = NULL, *idx = NULL, *idx64 = NULL;
+  *x = *y = NULL;
+  ct_status st = ct_safetensors_get(&u8, f, "train.x");
+  if (st == CT_OK) st = ct_cast(&xf, u8, CT_F32);
+  if (st == CT_OK) st = ct_mul_scalar(&xs, xf, 1.0 / 16.0);
+  if (st == CT_OK) st = ct_safetensors_get(&ys, f, "train.y");
+  if (st == CT_OK) st = ct_safetensors_get(&order, f, "order");
+  if (st == CT_OK) st = ct_slice(&row, order, 0, 0, 1, 1);
+  if (st == CT_OK) st = ct_slice(&idx, row, 1, start, start + count, 1);
+  if (st == CT_OK) st = ct_reshape(&idx64, idx, 1, (int64_t[]){count});
+  ct_release(idx);
+  idx = NULL;
+  if (st == CT_OK) st = ct_cast(&idx, idx64, CT_I64);
+  if (st == CT_OK) st = ct_index_select(x, xs, 0, idx);
+  if (st == CT_OK) st = ct_index_select(y, ys, 0, idx);
+  ct_release(idx64);
+  ct_release(idx);
+  ct_release(row);
+  ct_release(order);
+  ct_release(xf);
+  ct_release(u8);
+  ct_release(ys);
+  ct_release(xs);
+  return st;
+}

@@ -44,5 +44,9 @@ void digits_cnn_release(digits_cnn *m);
 /* OUT: *logits [N, 10] of images x [N, 1, 8, 8]: the module's forward, in training mode when
  * m->training is set (ct_module_train). */
 ct_status digits_cnn_forward(ct_tensor **logits, const digits_cnn *m, const ct_tensor *x);
+/* OUT: *x [count, 1, 8, 8] f32 (pixels / 16) and *y [count] of the training set of the fixture f,
+ * images start .. start + count - 1 of epoch 0's order ("order" [epochs, n]): a slice of
+ * train_digits' first batches, for the benchmarks. */
+ct_status digits_fixture_batch(ct_tensor **x, ct_tensor **y, const ct_safetensors *f, int64_t start, int64_t count);
 
 #endif

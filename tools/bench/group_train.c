@@ -75,34 +75,13 @@ static void measure_step(const bench_opts *o, bench_fig *f, ct_status st, train_
 /* The digits CNN at PyTorch's initial weights, Adam, and the first batch of the first epoch (the
  * example's step 0) in c->x, c->y. */
 static ct_status cnn_setup(train_ctx *c, const ct_safetensors *file) {
-  ct_tensor *xs = NULL, *ys = NULL, *u8 = NULL, *xf = NULL, *order = NULL, *row = NULL, *idx = NULL, *idx64 = NULL;
   ct_tensor *params[DIGITS_NPARAMS];
   ct_status st = digits_cnn_load(&c->cnn, file);
   c->cnn.training = true;
   for (int i = 0; i < DIGITS_NPARAMS && st == CT_OK; i++) params[i] = c->cnn.w[digits_cnn_param_index[i]];
   if (st == CT_OK) st = make_opt(c, params, DIGITS_NPARAMS, 3e-3, 0.0, false);
-  if (st == CT_OK) st = ct_safetensors_get(&u8, file, "train.x");
-  if (st == CT_OK) st = ct_cast(&xf, u8, CT_F32);
-  if (st == CT_OK) st = ct_mul_scalar(&xs, xf, 1.0 / 16.0);
-  if (st == CT_OK) st = ct_safetensors_get(&ys, file, "train.y");
-  if (st == CT_OK) st = ct_safetensors_get(&order, file, "order");
-  if (st == CT_OK) st = ct_slice(&row, order, 0, 0, 1, 1); /* order is [epochs, n] */
-  if (st == CT_OK) st = ct_slice(&idx, row, 1, 0, 64, 1);
-  if (st == CT_OK) st = ct_reshape(&idx64, idx, 1, (int64_t[]){64});
-  ct_release(idx);
-  idx = NULL;
-  if (st == CT_OK) st = ct_cast(&idx, idx64, CT_I64);
-  if (st == CT_OK) st = ct_index_select(&c->x, xs, 0, idx);
-  if (st == CT_OK) st = ct_index_select(&c->y, ys, 0, idx);
+  if (st == CT_OK) st = digits_fixture_batch(&c->x, &c->y, file, 0, 64);
   ct_manual_seed(0);
-  ct_release(idx64);
-  ct_release(idx);
-  ct_release(row);
-  ct_release(order);
-  ct_release(xf);
-  ct_release(u8);
-  ct_release(ys);
-  ct_release(xs);
   return st;
 }
 

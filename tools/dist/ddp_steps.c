@@ -85,34 +85,13 @@ static ct_status make_opt(model *m, double lr, double wd, bool decoupled) {
 
 /* The digits CNN and rank r's 32 of the first 64 images of epoch 0 (group_train.c's batch). */
 static ct_status load_cnn(model *m, ct_safetensors *f, ct_device *dev, int rank) {
-  ct_tensor *xs = NULL, *ys = NULL, *u8 = NULL, *xf = NULL, *order = NULL, *row = NULL, *idx = NULL, *idx64 = NULL;
   ct_status st = digits_cnn_load(&m->cnn, f);
   (void)dev;
   m->cnn.training = true;
   m->np = DIGITS_NPARAMS;
   for (int i = 0; i < DIGITS_NPARAMS && st == CT_OK; i++) m->params[i] = m->cnn.w[digits_cnn_param_index[i]];
   if (st == CT_OK) st = make_opt(m, 3e-3, 0.0, false);
-  if (st == CT_OK) st = ct_safetensors_get(&u8, f, "train.x");
-  if (st == CT_OK) st = ct_cast(&xf, u8, CT_F32);
-  if (st == CT_OK) st = ct_mul_scalar(&xs, xf, 1.0 / 16.0);
-  if (st == CT_OK) st = ct_safetensors_get(&ys, f, "train.y");
-  if (st == CT_OK) st = ct_safetensors_get(&order, f, "order");
-  if (st == CT_OK) st = ct_slice(&row, order, 0, 0, 1, 1);
-  if (st == CT_OK) st = ct_slice(&idx, row, 1, 32 * rank, 32 * rank + 32, 1);
-  if (st == CT_OK) st = ct_reshape(&idx64, idx, 1, (int64_t[]){32});
-  ct_release(idx);
-  idx = NULL;
-  if (st == CT_OK) st = ct_cast(&idx, idx64, CT_I64);
-  if (st == CT_OK) st = ct_index_select(&m->x, xs, 0, idx);
-  if (st == CT_OK) st = ct_index_select(&m->y, ys, 0, idx);
-  ct_release(idx64);
-  ct_release(idx);
-  ct_release(row);
-  ct_release(order);
-  ct_release(xf);
-  ct_release(u8);
-  ct_release(ys);
-  ct_release(xs);
+  if (st == CT_OK) st = digits_fixture_batch(&m->x, &m->y, f, 32 * rank, 32);
   return st;
 }
 
