@@ -63,6 +63,8 @@
 #include "cltensor/device.h"
 #include "cltensor/export.h"
 #include "cltensor/io.h"
+#include "cltensor/optim.h"
+#include "cltensor/sched.h"
 #include "cltensor/status.h"
 #include "cltensor/tensor.h"
 
@@ -306,6 +308,33 @@ CT_API ct_status ct_module_load_state_dict_from(ct_module *m, const ct_safetenso
  * 12; missing: a.b, c; unexpected: d; shape mismatch: e (file [3], model [4]); dtype mismatch: f
  * (file f64, model f32)" (parts with nothing to say are left out); "" before any load or for NULL. */
 CT_API const char *ct_module_load_report(const ct_module *m);
+
+/* ---- Training checkpoints ---- */
+/* One safetensors file holding what resuming a training run needs (PyTorch's
+ * torch.save({"model": ..., "optimizer": ..., "scheduler": ..., "step": ...}) plus the
+ * generator): m's state_dict under its own names (the file loads into PyTorch's model with
+ * load_state_dict(..., strict=False)), the optimizer's state (ct_optimizer_save: "optim.*"),
+ * the scheduler's (ct_lr_scheduler_save: "sched.*" metadata), and as metadata "train.step" (step,
+ * >= 0) and "train.rng_seed" / "train.rng_offset" (the global generator, ct_rng_get_state, so
+ * that dropout masks after a resume are the uninterrupted run's). opt and sched may be NULL
+ * (left out). Written atomically (ct_safetensors_save): a failure leaves no file, or the old one.
+ * m NULL, path NULL, step < 0, or a state_dict name beginning "optim." (it would collide with
+ * the optimizer's entries: name the child otherwise): CT_ERR_INVALID_ARGUMENT. Also CT_ERR_IO,
+ * CT_ERR_OUT_OF_MEMORY and the device statuses of the copies. */
+CT_API ct_status ct_checkpoint_save(const ct_module *m, const ct_optimizer *opt, const ct_lr_scheduler *sched,
+                                    int64_t step, const char *path);
+/* Resumes from ct_checkpoint_save's file: loads the state_dict into m STRICTLY (every parameter
+ * and buffer, shapes and dtypes equal; the optimizer's entries are not the model's), the
+ * optimizer (ct_optimizer_load: same kind, groups, shapes) and the scheduler (same kind) when
+ * given (the file must then hold them), the global generator state, and *step (may be NULL).
+ * The file is read onto the device of m's first tensor. Everything is checked before anything
+ * changes: on any mismatch or malformed entry (CT_ERR_INVALID_ARGUMENT naming it; CT_ERR_IO and
+ * CT_ERR_FORMAT for the file) m, opt, sched, the generator and *step are as they were. Only a
+ * device failure while copying the model's values (CT_ERR_OPENCL, CT_ERR_OUT_OF_MEMORY) can
+ * leave m partly loaded, as ct_module_load_state_dict says. Make opt and sched over m's
+ * parameters as the saving run did, before loading. */
+CT_API ct_status ct_checkpoint_load(int64_t *step, ct_module *m, ct_optimizer *opt, ct_lr_scheduler *sched,
+                                    const char *path);
 
 CT_END_DECLS
 

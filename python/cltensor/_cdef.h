@@ -559,6 +559,8 @@ ct_status ct_module_save_state_dict(const ct_module *m, const char *path);
 ct_status ct_module_load_state_dict(ct_module *m, const char *path, bool strict);
 ct_status ct_module_load_state_dict_from(ct_module *m, const ct_safetensors *st, bool strict);
 const char *ct_module_load_report(const ct_module *m);
+ct_status ct_checkpoint_save(const ct_module *m, const ct_optimizer *opt, const ct_lr_scheduler *sched, int64_t step, const char *path);
+ct_status ct_checkpoint_load(int64_t *step, ct_module *m, ct_optimizer *opt, ct_lr_scheduler *sched, const char *path);
 struct _cl_context;
 struct _cl_command_queue;
 struct _cl_device_id;

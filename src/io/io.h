@@ -146,4 +146,12 @@ ct_status ct__io_check_target(ct_dtype to, const char *fn);
  * as \xNN, cut with "..." when buf is too small. Returns buf. */
 const char *ct__quote(char *buf, size_t size, const void *s, size_t n);
 
+/* Metadata values of a safetensors collection read as numbers, for the checkpoint readers
+ * (optimizers, schedulers, training checkpoints): a missing key or a value that is not the whole
+ * of a number in lo..hi is CT_ERR_INVALID_ARGUMENT naming fn, the key and the value. */
+ct_status ct__meta_i64(int64_t *out, const ct_safetensors *st, const char *key, int64_t lo, int64_t hi,
+                       const char *fn);
+ct_status ct__meta_u64(uint64_t *out, const ct_safetensors *st, const char *key, const char *fn);
+ct_status ct__meta_double(double *out, const ct_safetensors *st, const char *key, const char *fn);
+
 #endif

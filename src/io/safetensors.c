@@ -1,6 +1,7 @@
 /* ct_safetensors: the named collection of tensors plus "__metadata__" that safetensors files
  * load into (through the header parser of safetensors_header.c) and save from. */
 #include <cJSON.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -162,6 +163,51 @@ const char *ct_safetensors_metadata_get(const ct_safetensors *st, const char *ke
   for (size_t i = 0; i < st->meta_count; i++)
     if (strcmp(st->meta[2 * i], key) == 0) return st->meta[2 * i + 1];
   return NULL;
+}
+
+/* ---- metadata as numbers (io.h) ---- */
+
+static ct_status meta_value(const char **v, const ct_safetensors *st, const char *key, const char *fn) {
+  *v = ct_safetensors_metadata_get(st, key);
+  if (!*v) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the container has no metadata '%s'", fn, key);
+  errno = 0;
+  return CT_OK;
+}
+
+ct_status ct__meta_i64(int64_t *out, const ct_safetensors *st, const char *key, int64_t lo, int64_t hi,
+                       const char *fn) {
+  const char *v;
+  char *end;
+  CT__TRY(meta_value(&v, st, key, fn));
+  long long x = strtoll(v, &end, 10);
+  if (end == v || *end || errno == ERANGE || x < lo || x > hi)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: metadata '%s' is \"%.40s\" (expected an integer in %" PRId64
+                     "..%" PRId64 ")", fn, key, v, lo, hi);
+  *out = x;
+  return CT_OK;
+}
+
+ct_status ct__meta_u64(uint64_t *out, const ct_safetensors *st, const char *key, const char *fn) {
+  const char *v;
+  char *end;
+  CT__TRY(meta_value(&v, st, key, fn));
+  unsigned long long x = strtoull(v, &end, 10);
+  if (*v < '0' || *v > '9' || *end || errno == ERANGE) /* strtoull takes "-1" and leading spaces */
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: metadata '%s' is \"%.40s\" (expected an integer in 0..%" PRIu64
+                     ")", fn, key, v, UINT64_MAX);
+  *out = x;
+  return CT_OK;
+}
+
+ct_status ct__meta_double(double *out, const ct_safetensors *st, const char *key, const char *fn) {
+  const char *v;
+  char *end;
+  CT__TRY(meta_value(&v, st, key, fn));
+  double x = strtod(v, &end);
+  if (end == v || *end || errno == ERANGE)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: metadata '%s' is \"%.40s\" (expected a number)", fn, key, v);
+  *out = x;
+  return CT_OK;
 }
 
 ct_status ct_safetensors_metadata_set(ct_safetensors *st, const char *key, const char *value) {

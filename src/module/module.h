@@ -86,6 +86,10 @@ typedef ct_status (*ct__module_visit)(void *ctx, const char *name, ct_tensor *t,
 ct_status ct__module_walk(const ct_module *m, bool params, bool buffers, bool dedup, ct__module_visit visit,
                           void *ctx);
 
+/* The device files load onto for m: its first tensor's, else the default device (a module
+ * without tensors). */
+ct_status ct__module_home(ct_device **d, const ct_module *m);
+
 /* Every parameter and buffer under m (ct__module_walk's visits, dedup as there), collected: ts
  * borrows the tensors; names, when asked for, holds copies of their full names. Free with
  * ct__entries_free (also after a failure). */

@@ -168,13 +168,18 @@ static ct_status first_device(void *ctx, const char *name, ct_tensor *t, bool is
   return CT_OK;
 }
 
+ct_status ct__module_home(ct_device **d, const ct_module *m) {
+  *d = NULL;
+  CT__TRY(ct__module_walk(m, true, true, false, first_device, d));
+  return *d ? CT_OK : ct_device_default(d);
+}
+
 ct_status ct_module_load_state_dict(ct_module *m, const char *path, bool strict) {
   static const char fn[] = "ct_module_load_state_dict";
   CT__CHECK_NOT_NULL(fn, m);
   CT__CHECK_NOT_NULL(fn, path);
-  ct_device *d = NULL;
-  CT__TRY(ct__module_walk(m, true, true, false, first_device, &d));
-  if (!d) CT__TRY(ct_device_default(&d));
+  ct_device *d;
+  CT__TRY(ct__module_home(&d, m));
   ct_safetensors *st;
   CT__TRY(ct_safetensors_load(&st, path, d));
   ct_status s = ct_module_load_state_dict_from(m, st, strict);

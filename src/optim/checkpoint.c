@@ -14,7 +14,6 @@
  * schedulers' base, "nan" before one was attached); "optim.lr" and "optim.weight_decay" stay the
  * defaults of added groups. A container without "optim.groups" (written before groups existed)
  * loads into a one-group optimizer, its group taking "optim.lr" and "optim.weight_decay". */
-#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -23,6 +22,7 @@
 
 #include "cltensor/shape.h"
 #include "core/error.h"
+#include "io/io.h"
 #include "optim/optim.h"
 
 static const char *const KIND_NAME[] = {"sgd", "adam"};
@@ -122,31 +122,6 @@ static ct_status get_meta(const char **v, const ct_safetensors *st, const char *
   return CT_OK;
 }
 
-static ct_status get_double(double *out, const ct_safetensors *st, const char *key, const char *fn) {
-  const char *v;
-  CT__TRY(get_meta(&v, st, key, fn));
-  char *end;
-  errno = 0;
-  *out = strtod(v, &end);
-  if (end == v || *end || errno == ERANGE)
-    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: metadata '%s' is \"%.40s\" (expected a number)", fn, key, v);
-  return CT_OK;
-}
-
-static ct_status get_int(int64_t *out, const ct_safetensors *st, const char *key, int64_t lo, int64_t hi,
-                         const char *fn) {
-  const char *v;
-  CT__TRY(get_meta(&v, st, key, fn));
-  char *end;
-  errno = 0;
-  long long x = strtoll(v, &end, 10);
-  if (end == v || *end || errno == ERANGE || x < lo || x > hi)
-    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: metadata '%s' is \"%.40s\" (expected an integer in %" PRId64
-                     "..%" PRId64 ")", fn, key, v, lo, hi);
-  *out = x;
-  return CT_OK;
-}
-
 /* A copy of the container's state tensor `name` of parameter i on p's device, after checking
  * that it has p's shape and dtype. */
 static ct_status load_state(ct_tensor **out, const ct_safetensors *st, int i, const char *name, const ct_tensor *p,
@@ -180,26 +155,26 @@ ct_status ct_optimizer_load(ct_optimizer *opt, const ct_safetensors *st) {
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the container holds a \"%.20s\" optimizer but this one is %s", fn,
                      kind, KIND_NAME[opt->kind]);
   int64_t count;
-  CT__TRY(get_int(&count, st, "optim.count", 0, INT32_MAX, fn));
+  CT__TRY(ct__meta_i64(&count, st, "optim.count", 0, INT32_MAX, fn));
   if (count != opt->n)
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the container holds %" PRId64 " parameters' state but this "
                      "optimizer has %d parameters", fn, count, opt->n);
   /* Everything is read and checked into a new state first; opt changes only at the end. */
   ct_optimizer h = *opt;
   int64_t flag = 0;
-  CT__TRY(get_double(&h.lr, st, "optim.lr", fn));
-  CT__TRY(get_double(&h.weight_decay, st, "optim.weight_decay", fn));
+  CT__TRY(ct__meta_double(&h.lr, st, "optim.lr", fn));
+  CT__TRY(ct__meta_double(&h.weight_decay, st, "optim.weight_decay", fn));
   ct_status s;
   if (opt->kind == CT__OPTIM_SGD) {
-    CT__TRY(get_double(&h.momentum, st, "optim.momentum", fn));
-    CT__TRY(get_int(&flag, st, "optim.nesterov", 0, 1, fn));
+    CT__TRY(ct__meta_double(&h.momentum, st, "optim.momentum", fn));
+    CT__TRY(ct__meta_i64(&flag, st, "optim.nesterov", 0, 1, fn));
     h.nesterov = flag;
     s = ct__optim_check_sgd(h.lr, h.momentum, h.weight_decay, h.nesterov, fn);
   } else {
-    CT__TRY(get_double(&h.beta1, st, "optim.beta1", fn));
-    CT__TRY(get_double(&h.beta2, st, "optim.beta2", fn));
-    CT__TRY(get_double(&h.eps, st, "optim.eps", fn));
-    CT__TRY(get_int(&flag, st, "optim.decoupled", 0, 1, fn));
+    CT__TRY(ct__meta_double(&h.beta1, st, "optim.beta1", fn));
+    CT__TRY(ct__meta_double(&h.beta2, st, "optim.beta2", fn));
+    CT__TRY(ct__meta_double(&h.eps, st, "optim.eps", fn));
+    CT__TRY(ct__meta_i64(&flag, st, "optim.decoupled", 0, 1, fn));
     h.decoupled = flag;
     s = ct__optim_check_adam(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, fn);
   }
@@ -219,7 +194,7 @@ ct_status ct_optimizer_load(ct_optimizer *opt, const ct_safetensors *st) {
     groups[0].weight_decay = h.weight_decay;
   } else {
     int64_t ng = 0;
-    s = get_int(&ng, st, "optim.groups", 1, INT32_MAX, fn);
+    s = ct__meta_i64(&ng, st, "optim.groups", 1, INT32_MAX, fn);
     if (s == CT_OK && ng != opt->ngroups)
       s = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the container holds %" PRId64 " parameter groups but this "
                     "optimizer has %d", fn, ng, opt->ngroups);
@@ -227,22 +202,22 @@ ct_status ct_optimizer_load(ct_optimizer *opt, const ct_safetensors *st) {
       char key[64];
       int64_t cnt = 0;
       snprintf(key, sizeof key, "optim.group.%d.count", g);
-      s = get_int(&cnt, st, key, 0, INT32_MAX, fn);
+      s = ct__meta_i64(&cnt, st, key, 0, INT32_MAX, fn);
       if (s == CT_OK && cnt != groups[g].n)
         s = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the container's group %d holds %" PRId64 " parameters but this "
                       "optimizer's holds %d", fn, g, cnt, groups[g].n);
       snprintf(key, sizeof key, "optim.group.%d.lr", g);
-      if (s == CT_OK) s = get_double(&groups[g].lr, st, key, fn);
+      if (s == CT_OK) s = ct__meta_double(&groups[g].lr, st, key, fn);
       /* A scheduler may have set a negative lr, as PyTorch's (sched.h): any number but NaN. */
       if (s == CT_OK && isnan(groups[g].lr))
         s = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: metadata '%s' is NaN (expected an lr)", fn, key);
       snprintf(key, sizeof key, "optim.group.%d.weight_decay", g);
-      if (s == CT_OK) s = get_double(&groups[g].weight_decay, st, key, fn);
+      if (s == CT_OK) s = ct__meta_double(&groups[g].weight_decay, st, key, fn);
       if (s == CT_OK && !(groups[g].weight_decay >= 0))
         s = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: metadata '%s' is %g (expected weight_decay >= 0)", fn, key,
                       groups[g].weight_decay);
       snprintf(key, sizeof key, "optim.group.%d.initial_lr", g);
-      if (s == CT_OK) s = get_double(&groups[g].initial_lr, st, key, fn);
+      if (s == CT_OK) s = ct__meta_double(&groups[g].initial_lr, st, key, fn);
     }
   }
   if (s != CT_OK) {
@@ -257,7 +232,7 @@ ct_status ct_optimizer_load(ct_optimizer *opt, const ct_safetensors *st) {
   for (int i = 0; i < opt->n && s == CT_OK; i++) {
     char key[64];
     snprintf(key, sizeof key, "optim.%d.step", i);
-    s = get_int(&steps[i], st, key, 0, INT64_MAX, fn);
+    s = ct__meta_i64(&steps[i], st, key, 0, INT64_MAX, fn);
     /* A count the next step's increment would overflow (an optimizer never saves one). */
     if (s == CT_OK && steps[i] > CT__OPTIM_MAX_STEPS)
       s = ct__error(CT_ERR_INVALID_ARGUMENT,

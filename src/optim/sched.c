@@ -2,7 +2,6 @@
  * applied to the optimizer's parameter groups. Every expression keeps Python's order of
  * operations (left to right, in double), so that the sequences match PyTorch's bit for bit
  * where the C library's cos and pow are Python's. */
-#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -12,6 +11,7 @@
 
 #include "cltensor/sched.h"
 #include "core/error.h"
+#include "io/io.h"
 #include "optim/optim.h"
 
 /* Python's math.pi (the double nearest pi). */
@@ -638,19 +638,6 @@ ct_status ct_lr_scheduler_save(const ct_lr_scheduler *s, ct_safetensors *st) {
   return r;
 }
 
-static ct_status get_num(double *d, int64_t *i, const ct_safetensors *st, const char *key, const char *fn) {
-  const char *v = ct_safetensors_metadata_get(st, key);
-  if (!v) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the container has no metadata '%s'", fn, key);
-  char *end;
-  errno = 0;
-  if (d) *d = strtod(v, &end);
-  else *i = strtoll(v, &end, 10);
-  if (end == v || *end || errno == ERANGE)
-    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: metadata '%s' is \"%.40s\" (expected %s)", fn, key, v,
-                     d ? "a number" : "an integer");
-  return CT_OK;
-}
-
 /* The state read from a container for one scheduler (and its children), applied only when all
  * of it was read. */
 typedef struct loaded {
@@ -673,8 +660,8 @@ static ct_status load_prefixed(const ct_lr_scheduler *s, const ct_safetensors *s
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the container holds a \"%.20s\" scheduler but this one is %s", fn,
                      kind, KIND_NAME[s->kind]);
   int64_t ng = 0;
-  CT__TRY(get_num(NULL, &me->epoch, st, CT__KEY("last_epoch"), fn));
-  CT__TRY(get_num(NULL, &ng, st, CT__KEY("groups"), fn));
+  CT__TRY(ct__meta_i64(&me->epoch, st, CT__KEY("last_epoch"), -1, INT64_MAX, fn));
+  CT__TRY(ct__meta_i64(&ng, st, CT__KEY("groups"), 0, INT32_MAX, fn));
   if (ng != s->ngroups)
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the container's scheduler covers %" PRId64 " groups but this one %d",
                      fn, ng, s->ngroups);
@@ -682,13 +669,13 @@ static ct_status load_prefixed(const ct_lr_scheduler *s, const ct_safetensors *s
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: metadata '%slast_epoch' is %" PRId64 " (out of range)", fn, prefix,
                      me->epoch);
   if (s->kind == K_PLATEAU) {
-    CT__TRY(get_num(&me->best, NULL, st, CT__KEY("best"), fn));
-    CT__TRY(get_num(NULL, &me->bad, st, CT__KEY("num_bad_epochs"), fn));
-    CT__TRY(get_num(NULL, &me->cool, st, CT__KEY("cooldown_counter"), fn));
+    CT__TRY(ct__meta_double(&me->best, st, CT__KEY("best"), fn));
+    CT__TRY(ct__meta_i64(&me->bad, st, CT__KEY("num_bad_epochs"), 0, INT64_MAX, fn));
+    CT__TRY(ct__meta_i64(&me->cool, st, CT__KEY("cooldown_counter"), 0, INT64_MAX, fn));
   }
   if (s->kind == K_SEQUENTIAL) {
     int64_t cnt = 0;
-    CT__TRY(get_num(NULL, &cnt, st, CT__KEY("count"), fn));
+    CT__TRY(ct__meta_i64(&cnt, st, CT__KEY("count"), 0, INT32_MAX, fn));
     if (cnt != s->nchildren)
       return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the container's sequence holds %" PRId64 " schedulers but this "
                        "one %d", fn, cnt, s->nchildren);
@@ -696,8 +683,8 @@ static ct_status load_prefixed(const ct_lr_scheduler *s, const ct_safetensors *s
   me->lrs = calloc((size_t)s->ngroups * 2 + 1, sizeof *me->lrs);
   if (!me->lrs) return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
   for (int g = 0; g < s->ngroups; g++) {
-    CT__TRY(get_num(&me->lrs[2 * g], NULL, st, CT__KEY("%d.base_lr", g), fn));
-    CT__TRY(get_num(&me->lrs[2 * g + 1], NULL, st, CT__KEY("%d.last_lr", g), fn));
+    CT__TRY(ct__meta_double(&me->lrs[2 * g], st, CT__KEY("%d.base_lr", g), fn));
+    CT__TRY(ct__meta_double(&me->lrs[2 * g + 1], st, CT__KEY("%d.last_lr", g), fn));
   }
 #undef CT__KEY
   for (int i = 0; i < s->nchildren; i++) {
