@@ -37,7 +37,9 @@
 #   torch.epoch_loss [EPOCHS]: the mean training loss of each epoch of the full run;
 #   torch.losses_f64 [CHECK_STEPS]: the same first steps run by PyTorch in float64;
 #   torch.losses_1t [CHECK_STEPS]: the same first steps in float32 with one thread (the others use
-#     two): another summation order, the spread between two valid f32 implementations.
+#     two): another summation order, the spread between two valid f32 implementations;
+#   torch.tol f32 [CHECK_STEPS]: the relative limit train_digits.c --check applies to each step
+#     (tolerances() below; `train_digits.py --tolerances FILE` adds it to an existing fixture).
 #
 # How close another f32 implementation can get. Up to step 20 PyTorch's f32 losses are within
 # about 1e-7 relative of its own float64 run; from step 21 on the training amplifies rounding
@@ -72,6 +74,7 @@ LR = 3e-3
 DROPOUT_P = 0.25
 CHECK_STEPS = 50
 MIN_ACCURACY = 0.97
+LOSS_RTOL, LOSS_SPREAD_FACTOR = 1e-4, 4.0
 
 M32 = np.uint64(0xFFFFFFFF)
 
@@ -166,7 +169,27 @@ def first_steps(init, x, yt, orders, threads=None):
     return np.array(out)
 
 
+def tolerances(losses, losses_f64, losses_1t):
+    """The relative limit of each checked step: LOSS_RTOL, or LOSS_SPREAD_FACTOR times the largest
+    spread of PyTorch's own runs so far (f32 vs f64, 2 threads vs 1), from the stored f32 values."""
+    l, f64, f1t = (np.asarray(a, dtype=np.float32).astype(np.float64) for a in (losses, losses_f64, losses_1t))
+    spread = np.maximum(np.abs(l - f64) / f64, np.abs(l - f1t) / np.abs(l))
+    return np.maximum.accumulate(np.maximum(LOSS_RTOL, LOSS_SPREAD_FACTOR * spread))
+
+
+def add_tolerances(path):
+    """Adds torch.tol to a fixture made before it, leaving every other entry as it was."""
+    from safetensors import safe_open
+    with safe_open(path, "pt") as f:
+        meta, tensors = f.metadata(), {k: f.get_tensor(k) for k in f.keys()}
+    tensors["torch.tol"] = torch.from_numpy(tolerances(*(tensors["torch." + k].numpy() for k in
+                                                         ("losses", "losses_f64", "losses_1t"))).astype(np.float32))
+    save_file(tensors, path, metadata=meta)
+
+
 def main():
+    if sys.argv[1:2] == ["--tolerances"]:
+        return add_tolerances(sys.argv[2])
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "train_digits.safetensors")
     check_philox()
     torch.manual_seed(SEED)
@@ -231,6 +254,7 @@ def main():
     tensors["torch.epoch_loss"] = torch.tensor(epoch_loss, dtype=torch.float32)
     tensors["torch.losses_f64"] = torch.from_numpy(losses_f64)
     tensors["torch.losses_1t"] = torch.from_numpy(losses_1t)
+    tensors["torch.tol"] = torch.from_numpy(tolerances(losses, losses_f64, losses_1t).astype(np.float32))
     save_file(tensors, out, metadata={
         "description": "sklearn digits CNN, initial weights and training data for examples/train_digits.c",
         "made_by": "examples/train_digits.py (PyTorch %s, seed %d)" % (torch.__version__, SEED),

@@ -187,7 +187,9 @@ CT_API ct_status ct_module_flatten(ct_module **out, int start_dim, int end_dim);
 /* torch.nn.Sequential(*mods): forward runs the n >= 0 children in order, each on the previous
  * one's output (n = 0: the identity, a new reference to x). The children are named "0" ...
  * "n-1" and RETAINED (release your own references when you no longer need them); a NULL entry
- * is CT_ERR_INVALID_ARGUMENT. The same module may appear twice (its parameters are listed once). */
+ * is CT_ERR_INVALID_ARGUMENT. The same module may appear twice (its parameters are listed once).
+ * Named children, as nn.Sequential(OrderedDict(...)) or add_module: ct_module_add_child(seq,
+ * name, m) appends m under name (forward runs the children in the order they were added). */
 CT_API ct_status ct_module_sequential(ct_module **out, ct_module *const *mods, int n);
 /* Sequential.append: adds child (retained) under the next index. CT_ERR_INVALID_ARGUMENT when seq
  * is not a Sequential. */

@@ -827,6 +827,24 @@ START_TEST(sequential_and_lists) {
   ck_assert_ct_ok(ct_module_forward(&y, empty, x));
   ck_assert_ptr_eq(y, x);
   ct_release(y);
+  /* Named children (nn.Sequential(OrderedDict(...))): forward in the order added, the names in
+   * the state dict, ReLU under two names. (x [2, 4] -> l1 [2, 3] -> relu -> relu) */
+  ck_assert_ct_ok(ct_module_add_child(empty, "fc", l1));
+  ck_assert_ct_ok(ct_module_add_child(empty, "act1", r));
+  ck_assert_ct_ok(ct_module_add_child(empty, "act2", r));
+  ck_assert_ct_ok(ct_module_forward(&y, empty, x));
+  ck_assert_int_eq(ct_tensor_shape(y)[1], 3);
+  ct_tensor *ref = NULL;
+  ck_assert_ct_ok(ct_module_forward(&ref, l1, x));
+  ck_assert_ct_ok(ct_relu(&ref, ref));
+  ct_test_assert_close(y, ref, 0, "named Sequential");
+  ct_release(ref);
+  ct_release(y);
+  ck_assert_ct_ok(ct_module_state_dict(&sd, empty));
+  ck_assert_str_eq(ct_safetensors_name(sd, 0), "fc.weight");
+  ct_safetensors_free(sd);
+  ck_assert_ct_ok(ct_module_append(empty, r)); /* the next index: "3" */
+  ck_assert_ptr_eq(ct_module_get_submodule(empty, "3"), r);
   ct_module_release(empty);
   ck_assert_ct_status(ct_module_sequential(&empty, (ct_module *[]){l1, NULL}, 2), CT_ERR_INVALID_ARGUMENT);
   ck_assert_ptr_null(empty);
