@@ -63,8 +63,10 @@ static double step(run *r, const ct_tensor *x, const ct_tensor *y) {
 static void batch(ct_device *d, ct_tensor **x, ct_tensor **y) {
   const int64_t xs[2] = {12, 8};
   ck_assert_ct_ok(ct_randn_seeded(x, d, CT_F32, 2, xs, 3, 0));
-  ck_assert_ct_ok(ct_randperm_seeded(y, d, 12, 5, 0)); /* labels 0..11 -> 0..3 below */
-  ck_assert_ct_ok(ct_remainder_scalar(y, *y, 4));
+  ct_tensor *perm = NULL;
+  ck_assert_ct_ok(ct_randperm_seeded(&perm, d, 12, 5, 0)); /* labels 0..11 -> 0..3 */
+  ck_assert_ct_ok(ct_remainder_scalar(y, perm, 4));
+  ct_release(perm);
 }
 
 static void temp_path(char *path, size_t size) {

@@ -834,11 +834,12 @@ START_TEST(sequential_and_lists) {
   ck_assert_ct_ok(ct_module_add_child(empty, "act2", r));
   ck_assert_ct_ok(ct_module_forward(&y, empty, x));
   ck_assert_int_eq(ct_tensor_shape(y)[1], 3);
-  ct_tensor *ref = NULL;
-  ck_assert_ct_ok(ct_module_forward(&ref, l1, x));
-  ck_assert_ct_ok(ct_relu(&ref, ref));
+  ct_tensor *lin = NULL, *ref = NULL;
+  ck_assert_ct_ok(ct_module_forward(&lin, l1, x));
+  ck_assert_ct_ok(ct_relu(&ref, lin));
   ct_test_assert_close(y, ref, 0, "named Sequential");
   ct_release(ref);
+  ct_release(lin);
   ct_release(y);
   ck_assert_ct_ok(ct_module_state_dict(&sd, empty));
   ck_assert_str_eq(ct_safetensors_name(sd, 0), "fc.weight");
