@@ -158,3 +158,12 @@ def test_a_tensor_without_handle(dev):
         t + cltensor.ones(1)
     assert "NULL" in str(e.value)
     del t
+
+
+def test_copy_raises_rather_than_share_the_reference(dev):
+    # Before TensorBase, copy.copy made a second Tensor owning the same reference (released twice).
+    import copy
+    t = cltensor.ones(2)
+    with pytest.raises(TypeError):
+        copy.copy(t)
+    assert t.tolist() == [1, 1]
