@@ -23,11 +23,11 @@
 #include <cltensor/cltensor.h>
 #include <string.h>
 
-/* cffi's exported C API (cffi/_cffi_include.h: the indices are its stable ABI). */
-#define CT_PY_CFFI_EXPORTS 28
-static void *ct_py__cffi[CT_PY_CFFI_EXPORTS];
-#define ct_py__from_c_pointer ((PyObject * (*)(char *, PyObject *)) ct_py__cffi[10])
-#define ct_py__to_c_pointer ((char *(*)(PyObject *, PyObject *))ct_py__cffi[11])
+/* Two functions of cffi's exported C API, the table _cffi_backend._C_API points to (entries 10
+ * and 11 of cffi/_cffi_include.h's _cffi_exports: its stable ABI, which every compiled cffi
+ * module relies on). Their second argument is a cffi ctype object. */
+static PyObject *(*ct_py__from_c_pointer)(char *, PyObject *);
+static char *(*ct_py__to_c_pointer)(PyObject *, PyObject *);
 
 typedef struct ct_py_tensor {
   PyObject_HEAD
@@ -252,8 +252,11 @@ PyMODINIT_FUNC PyInit__fast(void) {
   PyObject *api = PyObject_GetAttrString(backend, "_C_API");
   Py_DECREF(backend);
   if (!api) return NULL;
-  void *exports = PyCapsule_GetPointer(api, "cffi");
-  if (exports) memcpy(ct_py__cffi, exports, sizeof ct_py__cffi);
+  const char *exports = PyCapsule_GetPointer(api, "cffi");
+  if (exports) { /* entries are function pointers stored as void *: copied, not converted */
+    memcpy(&ct_py__from_c_pointer, exports + 10 * sizeof(void *), sizeof ct_py__from_c_pointer);
+    memcpy(&ct_py__to_c_pointer, exports + 11 * sizeof(void *), sizeof ct_py__to_c_pointer);
+  }
   Py_DECREF(api);
   if (!exports) return NULL;
   if (PyType_Ready(&ct_py_tensor_base) < 0) return NULL;

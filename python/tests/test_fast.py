@@ -167,3 +167,27 @@ def test_copy_raises_rather_than_share_the_reference(dev):
     with pytest.raises(TypeError):
         copy.copy(t)
     assert t.tolist() == [1, 1]
+
+
+def test_threads_call_the_c_operators_at_once(dev):
+    # The GIL is released around the library call, as cffi does; each thread's error is its own.
+    import threading
+    a, b = cltensor.ones(64), cltensor.full((64,), 2.0)
+    bad = cltensor.zeros(3)
+    errors = []
+
+    def work():
+        try:
+            for _ in range(200):
+                c = a + b * a
+                with pytest.raises(cltensor.ShapeMismatchError, match=r"\[64\].*\[3\]"):
+                    a - bad
+            assert c.tolist() == [3.0] * 64
+        except BaseException as e:  # noqa: B902 (reported below)
+            errors.append(e)
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
