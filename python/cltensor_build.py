@@ -1,4 +1,5 @@
-"""cffi builder of the extension module cltensor._cltensor_cffi (API mode, out-of-line).
+"""cffi builder of the extension module cltensor._cltensor_cffi (API mode, out-of-line), and the
+setuptools Extension of cltensor._fast (fast_extension(), the C base of Tensor: _fast.c).
 
 The declarations are python/cltensor/_cdef.h, generated from the public headers by
 python/gen_cdef.py, plus the few C helpers of the package below (named ct_py_*). In API mode the
@@ -110,33 +111,57 @@ def _pkgconfig(*args):
                           text=True).stdout.strip()
 
 
-def make_ffi():
-    ffi = FFI()
-    with open(os.path.join(HERE, "cltensor", "_cdef.h"), encoding="utf-8") as f:
-        ffi.cdef(f.read() + HELPERS_CDEF)
+def library_kwargs():
+    """The Extension keywords that compile and link against libcltensor: the build folder's
+    (CLTENSOR_BUILD_DIR) or pkg-config's, with the run path. Shared by the cffi module and
+    cltensor._fast, so both load the same library."""
     build = os.environ.get("CLTENSOR_BUILD_DIR")
     if build:
         build = os.path.abspath(build)
         include = os.environ.get("CLTENSOR_INCLUDE_DIR") or os.path.join(os.path.dirname(HERE), "include")
         libdir = os.path.join(build, "src")
-        ffi.set_source("cltensor._cltensor_cffi", HELPERS_SRC, include_dirs=[include],
-                       library_dirs=[libdir], runtime_library_dirs=[libdir], libraries=["cltensor"])
-    else:
-        try:
-            # The run path: the -L folders (an uninstalled build's src/, a /usr/local prefix;
-            # pkg-config leaves the system's own out) and libdir when it exists.
-            dirs = [a[2:] for a in shlex.split(_pkgconfig("--libs-only-L")) if a.startswith("-L")]
-            libdir = _pkgconfig("--variable=libdir")
-            if os.path.isdir(libdir) and libdir not in dirs and libdir not in ("/usr/lib", "/lib") \
-                    and not libdir.startswith("/usr/lib/"):
-                dirs.append(libdir)
-        except (OSError, subprocess.CalledProcessError) as e:
-            raise SystemExit("cltensor: pkg-config cannot find the C library (%s). Install it first "
-                             "(meson install), point PKG_CONFIG_PATH at its .pc file, or set "
-                             "CLTENSOR_BUILD_DIR to a meson build folder." % e)
-        ffi.set_source_pkgconfig("cltensor._cltensor_cffi", ["cltensor"], HELPERS_SRC,
-                                 runtime_library_dirs=dirs)
+        return dict(include_dirs=[include], library_dirs=[libdir], runtime_library_dirs=[libdir],
+                    libraries=["cltensor"])
+    try:
+        flags = shlex.split(_pkgconfig("--cflags")) + shlex.split(_pkgconfig("--libs"))
+        # The run path: the -L folders (an uninstalled build's src/, a /usr/local prefix;
+        # pkg-config leaves the system's own out) and libdir when it exists.
+        dirs = [a[2:] for a in shlex.split(_pkgconfig("--libs-only-L")) if a.startswith("-L")]
+        libdir = _pkgconfig("--variable=libdir")
+        if os.path.isdir(libdir) and libdir not in dirs and libdir not in ("/usr/lib", "/lib") \
+                and not libdir.startswith("/usr/lib/"):
+            dirs.append(libdir)
+    except (OSError, subprocess.CalledProcessError) as e:
+        raise SystemExit("cltensor: pkg-config cannot find the C library (%s). Install it first "
+                         "(meson install), point PKG_CONFIG_PATH at its .pc file, or set "
+                         "CLTENSOR_BUILD_DIR to a meson build folder." % e)
+    kw = dict(include_dirs=[], library_dirs=[], runtime_library_dirs=dirs, libraries=[],
+              extra_compile_args=[], extra_link_args=[])
+    for f in flags:
+        key = {"-I": "include_dirs", "-L": "library_dirs", "-l": "libraries"}.get(f[:2])
+        if key:
+            kw[key].append(f[2:])
+        else:
+            kw["extra_link_args" if f.startswith("-Wl,") else "extra_compile_args"].append(f)
+    return kw
+
+
+def make_ffi():
+    ffi = FFI()
+    with open(os.path.join(HERE, "cltensor", "_cdef.h"), encoding="utf-8") as f:
+        ffi.cdef(f.read() + HELPERS_CDEF)
+    ffi.set_source("cltensor._cltensor_cffi", HELPERS_SRC, **library_kwargs())
     return ffi
+
+
+def fast_extension(source=os.path.join(HERE, "cltensor", "_fast.c")):
+    """cltensor._fast, the C base of Tensor with the hot operators (cltensor/_fast.c): a plain
+    CPython extension, linked against the same library as the cffi module. setup.py passes the
+    source relative to python/, as setuptools wants."""
+    from setuptools import Extension
+    kw = library_kwargs()
+    kw["extra_compile_args"] = kw.get("extra_compile_args", []) + ["-std=c11"]
+    return Extension("cltensor._fast", [source], **kw)
 
 
 ffibuilder = make_ffi()

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Builds the cffi extension against a meson build folder and runs the package's pytest suite.
+"""Builds the extensions against a meson build folder and runs the package's pytest suite.
 
     python3 python/run_tests.py BUILD_DIR [pytest arguments]
 
 What `meson test --suite python` runs. The package's sources are copied to BUILD_DIR/python,
-the extension is compiled there (API mode, against BUILD_DIR/src/libcltensor.so and the source
-tree's headers; recompiled only when its C source changes), and pytest runs python/tests with
-that folder first on sys.path. Nothing is installed.
+the extensions are compiled there (the cffi module in API mode and cltensor._fast, against
+BUILD_DIR/src/libcltensor.so and the source tree's headers; recompiled only when their C source
+changes), and pytest runs python/tests with that folder first on sys.path. Nothing is installed.
 
 The interpreter: $CLTENSOR_PYTHON when set, else this one, else /usr/bin/python3 -- the first
 that imports cffi, pytest and numpy (Debian: python3-cffi python3-pytest python3-numpy; or a venv
@@ -26,6 +26,28 @@ def pick_python():
         if py and shutil.which(py) and subprocess.run([py, "-c", NEEDED], capture_output=True).returncode == 0:
             return py
     return None
+
+
+def build_fast(out):
+    """Compiles cltensor._fast (cltensor/_fast.c) into out/cltensor, again only when its source or
+    the library flags change."""
+    import glob
+    import cltensor_build
+    from setuptools import Distribution
+    from setuptools.command.build_ext import build_ext
+    ext = cltensor_build.fast_extension()
+    with open(ext.sources[0], encoding="utf-8") as f:
+        key = f.read() + repr(cltensor_build.library_kwargs())
+    stamp = os.path.join(out, "_fast.stamp")
+    if glob.glob(os.path.join(out, "cltensor", "_fast.*.so")) and os.path.exists(stamp) \
+            and open(stamp, encoding="utf-8").read() == key:
+        return
+    cmd = build_ext(Distribution({"ext_modules": [ext]}))
+    cmd.build_lib, cmd.build_temp, cmd.force = out, os.path.join(out, "_fast_build"), True
+    cmd.ensure_finalized()
+    cmd.run()
+    with open(stamp, "w", encoding="utf-8") as f:
+        f.write(key)
 
 
 def main():
@@ -62,6 +84,7 @@ def main():
     if not (built and os.path.exists(stamp) and open(stamp).read() == open(src).read()):
         ffi.compile(tmpdir=out, verbose=False)
     os.remove(src)
+    build_fast(out)
     env = dict(os.environ, PYTHONPATH=out + os.pathsep + os.environ.get("PYTHONPATH", ""),
                PYTHONDONTWRITEBYTECODE="1")
     args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", os.path.join(HERE, "tests")]

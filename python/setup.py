@@ -1,12 +1,16 @@
-"""setuptools glue: the extension is cltensor_build.py's cffi builder; the version is the C
-library's (include/cltensor/version.h in the source tree, else pkg-config's)."""
+"""setuptools glue: the extensions are cltensor_build.py's cffi builder and cltensor._fast (its
+fast_extension()); the version is the C library's (include/cltensor/version.h in the source tree,
+else pkg-config's)."""
 import os
 import re
 import subprocess
+import sys
 
 from setuptools import setup
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import cltensor_build  # noqa: E402
 
 
 def version():
@@ -18,4 +22,5 @@ def version():
                           text=True).stdout.strip()
 
 
-setup(version=version(), cffi_modules=["cltensor_build.py:ffibuilder"])
+setup(version=version(), cffi_modules=["cltensor_build.py:ffibuilder"],
+      ext_modules=[cltensor_build.fast_extension(os.path.join("cltensor", "_fast.c"))])

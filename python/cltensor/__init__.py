@@ -21,7 +21,7 @@ python/README.md lists what differs from PyTorch.
 import atexit as _atexit
 import builtins as _builtins  # any, sum, max, ... below are the op set's
 
-from . import _core
+from . import _core, _fast
 from ._core import (Error, bfloat16, default_device, device, devices, dtype, float16, float32, float64, int8,
                     int16, int32, int64, set_default_device, uint8, uint16, uint32, uint64)
 from ._core import ffi as _ffi, lib as _lib
@@ -69,13 +69,17 @@ def shutdown():
     _lib.ct_shutdown()
     _core._shutdowns[0] += 1
     _core._default[0] = None
-    for obj in gc.get_objects():
-        if isinstance(obj, Tensor):
+    # The tensors are not tracked by the garbage collector (_fast.c keeps the list of them).
+    for obj in _fast.live():
+        try:
             h = obj._h
-            if h is not None and h != _ffi.NULL:
-                obj._h = _ffi.NULL
-                _lib.ct_release(h)
-        elif isinstance(obj, optim.Optimizer):
+        except AttributeError:  # never given a handle
+            continue
+        if h is not None and h != _ffi.NULL:
+            obj._h = _ffi.NULL
+            _lib.ct_release(h)
+    for obj in gc.get_objects():
+        if isinstance(obj, optim.Optimizer):
             h = obj._h
             if h is not None:
                 obj._h = None

@@ -2,7 +2,7 @@
 import collections
 import numbers
 
-from . import _core
+from . import _core, _fast
 from ._core import check, ffi, lib, raise_status
 
 _PP = ffi.typeof("ct_tensor **")
@@ -77,10 +77,11 @@ def _binary(name, scalar):
     (cltensor_build.py): the result comes back as the return value, so the call needs no
     out-parameter cell; _call and _wrap are inlined here. The operators are the calls a Python
     program makes most, and each Python-level step costs a sizeable part of libcltensor's own
-    call (python/bench/small_op.py)."""
+    call (python/bench/small_op.py). (+ - * / @ between two tensors don't come here: _fast.c's
+    TensorBase does them in C, and calls these for the other operands.)"""
     fast = getattr(lib, "ct_py_" + name)
     fast_scalar = getattr(lib, "ct_py_%s_scalar" % name) if scalar else None
-    obj_new, status = object.__new__, lib.ct_py_status
+    obj_new, status = _fast.TensorBase.__new__, lib.ct_py_status
 
     def op(self, other):
         if isinstance(other, Tensor):
@@ -125,27 +126,23 @@ def _inplace(fn_out, fn_scalar_out):
     return op
 
 
-class Tensor:
+class Tensor(_fast.TensorBase):
     """A tensor on an OpenCL device, owning one reference to a ct_tensor.
 
     Made by cltensor.tensor(), zeros(), the ops, ...; never by calling Tensor() with data (use
     cltensor.tensor). The reference is released when the object is collected, in any order, also
-    after cltensor.shutdown() (which libcltensor allows: only host memory is freed then)."""
+    after cltensor.shutdown() (which libcltensor allows: only host memory is freed then).
 
-    __slots__ = ("_h", "__weakref__")
+    The C base (cltensor/_fast.c) holds the reference (._h is the cffi pointer to it; assigning
+    ._h hands the object another reference without releasing the old one), releases it in its
+    deallocator, supports weak references, and does + - * / @ between two tensors in C; the
+    other operands of those five go to the Python operators in _BINARY_FALLBACKS below."""
+
+    __slots__ = ()
 
     def __init__(self, *args, **kwargs):
         raise TypeError("cltensor.Tensor is not constructed directly: use cltensor.tensor(data), "
                         "cltensor.zeros(shape), ...")
-
-    def __del__(self, _release=lib.ct_release):  # a default: bound once, also at module teardown
-        try:
-            h = self._h
-        except AttributeError:  # Tensor() raised before a handle was set
-            return
-        if h is not None:
-            self._h = None
-            _release(h)
 
     # ---- properties ----
     @property
@@ -376,22 +373,15 @@ class Tensor:
         return _dlpack.device_of(self)
 
     # ---- operators ----
-    __add__ = _binary("add", True)
-    __radd__ = _rbinary(lib.ct_add, lib.ct_add_scalar)
-    __sub__ = _binary("sub", True)
-    __rsub__ = _rbinary(lib.ct_sub, lib.ct_rsub_scalar)
-    __mul__ = _binary("mul", True)
-    __rmul__ = _rbinary(lib.ct_mul, lib.ct_mul_scalar)
-    __truediv__ = _binary("div", True)
-    __rtruediv__ = _rbinary(lib.ct_div, lib.ct_rdiv_scalar)
+    # + - * / @ and their reflected forms are TensorBase's (C) slots: defining __add__ or
+    # __radd__ here would replace the C slot for every call. Their Python forms are in
+    # _BINARY_FALLBACKS.
     __floordiv__ = _binary("floor_divide", True)
     __rfloordiv__ = _rbinary(lib.ct_floor_divide, None)
     __mod__ = _binary("remainder", True)
     __rmod__ = _rbinary(lib.ct_remainder, None)
     __pow__ = _binary("pow", True)
     __rpow__ = _rbinary(lib.ct_pow, lib.ct_rpow_scalar)
-    __matmul__ = _binary("matmul", False)
-    __rmatmul__ = _rbinary(lib.ct_matmul, None)
     __and__ = _binary("bitwise_and", False)
     __rand__ = _rbinary(lib.ct_bitwise_and, None)
     __or__ = _binary("bitwise_or", False)
@@ -462,6 +452,18 @@ class Tensor:
         check(lib.ct_clamp_out(self._h, self._h, _NAN if min is None else float(min),
                                _NAN if max is None else float(max)))
         return self
+
+
+# The operators TensorBase's C slots call for what they leave to Python (a scalar, an array, None,
+# a tensor without a handle): (self OP other, other OP self), as the class defined them before.
+_BINARY_FALLBACKS = {
+    "add": (_binary("add", True), _rbinary(lib.ct_add, lib.ct_add_scalar)),
+    "sub": (_binary("sub", True), _rbinary(lib.ct_sub, lib.ct_rsub_scalar)),
+    "mul": (_binary("mul", True), _rbinary(lib.ct_mul, lib.ct_mul_scalar)),
+    "truediv": (_binary("div", True), _rbinary(lib.ct_div, lib.ct_rdiv_scalar)),
+    "matmul": (_binary("matmul", False), _rbinary(lib.ct_matmul, None)),
+}
+_fast.setup(Tensor, ffi.typeof("ct_tensor *"), raise_status, _BINARY_FALLBACKS)
 
 
 # ---- creation ----------------------------------------------------------------------------------

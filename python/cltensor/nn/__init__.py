@@ -26,7 +26,7 @@ class Parameter(Tensor):
         if data is None:
             data = zeros(0)
         d = _call(lib.ct_detach, data._h)
-        p = object.__new__(cls)
+        p = Tensor.__new__(cls)
         p._h, d._h = d._h, None
         if requires_grad:
             p.requires_grad_(True)
