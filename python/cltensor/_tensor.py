@@ -250,6 +250,31 @@ class Tensor(_fast.TensorBase):
     def detach(self):
         return _call(lib.ct_detach, self._h)
 
+    # ---- the copy module ----
+    def _like(self, t):
+        """t (a new tensor) as self's class (a Parameter stays one) with self's requires_grad."""
+        if type(self) is not Tensor:
+            return type(self)(t, self.requires_grad)
+        return t.requires_grad_(True) if self.requires_grad else t
+
+    def __copy__(self):
+        """copy.copy: a new tensor over the same memory (PyTorch's copy.copy shares the storage
+        too), detached from the graph, with self's class and requires_grad."""
+        return self._like(self.detach())
+
+    def __deepcopy__(self, memo):
+        """copy.deepcopy: a new leaf holding a copy of the elements, with self's class and
+        requires_grad (copy.deepcopy(model) copies every Parameter once, shared ones stay shared).
+        As PyTorch: only leaves (a non-leaf is RuntimeError). The gradient is not copied."""
+        if id(self) in memo:
+            return memo[id(self)]
+        if not self.is_leaf:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the "
+                               "deepcopy protocol")
+        detached = self.detach()  # held until the clone is made: its handle is released with it
+        out = memo[id(self)] = self._like(_call(lib.ct_clone, detached._h))
+        return out
+
     @property
     def data(self):
         return _call(lib.ct_detach, self._h)

@@ -160,13 +160,33 @@ def test_a_tensor_without_handle(dev):
     del t
 
 
-def test_copy_raises_rather_than_share_the_reference(dev):
-    # Before TensorBase, copy.copy made a second Tensor owning the same reference (released twice).
+def test_copy_and_deepcopy(dev):
+    # copy.copy: a new owner over the same memory (not a second owner of the same reference, which
+    # would be released twice); deepcopy: new memory. Both keep the class and requires_grad.
     import copy
+    import cltensor.nn as nn
     t = cltensor.ones(2)
-    with pytest.raises(TypeError):
-        copy.copy(t)
-    assert t.tolist() == [1, 1]
+    c = copy.copy(t)
+    assert c is not t and c._h != t._h
+    c.copy_(cltensor.full((2,), 3.0))
+    assert t.tolist() == [3, 3]
+    d = copy.deepcopy(t)
+    d.copy_(cltensor.zeros(2))
+    assert t.tolist() == [3, 3] and d.tolist() == [0, 0]
+    del c, d
+    w = cltensor.ones(2).requires_grad_()
+    assert copy.copy(w).requires_grad and copy.deepcopy(w).is_leaf
+    with pytest.raises(RuntimeError, match="leaves"):
+        copy.deepcopy(w * 2)
+    lin = nn.Linear(3, 2)
+    lin2 = copy.deepcopy(lin)
+    assert type(lin2.weight) is nn.Parameter and lin2.weight.requires_grad
+    assert lin2.weight.tolist() == lin.weight.tolist() and lin2.weight._h != lin.weight._h
+    x = cltensor.ones(1, 3)
+    assert lin2(x).tolist() == lin(x).tolist()
+    tied = [w, w]
+    a, b = copy.deepcopy(tied)
+    assert a is b
 
 
 def test_threads_call_the_c_operators_at_once(dev):
