@@ -88,13 +88,14 @@ CT_DEPRECATED static inline ct_memory_stats *ct__deprecated_stats_sized(ct_memor
   if (s) s->size = sizeof *s;
   return s;
 }
-CT_DEPRECATED static inline ct_profile_entry *ct__deprecated_entries_sized(ct_profile_entry *e, size_t capacity) {
-  if (e && capacity > 0) e->size = sizeof *e;
-  return e;
+/* A function, not a macro over the arguments: each is evaluated once, as in the old call. */
+CT_DEPRECATED static inline ct_status ct__deprecated_profile_entries(ct_profile_entry *out, size_t capacity,
+                                                                     size_t *count) {
+  if (out && capacity > 0) out->size = sizeof *out;
+  return ct_profile_get_entries(out, capacity, count);
 }
 #define ct_memory_stats_get(out, d) ct_device_get_memory_stats(ct__deprecated_stats_sized(out), (d))
-#define ct_profile_entries(out, capacity, count) \
-  ct_profile_get_entries(ct__deprecated_entries_sized((out), (capacity)), (capacity), (count))
+#define ct_profile_entries(out, capacity, count) ct__deprecated_profile_entries((out), (capacity), (count))
 #endif
 
 CT_END_DECLS
