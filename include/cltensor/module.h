@@ -329,12 +329,14 @@ CT_API ct_status ct_checkpoint_save(const ct_module *m, const ct_optimizer *opt,
  * and buffer, shapes and dtypes equal; the optimizer's entries are not the model's), the
  * optimizer (ct_optimizer_load: same kind, groups, shapes) and the scheduler (same kind) when
  * given (the file must then hold them), the global generator state, and *step (may be NULL).
- * The file is read onto the device of m's first tensor. Everything is checked before anything
- * changes: on any mismatch or malformed entry (CT_ERR_INVALID_ARGUMENT naming it; CT_ERR_IO and
- * CT_ERR_FORMAT for the file) m, opt, sched, the generator and *step are as they were. Only a
- * device failure while copying the model's values (CT_ERR_OPENCL, CT_ERR_OUT_OF_MEMORY) can
- * leave m partly loaded, as ct_module_load_state_dict says. Make opt and sched over m's
- * parameters as the saving run did, before loading. */
+ * The file is read onto the device of m's first tensor. Everything is read and checked before
+ * anything changes (the optimizer's state is copied onto its devices first, so loading needs
+ * that much device memory beside the current state): on any mismatch or malformed entry
+ * (CT_ERR_INVALID_ARGUMENT naming it; CT_ERR_IO and CT_ERR_FORMAT for the file; also
+ * CT_ERR_OUT_OF_MEMORY) m (its load report too), opt, sched, the generator and *step are as they
+ * were. Then the model's values are copied: only a device failure there (CT_ERR_OPENCL) can
+ * leave m partly loaded, with opt, sched, the generator and *step unchanged; after it nothing
+ * can fail. Make opt and sched over m's parameters as the saving run did, before loading. */
 CT_API ct_status ct_checkpoint_load(int64_t *step, ct_module *m, ct_optimizer *opt, ct_lr_scheduler *sched,
                                     const char *path);
 

@@ -144,10 +144,16 @@ static PyObject *ct_py__binary(int op, PyObject *l, PyObject *r) {
   if (lt && rt && ((ct_py_tensor *)l)->ptr && ((ct_py_tensor *)r)->ptr) {
     ct_tensor *out = NULL;
     ct_status st;
+    /* Read with the GIL held, and held by a reference of the call's own: while the GIL is
+     * released another thread may replace an operand's handle (`._h = ...`, shutdown()) and
+     * release the old one. */
+    ct_tensor *a = ct_retain(((ct_py_tensor *)l)->ptr), *b = ct_retain(((ct_py_tensor *)r)->ptr);
     /* Released as cffi releases it: a call may wait (a kernel build, a full queue), and other
      * threads may call the library meanwhile. ct_last_error() is per thread. */
     Py_BEGIN_ALLOW_THREADS
-    st = ct_py__ops[op].fn(&out, ((ct_py_tensor *)l)->ptr, ((ct_py_tensor *)r)->ptr);
+    st = ct_py__ops[op].fn(&out, a, b);
+    ct_release(a);
+    ct_release(b);
     Py_END_ALLOW_THREADS
     return ct_py__result(st, out);
   }
@@ -228,7 +234,9 @@ static PyObject *ct_py_live(PyObject *mod, PyObject *unused) {
   PyObject *list = PyList_New(0);
   if (!list) return NULL;
   for (ct_py_tensor *t = ct_py__live.next; t != &ct_py__live; t = t->next)
-    if (PyList_Append(list, (PyObject *)t) < 0) {
+    /* A subclass instance being deallocated is still linked while its __dict__ is cleared (a
+     * __del__ may run then): never hand it out again. */
+    if (Py_REFCNT(t) > 0 && PyList_Append(list, (PyObject *)t) < 0) {
       Py_DECREF(list);
       return NULL;
     }

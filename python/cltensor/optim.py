@@ -47,6 +47,13 @@ class Optimizer:
                 if g is not None:
                     g.zero_()
 
+    def __copy__(self):
+        # A copy would own the same handle and free it twice; make a new optimizer instead.
+        raise TypeError("%s cannot be copied: make a new one over the parameters" % type(self).__name__)
+
+    def __deepcopy__(self, memo):
+        return self.__copy__()
+
     def __del__(self):
         h = getattr(self, "_h", None)
         if h is not None:

@@ -187,6 +187,30 @@ def test_copy_and_deepcopy(dev):
     tied = [w, w]
     a, b = copy.deepcopy(tied)
     assert a is b
+    opt = cltensor.optim.SGD(lin.parameters(), lr=0.1)
+    with pytest.raises(TypeError, match="cannot be copied"):
+        copy.copy(opt)
+    opt.step()
+
+
+def test_live_skips_a_tensor_being_deallocated(dev):
+    # A subclass instance's __dict__ is cleared while it is still listed; a __del__ running then
+    # (here: one calling live()) must not get the dying tensor back (it was freed twice).
+    from cltensor import _fast
+
+    class T(cltensor.Tensor):
+        pass
+
+    seen = []
+
+    class Hook:
+        def __del__(self):
+            seen.append(len(_fast.live()))
+
+    t = T.__new__(T)
+    t.hook = Hook()
+    del t
+    assert len(seen) == 1
 
 
 def test_threads_call_the_c_operators_at_once(dev):

@@ -3,6 +3,7 @@
 #include <cJSON.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -204,7 +205,9 @@ ct_status ct__meta_double(double *out, const ct_safetensors *st, const char *key
   char *end;
   CT__TRY(meta_value(&v, st, key, fn));
   double x = strtod(v, &end);
-  if (end == v || *end || errno == ERANGE)
+  /* ERANGE also flags a subnormal result, which %.17g writes and reads back exactly (a learning
+   * rate decayed far enough): only overflow is out of range. */
+  if (end == v || *end || (errno == ERANGE && fabs(x) == HUGE_VAL))
     return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: metadata '%s' is \"%.40s\" (expected a number)", fn, key, v);
   *out = x;
   return CT_OK;

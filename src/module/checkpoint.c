@@ -5,13 +5,13 @@
  * is for its own part. */
 #include <inttypes.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cltensor/random.h"
 #include "core/error.h"
 #include "io/io.h"
 #include "module/module.h"
+#include "optim/optim.h"
 
 /* The optimizer's tensors are "optim.<i>.<state>" (optim/checkpoint.c); a model entry under
  * "optim." could collide with them, so saving refuses one and loading leaves them out. */
@@ -76,39 +76,35 @@ ct_status ct_checkpoint_load(int64_t *step, ct_module *m, ct_optimizer *opt, ct_
   CT__CHECK_NOT_NULL(fn, m);
   CT__CHECK_NOT_NULL(fn, path);
   ct_device *d = NULL;
-  ct_safetensors *file = NULL, *model = NULL, *before = NULL;
+  ct_safetensors *file = NULL, *model = NULL;
+  ct__optim_loaded *opt_state = NULL;
+  ct__sched_loaded *sched_state = NULL;
   int64_t at = 0;
   uint64_t seed = 0, offset = 0;
-  CT__TRY(ct__module_home(&d, m));
-  ct_status s = ct_safetensors_load(&file, path, d);
-  /* The parts that cannot be checked without applying them come last: the optimizer and the
-   * scheduler check everything before they change, and the model (strict) too, so each failure
-   * below restores what an earlier part changed from `before`. */
+  /* Everything is read and checked first (the optimizer's state copied onto its devices, the
+   * scheduler's read, the model's entries matched strictly); then the model's values are copied
+   * (only a device failure can stop that, leaving the rest as it was), and the optimizer and
+   * scheduler take what was read, which cannot fail. */
+  ct_status s = ct__module_home(&d, m);
+  if (s == CT_OK) s = ct_safetensors_load(&file, path, d);
   if (s == CT_OK) s = ct__meta_i64(&at, file, "train.step", 0, INT64_MAX, fn);
   if (s == CT_OK) s = ct__meta_u64(&seed, file, "train.rng_seed", fn);
   if (s == CT_OK) s = ct__meta_u64(&offset, file, "train.rng_offset", fn);
   if (s == CT_OK) s = model_entries(&model, file);
-  if (s == CT_OK && (opt || sched)) s = ct_safetensors_new(&before);
-  if (s == CT_OK && opt) s = ct_optimizer_save(opt, before);
-  if (s == CT_OK && sched) s = ct_lr_scheduler_save(sched, before);
-  bool opt_loaded = false, sched_loaded = false;
-  if (s == CT_OK && opt) s = ct_optimizer_load(opt, file), opt_loaded = s == CT_OK;
-  if (s == CT_OK && sched) s = ct_lr_scheduler_load(sched, file), sched_loaded = s == CT_OK;
-  if (s == CT_OK) s = ct_module_load_state_dict_from(m, model, true);
-  if (s != CT_OK) {
-    /* Loading what was just saved from the same objects cannot mismatch; only a device copy
-     * could fail, and the first error is the one to report. */
-    ct__error_append(" (in %s, loading %s)", fn, path);
-    char *first = strdup(ct_last_error());
-    if (sched_loaded) (void)ct_lr_scheduler_load(sched, before);
-    if (opt_loaded) (void)ct_optimizer_load(opt, before);
-    if (first) ct__error(s, "%s", first);
-    free(first);
-  } else {
+  if (s == CT_OK) s = ct__module_load_state(m, model, true, true, fn);
+  if (s == CT_OK && opt) s = ct__optim_read(&opt_state, opt, file, fn);
+  if (s == CT_OK && sched) s = ct__sched_read(&sched_state, sched, file, fn);
+  if (s == CT_OK) s = ct__module_load_state(m, model, true, false, fn);
+  if (s == CT_OK) {
+    if (opt) ct__optim_apply(opt, opt_state), opt_state = NULL;
+    if (sched) ct__sched_apply(sched, sched_state), sched_state = NULL;
     ct_rng_set_state(seed, offset);
     if (step) *step = at;
+  } else {
+    ct__error_append(" (in %s, loading %s)", fn, path);
   }
-  ct_safetensors_free(before);
+  ct__sched_loaded_free(sched_state);
+  ct__optim_loaded_free(opt_state);
   ct_safetensors_free(model);
   ct_safetensors_free(file);
   return s;

@@ -86,6 +86,11 @@ typedef ct_status (*ct__module_visit)(void *ctx, const char *name, ct_tensor *t,
 ct_status ct__module_walk(const ct_module *m, bool params, bool buffers, bool dedup, ct__module_visit visit,
                           void *ctx);
 
+/* ct_module_load_state_dict_from under fn's name; check_only: only the checks (the strict
+ * errors), nothing copied and the load report left as it was. */
+ct_status ct__module_load_state(ct_module *m, const ct_safetensors *st, bool strict, bool check_only,
+                                const char *fn);
+
 /* The device files load onto for m: its first tensor's, else the default device (a module
  * without tensors). */
 ct_status ct__module_home(ct_device **d, const ct_module *m);

@@ -132,22 +132,25 @@ static ct_status copy_into(ct_tensor *dst, const ct_safetensors *st, long j) {
   return s;
 }
 
-ct_status ct_module_load_state_dict_from(ct_module *m, const ct_safetensors *st, bool strict) {
-  static const char fn[] = "ct_module_load_state_dict";
-  CT__CHECK_NOT_NULL(fn, m);
-  CT__CHECK_NOT_NULL(fn, st);
+ct_status ct__module_load_state(ct_module *m, const ct_safetensors *st, bool strict, bool check_only,
+                                const char *fn) {
   ct__entries e;
   struct plan p = {0};
   ct_status s = ct__module_entries(&e, m, false, true, fn);
   if (s == CT_OK) s = make_plan(&p, &e, st, fn);
   if (s == CT_OK) {
-    free(m->report);
-    m->report = report_text(&p, e.n);
+    char *report = report_text(&p, e.n);
     bool clean = !p.nmissing && !p.nunexpected && !p.nshape && !p.ndtype;
-    if (strict && !clean) {
+    if (strict && !clean)
       s = ct__error(CT_ERR_INVALID_ARGUMENT, "%s: error(s) loading the state_dict of %s (nothing loaded): %s", fn,
-                    ct_module_type_name(m), m->report ? m->report : "(no memory for the details)");
+                    ct_module_type_name(m), report ? report : "(no memory for the details)");
+    if (check_only) {
+      free(report);
     } else {
+      free(m->report);
+      m->report = report;
+    }
+    if (s == CT_OK && !check_only) {
       bool prev = ct_set_grad_enabled(false);
       for (int i = 0; i < e.n && s == CT_OK; i++)
         if (p.src[i] >= 0) s = copy_into(e.ts[i], st, p.src[i]);
@@ -158,6 +161,13 @@ ct_status ct_module_load_state_dict_from(ct_module *m, const ct_safetensors *st,
   plan_free(&p);
   ct__entries_free(&e);
   return s;
+}
+
+ct_status ct_module_load_state_dict_from(ct_module *m, const ct_safetensors *st, bool strict) {
+  static const char fn[] = "ct_module_load_state_dict";
+  CT__CHECK_NOT_NULL(fn, m);
+  CT__CHECK_NOT_NULL(fn, st);
+  return ct__module_load_state(m, st, strict, false, fn);
 }
 
 static ct_status first_device(void *ctx, const char *name, ct_tensor *t, bool is_param) {

@@ -145,22 +145,18 @@ static ct_status load_state(ct_tensor **out, const ct_safetensors *st, int i, co
   return s;
 }
 
-ct_status ct_optimizer_load(ct_optimizer *opt, const ct_safetensors *st) {
-  const char *fn = "ct_optimizer_load";
-  CT__CHECK_NOT_NULL(fn, opt);
-  CT__CHECK_NOT_NULL(fn, st);
-  const char *kind;
-  CT__TRY(get_meta(&kind, st, "optim.kind", fn));
-  if (strcmp(kind, KIND_NAME[opt->kind]) != 0)
-    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the container holds a \"%.20s\" optimizer but this one is %s", fn,
-                     kind, KIND_NAME[opt->kind]);
-  int64_t count;
-  CT__TRY(ct__meta_i64(&count, st, "optim.count", 0, INT32_MAX, fn));
-  if (count != opt->n)
-    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the container holds %" PRId64 " parameters' state but this "
-                     "optimizer has %d parameters", fn, count, opt->n);
-  /* Everything is read and checked into a new state first; opt changes only at the end. */
-  ct_optimizer h = *opt;
+struct ct__optim_loaded {
+  ct_optimizer h;          /* the hyperparameters read */
+  ct__optim_group *groups; /* opt->ngroups */
+  int64_t *steps;          /* opt->n each */
+  ct_tensor **ns0, **ns1;
+  int n;
+};
+
+/* Everything st holds for opt, read and checked into l (ct__optim_read); l's arrays are freed
+ * by ct__optim_loaded_free whatever this returns. */
+static ct_status read_all(ct__optim_loaded *l, const ct_optimizer *opt, const ct_safetensors *st, const char *fn) {
+  ct_optimizer h = l->h;
   int64_t flag = 0;
   CT__TRY(ct__meta_double(&h.lr, st, "optim.lr", fn));
   CT__TRY(ct__meta_double(&h.weight_decay, st, "optim.weight_decay", fn));
@@ -183,7 +179,7 @@ ct_status ct_optimizer_load(ct_optimizer *opt, const ct_safetensors *st) {
     return s;
   }
   /* The groups: each one's parameter count must match; their lr and weight decay come back. */
-  ct__optim_group *groups = calloc((size_t)opt->ngroups, sizeof *groups);
+  ct__optim_group *groups = l->groups = calloc((size_t)opt->ngroups, sizeof *groups);
   if (!groups) return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
   memcpy(groups, opt->groups, (size_t)opt->ngroups * sizeof *groups);
   if (!ct_safetensors_metadata_get(st, "optim.groups")) {
@@ -220,14 +216,12 @@ ct_status ct_optimizer_load(ct_optimizer *opt, const ct_safetensors *st) {
       if (s == CT_OK) s = ct__meta_double(&groups[g].initial_lr, st, key, fn);
     }
   }
-  if (s != CT_OK) {
-    free(groups);
-    return s;
-  }
+  if (s != CT_OK) return s;
   const char *names[2];
   int ns = state_names(opt, h.momentum, &names[0], &names[1]);
-  int64_t *steps = calloc((size_t)opt->n + 1, sizeof *steps);
-  ct_tensor **ns0 = calloc((size_t)opt->n + 1, sizeof *ns0), **ns1 = calloc((size_t)opt->n + 1, sizeof *ns1);
+  int64_t *steps = l->steps = calloc((size_t)opt->n + 1, sizeof *steps);
+  ct_tensor **ns0 = l->ns0 = calloc((size_t)opt->n + 1, sizeof *ns0);
+  ct_tensor **ns1 = l->ns1 = calloc((size_t)opt->n + 1, sizeof *ns1);
   if (!steps || !ns0 || !ns1) s = ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
   for (int i = 0; i < opt->n && s == CT_OK; i++) {
     char key[64];
@@ -242,32 +236,74 @@ ct_status ct_optimizer_load(ct_optimizer *opt, const ct_safetensors *st) {
     if (s == CT_OK && steps[i] > 0 && ns > 0) s = load_state(&ns0[i], st, i, names[0], opt->params[i], fn);
     if (s == CT_OK && steps[i] > 0 && ns > 1) s = load_state(&ns1[i], st, i, names[1], opt->params[i], fn);
   }
-  if (s == CT_OK) {
-    for (int i = 0; i < opt->n; i++) {
-      ct_release(opt->s0[i]);
-      ct_release(opt->s1[i]);
-      opt->s0[i] = ns0[i];
-      opt->s1[i] = ns1[i];
-      ns0[i] = ns1[i] = NULL;
-    }
-    memcpy(opt->steps, steps, sizeof *steps * (size_t)opt->n);
-    memcpy(opt->groups, groups, (size_t)opt->ngroups * sizeof *groups);
-    opt->lr = h.lr;
-    opt->weight_decay = h.weight_decay;
-    opt->momentum = h.momentum;
-    opt->nesterov = h.nesterov;
-    opt->beta1 = h.beta1;
-    opt->beta2 = h.beta2;
-    opt->eps = h.eps;
-    opt->decoupled = h.decoupled;
-  }
-  for (int i = 0; ns0 && ns1 && i < opt->n; i++) {
-    ct_release(ns0[i]);
-    ct_release(ns1[i]);
-  }
-  free(steps);
-  free(ns0);
-  free(ns1);
-  free(groups);
+  l->h = h;
   return s;
+}
+
+
+void ct__optim_loaded_free(ct__optim_loaded *l) {
+  if (!l) return;
+  for (int i = 0; l->ns0 && l->ns1 && i < l->n; i++) {
+    ct_release(l->ns0[i]);
+    ct_release(l->ns1[i]);
+  }
+  free(l->steps);
+  free(l->ns0);
+  free(l->ns1);
+  free(l->groups);
+  free(l);
+}
+
+ct_status ct__optim_read(ct__optim_loaded **out, const ct_optimizer *opt, const ct_safetensors *st, const char *fn) {
+  *out = NULL;
+  const char *kind;
+  CT__TRY(get_meta(&kind, st, "optim.kind", fn));
+  if (strcmp(kind, KIND_NAME[opt->kind]) != 0)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the container holds a \"%.20s\" optimizer but this one is %s", fn,
+                     kind, KIND_NAME[opt->kind]);
+  int64_t count;
+  CT__TRY(ct__meta_i64(&count, st, "optim.count", 0, INT32_MAX, fn));
+  if (count != opt->n)
+    return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: the container holds %" PRId64 " parameters' state but this "
+                     "optimizer has %d parameters", fn, count, opt->n);
+  ct__optim_loaded *l = calloc(1, sizeof *l);
+  if (!l) return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+  l->h = *opt;
+  l->n = opt->n;
+  ct_status s = read_all(l, opt, st, fn);
+  if (s != CT_OK) ct__optim_loaded_free(l);
+  else *out = l;
+  return s;
+}
+
+void ct__optim_apply(ct_optimizer *opt, ct__optim_loaded *l) {
+  for (int i = 0; i < opt->n; i++) {
+    ct_release(opt->s0[i]);
+    ct_release(opt->s1[i]);
+    opt->s0[i] = l->ns0[i];
+    opt->s1[i] = l->ns1[i];
+    l->ns0[i] = l->ns1[i] = NULL;
+  }
+  memcpy(opt->steps, l->steps, sizeof *l->steps * (size_t)opt->n);
+  memcpy(opt->groups, l->groups, (size_t)opt->ngroups * sizeof *l->groups);
+  const ct_optimizer *h = &l->h;
+  opt->lr = h->lr;
+  opt->weight_decay = h->weight_decay;
+  opt->momentum = h->momentum;
+  opt->nesterov = h->nesterov;
+  opt->beta1 = h->beta1;
+  opt->beta2 = h->beta2;
+  opt->eps = h->eps;
+  opt->decoupled = h->decoupled;
+  ct__optim_loaded_free(l);
+}
+
+ct_status ct_optimizer_load(ct_optimizer *opt, const ct_safetensors *st) {
+  const char *fn = "ct_optimizer_load";
+  CT__CHECK_NOT_NULL(fn, opt);
+  CT__CHECK_NOT_NULL(fn, st);
+  ct__optim_loaded *l;
+  CT__TRY(ct__optim_read(&l, opt, st, fn));
+  ct__optim_apply(opt, l);
+  return CT_OK;
 }

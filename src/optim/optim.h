@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "cltensor/optim.h"
+#include "cltensor/sched.h"
 #include "kernel/kargs.h"
 #include "tensor/tensor.h"
 
@@ -52,6 +53,23 @@ struct ct_optimizer {
 ct_status ct__optim_check_sgd(double lr, double momentum, double weight_decay, bool nesterov, const char *fn);
 ct_status ct__optim_check_adam(double lr, double beta1, double beta2, double eps, double weight_decay,
                                const char *fn);
+
+/* ct_optimizer_load in two steps, for loading several parts of a checkpoint all-or-nothing
+ * (ct_checkpoint_load): ct__optim_read reads and checks everything st holds for opt into *out
+ * (copies of the state tensors on the parameters' devices; opt unchanged; fn names the public
+ * call in messages); ct__optim_apply puts it into opt, cannot fail, and frees it;
+ * ct__optim_loaded_free frees one not applied (NULL is a no-op). */
+typedef struct ct__optim_loaded ct__optim_loaded;
+ct_status ct__optim_read(ct__optim_loaded **out, const ct_optimizer *opt, const ct_safetensors *st, const char *fn);
+void ct__optim_apply(ct_optimizer *opt, ct__optim_loaded *l);
+void ct__optim_loaded_free(ct__optim_loaded *l);
+
+/* ct_lr_scheduler_load in the same two steps (sched.c): read and check into *out (s
+ * unchanged), then apply (cannot fail; frees it). */
+typedef struct ct__sched_loaded ct__sched_loaded;
+ct_status ct__sched_read(ct__sched_loaded **out, const ct_lr_scheduler *s, const ct_safetensors *st, const char *fn);
+void ct__sched_apply(ct_lr_scheduler *s, ct__sched_loaded *r);
+void ct__sched_loaded_free(ct__sched_loaded *r);
 
 /* The kernel `name` of kernels/optim.cl for parameters of dtype dt on d; on devices that can,
  * built with correctly rounded f32 division and square root (Adam's denominator then rounds

@@ -715,21 +715,47 @@ static int tree_size(const ct_lr_scheduler *s) {
   return n;
 }
 
+struct ct__sched_loaded {
+  loaded *l; /* load_prefixed's order */
+  int n;
+};
+
+void ct__sched_loaded_free(ct__sched_loaded *r) {
+  if (!r) return;
+  for (int i = 0; r->l && i < r->n; i++) free(r->l[i].lrs);
+  free(r->l);
+  free(r);
+}
+
+ct_status ct__sched_read(ct__sched_loaded **out, const ct_lr_scheduler *s, const ct_safetensors *st, const char *fn) {
+  *out = NULL;
+  ct__sched_loaded *r = calloc(1, sizeof *r);
+  int used = 0;
+  if (r) r->n = tree_size(s), r->l = calloc((size_t)r->n, sizeof *r->l);
+  if (!r || !r->l) {
+    ct__sched_loaded_free(r);
+    return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+  }
+  ct_status e = load_prefixed(s, st, "sched.", r->l, &used, fn);
+  if (e != CT_OK) ct__sched_loaded_free(r);
+  else *out = r;
+  return e;
+}
+
+void ct__sched_apply(ct_lr_scheduler *s, ct__sched_loaded *r) {
+  int used = 0;
+  apply_loaded(s, r->l, &used);
+  ct__sched_loaded_free(r);
+}
+
 ct_status ct_lr_scheduler_load(ct_lr_scheduler *s, const ct_safetensors *st) {
   const char *fn = "ct_lr_scheduler_load";
   CT__CHECK_NOT_NULL(fn, s);
   CT__CHECK_NOT_NULL(fn, st);
-  int n = tree_size(s), used = 0;
-  loaded *l = calloc((size_t)n, sizeof *l);
-  if (!l) return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
-  ct_status r = load_prefixed(s, st, "sched.", l, &used, fn);
-  if (r == CT_OK) {
-    used = 0;
-    apply_loaded(s, l, &used);
-  }
-  for (int i = 0; i < n; i++) free(l[i].lrs);
-  free(l);
-  return r;
+  ct__sched_loaded *r;
+  CT__TRY(ct__sched_read(&r, s, st, fn));
+  ct__sched_apply(s, r);
+  return CT_OK;
 }
 
 void ct_lr_scheduler_free(ct_lr_scheduler *s) {

@@ -175,7 +175,9 @@ START_TEST(failed_loads_change_nothing) {
   ck_assert_ct_ok(ct_optimizer_set_lr(b.opt, ct_optimizer_get_lr(snap.opt))); /* the new one set it */
   assert_untouched(&b, &snap, seed, offset, at);
 
-  /* A model of another shape (strict): the optimizer and scheduler are put back. */
+  /* A model of another shape (strict): checked before the optimizer and scheduler are read;
+   * the model's load report stays as it was. */
+  const char *report_before = ct_module_load_report(b.net);
   ct_module *wide = NULL, *layers[2] = {0};
   ck_assert_ct_ok(ct_module_linear(&layers[0], d, 8, 17, true));
   ck_assert_ct_ok(ct_module_linear(&layers[1], d, 17, 4, true));
@@ -185,6 +187,7 @@ START_TEST(failed_loads_change_nothing) {
   ck_assert_int_eq(ct_checkpoint_load(&at, wide, b.opt, b.sched, path), CT_ERR_INVALID_ARGUMENT);
   ck_assert_error_contains("shape mismatch");
   assert_untouched(&b, &snap, seed, offset, at);
+  ck_assert_str_eq(ct_module_load_report(b.net), report_before);
   ct_module_release(wide);
 
   /* Metadata that does not parse, and a file that is not a checkpoint. */
@@ -218,6 +221,23 @@ static ct_status identity(ct_tensor **y, ct_module *self, const ct_tensor *x, vo
   (void)self, (void)user;
   return ct_contiguous(y, x);
 }
+
+/* A learning rate decayed into the subnormals (ExponentialLR stepped long enough) is written
+ * with 17 digits and read back exactly (strtod flags it ERANGE; only overflow is refused). */
+START_TEST(subnormal_values_round_trip) {
+  ct_device *d = ct_test_device();
+  run r = make_run(d);
+  char path[64];
+  temp_path(path, sizeof path);
+  ck_assert_ct_ok(ct_optimizer_set_lr(r.opt, 8.4879831638610893e-314));
+  ck_assert_ct_ok(ct_checkpoint_save(r.net, r.opt, NULL, 1, path));
+  ck_assert_ct_ok(ct_optimizer_set_lr(r.opt, 1.0));
+  ck_assert_ct_ok(ct_checkpoint_load(NULL, r.net, r.opt, NULL, path));
+  ck_assert(ct_optimizer_get_lr(r.opt) == 8.4879831638610893e-314);
+  unlink(path);
+  free_run(&r);
+}
+END_TEST
 
 START_TEST(bad_arguments) {
   ct_device *d = ct_test_device();
@@ -253,6 +273,7 @@ int main(void) {
   TCase *tc = ct_test_case(s, "checkpoint", 300);
   tcase_add_test(tc, resume_is_bit_identical);
   tcase_add_test(tc, failed_loads_change_nothing);
+  tcase_add_test(tc, subnormal_values_round_trip);
   tcase_add_test(tc, bad_arguments);
   return ct_test_run(s);
 }
