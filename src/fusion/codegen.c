@@ -265,7 +265,9 @@ static void ct__signature(struct ct__fgen *g, struct ct__fnode **nodes, int nn, 
   *q++ = red ? red->red : -1;
   *q++ = red ? red->mean : 0; /* only the kernel's name differs: the mean divides in fz_final */
   *q++ = g->k;
-  *q++ = g->ndim;
+  /* The dims reach the text only through strided operands: without them, a kernel over a [16]
+   * bias and one over a [16, 1, 3, 3] weight are one text, one entry and one build (issue #30). */
+  *q++ = g->strided ? g->ndim : 0;
   *q++ = g->cpu_red;
   *q++ = g->strided + ct__fgen_magic(g);
   *q++ = red ? (int64_t)red->odt : -1;
