@@ -104,7 +104,10 @@ static ct_status ct__strided_launch(struct ct__kargs *a, ct__kernel *k, ct_devic
  * work-item per element (what CPU compilers vectorize best), in launches of at most 2^30
  * items, since some drivers cap a dimension's global size at 32 bits. The kernels have no
  * bounds test, so each launch is whole work-groups of a fixed size (ct__launch_dims: no PoCL
- * compile per tensor size) and the remainder goes in groups of one. Unlocks k. */
+ * compile per tensor size). The remainder of a tensor of a group or more is the group ending at
+ * its last element, which rewrites a few elements the launch before wrote with the same values
+ * (the queue is in order; a copy's sides never overlap): a launch in groups of one would be
+ * another PoCL compilation of the kernel (issue #30). Below a group, groups of one. Unlocks k. */
 static ct_status ct__contig_launch(struct ct__kargs *a, ct__kernel *k, ct_device *d, const ct_tensor *dst,
                                    const ct_tensor *src, const void *elem, int64_t n, const char *fn) {
   ct_status st = CT_OK;
@@ -113,10 +116,14 @@ static ct_status ct__contig_launch(struct ct__kargs *a, ct__kernel *k, ct_device
   for (int64_t start = 0; start < n && st == CT_OK;) {
     int64_t left = n - start;
     size_t items = (size_t)(left < chunk ? left : chunk), *local = &group;
-    if (items >= group)
+    if (items >= group) {
       items -= items % group;
-    else
+    } else if (n >= (int64_t)group) {
+      start = n - (int64_t)group;
+      items = group;
+    } else {
       local = &one;
+    }
     ct__kargs_begin(a, k, a->ck);
     ct__karg_tensor(a, "dst", dst, start);
     if (src) ct__karg_tensor(a, "src", src, start);
