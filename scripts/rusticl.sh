@@ -37,7 +37,7 @@ autograd-index autograd-conv autograd-nn autograd-composite autograd-backward
 fusion-graph fusion-reduce fusion-errors elementwise-layout elementwise-dtypes
 models-train-digits-check models-train-digits-resume
 tensor-cast differential-tensor kernel elementwise-sweep models-train-charlm-check tensor-views
-fusion-cast init module module-mha scope dataloader sched tensor-utils"
+fusion-cast init module module-mha scope dataloader sched tensor-utils module-checkpoint python-package"
 if [ $# -eq 0 ]; then
   # shellcheck disable=SC2086
   set -- $ci_tests

@@ -68,8 +68,9 @@ def load_file(filename, device=None, cast=None):
 
 def load_metadata(filename):
     """The file's "__metadata__" map (str -> str); {} when it has none. (The C library reads the
-    whole file: the tensors are loaded onto the default device and dropped.)"""
-    st = _load_collection(filename, None, None)
+    whole file: the tensors are loaded onto the default device and dropped; f64 ones as f32, so
+    that a device without fp64 reads the metadata of any file.)"""
+    st = _load_collection(filename, None, ("float64", "float32"))
     try:
         return _metadata(st)
     finally:

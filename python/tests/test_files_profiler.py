@@ -119,7 +119,10 @@ def test_profiler_started_before_first_use_times_the_commands():
             "with cltensor.profiler.profile() as prof:\n"
             "    (cltensor.ones(64) * 3).numpy()\n"
             "rows = prof.entries()\n"
-            "assert rows and all(r.timed_calls == r.calls for r in rows), rows\n"
+            # PoCL gives every command driver times; rusticl 22.3 gives none (zero timestamps,
+            # which the library counts as untimed), so there the rows are counted, not timed.
+            "pocl = 'PoCL' in cltensor.device('auto').properties['platform_version']\n"
+            "assert rows and all(r.timed_calls == (r.calls if pocl else 0) for r in rows), rows\n"
             "assert cltensor.profiler.enabled()  # on before the block, so still on after it\n"
             "print('ok', len(rows))\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
