@@ -7,8 +7,9 @@
 #   scripts/sanitize.sh tsan [MESON-TEST-ARGS...]   ThreadSanitizer, in build-tsan
 #
 # Without test arguments, asan runs what CI runs: every test of the setup (all but the suites
-# 'soak' and 'install') except the few in asan_skip below, which take 8-13 minutes each under
-# ASan on 2 cores; `scripts/sanitize.sh asan --all` runs those too. tsan runs the suites with
+# 'soak' and 'install') except the few in asan_skip below (the elementwise ones: 25-99 s each
+# under ASan on 2 cores with their 852 programs to build, 5-6 s warm, docs/RELIABILITY.md);
+# `scripts/sanitize.sh asan --all` runs those too. tsan runs the suites with
 # threads ('stress' and 'device'). Extra arguments go to `meson test`, e.g.
 # `scripts/sanitize.sh asan --suite tensor`. CC picks the compiler (gcc by default; with clang
 # the build also needs -Db_lundef=false, which is always set here because ASan's runtime is
