@@ -482,32 +482,23 @@ EW_INLINE EW_WT() ew_relu(EW_WT() x) {
 /* floor, ceil, round (half to even in the default rounding mode, as torch.round), trunc: exact;
  * the identity on integers. */
 #if EW_FLT
-#if EW_WANT(ew_floor)
-EW_INLINE EW_WT() ew_floor(EW_WT() x) { return floor(x); }
-#endif
-#if EW_WANT(ew_ceil)
-EW_INLINE EW_WT() ew_ceil(EW_WT() x) { return ceil(x); }
-#endif
-#if EW_WANT(ew_round)
-EW_INLINE EW_WT() ew_round(EW_WT() x) { return rint(x); }
-#endif
-#if EW_WANT(ew_trunc)
-EW_INLINE EW_WT() ew_trunc(EW_WT() x) { return trunc(x); }
-#endif
+#define EW_ROUNDED(f) f(x)
 #else
+#define EW_ROUNDED(f) x
+#endif
 #if EW_WANT(ew_floor)
-EW_INLINE EW_WT() ew_floor(EW_WT() x) { return x; }
+EW_INLINE EW_WT() ew_floor(EW_WT() x) { return EW_ROUNDED(floor); }
 #endif
 #if EW_WANT(ew_ceil)
-EW_INLINE EW_WT() ew_ceil(EW_WT() x) { return x; }
+EW_INLINE EW_WT() ew_ceil(EW_WT() x) { return EW_ROUNDED(ceil); }
 #endif
 #if EW_WANT(ew_round)
-EW_INLINE EW_WT() ew_round(EW_WT() x) { return x; }
+EW_INLINE EW_WT() ew_round(EW_WT() x) { return EW_ROUNDED(rint); }
 #endif
 #if EW_WANT(ew_trunc)
-EW_INLINE EW_WT() ew_trunc(EW_WT() x) { return x; }
+EW_INLINE EW_WT() ew_trunc(EW_WT() x) { return EW_ROUNDED(trunc); }
 #endif
-#endif
+#undef EW_ROUNDED
 
 /* -1, 0 or 1 (torch.sign): NaN and -0.0 give +0.0; bool is the identity. */
 #if EW_WANT(ew_sign)

@@ -256,6 +256,8 @@ void ct__optim_loaded_free(ct__optim_loaded *l) {
 
 ct_status ct__optim_read(ct__optim_loaded **out, const ct_optimizer *opt, const ct_safetensors *st, const char *fn) {
   *out = NULL;
+  CT__CHECK_NOT_NULL(fn, opt);
+  CT__CHECK_NOT_NULL(fn, st);
   const char *kind;
   CT__TRY(get_meta(&kind, st, "optim.kind", fn));
   if (strcmp(kind, KIND_NAME[opt->kind]) != 0)
@@ -299,11 +301,8 @@ void ct__optim_apply(ct_optimizer *opt, ct__optim_loaded *l) {
 }
 
 ct_status ct_optimizer_load(ct_optimizer *opt, const ct_safetensors *st) {
-  const char *fn = "ct_optimizer_load";
-  CT__CHECK_NOT_NULL(fn, opt);
-  CT__CHECK_NOT_NULL(fn, st);
   ct__optim_loaded *l;
-  CT__TRY(ct__optim_read(&l, opt, st, fn));
+  CT__TRY(ct__optim_read(&l, opt, st, "ct_optimizer_load"));
   ct__optim_apply(opt, l);
   return CT_OK;
 }

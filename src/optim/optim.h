@@ -57,7 +57,7 @@ ct_status ct__optim_check_adam(double lr, double beta1, double beta2, double eps
 /* ct_optimizer_load in two steps, for loading several parts of a checkpoint all-or-nothing
  * (ct_checkpoint_load): ct__optim_read reads and checks everything st holds for opt into *out
  * (copies of the state tensors on the parameters' devices; opt unchanged; fn names the public
- * call in messages); ct__optim_apply puts it into opt, cannot fail, and frees it;
+ * call in messages, also for a NULL opt or st); ct__optim_apply puts it into opt, cannot fail, and frees it;
  * ct__optim_loaded_free frees one not applied (NULL is a no-op). */
 typedef struct ct__optim_loaded ct__optim_loaded;
 ct_status ct__optim_read(ct__optim_loaded **out, const ct_optimizer *opt, const ct_safetensors *st, const char *fn);

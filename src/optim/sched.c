@@ -729,6 +729,8 @@ void ct__sched_loaded_free(ct__sched_loaded *r) {
 
 ct_status ct__sched_read(ct__sched_loaded **out, const ct_lr_scheduler *s, const ct_safetensors *st, const char *fn) {
   *out = NULL;
+  CT__CHECK_NOT_NULL(fn, s);
+  CT__CHECK_NOT_NULL(fn, st);
   ct__sched_loaded *r = calloc(1, sizeof *r);
   int used = 0;
   if (r) r->n = tree_size(s), r->l = calloc((size_t)r->n, sizeof *r->l);
@@ -749,13 +751,10 @@ void ct__sched_apply(ct_lr_scheduler *s, ct__sched_loaded *r) {
 }
 
 ct_status ct_lr_scheduler_load(ct_lr_scheduler *s, const ct_safetensors *st) {
-  const char *fn = "ct_lr_scheduler_load";
-  CT__CHECK_NOT_NULL(fn, s);
-  CT__CHECK_NOT_NULL(fn, st);
   ct__sched_loaded *r;
-  CT__TRY(ct__sched_read(&r, s, st, fn));
-  ct__sched_apply(s, r);
-  return CT_OK;
+  ct_status e = ct__sched_read(&r, s, st, "ct_lr_scheduler_load");
+  if (e == CT_OK) ct__sched_apply(s, r); /* nothing changes before: all was read and checked */
+  return e;
 }
 
 void ct_lr_scheduler_free(ct_lr_scheduler *s) {
