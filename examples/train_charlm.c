@@ -114,7 +114,7 @@ static ct_status train_step(trainer *t, int64_t s, bool bf16, double *loss) {
   if (st == CT_OK) st = ct_optimizer_zero_grad(t->opt);
   if (st == CT_OK) st = ct_backward(l, NULL);
   if (st == CT_OK) st = ct_optimizer_step(t->opt);
-  if (st == CT_OK) st = train_item(loss, l);
+  if (st == CT_OK) st = ct_item(loss, l);
   ct_release(l);
   ct_release(flat);
   ct_release(logits);
