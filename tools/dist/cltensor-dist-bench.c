@@ -34,17 +34,6 @@
     }                                                                                             \
   } while (0)
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 int main(int argc, char **argv) {
   int provided;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
@@ -82,23 +71,23 @@ int main(int argc, char **argv) {
        * ranks in step; MPI calls of the program wait for the group's queue to be empty (every
        * work of the group was waited for), as MPI_THREAD_SERIALIZED requires. */
       TRY(ct_dist_barrier(d));
-      double t0 = now();
+      double t0 = dist_bench_now();
       TRY(ct_dist_all_reduce(d, t, CT_DIST_SUM));
-      ct_t[r] = now() - t0;
+      ct_t[r] = dist_bench_now() - t0;
       MPI_Barrier(MPI_COMM_WORLD);
-      t0 = now();
+      t0 = dist_bench_now();
       MPI_Allreduce(MPI_IN_PLACE, host, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-      mpi_t[r] = now() - t0;
+      mpi_t[r] = dist_bench_now() - t0;
       MPI_Barrier(MPI_COMM_WORLD);
-      t0 = now();
+      t0 = dist_bench_now();
       MPI_Request req;
       MPI_Iallreduce(MPI_IN_PLACE, host, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
       for (int done = 0; !done;) MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-      mpii_t[r] = now() - t0;
+      mpii_t[r] = dist_bench_now() - t0;
     }
-    qsort(ct_t, (size_t)reps, sizeof *ct_t, cmp);
-    qsort(mpi_t, (size_t)reps, sizeof *mpi_t, cmp);
-    qsort(mpii_t, (size_t)reps, sizeof *mpii_t, cmp);
+    qsort(ct_t, (size_t)reps, sizeof *ct_t, dist_bench_cmp);
+    qsort(mpi_t, (size_t)reps, sizeof *mpi_t, dist_bench_cmp);
+    qsort(mpii_t, (size_t)reps, sizeof *mpii_t, dist_bench_cmp);
     double tc = ct_t[reps / 2], tm = mpi_t[reps / 2], ti = mpii_t[reps / 2], bus = 2.0 * (n - 1) / n;
     if (rank == 0)
       printf("%10zu %12.1f %10.3fGB/s %10.3fGB/s %12.1f %10.3fGB/s %7.2f %12.1f %7.2f\n", bytes, tc * 1e6,

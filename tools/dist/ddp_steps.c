@@ -48,13 +48,13 @@ typedef struct model {
   ct_tensor *x, *y; /* this rank's half of the batch */
 } model;
 
-static double now(void) {
+double dist_bench_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int cmp(const void *a, const void *b) {
+int dist_bench_cmp(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
 }
@@ -147,18 +147,18 @@ static int measure(model *m, ct_dist *d, ct_device *dev) {
   for (int r = 0; r < REPS; r++) {
     DTRY(ct_ddp_set_sync(ddp, false));
     DTRY(ct_dist_barrier(d));
-    double t0 = now();
+    double t0 = dist_bench_now();
     DTRY(step(m));
-    tl[r] = now() - t0;
+    tl[r] = dist_bench_now() - t0;
     DTRY(ct_dist_barrier(d));
-    t0 = now();
+    t0 = dist_bench_now();
     DTRY(ct_dist_all_reduce(d, flat, CT_DIST_AVG));
-    ta[r] = now() - t0;
+    ta[r] = dist_bench_now() - t0;
     DTRY(ct_ddp_set_sync(ddp, true));
     DTRY(ct_dist_barrier(d));
-    t0 = now();
+    t0 = dist_bench_now();
     DTRY(step(m));
-    td[r] = now() - t0;
+    td[r] = dist_bench_now() - t0;
     /* The slower rank's times (the program's own MPI call: the group is idle after a
      * synchronous collective). */
     double mine[3] = {tl[r], ta[r], td[r]}, slow[3];
@@ -168,10 +168,10 @@ static int measure(model *m, ct_dist *d, ct_device *dev) {
     ta[r] = slow[1];
     td[r] = slow[2];
   }
-  qsort(tl, REPS, sizeof *tl, cmp);
-  qsort(tl0, REPS, sizeof *tl0, cmp);
-  qsort(ta, REPS, sizeof *ta, cmp);
-  qsort(td, REPS, sizeof *td, cmp);
+  qsort(tl, REPS, sizeof *tl, dist_bench_cmp);
+  qsort(tl0, REPS, sizeof *tl0, dist_bench_cmp);
+  qsort(ta, REPS, sizeof *ta, dist_bench_cmp);
+  qsort(td, REPS, sizeof *td, dist_bench_cmp);
   double l = tl[REPS / 2], l0 = tl0[REPS / 2], a = ta[REPS / 2], s = td[REPS / 2];
   if (ct_dist_rank(d) == 0)
     printf("%-22s %-30s %8lld %9.2f %9.2f %9.2f %9.2f %8.2f %8.2f\n", m->name, m->what, (long long)total, l0 * 1e3,
