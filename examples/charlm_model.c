@@ -174,6 +174,16 @@ ct_status charlm_forward(ct_tensor **logits, const charlm *m, const ct_tensor *i
   return st;
 }
 
+ct_status charlm_loss(ct_tensor **loss, const charlm *m, const ct_tensor *ids, const ct_tensor *targets) {
+  ct_tensor *logits = NULL, *flat = NULL;
+  ct_status st = charlm_forward(&logits, m, ids);
+  if (st == CT_OK) st = ct_reshape(&flat, logits, 2, (int64_t[]){ct_numel(logits) / m->vocab, m->vocab});
+  if (st == CT_OK) st = ct_cross_entropy(loss, flat, targets, -100, 0.0, CT_REDUCTION_MEAN);
+  ct_release(flat);
+  ct_release(logits);
+  return st;
+}
+
 ct_status charlm_greedy(const charlm *m, ct_device *d, int64_t *ids, int64_t n, int64_t steps) {
   for (int64_t s = 0; s < steps; s++, n++) {
     const int64_t t = n < m->context ? n : m->context;

@@ -43,6 +43,9 @@ int charlm_params(const charlm *m, ct_tensor **p, char (*names)[64]);
 ct_status charlm_cast(charlm *dst, const charlm *src, ct_dtype dt);
 /* OUT: *logits [B, T, V] of token ids [B, T] (i64, T <= context), in the weights' dtype. */
 ct_status charlm_forward(ct_tensor **logits, const charlm *m, const ct_tensor *ids);
+/* OUT: *loss, the mean cross entropy of charlm_forward's logits of ids [B, T] against the next
+ * tokens targets [B * T] (i64): the training loss of cltensor-bench and cltensor-dist-bench. */
+ct_status charlm_loss(ct_tensor **loss, const charlm *m, const ct_tensor *ids, const ct_tensor *targets);
 /* The same model as modules, PyTorch's CharGPT of make_charlm.py: children wte and wpe
  * (Embedding), h (a Sequential of Blocks, each ln1, qkv, proj, ln2, fc, fc_proj), ln_f, so that
  * its state_dict names are PyTorch's ("h.0.qkv.weight") and a PyTorch state_dict loads by name.

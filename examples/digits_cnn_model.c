@@ -147,6 +147,14 @@ ct_status digits_cnn_forward(ct_tensor **logits, const digits_cnn *m, const ct_t
   return st == CT_OK ? ct_module_forward(logits, m->net, x) : st;
 }
 
+ct_status digits_cnn_loss(ct_tensor **loss, const digits_cnn *m, const ct_tensor *x, const ct_tensor *y) {
+  ct_tensor *logits = NULL;
+  ct_status st = digits_cnn_forward(&logits, m, x);
+  if (st == CT_OK) st = ct_cross_entropy(loss, logits, y, -100, 0.0, CT_REDUCTION_MEAN);
+  ct_release(logits);
+  return st;
+}
+
 ct_status digits_fixture_batch(ct_tensor **x, ct_tensor **y, const ct_safetensors *f, int64_t start, int64_t count) {
   ct_tensor *xs = NULL, *ys = NULL, *u8 = NULL, *xf = NULL, *order = NULL, *row = NULL, *idx = NULL, *idx64 = NULL;
   *x = *y = NULL;

@@ -44,6 +44,9 @@ void digits_cnn_release(digits_cnn *m);
 /* OUT: *logits [N, 10] of images x [N, 1, 8, 8]: the module's forward, in training mode when
  * m->training is set (ct_module_train). */
 ct_status digits_cnn_forward(ct_tensor **logits, const digits_cnn *m, const ct_tensor *x);
+/* OUT: *loss, the mean cross entropy of digits_cnn_forward's logits of x against the labels y
+ * (i64 [N]): the training loss of cltensor-bench and cltensor-dist-bench. */
+ct_status digits_cnn_loss(ct_tensor **loss, const digits_cnn *m, const ct_tensor *x, const ct_tensor *y);
 /* OUT: *x [count, 1, 8, 8] f32 (pixels / 16) and *y [count] of the training set of the fixture f,
  * images start .. start + count - 1 of epoch 0's order ("order" [epochs, n]): a slice of
  * train_digits' first batches, for the benchmarks. */

@@ -23,24 +23,19 @@ typedef struct train_ctx {
   charlm gpt;
   ct_optimizer *opt;
   ct_tensor *x, *y; /* the batch: images or token ids, and the targets */
-  int64_t vocab;    /* the GPT's (its logits are flattened for the loss) */
+  int64_t vocab;    /* the GPT's vocabulary; 0 for the digits CNN */
 } train_ctx;
 
 static int do_step(void *p) {
   train_ctx *c = p;
-  ct_tensor *logits = NULL, *flat = NULL, *loss = NULL;
+  ct_tensor *loss = NULL;
   float host = 0;
-  ct_status st = c->vocab ? charlm_forward(&logits, &c->gpt, c->x) : digits_cnn_forward(&logits, &c->cnn, c->x);
-  if (st == CT_OK && c->vocab)
-    st = ct_reshape(&flat, logits, 2, (int64_t[]){ct_numel(logits) / c->vocab, c->vocab});
-  if (st == CT_OK) st = ct_cross_entropy(&loss, flat ? flat : logits, c->y, -100, 0.0, CT_REDUCTION_MEAN);
+  ct_status st = c->vocab ? charlm_loss(&loss, &c->gpt, c->x, c->y) : digits_cnn_loss(&loss, &c->cnn, c->x, c->y);
   if (st == CT_OK) st = ct_optimizer_zero_grad(c->opt);
   if (st == CT_OK) st = ct_backward(loss, NULL);
   if (st == CT_OK) st = ct_optimizer_step(c->opt);
   if (st == CT_OK) st = ct_to_host(loss, &host, sizeof host);
   ct_release(loss);
-  ct_release(flat);
-  ct_release(logits);
   return st == CT_OK ? 0 : bench_ct_fail(c->vocab ? "the character GPT training step" : "the digits CNN training step", st);
 }
 
