@@ -1,9 +1,5 @@
 /* Trains the digits CNN of make_digits_cnn.py, built from modules, from PyTorch's initial weights
- * with Adam, and checks that the losses are PyTorch's (fixture: train_digits.py).
- *
- *   train_digits [FIXTURE] [--device SPEC] [--epochs N | --steps N] [--check] [--save PATH]
- *                [--resume PATH] [--resume-check N] [--quiet]
- *
+ * with Adam, and checks that the losses are PyTorch's (fixture: train_digits.py; options: main()).
  * As the script: batches of 64 in the stored order, cross entropy, Adam (lr 3e-3), dropout masks
  * from ct_manual_seed(seed) (the script feeds PyTorch the same masks); a line per epoch. No
  * option: the fixture's 20 epochs, failing below 97% test accuracy. --check: the first
@@ -33,8 +29,7 @@ typedef struct trainer {
 static const ct_safetensors *g_fix; /* the fixture */
 static bool g_check, g_quiet;
 static int64_t g_check_steps;
-static float *g_losses;             /* PyTorch's */
-static float *g_tol;                /* the relative limit of each checked step (train_digits.py) */
+static float *g_losses, *g_tol;     /* PyTorch's losses, the relative limit of each (train_digits.py) */
 
 static const char *meta(const ct_safetensors *f, const char *key) {
   const char *v = ct_safetensors_metadata_get(f, key);
@@ -100,17 +95,8 @@ static ct_status trainer_init(trainer *t, ct_device *d) {
 }
 
 static void trainer_free(trainer *t) {
-  ct_optimizer_free(t->opt);
-  ct_module_release(t->model);
+  ct_optimizer_free(t->opt), ct_module_release(t->model);
   ct_release(t->x), ct_release(t->y), ct_release(t->tx), ct_release(t->ty), ct_release(t->order);
-}
-
-/* A checkpoint: the state_dict, Adam's state, the step and the generator (module.h). */
-static ct_status save(const trainer *t, const char *path) {
-  return ct_checkpoint_save(t->model, t->opt, NULL, t->step, path);
-}
-static ct_status resume(trainer *t, const char *path) {
-  return ct_checkpoint_load(&t->step, t->model, t->opt, NULL, path);
 }
 
 /* One step on batch t->step of the stored order: *loss, *count examples. */
@@ -230,19 +216,21 @@ static int resume_check(ct_device *d, int64_t n, const char *path) {
   double *la = calloc((size_t)n, sizeof *la), *lb = calloc((size_t)n, sizeof *lb);
   snprintf(end_a, sizeof end_a, "%s.end", path);
   snprintf(end_b, sizeof end_b, "%s.resumed", path);
-  if (!la || !lb || trainer_init(&a, d) != CT_OK || run(&a, n / 2, la) < 0 || save(&a, path) != CT_OK ||
-      run(&a, n, la) < 0 || trainer_init(&b, d) != CT_OK || resume(&b, path) != CT_OK)
+  if (!la || !lb || trainer_init(&a, d) != CT_OK || run(&a, n / 2, la) < 0 ||
+      ct_checkpoint_save(a.model, a.opt, NULL, a.step, path) != CT_OK || run(&a, n, la) < 0 ||
+      trainer_init(&b, d) != CT_OK || ct_checkpoint_load(&b.step, b.model, b.opt, NULL, path) != CT_OK)
     return FAIL("resume check");
   printf(PROG ": resumed at step %" PRId64 " from %s\n", b.step, path);
-  if (run(&b, n, lb) < 0 || save(&a, end_a) != CT_OK || save(&b, end_b) != CT_OK) return FAIL("resume check");
+  if (run(&b, n, lb) < 0 || ct_checkpoint_save(a.model, a.opt, NULL, a.step, end_a) != CT_OK ||
+      ct_checkpoint_save(b.model, b.opt, NULL, b.step, end_b) != CT_OK)
+    return FAIL("resume check");
   int bad = !same_file(end_a, end_b); /* every weight, running statistic, Adam state, the generator */
   if (bad) printf(PROG ": the checkpoints after step %" PRId64 " differ (%s, %s)\n", n, end_a, end_b);
   for (int64_t s = n / 2; s < n; s++)
     if (memcmp(&la[s], &lb[s], sizeof la[s]) && ++bad)
       printf(PROG ": step %" PRId64 ": loss %.9g uninterrupted, %.9g resumed\n", s, la[s], lb[s]);
   printf(PROG ": resume check over steps %" PRId64 "..%" PRId64 ": %s\n", n / 2, n, bad ? "FAILED" : "identical");
-  trainer_free(&a), trainer_free(&b);
-  free(la), free(lb);
+  trainer_free(&a), trainer_free(&b), free(la), free(lb);
   return bad ? 1 : 0;
 }
 
@@ -288,7 +276,7 @@ int main(int argc, char **argv) {
   if (rcheck > 0) return resume_check(d, rcheck, save_path ? save_path : "train_digits.ckpt");
   trainer t;
   if (trainer_init(&t, d) != CT_OK) return FAIL("setting up");
-  if (resume_path && resume(&t, resume_path) != CT_OK) return FAIL("resuming");
+  if (resume_path && ct_checkpoint_load(&t.step, t.model, t.opt, NULL, resume_path) != CT_OK) return FAIL("resuming");
   if (resume_path) printf(PROG ": resumed at step %" PRId64 " from %s\n", t.step, resume_path);
   const bool full = steps < 0 && epochs < 0 && !g_check;
   int64_t until = steps >= 0 ? t.step + steps : epochs >= 0 ? t.step + epochs * t.per_epoch
@@ -302,7 +290,8 @@ int main(int argc, char **argv) {
   if (bad >= 0 && ct_device_get_memory_stats(&ms, d) == CT_OK)
     printf(PROG ": peak device memory held by tensors: %.2f MiB\n", (double)ms.peak_allocated_bytes / 1048576.0);
   if (bad >= 0 && g_check) printf(PROG ": %d mismatches with PyTorch's losses and step 0's gradients\n", bad);
-  if (bad >= 0 && save_path && save(&t, save_path) != CT_OK) return FAIL("saving the checkpoint");
+  if (bad >= 0 && save_path && ct_checkpoint_save(t.model, t.opt, NULL, t.step, save_path) != CT_OK)
+    return FAIL("saving the checkpoint");
   if (bad >= 0 && save_path) printf(PROG ": checkpoint at step %" PRId64 " saved to %s\n", t.step, save_path);
   double acc = 0;
   if (bad >= 0 && full) {
