@@ -152,7 +152,9 @@ const char *ct__kernel_dir(void);
   X(binary_refused)     /* valid cache files the driver would not load, or whose program lacked a      \
                            kernel its source has */                                                    \
   X(cache_writes)       /* cache files written */                                                      \
-  X(build_failures)     /* builds that returned CT_ERR_KERNEL_BUILD */
+  X(build_failures)     /* builds that returned CT_ERR_KERNEL_BUILD */                                \
+  X(light_fallbacks)    /* PoCL builds that failed with kernels/pocl_builtins.h and were built with    \
+                           the full opencl-c.h (ct__build_any) */
 #define CT__ENGINE_STAT_FIELD(name) unsigned long name;
 struct ct__engine_stats {
   CT__ENGINE_COUNTERS(CT__ENGINE_STAT_FIELD)

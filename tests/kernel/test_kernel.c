@@ -876,6 +876,62 @@ static void write_text(const char *dir, const char *name, const char *text) {
   write_all(path, text, strlen(text));
 }
 
+/* On PoCL's CPU driver the library's programs start with kernels/pocl_builtins.h and are built
+ * with -D_OPENCL_H_ (src/kernel/engine.c, ct__build_any): a kernel calling a builtin the file
+ * does not declare (hypot) is built again with the full header and counted, is an error under
+ * $CLTENSOR_POCL_LIGHT_HEADER=strict, and is built as before with =0. Other drivers ignore it. */
+START_TEST(test_pocl_light_header) {
+  setenv("CLTENSOR_CACHE", "0", 1);
+  char *dir = make_tmpdir();
+  static const char *const files[2] = {"common.cl", "pocl_builtins.h"};
+  for (int i = 0; i < 2; i++) {
+    const struct ct__embedded_source *src = ct__embedded_find(files[i]);
+    ck_assert_ptr_nonnull(src);
+    write_text(dir, files[i], src->text);
+  }
+  write_text(dir, "plain.cl", "__kernel void scale(__global float *x, float a) {\n"
+                              "  size_t i = get_global_id(0); x[i] = fabs(x[i]) * a;\n}\n");
+  write_text(dir, "hyp.cl", "__kernel void scale(__global float *x, float a) {\n"
+                            "  size_t i = get_global_id(0); x[i] = hypot(x[i], 0.0f) * a;\n}\n");
+  setenv("CLTENSOR_KERNEL_DIR", dir, 1);
+  static const char *const modes[3] = {"1", "0", "strict"};
+  for (int m = 0; m < 3; m++) {
+    setenv("CLTENSOR_POCL_LIGHT_HEADER", modes[m], 1);
+    ct_device *d = ct_test_device();
+    const bool light = ct__device_pocl_cpu(d) && m != 1;
+    ct__kernel *k = NULL;
+    struct ct__engine_stats s0 = stats();
+    ck_assert_ct_ok(ct__kernel_get(&k, d, "plain.cl", "scale", NULL));
+    run_scale(d, k, 2.0f, 0.0f);
+    ck_assert_uint_eq(stats().light_fallbacks, s0.light_fallbacks);
+    ct_status st = ct__kernel_get(&k, d, "hyp.cl", "scale", NULL);
+    if (light && m == 2) {
+      ck_assert_int_eq(st, CT_ERR_KERNEL_BUILD);
+      ck_assert_error_contains("-D_OPENCL_H_");
+      ck_assert_error_contains("hypot");
+    } else {
+      ck_assert_ct_ok(st);
+      run_scale(d, k, 3.0f, 0.0f);
+    }
+    ck_assert_uint_eq(stats().light_fallbacks - s0.light_fallbacks, light && m == 0 ? 1 : 0);
+    ct_shutdown();
+  }
+  setenv("CLTENSOR_POCL_LIGHT_HEADER", "maybe", 1);
+  ct_device *d = ct_test_device();
+  ct__kernel *k = NULL;
+  if (ct__device_pocl_cpu(d)) {
+    ck_assert_ct_status(ct__kernel_get(&k, d, "plain.cl", "scale", NULL), CT_ERR_INVALID_ARGUMENT);
+    ck_assert_error_contains("CLTENSOR_POCL_LIGHT_HEADER");
+  } else {
+    ck_assert_ct_ok(ct__kernel_get(&k, d, "plain.cl", "scale", NULL));
+  }
+  ct_shutdown();
+  unsetenv("CLTENSOR_KERNEL_DIR");
+  rm_rf(dir);
+  free(dir);
+}
+END_TEST
+
 /* A line `//#include "x.cl"` is replaced by kernels/x.cl where it stands (after what the file
  * defined before it); the same text elsewhere on a line stays a comment. The disk cache's key
  * covers the prelude: an edited prelude is built again, never served the stale binary. */
@@ -1366,6 +1422,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_build_error_has_log);
   tcase_add_test(tc, test_kernel_dir_reads_sources);
   tcase_add_test(tc, test_kernel_dir_include_prelude);
+  tcase_add_test(tc, test_pocl_light_header);
   tcase_add_test(tc, test_kernel_dir_is_escaped);
   tcase_add_test(tc, test_kernel_dir_source_tree);
   tcase_add_test(tc, test_concurrent_get_from_8_threads);
