@@ -263,11 +263,14 @@ static ct_status ct__ew_bw_abs(ct__node *n, const ct_tensor *g, ct_tensor **gin)
   return ct__tmps_end(&s);
 }
 
-/* threshold_backward(g, result, 0): zero where the result <= 0 (so 0 at x == 0). */
+/* threshold_backward(g, result, 0): zero where the result <= 0 (so 0 at x == 0). The zero is
+ * made first: making it enqueues a fill, which runs what is recorded so far, so made after the
+ * comparison it would split the comparison and the where into two fused kernels. */
 static ct_status ct__ew_bw_relu(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   ct__tmps s = {0};
+  ct_tensor *z = TMP(&s, ct_zeros, g->storage->device, g->dtype, 0, NULL);
   ct_tensor *off = TMP(&s, ct_le_scalar, ct__rec_EW(n)->out, 0.0);
-  GIN(&s, &gin[0], ct__keep, g, off, true);
+  GIN(&s, &gin[0], ct_where, off, z, g);
   return ct__tmps_end(&s);
 }
 
