@@ -52,9 +52,12 @@ inline void ct_store_f(__global void *out, long i, int dt, float v) {
 }
 
 /* n elements of dtype dt (f16, bf16, f32, f64) from blocks 0, 1, ...: uniform, or normal when
- * `normal` is set. f64 uses two words per element, the others one. */
+ * `normal` is set. f64 uses two words per element, the others one. With `affine`, each value v
+ * becomes v * scale + shift, rounded after the product and after the sum as the elementwise ops
+ * would (fscale, fshift for the float dtypes; dscale, dshift the bits of the doubles for f64): the
+ * initializers' draws in one kernel, not a draw and a fused multiply-add (src/nn/init.c). */
 __kernel void rand_fill(__global void *out, long out_off, long n, int dt, int normal, ulong seed,
-                        ulong offset) {
+                        ulong offset, int affine, float fscale, float fshift, ulong dscale, ulong dshift) {
   long b = get_global_id(0);
   if (b * (dt == CT_DT_F64 ? 2 : 4) >= n) return;
   uint4 w = ct_philox_block((ulong)b, seed, offset);
@@ -71,6 +74,12 @@ __kernel void rand_fill(__global void *out, long out_off, long n, int dt, int no
     } else {
       v0 = (double)k0 * 0x1.0p-53;
       v1 = (double)k1 * 0x1.0p-53;
+    }
+    if (affine) {
+      v0 = v0 * as_double(dscale);
+      v0 = v0 + as_double(dshift);
+      v1 = v1 * as_double(dscale);
+      v1 = v1 + as_double(dshift);
     }
     __global double *o = (__global double *)out;
     o[e] = v0;
@@ -103,6 +112,11 @@ __kernel void rand_fill(__global void *out, long out_off, long n, int dt, int no
     v[2] = ct_u24(w.z);
     v[3] = ct_u24(w.w);
   }
+  if (affine)
+    for (int k = 0; k < 4; k++) {
+      v[k] = v[k] * fscale;
+      v[k] = v[k] + fshift;
+    }
   for (int k = 0; k < 4 && k < left; k++) ct_store_f(out, e + k, dt, v[k]);
 }
 

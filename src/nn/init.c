@@ -11,6 +11,7 @@
 #include "cltensor/random.h"
 #include "cltensor/shape.h"
 #include "core/error.h"
+#include "random/random.h"
 #include "tensor/tensor.h"
 
 ct_status ct_calculate_gain(double *gain, ct_nonlinearity nl, double param) {
@@ -102,23 +103,20 @@ static ct_status store(ct_tensor *t, ct_tensor *src) {
   return st;
 }
 
-/* t = x * scale + shift, x a fresh draw of t's shape (normal or uniform); takes nothing. */
-static ct_status draw_affine(ct_tensor *t, bool normal, double scale, double shift) {
-  ct_tensor *x = NULL, *y = NULL, *z = NULL;
-  ct_status st = normal ? ct_randn(&x, t->storage->device, draw_dtype(t), t->ndim, t->shape)
-                        : ct_rand(&x, t->storage->device, draw_dtype(t), t->ndim, t->shape);
-  if (st == CT_OK) st = ct_mul_scalar(&y, x, scale);
-  if (st == CT_OK) st = ct_add_scalar(&z, y, shift);
-  ct_release(y);
-  ct_release(x);
+/* t = x * scale + shift, x a fresh draw of t's shape (normal or uniform), in one kernel
+ * (ct__rand_affine: the same values as ct_rand() or ct_randn() then ct_mul_scalar() and
+ * ct_add_scalar(), without their fused program to build in a new process); takes nothing. */
+static ct_status draw_affine(ct_tensor *t, bool normal, double scale, double shift, const char *fn) {
+  ct_tensor *z = NULL;
+  ct_status st = ct__rand_affine(&z, t->storage->device, draw_dtype(t), t->ndim, t->shape, normal, scale, shift, fn);
   return st == CT_OK ? store(t, z) : st;
 }
 
 /* t = a fresh draw of mean 0 and standard deviation std: normal, or uniform in [-bound, bound)
  * with bound = sqrt(3) std (the kaiming and xavier initializers). */
-static ct_status draw_std(ct_tensor *t, bool normal, double std) {
+static ct_status draw_std(ct_tensor *t, bool normal, double std, const char *fn) {
   double bound = sqrt(3.0) * std;
-  return normal ? draw_affine(t, true, std, 0.0) : draw_affine(t, false, 2 * bound, -bound);
+  return normal ? draw_affine(t, true, std, 0.0, fn) : draw_affine(t, false, 2 * bound, -bound, fn);
 }
 
 ct_status ct_uniform_(ct_tensor *t, double a, double b) {
@@ -126,7 +124,7 @@ ct_status ct_uniform_(ct_tensor *t, double a, double b) {
   bool empty;
   CT__TRY(check_random(t, &empty, 2, (const double[]){a, b}, (const char *const[]){"a", "b"}, fn));
   if (a > b) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: expects a <= b, got a = %g > b = %g", fn, a, b);
-  return empty ? CT_OK : draw_affine(t, false, b - a, a);
+  return empty ? CT_OK : draw_affine(t, false, b - a, a, fn);
 }
 
 ct_status ct_normal_(ct_tensor *t, double mean, double std) {
@@ -134,7 +132,7 @@ ct_status ct_normal_(ct_tensor *t, double mean, double std) {
   bool empty;
   CT__TRY(check_random(t, &empty, 2, (const double[]){mean, std}, (const char *const[]){"mean", "std"}, fn));
   if (std < 0) return ct__error(CT_ERR_INVALID_ARGUMENT, "%s: expects std >= 0, got %g", fn, std);
-  return empty ? CT_OK : draw_affine(t, true, std, mean);
+  return empty ? CT_OK : draw_affine(t, true, std, mean, fn);
 }
 
 /* erfinv(y) for y in [-1, 1] in double: Giles' single-precision approximation ("Approximating
@@ -230,7 +228,7 @@ static ct_status kaiming(ct_tensor *t, double a, ct_fan_mode mode, ct_nonlineari
   double std = 0;
   CT__TRY(check_target(t, true, &empty, fn));
   CT__TRY(kaiming_std(&std, t, a, mode, nl, fn));
-  return empty ? CT_OK : draw_std(t, normal, std);
+  return empty ? CT_OK : draw_std(t, normal, std, fn);
 }
 
 ct_status ct_kaiming_uniform_(ct_tensor *t, double a, ct_fan_mode mode, ct_nonlinearity nl) {
@@ -255,7 +253,7 @@ static ct_status xavier(ct_tensor *t, double gain, bool normal, const char *fn) 
   double std = 0;
   CT__TRY(check_target(t, true, &empty, fn));
   CT__TRY(xavier_std(&std, t, gain, fn));
-  return empty ? CT_OK : draw_std(t, normal, std);
+  return empty ? CT_OK : draw_std(t, normal, std, fn);
 }
 
 ct_status ct_xavier_uniform_(ct_tensor *t, double gain) { return xavier(t, gain, false, "ct_xavier_uniform_"); }

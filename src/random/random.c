@@ -3,6 +3,7 @@
 #include <stdbool.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cltensor/shape.h"
 #include "core/error.h"
@@ -87,9 +88,11 @@ static ct_status fill_end(ct_tensor **out, struct ct__kargs *a, ct__kernel *k, c
 }
 
 /* With use_global, (seed, offset) come from the global state, taken only once the result
- * exists, so a call that fails its checks consumes nothing. */
+ * exists, so a call that fails its checks consumes nothing. With af, each value v is v * af[0]
+ * + af[1] (ct__rand_affine). */
 static ct_status fill(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape,
-                      bool use_global, uint64_t seed, uint64_t offset, int normal, const char *fn) {
+                      bool use_global, uint64_t seed, uint64_t offset, int normal, const double *af,
+                      const char *fn) {
   CT__CHECK_NOT_NULL(fn, out);
   *out = NULL;
   CT__CHECK_NOT_NULL(fn, d);
@@ -108,25 +111,39 @@ static ct_status fill(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const
   ct__karg_int(&a, "normal", normal);
   ct__karg_ulong(&a, "seed", seed);
   ct__karg_ulong(&a, "offset", offset);
+  const double one[2] = {1.0, 0.0}, *v = af ? af : one;
+  uint64_t bits[2];
+  memcpy(bits, v, sizeof bits);
+  ct__karg_int(&a, "affine", af != NULL);
+  ct__karg_float(&a, "fscale", (float)v[0]);
+  ct__karg_float(&a, "fshift", (float)v[1]);
+  ct__karg_ulong(&a, "dscale", bits[0]);
+  ct__karg_ulong(&a, "dshift", bits[1]);
   return fill_end(out, &a, k, d, o, (n + per - 1) / per, fn);
 }
 
+ct_status ct__rand_affine(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape, bool normal,
+                          double scale, double shift, const char *fn) {
+  const double af[2] = {scale, shift};
+  return fill(out, d, t, ndim, shape, true, 0, 0, normal ? 1 : 0, af, fn);
+}
+
 ct_status ct_rand(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape) {
-  return fill(out, d, t, ndim, shape, true, 0, 0, 0, "ct_rand");
+  return fill(out, d, t, ndim, shape, true, 0, 0, 0, NULL, "ct_rand");
 }
 
 ct_status ct_rand_seeded(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape,
                          uint64_t seed, uint64_t offset) {
-  return fill(out, d, t, ndim, shape, false, seed, offset, 0, "ct_rand_seeded");
+  return fill(out, d, t, ndim, shape, false, seed, offset, 0, NULL, "ct_rand_seeded");
 }
 
 ct_status ct_randn(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape) {
-  return fill(out, d, t, ndim, shape, true, 0, 0, 1, "ct_randn");
+  return fill(out, d, t, ndim, shape, true, 0, 0, 1, NULL, "ct_randn");
 }
 
 ct_status ct_randn_seeded(ct_tensor **out, ct_device *d, ct_dtype t, int ndim, const int64_t *shape,
                           uint64_t seed, uint64_t offset) {
-  return fill(out, d, t, ndim, shape, false, seed, offset, 1, "ct_randn_seeded");
+  return fill(out, d, t, ndim, shape, false, seed, offset, 1, NULL, "ct_randn_seeded");
 }
 
 ct_status ct__random_bits(ct_tensor **out, ct_device *d, int64_t nblocks, uint64_t first,

@@ -287,6 +287,42 @@ START_TEST(generator_state) {
 }
 END_TEST
 
+/* ct_uniform_ and ct_normal_ draw and scale in one kernel (ct__rand_affine): the values are those
+ * of ct_rand() / ct_randn() from the same generator state, then ct_mul_scalar() and
+ * ct_add_scalar(), bit for bit, in every float dtype (f16 and bf16 draw in f32 and round once
+ * at the store, as the ops' result copied into them would); odd sizes leave a partial block. */
+START_TEST(affine_draws_equal_the_ops) {
+  ct_device *d = ct_test_device();
+  const ct_dtype dts[4] = {CT_F32, CT_F16, CT_BF16, CT_F64};
+  const int ndt = ct_device_properties(d)->fp64 ? 4 : 3;
+  const double ab[3][2] = {{-0.37, 0.91}, {1e-3, 2.5}, {-3.0, -1.0 / 3.0}};
+  for (int k = 0; k < ndt; k++)
+    for (int normal = 0; normal < 2; normal++)
+      for (int c = 0; c < 3; c++) {
+        const int64_t shape[2] = {3, 37 + c};
+        const ct_dtype dt = dts[k], draw = dt == CT_F64 ? CT_F64 : CT_F32;
+        ct_tensor *t = NULL, *x = NULL, *y = NULL, *z = NULL, *w = NULL;
+        const double scale = ab[c][1] - ab[c][0], shift = ab[c][0]; /* the std of a normal */
+        ct_manual_seed(900 + (uint64_t)c);
+        ck_assert_ct_ok(ct_empty(&t, d, dt, 2, shape));
+        ck_assert_ct_ok(normal ? ct_normal_(t, shift, scale) : ct_uniform_(t, ab[c][0], ab[c][1]));
+        ct_manual_seed(900 + (uint64_t)c);
+        ck_assert_ct_ok(normal ? ct_randn(&x, d, draw, 2, shape) : ct_rand(&x, d, draw, 2, shape));
+        ck_assert_ct_ok(ct_mul_scalar(&y, x, scale));
+        ck_assert_ct_ok(ct_add_scalar(&z, y, shift));
+        ck_assert_ct_ok(ct_cast(&w, z, dt));
+        const size_t nb = ct_tensor_nbytes(t);
+        unsigned char *a = malloc(nb), *b = malloc(nb);
+        ck_assert_ct_ok(ct_to_host(t, a, nb));
+        ck_assert_ct_ok(ct_to_host(w, b, nb));
+        ck_assert_msg(memcmp(a, b, nb) == 0, "%s %s draw %d differs from the ops", ct_dtype_name(dt),
+                      normal ? "normal" : "uniform", c);
+        free(a), free(b);
+        ct_release(t), ct_release(x), ct_release(y), ct_release(z), ct_release(w);
+      }
+}
+END_TEST
+
 START_TEST(errors) {
   ct_device *d = ct_test_device();
   ct_tensor *v1 = empty_f32(d, 1, (int64_t[]){5}), *w = empty_f32(d, 2, (int64_t[]){3, 4}), *i = NULL, *x = NULL;
@@ -327,6 +363,7 @@ int main(void) {
   tcase_add_test(tc, kaiming_and_xavier_statistics);
   tcase_add_test(tc, dtypes_views_and_leaves);
   tcase_add_test(tc, generator_state);
+  tcase_add_test(tc, affine_draws_equal_the_ops);
   tc = ct_test_case(s, "errors", 300);
   tcase_add_test(tc, errors);
   return ct_test_run(s);
