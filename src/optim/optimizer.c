@@ -130,8 +130,19 @@ static ct_status ensure_state(ct_optimizer *o, int i) {
     if (o->momentum == 0 || o->s0[i]) return CT_OK;
     return ct_empty(&o->s0[i], d, p->dtype, p->ndim, p->shape);
   }
-  if (!o->s0[i]) CT__TRY(ct_zeros(&o->s0[i], d, p->dtype, p->ndim, p->shape));
-  if (!o->s1[i]) CT__TRY(ct_zeros(&o->s1[i], d, p->dtype, p->ndim, p->shape));
+  for (int k = 0; k < 2; k++) {
+    ct_tensor **s = k ? &o->s1[i] : &o->s0[i];
+    if (*s) continue;
+    /* Filled once: a buffer fill, not the fill kernel a new process would build (tensor.h). */
+    static const uint64_t zero = 0;
+    CT__TRY(ct_empty(s, d, p->dtype, p->ndim, p->shape));
+    ct_status st = ct__fill_once(*s, &zero, "ct_optimizer_step");
+    if (st != CT_OK) {
+      ct_release(*s);
+      *s = NULL;
+      return st;
+    }
+  }
   return CT_OK;
 }
 

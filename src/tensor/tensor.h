@@ -223,6 +223,9 @@ ct_status ct__event_wait_own(ct_event *ev);
 /* Sets every element of t (any strides) to one element's bits (ct_dtype_size(t) bytes), or to
  * value converted as ct_cast() converts. */
 ct_status ct__fill_bits(ct_tensor *t, const void *elem, const char *fn);
+/* As ct__fill_bits, for a fill a tensor gets once (an optimizer's state): a contiguous t up to
+ * 256 MB takes clEnqueueFillBuffer, which needs no kernel built (copy.c says when that pays). */
+ct_status ct__fill_once(ct_tensor *t, const void *elem, const char *fn);
 ct_status ct__fill_value(ct_tensor *t, double value, const char *fn);
 /* Copies src's elements into the contiguous dst of the same shape and dtype on another device:
  * directly when both share an OpenCL context (unless staged is set), else through pinned host
