@@ -148,15 +148,19 @@ static ct_status ct__ew_bw_pow(ct__node *n, const ct_tensor *g, ct_tensor **gin)
   return ct__tmps_end(&s);
 }
 
-/* *out = where(cond, g, 0) (keep where cond) or where(cond, 0, g) (invert: zero where cond),
- * broadcast to the shapes of g and cond; the zero is a 0-dim tensor of g's dtype, so where's
- * promotion keeps g's dtype. */
-static ct_status ct__keep(ct_tensor **out, const ct_tensor *g, const ct_tensor *cond, bool invert) {
-  ct_tensor *z = NULL;
-  CT__TRY(ct_zeros(&z, g->storage->device, g->dtype, 0, NULL));
-  ct_status st = invert ? ct_where(out, cond, z, g) : ct_where(out, cond, g, z);
-  ct_release(z);
-  return st;
+/* *z (new) = the 0-dim zero of g's dtype that ct__keep takes, so where's promotion keeps g's
+ * dtype. A backward makes it before the comparisons it records: making it enqueues a fill, which
+ * runs what is recorded so far, so made after them it would split the comparison and the where
+ * into two fused kernels with a bool mask between. */
+static ct_status ct__zero_for(ct_tensor **z, const ct_tensor *g) {
+  return ct_zeros(z, g->storage->device, g->dtype, 0, NULL);
+}
+
+/* *out = where(cond, g, z) (keep where cond) or where(cond, z, g) (invert: zero where cond),
+ * broadcast to the shapes of g and cond; z from ct__zero_for(). */
+static ct_status ct__keep(ct_tensor **out, const ct_tensor *g, const ct_tensor *cond, const ct_tensor *z,
+                          bool invert) {
+  return invert ? ct_where(out, cond, z, g) : ct_where(out, cond, g, z);
 }
 
 /* maximum (max = true) and minimum: PyTorch's maximum/minimum backward,
@@ -167,24 +171,25 @@ static ct_status ct__maxmin_bw(ct__node *n, const ct_tensor *g, ct_tensor **gin,
   const ct__rec_ew *r = ct__rec_EW(n);
   const ct_tensor *a = r->a, *b = r->b;
   ct__tmps s = {0};
+  ct_tensor *z = TMP(&s, ct__zero_for, g);
   ct_tensor *half = TMP(&s, ct_mul_scalar, g, 0.5);
   if (r->spos) {
     double v = r->scalar;
     ct_tensor *tie = TMP(&s, ct_eq_scalar, a, v);
     ct_tensor *t = TMP(&s, ct_where, tie, half, g);
     ct_tensor *loses = max ? TMP(&s, ct_lt_scalar, a, v) : TMP(&s, ct_gt_scalar, a, v);
-    GIN(&s, &gin[0], ct__keep, t, loses, true);
+    GIN(&s, &gin[0], ct__keep, t, loses, z, true);
     return ct__tmps_end(&s);
   }
   ct_tensor *tie = TMP(&s, ct_eq, a, b);
   ct_tensor *t = TMP(&s, ct_where, tie, half, g);
   if (n->in[0].needed) {
     ct_tensor *a_loses = max ? TMP(&s, ct_lt, a, b) : TMP(&s, ct_gt, a, b);
-    GIN(&s, &gin[0], ct__keep, t, a_loses, true);
+    GIN(&s, &gin[0], ct__keep, t, a_loses, z, true);
   }
   if (n->in[1].needed) {
     ct_tensor *b_loses = max ? TMP(&s, ct_gt, a, b) : TMP(&s, ct_lt, a, b);
-    GIN(&s, &gin[1], ct__keep, t, b_loses, true);
+    GIN(&s, &gin[1], ct__keep, t, b_loses, z, true);
   }
   return ct__tmps_end(&s);
 }
@@ -263,14 +268,12 @@ static ct_status ct__ew_bw_abs(ct__node *n, const ct_tensor *g, ct_tensor **gin)
   return ct__tmps_end(&s);
 }
 
-/* threshold_backward(g, result, 0): zero where the result <= 0 (so 0 at x == 0). The zero is
- * made first: making it enqueues a fill, which runs what is recorded so far, so made after the
- * comparison it would split the comparison and the where into two fused kernels. */
+/* threshold_backward(g, result, 0): zero where the result <= 0 (so 0 at x == 0). */
 static ct_status ct__ew_bw_relu(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   ct__tmps s = {0};
-  ct_tensor *z = TMP(&s, ct_zeros, g->storage->device, g->dtype, 0, NULL);
+  ct_tensor *z = TMP(&s, ct__zero_for, g);
   ct_tensor *off = TMP(&s, ct_le_scalar, ct__rec_EW(n)->out, 0.0);
-  GIN(&s, &gin[0], ct_where, off, z, g);
+  GIN(&s, &gin[0], ct__keep, g, off, z, true);
   return ct__tmps_end(&s);
 }
 
@@ -479,9 +482,11 @@ static ct_status ct__ew_bw_leaky_relu(ct__node *n, const ct_tensor *g, ct_tensor
 /* where(cond, a, b): a gets g where cond holds, b elsewhere; cond (bool) takes none. */
 static ct_status ct__ew_bw_where(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   const ct_tensor *cond = ct__rec_EW(n)->cond;
-  if (n->in[1].needed) CT__TRY(ct__keep(&gin[1], g, cond, false));
-  if (n->in[2].needed) CT__TRY(ct__keep(&gin[2], g, cond, true));
-  return CT_OK;
+  ct__tmps s = {0};
+  ct_tensor *z = TMP(&s, ct__zero_for, g);
+  if (n->in[1].needed) GIN(&s, &gin[1], ct__keep, g, cond, z, false);
+  if (n->in[2].needed) GIN(&s, &gin[2], ct__keep, g, cond, z, true);
+  return ct__tmps_end(&s);
 }
 
 /* clamp(x, lo, hi), bounds optional (has_lo, has_hi): the gradient passes strictly inside the
@@ -491,10 +496,11 @@ static ct_status ct__ew_bw_where(ct__node *n, const ct_tensor *g, ct_tensor **gi
 static ct_status ct__ew_bw_clamp(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   const ct__rec_ew *r = ct__rec_EW(n);
   ct__tmps s = {0};
+  ct_tensor *z = TMP(&s, ct__zero_for, g);
   ct_tensor *above = r->has_lo ? TMP(&s, ct_gt_scalar, r->a, r->lo) : NULL;
   ct_tensor *below = r->has_hi ? TMP(&s, ct_lt_scalar, r->a, r->hi) : NULL;
   ct_tensor *keep = above && below ? TMP(&s, ct_logical_and, above, below) : above ? above : below;
-  GIN(&s, &gin[0], ct__keep, g, keep, false);
+  GIN(&s, &gin[0], ct__keep, g, keep, z, false);
   return ct__tmps_end(&s);
 }
 

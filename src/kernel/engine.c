@@ -252,12 +252,11 @@ static ct_status ct__engine_create(void **state, ct_device *d) {
            ct__device_fast_fma(d) ? 1 : 0);
   /* PoCL parses Clang's whole opencl-c.h in front of every program (ct__build_any). */
   const char *lh = getenv("CLTENSOR_POCL_LIGHT_HEADER");
-  e->light_strict = lh && strcmp(lh, "strict") == 0;
-  e->light = e->light_strict;
-  ct_status st = CT_OK;
-  if (ct__device_pocl_cpu(d) && !e->light_strict)
-    st = ct__env_bool("kernel engine", "CLTENSOR_POCL_LIGHT_HEADER", true, &e->light);
-  e->light = e->light && ct__device_pocl_cpu(d);
+  const bool pocl = ct__device_pocl_cpu(d);
+  e->light = e->light_strict = pocl && lh && strcmp(lh, "strict") == 0;
+  ct_status st = pocl && !e->light_strict
+                     ? ct__env_bool("kernel engine", "CLTENSOR_POCL_LIGHT_HEADER", true, &e->light)
+                     : CT_OK;
   if (st != CT_OK) {
     ct__engine_destroy(d, e);
     return st;
