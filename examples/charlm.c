@@ -10,14 +10,15 @@
  *      the argmax of the last position's logits) and prints the text;
  *   2. runs the fixed batch and prints the largest logit difference from PyTorch's, relative to
  *      the largest logit;
- *   3. does 2 again with the weights cast to f16 and to bf16 (the activations then stay in that
- *      dtype, each op computing in f32 and rounding once).
+ *   3. does 2 again with the model cast to f16 and to bf16 (ct_module_to_dtype, PyTorch's
+ *      model.half() / model.bfloat16(): the activations then stay in that dtype, each op computing
+ *      in f32 and rounding once).
  * It exits 0 only when the continuation is PyTorch's character for character, the f32 logits
  * are within 1e-4 relative, and the f16/bf16 logits within the file's tol_f16/tol_bf16 (4x
  * PyTorch's own error with the same weights cast on the CPU; see examples/make_charlm.py and
  * docs/MODELS.md).
  *
- * The model, from the library's ops, is in charlm_model.c. */
+ * The model, as modules with PyTorch's state_dict names, is in charlm_model.c. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,12 +42,12 @@ static int fail(const char *what) {
 }
 
 /* Max |a - ref| / max |ref| of the logits on the batch, with the model in its own dtype. */
-static ct_status batch_error(double *rel, double *ms, const charlm *m, const ct_tensor *ids, const float *ref,
+static ct_status batch_error(double *rel, double *ms, ct_module *m, const ct_tensor *ids, const float *ref,
                              int64_t count) {
   ct_tensor *logits = NULL, *f = NULL;
   float *got = malloc((size_t)count * sizeof *got);
   double t0 = now_ms();
-  ct_status st = got ? charlm_forward(&logits, m, ids) : CT_ERR_OUT_OF_MEMORY;
+  ct_status st = got ? ct_module_forward(&logits, m, ids) : CT_ERR_OUT_OF_MEMORY;
   if (st == CT_OK) st = ct_cast(&f, logits, CT_F32);
   if (st == CT_OK) st = ct_to_host(f, got, (size_t)count * sizeof *got);
   *ms = now_ms() - t0;
@@ -118,8 +119,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   printf("model: %s\n  %s\n", path, desc ? desc : "");
-  charlm m;
-  if (charlm_load(&m, file) != CT_OK) return fail("reading the model");
+  charlm_config c;
+  ct_module *m;
+  if (charlm_module_load(&m, &c, dev, file) != CT_OK) return fail("reading the model");
 
   int64_t nvocab, nprompt, ngreedy;
   int64_t *vocab = read_i64(file, "vocab", &nvocab, 0);
@@ -129,7 +131,7 @@ int main(int argc, char **argv) {
 
   /* 1. Greedy continuation. */
   double t0 = now_ms();
-  if (charlm_greedy(&m, dev, ids, nprompt, ngreedy) != CT_OK) return fail("greedy decoding");
+  if (charlm_greedy(m, c.context, dev, ids, nprompt, ngreedy) != CT_OK) return fail("greedy decoding");
   const double greedy_ms = now_ms() - t0;
   int64_t first_diff = -1;
   for (int64_t i = 0; i < ngreedy && first_diff < 0; i++)
@@ -155,7 +157,7 @@ int main(int argc, char **argv) {
   float *ref = malloc((size_t)count * sizeof *ref);
   if (!ref || ct_to_host(ref_t, ref, (size_t)count * sizeof *ref) != CT_OK) return fail("reading PyTorch's logits");
   const int64_t *bs = ct_tensor_shape(batch);
-  printf("fixed batch: %lld x %lld tokens, vocabulary %lld\n", (long long)bs[0], (long long)bs[1], (long long)m.vocab);
+  printf("fixed batch: %lld x %lld tokens, vocabulary %lld\n", (long long)bs[0], (long long)bs[1], (long long)c.vocab);
 
   const struct {
     ct_dtype dt;
@@ -164,13 +166,14 @@ int main(int argc, char **argv) {
   } runs[3] = {{CT_F32, "f32", F32_REL_TOL}, {CT_F16, "f16", atof(tol_f16)}, {CT_BF16, "bf16", atof(tol_bf16)}};
   bool logits_ok = true;
   for (int r = 0; r < 3; r++) {
-    charlm mc;
     double rel = NAN, ms[2];
-    if (charlm_cast(&mc, &m, runs[r].dt) != CT_OK) return fail("casting the weights");
+    /* PyTorch's tolerances are for its f32 weights cast once: reload them before each cast. */
+    if (r > 0 && (ct_module_to_dtype(m, CT_F32) != CT_OK || ct_module_load_state_dict_from(m, file, false) != CT_OK ||
+                  ct_module_to_dtype(m, runs[r].dt) != CT_OK))
+      return fail("casting the model");
     /* Twice: the first run pays for building the kernels (or loading them from the cache). */
     for (int pass = 0; pass < 2; pass++)
-      if (batch_error(&rel, &ms[pass], &mc, batch, ref, count) != CT_OK) return fail("running the fixed batch");
-    charlm_release(&mc);
+      if (batch_error(&rel, &ms[pass], m, batch, ref, count) != CT_OK) return fail("running the fixed batch");
     const bool ok = rel <= runs[r].tol;
     logits_ok = logits_ok && ok;
     printf("logits, %-4s weights: max |difference| / max |logit| = %.3g (tolerance %.3g) %s; forward %.1f ms, "
@@ -180,7 +183,7 @@ int main(int argc, char **argv) {
 
   ct_release(batch);
   ct_release(ref_t);
-  charlm_release(&m);
+  ct_module_release(m);
   ct_safetensors_free(file);
   free(ref);
   free(vocab);

@@ -16,24 +16,41 @@ static const char *meta(const ct_safetensors *f, const char *key) {
   return v;
 }
 
-ct_status charlm_load(charlm *m, const ct_safetensors *f) {
-  memset(m, 0, sizeof *m);
+ct_status charlm_config_read(charlm_config *c, const ct_safetensors *f) {
+  memset(c, 0, sizeof *c);
   const char *layers = meta(f, "layers"), *heads = meta(f, "heads"), *d_model = meta(f, "d_model");
   const char *context = meta(f, "context"), *eps = meta(f, "ln_eps");
   if (!layers || !heads || !d_model || !context || !eps) return CT_ERR_FORMAT;
-  m->layers = atoi(layers);
-  m->heads = atoi(heads);
-  m->d_model = atoll(d_model);
-  m->context = atoll(context);
-  m->eps = atof(eps);
-  if (m->layers < 1 || m->layers > CHARLM_MAX_LAYERS || m->heads < 1 || m->d_model % m->heads != 0 ||
-      m->context < 1) {
-    fprintf(stderr, "charlm: unsupported dimensions: %d layers, %d heads, d_model %lld, context %lld\n", m->layers,
-            m->heads, (long long)m->d_model, (long long)m->context);
-    m->layers = 0;
+  c->layers = atoi(layers);
+  c->heads = atoi(heads);
+  c->d_model = atoll(d_model);
+  c->context = atoll(context);
+  c->eps = atof(eps);
+  if (c->layers < 1 || c->layers > CHARLM_MAX_LAYERS || c->heads < 1 || c->d_model % c->heads != 0 ||
+      c->context < 1) {
+    fprintf(stderr, "charlm: unsupported dimensions: %d layers, %d heads, d_model %lld, context %lld\n", c->layers,
+            c->heads, (long long)c->d_model, (long long)c->context);
     return CT_ERR_FORMAT;
   }
-  ct_status st = ct_safetensors_get(&m->wte, f, "wte.weight");
+  ct_tensor *wte = NULL;
+  ct_status st = ct_safetensors_get(&wte, f, "wte.weight");
+  if (st == CT_OK) c->vocab = ct_tensor_shape(wte)[0];
+  ct_release(wte);
+  return st;
+}
+
+ct_status charlm_load(charlm *m, const ct_safetensors *f) {
+  memset(m, 0, sizeof *m);
+  charlm_config c;
+  ct_status st = charlm_config_read(&c, f);
+  if (st != CT_OK) return st;
+  m->layers = c.layers;
+  m->heads = c.heads;
+  m->d_model = c.d_model;
+  m->context = c.context;
+  m->eps = c.eps;
+  m->vocab = c.vocab;
+  st = ct_safetensors_get(&m->wte, f, "wte.weight");
   if (st == CT_OK) st = ct_safetensors_get(&m->wpe, f, "wpe.weight");
   if (st == CT_OK) st = ct_safetensors_get(&m->ln_f_w, f, "ln_f.weight");
   if (st == CT_OK) st = ct_safetensors_get(&m->ln_f_b, f, "ln_f.bias");
@@ -43,12 +60,8 @@ ct_status charlm_load(charlm *m, const ct_safetensors *f) {
       snprintf(name, sizeof name, "h.%d.%s", l, k_block_names[i]);
       st = ct_safetensors_get(&m->blk[l][i], f, name);
     }
-  if (st != CT_OK) {
-    charlm_release(m);
-    return st;
-  }
-  m->vocab = ct_tensor_shape(m->wte)[0];
-  return CT_OK;
+  if (st != CT_OK) charlm_release(m);
+  return st;
 }
 
 void charlm_release(charlm *m) {
@@ -76,20 +89,6 @@ int charlm_params(const charlm *m, ct_tensor **p, char (*names)[64]) {
       if (names) snprintf(names[n], 64, "h.%d.%s", l, k_block_names[i]);
     }
   return n;
-}
-
-ct_status charlm_cast(charlm *dst, const charlm *src, ct_dtype dt) {
-  *dst = *src;
-  dst->wte = dst->wpe = dst->ln_f_w = dst->ln_f_b = NULL;
-  memset(dst->blk, 0, sizeof dst->blk);
-  ct_status st = ct_cast(&dst->wte, src->wte, dt);
-  if (st == CT_OK) st = ct_cast(&dst->wpe, src->wpe, dt);
-  if (st == CT_OK) st = ct_cast(&dst->ln_f_w, src->ln_f_w, dt);
-  if (st == CT_OK) st = ct_cast(&dst->ln_f_b, src->ln_f_b, dt);
-  for (int l = 0; l < src->layers && st == CT_OK; l++)
-    for (int i = 0; i < CHARLM_NBLOCK && st == CT_OK; i++) st = ct_cast(&dst->blk[l][i], src->blk[l][i], dt);
-  if (st != CT_OK) charlm_release(dst);
-  return st;
 }
 
 /* One of q, k, v ([B, H, T, D], a view where the library can) from qkv [B, T, 3C]: columns
@@ -184,24 +183,6 @@ ct_status charlm_loss(ct_tensor **loss, const charlm *m, const ct_tensor *ids, c
   return st;
 }
 
-ct_status charlm_greedy(const charlm *m, ct_device *d, int64_t *ids, int64_t n, int64_t steps) {
-  for (int64_t s = 0; s < steps; s++, n++) {
-    const int64_t t = n < m->context ? n : m->context;
-    ct_tensor *in = NULL, *logits = NULL, *last = NULL, *next = NULL;
-    ct_status st = ct_from_host(&in, d, CT_I64, 2, (int64_t[]){1, t}, ids + n - t);
-    if (st == CT_OK) st = charlm_forward(&logits, m, in);
-    if (st == CT_OK) st = ct_slice(&last, logits, 1, t - 1, t, 1);
-    if (st == CT_OK) st = ct_argmax(&next, last, -1, false);
-    if (st == CT_OK) st = ct_to_host(next, ids + n, sizeof *ids);
-    ct_release(next);
-    ct_release(last);
-    ct_release(logits);
-    ct_release(in);
-    if (st != CT_OK) return st;
-  }
-  return CT_OK;
-}
-
 /* ---- The same model as modules (module.h), PyTorch's CharGPT and Block of make_charlm.py ---- */
 
 /* Block.forward: x + proj(attention(qkv(ln1(x)))), then x + fc_proj(gelu_tanh(fc(ln2(x)))). */
@@ -279,4 +260,41 @@ ct_status charlm_module(ct_module **out, ct_device *d, int64_t vocab, int layers
   if (st != CT_OK) ct_module_release(m), m = NULL;
   *out = m;
   return st;
+}
+
+ct_status charlm_module_load(ct_module **out, charlm_config *c, ct_device *d, const ct_safetensors *f) {
+  *out = NULL;
+  ct_module *m = NULL;
+  int np = 0;
+  ct_status st = charlm_config_read(c, f);
+  if (st == CT_OK) st = charlm_module(&m, d, c->vocab, c->layers, c->heads, c->d_model, c->context, c->eps);
+  /* The fixtures also hold the text, the batches and PyTorch's outputs: not strictly, but every
+   * parameter must have been loaded, which the report's count says. */
+  if (st == CT_OK) st = ct_module_load_state_dict_from(m, f, false);
+  if (st == CT_OK) st = ct_module_parameters(NULL, 0, &np, m);
+  char loaded[32];
+  snprintf(loaded, sizeof loaded, "loaded %d of %d", np, np);
+  if (st == CT_OK && strncmp(ct_module_load_report(m), loaded, strlen(loaded)) != 0) {
+    fprintf(stderr, "charlm: the file's state_dict does not fit the model: %s\n", ct_module_load_report(m));
+    st = CT_ERR_FORMAT;
+  }
+  if (st != CT_OK) ct_module_release(m), m = NULL;
+  *out = m;
+  return st;
+}
+
+ct_status charlm_greedy(ct_module *m, int64_t context, ct_device *d, int64_t *ids, int64_t n, int64_t steps) {
+  for (int64_t s = 0; s < steps; s++, n++) {
+    const int64_t t = n < context ? n : context;
+    ct_tensor *in = NULL, *next = NULL;
+    ct_scope_begin();
+    ct_from_host(&in, d, CT_I64, 2, (int64_t[]){1, t}, ids + n - t);
+    ct_module_forward(&next, m, in);
+    ct_slice(&next, next, 1, t - 1, t, 1); /* the last position's logits */
+    ct_argmax(&next, next, -1, false);
+    ct_to_host(next, ids + n, sizeof *ids);
+    ct_status st = ct_scope_end();
+    if (st != CT_OK) return st;
+  }
+  return CT_OK;
 }

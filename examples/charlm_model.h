@@ -20,6 +20,17 @@
 enum { CHARLM_LN1_W, CHARLM_LN1_B, CHARLM_QKV_W, CHARLM_QKV_B, CHARLM_PROJ_W, CHARLM_PROJ_B,
        CHARLM_LN2_W, CHARLM_LN2_B, CHARLM_FC_W, CHARLM_FC_B, CHARLM_FCP_W, CHARLM_FCP_B, CHARLM_NBLOCK };
 
+/* The model's dimensions: a file's metadata ("layers", "heads", "d_model", "context", "ln_eps")
+ * and its wte.weight's rows (vocab). */
+typedef struct charlm_config {
+  int layers, heads;
+  int64_t d_model, context, vocab;
+  double eps; /* the layer norms' */
+} charlm_config;
+ct_status charlm_config_read(charlm_config *c, const ct_safetensors *f);
+
+/* The model from ops alone (the baseline cltensor-bench and cltensor-dist-bench time the
+ * modules against, and their training loss); the examples use charlm_module below. */
 typedef struct charlm {
   int layers, heads;
   int64_t d_model, context, vocab;
@@ -39,8 +50,6 @@ void charlm_release(charlm *m);
  * mark them with ct_set_requires_grad and hand them to an optimizer. */
 #define CHARLM_MAX_PARAMS (4 + CHARLM_MAX_LAYERS * CHARLM_NBLOCK)
 int charlm_params(const charlm *m, ct_tensor **p, char (*names)[64]);
-/* *dst = src with every weight cast to dt (new tensors). */
-ct_status charlm_cast(charlm *dst, const charlm *src, ct_dtype dt);
 /* OUT: *logits [B, T, V] of token ids [B, T] (i64, T <= context), in the weights' dtype. */
 ct_status charlm_forward(ct_tensor **logits, const charlm *m, const ct_tensor *ids);
 /* OUT: *loss, the mean cross entropy of charlm_forward's logits of ids [B, T] against the next
@@ -53,8 +62,12 @@ ct_status charlm_loss(ct_tensor **loss, const charlm *m, const ct_tensor *ids, c
  * the modules' default initialization (load the weights after). */
 ct_status charlm_module(ct_module **out, ct_device *d, int64_t vocab, int layers, int heads, int64_t d_model,
                         int64_t context, double eps);
-/* Greedy decoding on d: appends steps token ids to ids[0..n) (which has room for n + steps),
- * each the argmax of the last position's logits with the last `context` tokens as input. */
-ct_status charlm_greedy(const charlm *m, ct_device *d, int64_t *ids, int64_t n, int64_t steps);
+/* OUT: *out, charlm_module on d with f's dimensions (in *c) and weights, loaded by name (the
+ * fixtures also hold other entries, so not strictly, but every parameter must come from f). */
+ct_status charlm_module_load(ct_module **out, charlm_config *c, ct_device *d, const ct_safetensors *f);
+/* Greedy decoding with the module m on d: appends steps token ids to ids[0..n) (which has room
+ * for n + steps), each the argmax of the last position's logits with the last `context` tokens
+ * as input. */
+ct_status charlm_greedy(ct_module *m, int64_t context, ct_device *d, int64_t *ids, int64_t n, int64_t steps);
 
 #endif

@@ -35,7 +35,7 @@
 
 typedef struct trainer {
   ct_device *d;
-  charlm m;          /* the dimensions (charlm_load's); the weights live in model */
+  charlm_config m;   /* the dimensions */
   ct_module *model;  /* CharGPT */
   ct_optimizer *opt;
   uint8_t *text;
@@ -47,7 +47,6 @@ typedef struct trainer {
 static void trainer_free(trainer *t) {
   ct_optimizer_free(t->opt);
   ct_module_release(t->model);
-  charlm_release(&t->m);
   free(t->text);
   free(t->starts);
   free(t->ids);
@@ -63,21 +62,10 @@ static ct_status trainer_init(trainer *t, ct_device *d, const ct_safetensors *f)
   if (!lr || !wd || !batch || !steps) return CT_ERR_FORMAT;
   t->batch = atoll(batch);
   t->steps = atoll(steps);
-  ct_status st = charlm_load(&t->m, f); /* the dimensions from the metadata */
-  if (st != CT_OK) return st;
   ct_tensor *p[CHARLM_MAX_PARAMS];
   int np = 0;
-  /* PyTorch's initial state_dict, by name: the fixture also holds the text and the losses, so
-   * not strictly; every parameter must have been loaded, which the report's count says. */
-  st = charlm_module(&t->model, d, t->m.vocab, t->m.layers, t->m.heads, t->m.d_model, t->m.context, t->m.eps);
-  if (st == CT_OK) st = ct_module_load_state_dict_from(t->model, f, false);
+  ct_status st = charlm_module_load(&t->model, &t->m, d, f); /* PyTorch's initial state_dict */
   if (st == CT_OK) st = ct_module_parameters(p, CHARLM_MAX_PARAMS, &np, t->model);
-  char loaded[32];
-  snprintf(loaded, sizeof loaded, "loaded %d of %d", np, np);
-  if (st == CT_OK && strncmp(ct_module_load_report(t->model), loaded, strlen(loaded)) != 0) {
-    fprintf(stderr, PROG ": the fixture's state_dict does not fit: %s\n", ct_module_load_report(t->model));
-    st = CT_ERR_FORMAT;
-  }
   /* torch.optim.AdamW with PyTorch's betas and eps. */
   if (st == CT_OK) st = ct_adam_new(&t->opt, p, np, atof(lr), 0.9, 0.999, 1e-8, atof(wd), true);
   if (st == CT_OK) st = train_host_copy((void **)&t->text, f, "text", &t->ntext);

@@ -279,6 +279,16 @@ CT_API ct_status ct_module_zero_grad(ct_module *m);
  * modules stays shared. All copies are made before anything is replaced: on failure m is
  * unchanged. Optimizers hold the old tensors: make them after ct_module_to (as in PyTorch). */
 CT_API ct_status ct_module_to(ct_module *m, ct_device *d);
+/* Casts every floating parameter and buffer of m (and the modules under it) to the floating
+ * dtype dt: model.to(dtype), model.half() (CT_F16), model.bfloat16() (CT_BF16), model.float()
+ * (CT_F32), model.double() (CT_F64). As in PyTorch, integer and bool tensors keep their dtype
+ * (BatchNorm's num_batches_tracked stays i64). Otherwise as ct_module_to: parameters stay leaves
+ * that require grad exactly when they did, a gradient is cast with its parameter, shared
+ * tensors stay shared, tensors already in dt stay as they are, and on failure m is unchanged;
+ * make optimizers after the cast. Each value rounds to nearest even as ct_cast() rounds it.
+ * Returns CT_OK; CT_ERR_INVALID_ARGUMENT for NULL m or an integer, bool or invalid dt;
+ * ct_cast()'s errors (f64 on a device without cl_khr_fp64, out of memory). */
+CT_API ct_status ct_module_to_dtype(ct_module *m, ct_dtype dt);
 
 /* ---- State dicts (safetensors files) ---- */
 /* OUT: *out, a new ct_safetensors (io.h) holding m's state_dict: every parameter and buffer

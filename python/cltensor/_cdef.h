@@ -554,6 +554,7 @@ ct_status ct_module_named_parameters(const char **names, ct_tensor **params, int
 ct_status ct_module_named_buffers(const char **names, ct_tensor **buffers, int cap, int *n, ct_module *m);
 ct_status ct_module_zero_grad(ct_module *m);
 ct_status ct_module_to(ct_module *m, ct_device *d);
+ct_status ct_module_to_dtype(ct_module *m, ct_dtype dt);
 ct_status ct_module_state_dict(ct_safetensors **out, const ct_module *m);
 ct_status ct_module_save_state_dict(const ct_module *m, const char *path);
 ct_status ct_module_load_state_dict(ct_module *m, const char *path, bool strict);

@@ -971,6 +971,103 @@ START_TEST(module_to_another_device) {
 }
 END_TEST
 
+/* ct_module_to_dtype: model.half() / .bfloat16() / .float(), checked against ct_cast of each
+ * tensor, the forward in the new dtype against the f32 one, and the errors. */
+START_TEST(module_to_dtype_casts_floating_tensors) {
+  ct_device *d = ct_test_device();
+  ct_module *net = build_net(d);
+  char path[1024];
+  net_state_path(path, sizeof path);
+  ck_assert_ct_ok(ct_module_load_state_dict(net, path, true));
+  ck_assert_ct_ok(ct_module_eval(net));
+  ct_tensor *x = NULL, *y32 = NULL, *loss = NULL;
+  ck_assert_ct_ok(ct_randn(&x, d, CT_F32, 4, (int64_t[]){4, 1, 8, 8}));
+  ck_assert_ct_ok(ct_module_forward(&y32, net, x));
+  ck_assert_ct_ok(ct_sum(&loss, y32, 0, NULL, false));
+  ck_assert_ct_ok(ct_backward(loss, NULL)); /* a gradient to cast with its parameter */
+  ct_release(loss);
+  ct_safetensors *before = NULL;
+  ck_assert_ct_ok(ct_module_state_dict(&before, net));
+  ct_tensor *g32 = NULL;
+  ck_assert_ct_ok(ct_grad(&g32, ct_module_get_parameter(net, "head.0.weight")));
+  ct_tensor *nbt = ct_module_get_buffer(net, "features.1.num_batches_tracked");
+
+  /* Refused, and nothing changed: an integer dtype, an invalid one, NULL. */
+  ck_assert_ct_status(ct_module_to_dtype(net, CT_I32), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_module_to_dtype(net, (ct_dtype)99), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_ct_status(ct_module_to_dtype(NULL, CT_F16), CT_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(ct_tensor_dtype(ct_module_get_parameter(net, "head.0.weight")), CT_F32);
+  if (!ct_device_properties(d)->fp64) { /* f64 unsupported: an error, nothing half-cast */
+    ck_assert_int_ne(ct_module_to_dtype(net, CT_F64), CT_OK);
+    ck_assert_int_eq(ct_tensor_dtype(ct_module_get_parameter(net, "features.0.weight")), CT_F32);
+  }
+  ck_assert_ct_ok(ct_module_to_dtype(net, CT_F32)); /* already f32: the same tensors */
+  ck_assert_ptr_eq(ct_module_get_buffer(net, "features.1.num_batches_tracked"), nbt);
+
+  const ct_dtype dts[2] = {CT_F16, CT_BF16};
+  for (int k = 0; k < 2; k++) {
+    if (k == 1) ck_assert_ct_ok(ct_module_to_dtype(net, CT_F32)); /* f32 again, then the f32 values */
+    if (k == 1) ck_assert_ct_ok(ct_module_load_state_dict_from(net, before, true));
+    ck_assert_ct_ok(ct_module_to_dtype(net, dts[k]));
+    /* Every floating tensor is ct_cast of the old one; num_batches_tracked stays i64. */
+    ct_safetensors *after = NULL;
+    ck_assert_ct_ok(ct_module_state_dict(&after, net));
+    ck_assert_uint_eq(ct_safetensors_count(after), ct_safetensors_count(before));
+    for (size_t i = 0; i < ct_safetensors_count(after); i++) {
+      ct_tensor *a = NULL, *b = NULL, *want = NULL;
+      ck_assert_ct_ok(ct_safetensors_at(&a, after, i));
+      ck_assert_ct_ok(ct_safetensors_at(&b, before, i));
+      const bool fl = ct_dtype_is_floating_point(ct_tensor_dtype(b));
+      ck_assert_int_eq(ct_tensor_dtype(a), fl ? dts[k] : ct_tensor_dtype(b));
+      ck_assert_ct_ok(ct_cast(&want, b, ct_tensor_dtype(a)));
+      assert_equal(a, want, ct_safetensors_name(after, i));
+      ct_release(want);
+      ct_release(b);
+      ct_release(a);
+    }
+    ct_safetensors_free(after);
+    ck_assert_ptr_eq(ct_module_get_buffer(net, "features.1.num_batches_tracked"), nbt);
+    /* Parameters stay leaves that require grad; the gradient was cast with its parameter. */
+    ct_tensor *ps[16];
+    int n = 0;
+    ck_assert_ct_ok(ct_module_parameters(ps, 16, &n, net));
+    for (int i = 0; i < n; i++) ck_assert(ct_is_leaf(ps[i]) && ct_requires_grad(ps[i]));
+    if (k == 0) {
+      ct_tensor *g = NULL, *want = NULL;
+      ck_assert_ct_ok(ct_grad(&g, ct_module_get_parameter(net, "head.0.weight")));
+      ck_assert_ptr_nonnull(g);
+      ck_assert_ct_ok(ct_cast(&want, g32, CT_F16));
+      assert_equal(g, want, "cast gradient");
+      ct_release(want);
+      ct_release(g);
+    }
+    /* The forward in the new dtype: close to the f32 one (f16 keeps 11 significant bits, bf16 8;
+     * every op computes in f32 and rounds its output once, through 7 layers). */
+    ct_tensor *xh = NULL, *yh = NULL;
+    ck_assert_ct_ok(ct_cast(&xh, x, dts[k]));
+    ck_assert_ct_ok(ct_module_forward(&yh, net, xh));
+    ck_assert_int_eq(ct_tensor_dtype(yh), dts[k]);
+    ct_test_assert_close(yh, y32, k == 0 ? 2e-2 : 1e-1, "forward in the cast model");
+    ct_release(yh);
+    ct_release(xh);
+  }
+  /* A shared parameter stays shared (the tied-weights case). */
+  ct_module *a = NULL, *seq = NULL;
+  ck_assert_ct_ok(ct_module_linear(&a, d, 3, 3, false));
+  ck_assert_ct_ok(ct_module_sequential(&seq, (ct_module *[]){a, a}, 2));
+  ck_assert_ct_ok(ct_module_to_dtype(seq, CT_BF16));
+  ck_assert_ptr_eq(ct_module_get_parameter(seq, "0.weight"), ct_module_get_parameter(seq, "1.weight"));
+  ck_assert_int_eq(ct_tensor_dtype(ct_module_get_parameter(seq, "1.weight")), CT_BF16);
+  ct_module_release(seq);
+  ct_module_release(a);
+  ct_release(g32);
+  ct_safetensors_free(before);
+  ct_release(y32);
+  ct_release(x);
+  ct_module_release(net);
+}
+END_TEST
+
 int main(int argc, char **argv) {
   Suite *s = suite_create("module");
   if (argc > 1 && !strcmp(argv[1], "two")) {
@@ -994,5 +1091,6 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, sequential_and_lists);
   tc = ct_test_case(s, "devices", 600);
   tcase_add_test(tc, module_to_same_device_keeps_everything);
+  tcase_add_test(tc, module_to_dtype_casts_floating_tensors);
   return ct_test_run(s);
 }

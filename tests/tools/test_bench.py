@@ -89,7 +89,7 @@ want_refs = {"add": {"cl_add", "host_add"}, "mul": {"cl_mul", "host_mul"}, "exp"
              "cat.dim1": {"copy"}, "cat.dim0": {"copy"}, "pad.constant": {"copy"},
              "index_select": {"copy"}, "gather": {"copy"}, "cumsum": {"copy"}, "sort": {"copy"},
              "conv2d": {"conv_gemm_only"},
-             "digits_cnn_forward": {"handwritten_forward"},
+             "digits_cnn_forward": {"handwritten_forward"}, "charlm_forward": {"handwritten_forward"},
              "fusion.tanh_chain": {"exp", "unfused", "cl_exp", "cl_tanh_chain"}, "fusion.gelu_tanh": {"unfused", "gelu_tanh_op"},
              "fusion.sum_sq_diff": {"host_sum", "unfused"}, "fusion.add10": {"cl_launch", "unfused"},
              "fusion.first.warm": {"unfused_warm", "first_result_warm"},

@@ -8,9 +8,11 @@
  * (the two medians), as the nn group does with torch_conv.py. `torch_models.py --bench` runs
  * this group and prints the ratios as well (docs/PERFORMANCE.md). The fixtures are read from
  * $CLTENSOR_BENCH_MODELS (a folder) or the source tree's examples/data; without them the
- * figures are skipped. The digits CNN also has the reference "handwritten_forward": the same
- * forward written with the functional ops on the module's own tensors (as digits_cnn_model.c was
- * before it became modules), timed in turns with the modules' (issue #30: the modules' cost). */
+ * figures are skipped. Both forwards run through modules, as the examples do, and have the
+ * reference "handwritten_forward": the same forward written with the functional ops (the digits
+ * CNN's on the module's own tensors, as digits_cnn_model.c was before it became modules; the
+ * GPT's in charlm_forward on the same weights), timed in turns with the modules' (issue #30:
+ * the modules' cost). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +24,8 @@
 typedef struct models_ctx {
   ct_device *d;
   digits_cnn cnn;
-  charlm gpt;
+  charlm gpt;      /* the weights for charlm_forward (ops) */
+  ct_module *gpt_m; /* the same weights in charlm_module */
   ct_tensor *x;     /* the input: images or token ids */
   void *host;       /* where the result goes */
   size_t host_bytes;
@@ -74,10 +77,19 @@ static int do_cnn_ops(void *p) {
 static int do_gpt(void *p) {
   models_ctx *c = p;
   ct_tensor *logits = NULL;
-  ct_status st = charlm_forward(&logits, &c->gpt, c->x);
+  ct_status st = ct_module_forward(&logits, c->gpt_m, c->x);
   if (st == CT_OK) st = ct_to_host(logits, c->host, c->host_bytes);
   ct_release(logits);
   return st == CT_OK ? 0 : bench_ct_fail("the character GPT forward", st);
+}
+
+static int do_gpt_ops(void *p) {
+  models_ctx *c = p;
+  ct_tensor *logits = NULL;
+  ct_status st = charlm_forward(&logits, &c->gpt, c->x);
+  if (st == CT_OK) st = ct_to_host(logits, c->host, c->host_bytes);
+  ct_release(logits);
+  return st == CT_OK ? 0 : bench_ct_fail("the character GPT forward with ops", st);
 }
 
 const char *bench_models_dir(void) {
@@ -183,7 +195,10 @@ static void bench_gpt(const bench_opts *o, ct_device *d) {
   bench_progress(o, "character GPT forward");
   ct_safetensors *file = bench_load_fixture(&f, d, "charlm.safetensors");
   if (file) {
+    charlm_config cfg;
     ct_status st = charlm_load(&c.gpt, file);
+    if (st == CT_OK) st = charlm_module_load(&c.gpt_m, &cfg, d, file);
+    if (st == CT_OK) st = ct_module_eval(c.gpt_m);
     if (st == CT_OK) st = ct_safetensors_get(&c.x, file, "batch.ids");
     if (st == CT_OK) {
       const int64_t *s = ct_tensor_shape(c.x);
@@ -193,10 +208,11 @@ static void bench_gpt(const bench_opts *o, ct_device *d) {
       c.host_bytes = (size_t)(s[0] * s[1] * c.gpt.vocab) * sizeof(float);
       c.host = malloc(c.host_bytes);
     }
-    measure_model(o, &f, st, do_gpt, NULL, &c);
+    measure_model(o, &f, st, do_gpt, do_gpt_ops, &c);
   }
   bench_emit(o, &f);
   charlm_release(&c.gpt);
+  ct_module_release(c.gpt_m);
   ct_release(c.x);
   ct_safetensors_free(file);
   free(c.host);

@@ -414,6 +414,7 @@ int bench_output_end(const bench_opts *o) {
   target("digits CNN forward (450 images) <= 1x PyTorch CPU", "digits_cnn_forward", 450, "torch_forward", 1.0);
   target("char GPT forward (6x64 tokens) <= 1x PyTorch CPU", "charlm_forward", 6 * 64, "torch_forward", 1.0);
   target("digits CNN forward through modules <= 1.05x ops", "digits_cnn_forward", 450, "handwritten_forward", 1.05);
+  target("char GPT forward through modules <= 1.05x ops", "charlm_forward", 6 * 64, "handwritten_forward", 1.05);
   const bench_fig *cold = find_emitted("first_result.cold", 1024);
   const bench_fig *warm = find_emitted("first_result.warm", 1024);
   fprintf(g_out, "  %-52s ", "first result of a new process, warm vs cold cache");
