@@ -235,9 +235,12 @@ __kernel void conv_pad(__global const io_t *x, long x_off, long4 xs, int C, int 
 
 /* w contiguous [Cout, Cg, kh, kw] -> wt [groups][ncb][Cg][kh][kw][CB] (total elements). A
  * work-item per (group, channel block, input channel) t: its kh kw CB contiguous values of wt,
- * the divisions once for them. */
+ * the divisions once for them. With flip set, w is instead the weight [groups Cg, og, kh, kw] of
+ * the convolution whose input gradient this one computes, and the packed weight is its
+ * transpose per group flipped in both window dims (conv_wflip's, without writing it out): the
+ * value at (col, c, r) is w[g Cg + c, col, khw - 1 - r]. */
 __kernel void conv_wpack(__global const io_t *w, long w_off, int Cg, int kh, int kw, int og, int ncb,
-                         __global float *wt, long wt_off, long total) {
+                         __global float *wt, long wt_off, long total, int flip) {
   long t = get_global_id(0);
   int khw = kh * kw;
   if (t * khw * CB >= total) return;
@@ -245,10 +248,12 @@ __kernel void conv_wpack(__global const io_t *w, long w_off, int Cg, int kh, int
   long gcb = t / Cg;
   int cb = (int)(gcb % ncb), g = (int)(gcb / ncb);
   __global float *dst = wt + wt_off + t * khw * CB;
-  for (int tap = c * khw; tap < (c + 1) * khw; tap++)
+  for (int r = 0; r < khw; r++)
     for (int k = 0; k < CB; k++) {
       int col = cb * CB + k;
-      *dst++ = col < og ? (float)LOADA(w, w_off + ((long)g * og + col) * Cg * khw + tap) : 0.0f;
+      long src = flip ? ((long)(g * Cg + c) * og + col) * khw + (khw - 1 - r)
+                      : ((long)g * og + col) * Cg * khw + c * khw + r;
+      *dst++ = col < og ? (float)LOADA(w, w_off + src) : 0.0f;
     }
 }
 

@@ -364,8 +364,11 @@ inline void bn_merge_blocks(__global const acc_t *part, long part_off, long c, l
 __kernel void bn_stats(long C, long nblk, long blk, long cnt_all, __global const acc_t *part, long part_off,
                        __global pd_t *rm, long rm_off, __global pd_t *rv, long rv_off, int has_running,
                        __global const pd_t *w, long w_off, int has_w, __global const pd_t *b, long b_off,
-                       int has_b, int training, acc_t momentum, acc_t eps, __global acc_t *ss, long ss_off) {
+                       int has_b, int training, acc_t momentum, acc_t eps, __global acc_t *ss, long ss_off,
+                       __global long *nbt, long nbt_off, int has_nbt) {
   long c = get_global_id(0);
+  /* BatchNorm's num_batches_tracked += 1, here rather than in a kernel of its own. */
+  if (has_nbt && c == 0) nbt[nbt_off] += 1;
   if (c >= C) return;
   acc_t mean, invstd;
   if (training) {

@@ -12,6 +12,7 @@
 #include "cltensor/shape.h"
 #include "core/error.h"
 #include "module/module.h"
+#include "nn/nn.h"
 #include "tensor/tensor.h"
 
 /* A new uninitialized tensor on d (the message names the constructor on failure). */
@@ -180,18 +181,20 @@ static ct_status batch_norm_forward(ct_tensor **y, ct_module *m, const ct_tensor
   ct_tensor *rm = ct__module_buffer(m, "running_mean"), *rv = ct__module_buffer(m, "running_var");
   ct_tensor *nbt = ct__module_buffer(m, "num_batches_tracked");
   double factor = isnan(o->momentum) ? 0.0 : o->momentum;
-  if (m->training && nbt) {
-    /* PyTorch adds 1 before the forward; with momentum None the factor is 1 / that count. */
-    CT__TRY(ct_add_scalar_out(nbt, nbt, 1.0));
-    if (isnan(o->momentum)) {
-      int64_t count = 0;
-      CT__TRY(ct_to_host(nbt, &count, sizeof count));
-      factor = 1.0 / (double)count;
-    }
+  /* PyTorch adds 1 to num_batches_tracked before the forward. The statistics kernel does it when
+   * it runs (a kernel fewer per batch norm and step); else, and for a buffer a state dict made
+   * other than PyTorch's i64 scalar, an add. */
+  const bool tracked = m->training && nbt;
+  const bool in_kernel = tracked && ct_tensor_dtype(nbt) == CT_I64 && ct_numel(nbt) == 1 && ct_tensor_shape(x)[1] > 0;
+  if (tracked && !in_kernel) CT__TRY(ct_add_scalar_out(nbt, nbt, 1.0));
+  if (tracked && isnan(o->momentum)) { /* momentum None: the factor is 1 / the new count */
+    int64_t count = 0;
+    CT__TRY(ct_to_host(nbt, &count, sizeof count));
+    factor = 1.0 / (double)(in_kernel ? count + 1 : count);
   }
   /* PyTorch: the batch's statistics when training, or in eval when there are no running ones. */
-  return ct_batch_norm(y, x, rm, rv, ct__module_param(m, "weight"), ct__module_param(m, "bias"),
-                       m->training || !rm, factor, o->eps);
+  return ct__batch_norm_tracked(y, x, rm, rv, in_kernel ? nbt : NULL, ct__module_param(m, "weight"),
+                                ct__module_param(m, "bias"), m->training || !rm, factor, o->eps);
 }
 
 static const ct__module_kind k_batch_norm1d = {"BatchNorm1d", batch_norm_forward};

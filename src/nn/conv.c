@@ -367,8 +367,10 @@ int64_t ct__conv_blocked_slack(const struct ct__conv *cv, const struct ct__tall 
   return CT__PB_MAX + ((int64_t)cv->kh - 1) * cv->dh * tl->S + ((int64_t)cv->kw - 1) * cv->dw;
 }
 
-/* *wt (new) = wc (contiguous [Cout, C / groups, kh, kw]) packed by conv_wpack. */
-static ct_status blocked_pack(ct_tensor **wt, ct_device *d, const struct ct__conv *cv, const ct_tensor *wc) {
+/* *wt (new) = wc (contiguous [Cout, C / groups, kh, kw]) packed by conv_wpack; with flip, wc is
+ * the weight of the conv whose input gradient cv is, packed flipped and transposed (conv.cl). */
+static ct_status blocked_pack(ct_tensor **wt, ct_device *d, const struct ct__conv *cv, const ct_tensor *wc,
+                              bool flip) {
   const char *fn = cv->fn;
   struct ct__conv_blocking bl;
   ct__conv_blocking(&bl, d);
@@ -387,6 +389,7 @@ static ct_status blocked_pack(ct_tensor **wt, ct_device *d, const struct ct__con
   ct__karg_int(&a, "ncb", (cl_int)ncb);
   ct__karg_tensor(&a, "wt", *wt, 0);
   ct__karg_long(&a, "total", wts[0]);
+  ct__karg_int(&a, "flip", flip);
   return ct__launch1(kpack, &a, d, wts[0] / ((int64_t)cv->kh * cv->kw * bl.cb), 16, fn);
 }
 
@@ -455,7 +458,7 @@ static ct_status conv_blocked(ct_device *d, const struct ct__conv *cv, const ct_
   ct_tensor *xp = NULL, *wt = NULL;
   int64_t xps[1] = {cv->C * tl.cs + slack};
   ct_status st = ct__tensor_new(&xp, d, CT_F32, 1, xps, fn);
-  if (st == CT_OK) st = blocked_pack(&wt, d, cv, wc);
+  if (st == CT_OK) st = blocked_pack(&wt, d, cv, wc, false);
   for (int64_t n0 = 0; st == CT_OK && n0 < cv->N; n0 += chunk) {
     int64_t nimg = cv->N - n0 < chunk ? cv->N - n0 : chunk;
     st = ct__conv_pad(kpad, d, x4, cv->ph, cv->pw, &tl, n0, nimg, xp, slack, 0, fn);
@@ -467,14 +470,14 @@ static ct_status conv_blocked(ct_device *d, const struct ct__conv *cv, const ct_
 }
 
 ct_status ct__conv_blocked_padded(ct_tensor **out, const struct ct__conv *cv, const ct_tensor *xp,
-                                  const struct ct__tall *tl, const ct_tensor *w4, ct_dtype dt) {
+                                  const struct ct__tall *tl, const ct_tensor *w4, bool flip, ct_dtype dt) {
   const char *fn = cv->fn;
   ct_device *d = xp->storage->device;
   int64_t oshape[4] = {cv->N, cv->Cout, cv->OH, cv->OW};
   ct_tensor *o = NULL, *wc = NULL, *wt = NULL;
   CT__TRY(ct__tensor_new(&o, d, dt, 4, oshape, fn));
   ct_status st = ct__contiguous(&wc, w4, w4->dtype, 0, fn);
-  if (st == CT_OK) st = blocked_pack(&wt, d, cv, wc);
+  if (st == CT_OK) st = blocked_pack(&wt, d, cv, wc, flip);
   if (st == CT_OK && cv->N > 0) st = blocked_launch(d, cv, xp, tl, wt, NULL, o, 0, cv->N);
   ct_release(wc);
   ct_release(wt);

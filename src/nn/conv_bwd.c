@@ -2,7 +2,8 @@
  * src/autograd/grad_conv.c; src/nn/nn.h says what ct__nn_conv_backward computes.
  *
  * Input gradient. For stride 1 it is itself a stride-1 convolution: of the output gradient g with
- * the weight flipped in both window dims and transposed per group (conv_wflip), padded by
+ * the weight flipped in both window dims and transposed per group (conv_wflip, or conv_wpack
+ * packing it so for the blocked kernel), padded by
  * dil (k - 1) - pad (or g cropped where that is negative). It then runs on ct_conv2d's paths,
  * so on CPU devices the register-blocked kernel, as fast as the forward. Other strides (and
  * ct__nn_conv_bwd_path GEMM): the columns w^T g by one GEMM per image and group on the device's
@@ -42,19 +43,18 @@ static int64_t elem_off(const ct_tensor *t) {
   return off;
 }
 
-/* The input gradient of a stride-1 conv: the conv c2 of g with the flipped, transposed weight
- * *wf (new), over *gv (new: g, or g cropped where the padding is negative). */
-static ct_status gx_transposed_prep(struct ct__conv *c2, ct_tensor **wf, ct_tensor **gv, const struct ct__conv *cv,
-                                    const ct_tensor *g4, const ct_tensor *w4) {
+/* *wf (new, [C, Cout / groups, kh, kw]) = cv's weight w4 flipped in both window dims and
+ * transposed per group (conv_wflip). */
+static ct_status wflip(ct_tensor **wf, const struct ct__conv *cv, const ct_tensor *w4) {
   const char *fn = cv->fn;
-  ct_device *d = g4->storage->device;
+  ct_device *d = w4->storage->device;
   int64_t og = cv->Cout / cv->groups, cg = cv->C / cv->groups;
   ct__kernel *k;
   CT__TRY(ct__kernel_for(&k, d, "conv.cl", "conv_wflip", (int)w4->dtype, NULL, fn));
-  ct_tensor *wc = NULL;
+  ct_tensor *wc = NULL, *o = NULL;
   int64_t wfs[4] = {cv->C, og, cv->kh, cv->kw};
   ct_status st = ct__contiguous(&wc, w4, w4->dtype, 0, fn);
-  if (st == CT_OK) st = ct__tensor_new(wf, d, w4->dtype, 4, wfs, fn);
+  if (st == CT_OK) st = ct__tensor_new(&o, d, w4->dtype, 4, wfs, fn);
   if (st == CT_OK) {
     struct ct__kargs a;
     ct__kargs_begin(&a, k, ct__kernel_lock(k));
@@ -63,11 +63,24 @@ static ct_status gx_transposed_prep(struct ct__conv *c2, ct_tensor **wf, ct_tens
     ct__karg_int(&a, "og", (cl_int)og);
     ct__karg_int(&a, "kh", (cl_int)cv->kh);
     ct__karg_int(&a, "kw", (cl_int)cv->kw);
-    ct__karg_tensor(&a, "wf", *wf, 0);
-    ct__karg_long(&a, "total", ct_numel(*wf));
-    st = ct__launch1(k, &a, d, ct_numel(*wf) / ((int64_t)cv->kh * cv->kw), 16, fn);
+    ct__karg_tensor(&a, "wf", o, 0);
+    ct__karg_long(&a, "total", ct_numel(o));
+    st = ct__launch1(k, &a, d, ct_numel(o) / ((int64_t)cv->kh * cv->kw), 16, fn);
   }
   ct_release(wc);
+  return ct__tensor_result(wf, o, st);
+}
+
+/* The input gradient of a stride-1 conv: the conv c2 of g with the flipped, transposed weight,
+ * over *gv (new: g, or g cropped where the padding is negative). *wf (new) is a tensor of that
+ * weight's shape and dtype, its values not yet written (wflip writes them; the blocked kernel
+ * packs them from w4 directly). */
+static ct_status gx_transposed_prep(struct ct__conv *c2, ct_tensor **wf, ct_tensor **gv, const struct ct__conv *cv,
+                                    const ct_tensor *g4, const ct_tensor *w4) {
+  const char *fn = cv->fn;
+  ct_device *d = g4->storage->device;
+  int64_t wfs[4] = {cv->C, cv->Cout / cv->groups, cv->kh, cv->kw};
+  ct_status st = ct__tensor_new(wf, d, w4->dtype, 4, wfs, fn);
   /* Padding dil (k - 1) - pad on each side; a negative one crops g instead. */
   int pad[2], one[2] = {1, 1}, dil[2] = {cv->dh, cv->dw};
   int64_t shape[4] = {g4->shape[0], g4->shape[1], g4->shape[2], g4->shape[3]}, off = g4->offset;
@@ -335,10 +348,14 @@ static ct_status gx_transposed(ct_tensor **gx, ct_tensor **gp, struct ct__tall *
     st = ct__kernel_for(&kpad, d, "conv.cl", "conv_pad", (int)gv->dtype, NULL, fn);
     if (st == CT_OK) st = ct__tensor_new(gp, d, CT_F32, 1, gps, fn);
     if (st == CT_OK) st = ct__conv_pad(kpad, d, gv, c2.ph, c2.pw, tg, 0, c2.N, *gp, gps[0] - n, 0, fn);
-    if (st == CT_OK) st = ct__conv_blocked_padded(gx, &c2, *gp, tg, wf, gv->dtype);
+    /* w4 packed flipped and transposed: no conv_wflip. */
+    if (st == CT_OK) st = ct__conv_blocked_padded(gx, &c2, *gp, tg, w4, true, gv->dtype);
     *gp_off = c2.ph * tg->S + c2.pw;
   } else if (st == CT_OK) {
-    st = ct__conv_run(gx, &c2, gv, wf, NULL);
+    ct_tensor *w = NULL;
+    st = wflip(&w, cv, w4);
+    if (st == CT_OK) st = ct__conv_run(gx, &c2, gv, w, NULL);
+    ct_release(w);
   }
   ct_release(wf);
   ct_release(gv);

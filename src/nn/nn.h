@@ -51,6 +51,12 @@ ct_status ct__norm_backward(ct_tensor **dx, ct_tensor **dw, ct_tensor **db, cons
                             const ct_tensor *w, int nnorm, double eps, int mode, ct_dtype pd, const char *fn);
 /* batch_norm: ss the forward's per-channel [scale, shift, mean, invstd] (NULL when it computed
  * nothing); training: the statistics were the batch's (they depend on x). */
+/* ct_batch_norm that also adds 1 to BatchNorm's num_batches_tracked nbt (i64, one element; NULL:
+ * none) when training, in the statistics kernel instead of a kernel of its own. Training with
+ * x's C == 0 runs no kernel and leaves nbt alone. */
+ct_status ct__batch_norm_tracked(ct_tensor **out, const ct_tensor *x, ct_tensor *running_mean,
+                                 ct_tensor *running_var, ct_tensor *nbt, const ct_tensor *weight,
+                                 const ct_tensor *bias, bool training, double momentum, double eps);
 ct_status ct__bn_backward(ct_tensor **dx, ct_tensor **dw, ct_tensor **db, const ct_tensor *x, const ct_tensor *g,
                           const ct_tensor *ss, bool training, ct_dtype pd, const char *fn);
 /* cross_entropy (ce) / nll_loss: the gradient with respect to x (logits / log-probabilities) of
@@ -124,9 +130,11 @@ extern int ct__conv_lanes;
 int64_t ct__conv_blocked_slack(const struct ct__conv *cv, const struct ct__tall *tl);
 /* *out (new, [N, Cout, OH, OW] of dtype dt) = the stride-1 conv of cv on the blocked kernel, no
  * bias, from xp: all N images already padded in the tall layout tl (cv's padding), with
- * ct__conv_blocked_slack floats after its channels; w4 [Cout, C / groups, kh, kw]. */
+ * ct__conv_blocked_slack floats after its channels; w4 [Cout, C / groups, kh, kw], or with flip
+ * the weight [C, Cout / groups, kh, kw] of the conv whose input gradient cv computes, used
+ * flipped in both window dims and transposed per group (conv_wflip's result, packed directly). */
 ct_status ct__conv_blocked_padded(ct_tensor **out, const struct ct__conv *cv, const ct_tensor *xp,
-                                  const struct ct__tall *tl, const ct_tensor *w4, ct_dtype dt);
+                                  const struct ct__tall *tl, const ct_tensor *w4, bool flip, ct_dtype dt);
 /* The device's GEMM route state (its failure as cv->fn's error), and one GEMM on that route
  * (batch dims simplified first). */
 struct ct__gemm_state;

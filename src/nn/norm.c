@@ -351,9 +351,11 @@ ct_status ct__norm_backward(ct_tensor **dx, ct_tensor **dw, ct_tensor **db, cons
   return ct__tensor_results(3, (ct_tensor **const[]){dx, dw, db}, (ct_tensor *const[]){ox, ow, ob}, st);
 }
 
+/* nbt, when not NULL (training only): BatchNorm's num_batches_tracked (i64, one element),
+ * incremented by bn_stats. */
 static ct_status bn_api(ct_tensor **out, const ct_tensor *x, ct_tensor *running_mean, ct_tensor *running_var,
-                        const ct_tensor *weight, const ct_tensor *bias, bool training, double momentum,
-                        double eps) {
+                        ct_tensor *nbt, const ct_tensor *weight, const ct_tensor *bias, bool training,
+                        double momentum, double eps) {
   const char *fn = "ct_batch_norm";
   CT__CHECK_NOT_NULL(fn, x);
   CT__TRY(ct__nn_check_float(fn, "x", x));
@@ -407,6 +409,7 @@ static ct_status bn_api(ct_tensor **out, const ct_tensor *x, ct_tensor *running_
     CT__TRY(ct__grad_check_inplace(fn, running_mean, "running_mean"));
     CT__TRY(ct__grad_check_inplace(fn, running_var, "running_var"));
   }
+  if (training && nbt) CT__TRY(ct__tensor_check_writable(nbt, fn, "num_batches_tracked"));
   ct_device *d = x->storage->device;
   ct_tensor *o = NULL, *ss = NULL, *part = NULL;
   CT__TRY(ct__tensor_new(&o, d, x->dtype, x->ndim, x->shape, fn));
@@ -445,10 +448,12 @@ static ct_status bn_api(ct_tensor **out, const ct_tensor *x, ct_tensor *running_
     karg_acc(&a, "momentum", x->dtype, momentum);
     karg_acc(&a, "eps", x->dtype, eps);
     ct__karg_tensor(&a, "ss", ss, 0);
+    karg_param(&a, "nbt", "has_nbt", training ? nbt : NULL);
     st = ct__launch1(ks, &a, d, C, 0, fn);
     if (training) {
       ct__tensor_bump_version(running_mean);
       ct__tensor_bump_version(running_var);
+      ct__tensor_bump_version(nbt);
     }
   }
   if (st == CT_OK && !empty && ct_numel(x) > 0) {
@@ -477,9 +482,9 @@ static ct_status bn_api(ct_tensor **out, const ct_tensor *x, ct_tensor *running_
   return ct__tensor_result(out, o, st);
 }
 
-ct_status ct_batch_norm(ct_tensor **out, const ct_tensor *x, ct_tensor *running_mean, ct_tensor *running_var,
-                        const ct_tensor *weight, const ct_tensor *bias, bool training, double momentum,
-                        double eps) {
+ct_status ct__batch_norm_tracked(ct_tensor **out, const ct_tensor *x, ct_tensor *running_mean,
+                                 ct_tensor *running_var, ct_tensor *nbt, const ct_tensor *weight,
+                                 const ct_tensor *bias, bool training, double momentum, double eps) {
   const char *fn = "ct_batch_norm";
   CT__CHECK_NOT_NULL(fn, out);
   *out = NULL;
@@ -488,10 +493,17 @@ ct_status ct_batch_norm(ct_tensor **out, const ct_tensor *x, ct_tensor *running_
   bool f32_running = (!running_mean || running_mean->dtype == CT_F32) && (!running_var || running_var->dtype == CT_F32);
   ct_tensor *c[3] = {NULL, NULL, NULL};
   if (f32_running) CT__TRY(autocast_f32(3, c, (const ct_tensor *[]){x, weight, bias}, fn));
-  ct_status st = f32_running ? bn_api(out, c[0], running_mean, running_var, c[1], c[2], training, momentum, eps)
-                             : bn_api(out, x, running_mean, running_var, weight, bias, training, momentum, eps);
+  ct_status st = f32_running
+                     ? bn_api(out, c[0], running_mean, running_var, nbt, c[1], c[2], training, momentum, eps)
+                     : bn_api(out, x, running_mean, running_var, nbt, weight, bias, training, momentum, eps);
   for (int i = 0; i < 3; i++) ct_release(c[i]);
   return st;
+}
+
+ct_status ct_batch_norm(ct_tensor **out, const ct_tensor *x, ct_tensor *running_mean, ct_tensor *running_var,
+                        const ct_tensor *weight, const ct_tensor *bias, bool training, double momentum,
+                        double eps) {
+  return ct__batch_norm_tracked(out, x, running_mean, running_var, NULL, weight, bias, training, momentum, eps);
 }
 
 ct_status ct__bn_backward(ct_tensor **dx, ct_tensor **dw, ct_tensor **db, const ct_tensor *x, const ct_tensor *g,
