@@ -172,3 +172,54 @@ __kernel void loss_nll_bwd(__global const in_t *in, long in_off, __global const 
   acc_t v = ce ? CT_ACC_EXP(LOAD1(in, base + t * cstride) - lse) : (acc_t)0;
   dx[ob + t * ocstride] = gp * (v - (off + ((acc_t)1 - eps)));
 }
+
+/* ---- loss_sum: the SUM or MEAN of a loss small enough for one work-group ----
+ * Build option CT_CHUNKED (1 on CPU devices, as reduce.cl). out[out_off] (the input's dtype) =
+ * sum_p loss[p], or for MEAN that / sum_p valid[p], whose count also goes to nv[nv_off] (the
+ * backward's divisor); p over [0, npos). What ct_sum, ct_sum and ct_div computed, in one kernel
+ * instead of three. A work-group of L work-items (1 on CPU devices): work-item i sums positions
+ * i, i + L, ... in blocks of 16 through the cascade (the error grows with the log of the
+ * blocks), then the items combine in a local-memory tree. The host keeps each item's trip count
+ * within the device's loop budget and L a power of two. */
+#define CT_LEVELS 24
+//#include "cascade.cl"
+
+__kernel void loss_sum(__global const acc_t *loss, long loss_off, __global const acc_t *valid, long valid_off,
+                       long npos, int mean, __global in_t *out, long out_off, __global acc_t *nv, long nv_off,
+                       __local acc_t *ls, __local acc_t *lc) {
+  const long L = (long)get_local_size(0), lid = (long)get_local_id(0);
+  acc_t st[CT_LEVELS];
+  ulong cnt = 0;
+  acc_t c = 0; /* counts of 0s and 1s: exact in floats up to 2^24 */
+  for (long p = lid; p < npos;) {
+    acc_t b = 0;
+    for (int k = 0; k < 16 && p < npos; k++, p += L) {
+      b += loss[loss_off + p];
+      c += valid[valid_off + p];
+    }
+    ct_push1(st, &cnt, b);
+  }
+  acc_t s = ct_pop1(st, cnt);
+#if !CT_CHUNKED
+  ls[lid] = s;
+  lc[lid] = c;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (long h = L / 2; h > 0; h >>= 1) {
+    if (lid < h) {
+      ls[lid] += ls[lid + h];
+      lc[lid] += lc[lid + h];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  s = ls[0];
+  c = lc[0];
+#else
+  (void)ls;
+  (void)lc;
+#endif
+  if (lid == 0) {
+    acc_t v = mean ? s / c : s;
+    CT_STOREF(CT_IN, out, out_off, v);
+    if (mean) nv[nv_off] = c;
+  }
+}

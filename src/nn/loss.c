@@ -1,5 +1,6 @@
 /* Losses: nll_loss and cross_entropy (kernels/loss.cl, one work-item per position, then the
- * reduction through ct_sum), mse_loss (composed of elementwise ops and a reduction). */
+ * reduction: loss_sum in one work-group where it fits, else ct_sum), mse_loss (composed of
+ * elementwise ops and a reduction). */
 #include <limits.h>
 #include <math.h>
 
@@ -24,6 +25,58 @@ static ct_status check_reduction(ct_reduction r, const char *fn) {
   return CT_OK;
 }
 
+/* The positions loss_sum sums in one work-group at most: beyond, ct_sum's parallel passes. */
+#define CT__LOSS_SUM_MAX 65536
+
+/* The loss.cl kernel `name` for x's dtype: every loss kernel from one program per dtype. */
+static ct_status loss_kernel(ct__kernel **k, ct_device *d, const char *name, ct_dtype dt, const char *fn) {
+  return ct__kernel_for(k, d, "loss.cl", name, (int)dt, ct__cpu_layout(d) ? "-DCT_CHUNKED=1" : "-DCT_CHUNKED=0", fn);
+}
+
+/* finish() for SUM and MEAN of npos <= CT__LOSS_SUM_MAX positions in one kernel (loss_sum), where
+ * one work-group of the device can take them within its loop budget: *done false otherwise. */
+static ct_status finish_one_group(bool *done, ct_tensor **out, ct_tensor **nvalid, ct_tensor *v, ct_tensor *count,
+                                  ct_reduction r, ct_dtype dt, const char *fn) {
+  *done = false;
+  int64_t npos = ct_numel(v);
+  if (npos > CT__LOSS_SUM_MAX) return CT_OK;
+  ct_device *d = v->storage->device;
+  ct__kernel *k = NULL;
+  CT__TRY(loss_kernel(&k, d, "loss_sum", dt, fn));
+  size_t group = 1, accsz = ct_dtype_size(v->dtype);
+  if (!ct__cpu_layout(d)) CT__TRY(ct__kernel_group_limit(&group, k, d, 256, 2 * accsz));
+  /* Each item's positions, and its blocks' cascade, within the loop budget. */
+  if ((uint64_t)((npos + (int64_t)group - 1) / (int64_t)group) * 2 > ct__device_loop_budget(d)) return CT_OK;
+  ct_tensor *o = NULL, *n = NULL;
+  ct_status st = ct__tensor_new(&o, d, dt, 0, NULL, fn);
+  if (st == CT_OK && r == CT_REDUCTION_MEAN) st = ct__tensor_new(&n, d, v->dtype, 0, NULL, fn);
+  if (st == CT_OK) {
+    struct ct__kargs a;
+    ct__kargs_begin(&a, k, ct__kernel_lock(k));
+    ct__karg_tensor(&a, "loss", v, 0);
+    ct__karg_tensor(&a, "valid", count, 0);
+    ct__karg_long(&a, "npos", npos);
+    ct__karg_int(&a, "mean", r == CT_REDUCTION_MEAN);
+    ct__karg_tensor(&a, "out", o, 0);
+    ct__karg_tensor(&a, "nv", n, 0);
+    ct__karg_local(&a, "ls", group * accsz);
+    ct__karg_local(&a, "lc", group * accsz);
+    st = ct__kargs_end(&a, fn);
+    if (st == CT_OK) st = ct__kernel_launch(k, d, 1, &group, &group);
+    ct__kernel_unlock(k);
+  }
+  if (st == CT_OK) {
+    *done = true;
+    *out = o;
+    if (nvalid) *nvalid = n;
+    else ct_release(n);
+    return CT_OK;
+  }
+  ct_release(o);
+  ct_release(n);
+  return st;
+}
+
 /* *out = per-position losses v (acc dtype, contiguous) reduced as r and stored as dtype dt:
  * NONE keeps them (cast), SUM sums them, MEAN divides the sum by the sum of `count` (1 for each
  * non-ignored target, else 0; all ignored gives 0 / 0 = NaN, as PyTorch). *nvalid, when not
@@ -33,6 +86,9 @@ static ct_status finish(ct_tensor **out, ct_tensor **nvalid, ct_tensor *v, ct_te
   ct_tensor *s = NULL, *n = NULL, *m = NULL;
   ct_status st;
   if (r == CT_REDUCTION_NONE) return ct__contiguous(out, v, dt, 0, fn);
+  bool done = false;
+  CT__TRY(finish_one_group(&done, out, nvalid, v, count, r, dt, fn));
+  if (done) return CT_OK;
   st = ct_sum(&s, v, 0, NULL, false);
   if (st == CT_OK && r == CT_REDUCTION_MEAN) {
     st = ct_sum(&n, count, 0, NULL, false);
@@ -143,7 +199,7 @@ static ct_status class_loss(ct_tensor **out, const ct_tensor *x, const ct_tensor
     st = ct__tensor_new(&flag, d, CT_I32, 1, &one, fn);
     if (st == CT_OK && check) st = ct__fill_bits(flag, &init, fn);
     ct__kernel *k = NULL;
-    if (st == CT_OK) st = ct__kernel_for(&k, d, "loss.cl", "loss_nll", (int)x->dtype, NULL, fn);
+    if (st == CT_OK) st = loss_kernel(&k, d, "loss_nll", x->dtype, fn);
     if (st == CT_OK) {
       int64_t *sts[2] = {xst, tst};
       /* Merging positions dims that address both tensors alike spares ct_offset divisions. */
@@ -235,7 +291,7 @@ ct_status ct__class_loss_backward(ct_tensor **dx, const ct_tensor *x, const ct_t
   if (st == CT_OK && ct_numel(o) > 0 && npos > 0) {
     st = ct__contiguous(&gc, g, adt, 0, fn);
     ct__kernel *k = NULL;
-    if (st == CT_OK) st = ct__kernel_for(&k, d, "loss.cl", "loss_nll_bwd", (int)x->dtype, NULL, fn);
+    if (st == CT_OK) st = loss_kernel(&k, d, "loss_nll_bwd", x->dtype, fn);
     if (st == CT_OK) {
       int64_t *sts[3] = {xst, tst, ost};
       int cn = ct__collapse_dims(pndim, pshape, 3, sts, 0);

@@ -126,6 +126,87 @@ START_TEST(test_target_out_of_range) {
 }
 END_TEST
 
+/* SUM and MEAN take one kernel (loss_sum, one work-group) up to 65536 positions and ct_sum's
+ * passes beyond: both against a host reference in double, with every 7th target ignored, in f32
+ * and bf16 (whose result rounds once), and MEAN's gradient (softmax - onehot) / count. The f32
+ * tolerance: each position's loss carries a few ulps (the header), and the sum's rounding grows
+ * with the log of the blocks: 1e-5 relative is far above both. */
+START_TEST(test_reduction_paths) {
+  ct_device *d = ct_test_device();
+  static const int64_t sizes[3] = {1000, 65536, 70001};
+  const int64_t C = 3;
+  for (int si = 0; si < 3; si++) {
+    const int64_t n = sizes[si];
+    float *xv = malloc(sizeof(float) * (size_t)(n * C));
+    int64_t *tv = malloc(sizeof(int64_t) * (size_t)n);
+    double sum = 0, cnt = 0;
+    uint32_t r = 12345;
+    for (int64_t i = 0; i < n; i++) {
+      double m = -INFINITY, se = 0;
+      for (int64_t c = 0; c < C; c++) {
+        r = r * 1664525u + 1013904223u;
+        xv[i * C + c] = (float)((double)(r >> 8) / (1 << 24) * 8.0 - 4.0);
+        m = fmax(m, xv[i * C + c]);
+      }
+      for (int64_t c = 0; c < C; c++) se += exp(xv[i * C + c] - m);
+      tv[i] = i % 7 == 3 ? -100 : (int64_t)(i % C);
+      if (tv[i] >= 0) {
+        sum += m + log(se) - xv[i * C + tv[i]];
+        cnt += 1;
+      }
+    }
+    for (int k = 0; k < 2; k++) {
+      const ct_dtype dt = k ? CT_BF16 : CT_F32;
+      ct_tensor *x32 = NULL, *x = NULL, *t = NULL, *ls = NULL, *lm = NULL, *g = NULL;
+      ck_assert_ct_ok(ct_from_host(&x32, d, CT_F32, 2, (int64_t[]){n, C}, xv));
+      ck_assert_ct_ok(ct_cast(&x, x32, dt)); /* bf16 inputs: the reference then only roughly */
+      ck_assert_ct_ok(ct_set_requires_grad(x, true));
+      ck_assert_ct_ok(ct_from_host(&t, d, CT_I64, 1, &n, tv));
+      ck_assert_ct_ok(ct_cross_entropy(&ls, x, t, -100, 0.0, CT_REDUCTION_SUM));
+      ck_assert_ct_ok(ct_cross_entropy(&lm, x, t, -100, 0.0, CT_REDUCTION_MEAN));
+      ck_assert_int_eq(ct_tensor_dtype(lm), dt);
+      ck_assert_int_eq(ct_tensor_ndim(lm), 0);
+      double got[2];
+      ck_assert_ct_ok(ct_item(&got[0], ls));
+      ck_assert_ct_ok(ct_item(&got[1], lm));
+      const double tol = k ? 3e-2 : 1e-5; /* bf16: its inputs' rounding, then the result's */
+      ck_assert_msg(fabs(got[0] - sum) <= tol * fabs(sum), "n %lld %s sum: %.9g, expected %.9g", (long long)n,
+                    ct_dtype_name(dt), got[0], sum);
+      ck_assert_msg(fabs(got[1] - sum / cnt) <= tol * fabs(sum / cnt), "n %lld %s mean: %.9g, expected %.9g",
+                    (long long)n, ct_dtype_name(dt), got[1], sum / cnt);
+      if (k == 0) { /* MEAN's gradient at the first two rows (the second one's target kept) */
+        ck_assert_ct_ok(ct_backward(lm, NULL));
+        ck_assert_ct_ok(ct_grad(&g, x));
+        float gv[6];
+        ct_tensor *view = NULL, *rows = NULL;
+        ck_assert_ct_ok(ct_slice(&view, g, 0, 0, 2, 1));
+        ck_assert_ct_ok(ct_contiguous(&rows, view));
+        ck_assert_ct_ok(ct_to_host(rows, gv, sizeof gv));
+        ct_release(view);
+        for (int64_t i = 0; i < 2; i++) {
+          double m = fmax(fmax(xv[i * C], xv[i * C + 1]), xv[i * C + 2]), se = 0;
+          for (int64_t c = 0; c < C; c++) se += exp(xv[i * C + c] - m);
+          for (int64_t c = 0; c < C; c++) {
+            double want = (exp(xv[i * C + c] - m) / se - (c == tv[i])) / cnt;
+            ck_assert_msg(fabs(gv[i * C + c] - want) <= 1e-5 * fabs(want) + 1e-9, "grad [%lld, %lld]: %g, expected %g",
+                          (long long)i, (long long)c, gv[i * C + c], want);
+          }
+        }
+        ct_release(rows);
+        ct_release(g);
+      }
+      ct_release(ls);
+      ct_release(lm);
+      ct_release(t);
+      ct_release(x);
+      ct_release(x32);
+    }
+    free(xv);
+    free(tv);
+  }
+}
+END_TEST
+
 START_TEST(test_errors) {
   ct_device *d = ct_test_device();
   int64_t xs[2] = {4, 5}, ts[1] = {3}, t4[1] = {4};
@@ -162,6 +243,7 @@ int main(void) {
   TCase *tc = tcase_create("reference");
   tcase_add_loop_test(tc, test_reference, 0, NCASES);
   tcase_add_test(tc, test_strided_target);
+  tcase_add_test(tc, test_reduction_paths);
   suite_add_tcase(s, tc);
   tc = tcase_create("errors");
   tcase_add_test(tc, test_target_out_of_range);
