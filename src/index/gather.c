@@ -32,13 +32,52 @@ static int touch_span(const ct_device *d, const struct gather_geom *g, size_t es
          span <= 65536 && span / 64 <= g->shape[last] / 4;
 }
 
-static ct_status gather_run(ct_tensor *out, const ct_tensor *x, const ct_tensor *index, const struct gather_geom *g,
+/* The most output elements an 8-byte gather moves as pairs of 4-byte ones (below). */
+#define CT__GATHER_PAIRS_MAX 65536
+
+/* An 8-byte gather (i64, f64) as a 4-byte one over pairs of uints, so that the 4-byte program
+ * serves it too: a program and a kernel build fewer for a process that gathers both (a first
+ * training step's images and labels, issue #30). x's strides and sel_stride double, and a last
+ * dim of the 2 halves is added (stride 1 in x, 0 in the index), or merged into the last dim
+ * where x is contiguous along it and the index constant (rows then stay as long). The added dim
+ * makes rows of 2 elements, each a work-item's, so only small gathers take it; false when g
+ * has no room for it. */
+static bool gather_as_pairs(struct gather_geom *p, const struct gather_geom *g, int64_t n) {
+  int last = g->ndim - 1;
+  bool merge = g->xstr[last] == 1 && g->istr[last] == 0;
+  if (!merge && (g->ndim == CT_MAX_DIMS || n > CT__GATHER_PAIRS_MAX)) return false;
+  *p = *g;
+  for (int i = 0; i < g->ndim; i++) p->xstr[i] = 2 * g->xstr[i];
+  p->sel_stride = 2 * g->sel_stride;
+  if (merge) {
+    p->shape[last] = 2 * g->shape[last];
+    p->xstr[last] = 1;
+  } else {
+    p->shape[g->ndim] = 2;
+    p->xstr[g->ndim] = 1;
+    p->istr[g->ndim] = 0;
+    p->ndim = g->ndim + 1;
+  }
+  return true;
+}
+
+static ct_status gather_run(ct_tensor *out, const ct_tensor *x, const ct_tensor *index, const struct gather_geom *g0,
                             int64_t bad[4], const char *fn) {
   bad[0] = 0;
   int64_t n = ct_numel(out);
   if (n == 0) return CT_OK;
   ct_device *d = x->storage->device;
   size_t es = ct_dtype_size(x->dtype);
+  struct gather_geom pairs;
+  const struct gather_geom *g = g0;
+  int64_t xoff = 0, ooff = 0; /* the offsets again in uints: 2x, so each shifted by itself */
+  if (es == 8 && ct__tensor_elem_offset(x, &xoff) && ct__tensor_elem_offset(out, &ooff) &&
+      gather_as_pairs(&pairs, g0, n)) {
+    g = &pairs;
+    es = 4;
+  } else {
+    xoff = ooff = 0;
+  }
   char opts[32];
   snprintf(opts, sizeof opts, "-DCT_BITS=%s", ct__dtype_bits_type(es));
   ct__kernel *k;
@@ -46,12 +85,14 @@ static ct_status gather_run(ct_tensor *out, const ct_tensor *x, const ct_tensor 
   ct_tensor *rec;
   bool check = ct__index_check_needed(index, g->sel_size);
   CT__TRY(ct__index_bad_new(&rec, d, check, fn));
-  int64_t inner = g->shape[g->ndim - 1];
-  int64_t nitems = n / inner * ((inner + 255) / 256); /* CT_CHUNK in kernels/index.cl */
+  int64_t inner = g->shape[g->ndim - 1], rows = 1;
+  for (int i = 0; i < g->ndim - 1; i++) rows *= g->shape[i];
+  int64_t nitems = rows * ((inner + 255) / 256); /* CT_CHUNK in kernels/index.cl */
   struct ct__kargs a;
   ct__kargs_begin(&a, k, ct__kernel_lock(k));
-  ct__karg_tensor(&a, "out", out, 0);
-  ct__index_karg_strided(&a, "x", x, g->ndim, g->xstr);
+  ct__karg_tensor(&a, "out", out, ooff);
+  ct__karg_tensor(&a, "x", x, xoff);
+  ct__karg_long8(&a, "x", g->ndim, g->xstr, 0);
   ct__index_karg_strided(&a, "idx", index, g->ndim, g->istr);
   ct__karg_int(&a, "idx64", index->dtype == CT_I64);
   ct__karg_long(&a, "sel_stride", g->sel_stride);
@@ -60,7 +101,9 @@ static ct_status gather_run(ct_tensor *out, const ct_tensor *x, const ct_tensor 
   ct__karg_int(&a, "ndim", g->ndim);
   ct__karg_long8(&a, "shape", g->ndim, g->shape, 1);
   ct__karg_long(&a, "nitems", nitems);
-  return ct__index_launch_checked(k, &a, d, nitems, rec, check, bad, fn);
+  ct_status st = ct__index_launch_checked(k, &a, d, nitems, rec, check, bad, fn);
+  if (st == CT_OK && bad[0] && g != g0) bad[1] /= 2; /* a position in uints: each element is 2 */
+  return st;
 }
 
 /* For an empty result of a non-empty index: checks the index alone (as PyTorch does); on a bad

@@ -731,6 +731,90 @@ START_TEST(test_gather_rows) {
 }
 END_TEST
 
+/* 8-byte elements move as pairs of uints through the 4-byte program when the gather is small
+ * (gather.c): index_select along an outer dim (the pairs merge into the row), along the last dim
+ * and gather (a dim of 2 halves added), embedding, a strided x with an offset, then the same
+ * past 65536 elements (the 8-byte program); every result bit for bit against a host loop, and
+ * an out-of-range index named at its position in 8-byte elements. _i: 0 i64, 1 f64 (where the
+ * device has fp64; its bits move the same). */
+START_TEST(test_eight_byte_pairs) {
+  ct_device *d = ct_test_device();
+  const ct_dtype dt = _i ? CT_F64 : CT_I64;
+  if (dt == CT_F64 && !ct_device_properties(d)->fp64) return;
+  ix_seed(31);
+  static const int64_t rows_of[2] = {7, 9000}; /* 7 x 11 and 9000 x 11 elements */
+  for (int big = 0; big < 2; big++) {
+    const int64_t R = rows_of[big], C = 11, n = R * C;
+    int64_t *xv = malloc((size_t)n * sizeof *xv);
+    for (int64_t i = 0; i < n; i++) xv[i] = (int64_t)(ix_next() ^ (ix_next() << 32));
+    ct_tensor *x = NULL, *xt = NULL, *xs = NULL;
+    ck_assert_ct_ok(ct_from_host(&x, d, dt, 2, (int64_t[]){R, C}, xv)); /* f64: the same 8 bytes */
+    const int64_t ni = big ? 8000 : 5, nj = 6;
+    int64_t *rv = malloc((size_t)ni * sizeof *rv), cv[6];
+    for (int64_t i = 0; i < ni; i++) rv[i] = ix_below(R);
+    for (int64_t j = 0; j < nj; j++) cv[j] = ix_below(C);
+    ct_tensor *ri = ix_index(d, CT_I64, 1, &ni, rv, 0), *ci = ix_index(d, CT_I32, 1, &nj, cv, 0);
+    ct_tensor *o = NULL;
+    /* rows: along dim 0 (merged pairs); and embedding, the same rows */
+    for (int e = 0; e < 2; e++) {
+      if (e == 0) ck_assert_ct_ok(ct_index_select(&o, x, 0, ri));
+      else ck_assert_ct_ok(ct_embedding(&o, x, ri));
+      int64_t *ov = ix_read(o);
+      for (int64_t i = 0; i < ni; i++)
+        for (int64_t c = 0; c < C; c++) ck_assert(ov[i * C + c] == xv[rv[i] * C + c]);
+      free(ov);
+      ct_release(o);
+    }
+    /* columns: along the last dim (a dim of 2 halves), of x and of its transpose's transpose
+     * sliced from row 1 (a strided x with an offset) */
+    ck_assert_ct_ok(ct_slice(&xs, x, 0, 1, R, 1));
+    ck_assert_ct_ok(ct_transpose(&xt, xs, 0, 1));
+    for (int v = 0; v < 2; v++) {
+      const ct_tensor *src = v ? xt : x;
+      const int dim = v ? 0 : 1;
+      ck_assert_ct_ok(ct_index_select(&o, src, dim, ci));
+      int64_t *ov = ix_read(o);
+      for (int64_t r = 0; r < (v ? nj : R); r++)
+        for (int64_t j = 0; j < (v ? R - 1 : nj); j++) {
+          int64_t want = v ? xv[(j + 1) * C + cv[r]] : xv[r * C + cv[j]];
+          ck_assert(ov[r * (v ? R - 1 : nj) + j] == want);
+        }
+      free(ov);
+      ct_release(o);
+    }
+    /* gather along dim 1: out[r, j] = x[r, idx[r, j]] (the big one, 72000 elements, on the
+     * 8-byte program) */
+    const int64_t G = big ? 8 : 3;
+    int64_t *gv = malloc((size_t)(R * G) * sizeof *gv);
+    for (int64_t i = 0; i < R * G; i++) gv[i] = ix_below(C);
+    ct_tensor *gi = ix_index(d, CT_I64, 2, (int64_t[]){R, G}, gv, 0);
+    ck_assert_ct_ok(ct_gather(&o, x, 1, gi));
+    int64_t *ov = ix_read(o);
+    for (int64_t r = 0; r < R; r++)
+      for (int64_t j = 0; j < G; j++) ck_assert(ov[r * G + j] == xv[r * C + gv[r * G + j]]);
+    free(ov);
+    ct_release(o);
+    /* an out-of-range index: its position in 8-byte elements */
+    gv[G + 1] = C + 2;
+    ct_tensor *bad = ix_index(d, CT_I64, 2, (int64_t[]){R, G}, gv, 0);
+    o = (ct_tensor *)1;
+    ck_assert_ct_status(ct_gather(&o, x, 1, bad), CT_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_null(o);
+    ck_assert_error_contains("index 13 at position [1, 1] is out of range for dim 1 of size 11");
+    ct_release(bad);
+    ct_release(gi);
+    free(gv);
+    ct_release(ri);
+    ct_release(ci);
+    ct_release(xt);
+    ct_release(xs);
+    ct_release(x);
+    free(rv);
+    free(xv);
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("index");
   TCase *tc = tcase_create("indexing");
@@ -739,6 +823,7 @@ int main(void) {
   tcase_add_loop_test(tc, test_gather_random, 0, 8);
   tcase_add_loop_test(tc, test_gather_rows, 0, 3);
   tcase_add_test(tc, test_embedding);
+  tcase_add_loop_test(tc, test_eight_byte_pairs, 0, 2);
   tcase_add_test(tc, test_masked_fill);
   tcase_add_loop_test(tc, test_scatter_add_random, 0, 4);
   tcase_add_test(tc, test_scatter_add_deterministic);
