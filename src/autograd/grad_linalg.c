@@ -84,19 +84,30 @@ ct_status ct__grad_matmul(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
 }
 
 /* y = x @ W^T + bias: gx = g @ W; gW = g^T @ x over x's leading dims flattened (one GEMM:
- * [out, N] @ [N, in]); gbias = g, which the engine sums to bias's shape (any shape that
- * broadcasts to y). */
+ * [out, N] @ [N, in]). gbias: for the usual 1-D bias [out], the sum of g's N rows as one more
+ * GEMM, ones [1, N] @ g [N, out] (Caffe's "bias multiplier"; cuBLASLt fuses the same sum into
+ * the weight gradient's GEMM), on the route the other two products take, so that a training
+ * step needs no reduction program for it (issue #30: a new process's first step). Other bias
+ * shapes (any that broadcasts to y): g, which the engine sums to the bias's shape. */
 ct_status ct__grad_linear(ct__node *n, const ct_tensor *g, ct_tensor **gin) {
   const ct__rec_matmul *r = ct__rec_LINEAR(n);
   ct__tmps s = {0};
   if (n->in[0].needed) GIN(&s, &gin[0], ct_matmul, g, r->b);
+  ct_tensor *gf = n->in[1].needed || n->in[2].needed ? TMP(&s, mm_flat, g) : NULL;
   if (n->in[1].needed) {
-    ct_tensor *gf = TMP(&s, mm_flat, g);
     ct_tensor *gt = TMP(&s, ct_transpose, gf, 0, 1);
     ct_tensor *xf = TMP(&s, mm_flat, r->a);
     GIN(&s, &gin[1], ct_matmul, gt, xf);
   }
-  if (s.st == CT_OK && n->in[2].needed) gin[2] = ct_retain((ct_tensor *)g);
+  const ct__edge *eb = &n->in[2];
+  if (s.st == CT_OK && eb->needed && eb->ndim == 1 && ct_dtype_is_floating_point(g->dtype)) {
+    const int64_t *fs = ct_tensor_shape(gf);
+    ct_tensor *ones = TMP(&s, ct_ones, ct_tensor_device(g), g->dtype, 2, (int64_t[]){1, fs[0]});
+    ct_tensor *row = TMP(&s, ct_matmul, ones, gf);
+    GIN(&s, &gin[2], ct_reshape, row, 1, &fs[1]);
+  } else if (s.st == CT_OK && eb->needed) {
+    gin[2] = ct_retain((ct_tensor *)g);
+  }
   return ct__tmps_end(&s);
 }
 
