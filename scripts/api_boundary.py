@@ -37,6 +37,9 @@ ALWAYS_RUN = {'ct_event_wait', 'ct_device_synchronize', 'ct_autocast_set_dtype',
               'ct_autocast_set'}  # its deprecated alias (include/cltensor/deprecated.h)
 # Functions handing out an array of new references outs[0..*count): name -> the count parameter.
 ARRAY_OUTS = {'ct_chunk': 'nout', 'ct_split': 'nout'}
+# Functions handing out an array of new references whose length another argument knows: name ->
+# (the array parameter, the length's expression, what a skipped call also sets).
+SIZED_OUTS = {'ct_dataloader_next': ('batch', 'ct_dataloader_num_tensors(dl)', 'if (more) *more = false;')}
 # Functions whose tensor out-parameters are not the scope's (documented in their headers as the
 # caller's, or borrowed): name -> why. None yet.
 UNSCOPED = {}
@@ -103,8 +106,11 @@ def wrapper(ret, name, ps):
         lines += ['  if (ct__scope_active) ct__scope_unclaim(%s);' % ps[0][1], '  %s(%s);' % (impl, args), '}']
         return proto % impl + ';\n', '\n'.join(lines) + '\n'
     singles, array, ptr_outs = [], None, []
+    sized = SIZED_OUTS.get(name)
     for i, (_, pname, ptype) in enumerate(ps):
         counted = i + 1 < len(ps) and ps[i + 1][2] == 'int*'
+        if sized and pname == sized[0]:
+            continue
         if name in UNSCOPED:
             if ptype.endswith('**'):
                 ptr_outs.append(pname)
@@ -126,12 +132,18 @@ def wrapper(ret, name, ps):
             lines.append('    if (%s) *%s = NULL;' % (pn, pn))
         if array:
             lines.append('    if (%s) *%s = 0;' % (array[1], array[1]))
+        if sized:
+            lines.append('    for (int i_ = 0; %s && i_ < %s; i_++) %s[i_] = NULL;' % (sized[0], sized[1], sized[0]))
+            lines.append('    %s' % sized[2])
         lines.append('    return st_;')
         lines.append('  }')
         lines.append('  st_ = %s(%s);' % (impl, args))
     else:
         lines.append('  ct_status st_ = %s(%s);' % (impl, args))
-    if array:
+    if sized:
+        lines.append('  int n_ = %s;' % sized[1])
+        lines.append('  return ct__scope_leave_array("%s", st_, %s, &n_);' % (name, sized[0]))
+    elif array:
         lines.append('  return ct__scope_leave_array("%s", st_, %s, %s);' % (name, array[0], array[1]))
     elif singles:
         lines.append('  ct_tensor **outs_[] = {%s};' % ', '.join(singles))
@@ -162,6 +174,9 @@ def self_test():
         'CT_API ct_status ct_chunk(ct_tensor **outs, int *nout, const ct_tensor *x);':
             ['ct__scope_leave_array("ct_chunk", st_, outs, nout)', 'if (nout) *nout = 0;'],
         'CT_API ct_status ct_event_wait(ct_event *ev);': ['ct__scope_leave("ct_event_wait", st_, 0, NULL)'],
+        'CT_API ct_status ct_dataloader_next(ct_dataloader *dl, ct_tensor **batch, bool *more);':
+            ['ct__scope_leave_array("ct_dataloader_next", st_, batch, &n_)', 'if (more) *more = false;',
+             'batch[i_] = NULL;'],
         'CT_API void ct_release(ct_tensor *t);': ['ct__scope_unclaim(t)'],
         'CT_API ct_status ct_keep(ct_tensor *t);\nCT_API int ct_numel(const ct_tensor *t);': [],
         'CT_API ct_status ct_b(ct_tensor **outs, int *n);': SystemExit,

@@ -69,11 +69,15 @@ CT_API ct_status ct_dataloader_new(ct_dataloader **out, ct_tensor *const *tensor
  * next epoch (the following call starts it). On failure batch[i] are NULL, *more false, and the
  * loader stays at the same batch (a later call tries it again). Returns CT_OK;
  * CT_ERR_INVALID_ARGUMENT for NULL arguments; the statuses of ct_index_select, ct_slice and
- * ct_randperm_seeded. */
+ * ct_randperm_seeded. Inside a scope (scope.h) every batch[i] is the scope's, as any result; a
+ * call skipped by a failed scope sets every batch[i] NULL and *more false. */
 CT_API ct_status ct_dataloader_next(ct_dataloader *dl, ct_tensor **batch, bool *more);
 /* The batches of one epoch (len(DataLoader)): ceil(N / batch_size), or floor with drop_last;
  * -1 for NULL. */
 CT_API int64_t ct_dataloader_num_batches(const ct_dataloader *dl);
+/* The tensors of each batch (ct_dataloader_new's n): the length of ct_dataloader_next's batch
+ * array; -1 for NULL. */
+CT_API int ct_dataloader_num_tensors(const ct_dataloader *dl);
 /* The current epoch (0 first); -1 for NULL. */
 CT_API int64_t ct_dataloader_get_epoch(const ct_dataloader *dl);
 /* Method. Restarts at the beginning of epoch (>= 0; e.g. when resuming from a checkpoint that

@@ -501,6 +501,7 @@ typedef struct ct_dataloader ct_dataloader;
 ct_status ct_dataloader_new(ct_dataloader **out, ct_tensor *const *tensors, int n, int64_t batch_size, bool shuffle, bool drop_last, uint64_t seed);
 ct_status ct_dataloader_next(ct_dataloader *dl, ct_tensor **batch, bool *more);
 int64_t ct_dataloader_num_batches(const ct_dataloader *dl);
+int ct_dataloader_num_tensors(const ct_dataloader *dl);
 int64_t ct_dataloader_get_epoch(const ct_dataloader *dl);
 ct_status ct_dataloader_set_epoch(ct_dataloader *dl, int64_t epoch);
 void ct_dataloader_free(ct_dataloader *dl);

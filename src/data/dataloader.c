@@ -142,6 +142,8 @@ ct_status ct_dataloader_next(ct_dataloader *dl, ct_tensor **batch, bool *more) {
 
 int64_t ct_dataloader_num_batches(const ct_dataloader *dl) { return dl ? dl->nb : -1; }
 
+int ct_dataloader_num_tensors(const ct_dataloader *dl) { return dl ? dl->n : -1; }
+
 int64_t ct_dataloader_get_epoch(const ct_dataloader *dl) { return dl ? dl->epoch : -1; }
 
 ct_status ct_dataloader_set_epoch(ct_dataloader *dl, int64_t epoch) {

@@ -203,6 +203,48 @@ START_TEST(errors) {
 }
 END_TEST
 
+/* Inside a scope every tensor of a batch is the scope's (the wrapper registers the whole array,
+ * ct_dataloader_num_tensors long), so the scope's end releases them all: the device's bytes in
+ * use come back to what they were (a leak of batch[1] kept its memory). A call a failed scope
+ * skips sets every batch[i] NULL and *more false, so a `while (more)` loop ends. */
+START_TEST(batches_belong_to_scopes) {
+  ct_device *d = ct_test_device();
+  ct_tensor *x, *y;
+  dataset(d, 10, &x, &y);
+  ct_dataloader *dl = NULL;
+  ck_assert_ct_ok(ct_dataloader_new(&dl, (ct_tensor *[]){x, y}, 2, 4, true, false, 7));
+  ck_assert_int_eq(ct_dataloader_num_tensors(dl), 2);
+  ck_assert_int_eq(ct_dataloader_num_tensors(NULL), -1);
+  ct_memory_stats m0 = {.size = sizeof m0}, m1 = {.size = sizeof m1};
+  ct_tensor *b[2] = {NULL, NULL};
+  bool more = false;
+  ck_assert_ct_ok(ct_dataloader_next(dl, b, &more)); /* the loader's prefetch now holds its memory */
+  ct_release(b[0]), ct_release(b[1]);
+  ck_assert_ct_ok(ct_device_get_memory_stats(&m0, d));
+  for (int i = 0; i < 5; i++) {
+    ct_scope_begin();
+    ck_assert_ct_ok(ct_dataloader_next(dl, b, &more));
+    if (more) ck_assert(b[0] && b[1]);
+    ck_assert_ct_ok(ct_scope_end());
+  }
+  ck_assert_ct_ok(ct_device_get_memory_stats(&m1, d));
+  ck_assert_int_le(m1.allocated_bytes, m0.allocated_bytes);
+  ct_scope_begin();
+  ct_tensor *bad = NULL;
+  ck_assert_int_ne(ct_reshape(&bad, x, 1, (const int64_t[]){7}), CT_OK); /* the scope fails */
+  b[0] = b[1] = (ct_tensor *)1;
+  more = true;
+  ck_assert_int_ne(ct_dataloader_next(dl, b, &more), CT_OK);
+  ck_assert_ptr_null(b[0]);
+  ck_assert_ptr_null(b[1]);
+  ck_assert(!more);
+  ck_assert_int_ne(ct_scope_end(), CT_OK);
+  ct_dataloader_free(dl);
+  ct_release(x);
+  ct_release(y);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("data");
   TCase *tc = tcase_create("dataloader");
@@ -211,6 +253,7 @@ int main(void) {
   tcase_add_test(tc, in_order_batches_are_views);
   tcase_add_test(tc, shuffled_epochs);
   tcase_add_test(tc, errors);
+  tcase_add_test(tc, batches_belong_to_scopes);
   suite_add_tcase(s, tc);
   return ct_test_run(s);
 }
