@@ -124,6 +124,15 @@ static ct_module *build_net(ct_device *d) {
   return m;
 }
 
+/* build_net with PyTorch's weights (data/net_state.safetensors, loaded strictly). */
+static ct_module *loaded_net(ct_device *d) {
+  ct_module *net = build_net(d);
+  char path[1024];
+  net_state_path(path, sizeof path);
+  ck_assert_ct_ok(ct_module_load_state_dict(net, path, true));
+  return net;
+}
+
 /* "name:dtype:d0,d1;..." of a state dict, PyTorch's dtype names. */
 static void describe(char *buf, size_t size, const ct_safetensors *sd) {
   size_t len = 0;
@@ -186,10 +195,7 @@ END_TEST
 START_TEST(pytorch_checkpoint_forward_and_gradients) {
   ct_device *d = ct_test_device();
   ct_safetensors *ref = load_data(d, "module_ref.safetensors");
-  ct_module *net = build_net(d);
-  char path[1024];
-  net_state_path(path, sizeof path);
-  ck_assert_ct_ok(ct_module_load_state_dict(net, path, true));
+  ct_module *net = loaded_net(d);
   ck_assert_str_eq(ct_module_load_report(net), "loaded 14 of 14");
   ck_assert_ct_ok(ct_module_eval(net));
   ct_tensor *x = ct_test_fx(ref, "net.x"), *want = ct_test_fx(ref, "net.y"), *g = ct_test_fx(ref, "net.g"), *y = NULL, *yg = NULL,
@@ -447,10 +453,7 @@ static double first_value(const ct_tensor *t) {
 
 START_TEST(load_errors_strict_and_not) {
   ct_device *d = ct_test_device();
-  ct_module *net = build_net(d);
-  char path[1024];
-  net_state_path(path, sizeof path);
-  ck_assert_ct_ok(ct_module_load_state_dict(net, path, true));
+  ct_module *net = loaded_net(d);
   ct_tensor *w0 = ct_module_get_parameter(net, "features.0.weight");
   double v0 = first_value(w0);
   ck_assert(v0 != 0);
@@ -877,10 +880,7 @@ END_TEST
 
 /* ct_module_to(m, d2), then a training step on d2: the parameters must be leaves there. */
 static void move_and_train(ct_device *d1, ct_device *d2) {
-  ct_module *net = build_net(d1);
-  char path[1024];
-  net_state_path(path, sizeof path);
-  ck_assert_ct_ok(ct_module_load_state_dict(net, path, true));
+  ct_module *net = loaded_net(d1);
   ct_safetensors *before = NULL;
   ck_assert_ct_ok(ct_module_state_dict(&before, net));
   /* A gradient before the move moves with its parameter. */
@@ -975,10 +975,7 @@ END_TEST
  * tensor, the forward in the new dtype against the f32 one, and the errors. */
 START_TEST(module_to_dtype_casts_floating_tensors) {
   ct_device *d = ct_test_device();
-  ct_module *net = build_net(d);
-  char path[1024];
-  net_state_path(path, sizeof path);
-  ck_assert_ct_ok(ct_module_load_state_dict(net, path, true));
+  ct_module *net = loaded_net(d);
   ck_assert_ct_ok(ct_module_eval(net));
   ct_tensor *x = NULL, *y32 = NULL, *loss = NULL;
   ck_assert_ct_ok(ct_randn(&x, d, CT_F32, 4, (int64_t[]){4, 1, 8, 8}));
