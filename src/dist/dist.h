@@ -78,7 +78,8 @@ struct ct_dist {
   int timeout_ms;
   bool checks;
   size_t chunk_bytes;
-  bool zero_copy;    /* CLTENSOR_DIST_ZERO_COPY=1: mapped.c's path where it applies (off by default) */
+  int zero_copy;     /* CLTENSOR_DIST_ZERO_COPY: 1 mapped.c's path where it applies, 0 never, -1 (unset)
+                        on PoCL's CPU devices */
   /* The queue and the communication thread. */
   pthread_mutex_t lock;
   pthread_cond_t cond;

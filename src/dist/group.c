@@ -269,11 +269,12 @@ static ct_status ct__dist_alloc(struct ct_dist **out, const char *fn) {
   CT__TRY(ct__env_int("CLTENSOR_DIST_CHUNK_BYTES", 64, (long long)1 << 28, (long long)CT__DEFAULT_CHUNK, &chunk, fn));
   bool zero_copy;
   CT__TRY(ct__env_bool(fn, "CLTENSOR_DIST_ZERO_COPY", false, &zero_copy));
+  const char *zc = getenv("CLTENSOR_DIST_ZERO_COPY");
   struct ct_dist *d = calloc(1, sizeof *d);
   if (!d) return ct__error(CT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
   d->timeout_ms = (int)tmo;
   d->chunk_bytes = (size_t)chunk;
-  d->zero_copy = zero_copy;
+  d->zero_copy = zc && *zc ? zero_copy : -1; /* unset: mapped.c decides by the device */
   d->checks = true;
   pthread_mutex_init(&d->lock, NULL);
   pthread_cond_init(&d->cond, NULL);

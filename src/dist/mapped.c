@@ -1,5 +1,7 @@
 /* The zero-copy path: all-reduce and broadcast of an MPI group straight in the tensor's memory,
- * on devices whose memory is the host's. Off unless CLTENSOR_DIST_ZERO_COPY=1 (measured below).
+ * on devices whose memory is the host's. The default on PoCL's CPU devices since session 18;
+ * CLTENSOR_DIST_ZERO_COPY=1 takes it on any CPU device with host-unified memory, =0 never
+ * (measured below).
  *
  * On a CPU device with host-unified memory (PoCL's CPU devices) a buffer's memory is host
  * memory and mapping it returns a pointer into it: MPI can work there in place, where the
@@ -8,13 +10,16 @@
  * computed the values) gives the pointer, MPI runs in chunks of CLTENSOR_DIST_CHUNK_BYTES on it,
  * and one unmap ends it.
  *
- * Why it is off: on PoCL 3.1 (2 shared cores, 2 ranks; docs/DISTRIBUTED.md) it was no faster. A
- * map and an unmap cost ~25 us each (a round trip through PoCL's queue each), as much as the
- * pipeline's first read and last write it saves (0.51-0.65x of MPI_Allreduce at 256 KiB-1 MiB
- * against the pipeline's 0.60-0.78x); and MPI on the tensor's own memory was slower at 16-64 MiB
- * than on the pipeline's three reused slots (64-352 ms against 18-194 ms, noisy). It stays as an
- * option for CPU runtimes or machines where that differs, and the tests run it (tests/dist,
- * *-zerocopy).
+ * Measured on PoCL 3.1 (2 shared cores, 2 ranks; docs/DISTRIBUTED.md). On a busy machine (load
+ * 2-21) it was no faster: a map and an unmap cost ~25 us each, as much as the pipeline's first
+ * read and last write it saves, and MPI on the tensor's own memory looked slower at 16-64 MiB
+ * (64-352 ms against 18-194 ms, with MPI_Allreduce itself moving 10x between runs). In two quiet
+ * sittings (load 0.5-1.7, session 18) it was faster from 256 KiB up: 0.37-0.42x of MPI_Allreduce
+ * at 256 KiB-1 MiB against the pipeline's 0.28-0.34x, 0.51-0.66x at 16 MiB against 0.32-0.50x,
+ * 1.04-1.35x at 64 MiB against 0.49-0.78x, the same below 64 KiB, and DDP's steps alike. Hence
+ * the default on PoCL's CPU devices; other CPU runtimes keep the pipeline unless asked, since
+ * there a map may be a copy or a kernel on a mapped buffer may misbehave (below). The tests run
+ * both paths (tests/dist: the defaults, and *-staged with CLTENSOR_DIST_ZERO_COPY=0).
  *
  * Taken only where mapping costs no copy and the values need no conversion: an MPI group, one
  * contiguous tensor on a CPU device with host_unified_memory, a dtype that travels as itself
@@ -23,9 +28,9 @@
  *
  * OpenCL leaves it undefined to run a kernel on a buffer while another range of it is mapped;
  * the allocator hands out ranges of shared buffers, so DDP's backward may run kernels on other
- * tensors of the mapped buffer while MPI works. On host-unified CPU devices (PoCL) a mapping is
- * the buffer's own memory and disjoint ranges do not interact; that is one more reason the path
- * is not the default. */
+ * tensors of the mapped buffer while MPI works. On PoCL's CPU devices a mapping is the buffer's
+ * own memory and disjoint ranges do not interact (the mpi-train tests train so on both paths);
+ * elsewhere that is one more reason the path is taken only when asked. */
 #include <CL/cl.h>
 
 #include "core/error.h"
@@ -34,12 +39,13 @@
 #include "tensor/graph.h"
 
 bool ct__dist_mapped_ok(const struct ct_dist *d, const struct ct_dist_work *w) {
-  if (d->local || !d->zero_copy || w->nt != 1) return false;
+  if (d->local || d->zero_copy == 0 || w->nt != 1) return false;
   if (w->kind != CT__DK_ALL_REDUCE && w->kind != CT__DK_BROADCAST) return false;
   const ct_tensor *t = w->t[0];
   const ct_device *dev = t->storage->device;
-  return dev->props.type == CT_DEVICE_CPU && dev->props.host_unified_memory && ct_tensor_is_contiguous(t) &&
-         ct__dist_wire(t->dtype) == t->dtype && t->storage->mem != NULL;
+  return (d->zero_copy == 1 || ct__device_pocl_cpu(dev)) && dev->props.type == CT_DEVICE_CPU &&
+         dev->props.host_unified_memory && ct_tensor_is_contiguous(t) && ct__dist_wire(t->dtype) == t->dtype &&
+         t->storage->mem != NULL;
 }
 
 ct_status ct__dist_mapped_run(struct ct_dist *d, struct ct_dist_work *w) {
