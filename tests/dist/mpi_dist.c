@@ -16,6 +16,7 @@
 #include <mpi.h>
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,6 +146,48 @@ static void test_collectives(ct_dist *d) {
     for (int i = 0; i < 15; i++) want[i] = (float)(W * i + W * (W - 1) / 2);
     same(x, want, sizeof want, "all_reduce of a transposed view");
     ct_release(tr);
+    ct_release(x);
+  }
+  /* NaN and infinities (f32, 301 elements: past a chunk): a NaN on any rank makes the element NaN
+   * under SUM, MAX and MIN; +inf on rank 0 and -inf on the others sum to NaN, and MAX and MIN pick
+   * them; and every rank holds the same bits, NaN payloads too (the results gathered and compared
+   * row by row). */
+  for (int oi = 0; oi < 3; oi++) {
+    enum { NV = 301 };
+    float h[NV], got[NV];
+    for (int i = 0; i < NV; i++) {
+      if (i % 3 == 0 && i % 5 == R % 5) h[i] = NAN;
+      else if (i % 11 == 4) h[i] = R == 0 ? INFINITY : -INFINITY;
+      else h[i] = (float)((i * 7 + R * 3) % 13) - 6.0f;
+    }
+    int64_t n = NV;
+    ct_tensor *x = NULL, *g = NULL;
+    OK(ct_from_host(&x, g_dev, CT_F32, 1, &n, h));
+    OK(ct_dist_all_reduce(d, x, ops[oi]));
+    OK(ct_to_host(x, got, sizeof got));
+    for (int i = 0; i < NV; i++) {
+      bool nan = false;
+      float e = ops[oi] == CT_DIST_MAX ? -INFINITY : ops[oi] == CT_DIST_MIN ? INFINITY : 0.0f;
+      for (int r = 0; r < W; r++) {
+        float v;
+        if (i % 3 == 0 && i % 5 == r % 5) v = NAN, nan = true;
+        else if (i % 11 == 4) v = r == 0 ? INFINITY : -INFINITY;
+        else v = (float)((i * 7 + r * 3) % 13) - 6.0f;
+        if (ops[oi] == CT_DIST_SUM) e += v;
+        else if (ops[oi] == CT_DIST_MAX) e = v > e ? v : e;
+        else e = v < e ? v : e;
+      }
+      if (nan || isnan(e)) CHECK(isnan(got[i]), "op %d element %d: %g, expected NaN", (int)ops[oi], i, got[i]);
+      else CHECK(got[i] == e, "op %d element %d: %g, expected %g", (int)ops[oi], i, got[i], e);
+    }
+    OK(ct_dist_all_gather(&g, d, x));
+    float *rows = malloc(sizeof(float) * NV * (size_t)W);
+    OK(ct_to_host(g, rows, sizeof(float) * NV * (size_t)W));
+    for (int r = 1; r < W; r++)
+      CHECK(memcmp(rows, rows + (size_t)r * NV, sizeof got) == 0, "op %d: rank %d's bits differ from rank 0's",
+            (int)ops[oi], r);
+    free(rows);
+    ct_release(g);
     ct_release(x);
   }
   /* Async: several queued, then waited for in order. */
