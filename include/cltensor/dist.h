@@ -20,7 +20,7 @@
  * dtype and shape (a cheap check of kind, order, dtype and element count runs with each
  * collective and makes a disagreement CT_ERR_DIST naming both values; ct_dist_set_checks turns
  * it off). Any dtype: bool, integers, f16, bf16, f32, f64 (u16/u32/u64 too). Values move through
- * host memory in chunks (CLTENSOR_DIST_CHUNK_BYTES, default 4 MiB): while MPI works on chunk i,
+ * host memory in chunks (CLTENSOR_DIST_CHUNK_BYTES, default 1 MiB): while MPI works on chunk i,
  * the device-to-host copy of chunk i+1 and the host-to-device copy of chunk i-1 run on the
  * device's queue. Reductions:
  *   - CT_DIST_SUM, CT_DIST_MAX, CT_DIST_MIN on every dtype; integer sums wrap (two's

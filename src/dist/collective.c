@@ -1,7 +1,7 @@
 /* The public collectives: argument checks, works, and the staging pipeline.
  *
  * The pipeline. A collective's values go device -> host -> (MPI, or the host reduction of a
- * device group) -> host -> device in chunks of CLTENSOR_DIST_CHUNK_BYTES (4 MiB by default)
+ * device group) -> host -> device in chunks of CLTENSOR_DIST_CHUNK_BYTES (1 MiB by default)
  * through three slots of pinned host memory. Step k enqueues the device-to-host reads of chunk k
  * (non-blocking), then waits for the reads of chunk k-1, runs the MPI call on it and enqueues its
  * host-to-device writes (non-blocking). So while MPI works on chunk k-1, the read of chunk k and

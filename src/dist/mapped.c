@@ -8,7 +8,9 @@
  * staging pipeline (collective.c) copies every chunk device -> pinned slot -> MPI -> slot ->
  * device. Here one blocking map (which, on the in-order queue, also waits for the kernels that
  * computed the values) gives the pointer, MPI runs in chunks of CLTENSOR_DIST_CHUNK_BYTES on it,
- * and one unmap ends it.
+ * and one unmap ends it. The all-reduce's exchanges receive the peer's half into the group's
+ * host scratch buffer (d->scratch, at most a chunk): until session 19 this path had none and
+ * took MPI_Iallreduce, 2x slower than the exchanges (mpi.c).
  *
  * Measured on PoCL 3.1 (2 shared cores, 2 ranks; docs/DISTRIBUTED.md). On a busy machine (load
  * 2-21) it was no faster: a map and an unmap cost ~25 us each, as much as the pipeline's first
@@ -16,7 +18,8 @@
  * (64-352 ms against 18-194 ms, with MPI_Allreduce itself moving 10x between runs). In two quiet
  * sittings (load 0.5-1.7, session 18) it was faster from 256 KiB up: 0.37-0.42x of MPI_Allreduce
  * at 256 KiB-1 MiB against the pipeline's 0.28-0.34x, 0.51-0.66x at 16 MiB against 0.32-0.50x,
- * 1.04-1.35x at 64 MiB against 0.49-0.78x, the same below 64 KiB, and DDP's steps alike. Hence
+ * 1.04-1.35x at 64 MiB against 0.49-0.78x, the same below 64 KiB, and DDP's steps alike (with
+ * the exchanges and 1 MiB chunks, session 19: docs/DISTRIBUTED.md). Hence
  * the default on PoCL's CPU devices; other CPU runtimes keep the pipeline unless asked, since
  * there a map may be a copy or a kernel on a mapped buffer may misbehave (below). The tests run
  * both paths (tests/dist: the defaults, and *-staged with CLTENSOR_DIST_ZERO_COPY=0).
@@ -32,6 +35,7 @@
  * own memory and disjoint ranges do not interact (the mpi-train tests train so on both paths);
  * elsewhere that is one more reason the path is taken only when asked. */
 #include <CL/cl.h>
+#include <stdlib.h>
 
 #include "core/error.h"
 #include "device/device.h"
@@ -64,10 +68,22 @@ ct_status ct__dist_mapped_run(struct ct_dist *d, struct ct_dist_work *w) {
   /* Chunks as the pipeline's: MPI takes int counts, and every rank cuts at the same places. */
   size_t c = d->chunk_bytes / es > 0 ? d->chunk_bytes / es : 1;
   ct_status st = CT_OK;
+  /* The all-reduce's exchanges receive the peer's part into host memory beside the tensor (mpi.c);
+   * without it (out of host memory) MPI_Iallreduce does the work, slower but the same. */
+  void *tmp = NULL;
+  if (w->kind == CT__DK_ALL_REDUCE) {
+    size_t need = (n < c ? n : c) * es;
+    if (d->scratch_cap < need) {
+      free(d->scratch);
+      d->scratch = malloc(need);
+      d->scratch_cap = d->scratch ? need : 0;
+    }
+    tmp = d->scratch;
+  }
   for (size_t at = 0; at < n && st == CT_OK; at += c) {
     size_t len = n - at < c ? n - at : c;
     if (w->kind == CT__DK_ALL_REDUCE) {
-      st = ct__mpi_all_reduce(d, p + at * es, NULL, len, t->dtype, w->op, w->fn);
+      st = ct__mpi_all_reduce(d, p + at * es, tmp, len, t->dtype, w->op, w->fn);
       if (st == CT_OK && w->op == CT_DIST_AVG) ct__dist_divide(t->dtype, p + at * es, len, d->size);
     } else {
       st = ct__mpi_broadcast(d, p + at * es, len * es, w->peer, w->fn);

@@ -279,14 +279,15 @@ static void ct__mpi_abandon(MPI_Request *req, bool recv) {
   MPI_Request_free(req);
 }
 
-/* Sends buf to peer and receives peer's buf into tmp, both bounded by the deadline. */
-static ct_status ct__mpi_exchange(struct ct_dist *d, const void *buf, void *tmp, int bytes, int peer,
-                                  const char *fn) {
+/* Sends sbytes at send to peer and receives rbytes from it into recv, both bounded by the
+ * deadline. */
+static ct_status ct__mpi_exchange(struct ct_dist *d, const void *send, size_t sbytes, void *recv, size_t rbytes,
+                                  int peer, const char *fn) {
   struct ct__mpi *m = d->mpi;
   MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-  int rc = MPI_Irecv(tmp, bytes, MPI_BYTE, peer, CT__TAG_ALL_REDUCE, m->comm, &req[0]);
+  int rc = MPI_Irecv(recv, (int)rbytes, MPI_BYTE, peer, CT__TAG_ALL_REDUCE, m->comm, &req[0]);
   if (rc != MPI_SUCCESS) return ct__mpi_fail(rc, fn, "MPI_Irecv (all-reduce exchange)");
-  rc = MPI_Isend(buf, bytes, MPI_BYTE, peer, CT__TAG_ALL_REDUCE, m->comm, &req[1]);
+  rc = MPI_Isend(send, (int)sbytes, MPI_BYTE, peer, CT__TAG_ALL_REDUCE, m->comm, &req[1]);
   ct_status st = rc != MPI_SUCCESS ? ct__mpi_fail(rc, fn, "MPI_Isend (all-reduce exchange)")
                                    : ct__mpi_wait(d, &req[0], fn, "MPI_Irecv (all-reduce exchange)");
   if (st == CT_OK) st = ct__mpi_wait(d, &req[1], fn, "MPI_Isend (all-reduce exchange)");
@@ -297,28 +298,67 @@ static ct_status ct__mpi_exchange(struct ct_dist *d, const void *buf, void *tmp,
   return st;
 }
 
+/* Combines the peer's partial result (in tmp) into buf, elements [lo, hi): the lower rank's
+ * operand first on both sides, so that every rank computes the same bits. */
+static void ct__mpi_combine(const struct ct_dist *d, int peer, unsigned char *buf, const unsigned char *tmp,
+                            size_t lo, size_t hi, ct_dtype wire, ct_dist_op op) {
+  size_t es = ct_dtype_size(wire);
+  unsigned char *b = buf + lo * es;
+  if (d->rank < peer) ct__dist_reduce3(wire, op, b, b, tmp, hi - lo);
+  else ct__dist_reduce3(wire, op, b, tmp, b, hi - lo);
+}
+
+/* Rabenseifner's all-reduce for a power-of-two group: a reduce-scatter by recursive halving
+ * (at step k each rank keeps one half of its range, sends the other to rank ^ 2^k and combines
+ * what it receives), then an all-gather by recursive doubling, the steps in reverse. Every
+ * element is combined by one rank, in the tree ((x0 x1) (x2 x3)) ..., the lower rank's operand
+ * first, so every rank gets the same bits (MAX and MIN of floats are not commutative in their
+ * bits). Each rank sends 2 (p-1)/p of the buffer and combines (p-1)/p of it. */
+static ct_status ct__mpi_rabenseifner(struct ct_dist *d, unsigned char *buf, unsigned char *tmp, size_t count,
+                                      ct_dtype wire, ct_dist_op op, const char *fn) {
+  size_t es = ct_dtype_size(wire);
+  size_t lo = 0, hi = count, los[32], his[32];
+  int steps = 0;
+  for (int mask = 1; mask < d->size; mask <<= 1, steps++) {
+    int peer = d->rank ^ mask;
+    size_t mid = lo + (hi - lo) / 2;
+    bool low = (d->rank & mask) == 0;
+    size_t klo = low ? lo : mid, khi = low ? mid : hi; /* kept */
+    size_t glo = low ? mid : lo, ghi = low ? hi : mid; /* given away */
+    los[steps] = lo;
+    his[steps] = hi;
+    CT__TRY(ct__mpi_exchange(d, buf + glo * es, (ghi - glo) * es, tmp, (khi - klo) * es, peer, fn));
+    ct__mpi_combine(d, peer, buf, tmp, klo, khi, wire, op);
+    lo = klo;
+    hi = khi;
+  }
+  for (int k = steps - 1; k >= 0; k--) {
+    int peer = d->rank ^ (1 << k);
+    /* The peer holds the other half of [los[k], his[k]): its part follows ours or precedes it. */
+    bool low = (d->rank & (1 << k)) == 0;
+    size_t plo = low ? hi : los[k], phi = low ? his[k] : lo;
+    CT__TRY(ct__mpi_exchange(d, buf + lo * es, (hi - lo) * es, buf + plo * es, (phi - plo) * es, peer, fn));
+    lo = los[k];
+    hi = his[k];
+  }
+  return CT_OK;
+}
+
 /* The all-reduce. The library must poll a non-blocking call (a dead rank is a timeout, not a
  * hang), and Open MPI serves MPI_Iallreduce with libnbc's schedules, which took 1.2-2.2x as long
- * as the blocking MPI_Allreduce here (2 ranks, shared memory, 1 KiB-16 MiB); an exchange of
- * MPI_Isend/MPI_Irecv plus the reduction on this thread took 0.85-1.1x of it. So a group whose
- * size is a power of two runs recursive doubling itself: at step k each rank swaps its partial
- * result with rank ^ 2^k and combines the two, the lower rank's operand first on both sides,
- * so every rank computes the same bits (MAX and MIN of floats are not commutative in their bits).
- * log2(size) exchanges of the whole buffer: as many bytes as a ring at 2 and 4 ranks. Other
- * sizes, and callers without a second buffer, use MPI_Iallreduce. */
+ * as the blocking MPI_Allreduce here (2 ranks, shared memory, 1 KiB-16 MiB). So a group whose
+ * size is a power of two runs Rabenseifner's algorithm itself over MPI_Isend/MPI_Irecv (above);
+ * against recursive doubling (log2(p) swaps of the whole buffer, each combined whole: what this
+ * did until session 19) it sends as many bytes at 2 ranks but combines half as many, and at
+ * 1-64 KiB, where it sends twice the messages, the two were alike within the noise, since the
+ * device's queue round trip (~45 us on PoCL) dwarfs either. Other group sizes, and callers
+ * without a second buffer, use MPI_Iallreduce. */
 ct_status ct__mpi_all_reduce(struct ct_dist *d, void *buf, void *tmp, size_t count, ct_dtype wire, ct_dist_op op,
                              const char *fn) {
   struct ct__mpi *m = d->mpi;
   size_t bytes = count * ct_dtype_size(wire);
-  if (tmp && d->size > 1 && (d->size & (d->size - 1)) == 0 && bytes <= INT_MAX) {
-    for (int mask = 1; mask < d->size; mask <<= 1) {
-      int peer = d->rank ^ mask;
-      CT__TRY(ct__mpi_exchange(d, buf, tmp, (int)bytes, peer, fn));
-      if (d->rank < peer) ct__dist_reduce3(wire, op, buf, buf, tmp, count);
-      else ct__dist_reduce3(wire, op, buf, tmp, buf, count);
-    }
-    return CT_OK;
-  }
+  if (tmp && d->size > 1 && (d->size & (d->size - 1)) == 0 && bytes <= INT_MAX)
+    return ct__mpi_rabenseifner(d, buf, tmp, count, wire, op, fn);
   MPI_Request req;
   int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, ct__mpi_type(wire), ct__mpi_op(wire, op), m->comm, &req);
   if (rc != MPI_SUCCESS) return ct__mpi_fail(rc, fn, "MPI_Iallreduce");
