@@ -17,6 +17,7 @@
 
 #include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,13 +151,17 @@ static void test_collectives(ct_dist *d) {
   }
   /* NaN and infinities (f32, 301 elements: past a chunk): a NaN on any rank makes the element NaN
    * under SUM, MAX and MIN; +inf on rank 0 and -inf on the others sum to NaN, and MAX and MIN pick
-   * them; and every rank holds the same bits, NaN payloads too (the results gathered and compared
-   * row by row). */
+   * them; and every rank holds the same bits (the results gathered and compared row by row), also
+   * where every rank has a NaN of its own payload (which one survives depends on the operands'
+   * order). */
   for (int oi = 0; oi < 3; oi++) {
     enum { NV = 301 };
     float h[NV], got[NV];
     for (int i = 0; i < NV; i++) {
-      if (i % 3 == 0 && i % 5 == R % 5) h[i] = NAN;
+      if (i % 7 == 1) {
+        uint32_t bits = 0x7fc00000u | (uint32_t)(R + 1); /* a quiet NaN with this rank's payload */
+        memcpy(&h[i], &bits, sizeof bits);
+      } else if (i % 3 == 0 && i % 5 == R % 5) h[i] = NAN;
       else if (i % 11 == 4) h[i] = R == 0 ? INFINITY : -INFINITY;
       else h[i] = (float)((i * 7 + R * 3) % 13) - 6.0f;
     }
@@ -170,7 +175,7 @@ static void test_collectives(ct_dist *d) {
       float e = ops[oi] == CT_DIST_MAX ? -INFINITY : ops[oi] == CT_DIST_MIN ? INFINITY : 0.0f;
       for (int r = 0; r < W; r++) {
         float v;
-        if (i % 3 == 0 && i % 5 == r % 5) v = NAN, nan = true;
+        if (i % 7 == 1 || (i % 3 == 0 && i % 5 == r % 5)) v = NAN, nan = true;
         else if (i % 11 == 4) v = r == 0 ? INFINITY : -INFINITY;
         else v = (float)((i * 7 + r * 3) % 13) - 6.0f;
         if (ops[oi] == CT_DIST_SUM) e += v;
