@@ -161,9 +161,8 @@ void ct__mpi_close(struct ct_dist *d, bool finalize);
 /* The agreement check: every rank's n fields (names for the message) must be equal. */
 ct_status ct__mpi_agree(struct ct_dist *d, const int64_t *fields, const char *const *names, int n,
                         const char *fn);
-/* In place in buf. tmp: room for (count + 1) / 2 more elements, or NULL; with it, a group whose
- * size is a power of two runs Rabenseifner's algorithm on point-to-point messages (mpi.c says
- * why). */
+/* In place in buf. tmp: room for count more elements, or NULL; with it the group runs
+ * Rabenseifner's algorithm on point-to-point messages (mpi.c says why), else MPI_Iallreduce. */
 ct_status ct__mpi_all_reduce(struct ct_dist *d, void *buf, void *tmp, size_t count, ct_dtype wire, ct_dist_op op,
                              const char *fn);
 ct_status ct__mpi_broadcast(struct ct_dist *d, void *buf, size_t bytes, int root, const char *fn);

@@ -280,17 +280,18 @@ static void ct__mpi_abandon(MPI_Request *req, bool recv) {
 }
 
 /* Sends sbytes at send to peer and receives rbytes from it into recv, both bounded by the
- * deadline. */
+ * deadline; a NULL send or recv leaves that side out. */
 static ct_status ct__mpi_exchange(struct ct_dist *d, const void *send, size_t sbytes, void *recv, size_t rbytes,
                                   int peer, const char *fn) {
   struct ct__mpi *m = d->mpi;
   MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-  int rc = MPI_Irecv(recv, (int)rbytes, MPI_BYTE, peer, CT__TAG_ALL_REDUCE, m->comm, &req[0]);
+  int rc = recv ? MPI_Irecv(recv, (int)rbytes, MPI_BYTE, peer, CT__TAG_ALL_REDUCE, m->comm, &req[0]) : MPI_SUCCESS;
   if (rc != MPI_SUCCESS) return ct__mpi_fail(rc, fn, "MPI_Irecv (all-reduce exchange)");
-  rc = MPI_Isend(send, (int)sbytes, MPI_BYTE, peer, CT__TAG_ALL_REDUCE, m->comm, &req[1]);
+  rc = send ? MPI_Isend(send, (int)sbytes, MPI_BYTE, peer, CT__TAG_ALL_REDUCE, m->comm, &req[1]) : MPI_SUCCESS;
   ct_status st = rc != MPI_SUCCESS ? ct__mpi_fail(rc, fn, "MPI_Isend (all-reduce exchange)")
-                                   : ct__mpi_wait(d, &req[0], fn, "MPI_Irecv (all-reduce exchange)");
-  if (st == CT_OK) st = ct__mpi_wait(d, &req[1], fn, "MPI_Isend (all-reduce exchange)");
+                 : recv            ? ct__mpi_wait(d, &req[0], fn, "MPI_Irecv (all-reduce exchange)")
+                                   : CT_OK;
+  if (st == CT_OK && send) st = ct__mpi_wait(d, &req[1], fn, "MPI_Isend (all-reduce exchange)");
   if (st != CT_OK) {
     ct__mpi_abandon(&req[0], true);
     ct__mpi_abandon(&req[1], false);
@@ -308,21 +309,25 @@ static void ct__mpi_combine(const struct ct_dist *d, int peer, unsigned char *bu
   else ct__dist_reduce3(wire, op, b, tmp, b, hi - lo);
 }
 
-/* Rabenseifner's all-reduce for a power-of-two group: a reduce-scatter by recursive halving
- * (at step k each rank keeps one half of its range, sends the other to rank ^ 2^k and combines
+/* Rabenseifner's all-reduce among p2 (a power of two) of the group's ranks: v is this rank's
+ * index among them, real(v) the rank of index v (below). A reduce-scatter by recursive halving
+ * (at step k each rank keeps one half of its range, sends the other to index v ^ 2^k and combines
  * what it receives), then an all-gather by recursive doubling, the steps in reverse. Every
  * element is combined by one rank, in the tree ((x0 x1) (x2 x3)) ..., the lower rank's operand
- * first, so every rank gets the same bits (MAX and MIN of floats are not commutative in their
- * bits). Each rank sends 2 (p-1)/p of the buffer and combines (p-1)/p of it. */
-static ct_status ct__mpi_rabenseifner(struct ct_dist *d, unsigned char *buf, unsigned char *tmp, size_t count,
-                                      ct_dtype wire, ct_dist_op op, const char *fn) {
+ * first (real() keeps the order), so every rank gets the same bits. Each rank sends 2 (p2-1)/p2
+ * of the buffer and combines (p2-1)/p2 of it. */
+static int ct__mpi_real(int v, int rem) { return v < rem ? 2 * v + 1 : v + rem; }
+
+static ct_status ct__mpi_rabenseifner(struct ct_dist *d, int v, int p2, int rem, unsigned char *buf,
+                                      unsigned char *tmp, size_t count, ct_dtype wire, ct_dist_op op,
+                                      const char *fn) {
   size_t es = ct_dtype_size(wire);
   size_t lo = 0, hi = count, los[32], his[32];
   int steps = 0;
-  for (int mask = 1; mask < d->size; mask <<= 1, steps++) {
-    int peer = d->rank ^ mask;
+  for (int mask = 1; mask < p2; mask <<= 1, steps++) {
+    int peer = ct__mpi_real(v ^ mask, rem);
     size_t mid = lo + (hi - lo) / 2;
-    bool low = (d->rank & mask) == 0;
+    bool low = (v & mask) == 0;
     size_t klo = low ? lo : mid, khi = low ? mid : hi; /* kept */
     size_t glo = low ? mid : lo, ghi = low ? hi : mid; /* given away */
     los[steps] = lo;
@@ -333,9 +338,9 @@ static ct_status ct__mpi_rabenseifner(struct ct_dist *d, unsigned char *buf, uns
     hi = khi;
   }
   for (int k = steps - 1; k >= 0; k--) {
-    int peer = d->rank ^ (1 << k);
+    int peer = ct__mpi_real(v ^ (1 << k), rem);
     /* The peer holds the other half of [los[k], his[k]): its part follows ours or precedes it. */
-    bool low = (d->rank & (1 << k)) == 0;
+    bool low = (v & (1 << k)) == 0;
     size_t plo = low ? hi : los[k], phi = low ? his[k] : lo;
     CT__TRY(ct__mpi_exchange(d, buf + lo * es, (hi - lo) * es, buf + plo * es, (phi - plo) * es, peer, fn));
     lo = los[k];
@@ -346,19 +351,36 @@ static ct_status ct__mpi_rabenseifner(struct ct_dist *d, unsigned char *buf, uns
 
 /* The all-reduce. The library must poll a non-blocking call (a dead rank is a timeout, not a
  * hang), and Open MPI serves MPI_Iallreduce with libnbc's schedules, which took 1.2-2.2x as long
- * as the blocking MPI_Allreduce here (2 ranks, shared memory, 1 KiB-16 MiB). So a group whose
- * size is a power of two runs Rabenseifner's algorithm itself over MPI_Isend/MPI_Irecv (above);
- * against recursive doubling (log2(p) swaps of the whole buffer, each combined whole: what this
- * did until session 19) it sends as many bytes at 2 ranks but combines half as many, and at
- * 1-64 KiB, where it sends twice the messages, the two were alike within the noise, since the
- * device's queue round trip (~45 us on PoCL) dwarfs either. Other group sizes, and callers
- * without a second buffer, use MPI_Iallreduce. */
+ * as the blocking MPI_Allreduce here (2 ranks, shared memory, 1 KiB-16 MiB). So the library runs
+ * Rabenseifner's algorithm itself over MPI_Isend/MPI_Irecv (above); against recursive doubling
+ * (log2(p) swaps of the whole buffer, each combined whole: what this did until session 19) it
+ * sends as many bytes at 2 ranks but combines half as many, and at 1-64 KiB, where it sends twice
+ * the messages, the two were alike within the noise, since the device's queue round trip (~45 us
+ * on PoCL) dwarfs either. A group of another size folds first, as MPICH does: of the first
+ * 2 rem ranks (rem = size - p2, p2 the largest power of two below it), each even one sends its
+ * buffer to the odd one above, which combines the two (the even, lower rank's first), the p2
+ * ranks left run Rabenseifner's, and each odd one sends the result back down. Callers without a
+ * second buffer, and buffers past INT_MAX bytes, use MPI_Iallreduce. */
 ct_status ct__mpi_all_reduce(struct ct_dist *d, void *buf, void *tmp, size_t count, ct_dtype wire, ct_dist_op op,
                              const char *fn) {
   struct ct__mpi *m = d->mpi;
   size_t bytes = count * ct_dtype_size(wire);
-  if (tmp && d->size > 1 && (d->size & (d->size - 1)) == 0 && bytes <= INT_MAX)
-    return ct__mpi_rabenseifner(d, buf, tmp, count, wire, op, fn);
+  if (tmp && d->size > 1 && bytes <= INT_MAX) {
+    int p2 = 1;
+    while (p2 <= d->size / 2) p2 *= 2;
+    int rem = d->size - p2, r = d->rank;
+    if (r < 2 * rem && r % 2 == 0) { /* folded: hand the values up, get the result back */
+      CT__TRY(ct__mpi_exchange(d, buf, bytes, NULL, 0, r + 1, fn));
+      return ct__mpi_exchange(d, NULL, 0, buf, bytes, r + 1, fn);
+    }
+    if (r < 2 * rem) {
+      CT__TRY(ct__mpi_exchange(d, NULL, 0, tmp, bytes, r - 1, fn));
+      ct__mpi_combine(d, r - 1, buf, tmp, 0, count, wire, op);
+    }
+    CT__TRY(ct__mpi_rabenseifner(d, r < 2 * rem ? r / 2 : r - rem, p2, rem, buf, tmp, count, wire, op, fn));
+    if (r < 2 * rem) return ct__mpi_exchange(d, buf, bytes, NULL, 0, r - 1, fn);
+    return CT_OK;
+  }
   MPI_Request req;
   int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, ct__mpi_type(wire), ct__mpi_op(wire, op), m->comm, &req);
   if (rc != MPI_SUCCESS) return ct__mpi_fail(rc, fn, "MPI_Iallreduce");
